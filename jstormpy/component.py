@@ -1,0 +1,177 @@
+"""The user-facing component model: Tuple, TopologyContext, Spout and Bolt.
+
+Components are plain Python classes. The engine never requires ``super().__init__()``:
+it attaches its own fields (the collector, the managed state) after construction,
+under names starting with ``_jstorm``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+DEFAULT_STREAM = "default"
+
+
+class Tuple:
+    """One record flowing between components.
+
+    Example:
+        >>> t = Tuple(("cat", 3), {"word": 0, "count": 1}, "count", "default", 7)
+        >>> t["word"], t[1], t.fields, t.source, t.task
+        ('cat', 3, ('word', 'count'), 'count', 7)
+    """
+
+    __slots__ = ("values", "_index", "source", "stream", "task")
+
+    def __init__(self, values: Sequence[Any], index: Mapping[str, int], source: str,
+                 stream: str = DEFAULT_STREAM, task: int = -1) -> None:
+        self.values = values
+        self._index = index
+        self.source = source
+        self.stream = stream
+        self.task = task
+
+    def __getitem__(self, key: str | int) -> Any:
+        if key.__class__ is str:
+            return self.values[self._index[key]]  # type: ignore[index]
+        return self.values[key]  # type: ignore[index]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of field ``key``, or ``default`` if the stream has no such field."""
+        pos = self._index.get(key)
+        return default if pos is None else self.values[pos]
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The field names of this tuple's stream, in order."""
+        return tuple(sorted(self._index, key=self._index.__getitem__))
+
+    def as_dict(self) -> dict[str, Any]:
+        """Field name → value."""
+        return {name: self.values[pos] for name, pos in self._index.items()}
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __repr__(self) -> str:
+        return f"Tuple({self.source}:{self.task}/{self.stream} {list(self.values)!r})"
+
+
+@dataclass(frozen=True)
+class TopologyContext:
+    """What a task knows about its place in the topology (given to open/prepare)."""
+
+    topology: str
+    component: str
+    task_id: int
+    task_index: int
+    worker_id: int
+    component_tasks: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """Every component's task ids (sorted)."""
+    input_tasks: tuple[int, ...] = ()
+    """Task ids of this task's input channels (upstream tasks)."""
+    output_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """This component's declared streams and their fields."""
+    generation: int = 0
+    """The topology generation the task runs in (bumped by every rollback)."""
+
+    @property
+    def parallelism(self) -> int:
+        """How many tasks this component has."""
+        return len(self.component_tasks.get(self.component, (self.task_id,)))
+
+
+def declared_streams(component: Any) -> dict[str, tuple[str, ...]]:
+    """A component's output streams as ``{stream: fields}``."""
+    outputs = getattr(component, "outputs", ())
+    if isinstance(outputs, Mapping):
+        return {str(k): tuple(v) for k, v in outputs.items()}
+    return {DEFAULT_STREAM: tuple(outputs)} if outputs else {}
+
+
+class Component:
+    """Behaviour shared by spouts and bolts: emitting and managed state."""
+
+    outputs: ClassVar[Sequence[str] | Mapping[str, Sequence[str]]] = ()
+
+    def emit(self, values: Sequence[Any], stream: str = DEFAULT_STREAM) -> None:
+        """Send one tuple on ``stream`` to every subscriber, routed by its grouping."""
+        self._jstorm_collector.emit(values, stream)  # type: ignore[attr-defined]
+
+    def emit_direct(self, task: int, values: Sequence[Any],
+                    stream: str = DEFAULT_STREAM) -> None:
+        """Send one tuple to ``task`` of a subscriber that uses direct grouping."""
+        self._jstorm_collector.emit_direct(task, values, stream)  # type: ignore[attr-defined]
+
+    def emit_watermark(self, watermark_ms: float) -> None:
+        """Declare that no tuple with an event time below ``watermark_ms`` follows."""
+        self._jstorm_collector.emit_watermark(watermark_ms)  # type: ignore[attr-defined]
+
+    def state(self, name: str) -> dict[Any, Any]:
+        """Managed keyed state: a dict snapshotted at every checkpoint, restored on rollback.
+
+        Call it in ``open``/``prepare``; the same name returns the same (restored) dict.
+        """
+        states: dict[str, dict[Any, Any]] = self.__dict__.setdefault("_jstorm_states", {})
+        if name not in states:
+            states[name] = {}
+        return states[name]
+
+    @property
+    def log(self) -> Any:
+        """This task's logger (structured, carries task id and generation)."""
+        return self.__dict__.get("_jstorm_log")
+
+
+class Spout(Component):
+    """A source of tuples.
+
+    Replayable-source contract (needed for exactly-once): ``snapshot()`` returns the
+    position reached (e.g. an offset), ``restore(snap)`` rewinds to it. ``restore`` runs
+    before ``open``; set defaults in ``__init__``.
+    """
+
+    def open(self, conf: dict[str, Any], context: TopologyContext) -> None:
+        """Called once per task, after any state restore."""
+
+    def next_tuple(self) -> None:
+        """Emit zero or more tuples. Called in a loop; return quickly when idle."""
+
+    def finish(self) -> None:
+        """Declare that this spout has no more input (a rollback that rewinds it un-finishes it)."""
+        self.__dict__["_jstorm_finished"] = True
+
+    @property
+    def finished(self) -> bool:
+        """Whether ``finish()`` was called since the last open/restore."""
+        return bool(self.__dict__.get("_jstorm_finished", False))
+
+    def close(self) -> None:
+        """Called when the task stops."""
+
+
+class Bolt(Component):
+    """A processing step: ``execute`` is called once per input tuple, in order per channel."""
+
+    tick_interval_ms: ClassVar[float | None] = None
+    """If set, ``on_tick(now_ms)`` is called about this often (processing time)."""
+
+    def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
+        """Called once per task, after any state restore."""
+
+    def execute(self, tup: Tuple) -> None:
+        """Process one tuple."""
+
+    def on_watermark(self, watermark_ms: float) -> None:
+        """The task's event-time watermark (minimum over input channels) advanced."""
+
+    def on_tick(self, now_ms: float) -> None:
+        """Processing-time tick (see ``tick_interval_ms``)."""
+
+    def on_inputs_finished(self) -> None:
+        """Every input channel has ended (all upstream spouts finished); flush what is left."""
+
+    def cleanup(self) -> None:
+        """Called when the task stops."""

@@ -1,0 +1,123 @@
+"""Topology configuration: one dataclass, every setting declared once with its default and doc."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from jstormpy.errors import ConfigError
+
+GUARANTEES = ("exactly_once", "at_least_once", "at_most_once")
+
+
+@dataclass
+class Config:
+    """Settings of one topology run.
+
+    Unknown keys are refused with an error naming them; every value is validated on
+    construction.
+
+    Example:
+        >>> Config(workers=2, guarantee="exactly_once").checkpoint_interval_ms
+        1000
+    """
+
+    workers: int = 2
+    """Number of worker processes."""
+    guarantee: str = "exactly_once"
+    """"exactly_once" (aligned barriers, rollback, 2PC sinks), "at_least_once"
+    (barriers without alignment) or "at_most_once" (no state snapshots, no rollback)."""
+    checkpoint_interval_ms: int = 1000
+    """How often the Topology Master triggers a checkpoint (also the sink commit period)."""
+    checkpoint_timeout_ms: int = 60_000
+    """A checkpoint not completed within this time is aborted; the job continues."""
+    max_concurrent_checkpoints: int = 1
+    """Checkpoints in flight at once."""
+    checkpoints_retained: int = 3
+    """Completed checkpoints kept by garbage collection (the newest K)."""
+    state_backend: str = ""
+    """Where snapshots live: memory://, file:///dir (default: a run directory), hdfs://, hbase://."""
+    batch_size: int = 512
+    """Tuples per transport batch before a flush."""
+    batch_linger_ms: float = 5.0
+    """Longest a partly filled batch waits before it is flushed."""
+    queue_capacity: int = 64
+    """Batches a task's input queue holds before the producer blocks."""
+    send_buffer_bytes: int = 8 * 1024 * 1024
+    """Bytes of encoded frames queued per outbound connection before the producer blocks."""
+    max_frame_bytes: int = 64 * 1024 * 1024
+    """Frames larger than this are refused and the connection closed."""
+    heartbeat_interval_ms: int = 500
+    """Worker → Topology Master heartbeat period (carries metrics and queue levels)."""
+    worker_timeout_ms: int = 10_000
+    """A worker silent this long is declared dead (a closed control stream is detected at once)."""
+    backpressure_high_watermark: float = 0.8
+    """Input-queue fill above which the TM throttles upstream spouts."""
+    backpressure_low_watermark: float = 0.3
+    """Input-queue fill below which throttled spouts are released."""
+    throttle_lease_ms: int = 2000
+    """A throttle command expires unless renewed within this time."""
+    max_restarts: int = 100
+    """Recoveries allowed before the topology is failed."""
+    host: str = "127.0.0.1"
+    """Address workers and the TM bind to and advertise."""
+    log_level: str = "INFO"
+    """Level of the per-task logs."""
+    user: dict[str, Any] = field(default_factory=dict)
+    """Free-form settings passed to components (conf argument of open/prepare)."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Config:
+        """Build a Config from a mapping, refusing unknown keys by name."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown Config key(s) {', '.join(map(repr, unknown))}; "
+                f"known keys are: {', '.join(sorted(known))}"
+            )
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict (JSON-serialisable)."""
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with some settings changed (validated like the constructor)."""
+        return Config.from_dict({**self.to_dict(), **changes})
+
+    def validate(self) -> None:
+        """Raise ConfigError naming the first bad setting."""
+        def need(cond: bool, key: str, why: str) -> None:
+            if not cond:
+                raise ConfigError(f"Config.{key}={getattr(self, key)!r} is invalid: {why}")
+
+        for name in ("workers", "checkpoint_interval_ms", "checkpoint_timeout_ms",
+                     "max_concurrent_checkpoints", "checkpoints_retained", "batch_size",
+                     "queue_capacity", "send_buffer_bytes", "max_frame_bytes",
+                     "heartbeat_interval_ms", "worker_timeout_ms", "throttle_lease_ms"):
+            value = getattr(self, name)
+            need(isinstance(value, int) and not isinstance(value, bool), name, "must be an int")
+            need(value >= 1, name, "must be >= 1")
+        need(self.guarantee in GUARANTEES, "guarantee", f"must be one of {GUARANTEES}")
+        need(isinstance(self.batch_linger_ms, (int, float)) and self.batch_linger_ms >= 0,
+             "batch_linger_ms", "must be a number >= 0")
+        need(isinstance(self.max_restarts, int) and self.max_restarts >= 0,
+             "max_restarts", "must be an int >= 0")
+        for name in ("backpressure_high_watermark", "backpressure_low_watermark"):
+            value = getattr(self, name)
+            need(isinstance(value, (int, float)) and 0 < value <= 1, name, "must be in (0, 1]")
+        need(self.backpressure_low_watermark < self.backpressure_high_watermark,
+             "backpressure_low_watermark", "must be below backpressure_high_watermark")
+        need(isinstance(self.state_backend, str), "state_backend", "must be a URI string")
+        if self.state_backend:
+            scheme = self.state_backend.split("://", 1)[0] if "://" in self.state_backend else ""
+            need(scheme in ("memory", "file", "hdfs", "hbase"), "state_backend",
+                 "must start with memory://, file:///, hdfs:// or hbase://")
+        need(self.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "log_level",
+             "must be DEBUG, INFO, WARNING or ERROR")
+        need(isinstance(self.user, dict), "user", "must be a dict")

@@ -1,0 +1,43 @@
+"""Exception types of jstormpy. Every message names the bad thing and what to do."""
+
+from __future__ import annotations
+
+
+class JStormError(Exception):
+    """Base class of every error jstormpy raises on purpose."""
+
+
+class TopologyError(JStormError):
+    """A topology definition is invalid (unknown component, cycle, missing field, ...)."""
+
+
+class ConfigError(JStormError):
+    """A configuration value or key is invalid."""
+
+
+class BackendError(JStormError):
+    """A state backend failed (unreachable, unwritable, bad URI)."""
+
+
+class SnapshotNotFoundError(BackendError):
+    """A snapshot or metadata object that should exist does not."""
+
+
+class CorruptSnapshotError(BackendError):
+    """A snapshot failed its checksum or could not be decoded."""
+
+
+class AuthenticationError(JStormError):
+    """A peer failed the per-topology HMAC challenge."""
+
+
+class FrameError(JStormError):
+    """A transport frame is malformed, oversized or of an unknown type."""
+
+
+class CheckpointError(JStormError):
+    """A checkpoint could not be taken, completed or restored."""
+
+
+class UpgradeError(JStormError):
+    """A gray-release upgrade was refused or failed."""

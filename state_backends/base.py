@@ -1,0 +1,161 @@
+"""The state-backend interface: where checkpoint snapshots and metadata live.
+
+A backend implements five object primitives (put/get/list/delete/close) over string
+keys. ``put_object`` must be atomic: a reader sees the whole new value or none of it.
+Everything checkpoint-specific (layout, checksums, completeness, garbage collection)
+is implemented once here, on top of those primitives.
+
+Layout (keys, "/"-separated):
+
+    chk-0000000042/task-00007-g3.snap   one task's snapshot (checksummed envelope)
+    chk-0000000042/_metadata             JSON; its presence marks checkpoint 42 complete
+    meta/<name>                          small named objects (e.g. the generation counter)
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from abc import ABC, abstractmethod
+from typing import Any
+
+from jstormpy.errors import CorruptSnapshotError, SnapshotNotFoundError
+
+_MAGIC = b"JSNP"
+_HEADER = struct.Struct("!4sBIQ")  # magic, version, crc32, length
+_VERSION = 1
+METADATA_NAME = "_metadata"
+
+
+def checkpoint_prefix(checkpoint_id: int) -> str:
+    """The key prefix of one checkpoint's objects."""
+    return f"chk-{checkpoint_id:010d}/"
+
+
+def seal_blob(data: bytes) -> bytes:
+    """Wrap ``data`` in a checksummed envelope (detects truncation and corruption)."""
+    return _HEADER.pack(_MAGIC, _VERSION, zlib.crc32(data), len(data)) + data
+
+
+def open_blob(sealed: bytes, what: str) -> bytes:
+    """Unwrap an envelope made by :func:`seal_blob`, verifying length and checksum."""
+    if len(sealed) < _HEADER.size:
+        raise CorruptSnapshotError(f"{what}: truncated ({len(sealed)} bytes, no header)")
+    magic, version, crc, length = _HEADER.unpack_from(sealed)
+    if magic != _MAGIC or version != _VERSION:
+        raise CorruptSnapshotError(f"{what}: not a jstormpy snapshot (bad magic/version)")
+    data = sealed[_HEADER.size:]
+    if len(data) != length:
+        raise CorruptSnapshotError(f"{what}: truncated ({len(data)} of {length} bytes)")
+    if zlib.crc32(data) != crc:
+        raise CorruptSnapshotError(f"{what}: checksum mismatch")
+    return data
+
+
+class StateBackend(ABC):
+    """Where snapshots live. Selected by URI; see :func:`jstormpy.state_backends.open_backend`."""
+
+    uri: str = ""
+
+    # -- primitives each backend implements -------------------------------------------
+    @abstractmethod
+    def put_object(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key`` atomically (all or nothing), replacing any old value."""
+
+    @abstractmethod
+    def get_object(self, key: str) -> bytes:
+        """The bytes under ``key``; raise SnapshotNotFoundError if there are none."""
+
+    @abstractmethod
+    def list_objects(self, prefix: str) -> list[str]:
+        """Every key starting with ``prefix`` (any order)."""
+
+    @abstractmethod
+    def delete_objects(self, prefix: str) -> None:
+        """Delete every key starting with ``prefix`` (no error if there are none)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+    # -- checkpoint operations (shared) -------------------------------------------------
+    def put_snapshot(self, checkpoint_id: int, task_id: int, data: bytes,
+                     generation: int = 0) -> str:
+        """Store one task's snapshot for a checkpoint; returns its handle (the key)."""
+        key = f"{checkpoint_prefix(checkpoint_id)}task-{task_id:05d}-g{generation}.snap"
+        self.put_object(key, seal_blob(data))
+        return key
+
+    def get_snapshot(self, handle: str) -> bytes:
+        """The snapshot behind ``handle``, checksum verified (CorruptSnapshotError if not)."""
+        return open_blob(self.get_object(handle), f"snapshot {handle!r} in {self.uri}")
+
+    def write_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
+        """Write checkpoint metadata atomically: the commit point of the checkpoint."""
+        body = json.dumps({**metadata, "checkpoint_id": checkpoint_id}, sort_keys=True)
+        self.put_object(checkpoint_prefix(checkpoint_id) + METADATA_NAME,
+                        seal_blob(body.encode()))
+
+    def read_metadata(self, checkpoint_id: int) -> dict[str, Any]:
+        """The metadata of a completed checkpoint (checksum verified)."""
+        key = checkpoint_prefix(checkpoint_id) + METADATA_NAME
+        raw = open_blob(self.get_object(key), f"metadata of checkpoint {checkpoint_id}")
+        try:
+            meta: dict[str, Any] = json.loads(raw)
+        except ValueError as exc:
+            raise CorruptSnapshotError(
+                f"metadata of checkpoint {checkpoint_id} is not JSON: {exc}") from exc
+        return meta
+
+    def list_completed(self) -> list[int]:
+        """Ids of checkpoints whose metadata was written, ascending."""
+        ids = []
+        for key in self.list_objects("chk-"):
+            head, _, tail = key.partition("/")
+            if tail == METADATA_NAME:
+                try:
+                    ids.append(int(head[4:]))
+                except ValueError:
+                    continue
+        return sorted(set(ids))
+
+    def latest_completed(self) -> int | None:
+        """The newest completed checkpoint id, or None."""
+        done = self.list_completed()
+        return done[-1] if done else None
+
+    def discard_checkpoint(self, checkpoint_id: int) -> None:
+        """Delete every object of one checkpoint (metadata first, so it stops counting)."""
+        prefix = checkpoint_prefix(checkpoint_id)
+        self.delete_objects(prefix + METADATA_NAME)
+        self.delete_objects(prefix)
+
+    def garbage_collect(self, keep: int) -> list[int]:
+        """Delete all but the newest ``keep`` completed checkpoints, and any incomplete
+        checkpoint older than the newest completed one. Returns the ids deleted."""
+        done = self.list_completed()
+        if not done:
+            return []
+        keep_ids = set(done[-keep:]) if keep > 0 else set()
+        newest = done[-1]
+        seen: set[int] = set()
+        for key in self.list_objects("chk-"):
+            try:
+                seen.add(int(key.partition("/")[0][4:]))
+            except ValueError:
+                continue
+        doomed = sorted(c for c in seen if c not in keep_ids and c <= newest)
+        for cid in doomed:
+            self.discard_checkpoint(cid)
+        return doomed
+
+    def put_meta(self, name: str, data: bytes) -> None:
+        """Store a small named object atomically (e.g. the generation counter)."""
+        self.put_object(f"meta/{name}", seal_blob(data))
+
+    def get_meta(self, name: str) -> bytes | None:
+        """A small named object, or None if it was never written."""
+        try:
+            return open_blob(self.get_object(f"meta/{name}"), f"meta/{name}")
+        except SnapshotNotFoundError:
+            return None

@@ -1,0 +1,95 @@
+"""``file:///dir`` — the embedded default: write a temp file, fsync, atomic rename."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from jstormpy.errors import BackendError, SnapshotNotFoundError
+from jstormpy.state_backends.base import StateBackend
+
+
+class FileBackend(StateBackend):
+    """Objects are files under a root directory; keys map to relative paths."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        path = uri[len("file://"):] if uri.startswith("file://") else uri
+        if not path.startswith("/"):
+            raise BackendError(f"state backend {uri!r}: file:// needs an absolute path "
+                               "(file:///tmp/ckpt)")
+        self.root = Path(path)
+
+    def _path(self, key: str) -> Path:
+        if key.startswith("/") or ".." in key.split("/"):
+            raise BackendError(f"bad object key {key!r}")
+        return self.root / key
+
+    def put_object(self, key: str, data: bytes) -> None:
+        target = self._path(key)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".part")
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, target)
+            except BaseException:
+                with _suppress():
+                    os.unlink(tmp)
+                raise
+            dfd = os.open(target.parent, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError as exc:
+            raise BackendError(f"cannot write {key!r} to {self.uri}: {exc.strerror or exc} "
+                               f"({exc.filename or target})") from exc
+
+    def get_object(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            raise SnapshotNotFoundError(f"no object {key!r} in {self.uri}") from None
+        except OSError as exc:
+            raise BackendError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
+
+    def list_objects(self, prefix: str) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        out = []
+        for dirpath, _dirs, files in os.walk(self.root):
+            rel = os.path.relpath(dirpath, self.root)
+            for name in files:
+                if name.startswith(".tmp-"):
+                    continue
+                key = name if rel == "." else f"{rel}/{name}"
+                if key.startswith(prefix):
+                    out.append(key)
+        return out
+
+    def delete_objects(self, prefix: str) -> None:
+        for key in self.list_objects(prefix):
+            with _suppress():
+                os.unlink(self._path(key))
+        # remove directories left empty under the prefix
+        head = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        if head:
+            d = self._path(head)
+            with _suppress():
+                for sub in sorted(d.rglob("*"), reverse=True):
+                    if sub.is_dir():
+                        sub.rmdir()
+                d.rmdir()
+
+
+class _suppress:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return exc[0] is not None and issubclass(exc[0], OSError)  # type: ignore[arg-type]
