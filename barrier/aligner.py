@@ -1,0 +1,66 @@
+"""Barrier alignment at a task with several input channels (DESIGN §4 step 3).
+
+Exactly-once: once barrier n arrived on a channel, that channel is *blocked* (its
+records wait) until barrier n arrived on every channel. At-least-once: nothing is
+blocked; the snapshot is taken when the last barrier n arrives.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+
+class BarrierAligner:
+    """Tracks barrier arrivals per checkpoint and holds back blocked channels' items."""
+
+    def __init__(self, channels: list[int], aligned: bool) -> None:
+        self.channels = frozenset(channels)
+        self.aligned = aligned
+        self.arrived: dict[int, set[int]] = {}
+        self.blocked: set[int] = set()
+        self.held: dict[int, deque[Any]] = {}
+        self.started: dict[int, float] = {}
+
+    def is_blocked(self, channel: int) -> bool:
+        """Whether items from ``channel`` must be held back now."""
+        return channel in self.blocked
+
+    def hold(self, channel: int, item: Any) -> None:
+        """Keep an item of a blocked channel until the alignment completes."""
+        self.held.setdefault(channel, deque()).append(item)
+
+    def on_barrier(self, channel: int, checkpoint_id: int) -> bool:
+        """Record barrier ``checkpoint_id`` from ``channel``; True when it arrived on all."""
+        seen = self.arrived.setdefault(checkpoint_id, set())
+        if not seen:
+            self.started[checkpoint_id] = time.monotonic()
+        seen.add(channel)
+        if seen >= self.channels:
+            del self.arrived[checkpoint_id]
+            return True
+        if self.aligned:
+            self.blocked.add(channel)
+        return False
+
+    def alignment_ms(self, checkpoint_id: int) -> float:
+        """How long the alignment of ``checkpoint_id`` took (ms); forgets it."""
+        start = self.started.pop(checkpoint_id, None)
+        return 0.0 if start is None else (time.monotonic() - start) * 1000.0
+
+    def release(self) -> list[Any]:
+        """Unblock every channel; returns the held items in per-channel arrival order."""
+        self.blocked.clear()
+        out: list[Any] = []
+        for items in self.held.values():
+            out.extend(items)
+        self.held.clear()
+        return out
+
+    def reset(self) -> None:
+        """Forget everything (rollback)."""
+        self.arrived.clear()
+        self.blocked.clear()
+        self.held.clear()
+        self.started.clear()

@@ -1,0 +1,335 @@
+"""The embedded default launcher: a Topology Master and worker processes on this machine.
+
+``LocalCluster`` plays Storm's supervisor: it starts the processes, restarts any that
+die (a Topology Master restarted with ``--resume`` rolls the topology back to its last
+completed checkpoint), and stops them all when the topology is killed or the cluster
+is closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from jstormpy.client import MasterClient, Registration, jstorm_home
+from jstormpy.config import Config
+from jstormpy.errors import ConfigError, JStormError, TopologyError
+from jstormpy.security import SECRET_ENV, new_secret
+from jstormpy.topology import Topology
+
+log = logging.getLogger("jstormpy.deploy.local")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free right now on ``host``."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def check_guarantee(topology: Topology, config: Config) -> None:
+    """Refuse topologies whose spouts cannot honour the configured guarantee."""
+    if config.guarantee == "at_most_once":
+        return
+    for spec in topology.spouts():
+        cls = spec.cls
+        if not (callable(getattr(cls, "snapshot", None)) and callable(getattr(cls, "restore", None))):
+            raise TopologyError(
+                f"spout {spec.name!r} ({cls.__name__}) is not replayable: guarantee="
+                f"{config.guarantee!r} needs spouts that implement snapshot() and restore() "
+                "(their read position), so a rollback can rewind them; use a replayable "
+                "spout or guarantee='at_most_once'")
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """One worker as the Topology Master sees it."""
+
+    id: int
+    pid: int | None
+    tasks: tuple[int, ...]
+    code_version: str | None
+    alive: bool
+
+
+class TopologyHandle:
+    """A submitted topology: wait for it, inspect it, control it."""
+
+    def __init__(self, name: str, client: MasterClient, launcher: _Supervisor | None) -> None:
+        self.name = name
+        self.client = client
+        self._launcher = launcher
+
+    @property
+    def run_dir(self) -> Path | None:
+        """Where the run's files and logs are."""
+        return self._launcher.run_dir if self._launcher else None
+
+    @property
+    def master_pid(self) -> int | None:
+        """PID of the Topology Master process (local launcher only)."""
+        return self._launcher.master_pid() if self._launcher else None
+
+    def status(self) -> dict[str, Any]:
+        """The TM's status report."""
+        return self.client.status()
+
+    def metrics(self, component: str = "") -> dict[str, Any]:
+        """Metrics aggregated task → component → worker → topology."""
+        return self.client.metrics(component)
+
+    def workers(self) -> list[WorkerInfo]:
+        """The workers with their PIDs, tasks and code version."""
+        return [WorkerInfo(w["id"], w["pid"], tuple(w["tasks"]), w["code_version"], w["alive"])
+                for w in self.status()["workers"]]
+
+    def checkpoint(self, timeout_s: float = 30.0) -> int:
+        """Force a checkpoint; returns its id once completed."""
+        return self.client.checkpoint(timeout_s)
+
+    def last_completed_checkpoint(self) -> int | None:
+        """Id of the newest completed checkpoint, or None."""
+        last = self.status().get("last_completed_checkpoint")
+        return int(last["id"]) if last else None
+
+    def rollback(self, to: int | None = None) -> int:
+        """Roll back to a completed checkpoint (latest if None); returns its id."""
+        return self.client.rollback(to)[0]
+
+    def wait(self, timeout: float | None = None, poll_s: float = 0.05) -> dict[str, Any]:
+        """Block until the topology is drained (every spout finished and all output
+        committed); returns the final status. Raises TimeoutError or JStormError."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        status: dict[str, Any] = {}
+        while True:
+            try:
+                status = self.client.status(timeout=5.0)
+            except JStormError:
+                status = {"state": "unreachable"}  # the TM may be restarting
+            state = status.get("state")
+            if state == "drained":
+                return status
+            if state in ("failed", "killed"):
+                errors = status.get("errors") or []
+                last = errors[-1]["message"] if errors else "no error recorded"
+                raise JStormError(f"topology {self.name!r} is {state} (last error: {last})")
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"topology {self.name!r} not drained within {timeout} s "
+                                   f"(state: {state})")
+            if self._launcher is not None and self._launcher.gave_up:
+                raise JStormError(f"topology {self.name!r}: {self._launcher.gave_up}")
+            time.sleep(poll_s)
+
+    def kill(self) -> None:
+        """Stop the topology and its processes."""
+        if self._launcher is not None:
+            self._launcher.shutdown()
+        else:
+            self.client.kill("killed by the client")
+
+
+class _Supervisor:
+    """Starts and restarts the TM and worker processes of one topology."""
+
+    def __init__(self, name: str, run_dir: Path, config: Config, secret: str, port: int,
+                 resume: bool) -> None:
+        self.name = name
+        self.run_dir = run_dir
+        self.config = config
+        self.secret = secret
+        self.port = port
+        self.address = f"{config.host}:{port}"
+        self.resume = resume
+        self.master: subprocess.Popen[bytes] | None = None
+        self.workers: dict[int, subprocess.Popen[bytes]] = {}
+        self.stopping = threading.Event()
+        self.gave_up = ""
+        self.restarts = 0
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._watch, name=f"supervisor-{name}",
+                                       daemon=True)
+        self.env = dict(os.environ)
+        self.env[SECRET_ENV] = secret
+        path = [p for p in sys.path if p and os.path.isdir(p)]
+        self.env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
+            [os.getcwd(), *path, *self.env.get("PYTHONPATH", "").split(os.pathsep)]))
+        from jstormpy.runtime.worker import topology_hash_seed
+
+        self.env["PYTHONHASHSEED"] = topology_hash_seed(name)
+
+    def _log(self, name: str) -> Any:
+        logs = self.run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        return open(logs / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child
+
+    def start_master(self, resume: bool) -> None:
+        args = [sys.executable, "-m", "jstormpy.master", "--run-dir", str(self.run_dir),
+                "--port", str(self.port)]
+        if resume:
+            args.append("--resume")
+        with self._log("master") as out:
+            self.master = subprocess.Popen(args, env=self.env, stdout=out, stderr=out,
+                                           stdin=subprocess.DEVNULL)
+
+    def start_worker(self, worker_id: int) -> None:
+        args = [sys.executable, "-m", "jstormpy.runtime.worker", "--tm", self.address,
+                "--worker-id", str(worker_id), "--log-level", self.config.log_level]
+        with self._log(f"worker-{worker_id}") as out:
+            self.workers[worker_id] = subprocess.Popen(args, env=self.env, stdout=out,
+                                                       stderr=out, stdin=subprocess.DEVNULL)
+
+    def master_pid(self) -> int | None:
+        return self.master.pid if self.master else None
+
+    def start(self) -> None:
+        self.start_master(self.resume)
+        deadline = time.monotonic() + 60
+        port_file = self.run_dir / "master.port"
+        while not port_file.exists():
+            if self.master is not None and self.master.poll() is not None:
+                raise JStormError(f"Topology Master exited with code {self.master.returncode}; "
+                                  f"see {self.run_dir / 'logs' / 'master.log'}")
+            if time.monotonic() > deadline:
+                raise JStormError("Topology Master did not start within 60 s")
+            time.sleep(0.02)
+        for wid in range(self.config.workers):
+            self.start_worker(wid)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        while not self.stopping.wait(0.05):
+            with self.lock:
+                if self.stopping.is_set():
+                    return
+                master = self.master
+                if master is not None and master.poll() is not None:
+                    if master.returncode == 0:
+                        self._stop_workers()
+                        return
+                    self._restart("Topology Master", master.returncode,
+                                  lambda: self.start_master(resume=True))
+                for wid, proc in list(self.workers.items()):
+                    if proc.poll() is not None and proc.returncode != 0:
+                        self._restart(f"worker {wid}", proc.returncode,
+                                      lambda wid=wid: self.start_worker(wid))
+
+    def _restart(self, what: str, code: int, start: Any) -> None:
+        self.restarts += 1
+        if self.restarts > self.config.max_restarts:
+            self.gave_up = f"{what} died (exit {code}) and max_restarts is exhausted"
+            log.error(self.gave_up)
+            return
+        log.warning("%s exited with code %s; restarting it", what, code)
+        start()
+
+    def _stop_workers(self) -> None:
+        for proc in self.workers.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.workers.values():
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    def shutdown(self) -> None:
+        self.stopping.set()
+        with self.lock:
+            try:
+                MasterClient(self.address, self.secret.encode()).kill("cluster shut down")
+            except JStormError:
+                pass
+            procs = [p for p in [self.master, *self.workers.values()] if p is not None]
+            deadline = time.monotonic() + 5
+            for proc in procs:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(max(deadline - time.monotonic(), 0.01))
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait()
+
+
+class LocalCluster:
+    """Runs topologies as processes on this machine (the embedded default).
+
+    Example:
+        with LocalCluster() as cluster:
+            handle = cluster.submit(builder.build(), Config(workers=2))
+            handle.wait(timeout=60)
+    """
+
+    def __init__(self, home: str | Path | None = None) -> None:
+        self.home = Path(home) if home else jstorm_home()
+        self.handles: list[TopologyHandle] = []
+
+    def submit(self, topology: Topology, config: Config | None = None, *,
+               resume: bool = False) -> TopologyHandle:
+        """Start ``topology``; returns its handle once the Topology Master is up."""
+        config = config or Config()
+        if not isinstance(topology, Topology):
+            raise TopologyError("submit() needs a built Topology (call TopologyBuilder.build())")
+        config.validate()
+        check_guarantee(topology, config)
+        if config.state_backend.startswith("memory://"):
+            raise ConfigError("Config.state_backend='memory://' cannot be shared between the "
+                              "Topology Master and worker processes; use file:///dir (default)")
+        name = topology.name
+        for reg in Registration.all():
+            if reg.name == name and _pid_alive(reg.launcher_pid) and reg.launcher_pid != os.getpid():
+                raise JStormError(f"a topology named {name!r} is already running "
+                                  f"(launcher pid {reg.launcher_pid}); kill it first")
+        if not config.state_backend:
+            config = config.replace(state_backend=f"file://{self.home / 'checkpoints' / name}")
+        run_dir = self.home / "runs" / name
+        if run_dir.exists():
+            shutil.rmtree(run_dir / "logs", ignore_errors=True)
+            (run_dir / "master.port").unlink(missing_ok=True)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "topology.pkl").write_bytes(cloudpickle.dumps(topology))
+        (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
+        (run_dir / "descriptor.json").write_text(json.dumps(topology.descriptor()))
+        secret = new_secret()
+        port = free_port(config.host)
+        sup = _Supervisor(name, run_dir, config, secret, port, resume)
+        sup.start()
+        Registration(name, sup.address, secret, str(run_dir), os.getpid()).save()
+        handle = TopologyHandle(name, MasterClient(sup.address, secret.encode()), sup)
+        self.handles.append(handle)
+        return handle
+
+    def shutdown(self) -> None:
+        """Kill every topology this cluster started."""
+        for handle in self.handles:
+            handle.kill()
+            with contextlib.suppress(Exception):
+                Registration.load(handle.name).remove()
+        self.handles = []
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True

@@ -1,0 +1,120 @@
+"""A client of a Topology Master (used by TopologyHandle and the CLI)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from jstormpy.errors import JStormError
+from jstormpy.proto import jstorm_pb2 as pb
+from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
+from jstormpy.security import auth_metadata
+
+
+def jstorm_home() -> Path:
+    """Where runs, checkpoints and the topology registry live (``$JSTORM_HOME``)."""
+    return Path(os.environ.get("JSTORM_HOME", Path.home() / ".jstorm"))
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A running topology as recorded in ``$JSTORM_HOME/topologies/NAME.json``."""
+
+    name: str
+    address: str
+    secret: str
+    run_dir: str
+    launcher_pid: int
+
+    @classmethod
+    def load(cls, name: str) -> Registration:
+        """The registration of ``name``; JStormError if there is none."""
+        path = jstorm_home() / "topologies" / f"{name}.json"
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise JStormError(f"no running topology named {name!r} (see `jstorm list`)") from None
+        return cls(**data)
+
+    def save(self) -> None:
+        """Write the registration (readable by this user only: it holds the secret)."""
+        folder = jstorm_home() / "topologies"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{self.name}.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(self.__dict__, fh)
+
+    def remove(self) -> None:
+        """Forget the registration."""
+        (jstorm_home() / "topologies" / f"{self.name}.json").unlink(missing_ok=True)
+
+    @staticmethod
+    def all() -> list[Registration]:
+        """Every registered topology."""
+        folder = jstorm_home() / "topologies"
+        out = []
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                out.append(Registration(**json.loads(path.read_text())))
+            except (ValueError, TypeError):
+                continue
+        return out
+
+
+class MasterClient:
+    """Calls a Topology Master's gRPC API with the topology's secret."""
+
+    def __init__(self, address: str, secret: bytes) -> None:
+        self.address = address
+        self.secret = secret
+        self.channel = grpc.insecure_channel(address)
+        self.stub = pb_grpc.TopologyMasterStub(self.channel)
+
+    def _call(self, method: str, request: Any, timeout: float = 10.0) -> Any:
+        try:
+            return getattr(self.stub, method)(request, metadata=auth_metadata(self.secret),
+                                              timeout=timeout)
+        except grpc.RpcError as exc:
+            raise JStormError(f"Topology Master at {self.address}: {method} failed: "
+                              f"{exc.code().name}: {exc.details()}") from exc
+
+    def status(self, timeout: float = 10.0) -> dict[str, Any]:
+        """The topology's status (see MasterCore.status)."""
+        result: dict[str, Any] = json.loads(self._call("Status", pb.StatusRequest(), timeout).json)
+        return result
+
+    def metrics(self, component: str = "") -> dict[str, Any]:
+        """Metrics at every level."""
+        reply = self._call("Metrics", pb.MetricsRequest(component=component))
+        result: dict[str, Any] = json.loads(reply.json)
+        return result
+
+    def kill(self, reason: str = "") -> None:
+        """Stop the topology."""
+        self._call("Kill", pb.KillRequest(reason=reason))
+
+    def checkpoint(self, timeout_s: float = 30.0) -> int:
+        """Force a checkpoint and wait for it; returns its id."""
+        reply = self._call("Checkpoint", pb.CheckpointRequest(timeout_s=timeout_s),
+                           timeout=timeout_s + 5)
+        if not reply.completed:
+            raise JStormError(f"checkpoint {reply.checkpoint_id or ''} did not complete: "
+                              f"{reply.error}")
+        return int(reply.checkpoint_id)
+
+    def rollback(self, checkpoint_id: int | None = None) -> tuple[int, int]:
+        """Roll back to a completed checkpoint; returns (checkpoint id, new generation)."""
+        reply = self._call("Rollback", pb.RollbackRequest(checkpoint_id=checkpoint_id or 0))
+        if not reply.ok:
+            raise JStormError(f"rollback refused: {reply.error}")
+        return int(reply.checkpoint_id), int(reply.generation)
+
+    def close(self) -> None:
+        """Close the channel."""
+        self.channel.close()

@@ -1,0 +1,420 @@
+"""Task executors: one thread per task, running a spout loop or a bolt loop.
+
+A bolt task takes items ``(src_task, kind, stream, payload)`` from its bounded input
+queue: DATA batches are executed tuple by tuple; BARRIER items go through the
+:class:`~jstormpy.barrier.aligner.BarrierAligner`; WATERMARK items advance the task's
+watermark (minimum over input channels); END_OF_STREAM marks a channel finished.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import queue
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from jstormpy.barrier.aligner import BarrierAligner
+from jstormpy.component import Tuple
+from jstormpy.metrics import LATENCY_BUCKETS_MS
+from jstormpy.runtime.routing import BARRIER, DATA, END_OF_STREAM, WATERMARK, OutputCollector
+
+
+log = logging.getLogger("jstormpy.task")
+
+
+class TaskStopped(Exception):
+    """Raised inside a task thread when the worker stops it (rollback/shutdown)."""
+
+
+@dataclass
+class TaskMetricsCounters:
+    """Counters a task updates; read by the heartbeat thread."""
+
+    executed: int = 0
+    errors: int = 0
+    latency_sum_ms: float = 0.0
+    latency_samples: int = 0
+    buckets: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS_MS))
+
+    def observe_ms(self, per_tuple_ms: float, count: int = 1) -> None:
+        """Record one latency sample (weighted by ``count`` tuples)."""
+        self.latency_sum_ms += per_tuple_ms * count
+        self.latency_samples += count
+        for i, bound in enumerate(LATENCY_BUCKETS_MS):
+            if per_tuple_ms <= bound:
+                self.buckets[i] += count
+                break
+
+
+class TaskHost:
+    """What an executor needs from its worker (implemented by the worker runtime)."""
+
+    generation: int
+    guarantee: str
+
+    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes) -> str:
+        raise NotImplementedError
+
+    def ack_checkpoint(self, checkpoint_id: int, task_id: int, handle: str, size: int,
+                       finished: bool, alignment_ms: float, snapshot_ms: float) -> None:
+        raise NotImplementedError
+
+    def fail_checkpoint(self, checkpoint_id: int, task_id: int, reason: str) -> None:
+        raise NotImplementedError
+
+    def report_error(self, task_id: int, component: str, exc: BaseException,
+                     tup: Any) -> None:
+        raise NotImplementedError
+
+    def report_committed(self, checkpoint_id: int, task_id: int) -> None:
+        raise NotImplementedError
+
+
+class TaskExecutor:
+    """Runs one task (spout or bolt) in its own thread."""
+
+    def __init__(self, task_id: int, component_name: str, kind: str, component: Any,
+                 collector: OutputCollector, host: TaskHost, *, is_sink: bool = False,
+                 inq: queue.Queue[Any] | None = None, input_channels: tuple[int, ...] = (),
+                 source_index: dict[tuple[int, str], tuple[str, dict[str, int]]] | None = None,
+                 linger_s: float = 0.005, restored: dict[str, Any] | None = None,
+                 start_hook: Callable[[], None] | None = None) -> None:
+        self.task_id = task_id
+        self.component_name = component_name
+        self.kind = kind
+        self.component = component
+        self.collector = collector
+        self.host = host
+        self.is_sink = is_sink
+        self.inq = inq
+        self.input_channels = input_channels
+        self.source_index = source_index or {}
+        self.linger_s = linger_s
+        self.start_hook = start_hook
+        self.ctrl: deque[tuple[str, Any]] = deque()
+        self.wake = threading.Event()
+        self.stopping = False
+        self.failed = False
+        self.metrics = TaskMetricsCounters()
+        self.thread: threading.Thread | None = None
+        self.throttled_until = 0.0
+        restored = restored or {}
+        self.eos_sent = bool(restored.get("eos_sent", False))
+        self.eos_channels: set[int] = set(restored.get("eos_channels", ()))
+        self.channel_wm: dict[int, float] = dict(restored.get("channel_wm", {}))
+        self.watermark = float(restored.get("watermark", float("-inf")))
+        self.sink_pending: list[int] = list(restored.get("sink_pending", ()))
+        self.inputs_finished = bool(restored.get("inputs_finished", False))
+        self.aligner = BarrierAligner(list(input_channels), host.guarantee == "exactly_once")
+        self.pending: deque[Any] = deque()
+        self.next_tick = 0.0
+        tick = getattr(component, "tick_interval_ms", None)
+        self.tick_s = tick / 1000.0 if tick else None
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the task thread."""
+        target = self._run_spout if self.kind == "spout" else self._run_bolt
+        self.thread = threading.Thread(target=self._guarded, args=(target,),
+                                       name=f"task-{self.task_id}-{self.component_name}",
+                                       daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Ask the thread to stop (it finishes the user call in progress)."""
+        self.stopping = True
+        self.wake.set()
+
+    def join(self, timeout: float) -> bool:
+        """Wait for the thread; True if it ended."""
+        if self.thread is None:
+            return True
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    def command(self, name: str, arg: Any) -> None:
+        """Queue a control command (trigger/complete/throttle) for the task thread."""
+        self.ctrl.append((name, arg))
+        self.wake.set()
+
+    def _guarded(self, target: Callable[[], None]) -> None:
+        try:
+            target()
+        except TaskStopped:
+            pass
+        except Exception as exc:  # an engine bug or a user error outside execute
+            if not self.stopping:
+                log.exception("task %s (%s) crashed", self.task_id, self.component_name)
+                self.failed = True
+                self.host.report_error(self.task_id, self.component_name, exc, None)
+        finally:
+            try:
+                if self.kind == "spout":
+                    self.component.close()
+                else:
+                    self.component.cleanup()
+            except Exception:
+                log.exception("task %s close/cleanup failed", self.task_id)
+
+    # -- user errors ----------------------------------------------------------------------
+    def _user_error(self, exc: BaseException, tup: Any) -> None:
+        self.metrics.errors += 1
+        log.error("task %s (%s) raised %s on %r\n%s", self.task_id, self.component_name,
+                  exc.__class__.__name__, tup, traceback.format_exc())
+        self.host.report_error(self.task_id, self.component_name, exc, tup)
+        if self.host.guarantee != "at_most_once":
+            # the Topology Master rolls the topology back; stop making progress meanwhile
+            self.failed = True
+            raise TaskStopped
+
+    # -- control commands -------------------------------------------------------------------
+    def _process_ctrl(self) -> None:
+        while self.ctrl:
+            name, arg = self.ctrl.popleft()
+            if name == "trigger":
+                self._spout_checkpoint(arg)
+            elif name == "complete":
+                self._complete(arg)
+            elif name == "throttle":
+                self.throttled_until = arg
+        if self.stopping:
+            raise TaskStopped
+
+    def _complete(self, checkpoint_id: int) -> None:
+        if self.is_sink:
+            done = [p for p in self.sink_pending if p <= checkpoint_id]
+            for p in done:
+                self.component.commit(p)
+            self.sink_pending = [p for p in self.sink_pending if p > checkpoint_id]
+            self.host.report_committed(checkpoint_id, self.task_id)
+        hook = getattr(self.component, "on_checkpoint_complete", None)
+        if callable(hook):
+            hook(checkpoint_id)
+
+    # -- snapshots ------------------------------------------------------------------------
+    def _snapshot_bytes(self) -> bytes:
+        comp = self.component
+        snap: dict[str, Any] = {"states": comp.__dict__.get("_jstorm_states", {})}
+        custom = getattr(comp, "snapshot", None)
+        if callable(custom):
+            snap["custom"] = custom()
+        if self.kind == "spout":
+            snap["finished"] = comp.finished
+            snap["eos_sent"] = self.eos_sent
+        else:
+            snap["eos_channels"] = sorted(self.eos_channels)
+            snap["channel_wm"] = self.channel_wm
+            snap["watermark"] = self.watermark
+            snap["inputs_finished"] = self.inputs_finished
+            snap["sink_pending"] = self.sink_pending
+        return pickle.dumps(snap, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def _take_snapshot(self, checkpoint_id: int, alignment_ms: float, emit_barrier: bool) -> None:
+        t0 = time.monotonic()
+        stateful = self.host.guarantee != "at_most_once"
+        data = self._snapshot_bytes() if stateful else b""
+        if emit_barrier:
+            self.collector.broadcast(BARRIER, checkpoint_id)
+        handle = ""
+        try:
+            if stateful:
+                handle = self.host.write_snapshot(checkpoint_id, self.task_id, data)
+        except Exception as exc:
+            log.error("task %s: snapshot for checkpoint %s failed: %s", self.task_id,
+                      checkpoint_id, exc)
+            self.host.fail_checkpoint(checkpoint_id, self.task_id, str(exc))
+            return
+        finished = self.kind == "spout" and self.component.finished
+        self.host.ack_checkpoint(checkpoint_id, self.task_id, handle, len(data), finished,
+                                 alignment_ms, (time.monotonic() - t0) * 1000.0)
+
+    def _spout_checkpoint(self, checkpoint_id: int) -> None:
+        self.collector.flush()
+        self._take_snapshot(checkpoint_id, 0.0, emit_barrier=True)
+
+    # -- spout loop -----------------------------------------------------------------------
+    def _run_spout(self) -> None:
+        comp = self.component
+        coll = self.collector
+        next_tuple = comp.next_tuple
+        linger = self.linger_s
+        wake = self.wake
+        last_flush = time.monotonic()
+        if self.start_hook:
+            self.start_hook()
+        while True:
+            if self.ctrl or self.stopping:
+                self._process_ctrl()
+            if comp.finished:
+                if not self.eos_sent:
+                    coll.flush()
+                    coll.broadcast(END_OF_STREAM, None)
+                    self.eos_sent = True
+                wake.wait(0.05)
+                wake.clear()
+                continue
+            now = time.monotonic()
+            if self.throttled_until > now:
+                coll.flush()
+                wake.wait(min(self.throttled_until - now, 0.05))
+                wake.clear()
+                continue
+            before = coll.emitted
+            try:
+                next_tuple()
+            except TaskStopped:
+                raise
+            except Exception as exc:
+                self._user_error(exc, None)
+            if coll.emitted == before:
+                coll.flush()
+                last_flush = time.monotonic()
+                wake.wait(0.001)
+                wake.clear()
+            elif now - last_flush >= linger:
+                coll.flush()
+                last_flush = now
+
+    # -- bolt loop --------------------------------------------------------------------------
+    def _run_bolt(self) -> None:
+        assert self.inq is not None
+        q = self.inq
+        coll = self.collector
+        linger = self.linger_s
+        pending = self.pending
+        aligner = self.aligner
+        if self.start_hook:
+            self.start_hook()
+        if self.is_sink:
+            self.component.begin(self._next_txn_id())
+        last_flush = time.monotonic()
+        while True:
+            if self.ctrl or self.stopping:
+                self._process_ctrl()
+            if pending:
+                item = pending.popleft()
+            else:
+                timeout = linger if coll.dirty else 0.05
+                if self.tick_s is not None:
+                    timeout = min(timeout, max(self.next_tick - time.monotonic(), 0.0))
+                try:
+                    item = q.get(timeout=timeout)
+                except queue.Empty:
+                    coll.flush()
+                    last_flush = time.monotonic()
+                    self._maybe_tick()
+                    continue
+            src, kind, stream, payload = item
+            if aligner.blocked and src in aligner.blocked:
+                aligner.hold(src, item)
+                continue
+            if kind == DATA:
+                self._execute_batch(src, stream, payload)
+            elif kind == BARRIER:
+                self._on_barrier(src, payload)
+            elif kind == WATERMARK:
+                self._on_watermark(src, payload)
+            elif kind == END_OF_STREAM:
+                self._on_end_of_stream(src)
+            now = time.monotonic()
+            if coll.dirty and (now - last_flush >= linger or (not pending and q.empty())):
+                coll.flush()
+                last_flush = now
+            if self.tick_s is not None and now >= self.next_tick:
+                self._maybe_tick()
+
+    def _maybe_tick(self) -> None:
+        if self.tick_s is None:
+            return
+        now = time.monotonic()
+        if now >= self.next_tick:
+            self.next_tick = now + self.tick_s
+            try:
+                self.component.on_tick(time.time() * 1000.0)
+            except TaskStopped:
+                raise
+            except Exception as exc:
+                self._user_error(exc, None)
+
+    def _execute_batch(self, src: int, stream: str, payload: list[Any]) -> None:
+        try:
+            source, index = self.source_index[(src, stream)]
+        except KeyError:
+            log.warning("task %s: dropped a batch from task %s on undeclared stream %r",
+                        self.task_id, src, stream)
+            return
+        execute = self.component.execute
+        t0 = time.perf_counter()
+        i = 0
+        n = len(payload)
+        while i < n:
+            try:
+                for values in payload[i:] if i else payload:
+                    i += 1
+                    execute(Tuple(values, index, source, stream, src))
+            except TaskStopped:
+                raise
+            except Exception as exc:
+                self._user_error(exc, Tuple(payload[i - 1], index, source, stream, src))
+        self.metrics.executed += n
+        if n:
+            self.metrics.observe_ms((time.perf_counter() - t0) * 1000.0 / n, n)
+
+    def _on_barrier(self, src: int, checkpoint_id: int) -> None:
+        if not self.aligner.on_barrier(src, checkpoint_id):
+            return
+        alignment_ms = self.aligner.alignment_ms(checkpoint_id)
+        self.collector.flush()
+        if self.is_sink:
+            self.component.pre_commit(checkpoint_id)
+            self.sink_pending.append(checkpoint_id)
+        self._take_snapshot(checkpoint_id, alignment_ms, emit_barrier=True)
+        if self.is_sink:
+            self.component.begin(checkpoint_id + 1)
+        released = self.aligner.release()
+        if released:
+            self.pending.extendleft(reversed(released))
+
+    def _on_watermark(self, src: int, watermark: float) -> None:
+        if watermark > self.channel_wm.get(src, float("-inf")):
+            self.channel_wm[src] = watermark
+        self._advance_watermark()
+
+    def _advance_watermark(self) -> None:
+        inf = float("inf")
+        low = min((inf if c in self.eos_channels else self.channel_wm.get(c, float("-inf")))
+                  for c in self.input_channels) if self.input_channels else inf
+        if low > self.watermark:
+            self.watermark = low
+            try:
+                self.component.on_watermark(low)
+            except TaskStopped:
+                raise
+            except Exception as exc:
+                self._user_error(exc, None)
+            if low != inf:
+                self.collector.emit_watermark(low)
+
+    def _on_end_of_stream(self, src: int) -> None:
+        self.eos_channels.add(src)
+        self._advance_watermark()
+        if self.eos_channels >= set(self.input_channels) and not self.inputs_finished:
+            self.inputs_finished = True
+            try:
+                self.component.on_inputs_finished()
+            except TaskStopped:
+                raise
+            except Exception as exc:
+                self._user_error(exc, None)
+            self.collector.flush()
+            self.collector.broadcast(END_OF_STREAM, None)
+
+    def _next_txn_id(self) -> int:
+        restored_from = getattr(self, "restored_checkpoint", 0) or 0
+        return restored_from + 1

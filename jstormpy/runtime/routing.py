@@ -1,0 +1,197 @@
+"""Output side of a task: groupings compiled into routes, per-channel batches, markers.
+
+``emit`` appends the values to a per-(route, target) batch; a batch is sent when it
+reaches ``batch_size`` or when the executor flushes (linger expired / input idle /
+before a barrier or watermark). Per-tuple work here is one routing decision and a list
+append: everything else is per batch.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from jstormpy.errors import JStormError, TopologyError
+
+# In-band item kinds: every item on a channel is (src_task, kind, stream, payload).
+DATA = 0
+BARRIER = 1
+WATERMARK = 2
+END_OF_STREAM = 3
+
+SendFn = Callable[[int, tuple[Any, ...]], None]
+
+
+class Route:
+    """One consumer subscription of one stream, seen from one emitting task."""
+
+    __slots__ = ("kind", "stream", "targets", "buffers", "rr", "n", "key_index", "custom",
+                 "src", "batch_size", "send", "local_targets", "local_rr", "consumer",
+                 "target_pos")
+
+    def __init__(self, kind: str, stream: str, consumer: str, targets: Sequence[int],
+                 src: int, send: SendFn, batch_size: int, key_index: tuple[int, ...] = (),
+                 custom: Any = None, local_targets: Sequence[int] = ()) -> None:
+        self.kind = kind
+        self.stream = stream
+        self.consumer = consumer
+        self.targets = list(targets)
+        self.n = len(self.targets)
+        self.buffers: list[list[Any]] = [[] for _ in self.targets]
+        self.rr = src % max(self.n, 1)
+        self.key_index = key_index
+        self.custom = custom
+        self.src = src
+        self.batch_size = batch_size
+        self.send = send
+        self.target_pos = {t: i for i, t in enumerate(self.targets)}
+        self.local_targets = [self.target_pos[t] for t in local_targets]
+        self.local_rr = itertools.cycle(self.local_targets) if self.local_targets else None
+
+    def add(self, values: Any) -> None:
+        """Route one tuple's values into the right batch(es)."""
+        kind = self.kind
+        if kind == "fields":
+            ki = self.key_index
+            key = values[ki[0]] if len(ki) == 1 else tuple(values[i] for i in ki)
+            self._append(hash(key) % self.n, values)
+        elif kind in ("shuffle", "none"):
+            self.rr = i = (self.rr + 1) % self.n
+            self._append(i, values)
+        elif kind == "local_or_shuffle":
+            if self.local_rr is not None:
+                self._append(next(self.local_rr), values)
+            else:
+                self.rr = i = (self.rr + 1) % self.n
+                self._append(i, values)
+        elif kind == "global":
+            self._append(0, values)
+        elif kind == "all":
+            for i in range(self.n):
+                self._append(i, values)
+        elif kind == "custom":
+            for task in self.custom.choose_tasks(self.src, values):
+                pos = self.target_pos.get(task)
+                if pos is None:
+                    raise JStormError(f"custom grouping {type(self.custom).__name__} chose task "
+                                      f"{task}, which is not a task of {self.consumer!r} "
+                                      f"(tasks {self.targets})")
+                self._append(pos, values)
+        # direct: only emit_direct routes to it
+
+    def add_direct(self, task: int, values: Any) -> None:
+        """Route to one chosen task (direct grouping)."""
+        pos = self.target_pos.get(task)
+        if pos is None:
+            raise JStormError(f"emit_direct to task {task}, which is not a task of "
+                              f"{self.consumer!r} (tasks {self.targets})")
+        self._append(pos, values)
+
+    def _append(self, i: int, values: Any) -> None:
+        buf = self.buffers[i]
+        buf.append(values)
+        if len(buf) >= self.batch_size:
+            self.buffers[i] = []
+            self.send(self.targets[i], (self.src, DATA, self.stream, buf))
+
+    def flush(self) -> None:
+        """Send every non-empty batch."""
+        bufs = self.buffers
+        for i, buf in enumerate(bufs):
+            if buf:
+                bufs[i] = []
+                self.send(self.targets[i], (self.src, DATA, self.stream, buf))
+
+
+class OutputCollector:
+    """What ``Component.emit`` talks to: routes per stream, flushing, in-band markers."""
+
+    def __init__(self, task_id: int, component: str, routes: dict[str, list[Route]],
+                 channels: Sequence[int], send: SendFn) -> None:
+        self.task_id = task_id
+        self.component = component
+        self.routes = routes
+        self.all_routes = [r for rs in routes.values() for r in rs]
+        self.channels = sorted(set(channels))
+        self.send = send
+        self.emitted = 0
+        self.last_watermark = float("-inf")
+        self.dirty = False
+
+    def emit(self, values: Sequence[Any], stream: str = "default") -> None:
+        """Route one tuple to every subscriber of ``stream``."""
+        try:
+            routes = self.routes[stream]
+        except KeyError:
+            raise TopologyError(f"component {self.component!r} emitted on stream {stream!r}, "
+                                f"which it does not declare in `outputs` "
+                                f"(declared: {sorted(self.routes)})") from None
+        self.emitted += 1
+        self.dirty = True
+        for r in routes:
+            r.add(values)
+
+    def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default") -> None:
+        """Send to one task of the direct-grouped subscriber(s) of ``stream``."""
+        routes = [r for r in self.routes.get(stream, ()) if r.kind == "direct"]
+        if not routes:
+            raise TopologyError(f"component {self.component!r}: emit_direct on stream "
+                                f"{stream!r}, which no bolt reads with direct_grouping")
+        self.emitted += 1
+        self.dirty = True
+        for r in routes:
+            r.add_direct(task, values)
+
+    def emit_watermark(self, watermark_ms: float) -> None:
+        """Send a watermark on every output channel (only if it advances)."""
+        if watermark_ms <= self.last_watermark:
+            return
+        self.last_watermark = watermark_ms
+        self.flush()
+        self.broadcast(WATERMARK, watermark_ms)
+
+    def flush(self) -> None:
+        """Send every partly filled batch."""
+        if self.dirty:
+            self.dirty = False
+            for r in self.all_routes:
+                r.flush()
+
+    def broadcast(self, kind: int, payload: Any) -> None:
+        """Send a marker (barrier, watermark, end of stream) on every output channel."""
+        item = (self.task_id, kind, "", payload)
+        for dst in self.channels:
+            self.send(dst, item)
+
+
+def build_routes(task_id: int, component: str, streams: dict[str, tuple[str, ...]],
+                 consumers: list[tuple[str, Any]], component_tasks: dict[str, tuple[int, ...]],
+                 task_workers: dict[int, int], send: SendFn,
+                 batch_size: int) -> tuple[dict[str, list[Route]], list[int]]:
+    """Compile the groupings that read from ``component`` into routes for ``task_id``.
+
+    ``consumers`` is ``[(consumer_name, Grouping), ...]``. Returns (routes by stream,
+    every output channel's task id).
+    """
+    import copy
+
+    routes: dict[str, list[Route]] = {s: [] for s in streams}
+    channels: set[int] = set()
+    my_worker = task_workers.get(task_id)
+    for consumer, g in consumers:
+        targets = sorted(component_tasks[consumer])
+        channels.update(targets)
+        key_index: tuple[int, ...] = ()
+        if g.kind == "fields":
+            fields = streams[g.stream]
+            key_index = tuple(fields.index(f) for f in g.fields)
+        custom = None
+        if g.kind == "custom":
+            custom = copy.deepcopy(g.custom)
+            custom.prepare(component, g.stream, list(targets))
+        local = [t for t in targets if task_workers.get(t) == my_worker]
+        route = Route(g.kind, g.stream, consumer, targets, task_id, send, batch_size,
+                      key_index, custom, local)
+        routes.setdefault(g.stream, []).append(route)
+    return routes, sorted(channels)

@@ -1,0 +1,442 @@
+"""A worker process: hosts several tasks, talks to the Topology Master over gRPC and to
+other workers over the authenticated TCP transport.
+
+Run as ``python -m jstormpy.runtime.worker --tm HOST:PORT --worker-id N`` with the
+per-topology secret in ``JSTORM_SECRET``. The control protocol (DESIGN §4):
+
+1. Register with the TM; fetch the pickled topology.
+2. ``Prepare(generation, checkpoint, tasks)``: stop every task, drop in-flight data,
+   switch the transport to the new generation, build the assigned tasks and restore
+   them from the checkpoint; answer ``Ready``.
+3. ``Start(generation)``: start the task threads.
+4. ``TriggerCheckpoint`` → spouts; ``CompleteCheckpoint`` → every task (sinks commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import pickle
+import queue
+import socket
+import sys
+import threading
+import time
+import traceback
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import cloudpickle
+import grpc
+
+from jstormpy.component import TopologyContext
+from jstormpy.config import Config
+from jstormpy.errors import CorruptSnapshotError, JStormError
+from jstormpy.proto import jstorm_pb2 as pb
+from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
+from jstormpy.runtime.executor import TaskExecutor, TaskHost, TaskStopped
+from jstormpy.runtime.routing import OutputCollector, build_routes
+from jstormpy.runtime.transport import Transport
+from jstormpy.security import auth_metadata, secret_from_env
+from jstormpy.state_backends import StateBackend, open_backend
+from jstormpy.topology import Topology
+
+log = logging.getLogger("jstormpy.worker")
+
+_STOP = object()
+
+
+def topology_hash_seed(name: str) -> str:
+    """The PYTHONHASHSEED every worker of a topology runs with, so that fields grouping
+    (``hash(key) % n``) sends a key to the same task from every worker and after restarts."""
+    return str(zlib.crc32(name.encode()) % 4_294_967_295)
+
+
+class Worker(TaskHost):
+    """One worker process."""
+
+    def __init__(self, tm_address: str, worker_id: int, secret: bytes,
+                 code_version: str = "") -> None:
+        self.tm_address = tm_address
+        self.worker_id = worker_id
+        self.secret = secret
+        self.code_version = code_version or os.environ.get("JSTORM_CODE_VERSION", "v1")
+        self.generation = 0
+        self.guarantee = "exactly_once"
+        self.executors: dict[int, TaskExecutor] = {}
+        self.queues: dict[int, queue.Queue[Any]] = {}
+        self.task_workers: dict[int, int] = {}
+        self.outbox: queue.Queue[Any] = queue.Queue()
+        self.channel = grpc.insecure_channel(tm_address, options=[
+            ("grpc.max_receive_message_length", 256 << 20),
+            ("grpc.max_send_message_length", 256 << 20)])
+        self.stub = pb_grpc.TopologyMasterStub(self.channel)
+        self.tasks_stopping = False
+        self.shutdown = threading.Event()
+        self.exit_code = 0
+        self.topology: Topology | None = None
+        self.config: Config | None = None
+        self.backend: StateBackend | None = None
+        self.transport: Transport | None = None
+        self.component_blobs: dict[str, bytes] = {}
+        self.lock = threading.Lock()
+
+    # -- start-up ---------------------------------------------------------------------------
+    def fetch_topology(self, timeout_s: float = 60.0) -> None:
+        """Fetch the topology and config from the TM (retrying while it starts)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                blob = self.stub.GetTopology(pb.TopologyRequest(worker_id=self.worker_id),
+                                             metadata=auth_metadata(self.secret), timeout=10)
+                break
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                    raise SystemExit(f"worker {self.worker_id}: the Topology Master refused "
+                                     f"our secret: {exc.details()}") from exc
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"worker {self.worker_id}: Topology Master at "
+                                     f"{self.tm_address} unreachable: {exc.details()}") from exc
+                self.shutdown.wait(0.2)
+        self.topology = cloudpickle.loads(blob.topology)
+        self.config = Config.from_dict(json.loads(blob.config_json))
+        self.guarantee = self.config.guarantee
+        assert self.topology is not None
+        for spec in self.topology.components.values():
+            self.component_blobs[spec.name] = cloudpickle.dumps(spec.obj)
+        if self.config.state_backend:
+            self.backend = open_backend(self.config.state_backend)
+
+    def start_transport(self) -> None:
+        """Bind the data-plane server."""
+        assert self.config is not None
+        self.transport = Transport(self.worker_id, self.secret, self._deliver,
+                                   host=self.config.host,
+                                   max_frame_bytes=self.config.max_frame_bytes,
+                                   send_buffer_bytes=self.config.send_buffer_bytes)
+        self.transport.start()
+
+    # -- data plane -------------------------------------------------------------------------
+    def _deliver(self, dst_task: int, item: Any) -> None:
+        q = self.queues.get(dst_task)
+        if q is None:
+            return
+        gen = self.generation
+        while True:
+            try:
+                q.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                if self.generation != gen or self.shutdown.is_set():
+                    return
+
+    def send(self, dst: int, item: Any) -> None:
+        """Send an item to task ``dst`` (in memory if local, else over the transport)."""
+        q = self.queues.get(dst)
+        if q is not None:
+            try:
+                q.put_nowait(item)
+                return
+            except queue.Full:
+                pass
+            while True:
+                if self.tasks_stopping:
+                    raise TaskStopped
+                try:
+                    q.put(item, timeout=0.1)
+                    return
+                except queue.Full:
+                    continue
+        worker = self.task_workers.get(dst)
+        if worker is None:
+            return
+        assert self.transport is not None
+        if not self.transport.send(worker, dst, item) and self.tasks_stopping:
+            raise TaskStopped
+
+    # -- TaskHost -------------------------------------------------------------------------------
+    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes) -> str:
+        if self.backend is None:
+            raise JStormError("no state backend configured")
+        return self.backend.put_snapshot(checkpoint_id, task_id, data, self.generation)
+
+    def ack_checkpoint(self, checkpoint_id: int, task_id: int, handle: str, size: int,
+                       finished: bool, alignment_ms: float, snapshot_ms: float) -> None:
+        self.outbox.put(pb.WorkerMessage(checkpoint_ack=pb.CheckpointAck(
+            checkpoint_id=checkpoint_id, generation=self.generation, task_id=task_id,
+            handle=handle, size_bytes=size, finished=finished, alignment_ms=alignment_ms,
+            snapshot_ms=snapshot_ms)))
+
+    def fail_checkpoint(self, checkpoint_id: int, task_id: int, reason: str) -> None:
+        self.outbox.put(pb.WorkerMessage(checkpoint_failed=pb.CheckpointFailed(
+            checkpoint_id=checkpoint_id, generation=self.generation, task_id=task_id,
+            reason=reason)))
+
+    def report_error(self, task_id: int, component: str, exc: BaseException,
+                     tup: Any) -> None:
+        self.outbox.put(pb.WorkerMessage(task_error=pb.TaskError(
+            task_id=task_id, component=component, message=f"{type(exc).__name__}: {exc}",
+            traceback="".join(traceback.format_exception(exc))[-8000:],
+            tuple_repr=repr(tup)[:2000], generation=self.generation)))
+
+    def report_committed(self, checkpoint_id: int, task_id: int) -> None:
+        self.outbox.put(pb.WorkerMessage(sink_committed=pb.SinkCommitted(
+            checkpoint_id=checkpoint_id, task_id=task_id, generation=self.generation)))
+
+    # -- task lifecycle --------------------------------------------------------------------------
+    def stop_tasks(self, timeout_s: float = 30.0) -> None:
+        """Stop every task thread and forget the tasks."""
+        self.tasks_stopping = True
+        for ex in self.executors.values():
+            ex.stop()
+        deadline = time.monotonic() + timeout_s
+        for ex in self.executors.values():
+            if not ex.join(max(deadline - time.monotonic(), 0.01)):
+                log.error("task %s did not stop within %.0f s (stuck in user code); "
+                          "exiting so the worker is restarted", ex.task_id, timeout_s)
+                os._exit(3)
+        self.executors = {}
+        self.queues = {}
+        self.tasks_stopping = False
+
+    def prepare(self, msg: Any) -> pb.Ready:
+        """Handle Prepare: rebuild and restore this worker's tasks for a new generation."""
+        assert self.topology is not None and self.config is not None
+        assert self.transport is not None
+        if not msg.partial:
+            self.stop_tasks()
+        self.generation = msg.generation
+        self.transport.set_generation(msg.generation)
+        self.transport.reset()
+        self.transport.set_peers({p.worker_id: (p.host, p.port) for p in msg.peers})
+        self.task_workers = dict(msg.task_workers)
+        handles = {r.task_id: r.handle for r in msg.restores}
+        try:
+            self._build_tasks(list(msg.task_ids), handles, msg.checkpoint_id)
+        except CorruptSnapshotError as exc:
+            log.error("restore of checkpoint %s failed: %s", msg.checkpoint_id, exc)
+            return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=False,
+                            error=str(exc), corrupt_snapshot=True)
+        except Exception as exc:
+            log.exception("building tasks for generation %s failed", msg.generation)
+            return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=False,
+                            error=f"{type(exc).__name__}: {exc}")
+        return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=True)
+
+    def _build_tasks(self, task_ids: list[int], handles: dict[int, str],
+                     checkpoint_id: int) -> None:
+        topo = self.topology
+        conf = self.config
+        assert topo is not None and conf is not None
+        component_tasks = topo.task_ids()
+        task_component = {t: name for name, ts in component_tasks.items() for t in ts}
+        user_conf = {**conf.to_dict(), **conf.user}
+        snapshots: dict[int, dict[str, Any]] = {}
+        for task_id in task_ids:
+            handle = handles.get(task_id, "")
+            if handle:
+                if self.backend is None:
+                    raise JStormError("restore requested but no state backend configured")
+                snapshots[task_id] = pickle.loads(self.backend.get_snapshot(handle))
+        for task_id in task_ids:
+            self.queues[task_id] = queue.Queue(maxsize=conf.queue_capacity)
+        executors: dict[int, TaskExecutor] = {}
+        for task_id in sorted(task_ids):
+            name = task_component[task_id]
+            spec = topo.components[name]
+            obj = cloudpickle.loads(self.component_blobs[name])
+            comp = obj() if isinstance(obj, type) else obj
+            consumers = [(c.name, g) for c, g in topo.consumers(name)]
+            routes, channels = build_routes(task_id, name, spec.streams, consumers,
+                                            component_tasks, self.task_workers, self.send,
+                                            conf.batch_size)
+            collector = OutputCollector(task_id, name, routes, channels, self.send)
+            comp.__dict__["_jstorm_collector"] = collector
+            comp.__dict__["emit"] = collector.emit
+            comp.__dict__["_jstorm_log"] = logging.getLogger(f"jstormpy.task.{name}.{task_id}")
+            inputs = tuple(sorted({t for g in spec.inputs for t in component_tasks[g.source]}))
+            context = TopologyContext(
+                topology=topo.name, component=name, task_id=task_id,
+                task_index=component_tasks[name].index(task_id), worker_id=self.worker_id,
+                component_tasks=component_tasks, input_tasks=inputs,
+                output_fields=spec.streams, generation=self.generation)
+            snap = snapshots.get(task_id)
+            if snap is not None:
+                comp.__dict__["_jstorm_states"] = snap.get("states", {})
+                if "custom" in snap and callable(getattr(comp, "restore", None)):
+                    comp.restore(snap["custom"])
+                if snap.get("finished"):
+                    comp.__dict__["_jstorm_finished"] = True
+            source_index: dict[tuple[int, str], tuple[str, dict[str, int]]] = {}
+            for g in spec.inputs:
+                fields = topo.components[g.source].streams.get(g.stream, ())
+                index = {f: i for i, f in enumerate(fields)}
+                for t in component_tasks[g.source]:
+                    source_index[(t, g.stream)] = (g.source, index)
+            # markers (barrier/watermark/eos) use stream "" and need no index
+            if spec.kind == "spout":
+                comp.open(user_conf, context)
+            else:
+                comp.prepare(user_conf, context)
+            if spec.is_sink:
+                for p in (snap or {}).get("sink_pending", []):
+                    comp.commit(p)
+                if snap is not None:
+                    snap["sink_pending"] = []
+                comp.recover(checkpoint_id or None)
+            ex = TaskExecutor(task_id, name, spec.kind, comp, collector, self,
+                              is_sink=spec.is_sink, inq=self.queues.get(task_id),
+                              input_channels=inputs, source_index=source_index,
+                              linger_s=conf.batch_linger_ms / 1000.0, restored=snap)
+            ex.restored_checkpoint = checkpoint_id  # type: ignore[attr-defined]
+            executors[task_id] = ex
+        self.executors.update(executors)
+
+    def start_tasks(self) -> None:
+        """Start every built task thread."""
+        for ex in self.executors.values():
+            if ex.thread is None:
+                ex.start()
+
+    # -- control stream ------------------------------------------------------------------------------
+    def _outbound(self) -> Iterator[Any]:
+        while True:
+            item = self.outbox.get()
+            if item is _STOP:
+                return
+            yield item
+
+    def _heartbeat_loop(self) -> None:
+        import psutil
+
+        proc = psutil.Process()
+        assert self.config is not None
+        period = self.config.heartbeat_interval_ms / 1000.0
+        while not self.shutdown.wait(period):
+            tasks = []
+            for ex in list(self.executors.values()):
+                m = ex.metrics
+                q = ex.inq
+                tasks.append(pb.TaskMetrics(
+                    task_id=ex.task_id, emitted=ex.collector.emitted, executed=m.executed,
+                    queue_depth=q.qsize() if q is not None else 0,
+                    queue_capacity=q.maxsize if q is not None else 0,
+                    latency_ms_sum=m.latency_sum_ms, latency_samples=m.latency_samples,
+                    latency_buckets=m.buckets, errors=m.errors,
+                    finished=ex.kind == "spout" and ex.component.finished,
+                    late_records=int(getattr(ex.component, "late_records", 0) or 0),
+                    throttled=ex.throttled_until > time.monotonic()))
+            try:
+                rss = proc.memory_info().rss
+                cpu = proc.cpu_percent(None)
+            except Exception:
+                rss, cpu = 0, 0.0
+            self.outbox.put(pb.WorkerMessage(heartbeat=pb.Heartbeat(
+                worker_id=self.worker_id, generation=self.generation, tasks=tasks,
+                rss_bytes=rss, cpu_percent=cpu)))
+
+    def _register_message(self) -> Any:
+        assert self.transport is not None
+        return pb.WorkerMessage(register=pb.Register(
+            worker_id=self.worker_id, pid=os.getpid(), host=self.config.host if self.config
+            else "127.0.0.1", data_port=self.transport.port, generation=self.generation,
+            code_version=self.code_version))
+
+    def serve(self, reconnect_timeout_s: float = 60.0) -> int:
+        """Run the control loop until shutdown; reconnect if the TM restarts."""
+        threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
+        lost_since: float | None = None
+        while not self.shutdown.is_set():
+            self.outbox = queue.Queue()
+            self.outbox.put(self._register_message())
+            try:
+                responses = self.stub.Control(self._outbound(),
+                                              metadata=auth_metadata(self.secret))
+                for msg in responses:
+                    lost_since = None
+                    self._dispatch(msg)
+                    if self.shutdown.is_set():
+                        break
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                    log.error("Topology Master refused our secret: %s", exc.details())
+                    return 2
+                log.warning("control stream to the Topology Master lost (%s): pausing tasks "
+                            "and reconnecting", exc.code())
+            finally:
+                self.outbox.put(_STOP)
+            if self.shutdown.is_set():
+                break
+            self.stop_tasks()
+            lost_since = lost_since or time.monotonic()
+            if time.monotonic() - lost_since > reconnect_timeout_s:
+                log.error("Topology Master gone for %.0f s; exiting", reconnect_timeout_s)
+                return 4
+            self.shutdown.wait(0.2)
+        self.stop_tasks()
+        if self.transport is not None:
+            self.transport.close()
+        return self.exit_code
+
+    def _dispatch(self, msg: Any) -> None:
+        body = msg.WhichOneof("body")
+        if body == "prepare":
+            ready = self.prepare(msg.prepare)
+            self.outbox.put(pb.WorkerMessage(ready=ready))
+        elif body == "start":
+            if msg.start.generation == self.generation:
+                self.start_tasks()
+        elif body == "trigger":
+            if msg.trigger.generation == self.generation:
+                for ex in self.executors.values():
+                    if ex.kind == "spout":
+                        ex.command("trigger", msg.trigger.checkpoint_id)
+        elif body == "complete":
+            if msg.complete.generation == self.generation:
+                for ex in self.executors.values():
+                    ex.command("complete", msg.complete.checkpoint_id)
+        elif body == "peers":
+            assert self.transport is not None
+            self.transport.set_peers({p.worker_id: (p.host, p.port) for p in msg.peers.peers})
+        elif body == "throttle":
+            until = 0.0 if msg.throttle.release else (
+                time.monotonic() + msg.throttle.lease_ms / 1000.0)
+            for t in msg.throttle.spout_tasks:
+                ex = self.executors.get(t)
+                if ex is not None:
+                    ex.command("throttle", until)
+        elif body == "shutdown":
+            log.info("shutdown requested: %s", msg.shutdown.reason)
+            self.shutdown.set()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of a worker process."""
+    parser = argparse.ArgumentParser(prog="jstormpy.runtime.worker")
+    parser.add_argument("--tm", required=True, help="Topology Master address host:port")
+    parser.add_argument("--worker-id", type=int, required=True)
+    parser.add_argument("--log-level", default=os.environ.get("JSTORM_LOG_LEVEL", "INFO"))
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr,
+        format=f"%(asctime)s %(levelname)s worker-{args.worker_id} pid={os.getpid()} "
+               "%(name)s: %(message)s")
+    worker = Worker(args.tm, args.worker_id, secret_from_env())
+    worker.fetch_topology()
+    assert worker.topology is not None
+    seed = topology_hash_seed(worker.topology.name)
+    if os.environ.get("PYTHONHASHSEED") != seed:
+        # fields grouping needs the same str/bytes hash in every worker: re-exec with the seed
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        os.execve(sys.executable, [sys.executable, "-m", "jstormpy.runtime.worker", *sys.argv[1:]],
+                  env)
+    worker.start_transport()
+    socket.setdefaulttimeout(None)
+    return worker.serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""Run a Topology Master: ``python -m jstormpy.master --run-dir DIR --port N [--resume]``.
+
+The run directory holds ``topology.pkl`` (cloudpickle), ``config.json`` and
+``descriptor.json`` written by the launcher; the secret comes in ``JSTORM_SECRET``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+
+from jstormpy.config import Config
+from jstormpy.master.core import MasterCore
+from jstormpy.master.service import TopologyMasterService, serve
+from jstormpy.security import secret_from_env
+from jstormpy.state_backends import open_backend
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the Topology Master process."""
+    parser = argparse.ArgumentParser(prog="jstormpy.master")
+    parser.add_argument("--run-dir", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the latest completed checkpoint")
+    args = parser.parse_args(argv)
+    run_dir = Path(args.run_dir)
+    config = Config.from_dict(json.loads((run_dir / "config.json").read_text()))
+    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
+                        format=f"%(asctime)s %(levelname)s master pid={os.getpid()} "
+                               "%(name)s: %(message)s")
+    descriptor_json = (run_dir / "descriptor.json").read_text()
+    descriptor = json.loads(descriptor_json)
+    backend = open_backend(config.state_backend)
+    core = MasterCore(descriptor["name"], config, descriptor, backend, resume=args.resume)
+    stop = threading.Event()
+    service = TopologyMasterService(core, (run_dir / "topology.pkl").read_bytes(),
+                                    json.dumps(config.to_dict()), descriptor_json, stop.set)
+    server = serve(core, service, secret_from_env(), config.host, args.port)
+    (run_dir / "master.port").write_text(str(args.port))
+    logging.getLogger("jstormpy.master").info("Topology Master of %s serving on %s:%d",
+                                              descriptor["name"], config.host, args.port)
+    while not stop.wait(0.02):
+        core.tick()
+    server.stop(grace=1.0).wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

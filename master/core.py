@@ -1,0 +1,511 @@
+"""The Topology Master's brain: workers, generations, recovery, checkpoints, drain.
+
+Everything here runs under one lock, driven by messages from the worker control streams
+and by ``tick()`` (a timer thread). Outbound commands go to per-worker queues that the
+gRPC service drains. Protocol: DESIGN §4 and ``docs/checkpointing.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from jstormpy.config import Config
+from jstormpy.errors import BackendError, JStormError
+from jstormpy.proto import jstorm_pb2 as pb
+from jstormpy.state_backends import StateBackend
+from jstormpy.master.metrics import MetricsStore
+
+log = logging.getLogger("jstormpy.master")
+
+
+@dataclass
+class WorkerSession:
+    """One connected worker (one control stream)."""
+
+    worker_id: int
+    pid: int
+    host: str
+    port: int
+    code_version: str
+    outq: queue.Queue[Any] = field(default_factory=queue.Queue)
+    alive: bool = True
+    last_seen: float = field(default_factory=time.monotonic)
+    started_at: float = field(default_factory=time.time)
+    rss_bytes: int = 0
+    cpu_percent: float = 0.0
+    generation: int = 0
+
+    def send(self, **body: Any) -> None:
+        """Queue one MasterMessage for this worker."""
+        self.outq.put(pb.MasterMessage(**body))
+
+
+@dataclass
+class PendingCheckpoint:
+    """A checkpoint in flight."""
+
+    checkpoint_id: int
+    generation: int
+    started: float
+    started_wall: float
+    acks: dict[int, Any] = field(default_factory=dict)
+    alignment_ms: float = 0.0
+
+
+class MasterCore:
+    """State of one topology, owned by its Topology Master."""
+
+    def __init__(self, name: str, config: Config, descriptor: dict[str, Any],
+                 backend: StateBackend, resume: bool = False) -> None:
+        self.name = name
+        self.config = config
+        self.descriptor = descriptor
+        self.backend = backend
+        self.lock = threading.RLock()
+        self.sessions: dict[int, WorkerSession] = {}
+        self.state = "starting"
+        self.state_changed = threading.Condition(self.lock)
+        self.component_tasks = {c["name"]: list(c["tasks"]) for c in descriptor["components"]}
+        self.all_tasks = sorted(t for ts in self.component_tasks.values() for t in ts)
+        self.spout_tasks = sorted(t for c in descriptor["components"] if c["kind"] == "spout"
+                                  for t in c["tasks"])
+        self.sink_tasks = sorted(t for c in descriptor["components"] if c.get("is_sink")
+                                 for t in c["tasks"])
+        self.task_component = {t: n for n, ts in self.component_tasks.items() for t in ts}
+        workers = config.workers
+        self.plan = {t: (t - 1) % workers for t in self.all_tasks}
+        self.generation = 0
+        self.target_checkpoint: int | None = None
+        self.bad_checkpoints: set[int] = set()
+        self.ready: set[int] = set()
+        self.next_checkpoint_id = 1
+        self.inflight: dict[int, PendingCheckpoint] = {}
+        self.history: deque[dict[str, Any]] = deque(maxlen=200)
+        self.last_completed: dict[str, Any] | None = None
+        self.last_trigger = time.monotonic()
+        self.final_checkpoint: int | None = None
+        self.commits_needed: set[int] = set()
+        self.restarts = 0
+        self.recoveries: deque[dict[str, Any]] = deque(maxlen=50)
+        self.recovery_started: float | None = None
+        self.recovery_reason = ""
+        self.errors: deque[dict[str, Any]] = deque(maxlen=50)
+        self.metrics = MetricsStore(self.task_component, self.plan)
+        self.started_at = time.time()
+        self.finished_spouts: set[int] = set()
+        self.stateful = config.guarantee != "at_most_once"
+        self.pending_partial_start: int | None = None
+        persisted = backend.get_meta("generation") if resume else None
+        if persisted:
+            self.generation = int(persisted.decode())
+        if not resume:
+            stale = backend.list_completed()
+            if stale:
+                log.warning("fresh run: discarding %d checkpoint(s) left in %s by an earlier "
+                            "run (use resume to continue from them)", len(stale), backend.uri)
+                backend.delete_objects("chk-")
+        self.resume = resume
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _set_state(self, state: str) -> None:
+        if state != self.state:
+            log.info("topology %s: %s -> %s (generation %d)", self.name, self.state, state,
+                     self.generation)
+            self.state = state
+            self.state_changed.notify_all()
+
+    def _alive(self) -> list[WorkerSession]:
+        return [s for s in self.sessions.values() if s.alive]
+
+    def _broadcast(self, **body: Any) -> None:
+        for s in self._alive():
+            s.send(**body)
+
+    def _peers(self) -> list[Any]:
+        return [pb.WorkerAddress(worker_id=s.worker_id, host=s.host, port=s.port)
+                for s in self._alive()]
+
+    # -- worker membership ----------------------------------------------------------------------------
+    def register(self, session: WorkerSession, reported_generation: int) -> None:
+        """A worker opened its control stream."""
+        with self.lock:
+            if not 0 <= session.worker_id < self.config.workers:
+                raise JStormError(f"worker id {session.worker_id} outside 0..{self.config.workers - 1}")
+            old = self.sessions.get(session.worker_id)
+            if old is not None and old.alive:
+                old.alive = False
+                old.send(shutdown=pb.Shutdown(reason="replaced by a newer registration"))
+                if self.state == "running":
+                    self._worker_failed(session.worker_id, "worker re-registered")
+            self.sessions[session.worker_id] = session
+            self.generation = max(self.generation, reported_generation)
+            log.info("worker %d registered (pid %d, data port %d)", session.worker_id,
+                     session.pid, session.port)
+            if self.state in ("killed", "drained", "failed"):
+                session.send(shutdown=pb.Shutdown(reason=f"topology is {self.state}"))
+                return
+            if self.state == "running" and not self.stateful:
+                self._prepare_partial(session)
+                return
+            if self.state == "starting":
+                target = self._choose_checkpoint() if self.resume else None
+                self._begin_generation("start" if not self.resume else "resume", target,
+                                       count_restart=False)
+            elif self.state == "recovering":
+                self._maybe_prepare_all()
+
+    def worker_lost(self, session: WorkerSession, reason: str) -> None:
+        """A control stream ended or heartbeats stopped."""
+        with self.lock:
+            if self.sessions.get(session.worker_id) is not session or not session.alive:
+                return
+            session.alive = False
+            log.warning("worker %d lost: %s", session.worker_id, reason)
+            self._worker_failed(session.worker_id, f"worker {session.worker_id} lost: {reason}")
+
+    def _worker_failed(self, worker_id: int, reason: str) -> None:
+        if self.state in ("killed", "drained", "failed"):
+            return
+        if not self.stateful:
+            self.errors.append({"time": time.time(), "task": -1, "component": "",
+                                "message": reason, "traceback": "", "tuple": ""})
+            return  # at-most-once: the others keep running; the respawn gets a partial prepare
+        self._begin_recovery(reason)
+
+    def _prepare_partial(self, session: WorkerSession) -> None:
+        tasks = [t for t, w in self.plan.items() if w == session.worker_id]
+        session.send(prepare=pb.Prepare(
+            generation=self.generation, checkpoint_id=0, task_ids=tasks, peers=self._peers(),
+            task_workers=self.plan, partial=True))
+        self._broadcast(peers=pb.Peers(peers=self._peers(), generation=self.generation))
+        self.pending_partial_start = session.worker_id
+
+    # -- generations and recovery -------------------------------------------------------------------------
+    def _choose_checkpoint(self) -> int | None:
+        try:
+            done = [c for c in self.backend.list_completed() if c not in self.bad_checkpoints]
+        except BackendError as exc:
+            log.error("cannot list checkpoints: %s", exc)
+            done = []
+        return done[-1] if done else None
+
+    def _begin_recovery(self, reason: str, target: int | None = None,
+                        count_restart: bool = True) -> None:
+        if target is None:
+            target = self._choose_checkpoint()
+        self._begin_generation(reason, target, count_restart)
+
+    def _begin_generation(self, reason: str, target: int | None, count_restart: bool) -> None:
+        if count_restart:
+            self.restarts += 1
+            if self.restarts > self.config.max_restarts:
+                log.error("topology %s failed: %d restarts exceed max_restarts=%d (last: %s)",
+                          self.name, self.restarts, self.config.max_restarts, reason)
+                self._set_state("failed")
+                self._broadcast(shutdown=pb.Shutdown(reason="topology failed"))
+                return
+        self.generation += 1
+        try:
+            self.backend.put_meta("generation", str(self.generation).encode())
+        except BackendError as exc:
+            log.error("cannot persist generation %d: %s", self.generation, exc)
+        self.inflight.clear()
+        self.final_checkpoint = None
+        self.commits_needed = set()
+        self.finished_spouts = set()
+        self.target_checkpoint = target
+        self.ready = set()
+        self.recovery_started = time.monotonic()
+        self.recovery_reason = reason
+        log.info("generation %d: %s; restoring checkpoint %s", self.generation, reason,
+                 target if target is not None else "none (fresh state)")
+        self._set_state("recovering")
+        self._maybe_prepare_all()
+
+    def _maybe_prepare_all(self) -> None:
+        alive = self._alive()
+        if len(alive) < self.config.workers:
+            return
+        restores: dict[int, str] = {}
+        if self.target_checkpoint is not None:
+            try:
+                meta = self.backend.read_metadata(self.target_checkpoint)
+                restores = {int(t): v["handle"] for t, v in meta["tasks"].items()}
+            except (BackendError, KeyError, ValueError) as exc:
+                log.error("checkpoint %s unusable (%s); falling back", self.target_checkpoint, exc)
+                self.bad_checkpoints.add(self.target_checkpoint)
+                self._begin_recovery(f"checkpoint {self.target_checkpoint} unusable",
+                                     count_restart=False)
+                return
+        peers = self._peers()
+        for s in alive:
+            tasks = [t for t, w in self.plan.items() if w == s.worker_id]
+            s.send(prepare=pb.Prepare(
+                generation=self.generation, checkpoint_id=self.target_checkpoint or 0,
+                task_ids=tasks,
+                restores=[pb.TaskRestore(task_id=t, handle=restores.get(t, "")) for t in tasks],
+                peers=peers, task_workers=self.plan, partial=False))
+
+    def on_ready(self, msg: Any) -> None:
+        """A worker finished Prepare."""
+        with self.lock:
+            if getattr(self, "pending_partial_start", None) == msg.worker_id and \
+                    msg.generation == self.generation and self.state == "running":
+                self.sessions[msg.worker_id].send(start=pb.Start(generation=self.generation))
+                self.pending_partial_start = None
+                return
+            if msg.generation != self.generation or self.state != "recovering":
+                return
+            if not msg.ok:
+                if msg.corrupt_snapshot and self.target_checkpoint is not None:
+                    log.error("checkpoint %s has a corrupt snapshot (%s); falling back to the "
+                              "previous complete checkpoint", self.target_checkpoint, msg.error)
+                    self.bad_checkpoints.add(self.target_checkpoint)
+                    self._begin_recovery(f"corrupt snapshot in checkpoint "
+                                         f"{self.target_checkpoint}: {msg.error}",
+                                         count_restart=False)
+                else:
+                    self.errors.append({"time": time.time(), "task": msg.failed_task,
+                                        "component": "", "message": msg.error,
+                                        "traceback": "", "tuple": ""})
+                    self._begin_recovery(f"worker {msg.worker_id} failed to prepare: {msg.error}")
+                return
+            self.ready.add(msg.worker_id)
+            if len(self.ready) >= self.config.workers:
+                self._broadcast(start=pb.Start(generation=self.generation))
+                took = (time.monotonic() - (self.recovery_started or time.monotonic())) * 1000
+                self.recoveries.append({"generation": self.generation,
+                                        "reason": self.recovery_reason,
+                                        "checkpoint": self.target_checkpoint,
+                                        "time": time.time(), "duration_ms": round(took, 1)})
+                self.next_checkpoint_id = (self.target_checkpoint or 0) + 1 if self.stateful \
+                    else max(self.next_checkpoint_id, 1)
+                self.last_trigger = time.monotonic()
+                self._set_state("running")
+
+    # -- heartbeats, errors -------------------------------------------------------------------------------
+    def on_heartbeat(self, session: WorkerSession, hb: Any) -> None:
+        """Record a worker's metrics and liveness."""
+        with self.lock:
+            session.last_seen = time.monotonic()
+            session.rss_bytes = hb.rss_bytes
+            session.cpu_percent = hb.cpu_percent
+            if hb.generation != self.generation:
+                return
+            for tm in hb.tasks:
+                self.metrics.update(tm)
+                if tm.task_id in self.spout_tasks:
+                    if tm.finished:
+                        self.finished_spouts.add(tm.task_id)
+                    else:
+                        self.finished_spouts.discard(tm.task_id)
+
+    def on_task_error(self, msg: Any) -> None:
+        """A task's user code raised."""
+        with self.lock:
+            self.errors.append({"time": time.time(), "task": msg.task_id,
+                                "component": msg.component, "message": msg.message,
+                                "traceback": msg.traceback, "tuple": msg.tuple_repr,
+                                "generation": msg.generation})
+            if msg.generation == self.generation and self.stateful and self.state == "running":
+                self._begin_recovery(f"task {msg.task_id} ({msg.component}) raised "
+                                     f"{msg.message}")
+
+    # -- checkpoints -----------------------------------------------------------------------------------
+    def trigger_checkpoint(self, force: bool = False) -> int | None:
+        """Start a checkpoint now (if running and within the concurrency limit)."""
+        with self.lock:
+            if self.state != "running":
+                return None
+            if len(self.inflight) >= self.config.max_concurrent_checkpoints and not force:
+                return None
+            cid = self.next_checkpoint_id
+            self.next_checkpoint_id += 1
+            self.inflight[cid] = PendingCheckpoint(cid, self.generation, time.monotonic(),
+                                                   time.time())
+            self.last_trigger = time.monotonic()
+            self._broadcast(trigger=pb.TriggerCheckpoint(checkpoint_id=cid,
+                                                         generation=self.generation))
+            return cid
+
+    def on_checkpoint_ack(self, ack: Any) -> None:
+        """A task snapshotted for a checkpoint."""
+        with self.lock:
+            pending = self.inflight.get(ack.checkpoint_id)
+            if pending is None or ack.generation != self.generation:
+                return
+            pending.acks[ack.task_id] = ack
+            pending.alignment_ms = max(pending.alignment_ms, ack.alignment_ms)
+            if len(pending.acks) >= len(self.all_tasks):
+                self._complete(pending)
+
+    def on_checkpoint_failed(self, msg: Any) -> None:
+        """A task could not snapshot: abort that checkpoint, keep running."""
+        with self.lock:
+            pending = self.inflight.pop(msg.checkpoint_id, None)
+            if pending is None or msg.generation != self.generation:
+                return
+            self._record(pending, "failed", f"task {msg.task_id}: {msg.reason}")
+            self._broadcast(abort=pb.AbortCheckpoint(checkpoint_id=msg.checkpoint_id,
+                                                     generation=self.generation,
+                                                     reason=msg.reason))
+
+    def _record(self, pending: PendingCheckpoint, status: str, error: str = "",
+                size: int = 0) -> dict[str, Any]:
+        entry = {"id": pending.checkpoint_id, "generation": pending.generation,
+                 "status": status, "started_at": pending.started_wall,
+                 "duration_ms": round((time.monotonic() - pending.started) * 1000, 2),
+                 "alignment_ms": round(pending.alignment_ms, 2), "size_bytes": size,
+                 "error": error}
+        self.history.append(entry)
+        if status != "completed":
+            log.warning("checkpoint %d %s: %s", pending.checkpoint_id, status, error)
+        return entry
+
+    def _complete(self, pending: PendingCheckpoint) -> None:
+        cid = pending.checkpoint_id
+        del self.inflight[cid]
+        size = sum(a.size_bytes for a in pending.acks.values())
+        finished = bool(self.spout_tasks) and all(
+            pending.acks[t].finished for t in self.spout_tasks if t in pending.acks)
+        if self.stateful:
+            meta = {"generation": pending.generation,
+                    "tasks": {str(t): {"handle": a.handle, "size": a.size_bytes}
+                              for t, a in pending.acks.items()},
+                    "spouts_finished": finished, "size_bytes": size,
+                    "completed_at": time.time(),
+                    "duration_ms": (time.monotonic() - pending.started) * 1000}
+            try:
+                self.backend.write_metadata(cid, meta)  # the commit point
+            except BackendError as exc:
+                self._record(pending, "failed", f"metadata write failed: {exc}")
+                return
+        entry = self._record(pending, "completed", size=size)
+        self.last_completed = entry
+        self._broadcast(complete=pb.CompleteCheckpoint(checkpoint_id=cid,
+                                                       generation=self.generation))
+        if finished and self.final_checkpoint is None:
+            self.final_checkpoint = cid
+            self.commits_needed = set(self.sink_tasks)
+            self._maybe_drained()
+        if self.stateful:
+            try:
+                self.backend.garbage_collect(self.config.checkpoints_retained)
+            except BackendError as exc:
+                log.warning("checkpoint garbage collection failed: %s", exc)
+
+    def on_sink_committed(self, msg: Any) -> None:
+        """A sink made a checkpoint's output visible."""
+        with self.lock:
+            if msg.generation != self.generation:
+                return
+            if self.final_checkpoint is not None and msg.checkpoint_id >= self.final_checkpoint:
+                self.commits_needed.discard(msg.task_id)
+                self._maybe_drained()
+
+    def _maybe_drained(self) -> None:
+        if self.final_checkpoint is not None and not self.commits_needed \
+                and self.state == "running":
+            log.info("topology %s drained at checkpoint %d", self.name, self.final_checkpoint)
+            self._set_state("drained")
+            self._broadcast(shutdown=pb.Shutdown(reason="drained"))
+
+    # -- periodic work ------------------------------------------------------------------------------------
+    def tick(self) -> None:
+        """Heartbeat timeouts, checkpoint triggers and timeouts."""
+        now = time.monotonic()
+        with self.lock:
+            timeout = self.config.worker_timeout_ms / 1000.0
+            for s in self._alive():
+                if now - s.last_seen > timeout:
+                    s.send(shutdown=pb.Shutdown(reason="heartbeat timeout"))
+                    self.worker_lost(s, f"no heartbeat for {timeout:.1f} s")
+            if self.state != "running":
+                return
+            for cid, pending in list(self.inflight.items()):
+                if now - pending.started > self.config.checkpoint_timeout_ms / 1000.0:
+                    del self.inflight[cid]
+                    self._record(pending, "timed_out",
+                                 f"{len(pending.acks)}/{len(self.all_tasks)} tasks acked")
+                    self._broadcast(abort=pb.AbortCheckpoint(checkpoint_id=cid,
+                                                             generation=self.generation,
+                                                             reason="timeout"))
+            all_finished = bool(self.spout_tasks) and \
+                self.finished_spouts >= set(self.spout_tasks)
+            due = now - self.last_trigger >= self.config.checkpoint_interval_ms / 1000.0
+            if self.final_checkpoint is None and (due or (all_finished and not self.inflight)):
+                self.trigger_checkpoint()
+
+    # -- operations -----------------------------------------------------------------------------------------
+    def kill(self, reason: str) -> None:
+        """Stop the topology: every worker shuts down."""
+        with self.lock:
+            self._set_state("killed")
+            self._broadcast(shutdown=pb.Shutdown(reason=reason or "killed"))
+
+    def rollback(self, checkpoint_id: int | None) -> tuple[int | None, int]:
+        """Roll every task back to a completed checkpoint (latest if None)."""
+        with self.lock:
+            if self.state not in ("running", "recovering"):
+                raise JStormError(f"cannot roll back a topology that is {self.state}")
+            if not self.stateful:
+                raise JStormError("rollback needs checkpoints: the topology runs at_most_once")
+            done = self.backend.list_completed()
+            if checkpoint_id:
+                if checkpoint_id not in done:
+                    raise JStormError(f"checkpoint {checkpoint_id} is not a completed checkpoint "
+                                      f"(completed: {done})")
+                target: int | None = checkpoint_id
+            else:
+                target = self._choose_checkpoint()
+            self._begin_recovery(f"rollback requested to checkpoint {target}", target,
+                                 count_restart=False)
+            return target, self.generation
+
+    def wait_state(self, states: tuple[str, ...], timeout: float) -> bool:
+        """Block until the topology is in one of ``states``."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while self.state not in states:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.state_changed.wait(left)
+            return True
+
+    def status(self) -> dict[str, Any]:
+        """Everything `jstorm status` shows (JSON-serialisable)."""
+        with self.lock:
+            now = time.time()
+            workers = []
+            for wid in range(self.config.workers):
+                s = self.sessions.get(wid)
+                workers.append({
+                    "id": wid, "alive": bool(s and s.alive), "pid": s.pid if s else None,
+                    "host": s.host if s else None, "port": s.port if s else None,
+                    "code_version": s.code_version if s else None,
+                    "uptime_s": round(now - s.started_at, 1) if s else None,
+                    "rss_bytes": s.rss_bytes if s else None,
+                    "cpu_percent": s.cpu_percent if s else None,
+                    "tasks": [t for t, w in self.plan.items() if w == wid]})
+            return {
+                "name": self.name, "state": self.state, "generation": self.generation,
+                "guarantee": self.config.guarantee, "workers": workers,
+                "last_completed_checkpoint": self.last_completed,
+                "checkpoints": list(self.history)[-50:],
+                "inflight_checkpoints": sorted(self.inflight),
+                "restarts": self.restarts, "recoveries": list(self.recoveries),
+                "errors": list(self.errors)[-20:],
+                "spouts_finished": sorted(self.finished_spouts),
+                "final_checkpoint": self.final_checkpoint,
+                "uptime_s": round(now - self.started_at, 1),
+                "state_backend": self.backend.uri,
+                "components": self.descriptor["components"],
+                "plan": {str(t): w for t, w in self.plan.items()},
+            }

@@ -1,0 +1,113 @@
+"""Metrics aggregation: task → component → worker → topology.
+
+Counters are summed; latency histograms are merged bucket by bucket and percentiles
+computed from the merged buckets (never by averaging percentiles). Rates come from
+the difference between the last two heartbeats of each task.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from jstormpy.metrics import LATENCY_BUCKETS_MS, percentile_from_buckets
+
+@dataclass
+class TaskSample:
+    """The latest metrics of one task and the rates derived from the previous ones."""
+
+    task_id: int
+    emitted: int = 0
+    executed: int = 0
+    queue_depth: int = 0
+    queue_capacity: int = 0
+    latency_sum_ms: float = 0.0
+    latency_samples: int = 0
+    buckets: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS_MS))
+    errors: int = 0
+    late_records: int = 0
+    finished: bool = False
+    throttled: bool = False
+    at: float = 0.0
+    emit_rate: float = 0.0
+    execute_rate: float = 0.0
+
+
+def aggregate(samples: Iterable[TaskSample]) -> dict[str, Any]:
+    """Sum counters and merge histograms of several tasks."""
+    emitted = executed = depth = capacity = errors = late = 0
+    lat_sum = 0.0
+    lat_n = 0
+    buckets = [0] * len(LATENCY_BUCKETS_MS)
+    emit_rate = execute_rate = 0.0
+    fill = 0.0
+    for s in samples:
+        emitted += s.emitted
+        executed += s.executed
+        depth += s.queue_depth
+        capacity += s.queue_capacity
+        errors += s.errors
+        late += s.late_records
+        lat_sum += s.latency_sum_ms
+        lat_n += s.latency_samples
+        buckets = [a + b for a, b in zip(buckets, s.buckets, strict=False)]
+        emit_rate += s.emit_rate
+        execute_rate += s.execute_rate
+        if s.queue_capacity:
+            fill = max(fill, s.queue_depth / s.queue_capacity)
+    return {
+        "emitted": emitted, "executed": executed, "queue_depth": depth,
+        "queue_capacity": capacity, "max_queue_fill": round(fill, 3), "errors": errors,
+        "late_records": late, "emit_rate": round(emit_rate, 1),
+        "execute_rate": round(execute_rate, 1),
+        "latency_ms_mean": round(lat_sum / lat_n, 4) if lat_n else None,
+        "latency_ms_p50": percentile_from_buckets(buckets, 0.5),
+        "latency_ms_p99": percentile_from_buckets(buckets, 0.99),
+        "latency_buckets": buckets,
+    }
+
+
+class MetricsStore:
+    """Latest per-task samples plus aggregation by level."""
+
+    def __init__(self, task_component: Mapping[int, str], plan: Mapping[int, int]) -> None:
+        self.task_component = dict(task_component)
+        self.plan = dict(plan)
+        self.tasks: dict[int, TaskSample] = {}
+
+    def update(self, tm: Any) -> None:
+        """Fold one TaskMetrics message in."""
+        now = time.monotonic()
+        old = self.tasks.get(tm.task_id)
+        s = TaskSample(tm.task_id, tm.emitted, tm.executed, tm.queue_depth, tm.queue_capacity,
+                       tm.latency_ms_sum, tm.latency_samples,
+                       list(tm.latency_buckets) or [0] * len(LATENCY_BUCKETS_MS),
+                       tm.errors, tm.late_records, tm.finished, tm.throttled, now)
+        if old is not None and now > old.at and s.emitted >= old.emitted \
+                and s.executed >= old.executed:
+            dt = now - old.at
+            s.emit_rate = (s.emitted - old.emitted) / dt
+            s.execute_rate = (s.executed - old.executed) / dt
+        self.tasks[tm.task_id] = s
+
+    def snapshot(self, component: str = "") -> dict[str, Any]:
+        """Metrics at every level (optionally only one component's tasks)."""
+        tasks = [s for s in self.tasks.values()
+                 if not component or self.task_component.get(s.task_id) == component]
+        by_component: dict[str, list[TaskSample]] = {}
+        by_worker: dict[int, list[TaskSample]] = {}
+        for s in tasks:
+            by_component.setdefault(self.task_component.get(s.task_id, "?"), []).append(s)
+            by_worker.setdefault(self.plan.get(s.task_id, -1), []).append(s)
+        return {
+            "tasks": {str(s.task_id): {"component": self.task_component.get(s.task_id),
+                                       "worker": self.plan.get(s.task_id),
+                                       "finished": s.finished, "throttled": s.throttled,
+                                       **aggregate([s])}
+                      for s in sorted(tasks, key=lambda x: x.task_id)},
+            "components": {c: aggregate(ss) for c, ss in sorted(by_component.items())},
+            "workers": {str(w): aggregate(ss) for w, ss in sorted(by_worker.items())},
+            "topology": aggregate(tasks),
+        }

@@ -1,0 +1,189 @@
+"""The Topology Master's gRPC service (contract: ``jstormpy/proto/jstorm.proto``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from typing import Any
+
+import grpc
+
+from jstormpy.errors import JStormError
+from jstormpy.proto import jstorm_pb2 as pb
+from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
+from jstormpy.security import AUTH_HEADER, verify_token
+from jstormpy.master.core import MasterCore, WorkerSession
+
+log = logging.getLogger("jstormpy.master.service")
+
+
+class AuthInterceptor(grpc.ServerInterceptor):
+    """Refuses every call without a valid per-topology HMAC token."""
+
+    def __init__(self, secret: bytes) -> None:
+        self.secret = secret
+
+    def intercept_service(self, continuation: Callable[..., Any],
+                          handler_call_details: Any) -> Any:
+        token = dict(handler_call_details.invocation_metadata or ()).get(AUTH_HEADER, "")
+        problem = verify_token(self.secret, token) if token else "no token"
+        if problem is None:
+            return continuation(handler_call_details)
+        log.warning("refused %s: authentication failed (%s)", handler_call_details.method,
+                    problem)
+
+        def deny(request: Any, context: grpc.ServicerContext) -> Any:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                          f"authentication failed: {problem} (wrong JSTORM_SECRET?)")
+
+        handler = continuation(handler_call_details)
+        if handler is not None and handler.request_streaming and handler.response_streaming:
+            return grpc.stream_stream_rpc_method_handler(deny)
+        return grpc.unary_unary_rpc_method_handler(deny)
+
+
+class TopologyMasterService(pb_grpc.TopologyMasterServicer):
+    """Adapts gRPC calls onto :class:`MasterCore`."""
+
+    def __init__(self, core: MasterCore, topology_blob: bytes, config_json: str,
+                 descriptor_json: str, on_kill: Callable[[], None]) -> None:
+        self.core = core
+        self.topology_blob = topology_blob
+        self.config_json = config_json
+        self.descriptor_json = descriptor_json
+        self.on_kill = on_kill
+
+    def Control(self, request_iterator: Iterator[Any],  # noqa: N802
+                context: grpc.ServicerContext) -> Iterator[Any]:
+        try:
+            first = next(request_iterator)
+        except StopIteration:
+            return
+        if first.WhichOneof("body") != "register":
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          "the first message on a control stream must be Register")
+        reg = first.register
+        session = WorkerSession(reg.worker_id, reg.pid, reg.host, reg.data_port,
+                                reg.code_version)
+        try:
+            self.core.register(session, reg.generation)
+        except JStormError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        done = threading.Event()
+
+        def read() -> None:
+            reason = "control stream closed"
+            try:
+                for msg in request_iterator:
+                    self._on_worker_message(session, msg)
+            except grpc.RpcError as exc:
+                reason = f"control stream broke ({exc.code()})"
+            except Exception:
+                log.exception("error handling a message from worker %d", session.worker_id)
+                reason = "protocol error"
+            finally:
+                done.set()
+                self.core.worker_lost(session, reason)
+                session.outq.put(None)
+
+        threading.Thread(target=read, name=f"control-{reg.worker_id}", daemon=True).start()
+        while True:
+            try:
+                msg = session.outq.get(timeout=1.0)
+            except queue.Empty:
+                if not context.is_active():
+                    self.core.worker_lost(session, "control stream inactive")
+                    return
+                continue
+            if msg is None:
+                return
+            yield msg
+            if msg.WhichOneof("body") == "shutdown" and not session.alive:
+                return
+
+    def _on_worker_message(self, session: WorkerSession, msg: Any) -> None:
+        body = msg.WhichOneof("body")
+        core = self.core
+        if body == "heartbeat":
+            core.on_heartbeat(session, msg.heartbeat)
+        elif body == "checkpoint_ack":
+            session.last_seen = time.monotonic()
+            core.on_checkpoint_ack(msg.checkpoint_ack)
+        elif body == "checkpoint_failed":
+            core.on_checkpoint_failed(msg.checkpoint_failed)
+        elif body == "ready":
+            core.on_ready(msg.ready)
+        elif body == "task_error":
+            core.on_task_error(msg.task_error)
+        elif body == "sink_committed":
+            core.on_sink_committed(msg.sink_committed)
+
+    def GetTopology(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        return pb.TopologyBlob(topology=self.topology_blob, config_json=self.config_json,
+                               name=self.core.name, descriptor_json=self.descriptor_json)
+
+    def Status(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        return pb.StatusReply(json=json.dumps(self.core.status(), default=str))
+
+    def Metrics(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        with self.core.lock:
+            snap = self.core.metrics.snapshot(request.component)
+            snap["workers_process"] = {
+                str(s.worker_id): {"rss_bytes": s.rss_bytes, "cpu_percent": s.cpu_percent,
+                                   "alive": s.alive}
+                for s in self.core.sessions.values()}
+        return pb.MetricsReply(json=json.dumps(snap, default=str))
+
+    def Kill(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        self.core.kill(request.reason or "killed from the CLI")
+        threading.Timer(0.5, self.on_kill).start()
+        return pb.KillReply(ok=True)
+
+    def Checkpoint(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        core = self.core
+        deadline = time.monotonic() + (request.timeout_s or 30.0)
+        cid = None
+        while cid is None and time.monotonic() < deadline:
+            cid = core.trigger_checkpoint(force=True)
+            if cid is None:
+                core.wait_state(("running",), 0.1)
+        if cid is None:
+            return pb.CheckpointReply(error=f"topology is {core.state}; no checkpoint taken")
+        while time.monotonic() < deadline:
+            with core.lock:
+                for entry in reversed(core.history):
+                    if entry["id"] == cid and entry["generation"] == core.generation:
+                        ok = entry["status"] == "completed"
+                        return pb.CheckpointReply(checkpoint_id=cid, completed=ok,
+                                                  error=entry["error"])
+                core.state_changed.wait(0.05)
+        return pb.CheckpointReply(checkpoint_id=cid, completed=False,
+                                  error="not completed before the timeout")
+
+    def Rollback(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        try:
+            target, gen = self.core.rollback(request.checkpoint_id or None)
+        except JStormError as exc:
+            return pb.RollbackReply(ok=False, error=str(exc))
+        return pb.RollbackReply(ok=True, checkpoint_id=target or 0, generation=gen)
+
+
+def serve(core: MasterCore, service: TopologyMasterService, secret: bytes, host: str,
+          port: int) -> grpc.Server:
+    """Start the gRPC server (returns it; call ``wait_for_termination``)."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=64),
+                         interceptors=[AuthInterceptor(secret)],
+                         options=[("grpc.max_receive_message_length", 256 << 20),
+                                  ("grpc.max_send_message_length", 256 << 20),
+                                  ("grpc.so_reuseport", 0)])
+    pb_grpc.add_TopologyMasterServicer_to_server(service, server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise JStormError(f"Topology Master cannot bind {host}:{port}")
+    server.start()
+    return server
