@@ -41,3 +41,15 @@ class CheckpointError(JStormError):
 
 class UpgradeError(JStormError):
     """A gray-release upgrade was refused or failed."""
+
+
+class SinkError(JStormError):
+    """A sink could not write, stage, commit or discard a transaction (e.g. unwritable dir)."""
+
+
+class SourceError(JStormError):
+    """A source (spout) cannot read its input (missing file, glob matching nothing, ...)."""
+
+
+class SemanticsError(JStormError):
+    """Records given to the exactly-once checker are malformed (missing key or seq field)."""

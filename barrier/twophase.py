@@ -1,0 +1,96 @@
+"""Two-phase-commit sinks: the contract between the checkpoint engine and external outputs.
+
+A :class:`Sink` groups its input into transactions delimited by checkpoint barriers:
+transaction ``n`` holds the tuples that arrived between barrier ``n-1`` and barrier ``n``.
+The engine (not the sink) drives the protocol:
+
+* fresh start, or restore to completed checkpoint ``c`` (``c`` is ``None`` on a fresh start):
+  ``prepare()``; ``commit(p)`` for every ``p`` the restored snapshot lists as
+  pre-committed but not yet committed (all ``<= c``); ``recover(c)``; ``begin(c + 1)``
+  (``begin(1)`` on a fresh start).
+* barrier ``n`` reaches the sink: ``pre_commit(n)``; the task snapshot is taken;
+  ``begin(n + 1)``.
+* checkpoint ``n`` completes (every task snapshotted): ``commit(p)`` for each pending
+  ``p <= n``.
+
+Tasks of one sink component run concurrently in different processes; each must only
+touch its own transactions, told apart by ``context.task_id`` (given to ``prepare``).
+"""
+
+from __future__ import annotations
+
+from jstormpy.component import Bolt, Tuple
+
+
+class Sink(Bolt):
+    """Two-phase-commit sink. Transaction n holds the tuples that arrived between barrier n-1
+    and barrier n.
+
+    Subclasses implement the six transaction methods below; ``execute`` forwards every input
+    tuple to :meth:`write`. Like every component, a sink's constructor should only store its
+    arguments: the engine pickles the instance and makes one copy per task, then calls
+    ``prepare`` in the task's process.
+    """
+
+    def begin(self, checkpoint_id: int) -> None:
+        """Open the transaction that barrier ``checkpoint_id`` will close.
+
+        Args:
+            checkpoint_id: The id of the checkpoint whose barrier ends this transaction.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement Sink.begin")
+
+    def write(self, tup: Tuple) -> None:
+        """Add one tuple to the open transaction.
+
+        Args:
+            tup: The input tuple.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement Sink.write")
+
+    def pre_commit(self, checkpoint_id: int) -> None:
+        """Make the open transaction durable but invisible to readers (staged).
+
+        After this returns, the transaction must survive a crash of this process, and a later
+        ``commit(checkpoint_id)`` — possibly by another process — must be able to publish it.
+
+        Args:
+            checkpoint_id: The id of the open transaction (the barrier just received).
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement Sink.pre_commit")
+
+    def commit(self, checkpoint_id: int) -> None:
+        """Make the staged transaction visible.
+
+        Must be idempotent: calling it again, after a crash and restart or otherwise, for an
+        already committed transaction is a no-op and raises nothing.
+
+        Args:
+            checkpoint_id: The id of a pre-committed transaction.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement Sink.commit")
+
+    def abort(self, checkpoint_id: int) -> None:
+        """Discard an open or staged transaction (never a committed one).
+
+        Args:
+            checkpoint_id: The id of the transaction to discard.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement Sink.abort")
+
+    def recover(self, completed_id: int | None) -> None:
+        """Discard leftovers of earlier processes/generations of this task.
+
+        Called after ``prepare`` and the re-commits of the restored pending transactions, and
+        before any write: everything of *this task* that is open (in progress) or staged with
+        an id greater than ``completed_id`` must be discarded, whoever left it.
+
+        Args:
+            completed_id: The checkpoint the task was restored to, or ``None`` on a fresh
+                start (then every open or staged transaction of this task is discarded).
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement Sink.recover")
+
+    def execute(self, tup: Tuple) -> None:
+        """Add ``tup`` to the open transaction (calls :meth:`write`)."""
+        self.write(tup)
