@@ -187,11 +187,19 @@ class Worker(TaskHost):
             checkpoint_id=checkpoint_id, task_id=task_id, generation=self.generation)))
 
     # -- task lifecycle --------------------------------------------------------------------------
-    def stop_tasks(self, timeout_s: float = 30.0) -> None:
-        """Stop every task thread and forget the tasks."""
+    def stop_tasks(self, timeout_s: float = 30.0, new_generation: int | None = None) -> None:
+        """Stop every task thread and forget the tasks.
+
+        Order matters for exactly-once: flag the tasks, switch the transport to the new
+        generation (which unblocks senders and makes it refuse frames of the old tasks),
+        then join, and only then replace the input queues.
+        """
         self.tasks_stopping = True
         for ex in self.executors.values():
             ex.stop()
+        if new_generation is not None and self.transport is not None:
+            self.generation = new_generation
+            self.transport.set_generation(new_generation)
         deadline = time.monotonic() + timeout_s
         for ex in self.executors.values():
             if not ex.join(max(deadline - time.monotonic(), 0.01)):
@@ -207,7 +215,7 @@ class Worker(TaskHost):
         assert self.topology is not None and self.config is not None
         assert self.transport is not None
         if not msg.partial:
-            self.stop_tasks()
+            self.stop_tasks(new_generation=msg.generation)
         self.generation = msg.generation
         self.transport.set_generation(msg.generation)
         self.transport.reset()
