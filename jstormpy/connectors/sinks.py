@@ -104,6 +104,11 @@ class FileSink(Sink):
         self._count = 0
         self._empty: set[int] = set()
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_fh"] = None  # an open file handle cannot be shipped; recover() cleans up
+        return state
+
     # ------------------------------------------------------------------ paths & helpers
 
     @property

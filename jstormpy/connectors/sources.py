@@ -69,7 +69,7 @@ class FileSpout(Spout):
         self.paths = paths
         self.field = field
         self.batch = batch
-        self.outputs = (field,)
+        self.outputs = (field,)  # type: ignore[misc]  # per-instance field name
         self._files: list[str] = []
         self._offsets: dict[str, int] = {}
         self._file_index = 0

@@ -59,18 +59,20 @@ class SemanticsReport:
         """
         if self.ok:
             return "exactly-once OK: no event lost, duplicated, reordered or unexpected"
+        sections: list[tuple[str, dict[Any, str], int]] = [
+            (label, {k: _ranges(v) for k, v in per_key.items()},
+             sum(len(v) for v in per_key.values()))
+            for label, per_key in (("lost", self.lost), ("duplicated", self.duplicated),
+                                   ("unexpected", self.unexpected))
+        ]
+        sections.insert(2, ("reordered", {k: _pairs(v) for k, v in self.reordered.items()},
+                            sum(len(v) for v in self.reordered.values())))
         parts = []
-        for label, per_key, fmt in (
-            ("lost", self.lost, _ranges),
-            ("duplicated", self.duplicated, _ranges),
-            ("reordered", self.reordered, _pairs),
-            ("unexpected", self.unexpected, _ranges),
-        ):
-            if not per_key:
+        for label, shown_per_key, total in sections:
+            if not shown_per_key:
                 continue
-            total = sum(len(v) for v in per_key.values())
-            keys = list(per_key)
-            shown = "; ".join(f"{k} [{fmt(per_key[k])}]" for k in keys[:_MAX_KEYS_SHOWN])
+            keys = list(shown_per_key)
+            shown = "; ".join(f"{k} [{shown_per_key[k]}]" for k in keys[:_MAX_KEYS_SHOWN])
             if len(keys) > _MAX_KEYS_SHOWN:
                 shown += f"; ... {len(keys) - _MAX_KEYS_SHOWN} more key(s)"
             parts.append(f"{label} {total} event(s) on {len(keys)} key(s): {shown}")

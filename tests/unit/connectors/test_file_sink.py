@@ -379,3 +379,10 @@ def test_exactly_once_through_random_crashes(tmp_path: Path, fmt: str, seed: int
     assert all(r["value"] == r["seq"] * 7 % 13 for r in records)
     leftovers = [n for n in all_files(tmp_path) if n.startswith(("_", "."))]
     assert leftovers == []
+
+
+def test_a_prepared_sink_can_still_be_pickled(tmp_path: Path) -> None:
+    sink = start(tmp_path)
+    sink.write(tup("a", 0))
+    clone = cloudpickle.loads(cloudpickle.dumps(sink))
+    assert clone._fh is None and clone.directory == sink.directory
