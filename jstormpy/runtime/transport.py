@@ -605,6 +605,7 @@ class Transport:
                 if ob is None:
                     ob = _Outbound(self, worker_id, self._peers[worker_id])
                     self._outbound[worker_id] = ob
+                    self._threads = [t for t in self._threads if t.is_alive()]
                     self._threads.append(ob.thread)
                     ob.thread.start()
                 why = ""
@@ -674,6 +675,8 @@ class Transport:
         deadline = time.monotonic() + timeout_s
         all_threads = [t for t in [accept_thread, *threads] if t is not None]
         all_threads += [t for _, t in inbound]
+        me = threading.current_thread()
+        all_threads = [th for th in all_threads if th is not me]  # close() from deliver()
         for th in all_threads:
             th.join(max(0.0, deadline - time.monotonic()))
         alive = [th.name for th in all_threads if th.is_alive()]

@@ -417,3 +417,37 @@ def test_reset_and_close_make_send_return_false(make: Callable[..., Transport]) 
     sender.close()
     assert sender.send(2, 0, 3) is False
     assert [item for _, item in sink.items] == [1, 2]
+
+
+def test_close_from_inside_deliver_does_not_deadlock(make: Callable[..., Transport]) -> None:
+    closed = threading.Event()
+    holder: list[Transport] = []
+
+    def deliver(_task: int, _item: Any) -> None:
+        holder[0].close(timeout_s=1.0)
+        closed.set()
+
+    receiver = make(2, deliver)
+    holder.append(receiver)
+    sender = make(1)
+    sender.set_peers({2: ("127.0.0.1", receiver.port)})
+    assert sender.send(2, 0, "bye")
+    assert closed.wait(10)
+    assert receiver.send(1, 0, "x") is False
+
+
+def test_concurrent_senders_keep_per_thread_order(make: Callable[..., Transport]) -> None:
+    sender, _, sink = pair(make, send_buffer_bytes=64 << 10)
+
+    def produce(tag: int) -> None:
+        for i in range(2000):
+            assert sender.send(2, tag, i)
+
+    threads = [threading.Thread(target=produce, args=(tag,)) for tag in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(30)
+    wait_until(lambda: len(sink) == 8000, what="8000 items from 4 threads")
+    for tag in range(4):
+        assert [i for t, i in sink.items if t == tag] == list(range(2000))
