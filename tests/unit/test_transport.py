@@ -451,3 +451,21 @@ def test_concurrent_senders_keep_per_thread_order(make: Callable[..., Transport]
     wait_until(lambda: len(sink) == 8000, what="8000 items from 4 threads")
     for tag in range(4):
         assert [i for t, i in sink.items if t == tag] == list(range(2000))
+
+
+def test_dead_peer_makes_send_return_false_not_hang(make: Callable[..., Transport]) -> None:
+    sink = Sink()
+    receiver = make(2, sink)
+    sender = make(1, connect_timeout_s=0.5)
+    sender.set_peers({2: ("127.0.0.1", receiver.port)})
+    assert sender.send(2, 0, "first")
+    wait_until(lambda: len(sink) == 1)
+    receiver.close()
+    results: list[bool] = []
+
+    def keep_sending() -> bool:
+        results.append(sender.send(2, 0, "x" * 1000))
+        return results[-1] is False
+
+    wait_until(keep_sending, timeout=20, what="send() to a dead peer to return False")
+    assert sender.stats["frames_dropped"] >= 1
