@@ -146,7 +146,7 @@ class _Supervisor:
     """Starts and restarts the TM and worker processes of one topology."""
 
     def __init__(self, name: str, run_dir: Path, config: Config, secret: str, port: int,
-                 resume: bool) -> None:
+                 resume: bool, extra_env: dict[str, str] | None = None) -> None:
         self.name = name
         self.run_dir = run_dir
         self.config = config
@@ -163,6 +163,7 @@ class _Supervisor:
         self.thread = threading.Thread(target=self._watch, name=f"supervisor-{name}",
                                        daemon=True)
         self.env = dict(os.environ)
+        self.env.update(extra_env or {})
         self.env[SECRET_ENV] = secret
         path = [p for p in sys.path if p and os.path.isdir(p)]
         self.env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
@@ -273,8 +274,10 @@ class LocalCluster:
             handle.wait(timeout=60)
     """
 
-    def __init__(self, home: str | Path | None = None) -> None:
+    def __init__(self, home: str | Path | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.home = Path(home) if home else jstorm_home()
+        self.env = dict(env or {})
         self.handles: list[TopologyHandle] = []
 
     def submit(self, topology: Topology, config: Config | None = None, *,
@@ -305,7 +308,7 @@ class LocalCluster:
         (run_dir / "descriptor.json").write_text(json.dumps(topology.descriptor()))
         secret = new_secret()
         port = free_port(config.host)
-        sup = _Supervisor(name, run_dir, config, secret, port, resume)
+        sup = _Supervisor(name, run_dir, config, secret, port, resume, self.env)
         sup.start()
         Registration(name, sup.address, secret, str(run_dir), os.getpid()).save()
         handle = TopologyHandle(name, MasterClient(sup.address, secret.encode()), sup)

@@ -1,11 +1,24 @@
-"""jstormpy: exactly-once, checkpointing stream processing with Storm's spouts and bolts."""
+"""jstormpy: exactly-once, checkpointing stream processing with Storm's spouts and bolts.
+
+Example:
+    from jstormpy import TopologyBuilder, Spout, Bolt, Fields, Config, LocalCluster, FileSink
+"""
 
 from __future__ import annotations
 
+from jstormpy.barrier.twophase import Sink
 from jstormpy.component import Bolt, Spout, TopologyContext, Tuple
 from jstormpy.config import Config
+from jstormpy.connectors.sinks import FileSink, read_committed
+from jstormpy.connectors.sources import FileSpout, SequenceSpout
+from jstormpy.deploy.local import LocalCluster, TopologyHandle
 from jstormpy.errors import JStormError
+from jstormpy.topology import CustomStreamGrouping, Fields, Topology, TopologyBuilder
 
 __version__ = "0.1.0"
 
-__all__ = ["Bolt", "Config", "JStormError", "Spout", "TopologyContext", "Tuple", "__version__"]
+__all__ = [
+    "Bolt", "Config", "CustomStreamGrouping", "Fields", "FileSink", "FileSpout", "JStormError",
+    "LocalCluster", "SequenceSpout", "Sink", "Spout", "Topology", "TopologyBuilder",
+    "TopologyContext", "TopologyHandle", "Tuple", "__version__", "read_committed",
+]

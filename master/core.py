@@ -17,6 +17,7 @@ from typing import Any
 
 from jstormpy.config import Config
 from jstormpy.errors import BackendError, JStormError
+from jstormpy.faults import fault_point
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.state_backends import StateBackend
 from jstormpy.master.metrics import MetricsStore
@@ -313,9 +314,14 @@ class MasterCore:
                                 "component": msg.component, "message": msg.message,
                                 "traceback": msg.traceback, "tuple": msg.tuple_repr,
                                 "generation": msg.generation})
-            if msg.generation == self.generation and self.stateful and self.state == "running":
+            if msg.generation == self.generation and self.stateful and self.state == "running" \
+                    and not self._worker_of_task_lost(msg):
                 self._begin_recovery(f"task {msg.task_id} ({msg.component}) raised "
                                      f"{msg.message}")
+
+    def _worker_of_task_lost(self, msg: Any) -> bool:
+        # a transport report about a peer the TM already knows is dead adds nothing
+        return msg.task_id < 0 and any(not s.alive for s in self.sessions.values())
 
     # -- checkpoints -----------------------------------------------------------------------------------
     def trigger_checkpoint(self, force: bool = False) -> int | None:
@@ -386,6 +392,7 @@ class MasterCore:
             except BackendError as exc:
                 self._record(pending, "failed", f"metadata write failed: {exc}")
                 return
+            fault_point("master_after_metadata", cid)
         entry = self._record(pending, "completed", size=size)
         self.last_completed = entry
         self._broadcast(complete=pb.CompleteCheckpoint(checkpoint_id=cid,

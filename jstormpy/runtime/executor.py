@@ -21,6 +21,7 @@ from typing import Any
 
 from jstormpy.barrier.aligner import BarrierAligner
 from jstormpy.component import Tuple
+from jstormpy.faults import fault_point
 from jstormpy.metrics import LATENCY_BUCKETS_MS
 from jstormpy.runtime.routing import BARRIER, DATA, END_OF_STREAM, WATERMARK, OutputCollector
 
@@ -57,6 +58,7 @@ class TaskHost:
 
     generation: int
     guarantee: str
+    worker_id: int
 
     def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes) -> str:
         raise NotImplementedError
@@ -190,7 +192,9 @@ class TaskExecutor:
         if self.is_sink:
             done = [p for p in self.sink_pending if p <= checkpoint_id]
             for p in done:
+                fault_point("sink_before_commit", p, self.host.worker_id)
                 self.component.commit(p)
+                fault_point("sink_after_commit", p, self.host.worker_id)
             self.sink_pending = [p for p in self.sink_pending if p > checkpoint_id]
             self.host.report_committed(checkpoint_id, self.task_id)
         hook = getattr(self.component, "on_checkpoint_complete", None)
@@ -230,6 +234,7 @@ class TaskExecutor:
                       checkpoint_id, exc)
             self.host.fail_checkpoint(checkpoint_id, self.task_id, str(exc))
             return
+        fault_point("after_snapshot", checkpoint_id, self.host.worker_id)
         finished = self.kind == "spout" and self.component.finished
         self.host.ack_checkpoint(checkpoint_id, self.task_id, handle, len(data), finished,
                                  alignment_ms, (time.monotonic() - t0) * 1000.0)

@@ -405,7 +405,8 @@ class Transport:
     Args:
         worker_id: This worker's id (sent to peers during the handshake).
         secret: Per-topology secret for the mutual HMAC-SHA256 handshake.
-        deliver: ``deliver(dst_task, item)``, called in the connection's reader thread once
+        deliver: ``deliver(dst_task, item)`` (or ``deliver(dst_task, item, generation)`` with
+            ``deliver_generation=True``), called in the connection's reader thread once
             per DATA frame of the current generation, in order. May block (backpressure).
         host: Address to bind.
         port: Port to bind (0 = any free port).
@@ -428,9 +429,10 @@ class Transport:
         >>> b.close(); a.close()
     """
 
-    def __init__(self, worker_id: int, secret: bytes, deliver: Callable[[int, Any], None], *,
+    def __init__(self, worker_id: int, secret: bytes, deliver: Callable[..., None], *,
                  host: str = "127.0.0.1", port: int = 0, max_frame_bytes: int = 64 << 20,
                  send_buffer_bytes: int = 8 << 20, connect_timeout_s: float = 10.0,
+                 deliver_generation: bool = False,
                  logger: logging.Logger | None = None,
                  handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S) -> None:
         if not isinstance(secret, (bytes, bytearray)) or not secret:
@@ -443,6 +445,7 @@ class Transport:
         self.worker_id = worker_id
         self._secret = bytes(secret)
         self._deliver = deliver
+        self._deliver_generation = deliver_generation
         self._host = host
         self._requested_port = port
         self._max_frame_bytes = max_frame_bytes
@@ -566,8 +569,12 @@ class Transport:
         with ob.cond:
             return ob.queued_bytes
 
-    def send(self, worker_id: int, dst_task: int, item: Any) -> bool:
+    def send(self, worker_id: int, dst_task: int, item: Any,
+             generation: int | None = None) -> bool:
         """Queue ``(dst_task, item)`` as one DATA frame for ``worker_id``.
+
+        With ``generation``, the frame is sent only if that is still the current generation
+        (a task of an older generation can never inject a frame into a newer one).
 
         Blocks while that peer's buffer holds ``>= send_buffer_bytes`` and while the first
         connection to it is being made.
@@ -581,6 +588,8 @@ class Transport:
             FrameError: the item cannot be pickled or its frame exceeds ``max_frame_bytes``.
         """
         gen = self._generation
+        if generation is not None and generation != gen:
+            return self._dropped(worker_id, f"sender of generation {generation} is stale")
         try:
             payload = pickle.dumps((dst_task, item), protocol=5)
         except Exception as exc:
@@ -800,7 +809,10 @@ class Transport:
                                  f"{type(exc).__name__}: {exc}") from exc
             self._count2("frames_received", 1, "bytes_received", hsize + length)
             try:
-                deliver(dst_task, item)
+                if self._deliver_generation:
+                    deliver(dst_task, item, generation)
+                else:
+                    deliver(dst_task, item)
             except Exception:
                 self._count("deliver_errors")
                 self._log.exception("worker %d: deliver() raised for a frame from %s to task %r",

@@ -75,6 +75,8 @@ class Worker(TaskHost):
             ("grpc.max_send_message_length", 256 << 20)])
         self.stub = pb_grpc.TopologyMasterStub(self.channel)
         self.tasks_stopping = False
+        self.tasks_generation = 0
+        self.lost_reported = -1
         self.shutdown = threading.Event()
         self.exit_code = 0
         self.topology: Topology | None = None
@@ -116,15 +118,16 @@ class Worker(TaskHost):
         self.transport = Transport(self.worker_id, self.secret, self._deliver,
                                    host=self.config.host,
                                    max_frame_bytes=self.config.max_frame_bytes,
-                                   send_buffer_bytes=self.config.send_buffer_bytes)
+                                   send_buffer_bytes=self.config.send_buffer_bytes,
+                                   deliver_generation=True)
         self.transport.start()
 
     # -- data plane -------------------------------------------------------------------------
-    def _deliver(self, dst_task: int, item: Any) -> None:
-        q = self.queues.get(dst_task)
-        if q is None:
-            return
+    def _deliver(self, dst_task: int, item: Any, generation: int) -> None:
         gen = self.generation
+        q = self.queues.get(dst_task)
+        if q is None or generation != gen:
+            return
         while True:
             try:
                 q.put(item, timeout=0.1)
@@ -154,8 +157,19 @@ class Worker(TaskHost):
         if worker is None:
             return
         assert self.transport is not None
-        if not self.transport.send(worker, dst, item) and self.tasks_stopping:
-            raise TaskStopped
+        if not self.transport.send(worker, dst, item, self.tasks_generation):
+            if self.tasks_stopping:
+                raise TaskStopped
+            self._frames_lost(worker)
+
+    def _frames_lost(self, worker: int) -> None:
+        """A frame to ``worker`` was dropped (connection lost). Under exactly-/at-least-once
+        that is a failure: report it once per generation so the TM rolls back."""
+        if self.guarantee == "at_most_once" or self.lost_reported == self.tasks_generation:
+            return
+        self.lost_reported = self.tasks_generation
+        exc = JStormError(f"transport dropped frames to worker {worker} (connection lost)")
+        self.report_error(-1, "transport", exc, None)
 
     # -- TaskHost -------------------------------------------------------------------------------
     def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes) -> str:
@@ -221,6 +235,7 @@ class Worker(TaskHost):
         self.transport.reset()
         self.transport.set_peers({p.worker_id: (p.host, p.port) for p in msg.peers})
         self.task_workers = dict(msg.task_workers)
+        self.tasks_generation = msg.generation
         handles = {r.task_id: r.handle for r in msg.restores}
         try:
             self._build_tasks(list(msg.task_ids), handles, msg.checkpoint_id)

@@ -1,0 +1,263 @@
+"""The ``jstorm`` command line.
+
+    jstorm run FILE.py [--resume] [--chaos SEED]   run the topology FILE defines, here
+    jstorm list                                    running topologies
+    jstorm status NAME [--json]                    state, workers, checkpoints, errors
+    jstorm metrics NAME [--component C] [--watch]  metrics per component/worker/topology
+    jstorm checkpoint NAME                         force a checkpoint
+    jstorm rollback NAME [--to ID]                 roll back to a completed checkpoint
+    jstorm kill NAME                               stop a topology
+    jstorm testing webhdfs|hbase ...               protocol test servers
+
+A topology file defines ``topology`` (a Topology or TopologyBuilder) and optionally
+``config`` (a Config) and ``verify(handle) -> bool`` (checked after the run drains).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from jstormpy.client import MasterClient, Registration
+from jstormpy.config import Config
+from jstormpy.errors import JStormError
+from jstormpy.topology import Topology, TopologyBuilder
+
+
+def load_topology_file(path: str) -> Any:
+    """Import a topology file as a module whose classes ship to workers by value."""
+    import cloudpickle
+
+    file = Path(path)
+    if not file.is_file():
+        raise JStormError(f"topology file {path!r} does not exist")
+    name = f"jstorm_topology_{file.stem}"
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise JStormError(f"cannot import {path!r} as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    cloudpickle.register_pickle_by_value(module)
+    topo = getattr(module, "topology", None)
+    if isinstance(topo, TopologyBuilder):
+        module.topology = topo.build()
+    elif not isinstance(topo, Topology):
+        raise JStormError(f"{path} must define `topology` (a Topology or TopologyBuilder); "
+                          f"found {type(topo).__name__}")
+    return module
+
+
+def _client(name: str) -> MasterClient:
+    reg = Registration.load(name)
+    return MasterClient(reg.address, reg.secret.encode())
+
+
+def _print_status(status: dict[str, Any]) -> None:
+    last = status.get("last_completed_checkpoint")
+    print(f"topology   {status['name']}  state={status['state']}  generation="
+          f"{status['generation']}  guarantee={status['guarantee']}  restarts={status['restarts']}")
+    if last:
+        print(f"checkpoint #{last['id']} completed in {last['duration_ms']} ms, "
+              f"{last['size_bytes']} bytes, alignment {last['alignment_ms']} ms")
+    else:
+        print("checkpoint none completed yet")
+    print(f"{'worker':>6} {'alive':>5} {'pid':>7} {'version':>8} {'rss MB':>7} tasks")
+    for w in status["workers"]:
+        rss = f"{w['rss_bytes'] / 1e6:.0f}" if w.get("rss_bytes") else "-"
+        print(f"{w['id']:>6} {str(w['alive']):>5} {w['pid'] or '-':>7} "
+              f"{w['code_version'] or '-':>8} {rss:>7} {w['tasks']}")
+    for r in status.get("recoveries", [])[-5:]:
+        print(f"recovery   gen {r['generation']}: {r['reason']} -> checkpoint {r['checkpoint']} "
+              f"({r['duration_ms']} ms)")
+    for e in status.get("errors", [])[-5:]:
+        print(f"error      task {e['task']} {e['component']}: {e['message']}")
+
+
+def _print_metrics(m: dict[str, Any]) -> None:
+    head = (f"{'':<14} {'emitted':>10} {'executed':>10} {'emit/s':>10} {'exec/s':>10} "
+            f"{'queue':>6} {'p50 ms':>7} {'p99 ms':>7} {'errors':>6}")
+    print(head)
+
+    def row(label: str, a: dict[str, Any]) -> None:
+        print(f"{label:<14} {a['emitted']:>10} {a['executed']:>10} {a['emit_rate']:>10.0f} "
+              f"{a['execute_rate']:>10.0f} {a['max_queue_fill']:>6.2f} "
+              f"{a['latency_ms_p50'] if a['latency_ms_p50'] is not None else '-':>7} "
+              f"{a['latency_ms_p99'] if a['latency_ms_p99'] is not None else '-':>7} "
+              f"{a['errors']:>6}")
+
+    for name, agg in m["components"].items():
+        row(name, agg)
+    for wid, agg in m["workers"].items():
+        row(f"worker {wid}", agg)
+    row("topology", m["topology"])
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from jstormpy.deploy.local import LocalCluster
+
+    module = load_topology_file(args.file)
+    config = getattr(module, "config", None) or Config()
+    if args.workers:
+        config = config.replace(workers=args.workers)
+    topology: Topology = module.topology
+    print(f"running {topology.name!r}: {len(topology.components)} components, "
+          f"{config.workers} workers, {config.guarantee}")
+    t0 = time.monotonic()
+    with LocalCluster() as cluster:
+        handle = cluster.submit(topology, config, resume=args.resume)
+        monkey = None
+        if args.chaos is not None:
+            from jstormpy.testing.chaos import ChaosMonkey, ChaosSchedule
+
+            schedule = ChaosSchedule.random(seed=args.chaos, kills=args.kills,
+                                            window_s=(0.3, 1.5), workers=config.workers)
+            print(f"chaos: {schedule.describe()}")
+            monkey = ChaosMonkey(handle, schedule)
+            monkey.start()
+        try:
+            status = handle.wait(timeout=args.timeout)
+        except KeyboardInterrupt:
+            print("interrupted: killing the topology")
+            return 130
+        finally:
+            if monkey is not None:
+                monkey.stop()
+        took = time.monotonic() - t0
+        metrics = handle.metrics()
+        print(f"drained in {took:.1f} s; generation {status['generation']}, "
+              f"{status['restarts']} recoveries, last checkpoint "
+              f"#{(status['last_completed_checkpoint'] or {}).get('id')}")
+        if monkey is not None:
+            for event in monkey.done:
+                print(f"chaos: {event}")
+        _print_metrics(metrics)
+        verify = getattr(module, "verify", None)
+        if callable(verify):
+            ok = bool(verify(handle))
+            print("verify: OK" if ok else "verify: FAILED")
+            return 0 if ok else 1
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    regs = Registration.all()
+    if not regs:
+        print("no topologies")
+    for reg in regs:
+        try:
+            st = MasterClient(reg.address, reg.secret.encode()).status(timeout=2.0)
+            print(f"{reg.name:<24} {st['state']:<11} gen {st['generation']:<4} {reg.address}")
+        except JStormError:
+            print(f"{reg.name:<24} {'gone':<11} {'':<8} {reg.address}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    status = _client(args.name).status()
+    if args.json:
+        print(json.dumps(status, indent=2))
+    else:
+        _print_status(status)
+    return 0
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    client = _client(args.name)
+    while True:
+        m = client.metrics(args.component or "")
+        if args.json:
+            print(json.dumps(m, indent=2))
+        else:
+            _print_metrics(m)
+        if not args.watch:
+            return 0
+        time.sleep(args.watch)
+        print()
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> int:
+    print(f"checkpoint {_client(args.name).checkpoint(args.timeout)} completed")
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    cid, gen = _client(args.name).rollback(args.to)
+    print(f"rolled back to checkpoint {cid} (generation {gen})")
+    return 0
+
+
+def cmd_kill(args: argparse.Namespace) -> int:
+    _client(args.name).kill("killed from the CLI")
+    print(f"killed {args.name}")
+    return 0
+
+
+def cmd_testing(args: argparse.Namespace) -> int:
+    module = importlib.import_module(f"jstormpy.testing.{args.server}")
+    return int(module.main(args.rest) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for docs and tests)."""
+    p = argparse.ArgumentParser(prog="jstorm", description=__doc__.split("\n\n")[0])
+    p.add_argument("--log-level", default="WARNING")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run the topology a file defines on this machine")
+    r.add_argument("file")
+    r.add_argument("--resume", action="store_true",
+                   help="continue from the latest completed checkpoint")
+    r.add_argument("--workers", type=int, default=0)
+    r.add_argument("--timeout", type=float, default=None, help="give up after N seconds")
+    r.add_argument("--chaos", type=int, default=None, metavar="SEED",
+                   help="SIGKILL workers at seeded random moments while it runs")
+    r.add_argument("--kills", type=int, default=1, help="how many kills with --chaos")
+    r.set_defaults(func=cmd_run)
+    sub.add_parser("list", help="running topologies").set_defaults(func=cmd_list)
+    for name, func, helptext in (("status", cmd_status, "state, workers, checkpoints"),
+                                 ("kill", cmd_kill, "stop a topology")):
+        sp = sub.add_parser(name, help=helptext)
+        sp.add_argument("name")
+        sp.add_argument("--json", action="store_true")
+        sp.set_defaults(func=func)
+    m = sub.add_parser("metrics", help="metrics per component, worker and topology")
+    m.add_argument("name")
+    m.add_argument("--component")
+    m.add_argument("--json", action="store_true")
+    m.add_argument("--watch", type=float, default=0, metavar="SECONDS")
+    m.set_defaults(func=cmd_metrics)
+    c = sub.add_parser("checkpoint", help="force a checkpoint")
+    c.add_argument("name")
+    c.add_argument("--timeout", type=float, default=30.0)
+    c.set_defaults(func=cmd_checkpoint)
+    rb = sub.add_parser("rollback", help="roll back to a completed checkpoint")
+    rb.add_argument("name")
+    rb.add_argument("--to", type=int, default=None)
+    rb.set_defaults(func=cmd_rollback)
+    t = sub.add_parser("testing", help="protocol test servers (webhdfs, hbase)")
+    t.add_argument("server", choices=["webhdfs", "hbase"])
+    t.add_argument("rest", nargs=argparse.REMAINDER)
+    t.set_defaults(func=cmd_testing)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``jstorm`` console script."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args))
+    except JStormError as exc:
+        print(f"jstorm: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""Fault-injection points: SIGKILL this process at a precise protocol moment.
+
+Armed through the environment (set by :mod:`jstormpy.testing.chaos`), never in normal
+runs: ``JSTORM_FAULTS="point@checkpoint[@worker],..."`` and ``JSTORM_FAULT_DIR`` (where a
+marker file makes each fault fire once, so the restarted process does not die again).
+
+Points: ``after_snapshot`` (a task stored its snapshot, the checkpoint is in flight),
+``sink_before_commit`` / ``sink_after_commit`` (a sink got complete(n)),
+``master_after_metadata`` (the TM wrote checkpoint n's metadata — the commit point — but
+has not told anyone).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from functools import lru_cache
+
+POINTS = ("after_snapshot", "sink_before_commit", "sink_after_commit", "master_after_metadata")
+
+
+@lru_cache(maxsize=1)
+def _armed() -> tuple[tuple[str, int, int | None], ...]:
+    spec = os.environ.get("JSTORM_FAULTS", "")
+    out = []
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        fields = part.split("@")
+        worker = int(fields[2]) if len(fields) > 2 else None
+        out.append((fields[0], int(fields[1]), worker))
+    return tuple(out)
+
+
+def fault_point(point: str, checkpoint_id: int, worker_id: int | None = None) -> None:
+    """SIGKILL this process if ``point`` is armed for this checkpoint (and worker), once."""
+    armed = _armed()
+    if not armed:
+        return
+    for name, cid, wid in armed:
+        if name == point and cid == checkpoint_id and (wid is None or wid == worker_id):
+            folder = os.environ.get("JSTORM_FAULT_DIR", "")
+            if folder:
+                marker = os.path.join(folder, f"{name}@{cid}@{wid}")
+                try:
+                    os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                except FileExistsError:
+                    return
+            os.kill(os.getpid(), signal.SIGKILL)

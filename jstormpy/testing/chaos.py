@@ -1,0 +1,182 @@
+"""Failure injection for tests and users: seeded, reproducible SIGKILL schedules.
+
+A :class:`ChaosSchedule` is a list of :class:`Kill` events drawn from a seed:
+
+* ``Kill("worker", at_s=1.2, worker=1)`` — SIGKILL worker 1 about 1.2 s after start;
+* ``Kill("master", at_s=0.8)`` — SIGKILL the Topology Master (the launcher restarts it
+  with ``--resume``);
+* ``Kill("point", point="after_snapshot", checkpoint=3, worker=0)`` — the process kills
+  itself at a precise protocol moment (see :mod:`jstormpy.faults`): during a checkpoint,
+  between checkpoint completion and sink commit, after the TM's commit point.
+
+Run one with :func:`run_with_chaos`, or start a :class:`ChaosMonkey` on a handle.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from jstormpy.faults import POINTS
+
+
+@dataclass(frozen=True)
+class Kill:
+    """One kill: of a worker or the TM at a time, or at a protocol point."""
+
+    target: str  # "worker" | "master" | "point"
+    at_s: float = 0.0
+    worker: int | None = None
+    point: str = ""
+    checkpoint: int = 0
+
+    def describe(self) -> str:
+        """Human-readable form."""
+        if self.target == "point":
+            who = ("master" if self.point == "master_after_metadata" else
+                   "any worker" if self.worker is None else f"worker {self.worker}")
+            return f"{who} at {self.point} of checkpoint {self.checkpoint}"
+        who = "master" if self.target == "master" else f"worker {self.worker}"
+        return f"{who} at {self.at_s:.2f} s"
+
+
+@dataclass(frozen=True)
+class ChaosSchedule:
+    """A reproducible list of kills."""
+
+    seed: int
+    kills: tuple[Kill, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def random(cls, seed: int, kills: int = 2, window_s: tuple[float, float] = (0.3, 2.0),
+               workers: int = 2, master: bool = False, points: bool = False,
+               max_checkpoint: int = 4) -> ChaosSchedule:
+        """Draw ``kills`` kills from ``seed``: random times within ``window_s``, optionally
+        including the TM and protocol points."""
+        rng = random.Random(seed)
+        out: list[Kill] = []
+        kinds = ["worker"] + (["master"] if master else []) + (["point"] if points else [])
+        t = window_s[0]
+        for _ in range(kills):
+            kind = rng.choice(kinds)
+            t += rng.uniform(0.0, (window_s[1] - window_s[0]) / max(kills, 1))
+            if kind == "worker":
+                out.append(Kill("worker", round(t, 3), worker=rng.randrange(workers)))
+            elif kind == "master":
+                out.append(Kill("master", round(t, 3)))
+            else:
+                point = rng.choice(POINTS)
+                out.append(Kill("point", point=point, checkpoint=rng.randint(1, max_checkpoint),
+                                worker=rng.randrange(workers) if point == "after_snapshot"
+                                else None))
+        return cls(seed, tuple(out))
+
+    def describe(self) -> str:
+        """Human-readable form."""
+        return f"seed {self.seed}: " + "; ".join(k.describe() for k in self.kills)
+
+    def environment(self, fault_dir: str) -> dict[str, str]:
+        """Environment that arms this schedule's protocol-point kills."""
+        armed = []
+        for k in self.kills:
+            if k.target == "point":
+                armed.append(f"{k.point}@{k.checkpoint}" +
+                             (f"@{k.worker}" if k.worker is not None else ""))
+        if not armed:
+            return {}
+        return {"JSTORM_FAULTS": ",".join(armed), "JSTORM_FAULT_DIR": fault_dir}
+
+
+class ChaosMonkey:
+    """Carries out the timed kills of a schedule against a running topology."""
+
+    def __init__(self, handle: Any, schedule: ChaosSchedule) -> None:
+        self.handle = handle
+        self.schedule = schedule
+        self.done: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="chaos", daemon=True)
+
+    def start(self) -> None:
+        """Start the kill timer (it begins when the topology first reaches ``running``)."""
+        self._t0 = time.monotonic()
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop (kills not yet due are skipped)."""
+        self._stop.set()
+        self._thread.join(5)
+
+    def _pid(self, kill: Kill) -> int | None:
+        launcher = self.handle._launcher  # noqa: SLF001 - the harness drives the local launcher
+        if launcher is None:
+            return None
+        with launcher.lock:
+            if kill.target == "master":
+                return launcher.master.pid if launcher.master else None
+            proc = launcher.workers.get(kill.worker)
+            return proc.pid if proc is not None and proc.poll() is None else None
+
+    def _wait_running(self, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            try:
+                if self.handle.status().get("state") == "running":
+                    return
+            except Exception:
+                pass
+            self._stop.wait(0.01)
+
+    def _run(self) -> None:
+        # kill times count from the moment the topology first runs (all workers registered)
+        self._wait_running()
+        self._t0 = time.monotonic()
+        for kill in sorted((k for k in self.schedule.kills if k.target != "point"),
+                           key=lambda k: k.at_s):
+            if self._stop.wait(max(self._t0 + kill.at_s - time.monotonic(), 0)):
+                return
+            try:
+                state = self.handle.status().get("state")
+            except Exception:
+                state = "unknown"
+            if state in ("drained", "killed", "failed"):
+                self.done.append(f"skipped {kill.describe()} (topology already {state})")
+                continue
+            pid = self._pid(kill)
+            if pid is None:
+                self.done.append(f"skipped {kill.describe()} (process not running)")
+                continue
+            try:
+                os.kill(pid, signal.SIGKILL)
+                self.done.append(f"SIGKILL {kill.describe()} (pid {pid})")
+            except ProcessLookupError:
+                self.done.append(f"skipped {kill.describe()} (already gone)")
+
+
+def run_with_chaos(topology: Any, config: Any, schedule: ChaosSchedule, timeout: float = 120,
+                   home: str | None = None) -> tuple[dict[str, Any], list[str], Any]:
+    """Run ``topology`` to completion under ``schedule``.
+
+    Returns (final status, the kills carried out, final metrics).
+    """
+    from jstormpy.deploy.local import LocalCluster
+
+    fault_dir = tempfile.mkdtemp(prefix="jstorm-faults-")
+    env = schedule.environment(fault_dir)
+    with LocalCluster(home=home, env=env) as cluster:
+        handle = cluster.submit(topology, config)
+        monkey = ChaosMonkey(handle, schedule)
+        monkey.start()
+        try:
+            status = handle.wait(timeout=timeout)
+        finally:
+            monkey.stop()
+        metrics = handle.metrics()
+    fired = sorted(os.listdir(fault_dir))
+    return status, monkey.done + [f"fault point fired: {f}" for f in fired], metrics

@@ -1,0 +1,175 @@
+"""Topologies the chaos tests run, and their exactly-once checks."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from jstormpy import Bolt, FileSink, FileSpout, SequenceSpout, Spout, TopologyBuilder, read_committed
+from jstormpy.testing.semantics import check_sequences
+
+
+class RunningSum(Bolt):
+    """Per key: running sum and count (managed state); emits one record per input."""
+
+    outputs = ("key", "seq", "value", "sum", "count")
+
+    def prepare(self, conf, context):
+        self.sums = self.state("sums")
+
+    def execute(self, tup):
+        key, seq, value = tup["key"], tup["seq"], tup["value"]
+        total, count = self.sums.get(key, (0, 0))
+        total += value
+        count += 1
+        self.sums[key] = (total, count)
+        self.emit((key, seq, value, total, count))
+
+
+class Parity(Bolt):
+    """Passes through the events whose seq has the given parity."""
+
+    outputs = ("key", "seq", "value")
+
+    def __init__(self, parity: int) -> None:
+        self.parity = parity
+
+    def execute(self, tup):
+        if tup["seq"] % 2 == self.parity:
+            self.emit(tup.values)
+
+
+class Split(Bolt):
+    outputs = ("word",)
+
+    def execute(self, tup):
+        for word in tup["line"].split():
+            self.emit((word,))
+
+
+class CountEach(Bolt):
+    """Word count emitting the new count at every occurrence."""
+
+    outputs = ("word", "count")
+
+    def prepare(self, conf, context):
+        self.counts = self.state("counts")
+
+    def execute(self, tup):
+        word = tup["word"]
+        n = self.counts.get(word, 0) + 1
+        self.counts[word] = n
+        self.emit((word, n))
+
+
+def linear(out: Path, keys: int = 20, per_key: int = 2000, rate: float | None = 8000):
+    b = TopologyBuilder("chaos-linear")
+    b.set_spout("events", SequenceSpout(keys=keys, per_key=per_key, rate_per_s=rate),
+                parallelism=2)
+    b.set_bolt("sum", RunningSum, parallelism=2).fields_grouping("events", ["key"])
+    b.set_bolt("out", FileSink(str(out)), parallelism=2).fields_grouping("sum", ["key"])
+    return b.build()
+
+
+def diamond(out: Path, keys: int = 20, per_key: int = 2000, rate: float | None = 8000):
+    b = TopologyBuilder("chaos-diamond")
+    b.set_spout("events", SequenceSpout(keys=keys, per_key=per_key, rate_per_s=rate),
+                parallelism=2)
+    b.set_bolt("even", Parity(0), parallelism=2).fields_grouping("events", ["key"])
+    b.set_bolt("odd", Parity(1), parallelism=2).fields_grouping("events", ["key"])
+    (b.set_bolt("sum", RunningSum, parallelism=2)
+     .fields_grouping("even", ["key"]).fields_grouping("odd", ["key"]))
+    b.set_bolt("out", FileSink(str(out)), parallelism=1).global_grouping("sum")
+    return b.build()
+
+
+def write_corpus(folder: Path, files: int = 4, lines: int = 1500) -> Counter[str]:
+    """Deterministic word files; returns the expected word counts."""
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = [f"w{i}" for i in range(50)]
+    expected: Counter[str] = Counter()
+    for f in range(files):
+        with open(folder / f"part-{f}.txt", "w") as fh:
+            for i in range(lines):
+                words = [vocab[(f * 31 + i * 7 + j * 13) % len(vocab)] for j in range(8)]
+                expected.update(words)
+                fh.write(" ".join(words) + "\n")
+    return expected
+
+
+class SlowFileSpout(FileSpout):
+    """FileSpout emitting at most ``per_call`` lines per call with a small pause, so a run
+    lasts long enough to be killed in the middle."""
+
+    def __init__(self, paths: Any, per_call: int = 4) -> None:
+        super().__init__(paths, batch=per_call)
+
+    def next_tuple(self):
+        import time
+
+        super().next_tuple()
+        time.sleep(0.002)
+
+
+def wordcount(out: Path, corpus: Path):
+    b = TopologyBuilder("chaos-wordcount")
+    b.set_spout("lines", SlowFileSpout(str(corpus / "*.txt")), parallelism=2)
+    b.set_bolt("split", Split, parallelism=2).shuffle_grouping("lines")
+    b.set_bolt("count", CountEach, parallelism=2).fields_grouping("split", ["word"])
+    b.set_bolt("out", FileSink(str(out)), parallelism=2).fields_grouping("count", ["word"])
+    return b.build()
+
+
+def check_keyed_sums(out: Path, keys: int, per_key: int, per_parity_order: bool = False) -> str:
+    """Exactly-once check for linear/diamond; returns '' or the problems found."""
+    records = read_committed(out)
+    problems = []
+    expected = {f"k{i}": per_key for i in range(keys)}
+    value = SequenceSpout.value_of
+    if per_parity_order:
+        # across the two branches the interleaving is free; within a branch order is kept
+        for parity in (0, 1):
+            part = [r for r in records if r["seq"] % 2 == parity]
+            rep = check_sequences([{"key": r["key"], "seq": r["seq"] // 2} for r in part],
+                                  "key", "seq",
+                                  {k: (per_key - parity + 1) // 2 for k in expected})
+            if not rep.ok:
+                problems.append(f"parity {parity}: {rep.summary()}")
+    else:
+        rep = check_sequences(records, "key", "seq", expected)
+        if not rep.ok:
+            problems.append(rep.summary())
+    # output count per key must be 1..n in order (no loss, duplicate, reordering of outputs)
+    counts: dict[str, list[int]] = defaultdict(list)
+    sums: dict[str, int] = defaultdict(int)
+    for r in records:
+        counts[r["key"]].append(r["count"])
+        sums[r["key"]] += r["value"]
+        if r["sum"] != sums[r["key"]]:
+            problems.append(f"key {r['key']}: sum {r['sum']} at count {r['count']} != "
+                            f"recomputed {sums[r['key']]}")
+            break
+    for key, n in expected.items():
+        if counts[key] != list(range(1, n + 1)):
+            problems.append(f"key {key}: counts are not 1..{n} in order")
+        total = sum(value(s) for s in range(n))
+        if sums[key] != total:
+            problems.append(f"key {key}: final state {sums[key]} != batch recomputation {total}")
+    return "\n".join(problems[:10])
+
+
+def check_word_counts(out: Path, expected: Counter[str]) -> str:
+    records = read_committed(out)
+    rep = check_sequences([{"word": r["word"], "seq": r["count"] - 1} for r in records],
+                          "word", "seq", dict(expected))
+    return "" if rep.ok else rep.summary()
+
+
+class FlakySpout(Spout):
+    """A non-replayable spout (no snapshot/restore): refused under exactly_once."""
+
+    outputs = ("n",)
+
+    def next_tuple(self):
+        self.emit((1,))
