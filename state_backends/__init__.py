@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from jstormpy.errors import BackendError
 from jstormpy.state_backends.base import StateBackend
+
+from jstormpy.errors import BackendError
 
 
 def open_backend(uri: str, **options: object) -> StateBackend:

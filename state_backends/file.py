@@ -6,8 +6,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from jstormpy.errors import BackendError, SnapshotNotFoundError
 from jstormpy.state_backends.base import StateBackend
+
+from jstormpy.errors import BackendError, SnapshotNotFoundError
 
 
 class FileBackend(StateBackend):

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import threading
 
-from jstormpy.errors import SnapshotNotFoundError
 from jstormpy.state_backends.base import StateBackend
+
+from jstormpy.errors import SnapshotNotFoundError
 
 _STORES: dict[str, dict[str, bytes]] = {}
 _LOCK = threading.Lock()
