@@ -151,6 +151,7 @@ class _Namespace:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # no 40 ms Nagle/delayed-ACK stalls on keep-alive
     server: _Server
 
     # -- plumbing ---------------------------------------------------------------------
@@ -215,6 +216,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._dispatch("DELETE")
 
     def _dispatch(self, method: str) -> None:
+        if self.server.take_fault():
+            self._drain()
+            err = RemoteError("IOException", "injected fault (WebHdfsServer.fail_next)")
+            self._json(err.body(), 503)
+            return
         url = urlsplit(self.path)
         params = {k.lower(): v for k, v in parse_qsl(url.query, keep_blank_values=True)}
         params["op"] = params.get("op", "").upper()
@@ -456,7 +462,10 @@ class _Handler(BaseHTTPRequestHandler):
             raise RemoteError("IllegalArgumentException",
                               f"Invalid value for webhdfs parameter \"destination\": {dest}")
         options = {o.strip().upper() for o in params.get("renameoptions", "").split(",")
-                   if o.strip() and o.strip().upper() != "NONE"}
+                   if o.strip()}
+        if options - {"NONE", "OVERWRITE", "TO_TRASH"}:
+            raise RemoteError("IllegalArgumentException", "Invalid value for webhdfs "
+                              f"parameter \"renameoptions\": {params['renameoptions']}")
         src, dst = self.ns.local(hdfs_path), self.ns.local(dest)
         with self.ns.lock:
             if not options:  # ClientProtocol.rename: false on any failure
@@ -548,6 +557,7 @@ class _Server(ThreadingHTTPServer):
         self.namespace = namespace
         self.connections: set[socket.socket] = set()
         self.conn_lock = threading.Lock()
+        self.faults = 0
         super().__init__(addr, _Handler)
         self.port = self.server_address[1]
 
@@ -560,6 +570,13 @@ class _Server(ThreadingHTTPServer):
         with self.conn_lock:
             self.connections.discard(request)
         super().shutdown_request(request)
+
+    def take_fault(self) -> bool:
+        with self.conn_lock:
+            if self.faults > 0:
+                self.faults -= 1
+                return True
+            return False
 
     def drop_connections(self) -> None:
         with self.conn_lock:
@@ -600,6 +617,13 @@ class WebHdfsServer:
         """Whether the server is accepting connections."""
         return self._httpd is not None
 
+    def fail_next(self, count: int) -> None:
+        """Answer the next ``count`` requests with HTTP 503 (transient-fault injection)."""
+        if self._httpd is None:
+            raise RuntimeError("WebHdfsServer is not running")
+        with self._httpd.conn_lock:
+            self._httpd.faults = count
+
     def start(self) -> WebHdfsServer:
         """Bind and serve in a background thread (same port again after a stop)."""
         if self._httpd is not None:
@@ -615,7 +639,7 @@ class WebHdfsServer:
                     raise
                 threading.Event().wait(0.05)  # port still held by a closing socket
         self.port = self._httpd.port
-        self._thread = threading.Thread(target=self._httpd.serve_forever,
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,),
                                         name=f"webhdfs-{self.port}", daemon=True)
         self._thread.start()
         log.info("WebHDFS test server on %s serving %s", self.url, self.root)
