@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import posixpath
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -91,7 +90,6 @@ class HdfsBackend(StateBackend):
         self.retries = max(0, int(retries))
         self.backoff_s = backoff_s
         self.timeout_s = timeout_s
-        self._lock = threading.Lock()
         session = requests.Session()
         session.hooks["response"].append(_raise_on_5xx)
         url = f"http://{parts.hostname}:{parts.port}"
