@@ -20,7 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jstormpy.state_backends import StateBackend, open_backend
-
 from jstormpy.testing.hbase import HBaseThriftServer
 from jstormpy.testing.webhdfs import WebHdfsServer
 

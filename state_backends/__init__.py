@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from jstormpy.state_backends.base import StateBackend
-
 from jstormpy.errors import BackendError
+from jstormpy.state_backends.base import StateBackend
 
 
 def open_backend(uri: str, **options: object) -> StateBackend:

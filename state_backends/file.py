@@ -6,9 +6,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from jstormpy.state_backends.base import StateBackend
-
 from jstormpy.errors import BackendError, SnapshotNotFoundError
+from jstormpy.state_backends.base import StateBackend
 
 
 class FileBackend(StateBackend):

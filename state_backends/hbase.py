@@ -41,11 +41,11 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import happybase
-from jstormpy.state_backends.base import StateBackend
 from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
 from jstormpy.errors import BackendError, CorruptSnapshotError, SnapshotNotFoundError
+from jstormpy.state_backends.base import StateBackend
 
 log = logging.getLogger(__name__)
 

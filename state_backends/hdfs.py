@@ -39,9 +39,9 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import requests
-from jstormpy.state_backends.base import StateBackend
 
 from jstormpy.errors import BackendError, SnapshotNotFoundError
+from jstormpy.state_backends.base import StateBackend
 
 log = logging.getLogger(__name__)
 

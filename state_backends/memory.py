@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import threading
 
-from jstormpy.state_backends.base import StateBackend
-
 from jstormpy.errors import SnapshotNotFoundError
+from jstormpy.state_backends.base import StateBackend
 
 _STORES: dict[str, dict[str, bytes]] = {}
 _LOCK = threading.Lock()

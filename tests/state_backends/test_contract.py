@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jstormpy.state_backends import StateBackend, open_backend
-from jstormpy.state_backends.base import seal_blob
 
 from jstormpy.errors import BackendError, CorruptSnapshotError, SnapshotNotFoundError
+from jstormpy.state_backends import StateBackend, open_backend
+from jstormpy.state_backends.base import seal_blob
 
 RETRIES = 2
 BACKOFF = 0.05

@@ -6,10 +6,10 @@ import threading
 
 import happybase
 import pytest
-from jstormpy.state_backends import open_backend
-from jstormpy.state_backends.hbase import HBaseBackend
 
 from jstormpy.errors import BackendError, CorruptSnapshotError
+from jstormpy.state_backends import open_backend
+from jstormpy.state_backends.hbase import HBaseBackend
 from jstormpy.testing.hbase import HBaseThriftServer
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import hdfs
 import pytest
-from jstormpy.state_backends import open_backend
-from jstormpy.state_backends.hdfs import HdfsBackend
 
 from jstormpy.errors import BackendError
+from jstormpy.state_backends import open_backend
+from jstormpy.state_backends.hdfs import HdfsBackend
 from jstormpy.testing.webhdfs import WebHdfsServer
 
 
