@@ -1,22 +1,41 @@
-"""Shared fixtures. Long chaos and Spark tests are marked ``slow``: skip them locally with
-``JSTORM_FAST=1`` (or ``-m 'not slow'``); CI runs everything."""
+"""Shared fixtures: protocol-level WebHDFS and HBase Thrift servers (no clusters needed)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from jstormpy.testing.hbase import HBaseThriftServer
+from jstormpy.testing.webhdfs import WebHdfsServer
 
-def pytest_collection_modifyitems(config, items):
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """JSTORM_FAST=1 skips tests marked slow (same as -m 'not slow')."""
     if os.environ.get("JSTORM_FAST") == "1":
-        skip = pytest.mark.skip(reason="JSTORM_FAST=1 skips slow chaos/Spark tests")
+        skip = pytest.mark.skip(reason="JSTORM_FAST=1 skips slow tests")
         for item in items:
             if "slow" in item.keywords:
                 item.add_marker(skip)
 
 
+@pytest.fixture
+def webhdfs_server(tmp_path: Path) -> Iterator[WebHdfsServer]:
+    """A WebHDFS server over ``tmp_path/hdfs``, on a free port."""
+    with WebHdfsServer(tmp_path / "hdfs") as server:
+        yield server
+
+
+@pytest.fixture
+def hbase_server() -> Iterator[HBaseThriftServer]:
+    """An HBase Thrift server (buffered transport, binary protocol), on a free port."""
+    with HBaseThriftServer() as server:
+        yield server
+
+
 @pytest.fixture(autouse=True)
-def _jstorm_home(tmp_path, monkeypatch):
+def _jstorm_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test gets its own JSTORM_HOME (registry, runs, default checkpoints)."""
     monkeypatch.setenv("JSTORM_HOME", str(tmp_path / "jstorm-home"))

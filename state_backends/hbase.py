@@ -1,0 +1,300 @@
+"""``hbase://host:port/table`` — snapshots in an HBase table, via the Thrift (v1) gateway.
+
+``host:port`` is an HBase Thrift server (``hbase thrift start``, default port 9090);
+the backend talks to it with happybase.
+
+Row layout (column family ``s`` by default)
+-------------------------------------------
+* Manifest row, row key = the object key (UTF-8): ``s:m`` = JSON manifest
+  ``{"v": 1, "version": <hex>, "chunks": n, "size": bytes, "crc32": crc}``, and ``s:d`` =
+  the value itself when it fits in one cell (``chunks == 0``), else empty.
+* Chunk rows of a large value, row key = ``<key>\\x00<version>\\x00<index:08d>``:
+  ``s:c`` = up to ``chunk_bytes`` of data and ``s:k`` = empty marker (so scans can find
+  chunk rows without transferring their data).
+
+Atomicity: a put first writes all chunk rows of a fresh ``version`` (invisible: nothing
+points at them), then makes the object visible with ONE single-row put of the manifest
+row — HBase applies a single-row mutation atomically, so readers see the old or the new
+manifest, never a mix. Chunks of the replaced version are deleted afterwards; a reader
+that loses that race (chunk gone) re-reads the manifest and retries. Keys never contain
+``\\x00``, so listing = scan with ``row_prefix`` restricted to column ``s:m``, which
+only manifest rows have. Deleting = scan for ``s:m``/``s:k`` (row keys only, no data),
+then batched row deletes, manifests first.
+
+Failures: Thrift transport and socket errors are retried ``retries`` times with
+exponential backoff over a fresh connection; then :class:`~jstormpy.errors.BackendError`
+naming the URI is raised. HBase-side errors (``IOError``, ``IllegalArgument``) are not
+retried.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import happybase
+from thriftpy2.thrift import TApplicationException, TException
+from thriftpy2.transport import TTransportException
+
+from jstormpy.errors import BackendError, CorruptSnapshotError, SnapshotNotFoundError
+from jstormpy.state_backends.base import StateBackend
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+MAX_CHUNK_BYTES = 2 << 20
+_SEP = b"\x00"
+_TRANSIENT = (TTransportException, OSError, EOFError, socket.timeout, ConnectionError)
+
+
+class HBaseBackend(StateBackend):
+    """Checkpoint objects as rows of an HBase table.
+
+    Args:
+        uri: ``hbase://thrift_host:thrift_port/table``.
+        column_family: Column family holding the backend's columns.
+        chunk_bytes: Largest cell written; bigger values are split into chunk rows.
+            Keep it within HBase's ``hbase.client.keyvalue.maxsize`` (default 10 MiB) and
+            the region server's comfort zone; at most 2 MiB is accepted by default.
+        timeout_ms: Socket timeout of the Thrift connection, in milliseconds.
+        retries: How often a transiently failing operation is retried.
+        transport: ``"buffered"`` or ``"framed"`` — must match the Thrift server.
+        protocol: ``"binary"`` or ``"compact"`` — must match the Thrift server.
+        create_table: Create the table (one family, 1 version) if it does not exist.
+        backoff_s: First retry delay; doubles on each further retry (capped at 5 s).
+
+    Raises:
+        BackendError: Bad URI or options.
+    """
+
+    def __init__(self, uri: str, *, column_family: str = "s", chunk_bytes: int = 1 << 20,
+                 timeout_ms: int = 10000, retries: int = 3, transport: str = "buffered",
+                 protocol: str = "binary", create_table: bool = True,
+                 backoff_s: float = 0.1) -> None:
+        self.uri = uri
+        parts = urlsplit(uri)
+        table = parts.path.strip("/")
+        if parts.scheme != "hbase" or not parts.hostname or not table or "/" in table:
+            raise BackendError(f"state backend {uri!r}: expected hbase://host:port/table "
+                               "(host:port = an HBase Thrift server, e.g. :9090)")
+        if not 0 < chunk_bytes <= MAX_CHUNK_BYTES:
+            raise BackendError(f"state backend {uri!r}: chunk_bytes must be in "
+                               f"1..{MAX_CHUNK_BYTES}, not {chunk_bytes}")
+        if transport not in ("buffered", "framed") or protocol not in ("binary", "compact"):
+            raise BackendError(f"state backend {uri!r}: transport must be buffered|framed and "
+                               f"protocol binary|compact, not {transport!r}/{protocol!r}")
+        self.host = parts.hostname
+        self.port = parts.port or 9090
+        self.table_name = table
+        self.family = column_family.encode()
+        self.chunk_bytes = chunk_bytes
+        self.timeout_ms = timeout_ms
+        self.retries = max(0, int(retries))
+        self.transport = transport
+        self.protocol = protocol
+        self.create_table = create_table
+        self.backoff_s = backoff_s
+        self._col_manifest = self.family + b":m"
+        self._col_data = self.family + b":d"
+        self._col_chunk = self.family + b":c"
+        self._col_marker = self.family + b":k"
+        self._lock = threading.RLock()
+        self._conn: happybase.Connection | None = None
+        self._table_ready = False
+
+    # -- connection & retries -----------------------------------------------------------
+    def _table(self) -> Any:
+        if self._conn is None:
+            conn = happybase.Connection(self.host, self.port, timeout=self.timeout_ms,
+                                        autoconnect=False, transport=self.transport,
+                                        protocol=self.protocol)
+            conn.open()
+            self._conn = conn
+        if not self._table_ready:
+            name = self.table_name.encode()
+            if name not in self._conn.tables():
+                if not self.create_table:
+                    raise BackendError(f"state backend {self.uri}: table {self.table_name!r}"
+                                       " does not exist (and create_table=False)")
+                try:
+                    self._conn.create_table(self.table_name,
+                                            {self.family.decode(): {"max_versions": 1}})
+                    log.info("state backend %s: created table %s", self.uri, self.table_name)
+                except TException as exc:
+                    if type(exc).__name__ != "AlreadyExists":
+                        raise
+            self._table_ready = True
+        return self._conn.table(self.table_name)
+
+    def _reset(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - the connection is broken anyway
+                pass
+
+    def _retry(self, what: str, fn: Callable[[Any], T]) -> T:
+        delay = self.backoff_s
+        err: Exception | None = None
+        with self._lock:
+            for attempt in range(self.retries + 1):
+                try:
+                    return fn(self._table())
+                except (SnapshotNotFoundError, CorruptSnapshotError, BackendError):
+                    raise
+                except _TRANSIENT as exc:
+                    err = exc
+                    self._reset()
+                except TApplicationException as exc:
+                    self._reset()
+                    raise BackendError(f"state backend {self.uri}: {what} failed: "
+                                       f"Thrift application error {exc}") from exc
+                except TException as exc:
+                    msg = getattr(exc, "message", exc)
+                    if isinstance(msg, bytes):
+                        msg = msg.decode(errors="replace")
+                    raise BackendError(f"state backend {self.uri}: {what} failed: "
+                                       f"{type(exc).__name__}: {msg}") from exc
+                if attempt < self.retries:
+                    log.warning("state backend %s: %s failed (%s), retry %d/%d in %.2fs",
+                                self.uri, what, err, attempt + 1, self.retries, delay)
+                    time.sleep(delay)  # backoff between attempts
+                    delay = min(delay * 2, 5.0)
+        raise BackendError(f"state backend {self.uri} unreachable: {what} failed after "
+                           f"{self.retries + 1} attempts: {err}") from err
+
+    # -- helpers ------------------------------------------------------------------------
+    def _row_key(self, key: str) -> bytes:
+        raw = key.encode()
+        if not raw or _SEP in raw:
+            raise BackendError(f"state backend {self.uri}: bad object key {key!r}")
+        return raw
+
+    @staticmethod
+    def _chunk_key(row: bytes, version: str, index: int) -> bytes:
+        return row + _SEP + version.encode() + _SEP + b"%08d" % index
+
+    def _manifest(self, key: str, raw: bytes | None) -> dict[str, Any] | None:
+        if raw is None:
+            return None
+        try:
+            manifest: dict[str, Any] = json.loads(raw)
+            int(manifest["chunks"])
+            int(manifest["size"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptSnapshotError(f"state backend {self.uri}: manifest of {key!r} is "
+                                       f"unreadable: {exc}") from exc
+        return manifest
+
+    def _delete_chunks(self, table: Any, row: bytes, manifest: dict[str, Any]) -> None:
+        n = int(manifest.get("chunks", 0))
+        if not n:
+            return
+        with table.batch(batch_size=1000) as batch:
+            for i in range(n):
+                batch.delete(self._chunk_key(row, str(manifest["version"]), i))
+
+    # -- primitives ---------------------------------------------------------------------
+    def put_object(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key``: chunk rows first, then one atomic manifest put."""
+        row = self._row_key(key)
+        data = bytes(data)
+        version = uuid.uuid4().hex[:16]
+        chunked = len(data) > self.chunk_bytes
+        nchunks = -(-len(data) // self.chunk_bytes) if chunked else 0
+        manifest = json.dumps({"v": 1, "version": version, "chunks": nchunks,
+                               "size": len(data), "crc32": zlib.crc32(data)}).encode()
+        per_batch = max(1, (8 << 20) // self.chunk_bytes)
+
+        def run(table: Any) -> None:
+            old = self._manifest(key, table.row(row, columns=[self._col_manifest])
+                                 .get(self._col_manifest))
+            if chunked:
+                with table.batch(batch_size=per_batch) as batch:
+                    for i in range(nchunks):
+                        piece = data[i * self.chunk_bytes:(i + 1) * self.chunk_bytes]
+                        batch.put(self._chunk_key(row, version, i),
+                                  {self._col_chunk: piece, self._col_marker: b""})
+            # the commit point: one single-row (atomic) put of manifest + inline data
+            table.put(row, {self._col_manifest: manifest,
+                            self._col_data: b"" if chunked else data})
+            if old is not None and old.get("version") != version:
+                self._delete_chunks(table, row, old)
+
+        self._retry(f"put {key!r}", run)
+
+    def get_object(self, key: str) -> bytes:
+        """The bytes under ``key``; SnapshotNotFoundError if absent."""
+        row = self._row_key(key)
+
+        def run(table: Any) -> bytes:
+            for _ in range(10):
+                cells = table.row(row, columns=[self._col_manifest, self._col_data])
+                manifest = self._manifest(key, cells.get(self._col_manifest))
+                if manifest is None:
+                    raise SnapshotNotFoundError(f"no object {key!r} in {self.uri}")
+                n = int(manifest["chunks"])
+                if n == 0:
+                    data: bytes = cells.get(self._col_data, b"")
+                else:
+                    keys = [self._chunk_key(row, str(manifest["version"]), i) for i in range(n)]
+                    parts: dict[bytes, bytes] = {}
+                    step = max(1, (16 << 20) // self.chunk_bytes)
+                    for i in range(0, n, step):
+                        for k, cols in table.rows(keys[i:i + step], columns=[self._col_chunk]):
+                            parts[k] = cols.get(self._col_chunk, b"")
+                    if len(parts) < n:
+                        again = table.row(row, columns=[self._col_manifest])
+                        if again.get(self._col_manifest) != cells.get(self._col_manifest):
+                            continue  # replaced while we read: read the new version
+                        raise CorruptSnapshotError(
+                            f"state backend {self.uri}: {key!r} is missing "
+                            f"{n - len(parts)} of {n} chunks")
+                    data = b"".join(parts[k] for k in keys)
+                if len(data) != int(manifest["size"]) or (
+                        "crc32" in manifest and zlib.crc32(data) != int(manifest["crc32"])):
+                    raise CorruptSnapshotError(f"state backend {self.uri}: {key!r} does not "
+                                               "match its manifest (size/crc32)")
+                return data
+            raise BackendError(f"state backend {self.uri}: {key!r} kept changing while read")
+
+        return self._retry(f"get {key!r}", run)
+
+    def _scan_keys(self, table: Any, prefix: str, columns: list[bytes]) -> list[bytes]:
+        kwargs: dict[str, Any] = {"columns": columns, "batch_size": 1000}
+        if prefix:
+            kwargs["row_prefix"] = prefix.encode()
+        return [k for k, _cols in table.scan(**kwargs)]
+
+    def list_objects(self, prefix: str) -> list[str]:
+        """Every key starting with ``prefix`` (manifest rows only)."""
+        def run(table: Any) -> list[str]:
+            keys = self._scan_keys(table, prefix, [self._col_manifest])
+            return [k.decode() for k in keys if _SEP not in k]
+
+        return self._retry(f"list {prefix!r}", run)
+
+    def delete_objects(self, prefix: str) -> None:
+        """Delete every key starting with ``prefix``, with its chunk rows."""
+        def run(table: Any) -> None:
+            keys = self._scan_keys(table, prefix, [self._col_manifest, self._col_marker])
+            keys.sort(key=lambda k: _SEP in k)  # manifests first: objects vanish at once
+            with table.batch(batch_size=1000) as batch:
+                for k in keys:
+                    batch.delete(k)
+
+        self._retry(f"delete {prefix!r}", run)
+
+    def close(self) -> None:
+        """Close the Thrift connection."""
+        with self._lock:
+            self._reset()

@@ -1,0 +1,164 @@
+"""One contract suite for every state backend: memory, file, hdfs (WebHDFS), hbase."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jstormpy.errors import BackendError, CorruptSnapshotError, SnapshotNotFoundError
+from jstormpy.state_backends import StateBackend, open_backend
+from jstormpy.state_backends.base import seal_blob
+
+RETRIES = 2
+BACKOFF = 0.05
+
+
+@dataclass
+class Env:
+    backend: StateBackend
+    server: Any | None  # has stop()/start() when the backend is remote
+
+
+@pytest.fixture(params=["memory", "file", "hdfs", "hbase"])
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
+    kind = request.param
+    server: Any | None = None
+    if kind == "memory":
+        backend = open_backend(f"memory://contract-{uuid.uuid4().hex}")
+    elif kind == "file":
+        backend = open_backend(f"file://{tmp_path}/ckpt")
+    elif kind == "hdfs":
+        server = request.getfixturevalue("webhdfs_server")
+        backend = open_backend(f"hdfs://127.0.0.1:{server.port}/jstorm/ckpt",
+                               retries=RETRIES, backoff_s=BACKOFF, timeout_s=5)
+    else:
+        server = request.getfixturevalue("hbase_server")
+        backend = open_backend(f"hbase://127.0.0.1:{server.port}/jstorm_ckpt",
+                               retries=RETRIES, backoff_s=BACKOFF, timeout_ms=5000,
+                               chunk_bytes=256 * 1024)
+    yield Env(backend, server)
+    backend.close()
+
+
+def test_put_get_snapshot(env: Env) -> None:
+    b = env.backend
+    h1 = b.put_snapshot(1, 0, b"state-0")
+    h2 = b.put_snapshot(1, 1, b"")
+    assert b.get_snapshot(h1) == b"state-0"
+    assert b.get_snapshot(h2) == b""
+    assert sorted(b.list_objects("chk-0000000001/")) == sorted([h1, h2])
+
+
+def test_large_snapshot_is_chunked_and_round_trips(env: Env) -> None:
+    data = os.urandom(5 * 1024 * 1024 + 123)
+    h = env.backend.put_snapshot(7, 3, data)
+    assert env.backend.get_snapshot(h) == data
+    assert env.backend.list_objects("chk-0000000007/") == [h]  # chunk rows are not keys
+
+
+def test_snapshot_overwrite_replaces(env: Env) -> None:
+    b = env.backend
+    h = b.put_snapshot(2, 0, os.urandom(3 * 1024 * 1024))
+    b.put_snapshot(2, 0, b"small now")
+    assert b.get_snapshot(h) == b"small now"
+    assert b.list_objects("chk-0000000002/") == [h]
+
+
+def test_metadata_and_list_completed(env: Env) -> None:
+    b = env.backend
+    b.put_snapshot(1, 0, b"a")
+    b.write_metadata(1, {"tasks": 1})
+    b.put_snapshot(2, 0, b"b")  # no metadata: incomplete
+    b.write_metadata(3, {"tasks": 0})
+    assert b.list_completed() == [1, 3]
+    assert b.latest_completed() == 3
+    assert b.read_metadata(1) == {"tasks": 1, "checkpoint_id": 1}
+
+
+def test_garbage_collect_keeps_newest(env: Env) -> None:
+    b = env.backend
+    for cid in range(1, 6):
+        b.put_snapshot(cid, 0, b"x%d" % cid)
+        if cid != 4:
+            b.write_metadata(cid, {})
+    b.put_snapshot(9, 0, b"in progress")  # newer than the newest completed: kept
+    deleted = b.garbage_collect(keep=2)
+    assert deleted == [1, 2, 4]
+    assert b.list_completed() == [3, 5]
+    assert b.list_objects("chk-0000000001") == []
+    assert b.list_objects("chk-0000000009/") == ["chk-0000000009/task-00000-g0.snap"]
+
+
+def test_corrupt_and_truncated_objects(env: Env) -> None:
+    b = env.backend
+    h = b.put_snapshot(4, 0, b"payload" * 100)
+    sealed = b.get_object(h)
+    b.put_object(h, sealed[:-10])
+    with pytest.raises(CorruptSnapshotError):
+        b.get_snapshot(h)
+    b.put_object(h, sealed[:-1] + bytes([sealed[-1] ^ 0xFF]))
+    with pytest.raises(CorruptSnapshotError):
+        b.get_snapshot(h)
+    b.put_object("chk-0000000004/_metadata", seal_blob(b"{not json"))
+    with pytest.raises(CorruptSnapshotError):
+        b.read_metadata(4)
+
+
+def test_missing_objects(env: Env) -> None:
+    b = env.backend
+    with pytest.raises(SnapshotNotFoundError):
+        b.get_snapshot("chk-0000000099/task-00000-g0.snap")
+    with pytest.raises(SnapshotNotFoundError):
+        b.read_metadata(99)
+    assert b.get_meta("never") is None
+    assert b.list_objects("chk-") == []
+    assert b.list_completed() == []
+    b.delete_objects("chk-0000000099/")  # no error
+
+
+def test_put_meta_overwrites(env: Env) -> None:
+    b = env.backend
+    for i in range(5):
+        b.put_meta("generation", str(i).encode())
+        assert b.get_meta("generation") == str(i).encode()
+    b.put_meta("big", os.urandom(1024) * 700)  # chunked on hbase
+    b.put_meta("big", b"tiny")
+    assert b.get_meta("big") == b"tiny"
+    assert sorted(b.list_objects("meta/")) == ["meta/big", "meta/generation"]
+
+
+def test_discard_checkpoint(env: Env) -> None:
+    b = env.backend
+    b.put_snapshot(5, 0, os.urandom(600 * 1024))
+    b.write_metadata(5, {})
+    b.discard_checkpoint(5)
+    assert b.list_objects("chk-") == []
+    assert b.list_completed() == []
+
+
+def test_server_down_raises_backend_error_then_recovers(env: Env) -> None:
+    if env.server is None:
+        pytest.skip("embedded backend: nothing to stop")
+    b = env.backend
+    h = b.put_snapshot(1, 0, b"before")
+    env.server.stop()
+    budget = sum(min(BACKOFF * 2**i, 5.0) for i in range(RETRIES)) + 5.0
+    for op in (lambda: b.get_snapshot(h), lambda: b.put_snapshot(2, 0, b"x"),
+               b.list_completed):
+        t0 = time.monotonic()
+        with pytest.raises(BackendError) as info:
+            op()
+        assert not isinstance(info.value, SnapshotNotFoundError)
+        assert time.monotonic() - t0 < budget
+        assert "127.0.0.1" in str(info.value)  # names the backend URI
+    env.server.start()
+    assert b.get_snapshot(h) == b"before"
+    h2 = b.put_snapshot(2, 0, b"after")
+    assert b.get_snapshot(h2) == b"after"
