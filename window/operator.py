@@ -34,6 +34,7 @@ from jstormpy.window.assigners import (
     WindowAssigner,
 )
 from jstormpy.window.count import CountWindowLogic, CountWindowState
+from jstormpy.window.sliced import SlicedWindows
 from jstormpy.window.timers import TimerQueue
 from jstormpy.window.types import Firing, FiringKind, LateRecord, Window
 
@@ -96,6 +97,10 @@ class WindowOperator:
         early_fire_every_n: early-fire a window every this many added records.
         processing_time: windows close by processing time: :meth:`on_processing_time`
             advances the watermark to ``now - 1``.
+        slicing: store tumbling/sliding windows as panes (one accumulator per key and
+            ``gcd(size, slide)``, two-stacks aggregation; see :mod:`.sliced`). None
+            (default) = whenever possible: integer sizes and no early firing. False
+            forces one accumulator per window.
 
     Example:
         >>> class Count:
@@ -112,7 +117,8 @@ class WindowOperator:
 
     def __init__(self, assigner: WindowAssigner, aggregator: Aggregator, *,
                  allowed_lateness_ms: float = 0, early_fire_every_ms: float | None = None,
-                 early_fire_every_n: int | None = None, processing_time: bool = False) -> None:
+                 early_fire_every_n: int | None = None, processing_time: bool = False,
+                 slicing: bool | None = None) -> None:
         if not isinstance(assigner, TumblingWindows | SlidingWindows | SessionWindows
                           | CountWindows):
             raise TopologyError(
@@ -130,6 +136,7 @@ class WindowOperator:
             raise TopologyError("CountWindows fire on element counts; early firing "
                                 "(early_fire_every_ms / early_fire_every_n) does not apply")
         self.assigner = assigner
+        self._aggregator = aggregator
         self._create: Callable[[], Any] = aggregator.create
         self._add: Callable[[Any, Any], Any] = aggregator.add
         self._merge: Callable[[Any, Any], Any] = aggregator.merge
@@ -146,6 +153,13 @@ class WindowOperator:
         elif not self._session:
             self._size: float = assigner.size_ms
             self._slide: float = assigner.slide_ms
+        can_slice = (not self._session and self._count is None
+                     and isinstance(self._size, int) and isinstance(self._slide, int)
+                     and early_fire_every_ms is None and early_fire_every_n is None)
+        if slicing and not can_slice:
+            raise TopologyError("slicing needs tumbling/sliding windows with integer sizes "
+                                "and no early firing")
+        self._slicing = can_slice if slicing is None else slicing
         self._reset()
 
     def _reset(self) -> None:
@@ -157,6 +171,10 @@ class WindowOperator:
         self._next_early: float | None = None
         self._sessions: dict[Any, list[WindowId]] = {}
         self._counts: dict[Any, CountWindowState] = {}
+        self._sliced: SlicedWindows | None = None
+        if self._slicing:
+            self._sliced = SlicedWindows(int(self._size), int(self._slide), self._lateness,
+                                         self._aggregator)
         self.late_records = 0
         """Records returned as LateRecord so far."""
 
@@ -168,7 +186,10 @@ class WindowOperator:
 
     @property
     def window_count(self) -> int:
-        """Live (not yet purged) time windows, or keys with count-window state."""
+        """Live (not yet purged) time windows (panes, when sliced), or keys with
+        count-window state."""
+        if self._sliced is not None:
+            return self._sliced.pane_count
         return len(self._counts) if self._count is not None else len(self._wins)
 
     # ------------------------------------------------------------------ input
@@ -182,6 +203,11 @@ class WindowOperator:
             return self._process_count(key, record)
         if self._session:
             return self._process_session(key, timestamp, record)
+        if self._sliced is not None:
+            out: list[Firing | LateRecord] = []
+            if self._sliced.process(key, timestamp, record, self._wm, out):
+                return out
+            return self._late(key, timestamp, record)
         return self._process_aligned(key, timestamp, record)
 
     def _late(self, key: Any, timestamp: float, record: Any) -> list[Firing | LateRecord]:
@@ -293,6 +319,9 @@ class WindowOperator:
             return []
         self._wm = watermark
         out: list[Firing] = []
+        if self._sliced is not None:
+            self._sliced.advance(watermark, out)
+            return out
         wins = self._wins
         for wid in self._fire_timers.pop_due(watermark):
             w = wins.get(wid)  # type: ignore[call-overload]
@@ -367,6 +396,7 @@ class WindowOperator:
             "next_early": self._next_early,
             "counts": {key: st.dump() for key, st in self._counts.items()},
             "late_records": self.late_records,
+            "sliced": self._sliced.snapshot_state() if self._sliced is not None else None,
         }
         return {"format": SNAPSHOT_FORMAT, "assigner": repr(self.assigner),
                 "blob": cloudpickle.dumps(state, protocol=5)}
@@ -396,3 +426,7 @@ class WindowOperator:
             self._counts = {key: CountWindowState.load(kept, data)
                             for key, data in state["counts"].items()}
         self.late_records = state["late_records"]
+        if self._sliced is not None:
+            if state["sliced"] is None:
+                raise CheckpointError("window snapshot was taken without slicing")
+            self._sliced.restore_state(state["sliced"])

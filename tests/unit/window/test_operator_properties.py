@@ -25,15 +25,17 @@ early_ms_st = st.one_of(st.none(), st.integers(1, 10))
 early_n_st = st.one_of(st.none(), st.integers(1, 4))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(assigner=time_assigners, raw=st.lists(event_st, max_size=60),
        lag=st.integers(0, 30), lateness=st.integers(0, 20),
-       early_ms=early_ms_st, early_n=early_n_st)
+       early_ms=early_ms_st, early_n=early_n_st, slicing=st.sampled_from([None, False]))
 def test_time_windows_match_reference(  # noqa: PLR0917
-        assigner, raw, lag, lateness, early_ms, early_n) -> None:
+        assigner, raw, lag, lateness, early_ms, early_n, slicing) -> None:
+    """slicing=None: panes + two-stacks where possible; False: one accumulator per window."""
     calls = expand(raw, lag)
     op = WindowOperator(assigner, SetAgg(), allowed_lateness_ms=lateness,
-                        early_fire_every_ms=early_ms, early_fire_every_n=early_n)
+                        early_fire_every_ms=early_ms, early_fire_every_n=early_n,
+                        slicing=slicing)
     ref = ReferenceWindows(assigner, SetAgg(), lateness)
     got = [*drive(op, calls), op.finish()]
     want = [*drive(ref, calls), ref.finish()]

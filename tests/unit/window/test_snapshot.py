@@ -18,13 +18,15 @@ from .helpers import SetAgg, count_assigners, drive, event_st, expand, time_assi
 @given(assigner=st.one_of(time_assigners, count_assigners),
        raw=st.lists(event_st, max_size=60), lag=st.integers(0, 30),
        lateness=st.integers(0, 20), early_ms=st.one_of(st.none(), st.integers(1, 10)),
-       early_n=st.one_of(st.none(), st.integers(1, 4)), data=st.data())
+       early_n=st.one_of(st.none(), st.integers(1, 4)), slicing=st.sampled_from([None, False]),
+       data=st.data())
 def test_restore_anywhere_equals_uninterrupted(  # noqa: PLR0917
-        assigner, raw, lag, lateness, early_ms, early_n, data) -> None:
+        assigner, raw, lag, lateness, early_ms, early_n, slicing, data) -> None:
     if isinstance(assigner, CountWindows):
         early_ms = early_n = None
     kwargs = {"allowed_lateness_ms": lateness, "early_fire_every_ms": early_ms,
-              "early_fire_every_n": early_n}
+              "early_fire_every_n": early_n,
+              "slicing": None if isinstance(assigner, CountWindows) else slicing}
     calls = expand(raw, lag)
     straight = WindowOperator(assigner, SetAgg(), **kwargs)
     expected = [*drive(straight, calls), straight.finish()]
