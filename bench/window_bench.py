@@ -1,0 +1,209 @@
+"""Keyed sliding-window aggregation benchmark (60 s windows sliding by 1 s, 10k keys).
+
+Measures records/s through the pure WindowOperator and through WindowedBolt (with a
+BoundedOutOfOrderness watermark, a null collector and one Tuple built per record), and
+samples memory at intervals to show it stays flat in the number of records: RSS
+(psutil) during the timed runs, and tracemalloc's traced size in a separate, slower
+pass (``--tracemalloc``).
+
+Usage:
+    python bench/window_bench.py                      # 2M records, operator + bolt
+    python bench/window_bench.py --records 200000 --no-slicing   # per-window path
+    python bench/window_bench.py --tracemalloc --only operator
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+from jstormpy.component import Tuple
+from jstormpy.window import BoundedOutOfOrderness, SlidingWindows, WindowedBolt, WindowOperator
+
+SIZE_MS = 60_000
+SLIDE_MS = 1_000
+INDEX = {"sensor": 0, "ts": 1, "temp": 2}
+
+
+class Avg:
+    """Average of floats: accumulator (sum, count)."""
+
+    def create(self) -> tuple[float, int]:
+        return (0.0, 0)
+
+    def add(self, acc: tuple[float, int], value: float) -> tuple[float, int]:
+        return (acc[0] + value, acc[1] + 1)
+
+    def merge(self, a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
+        return (a[0] + b[0], a[1] + b[1])
+
+    def result(self, key: Any, window: Any, acc: tuple[float, int]) -> float:
+        return acc[0] / acc[1]
+
+
+class AvgTemp(WindowedBolt):
+    window = SlidingWindows(size_ms=SIZE_MS, slide_ms=SLIDE_MS)
+    timestamp = "ts"
+    key = "sensor"
+    watermark = BoundedOutOfOrderness(max_lag_ms=2_000)
+
+    def create(self) -> tuple[float, int]:
+        return (0.0, 0)
+
+    def add(self, acc: tuple[float, int], tup: Tuple) -> tuple[float, int]:
+        return (acc[0] + tup[2], acc[1] + 1)
+
+    def merge(self, a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
+        return (a[0] + b[0], a[1] + b[1])
+
+    def result(self, key: Any, window: Any, acc: tuple[float, int]) -> float:
+        return acc[0] / acc[1]
+
+
+class NullCollector:
+    """Counts what a bolt emits."""
+
+    def __init__(self) -> None:
+        self.tuples = 0
+        self.watermarks = 0
+
+    def emit(self, values: Any, stream: str = "default") -> None:
+        self.tuples += 1
+
+    def emit_direct(self, task: int, values: Any, stream: str = "default") -> None:
+        self.tuples += 1
+
+    def emit_watermark(self, watermark_ms: float) -> None:
+        self.watermarks += 1
+
+
+@dataclass(frozen=True)
+class Sample:
+    records: int
+    seconds: float
+    rss_mb: float
+    traced_mb: float | None
+    live: int
+
+
+@dataclass(frozen=True)
+class RunResult:
+    name: str
+    records: int
+    seconds: float
+    firings: int
+    samples: list[Sample]
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds
+
+
+def records(n: int, keys: int, rate: int, lag: int) -> Iterator[tuple[int, int, float]]:
+    """Deterministic keyed stream: ``rate`` records per event-time second, out of order
+    by up to ``lag`` ms."""
+    per_ms = rate / 1000
+    for i in range(n):
+        yield (i * 2654435761) % keys, int(i / per_ms) - (i * 7919) % lag, float(i % 50)
+
+
+def _sample(done: int, t0: float, traced: bool, live: int) -> Sample:
+    rss = psutil.Process().memory_info().rss / 2**20
+    cur = tracemalloc.get_traced_memory()[0] / 2**20 if traced else None
+    return Sample(done, time.perf_counter() - t0, rss, cur, live)
+
+
+def run_operator(args: argparse.Namespace, traced: bool) -> RunResult:
+    op = WindowOperator(SlidingWindows(SIZE_MS, SLIDE_MS), Avg(),
+                        slicing=None if args.slicing else False)
+    process, advance = op.process, op.advance_watermark
+    firings = 0
+    max_ts = 0
+    samples = []
+    t0 = time.perf_counter()
+    for i, (key, ts, value) in enumerate(records(args.records, args.keys, args.rate,
+                                                 args.lag)):
+        firings += len(process(key, ts, value))
+        max_ts = max(max_ts, ts)
+        if i % 1000 == 999:
+            firings += len(advance(max_ts - args.lag))
+        if i % args.sample_every == args.sample_every - 1:
+            samples.append(_sample(i + 1, t0, traced, op.window_count))
+    firings += len(op.finish())
+    return RunResult("operator", args.records, time.perf_counter() - t0, firings, samples)
+
+
+def run_bolt(args: argparse.Namespace, traced: bool) -> RunResult:
+    bolt = AvgTemp()
+    col = NullCollector()
+    bolt._jstorm_collector = col  # noqa: SLF001 - what the engine does
+    from jstormpy.component import TopologyContext
+    bolt.prepare({}, TopologyContext("bench", "avg", 1, 0, 0, input_tasks=(0,)))
+    execute = bolt.execute
+    samples = []
+    t0 = time.perf_counter()
+    for i, (key, ts, value) in enumerate(records(args.records, args.keys, args.rate,
+                                                 args.lag)):
+        execute(Tuple((key, ts, value), INDEX, "src", "default", 0))
+        if i % args.sample_every == args.sample_every - 1:
+            live = bolt.__dict__["_jw_rt"].op.window_count
+            samples.append(_sample(i + 1, t0, traced, live))
+    bolt.on_inputs_finished()
+    return RunResult("bolt", args.records, time.perf_counter() - t0, col.tuples, samples)
+
+
+def report(res: RunResult, out: Callable[[str], Any]) -> None:
+    out(f"\n{res.name}: {res.records:,} records in {res.seconds:.1f} s = "
+        f"{res.rate:,.0f} records/s; {res.firings:,} firings "
+        f"({res.firings / res.seconds:,.0f}/s)")
+    out(f"  {'records':>10} {'elapsed s':>10} {'RSS MiB':>9} {'traced MiB':>11} {'live':>9}")
+    for s in res.samples:
+        traced = f"{s.traced_mb:11.1f}" if s.traced_mb is not None else f"{'-':>11}"
+        out(f"  {s.records:>10,} {s.seconds:>10.1f} {s.rss_mb:>9.1f} {traced} {s.live:>9,}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--keys", type=int, default=10_000)
+    parser.add_argument("--rate", type=int, default=10_000,
+                        help="records per event-time second (default 10k = 1/key/s: 2M "
+                        "records span 200 s of event time; state is steady after 60 s)")
+    parser.add_argument("--lag", type=int, default=2_000, help="out-of-orderness, ms")
+    parser.add_argument("--sample-every", type=int, default=200_000)
+    parser.add_argument("--only", choices=["operator", "bolt"])
+    parser.add_argument("--no-slicing", dest="slicing", action="store_false",
+                        help="operator: one accumulator per window (Flink's layout)")
+    parser.add_argument("--tracemalloc", action="store_true",
+                        help="also trace allocations (slower; separate pass)")
+    args = parser.parse_args(argv)
+    out = sys.stdout.write
+    out(f"sliding {SIZE_MS // 1000} s / {SLIDE_MS // 1000} s, {args.keys:,} keys, "
+        f"{args.rate:,} records per event-time second, lag {args.lag} ms, "
+        f"python {sys.version.split()[0]}\n")
+    runners = {"operator": run_operator, "bolt": run_bolt}
+    for name, run in runners.items():
+        if args.only and name != args.only:
+            continue
+        gc.collect()
+        report(run(args, traced=False), lambda s: out(s + "\n"))
+        if args.tracemalloc:
+            gc.collect()
+            tracemalloc.start()
+            res = run(args, traced=True)
+            tracemalloc.stop()
+            report(RunResult(res.name + " (tracemalloc pass; slower)", res.records,
+                             res.seconds, res.firings, res.samples),
+                   lambda s: out(s + "\n"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,338 @@
+"""WindowedBolt: the window operator on a Storm-style bolt.
+
+Subclasses configure windows with class attributes (see ``docs/windows.md``) and
+implement ``create/add/merge/result``. The bolt extracts keys and timestamps, generates
+or follows watermarks, drives a :class:`~jstormpy.window.operator.WindowOperator` and
+emits what it returns:
+
+* ``default``: ``(key, window_start, window_end, result, kind)`` per firing;
+* ``late_stream``: records that came after all their windows were purged, with their
+  original values (counted in :attr:`WindowedBolt.late_records`);
+* ``errors``: ``(reason, values)`` for tuples without a usable key or timestamp
+  (counted in :attr:`WindowedBolt.error_records`); the task never crashes on them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from jstormpy.component import Bolt, TopologyContext, Tuple
+from jstormpy.errors import CheckpointError
+from jstormpy.window.assigners import CountWindows, WindowAssigner
+from jstormpy.window.config import default_tick_interval, validate_window_config
+from jstormpy.window.operator import WindowOperator
+from jstormpy.window.types import ERROR_FIELDS, ERRORS_STREAM, FIRING_FIELDS, Firing
+from jstormpy.window.watermarks import BoundedOutOfOrderness, ChannelWatermarks
+
+_SNAPSHOT_FORMAT = 1
+_NEG_INF = -math.inf
+
+
+class _DataError(Exception):
+    """A tuple cannot be windowed; the message is the reason reported on ``errors``."""
+
+
+class _MissingMerge:
+    """Stands in for merge() where the window kind never merges accumulators."""
+
+    def __call__(self, a: Any, b: Any) -> Any:
+        raise NotImplementedError("this window needs merge(a, b); implement it")
+
+
+class _Runtime:
+    """Per-task state of a WindowedBolt (built lazily: subclasses may skip super().__init__)."""
+
+    __slots__ = ("error_records", "forwarded", "key_fields", "late_records", "late_stream",
+                 "mode", "op", "ts_field", "tracker")
+
+    def __init__(self, bolt: WindowedBolt) -> None:
+        validate_window_config(bolt, type(bolt).__name__)
+        window: WindowAssigner = bolt.window  # type: ignore[assignment]
+        self.mode = "count" if isinstance(window, CountWindows) else bolt.time
+        merge = getattr(bolt, "merge", None) or _MissingMerge()
+        aggregator = _BoundAggregator(getattr(bolt, "create"), getattr(bolt, "add"),  # noqa: B009
+                                      merge, getattr(bolt, "result"))  # noqa: B009
+        self.op = WindowOperator(
+            window, aggregator, allowed_lateness_ms=bolt.allowed_lateness_ms,
+            early_fire_every_ms=bolt.early_fire_every_ms,
+            early_fire_every_n=bolt.early_fire_every_n,
+            processing_time=self.mode == "processing")
+        strategy = bolt.watermark
+        self.tracker: ChannelWatermarks | None = None
+        if isinstance(strategy, BoundedOutOfOrderness) and self.mode != "count":
+            idle = bolt.idle_timeout_ms
+            if idle is None:
+                idle = strategy.idle_timeout_ms
+            self.tracker = ChannelWatermarks(strategy.max_lag_ms, idle)
+        key = bolt.key
+        self.key_fields: tuple[str, ...] | str | None = (
+            tuple(key) if isinstance(key, list | tuple) else key)
+        ts = bolt.timestamp
+        self.ts_field: str | None = ts if isinstance(ts, str) else None
+        self.late_stream: str = bolt.late_stream
+        self.forwarded = _NEG_INF
+        self.late_records = 0
+        self.error_records = 0
+
+
+class _BoundAggregator:
+    """The bolt's aggregation methods, as the operator's Aggregator."""
+
+    __slots__ = ("add", "create", "merge", "result")
+
+    def __init__(self, create: Any, add: Any, merge: Any, result: Any) -> None:
+        self.create = create
+        self.add = add
+        self.merge = merge
+        self.result = result
+
+
+class WindowedBolt(Bolt):
+    """A bolt that aggregates its input over keyed event-time (or other) windows.
+
+    Class attributes (all may also be set per instance in ``__init__``):
+
+    * ``window``: TumblingWindows / SlidingWindows / SessionWindows / CountWindows.
+    * ``time``: ``"event"`` (timestamps from the tuples), ``"ingestion"`` (arrival time at
+      this bolt) or ``"processing"`` (windows close by processing time, on ticks).
+    * ``timestamp``: event-time field name (epoch ms), or override ``timestamp(tup)``.
+    * ``key``: field name, tuple of field names, or None (one global window per window).
+    * ``watermark``: ``BoundedOutOfOrderness(...)`` to generate watermarks from the
+      timestamps per input channel; None follows the engine's in-band watermark.
+    * ``allowed_lateness_ms``, ``early_fire_every_ms``, ``early_fire_every_n``.
+    * ``late_stream``: stream for records beyond the allowed lateness (default "late").
+    * ``idle_timeout_ms``: overrides the strategy's idle timeout.
+
+    Implement ``create()``, ``add(acc, tup)``, ``result(key, window, acc)`` and, for
+    session windows and sliding count windows, ``merge(a, b)``.
+    """
+
+    outputs: ClassVar[Sequence[str]] = FIRING_FIELDS  # type: ignore[assignment]
+    """The default stream; see :meth:`resolve_outputs` for every stream."""
+    window: ClassVar[WindowAssigner | None] = None
+    time: ClassVar[str] = "event"
+    timestamp: ClassVar[Any] = None
+    key: ClassVar[str | tuple[str, ...] | None] = None
+    watermark: ClassVar[BoundedOutOfOrderness | None] = None
+    allowed_lateness_ms: ClassVar[float] = 0
+    early_fire_every_ms: ClassVar[float | None] = None
+    early_fire_every_n: ClassVar[int | None] = None
+    late_stream: ClassVar[str] = "late"
+    idle_timeout_ms: ClassVar[float | None] = None
+    tick_interval_ms: ClassVar[float | None] = None
+    """Derived per subclass from the config (see ``config.default_tick_interval``) unless
+    the subclass sets it explicitly."""
+    _jw_explicit_tick: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "tick_interval_ms" in cls.__dict__:
+            cls._jw_explicit_tick = True
+        elif not cls._jw_explicit_tick:
+            cls.tick_interval_ms = default_tick_interval(cls)
+
+    # ------------------------------------------------------------ builder hooks
+    @classmethod
+    def validate_config(cls) -> None:
+        """Raise :class:`~jstormpy.errors.TopologyError` naming the first bad setting."""
+        validate_window_config(cls, cls.__name__)
+
+    @classmethod
+    def resolve_outputs(cls, input_fields: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+        """Every output stream and its fields, given the fields of the input stream.
+
+        Example:
+            >>> from jstormpy.window import TumblingWindows
+            >>> class W(WindowedBolt):
+            ...     window = TumblingWindows(1000)
+            ...     timestamp = "ts"
+            >>> W.resolve_outputs(("sensor", "ts"))["late"]
+            ('sensor', 'ts')
+        """
+        return {"default": FIRING_FIELDS, cls.late_stream: tuple(input_fields),
+                ERRORS_STREAM: ERROR_FIELDS}
+
+    # ------------------------------------------------------------ metrics
+    @property
+    def late_records(self) -> int:
+        """Records emitted on the late stream (beyond allowed lateness)."""
+        rt = self.__dict__.get("_jw_rt")
+        return rt.late_records if rt is not None else 0
+
+    @property
+    def error_records(self) -> int:
+        """Tuples reported on the errors stream."""
+        rt = self.__dict__.get("_jw_rt")
+        return rt.error_records if rt is not None else 0
+
+    @property
+    def current_watermark(self) -> float:
+        """This task's window watermark."""
+        rt = self.__dict__.get("_jw_rt")
+        return rt.op.watermark if rt is not None else _NEG_INF
+
+    def now_ms(self) -> float:
+        """Processing time in epoch ms for ingestion/processing time stamps (the clock
+        ``on_tick`` is assumed to use); override in tests."""
+        return time.time() * 1000.0
+
+    # ------------------------------------------------------------ lifecycle
+    def _jw_runtime(self) -> _Runtime:
+        rt = self.__dict__.get("_jw_rt")
+        if rt is None:
+            rt = self.__dict__["_jw_rt"] = _Runtime(self)
+        return rt
+
+    def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
+        """Validate the configuration and set up (or keep restored) window state."""
+        rt = self._jw_runtime()
+        if rt.tracker is not None:
+            rt.tracker.add_channels(context.input_tasks)
+        if not type(self)._jw_explicit_tick:
+            self.tick_interval_ms = default_tick_interval(self)  # type: ignore[misc]
+
+    def snapshot(self) -> dict[str, Any]:
+        """The whole window state: operator (windows, timers, counters), watermarks."""
+        rt = self._jw_runtime()
+        return {"format": _SNAPSHOT_FORMAT, "op": rt.op.snapshot(),
+                "tracker": rt.tracker.snapshot() if rt.tracker is not None else None,
+                "forwarded": rt.forwarded, "late_records": rt.late_records,
+                "error_records": rt.error_records}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        """Reload :meth:`snapshot` output (runs before ``prepare``)."""
+        if not isinstance(snap, dict) or snap.get("format") != _SNAPSHOT_FORMAT:
+            raise CheckpointError(f"{type(self).__name__}: not a WindowedBolt snapshot")
+        self.__dict__.pop("_jw_rt", None)
+        rt = self._jw_runtime()
+        rt.op.restore(snap["op"])
+        if rt.tracker is not None and snap.get("tracker") is not None:
+            rt.tracker.restore(snap["tracker"])
+        rt.forwarded = snap["forwarded"]
+        rt.late_records = snap["late_records"]
+        rt.error_records = snap["error_records"]
+
+    # ------------------------------------------------------------ input
+    def _jw_key(self, rt: _Runtime, tup: Tuple) -> Any:
+        fields = rt.key_fields
+        try:
+            if fields is None:
+                return None
+            if fields.__class__ is str:
+                return tup[fields]  # type: ignore[index]
+            return tuple(tup[f] for f in fields)
+        except (KeyError, IndexError) as exc:
+            raise _DataError(f"missing key field {exc.args[0]!r}") from None
+
+    def _jw_timestamp(self, rt: _Runtime, tup: Tuple) -> float:
+        field = rt.ts_field
+        if field is not None:
+            try:
+                value = tup[field]
+            except (KeyError, IndexError):
+                raise _DataError(f"missing timestamp field {field!r}") from None
+        else:
+            try:
+                value = self.timestamp(tup)
+            except Exception as exc:  # user code on bad data: report, do not crash
+                raise _DataError(f"timestamp() raised {exc!r}") from None
+            field = "timestamp()"
+        cls = value.__class__
+        if cls is not int and cls is not float:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise _DataError(f"non-numeric timestamp {value!r} in {field!r}")
+        if not math.isfinite(value):
+            raise _DataError(f"non-finite timestamp {value!r} in {field!r}")
+        return value
+
+    def execute(self, tup: Tuple) -> None:
+        """Window one tuple (errors stream if it has no usable key or timestamp)."""
+        rt = self.__dict__.get("_jw_rt") or self._jw_runtime()
+        op = rt.op
+        mode = rt.mode
+        try:
+            key = self._jw_key(rt, tup)
+            if mode == "event":
+                ts = self._jw_timestamp(rt, tup)
+            elif mode == "count":
+                ts = 0
+            else:  # ingestion / processing: arrival time, never behind the clock
+                ts = max(self.now_ms(), op.watermark + 1)
+        except _DataError as exc:
+            rt.error_records += 1
+            self.emit((str(exc), tuple(tup.values)), stream=ERRORS_STREAM)
+            return
+        results: list[Any] = op.process(key, ts, tup)
+        advanced = False
+        tracker = rt.tracker
+        if tracker is not None:
+            if tracker.observe(tup.task, ts):
+                wm = tracker.current()
+                if wm > op.watermark:
+                    results += op.advance_watermark(wm)
+                    advanced = True
+        elif mode == "ingestion":
+            results += op.advance_watermark(ts - 1)
+            advanced = True
+        if results:
+            self._jw_emit(rt, results)
+            if advanced:
+                self._jw_forward(rt)
+
+    def _jw_emit(self, rt: _Runtime, results: list[Any]) -> None:
+        emit = self.emit
+        for res in results:
+            if res.__class__ is Firing:
+                emit(res)  # a Firing is the default-stream tuple
+            else:
+                rt.late_records += 1
+                emit(tuple(res.record.values), stream=rt.late_stream)
+
+    def _jw_forward(self, rt: _Runtime) -> None:
+        if rt.mode in ("processing", "count"):
+            return
+        wm = rt.op.watermark
+        if wm > rt.forwarded:
+            rt.forwarded = wm
+            self.emit_watermark(wm)
+
+    # ------------------------------------------------------------ time
+    def on_watermark(self, watermark_ms: float) -> None:
+        """The engine's in-band watermark: drives event time unless a strategy is set."""
+        rt = self._jw_runtime()
+        if rt.mode == "count":
+            if watermark_ms > rt.forwarded:
+                rt.forwarded = watermark_ms
+                self.emit_watermark(watermark_ms)
+            return
+        if rt.mode != "event" or rt.tracker is not None:
+            return
+        self._jw_emit(rt, rt.op.advance_watermark(watermark_ms))
+        self._jw_forward(rt)
+
+    def on_tick(self, now_ms: float) -> None:
+        """Processing time: idleness, periodic watermarks, early firings, processing-time
+        windows."""
+        rt = self._jw_runtime()
+        op = rt.op
+        results: list[Any] = []
+        if rt.tracker is not None:
+            rt.tracker.tick(now_ms)
+            results += op.advance_watermark(rt.tracker.current())
+        elif rt.mode == "ingestion":
+            results += op.advance_watermark(now_ms - 1)
+        results += op.on_processing_time(now_ms)
+        if results:
+            self._jw_emit(rt, results)
+        self._jw_forward(rt)
+
+    def on_inputs_finished(self) -> None:
+        """Every input ended: the watermark goes to +inf and every window fires."""
+        rt = self._jw_runtime()
+        self._jw_emit(rt, rt.op.finish())
+        if rt.forwarded < math.inf:
+            rt.forwarded = math.inf
+            self.emit_watermark(math.inf)
