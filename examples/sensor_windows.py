@@ -38,9 +38,11 @@ def reading(i: int) -> tuple[str, int, float]:
     ts = step * 100
     if i % 97 == 0:
         ts -= 1_500            # out of order, within the 2 s bound: on time
-    if i % 1_009 == 0 and step > 100:
-        ts -= 8_000            # very late: beyond disorder + lateness
+    if i % 1_009 == 0 and step > 300:
+        ts -= 20_000           # very late: every window it belongs to has expired
     temp = round(15 + (sensor * 7 + step * 13) % 100 / 10, 1)
+    if i % 1_009 == 0 and step > 300:
+        temp = -temp           # marks the very late readings (distinct values)
     return f"s{sensor:02d}", ts, temp
 
 
