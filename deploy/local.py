@@ -47,7 +47,9 @@ def check_guarantee(topology: Topology, config: Config) -> None:
         return
     for spec in topology.spouts():
         cls = spec.cls
-        if not (callable(getattr(cls, "snapshot", None)) and callable(getattr(cls, "restore", None))):
+        replayable = callable(getattr(cls, "snapshot", None)) and callable(
+            getattr(cls, "restore", None))
+        if not replayable:
             raise TopologyError(
                 f"spout {spec.name!r} ({cls.__name__}) is not replayable: guarantee="
                 f"{config.guarantee!r} needs spouts that implement snapshot() and restore() "
@@ -293,7 +295,8 @@ class LocalCluster:
                               "Topology Master and worker processes; use file:///dir (default)")
         name = topology.name
         for reg in Registration.all():
-            if reg.name == name and _pid_alive(reg.launcher_pid) and reg.launcher_pid != os.getpid():
+            if reg.name == name and reg.launcher_pid != os.getpid() \
+                    and _pid_alive(reg.launcher_pid):
                 raise JStormError(f"a topology named {name!r} is already running "
                                   f"(launcher pid {reg.launcher_pid}); kill it first")
         if not config.state_backend:

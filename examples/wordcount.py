@@ -10,8 +10,16 @@ import sys
 import tempfile
 from collections import Counter
 
-from jstormpy import Bolt, Config, Fields, FileSink, LocalCluster, Spout, TopologyBuilder
-from jstormpy import read_committed
+from jstormpy import (
+    Bolt,
+    Config,
+    Fields,
+    FileSink,
+    LocalCluster,
+    Spout,
+    TopologyBuilder,
+    read_committed,
+)
 
 WORDS = ("the quick brown fox jumps over the lazy dog and the cat sat on the mat while "
          "a storm of tuples flows through bolts and spouts").split()

@@ -18,9 +18,9 @@ from typing import Any
 from jstormpy.config import Config
 from jstormpy.errors import BackendError, JStormError
 from jstormpy.faults import fault_point
+from jstormpy.master.metrics import MetricsStore
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.state_backends import StateBackend
-from jstormpy.master.metrics import MetricsStore
 
 log = logging.getLogger("jstormpy.master")
 
@@ -113,7 +113,7 @@ class MasterCore:
                 backend.delete_objects("chk-")
         self.resume = resume
 
-    # -- helpers ----------------------------------------------------------------------------------
+    # -- helpers -------------------------------------------------------------------------------
     def _set_state(self, state: str) -> None:
         if state != self.state:
             log.info("topology %s: %s -> %s (generation %d)", self.name, self.state, state,
@@ -132,12 +132,13 @@ class MasterCore:
         return [pb.WorkerAddress(worker_id=s.worker_id, host=s.host, port=s.port)
                 for s in self._alive()]
 
-    # -- worker membership ----------------------------------------------------------------------------
+    # -- worker membership ---------------------------------------------------------------------
     def register(self, session: WorkerSession, reported_generation: int) -> None:
         """A worker opened its control stream."""
         with self.lock:
             if not 0 <= session.worker_id < self.config.workers:
-                raise JStormError(f"worker id {session.worker_id} outside 0..{self.config.workers - 1}")
+                raise JStormError(f"worker id {session.worker_id} outside "
+                                  f"0..{self.config.workers - 1}")
             old = self.sessions.get(session.worker_id)
             if old is not None and old.alive:
                 old.alive = False
@@ -187,7 +188,7 @@ class MasterCore:
         self._broadcast(peers=pb.Peers(peers=self._peers(), generation=self.generation))
         self.pending_partial_start = session.worker_id
 
-    # -- generations and recovery -------------------------------------------------------------------------
+    # -- generations and recovery --------------------------------------------------------------
     def _choose_checkpoint(self) -> int | None:
         try:
             done = [c for c in self.backend.list_completed() if c not in self.bad_checkpoints]
@@ -290,7 +291,7 @@ class MasterCore:
                 self.last_trigger = time.monotonic()
                 self._set_state("running")
 
-    # -- heartbeats, errors -------------------------------------------------------------------------------
+    # -- heartbeats, errors --------------------------------------------------------------------
     def on_heartbeat(self, session: WorkerSession, hb: Any) -> None:
         """Record a worker's metrics and liveness."""
         with self.lock:
@@ -323,7 +324,7 @@ class MasterCore:
         # a transport report about a peer the TM already knows is dead adds nothing
         return msg.task_id < 0 and any(not s.alive for s in self.sessions.values())
 
-    # -- checkpoints -----------------------------------------------------------------------------------
+    # -- checkpoints ---------------------------------------------------------------------------
     def trigger_checkpoint(self, force: bool = False) -> int | None:
         """Start a checkpoint now (if running and within the concurrency limit)."""
         with self.lock:
@@ -423,7 +424,7 @@ class MasterCore:
             self._set_state("drained")
             self._broadcast(shutdown=pb.Shutdown(reason="drained"))
 
-    # -- periodic work ------------------------------------------------------------------------------------
+    # -- periodic work -------------------------------------------------------------------------
     def tick(self) -> None:
         """Heartbeat timeouts, checkpoint triggers and timeouts."""
         now = time.monotonic()
@@ -449,7 +450,7 @@ class MasterCore:
             if self.final_checkpoint is None and (due or (all_finished and not self.inflight)):
                 self.trigger_checkpoint()
 
-    # -- operations -----------------------------------------------------------------------------------------
+    # -- operations ----------------------------------------------------------------------------
     def kill(self, reason: str) -> None:
         """Stop the topology: every worker shuts down."""
         with self.lock:

@@ -14,6 +14,7 @@ from typing import Any
 
 from jstormpy.metrics import LATENCY_BUCKETS_MS, percentile_from_buckets
 
+
 @dataclass
 class TaskSample:
     """The latest metrics of one task and the rates derived from the previous ones."""

@@ -14,10 +14,10 @@ from typing import Any
 import grpc
 
 from jstormpy.errors import JStormError
+from jstormpy.master.core import MasterCore, WorkerSession
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.security import AUTH_HEADER, verify_token
-from jstormpy.master.core import MasterCore, WorkerSession
 
 log = logging.getLogger("jstormpy.master.service")
 

@@ -16,7 +16,8 @@ def generate(out_dir: Path) -> None:
     from grpc_tools import protoc  # type: ignore[import-untyped]
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    args = ["protoc", f"-I{HERE}", f"--python_out={out_dir}", f"--grpc_python_out={out_dir}",
+    args = ["protoc", f"-I{HERE}", f"--python_out={out_dir}", f"--pyi_out={out_dir}",
+            f"--grpc_python_out={out_dir}",
             str(HERE / "jstorm.proto")]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")

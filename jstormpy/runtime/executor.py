@@ -25,7 +25,6 @@ from jstormpy.faults import fault_point
 from jstormpy.metrics import LATENCY_BUCKETS_MS
 from jstormpy.runtime.routing import BARRIER, DATA, END_OF_STREAM, WATERMARK, OutputCollector
 
-
 log = logging.getLogger("jstormpy.task")
 
 

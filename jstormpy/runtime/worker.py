@@ -86,7 +86,7 @@ class Worker(TaskHost):
         self.component_blobs: dict[str, bytes] = {}
         self.lock = threading.Lock()
 
-    # -- start-up ---------------------------------------------------------------------------
+    # -- start-up ------------------------------------------------------------------------------
     def fetch_topology(self, timeout_s: float = 60.0) -> None:
         """Fetch the topology and config from the TM (retrying while it starts)."""
         deadline = time.monotonic() + timeout_s
@@ -122,7 +122,7 @@ class Worker(TaskHost):
                                    deliver_generation=True)
         self.transport.start()
 
-    # -- data plane -------------------------------------------------------------------------
+    # -- data plane ----------------------------------------------------------------------------
     def _deliver(self, dst_task: int, item: Any, generation: int) -> None:
         gen = self.generation
         q = self.queues.get(dst_task)
@@ -171,7 +171,7 @@ class Worker(TaskHost):
         exc = JStormError(f"transport dropped frames to worker {worker} (connection lost)")
         self.report_error(-1, "transport", exc, None)
 
-    # -- TaskHost -------------------------------------------------------------------------------
+    # -- TaskHost ------------------------------------------------------------------------------
     def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes) -> str:
         if self.backend is None:
             raise JStormError("no state backend configured")
@@ -200,7 +200,7 @@ class Worker(TaskHost):
         self.outbox.put(pb.WorkerMessage(sink_committed=pb.SinkCommitted(
             checkpoint_id=checkpoint_id, task_id=task_id, generation=self.generation)))
 
-    # -- task lifecycle --------------------------------------------------------------------------
+    # -- task lifecycle ------------------------------------------------------------------------
     def stop_tasks(self, timeout_s: float = 30.0, new_generation: int | None = None) -> None:
         """Stop every task thread and forget the tasks.
 
@@ -324,7 +324,7 @@ class Worker(TaskHost):
             if ex.thread is None:
                 ex.start()
 
-    # -- control stream ------------------------------------------------------------------------------
+    # -- control stream ------------------------------------------------------------------------
     def _outbound(self) -> Iterator[Any]:
         while True:
             item = self.outbox.get()
@@ -428,9 +428,9 @@ class Worker(TaskHost):
             until = 0.0 if msg.throttle.release else (
                 time.monotonic() + msg.throttle.lease_ms / 1000.0)
             for t in msg.throttle.spout_tasks:
-                ex = self.executors.get(t)
-                if ex is not None:
-                    ex.command("throttle", until)
+                spout = self.executors.get(t)
+                if spout is not None:
+                    spout.command("throttle", until)
         elif body == "shutdown":
             log.info("shutdown requested: %s", msg.shutdown.reason)
             self.shutdown.set()

@@ -9,11 +9,10 @@ to a batch recomputation.
 from __future__ import annotations
 
 import pytest
+from topologies import check_keyed_sums, check_word_counts, diamond, linear, wordcount, write_corpus
 
 from jstormpy import Config
 from jstormpy.testing.chaos import ChaosSchedule, Kill, run_with_chaos
-
-from topologies import check_keyed_sums, check_word_counts, diamond, linear, wordcount, write_corpus
 
 pytestmark = pytest.mark.slow
 

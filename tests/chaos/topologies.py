@@ -6,7 +6,15 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from jstormpy import Bolt, FileSink, FileSpout, SequenceSpout, Spout, TopologyBuilder, read_committed
+from jstormpy import (
+    Bolt,
+    FileSink,
+    FileSpout,
+    SequenceSpout,
+    Spout,
+    TopologyBuilder,
+    read_committed,
+)
 from jstormpy.testing.semantics import check_sequences
 
 
