@@ -44,7 +44,7 @@ class Config:
     """Longest a partly filled batch waits before it is flushed."""
     queue_capacity: int = 64
     """Batches a task's input queue holds before the producer blocks."""
-    send_buffer_bytes: int = 8 * 1024 * 1024
+    send_buffer_bytes: int = 1024 * 1024
     """Bytes of encoded frames queued per outbound connection before the producer blocks."""
     max_frame_bytes: int = 64 * 1024 * 1024
     """Frames larger than this are refused and the connection closed."""

@@ -4,6 +4,9 @@ Armed through the environment (set by :mod:`jstormpy.testing.chaos`), never in n
 runs: ``JSTORM_FAULTS="point@checkpoint[@worker],..."`` and ``JSTORM_FAULT_DIR`` (where a
 marker file makes each fault fire once, so the restarted process does not die again).
 
+Flags (no checkpoint id): ``drop_throttle_release`` (the TM never sends a throttle
+release; spouts must resume when their lease expires).
+
 Points: ``after_snapshot`` (a task stored its snapshot, the checkpoint is in flight),
 ``sink_before_commit`` / ``sink_after_commit`` (a sink got complete(n)),
 ``master_after_metadata`` (the TM wrote checkpoint n's metadata — the commit point — but
@@ -19,6 +22,11 @@ from functools import lru_cache
 POINTS = ("after_snapshot", "sink_before_commit", "sink_after_commit", "master_after_metadata")
 
 
+def fault_enabled(flag: str) -> bool:
+    """Whether a behavioural fault flag (e.g. ``drop_throttle_release``) is armed."""
+    return any(name == flag for name, _cid, _wid in _armed())
+
+
 @lru_cache(maxsize=1)
 def _armed() -> tuple[tuple[str, int, int | None], ...]:
     spec = os.environ.get("JSTORM_FAULTS", "")
@@ -26,7 +34,7 @@ def _armed() -> tuple[tuple[str, int, int | None], ...]:
     for part in filter(None, (p.strip() for p in spec.split(","))):
         fields = part.split("@")
         worker = int(fields[2]) if len(fields) > 2 else None
-        out.append((fields[0], int(fields[1]), worker))
+        out.append((fields[0], int(fields[1]) if len(fields) > 1 else 0, worker))
     return tuple(out)
 
 

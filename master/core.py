@@ -18,6 +18,7 @@ from typing import Any
 from jstormpy.config import Config
 from jstormpy.errors import BackendError, JStormError
 from jstormpy.faults import fault_point
+from jstormpy.master.backpressure import BackpressureCoordinator
 from jstormpy.master.metrics import MetricsStore
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.state_backends import StateBackend
@@ -98,6 +99,9 @@ class MasterCore:
         self.recovery_reason = ""
         self.errors: deque[dict[str, Any]] = deque(maxlen=50)
         self.metrics = MetricsStore(self.task_component, self.plan)
+        self.backpressure = BackpressureCoordinator(
+            descriptor, config.backpressure_high_watermark, config.backpressure_low_watermark,
+            config.throttle_lease_ms, self._send_throttle)
         self.started_at = time.time()
         self.finished_spouts: set[int] = set()
         self.stateful = config.guarantee != "at_most_once"
@@ -218,6 +222,7 @@ class MasterCore:
         except BackendError as exc:
             log.error("cannot persist generation %d: %s", self.generation, exc)
         self.inflight.clear()
+        self.backpressure.reset()
         self.final_checkpoint = None
         self.commits_needed = set()
         self.finished_spouts = set()
@@ -302,6 +307,7 @@ class MasterCore:
                 return
             for tm in hb.tasks:
                 self.metrics.update(tm)
+                self.backpressure.report(tm.task_id, tm.queue_depth, tm.queue_capacity)
                 if tm.task_id in self.spout_tasks:
                     if tm.finished:
                         self.finished_spouts.add(tm.task_id)
@@ -319,6 +325,16 @@ class MasterCore:
                     and not self._worker_of_task_lost(msg):
                 self._begin_recovery(f"task {msg.task_id} ({msg.component}) raised "
                                      f"{msg.message}")
+
+    def _send_throttle(self, spout_tasks: list[int], release: bool, lease_ms: int) -> None:
+        by_worker: dict[int, list[int]] = {}
+        for t in spout_tasks:
+            by_worker.setdefault(self.plan[t], []).append(t)
+        for wid, tasks in by_worker.items():
+            s = self.sessions.get(wid)
+            if s is not None and s.alive:
+                s.send(throttle=pb.Throttle(spout_tasks=tasks, lease_ms=lease_ms,
+                                            release=release))
 
     def _worker_of_task_lost(self, msg: Any) -> bool:
         # a transport report about a peer the TM already knows is dead adds nothing
@@ -436,6 +452,7 @@ class MasterCore:
                     self.worker_lost(s, f"no heartbeat for {timeout:.1f} s")
             if self.state != "running":
                 return
+            self.backpressure.evaluate(now)
             for cid, pending in list(self.inflight.items()):
                 if now - pending.started > self.config.checkpoint_timeout_ms / 1000.0:
                     del self.inflight[cid]
@@ -514,6 +531,7 @@ class MasterCore:
                 "final_checkpoint": self.final_checkpoint,
                 "uptime_s": round(now - self.started_at, 1),
                 "state_backend": self.backend.uri,
+                "backpressure": self.backpressure.status(),
                 "components": self.descriptor["components"],
                 "plan": {str(t): w for t, w in self.plan.items()},
             }
