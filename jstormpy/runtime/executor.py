@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import pickle
-import queue
 import threading
 import time
 import traceback
@@ -23,6 +22,7 @@ from jstormpy.barrier.aligner import BarrierAligner
 from jstormpy.component import Tuple
 from jstormpy.faults import fault_point
 from jstormpy.metrics import LATENCY_BUCKETS_MS
+from jstormpy.runtime.credits import TaskInbox
 from jstormpy.runtime.routing import BARRIER, DATA, END_OF_STREAM, WATERMARK, OutputCollector
 
 log = logging.getLogger("jstormpy.task")
@@ -76,16 +76,20 @@ class TaskHost:
     def report_committed(self, checkpoint_id: int, task_id: int) -> None:
         raise NotImplementedError
 
+    def return_credit(self, src: int, dst: int, n: int) -> None:
+        raise NotImplementedError
+
 
 class TaskExecutor:
     """Runs one task (spout or bolt) in its own thread."""
 
     def __init__(self, task_id: int, component_name: str, kind: str, component: Any,
                  collector: OutputCollector, host: TaskHost, *, is_sink: bool = False,
-                 inq: queue.Queue[Any] | None = None, input_channels: tuple[int, ...] = (),
+                 inq: TaskInbox | None = None, input_channels: tuple[int, ...] = (),
                  source_index: dict[tuple[int, str], tuple[str, dict[str, int]]] | None = None,
                  linger_s: float = 0.005, restored: dict[str, Any] | None = None,
-                 start_hook: Callable[[], None] | None = None) -> None:
+                 start_hook: Callable[[], None] | None = None,
+                 credit_batch: dict[int, int] | None = None) -> None:
         self.task_id = task_id
         self.component_name = component_name
         self.kind = kind
@@ -114,6 +118,8 @@ class TaskExecutor:
         self.inputs_finished = bool(restored.get("inputs_finished", False))
         self.aligner = BarrierAligner(list(input_channels), host.guarantee == "exactly_once")
         self.pending: deque[Any] = deque()
+        self.credit_batch = credit_batch or {}
+        self.credit_owed: dict[int, int] = {}
         self.next_tick = 0.0
         tick = getattr(component, "tick_interval_ms", None)
         self.tick_s = tick / 1000.0 if tick else None
@@ -308,16 +314,22 @@ class TaskExecutor:
                 if self.tick_s is not None:
                     timeout = min(timeout, max(self.next_tick - time.monotonic(), 0.0))
                 try:
-                    item = q.get(timeout=timeout)
-                except queue.Empty:
+                    item = q.get(timeout)
+                except IndexError:
                     coll.flush()
+                    self._return_all_credit()
                     last_flush = time.monotonic()
                     self._maybe_tick()
                     continue
             src, kind, stream, payload = item
             if aligner.blocked and src in aligner.blocked:
-                aligner.hold(src, item)
+                aligner.hold(src, item)  # no credit back: the blocked channel slows down
                 continue
+            owed = self.credit_owed.get(src, 0) + 1
+            if owed >= self.credit_batch.get(src, 1):
+                self.host.return_credit(src, self.task_id, owed)
+                owed = 0
+            self.credit_owed[src] = owed
             if kind == DATA:
                 self._execute_batch(src, stream, payload)
             elif kind == BARRIER:
@@ -332,6 +344,13 @@ class TaskExecutor:
                 last_flush = now
             if self.tick_s is not None and now >= self.next_tick:
                 self._maybe_tick()
+
+    def _return_all_credit(self) -> None:
+        owed = self.credit_owed
+        for src, n in owed.items():
+            if n:
+                self.host.return_credit(src, self.task_id, n)
+                owed[src] = 0
 
     def _maybe_tick(self) -> None:
         if self.tick_s is None:

@@ -37,6 +37,7 @@ from jstormpy.config import Config
 from jstormpy.errors import CorruptSnapshotError, JStormError
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
+from jstormpy.runtime.credits import CREDIT_TASK, CreditGate, Stopped, TaskInbox
 from jstormpy.runtime.executor import TaskExecutor, TaskHost, TaskStopped
 from jstormpy.runtime.routing import OutputCollector, build_routes
 from jstormpy.runtime.transport import Transport
@@ -67,7 +68,9 @@ class Worker(TaskHost):
         self.generation = 0
         self.guarantee = "exactly_once"
         self.executors: dict[int, TaskExecutor] = {}
-        self.queues: dict[int, queue.Queue[Any]] = {}
+        self.queues: dict[int, TaskInbox] = {}
+        self.gate = CreditGate()
+        self.task_inputs: dict[int, int] = {}
         self.task_workers: dict[int, int] = {}
         self.outbox: queue.Queue[Any] = queue.Queue()
         self.channel = grpc.insecure_channel(tm_address, options=[
@@ -77,6 +80,7 @@ class Worker(TaskHost):
         self.tasks_stopping = False
         self.tasks_generation = 0
         self.lost_reported = -1
+        self.peer_addresses: dict[int, tuple[str, int]] = {}
         self.shutdown = threading.Event()
         self.exit_code = 0
         self.topology: Topology | None = None
@@ -124,35 +128,35 @@ class Worker(TaskHost):
 
     # -- data plane ----------------------------------------------------------------------------
     def _deliver(self, dst_task: int, item: Any, generation: int) -> None:
-        gen = self.generation
-        q = self.queues.get(dst_task)
-        if q is None or generation != gen:
+        if generation != self.generation:
             return
-        while True:
-            try:
-                q.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                if self.generation != gen or self.shutdown.is_set():
-                    return
+        if dst_task == CREDIT_TASK:
+            _kind, src, dst, n = item
+            self.gate.release(src, dst, n)
+            return
+        q = self.queues.get(dst_task)
+        if q is not None:
+            q.put(item)  # never blocks: the sender spent a credit for it
+
+    def channel_credits(self, dst: int) -> int:
+        """Credits of each channel into task ``dst``: its queue budget over its inputs."""
+        assert self.config is not None
+        return max(2, self.config.queue_capacity // max(1, self.task_inputs.get(dst, 1)))
+
+    def _stopping(self) -> bool:
+        return self.tasks_stopping
 
     def send(self, dst: int, item: Any) -> None:
-        """Send an item to task ``dst`` (in memory if local, else over the transport)."""
+        """Send an item to task ``dst`` (in memory if local, else over the transport),
+        after spending one credit of the channel (blocks while it has none)."""
+        try:
+            self.gate.acquire(item[0], dst, self._stopping)
+        except Stopped:
+            raise TaskStopped from None
         q = self.queues.get(dst)
         if q is not None:
-            try:
-                q.put_nowait(item)
-                return
-            except queue.Full:
-                pass
-            while True:
-                if self.tasks_stopping:
-                    raise TaskStopped
-                try:
-                    q.put(item, timeout=0.1)
-                    return
-                except queue.Full:
-                    continue
+            q.put(item)
+            return
         worker = self.task_workers.get(dst)
         if worker is None:
             return
@@ -161,6 +165,15 @@ class Worker(TaskHost):
             if self.tasks_stopping:
                 raise TaskStopped
             self._frames_lost(worker)
+
+    def return_credit(self, src: int, dst: int, n: int) -> None:
+        """The task ``dst`` here processed ``n`` items of channel ``src → dst``."""
+        worker = self.task_workers.get(src)
+        if worker == self.worker_id:
+            self.gate.release(src, dst, n)
+        elif worker is not None and self.transport is not None:
+            self.transport.send(worker, CREDIT_TASK, ("credit", src, dst, n),
+                                self.tasks_generation)
 
     def _frames_lost(self, worker: int) -> None:
         """A frame to ``worker`` was dropped (connection lost). Under exactly-/at-least-once
@@ -222,6 +235,7 @@ class Worker(TaskHost):
                 os._exit(3)
         self.executors = {}
         self.queues = {}
+        self.gate = CreditGate()
         self.tasks_stopping = False
 
     def prepare(self, msg: Any) -> pb.Ready:
@@ -233,7 +247,8 @@ class Worker(TaskHost):
         self.generation = msg.generation
         self.transport.set_generation(msg.generation)
         self.transport.reset()
-        self.transport.set_peers({p.worker_id: (p.host, p.port) for p in msg.peers})
+        self.peer_addresses = {p.worker_id: (p.host, p.port) for p in msg.peers}
+        self.transport.set_peers(self.peer_addresses)
         self.task_workers = dict(msg.task_workers)
         self.tasks_generation = msg.generation
         handles = {r.task_id: r.handle for r in msg.restores}
@@ -264,8 +279,13 @@ class Worker(TaskHost):
                 if self.backend is None:
                     raise JStormError("restore requested but no state backend configured")
                 snapshots[task_id] = pickle.loads(self.backend.get_snapshot(handle))
+        self.task_inputs = {}
+        for name, spec in topo.components.items():
+            n_inputs = len({t for g in spec.inputs for t in component_tasks[g.source]})
+            for t in component_tasks[name]:
+                self.task_inputs[t] = n_inputs
         for task_id in task_ids:
-            self.queues[task_id] = queue.Queue(maxsize=conf.queue_capacity)
+            self.queues[task_id] = TaskInbox(conf.queue_capacity)
         executors: dict[int, TaskExecutor] = {}
         for task_id in sorted(task_ids):
             name = task_component[task_id]
@@ -310,10 +330,16 @@ class Worker(TaskHost):
                 if snap is not None:
                     snap["sink_pending"] = []
                 comp.recover(checkpoint_id or None)
+            credit_batch = {
+                src: 1 if self.task_workers.get(src) == self.worker_id
+                else max(1, self.channel_credits(task_id) // 2) for src in inputs}
             ex = TaskExecutor(task_id, name, spec.kind, comp, collector, self,
                               is_sink=spec.is_sink, inq=self.queues.get(task_id),
                               input_channels=inputs, source_index=source_index,
-                              linger_s=conf.batch_linger_ms / 1000.0, restored=snap)
+                              linger_s=conf.batch_linger_ms / 1000.0, restored=snap,
+                              credit_batch=credit_batch)
+            self.gate.reset({(task_id, dst): self.channel_credits(dst)
+                             for dst in collector.channels})
             ex.restored_checkpoint = checkpoint_id  # type: ignore[attr-defined]
             executors[task_id] = ex
         self.executors.update(executors)
@@ -423,7 +449,15 @@ class Worker(TaskHost):
                     ex.command("complete", msg.complete.checkpoint_id)
         elif body == "peers":
             assert self.transport is not None
-            self.transport.set_peers({p.worker_id: (p.host, p.port) for p in msg.peers.peers})
+            new = {p.worker_id: (p.host, p.port) for p in msg.peers.peers}
+            changed = {w for w, addr in new.items() if self.peer_addresses.get(w) != addr}
+            self.peer_addresses = new
+            self.transport.set_peers(new)
+            # a restarted peer starts with empty queues: channels into it get full credit
+            self.gate.reset({(src, dst): self.channel_credits(dst)
+                             for src, ex in self.executors.items()
+                             for dst in ex.collector.channels
+                             if self.task_workers.get(dst) in changed})
         elif body == "throttle":
             until = 0.0 if msg.throttle.release else (
                 time.monotonic() + msg.throttle.lease_ms / 1000.0)

@@ -1,0 +1,99 @@
+"""Credit-based flow control per channel (DESIGN §5, level 1).
+
+Every channel (upstream task → downstream task) starts a generation with
+``channel_credits(dst)`` credits: the number of batches (or markers) it may have queued
+at the receiver. A sender spends one credit per item and blocks at zero; the receiver
+returns credits as it *processes* items (not when it merely holds them behind a barrier),
+in memory for local channels and as small CREDIT frames over the transport for remote
+ones. So every task input queue is bounded by Σ credits of its channels, nothing is
+dropped, and a slow task slows exactly the channels feeding it. Credits are per channel,
+never shared between the tasks of a worker: shared credits could let a channel blocked
+for barrier alignment starve another channel's barrier (a deadlock Flink's exclusive
+buffers also avoid).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+CREDIT_TASK = -1
+"""Destination task id of credit frames on the transport."""
+
+
+class Stopped(Exception):
+    """Raised to a waiting sender when its task is being stopped."""
+
+
+class CreditGate:
+    """Credits of the channels whose sender is in this worker."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.credits: dict[tuple[int, int], int] = {}
+        self.waiting = 0
+
+    def reset(self, grants: dict[tuple[int, int], int]) -> None:
+        """Start over (new generation, or a peer restarted)."""
+        with self.cond:
+            self.credits.update(grants)
+            self.cond.notify_all()
+
+    def acquire(self, src: int, dst: int, should_stop: Callable[[], bool]) -> None:
+        """Spend one credit of channel ``src → dst``, waiting while there is none."""
+        key = (src, dst)
+        with self.cond:
+            while self.credits.get(key, 0) <= 0:
+                if should_stop():
+                    raise Stopped
+                self.waiting += 1
+                try:
+                    self.cond.wait(0.1)
+                finally:
+                    self.waiting -= 1
+            self.credits[key] -= 1
+
+    def release(self, src: int, dst: int, n: int) -> None:
+        """Give ``n`` credits back to channel ``src → dst``."""
+        with self.cond:
+            self.credits[(src, dst)] = self.credits.get((src, dst), 0) + n
+            self.cond.notify_all()
+
+    def blocked(self) -> int:
+        """How many senders are waiting for credit right now."""
+        return self.waiting
+
+
+class TaskInbox:
+    """A task's input queue. Unbounded as a data structure; bounded by credits."""
+
+    def __init__(self, capacity: int) -> None:
+        self.items: deque[Any] = deque()
+        self.not_empty = threading.Condition(threading.Lock())
+        self.maxsize = capacity
+
+    def put(self, item: Any) -> None:
+        """Append one item (the sender already holds a credit for it)."""
+        with self.not_empty:
+            self.items.append(item)
+            self.not_empty.notify()
+
+    def get(self, timeout: float) -> Any:
+        """The next item; raises IndexError if none arrives within ``timeout``."""
+        items = self.items
+        if items:
+            return items.popleft()
+        with self.not_empty:
+            if not items:
+                self.not_empty.wait(timeout)
+            return items.popleft()
+
+    def qsize(self) -> int:
+        """Items waiting."""
+        return len(self.items)
+
+    def empty(self) -> bool:
+        """Whether nothing is waiting."""
+        return not self.items
