@@ -101,6 +101,8 @@ class RunResult:
     seconds: float
     firings: int
     samples: list[Sample]
+    snapshot: tuple[float, float] | None = None
+    """(seconds, MiB) of one snapshot() of the final (steady) state, before finish."""
 
     @property
     def rate(self) -> float:
@@ -137,8 +139,15 @@ def run_operator(args: argparse.Namespace, traced: bool) -> RunResult:
             firings += len(advance(max_ts - args.lag))
         if i % args.sample_every == args.sample_every - 1:
             samples.append(_sample(i + 1, t0, traced, op.window_count))
+    elapsed = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    blob = op.snapshot()["blob"]
+    snap = (time.perf_counter() - t1, len(blob) / 2**20)
+    del blob
+    t1 = time.perf_counter()
     firings += len(op.finish())
-    return RunResult("operator", args.records, time.perf_counter() - t0, firings, samples)
+    elapsed += time.perf_counter() - t1
+    return RunResult("operator", args.records, elapsed, firings, samples, snap)
 
 
 def run_bolt(args: argparse.Namespace, traced: bool) -> RunResult:
@@ -164,6 +173,9 @@ def report(res: RunResult, out: Callable[[str], Any]) -> None:
     out(f"\n{res.name}: {res.records:,} records in {res.seconds:.1f} s = "
         f"{res.rate:,.0f} records/s; {res.firings:,} firings "
         f"({res.firings / res.seconds:,.0f}/s)")
+    if res.snapshot is not None:
+        out(f"  snapshot() of the steady state: {res.snapshot[0]:.2f} s, "
+            f"{res.snapshot[1]:.1f} MiB (not included in the rate)")
     out(f"  {'records':>10} {'elapsed s':>10} {'RSS MiB':>9} {'traced MiB':>11} {'live':>9}")
     for s in res.samples:
         traced = f"{s.traced_mb:11.1f}" if s.traced_mb is not None else f"{'-':>11}"
@@ -201,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
             res = run(args, traced=True)
             tracemalloc.stop()
             report(RunResult(res.name + " (tracemalloc pass; slower)", res.records,
-                             res.seconds, res.firings, res.samples),
+                             res.seconds, res.firings, res.samples, res.snapshot),
                    lambda s: out(s + "\n"))
 
 

@@ -286,7 +286,7 @@ class WindowedBolt(Bolt):
         emit = self.emit
         for res in results:
             if res.__class__ is Firing:
-                emit(res)  # a Firing is the default-stream tuple
+                emit(tuple(res))  # a Firing's values are the default-stream tuple
             else:
                 rt.late_records += 1
                 emit(tuple(res.record.values), stream=rt.late_stream)

@@ -126,3 +126,38 @@ def test_operator_rejects_early_firing_on_count_windows_and_non_assigners() -> N
 
 def test_firing_values_order() -> None:
     assert Firing("k", 0, 10, 3, "late").as_values() == ("k", 0, 10, 3, "late")
+
+
+def test_slicing_is_automatic_and_refused_where_impossible() -> None:
+    op = WindowOperator(SlidingWindows(60, 10), CountAgg())
+    for ts in range(0, 100, 5):
+        op.process("k", ts, ts)
+    assert op.window_count == 10  # panes of gcd(60, 10) = 10 ms, not 15 windows
+    assert WindowOperator(SlidingWindows(60, 10), CountAgg(),
+                          early_fire_every_n=2).window_count == 0
+    with pytest.raises(TopologyError, match="slicing"):
+        WindowOperator(SlidingWindows(60, 10), CountAgg(), slicing=True, early_fire_every_ms=5)
+    with pytest.raises(TopologyError, match="slicing"):
+        WindowOperator(SlidingWindows(60.5, 10), CountAgg(), slicing=True)
+
+
+def test_sliced_results_merge_panes_oldest_first() -> None:
+    """Non-commutative aggregation: sliced windows see records in pane (time) order."""
+    class Concat(CountAgg):
+        def create(self) -> str:
+            return ""
+
+        def add(self, acc: str, rec: str) -> str:
+            return acc + rec
+
+        def merge(self, a: str, b: str) -> str:
+            return a + b
+
+        def result(self, key, window, acc: str) -> str:
+            return acc
+
+    op = WindowOperator(SlidingWindows(4, 2), Concat())
+    for ts, rec in [(5, "c"), (0, "a"), (2, "b"), (7, "d"), (9, "e")]:
+        op.process(None, ts, rec)
+    out = sorted(firings(op.finish()))
+    assert [f[3] for f in out] == ["a", "ab", "bc", "cd", "de", "e"]
