@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 
 # script → arguments giving small sizes (each script's own defaults are larger)
 SUITE: list[tuple[str, list[str], float]] = [
-    ("wordcount.py", ["--sentences", "150000", "--latency-seconds", "5"], 240),
+    ("wordcount.py", ["--sentences", "150000", "--repeat", "2", "--latency-seconds", "5"], 240),
     ("checkpoint.py", ["--sentences", "150000", "--no-overhead", "--keys", "1000000",
                        "--repeat", "3"], 180),
     ("recovery.py", ["--rounds", "5", "--settle", "2.0"], 150),
@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     listed = {s for s, _, _ in SUITE}
     extra_scripts = sorted(p.name for p in HERE.glob("*.py")
                            if p.name not in listed and p.name not in
-                           ("run.py", "__init__.py", "__main__.py", "_common.py"))
+                           ("run.py", "__init__.py", "__main__.py", "_common.py",
+                            "profile_wordcount.py"))
     for script, extra, timeout in [*SUITE, *[(s, [], 120.0) for s in extra_scripts]]:
         stem = script[:-3]
         if only and stem not in only:

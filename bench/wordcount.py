@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--latency-seconds", type=float, default=8.0,
                    help="length of the rate-limited latency run (0 = skip)")
     p.add_argument("--load", type=float, default=0.5, help="latency run load, × peak")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="throughput runs per guarantee (alternating); the best is kept "
+                        "(shared machines are noisy)")
     p.add_argument("--timeout", type=float, default=240.0)
     p.add_argument("--json", action="store_true", help="also print a BENCH_JSON line")
     args = p.parse_args(argv)
@@ -56,14 +59,22 @@ def main(argv: list[str] | None = None) -> dict:
     result["physical_floor_words_per_s"] = floor["words_per_s"]
     say(f"physical floor (plain Python loop, 1 process): {fmt_rate(floor['words_per_s'])} words/s"
         f" over {floor['words']:,} words")
+    tries: dict[str, list[dict]] = {g: [] for g in guarantees}
+    for _ in range(args.repeat):
+        for g in guarantees:
+            tries[g].append(run_wordcount(args.sentences, g, args.checkpoint_interval_ms,
+                                          timeout_s=args.timeout))
     for g in guarantees:
-        r = run_wordcount(args.sentences, g, args.checkpoint_interval_ms,
-                          timeout_s=args.timeout)
+        r = max(tries[g], key=lambda x: x["words_per_s"])
+        r["all_words_per_s"] = [t["words_per_s"] for t in tries[g]]
         result["runs"][g] = r
         say(f"\n[{g}] {r['words']:,} words ({'ok' if r['words_ok'] else 'COUNT MISMATCH'}) in "
             f"{r['elapsed_s']:.2f} s: {fmt_rate(r['words_per_s'])} words/s end to end "
             f"(drained after {r['drain_s']:.2f} s; "
             f"{r['words_per_s'] / floor['words_per_s'] * 100:.1f} % of the floor)")
+        if len(r["all_words_per_s"]) > 1:
+            say("  all runs: " + ", ".join(fmt_rate(x) for x in r["all_words_per_s"])
+                + " words/s (best kept)")
         for comp, rate in sorted(r["per_hop_tuples_per_s"].items()):
             say(f"  hop → {comp:<7} executed {r['executed'][comp]:>10,}  "
                 f"{fmt_rate(rate):>10} tuples/s avg over the run; metrics execute_rate "
