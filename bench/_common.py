@@ -202,7 +202,7 @@ class BenchReport(Bolt):
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-def build_wordcount(name: str, result_dir: str, n_sentences: int, rate: float | None = None,
+def build_wordcount(name: str, result_dir: str, n_sentences: int, rate: float | None = None,  # noqa: PLR0917
                     stamp: bool = False, spouts: int = 2, splits: int = 2, counts: int = 2):
     """sentences (2) → split (2, shuffle) → count (2, fields) → report (1, global)."""
     b = TopologyBuilder(name)
@@ -303,7 +303,7 @@ def run_until_drained(handle: Any, timeout_s: float, poll_s: float = 0.2) -> Pol
         time.sleep(poll_s)
 
 
-def run_wordcount(n_sentences: int, guarantee: str, checkpoint_interval_ms: int = 1000,
+def run_wordcount(n_sentences: int, guarantee: str, checkpoint_interval_ms: int = 1000,  # noqa: PLR0917
                   rate: float | None = None, stamp: bool = False, timeout_s: float = 180.0,
                   workers: int = 2, **config: Any) -> dict[str, Any]:
     """Run the word count to the end; returns its figures."""

@@ -43,7 +43,7 @@ def run_script(name: str, extra: list[str], timeout: float) -> dict[str, Any] | 
     print(f"== {name} {' '.join(extra)}", file=sys.stderr, flush=True)
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout,
                               cwd=HERE.parent)
     except subprocess.TimeoutExpired:
         print(f"   TIMEOUT after {timeout:.0f} s", file=sys.stderr)
@@ -88,7 +88,7 @@ def verdict(x: Any, target: float, higher_better: bool) -> str:
 def machine() -> dict[str, str]:
     model = ""
     try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run(["lscpu"], check=False, capture_output=True, text=True, timeout=10).stdout
         for line in out.splitlines():
             if line.startswith("Model name"):
                 model = line.split(":", 1)[1].strip()
