@@ -88,7 +88,8 @@ def verdict(x: Any, target: float, higher_better: bool) -> str:
 def machine() -> dict[str, str]:
     model = ""
     try:
-        out = subprocess.run(["lscpu"], check=False, capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run(["lscpu"], check=False, capture_output=True, text=True,
+                             timeout=10).stdout
         for line in out.splitlines():
             if line.startswith("Model name"):
                 model = line.split(":", 1)[1].strip()
