@@ -10,6 +10,7 @@ figures measure the client stack + protocol cost, not a real cluster's disks/net
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import pickle
 import statistics
@@ -53,6 +54,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", action="store_true",
+                        help="also print a BENCH_JSON line (for bench/run.py)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -84,6 +87,13 @@ def main() -> None:
     width = max(len(r[0]) for r in rows)
     for row in rows:
         print(f"{row[0]:<{width}} " + " ".join(f"{c:>9}" for c in row[1:]))
+    if args.json:
+        print("BENCH_JSON " + json.dumps({
+            "keys": args.keys, "snapshot_mb": len(blob) / 1e6, "pickle_ms": t_pickle * 1000,
+            "unpickle_ms": t_unpickle * 1000,
+            "backends": {r[0]: {"put_ms": float(r[1]), "put_mb_s": float(r[2]),
+                                "get_ms": float(r[3]), "get_mb_s": float(r[4])}
+                         for r in rows[1:]}}), flush=True)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import multiprocessing as mp
 import threading
@@ -73,6 +74,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tuples", type=int, default=2_000_000)
     parser.add_argument("--batch", type=int, default=512)
+    parser.add_argument("--json", action="store_true",
+                        help="also print a BENCH_JSON line (for bench/run.py)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("jstormpy").setLevel(logging.WARNING)
@@ -94,6 +97,10 @@ def main() -> None:
     log.info("%d tuples in batches of %d: %.2f s, %.0f tuples/s, %.1f MB/s "
              "(%d frames, %.1f MB on the wire)", args.tuples, args.batch, elapsed,
              args.tuples / elapsed, mb / elapsed, rstats["frames_received"], mb)
+    if args.json:
+        print("BENCH_JSON " + json.dumps({
+            "tuples": args.tuples, "batch": args.batch, "elapsed_s": elapsed,
+            "tuples_per_s": args.tuples / elapsed, "mb_per_s": mb / elapsed}), flush=True)
 
 
 if __name__ == "__main__":
