@@ -296,9 +296,10 @@ class LocalCluster:
         name = topology.name
         for reg in Registration.all():
             if reg.name == name and reg.launcher_pid != os.getpid() \
-                    and _pid_alive(reg.launcher_pid):
+                    and _pid_alive(reg.launcher_pid) and _master_answers(reg):
                 raise JStormError(f"a topology named {name!r} is already running "
-                                  f"(launcher pid {reg.launcher_pid}); kill it first")
+                                  f"(launcher pid {reg.launcher_pid}, Topology Master at "
+                                  f"{reg.address}); kill it first: jstorm kill {name}")
         if not config.state_backend:
             config = config.replace(state_backend=f"file://{self.home / 'checkpoints' / name}")
         run_dir = self.home / "runs" / name
@@ -331,6 +332,16 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def _master_answers(reg: Registration) -> bool:
+    client = MasterClient(reg.address, reg.secret.encode())
+    try:
+        return client.status(timeout=2.0).get("state") not in ("killed", "drained", "failed")
+    except JStormError:
+        return False
+    finally:
+        client.close()
 
 
 def _pid_alive(pid: int) -> bool:

@@ -28,7 +28,7 @@ class Route:
 
     __slots__ = ("kind", "stream", "targets", "buffers", "rr", "n", "key_index", "custom",
                  "src", "batch_size", "send", "local_targets", "local_rr", "consumer",
-                 "target_pos")
+                 "target_pos", "add")
 
     def __init__(self, kind: str, stream: str, consumer: str, targets: Sequence[int],
                  src: int, send: SendFn, batch_size: int, key_index: tuple[int, ...] = (),
@@ -48,9 +48,52 @@ class Route:
         self.target_pos = {t: i for i, t in enumerate(self.targets)}
         self.local_targets = [self.target_pos[t] for t in local_targets]
         self.local_rr = itertools.cycle(self.local_targets) if self.local_targets else None
+        self.add = self._compile()
 
-    def add(self, values: Any) -> None:
-        """Route one tuple's values into the right batch(es)."""
+    def _compile(self) -> Callable[[Any], None]:
+        """The per-tuple routing function, specialised once for the common groupings."""
+        bufs = self.buffers
+        targets = self.targets
+        send = self.send
+        n = self.n
+        bs = self.batch_size
+        head = (self.src, DATA, self.stream)
+        if self.kind == "fields" and len(self.key_index) == 1:
+            k = self.key_index[0]
+
+            def add_fields(values: Any) -> None:
+                i = hash(values[k]) % n
+                buf = bufs[i]
+                buf.append(values)
+                if len(buf) >= bs:
+                    bufs[i] = []
+                    send(targets[i], (*head, buf))
+
+            return add_fields
+        if self.kind in ("shuffle", "none") or (self.kind == "local_or_shuffle"
+                                                 and not self.local_targets):
+            def add_shuffle(values: Any) -> None:
+                self.rr = i = (self.rr + 1) % n
+                buf = bufs[i]
+                buf.append(values)
+                if len(buf) >= bs:
+                    bufs[i] = []
+                    send(targets[i], (*head, buf))
+
+            return add_shuffle
+        if self.kind == "global":
+            def add_global(values: Any) -> None:
+                buf = bufs[0]
+                buf.append(values)
+                if len(buf) >= bs:
+                    bufs[0] = []
+                    send(targets[0], (*head, buf))
+
+            return add_global
+        return self.add_generic
+
+    def add_generic(self, values: Any) -> None:
+        """Route one tuple's values into the right batch(es) (any grouping)."""
         kind = self.kind
         if kind == "fields":
             ki = self.key_index
@@ -113,6 +156,7 @@ class OutputCollector:
         self.component = component
         self.routes = routes
         self.all_routes = [r for rs in routes.values() for r in rs]
+        self.fast = {stream: rs[0].add for stream, rs in routes.items() if len(rs) == 1}
         self.channels = sorted(set(channels))
         self.send = send
         self.emitted = 0
@@ -121,6 +165,12 @@ class OutputCollector:
 
     def emit(self, values: Sequence[Any], stream: str = "default") -> None:
         """Route one tuple to every subscriber of ``stream``."""
+        add = self.fast.get(stream)
+        if add is not None:
+            self.emitted += 1
+            self.dirty = True
+            add(values)
+            return
         try:
             routes = self.routes[stream]
         except KeyError:

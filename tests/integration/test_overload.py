@@ -8,10 +8,9 @@ import time
 
 import psutil
 import pytest
+from bp_components import SlowPassThrough
 
 from jstormpy import Config, FileSink, LocalCluster, SequenceSpout, TopologyBuilder
-
-from bp_components import SlowPassThrough
 
 CONFIG = Config(workers=2, guarantee="exactly_once", checkpoint_interval_ms=500,
                 queue_capacity=16, batch_size=64, heartbeat_interval_ms=200,
