@@ -1,0 +1,59 @@
+"""Components for the window runtime tests."""
+
+from __future__ import annotations
+
+from jstormpy import Spout
+from jstormpy.window import TumblingWindows, WindowedBolt
+
+EVENTS_PER_TASK = 3000
+
+
+class TimedEvents(Spout):
+    """Per task: events in event-time order, then an in-band watermark after each batch.
+    Task 1 runs at half the event-time speed of task 0, so the bolt's watermark (the
+    minimum over its input channels) is held back by the slower channel."""
+
+    outputs = ("key", "ts")
+
+    def __init__(self) -> None:
+        self.offset = 0
+
+    def open(self, conf, context):
+        self.speed = 10 if context.task_index == 0 else 5
+        self.index = context.task_index
+
+    def next_tuple(self):
+        end = min(self.offset + 100, EVENTS_PER_TASK)
+        for i in range(self.offset, end):
+            self.emit((f"k{i % 3}", i * self.speed))
+        if self.index == 0 and self.offset == 500:
+            self.emit(("bad", "not-a-number"))  # data error → errors stream
+        self.offset = end
+        self.emit_watermark((end - 1) * self.speed)
+        if end >= EVENTS_PER_TASK:
+            self.finish()
+
+    def snapshot(self):
+        return self.offset
+
+    def restore(self, snap):
+        self.offset = snap
+
+
+class CountPerWindow(WindowedBolt):
+    window = TumblingWindows(size_ms=1000)
+    time = "event"
+    timestamp = "ts"
+    key = "key"
+
+    def create(self):
+        return 0
+
+    def add(self, acc, tup):
+        return acc + 1
+
+    def merge(self, a, b):
+        return a + b
+
+    def result(self, key, window, acc):
+        return acc
