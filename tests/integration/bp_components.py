@@ -15,3 +15,13 @@ class SlowPassThrough(Bolt):
     def execute(self, tup):
         time.sleep(0.0004)
         self.emit(tup.values)
+
+
+class StampedSlowPassThrough(Bolt):
+    """Like SlowPassThrough, and stamps the processing time (for per-second rates)."""
+
+    outputs = ("key", "seq", "value", "processed_at")
+
+    def execute(self, tup):
+        time.sleep(0.0004)
+        self.emit((*tup.values, time.time()))
