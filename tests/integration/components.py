@@ -7,7 +7,6 @@ processes import them by reference, like a user's package would be.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from jstormpy import Bolt, CustomStreamGrouping, Spout
@@ -24,15 +23,13 @@ class NumberSpout(Spout):
 
     outputs = ("seq", "key", "src_task", "src_worker")
 
-    def __init__(self, n: int = 60, keys: int = 7, per_call: int = 5,
-                 direct_to: str | None = None, pause_s: float = 0.0,
-                 forever: bool = False) -> None:
+    def __init__(self, n: int = 60, keys: int = 7, per_call: int = 5, *,
+                 direct_to: str | None = None, pause_s: float = 0.0) -> None:
         self.n = n
         self.keys = keys
         self.per_call = per_call
         self.direct_to = direct_to
         self.pause_s = pause_s
-        self.forever = forever
         self.offset = 0
 
     def open(self, conf: dict[str, Any], context: Any) -> None:
@@ -47,8 +44,7 @@ class NumberSpout(Spout):
 
             time.sleep(self.pause_s)  # pacing of the source, not a wait for a condition
         if self.offset >= len(self.mine):
-            if not self.forever:
-                self.finish()
+            self.finish()
             return
         end = min(self.offset + self.per_call, len(self.mine))
         for seq in self.mine[self.offset:end]:
@@ -58,7 +54,7 @@ class NumberSpout(Spout):
             else:
                 self.emit(values)
         self.offset = end
-        if self.offset >= len(self.mine) and not self.forever:
+        if self.offset >= len(self.mine):
             self.finish()
 
     def snapshot(self) -> int:
@@ -161,7 +157,3 @@ class NonReplayableSpout(Spout):
 
     def next_tuple(self) -> None:
         self.emit((1,))
-
-
-def marker_path(folder: Path, name: str) -> str:
-    return str(folder / name)

@@ -62,6 +62,7 @@ config = Config(workers=2, checkpoint_interval_ms=300, heartbeat_interval_ms=100
 
 def jstorm(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*JSTORM, *args], capture_output=True, text=True, timeout=timeout,
+                          check=False,
                           cwd=ROOT)
 
 

@@ -204,7 +204,7 @@ def test_custom_grouping_base_class_must_be_implemented():
         CustomStreamGrouping().choose_tasks(1, (1,))
 
 
-# -- batching ---------------------------------------------------------------------------------------
+# -- batching ------------------------------------------------------------------------------------
 
 def test_batches_are_sent_when_full():
     sent = Sent()
@@ -230,7 +230,7 @@ def test_batches_are_per_target():
     assert all(len(item[3]) == 2 for _, item in sent.items)
 
 
-# -- collector --------------------------------------------------------------------------------------
+# -- collector -----------------------------------------------------------------------------------
 
 def collector(sent: Sent, batch_size: int = 100) -> OutputCollector:
     streams = {"default": ("word", "n"), "late": ("word",)}
