@@ -35,7 +35,6 @@ def wait_until(pred: Callable[[], Any], timeout: float = 20.0, what: str = "cond
 def fast_config(**changes: Any) -> Config:
     """2 workers with short checkpoint/heartbeat periods so small topologies drain fast."""
     base: dict[str, Any] = {"workers": 2, "guarantee": "exactly_once",
-                            "checkpoint_interval_ms": 200, "heartbeat_interval_ms": 100,
-                            "worker_timeout_ms": 5000}
+                            "checkpoint_interval_ms": 200, "heartbeat_interval_ms": 100}
     base.update(changes)
     return Config(**base)
