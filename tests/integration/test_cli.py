@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -151,9 +152,17 @@ def test_operate_a_running_topology(tmp_path):
         assert f"topology '{NAME}' is killed" in output
         assert NAME not in ok("list")
     finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
+        if run.poll() is None:  # the test failed midway: stop it without leaving orphans
+            jstorm("kill", NAME, timeout=30)
+            try:
+                run.wait(30)
+            except subprocess.TimeoutExpired:
+                run.send_signal(signal.SIGINT)  # `jstorm run` shuts its cluster down
+                try:
+                    run.wait(30)
+                except subprocess.TimeoutExpired:
+                    run.kill()
+                    run.wait()
         log.close()
 
 
