@@ -39,6 +39,11 @@ class BarrierAligner:
         seen.add(channel)
         if seen >= self.channels:
             del self.arrived[checkpoint_id]
+            # channels are FIFO: an older checkpoint still incomplete now never completes
+            # (its barrier was lost with a restarted upstream task); forget it
+            for old in [c for c in self.arrived if c < checkpoint_id]:
+                del self.arrived[old]
+                self.started.pop(old, None)
             return True
         if self.aligned:
             self.blocked.add(channel)

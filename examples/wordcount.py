@@ -99,17 +99,23 @@ topology = build(out_dir)
 config = Config(workers=2, guarantee="exactly_once", checkpoint_interval_ms=1000)
 
 
-def main() -> int:
-    with LocalCluster() as cluster:
-        handle = cluster.submit(topology, config)
-        handle.wait(timeout=120)
+def verify(handle=None) -> bool:
+    """Print the top words and check the committed counts against a plain Counter
+    (``jstorm run`` calls this after the run drains)."""
     got = {r["word"]: r["count"] for r in read_committed(out_dir)}
     expected = Counter(w for line in corpus(20_000) for w in line.split())
     for word, n in Counter(got).most_common(10):
         print(f"{word:>8} {n}")
     ok = got == dict(expected)
     print("verified: counts equal a plain Counter over the corpus" if ok else "MISMATCH")
-    return 0 if ok else 1
+    return ok
+
+
+def main() -> int:
+    with LocalCluster() as cluster:
+        handle = cluster.submit(topology, config)
+        handle.wait(timeout=120)
+    return 0 if verify(handle) else 1
 
 
 if __name__ == "__main__":

@@ -139,7 +139,9 @@ class Topology:
         return [(c, g) for c in self.components.values() for g in c.inputs if g.source == source]
 
     def task_ids(self) -> dict[str, tuple[int, ...]]:
-        """Component → its task ids: sequential from 1 in declaration order."""
+        """Component → its task ids: sequential from 1 in the order of ``components``
+        (for a built topology that is data-flow order, sources before their consumers,
+        which equals declaration order when components are declared sources-first)."""
         out: dict[str, tuple[int, ...]] = {}
         nxt = 1
         for spec in self.components.values():

@@ -181,14 +181,25 @@ class MasterCore:
         if not self.stateful:
             self.errors.append({"time": time.time(), "task": -1, "component": "",
                                 "message": reason, "traceback": "", "tuple": ""})
+            # the lost tasks' acks never come: abort in-flight checkpoints now rather than
+            # stall commits until checkpoint_timeout_ms
+            for cid, pending in list(self.inflight.items()):
+                del self.inflight[cid]
+                self._record(pending, "failed", reason)
+                self._broadcast(abort=pb.AbortCheckpoint(checkpoint_id=cid,
+                                                         generation=self.generation,
+                                                         reason=reason))
             return  # at-most-once: the others keep running; the respawn gets a partial prepare
         self._begin_recovery(reason)
 
     def _prepare_partial(self, session: WorkerSession) -> None:
         tasks = [t for t, w in self.plan.items() if w == session.worker_id]
+        # nothing is restored; the id tells a respawned sink which transactions are
+        # already committed, so its new ones do not reuse their ids
+        last = self.last_completed["id"] if self.last_completed else 0
         session.send(prepare=pb.Prepare(
-            generation=self.generation, checkpoint_id=0, task_ids=tasks, peers=self._peers(),
-            task_workers=self.plan, partial=True))
+            generation=self.generation, checkpoint_id=last, task_ids=tasks,
+            peers=self._peers(), task_workers=self.plan, partial=True))
         self._broadcast(peers=pb.Peers(peers=self._peers(), generation=self.generation))
         self.pending_partial_start = session.worker_id
 
@@ -346,6 +357,8 @@ class MasterCore:
         with self.lock:
             if self.state != "running":
                 return None
+            if len(self._alive()) < self.config.workers or self.pending_partial_start is not None:
+                return None  # at_most_once with a worker being respawned: it could not ack
             if len(self.inflight) >= self.config.max_concurrent_checkpoints and not force:
                 return None
             cid = self.next_checkpoint_id

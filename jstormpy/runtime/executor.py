@@ -116,6 +116,7 @@ class TaskExecutor:
         self.watermark = float(restored.get("watermark", float("-inf")))
         self.sink_pending: list[int] = list(restored.get("sink_pending", ()))
         self.inputs_finished = bool(restored.get("inputs_finished", False))
+        self.sink_txn = 0  # the sink's open transaction
         self.aligner = BarrierAligner(list(input_channels), host.guarantee == "exactly_once")
         self.pending: deque[Any] = deque()
         self.credit_batch = credit_batch or {}
@@ -302,7 +303,8 @@ class TaskExecutor:
         if self.start_hook:
             self.start_hook()
         if self.is_sink:
-            self.component.begin(self._next_txn_id())
+            self.sink_txn = self._next_txn_id()
+            self.component.begin(self.sink_txn)
         last_flush = time.monotonic()
         while True:
             if self.ctrl or self.stopping:
@@ -395,11 +397,19 @@ class TaskExecutor:
         alignment_ms = self.aligner.alignment_ms(checkpoint_id)
         self.collector.flush()
         if self.is_sink:
+            if self.sink_txn < checkpoint_id:
+                # earlier checkpoint(s) never completed here (aborted after a worker loss
+                # under at_most_once, or this sink was respawned): stage what it holds under
+                # its own id; it is committed together with this checkpoint
+                self.component.pre_commit(self.sink_txn)
+                self.sink_pending.append(self.sink_txn)
+                self.component.begin(checkpoint_id)
             self.component.pre_commit(checkpoint_id)
             self.sink_pending.append(checkpoint_id)
         self._take_snapshot(checkpoint_id, alignment_ms, emit_barrier=True)
         if self.is_sink:
-            self.component.begin(checkpoint_id + 1)
+            self.sink_txn = checkpoint_id + 1
+            self.component.begin(self.sink_txn)
         released = self.aligner.release()
         if released:
             self.pending.extendleft(reversed(released))

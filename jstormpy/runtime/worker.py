@@ -89,6 +89,7 @@ class Worker(TaskHost):
         self.transport: Transport | None = None
         self.component_blobs: dict[str, bytes] = {}
         self.lock = threading.Lock()
+        self._proc: Any = None
 
     # -- start-up ------------------------------------------------------------------------------
     def fetch_topology(self, timeout_s: float = 60.0) -> None:
@@ -351,41 +352,50 @@ class Worker(TaskHost):
                 ex.start()
 
     # -- control stream ------------------------------------------------------------------------
-    def _outbound(self) -> Iterator[Any]:
-        while True:
-            item = self.outbox.get()
-            if item is _STOP:
-                return
-            yield item
+    def _outbound(self, sent_all: threading.Event) -> Iterator[Any]:
+        try:
+            while True:
+                item = self.outbox.get()
+                if item is _STOP:
+                    return
+                yield item
+        finally:
+            sent_all.set()
 
     def _heartbeat_loop(self) -> None:
-        import psutil
-
-        proc = psutil.Process()
         assert self.config is not None
         period = self.config.heartbeat_interval_ms / 1000.0
         while not self.shutdown.wait(period):
-            tasks = []
-            for ex in list(self.executors.values()):
-                m = ex.metrics
-                q = ex.inq
-                tasks.append(pb.TaskMetrics(
-                    task_id=ex.task_id, emitted=ex.collector.emitted, executed=m.executed,
-                    queue_depth=q.qsize() if q is not None else 0,
-                    queue_capacity=q.maxsize if q is not None else 0,
-                    latency_ms_sum=m.latency_sum_ms, latency_samples=m.latency_samples,
-                    latency_buckets=m.buckets, errors=m.errors,
-                    finished=ex.kind == "spout" and ex.component.finished,
-                    late_records=int(getattr(ex.component, "late_records", 0) or 0),
-                    throttled=ex.throttled_until > time.monotonic()))
-            try:
-                rss = proc.memory_info().rss
-                cpu = proc.cpu_percent(None)
-            except Exception:
-                rss, cpu = 0, 0.0
-            self.outbox.put(pb.WorkerMessage(heartbeat=pb.Heartbeat(
-                worker_id=self.worker_id, generation=self.generation, tasks=tasks,
-                rss_bytes=rss, cpu_percent=cpu)))
+            self.outbox.put(self._heartbeat())
+
+    def _heartbeat(self) -> Any:
+        """A Heartbeat message with every task's current metrics."""
+        import psutil
+
+        if self._proc is None:
+            self._proc = psutil.Process()
+        proc = self._proc
+        tasks = []
+        for ex in list(self.executors.values()):
+            m = ex.metrics
+            q = ex.inq
+            tasks.append(pb.TaskMetrics(
+                task_id=ex.task_id, emitted=ex.collector.emitted, executed=m.executed,
+                queue_depth=q.qsize() if q is not None else 0,
+                queue_capacity=q.maxsize if q is not None else 0,
+                latency_ms_sum=m.latency_sum_ms, latency_samples=m.latency_samples,
+                latency_buckets=m.buckets, errors=m.errors,
+                finished=ex.kind == "spout" and ex.component.finished,
+                late_records=int(getattr(ex.component, "late_records", 0) or 0),
+                throttled=ex.throttled_until > time.monotonic()))
+        try:
+            rss = proc.memory_info().rss
+            cpu = proc.cpu_percent(None)
+        except Exception:
+            rss, cpu = 0, 0.0
+        return pb.WorkerMessage(heartbeat=pb.Heartbeat(
+            worker_id=self.worker_id, generation=self.generation, tasks=tasks,
+            rss_bytes=rss, cpu_percent=cpu))
 
     def _register_message(self) -> Any:
         assert self.transport is not None
@@ -401,8 +411,9 @@ class Worker(TaskHost):
         while not self.shutdown.is_set():
             self.outbox = queue.Queue()
             self.outbox.put(self._register_message())
+            sent_all = threading.Event()
             try:
-                responses = self.stub.Control(self._outbound(),
+                responses = self.stub.Control(self._outbound(sent_all),
                                               metadata=auth_metadata(self.secret))
                 for msg in responses:
                     lost_since = None
@@ -418,6 +429,8 @@ class Worker(TaskHost):
             finally:
                 self.outbox.put(_STOP)
             if self.shutdown.is_set():
+                # let the final heartbeat (queued with the shutdown) reach the TM
+                sent_all.wait(2.0)
                 break
             self.stop_tasks()
             lost_since = lost_since or time.monotonic()
@@ -467,6 +480,9 @@ class Worker(TaskHost):
                     spout.command("throttle", until)
         elif body == "shutdown":
             log.info("shutdown requested: %s", msg.shutdown.reason)
+            # final metrics: without this, `metrics()` after a drain shows the counts of
+            # the last periodic heartbeat, which may predate the end of the run
+            self.outbox.put(self._heartbeat())
             self.shutdown.set()
 
 

@@ -1,0 +1,159 @@
+"""Components of the integration-test topologies.
+
+They live in an importable module (``tests.integration.components``) so that worker
+processes import them by reference, like a user's package would be.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from jstormpy import Bolt, CustomStreamGrouping, Spout
+
+
+class NumberSpout(Spout):
+    """Emits ``(seq, key, src_task, src_worker)`` for its share of ``range(n)``.
+
+    Task ``i`` of ``p`` emits ``seq = i, i+p, ...``; ``key = f"k{seq % keys}"``. The read
+    position is the replayable offset; ``finish()`` once everything is emitted. With
+    ``direct_to=COMPONENT`` every tuple goes by ``emit_direct`` to
+    ``tasks(COMPONENT)[seq % parallelism]``. ``pause_s`` slows it down (per call).
+    """
+
+    outputs = ("seq", "key", "src_task", "src_worker")
+
+    def __init__(self, n: int = 60, keys: int = 7, per_call: int = 5, *,
+                 direct_to: str | None = None, pause_s: float = 0.0) -> None:
+        self.n = n
+        self.keys = keys
+        self.per_call = per_call
+        self.direct_to = direct_to
+        self.pause_s = pause_s
+        self.offset = 0
+
+    def open(self, conf: dict[str, Any], context: Any) -> None:
+        self.mine = list(range(context.task_index, self.n, context.parallelism))
+        self.task = context.task_id
+        self.worker = context.worker_id
+        self.targets = list(context.component_tasks[self.direct_to]) if self.direct_to else []
+
+    def next_tuple(self) -> None:
+        if self.pause_s:
+            import time
+
+            time.sleep(self.pause_s)  # pacing of the source, not a wait for a condition
+        if self.offset >= len(self.mine):
+            self.finish()
+            return
+        end = min(self.offset + self.per_call, len(self.mine))
+        for seq in self.mine[self.offset:end]:
+            values = (seq, f"k{seq % self.keys}", self.task, self.worker)
+            if self.direct_to:
+                self.emit_direct(self.targets[seq % len(self.targets)], values)
+            else:
+                self.emit(values)
+        self.offset = end
+        if self.offset >= len(self.mine):
+            self.finish()
+
+    def snapshot(self) -> int:
+        return self.offset
+
+    def restore(self, snap: int) -> None:
+        self.offset = snap
+
+
+class Recorder(Bolt):
+    """Records who received what: ``(task, worker, source, stream, fields, values)``."""
+
+    outputs = ("task", "worker", "source", "stream", "fields", "values")
+
+    def prepare(self, conf: dict[str, Any], context: Any) -> None:
+        self.task = context.task_id
+        self.worker = context.worker_id
+
+    def execute(self, tup: Any) -> None:
+        self.emit((self.task, self.worker, tup.source, tup.stream, list(tup.fields),
+                   list(tup.values)))
+
+
+class EvenOddGrouping(CustomStreamGrouping):
+    """Even ``seq`` → the two lowest tasks (both), odd ``seq`` → the highest task."""
+
+    def prepare(self, source: str, stream: str, target_tasks: list[int]) -> None:
+        self.targets = sorted(target_tasks)
+
+    def choose_tasks(self, task_id: int, values: tuple[Any, ...]) -> list[int]:
+        if values[0] % 2 == 0:
+            return self.targets[:2]
+        return [self.targets[-1]]
+
+
+class StreamSplitter(Bolt):
+    """Even seq on ``default`` as (seq, key); odd seq on ``odd`` as (seq, half, tag)."""
+
+    outputs = {"default": ("seq", "key"), "odd": ("seq", "half", "tag")}
+
+    def execute(self, tup: Any) -> None:
+        seq = tup["seq"]
+        if seq % 2 == 0:
+            self.emit((seq, tup["key"]))
+        else:
+            self.emit((seq, seq // 2, "odd"), stream="odd")
+
+
+class Split(Bolt):
+    """Sentence → words."""
+
+    outputs = ("word",)
+
+    def execute(self, tup: Any) -> None:
+        for word in tup["sentence"].split():
+            self.emit((word,))
+
+
+class PassThrough(Bolt):
+    """Emits ``(seq, key)`` of every input."""
+
+    outputs = ("seq", "key")
+
+    def execute(self, tup: Any) -> None:
+        self.emit((tup["seq"], tup["key"]))
+
+
+class FailOn(Bolt):
+    """Passes ``(seq, key)`` through but raises on ``seq == bad``.
+
+    With ``marker`` (a file path) it raises only the first time: the marker file records
+    that it already did, which survives the rollback (and any restart) that follows.
+    """
+
+    outputs = ("seq", "key")
+
+    def __init__(self, bad: int, marker: str | None = None) -> None:
+        self.bad = bad
+        self.marker = marker
+
+    def execute(self, tup: Any) -> None:
+        seq = tup["seq"]
+        if seq == self.bad:
+            if self.marker is None:
+                raise ValueError(f"poisoned tuple seq={seq}")
+            try:
+                fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                pass  # already failed once: process it normally now
+            else:
+                os.close(fd)
+                raise ValueError(f"poisoned tuple seq={seq} (first time)")
+        self.emit((seq, tup["key"]))
+
+
+class NonReplayableSpout(Spout):
+    """No snapshot()/restore(): it cannot rewind, so exactly-once must refuse it."""
+
+    outputs = ("n",)
+
+    def next_tuple(self) -> None:
+        self.emit((1,))

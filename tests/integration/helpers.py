@@ -1,0 +1,40 @@
+"""Small helpers shared by the integration tests (real processes, no mocks)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from jstormpy import Config
+
+
+def wait_until(pred: Callable[[], Any], timeout: float = 20.0, what: str = "condition",
+               interval: float = 0.05) -> Any:
+    """Poll ``pred`` until it returns something truthy (which is returned); fail the test
+    with ``what`` in the message if that does not happen within ``timeout`` seconds.
+    Exceptions raised by ``pred`` count as "not yet" (the last one is reported)."""
+    deadline = time.monotonic() + timeout
+    last_exc: BaseException | None = None
+    pause = threading.Event()
+    while True:
+        try:
+            value = pred()
+        except Exception as exc:  # e.g. the TM not reachable yet
+            last_exc = exc
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            extra = f" (last error: {last_exc!r})" if last_exc else ""
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}{extra}")
+        pause.wait(interval)
+
+
+def fast_config(**changes: Any) -> Config:
+    """2 workers with short checkpoint/heartbeat periods so small topologies drain fast."""
+    base: dict[str, Any] = {"workers": 2, "guarantee": "exactly_once",
+                            "checkpoint_interval_ms": 200, "heartbeat_interval_ms": 100}
+    base.update(changes)
+    return Config(**base)
