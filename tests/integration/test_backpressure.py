@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from bp_components import SlowPassThrough
 
 from jstormpy import Config, FileSink, LocalCluster, SequenceSpout, TopologyBuilder, read_committed
 from jstormpy.testing.semantics import check_sequences
+from tests.integration.bp_components import SlowPassThrough
 
 KEYS, PER_KEY = 4, 3000
 

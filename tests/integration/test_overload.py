@@ -8,11 +8,9 @@ import time
 
 import psutil
 import pytest
-from jstormpy import read_committed
 
-from bp_components import StampedSlowPassThrough
-
-from jstormpy import Config, FileSink, LocalCluster, SequenceSpout, TopologyBuilder
+from jstormpy import Config, FileSink, LocalCluster, SequenceSpout, TopologyBuilder, read_committed
+from tests.integration.bp_components import StampedSlowPassThrough
 
 CONFIG = Config(workers=2, guarantee="exactly_once", checkpoint_interval_ms=500,
                 queue_capacity=16, batch_size=64, heartbeat_interval_ms=200,

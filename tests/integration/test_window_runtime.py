@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from jstormpy import Config, FileSink, LocalCluster, TopologyBuilder, read_committed
-
-from window_components import EVENTS_PER_TASK, CountPerWindow, TimedEvents
+from tests.integration.window_components import EVENTS_PER_TASK, CountPerWindow, TimedEvents
 
 
 def test_inband_watermarks_min_over_channels_and_errors_stream(tmp_path):
