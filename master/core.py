@@ -84,6 +84,11 @@ class MasterCore:
         self.generation = 0
         self.target_checkpoint: int | None = None
         self.bad_checkpoints: set[int] = set()
+        # highest checkpoint id known to have completed: ids handed out after a recovery
+        # stay above it, so a fallback/rollback to an older checkpoint never reuses the id
+        # of a transaction a sink may already have committed
+        self.id_floor = 0
+        self.prepared_base = 0
         self.ready: set[int] = set()
         self.next_checkpoint_id = 1
         self.inflight: dict[int, PendingCheckpoint] = {}
@@ -190,7 +195,9 @@ class MasterCore:
     # -- generations and recovery -------------------------------------------------------------------------
     def _choose_checkpoint(self) -> int | None:
         try:
-            done = [c for c in self.backend.list_completed() if c not in self.bad_checkpoints]
+            listed = self.backend.list_completed()
+            self.id_floor = max([self.id_floor, *listed])
+            done = [c for c in listed if c not in self.bad_checkpoints]
         except BackendError as exc:
             log.error("cannot list checkpoints: %s", exc)
             done = []
@@ -245,10 +252,14 @@ class MasterCore:
                                      count_restart=False)
                 return
         peers = self._peers()
+        # the id the tasks resume after (sinks open transaction base + 1); the restored state
+        # itself comes from the handles of target_checkpoint
+        base = max(self.target_checkpoint or 0, self.id_floor) if self.stateful else 0
+        self.prepared_base = base
         for s in alive:
             tasks = [t for t, w in self.plan.items() if w == s.worker_id]
             s.send(prepare=pb.Prepare(
-                generation=self.generation, checkpoint_id=self.target_checkpoint or 0,
+                generation=self.generation, checkpoint_id=base,
                 task_ids=tasks,
                 restores=[pb.TaskRestore(task_id=t, handle=restores.get(t, "")) for t in tasks],
                 peers=peers, task_workers=self.plan, partial=False))
@@ -285,7 +296,7 @@ class MasterCore:
                                         "reason": self.recovery_reason,
                                         "checkpoint": self.target_checkpoint,
                                         "time": time.time(), "duration_ms": round(took, 1)})
-                self.next_checkpoint_id = (self.target_checkpoint or 0) + 1 if self.stateful \
+                self.next_checkpoint_id = self.prepared_base + 1 if self.stateful \
                     else max(self.next_checkpoint_id, 1)
                 self.last_trigger = time.monotonic()
                 self._set_state("running")
@@ -392,6 +403,7 @@ class MasterCore:
             except BackendError as exc:
                 self._record(pending, "failed", f"metadata write failed: {exc}")
                 return
+            self.id_floor = max(self.id_floor, cid)
             fault_point("master_after_metadata", cid)
         entry = self._record(pending, "completed", size=size)
         self.last_completed = entry
@@ -464,6 +476,7 @@ class MasterCore:
             if not self.stateful:
                 raise JStormError("rollback needs checkpoints: the topology runs at_most_once")
             done = self.backend.list_completed()
+            self.id_floor = max([self.id_floor, *done])
             if checkpoint_id:
                 if checkpoint_id not in done:
                     raise JStormError(f"checkpoint {checkpoint_id} is not a completed checkpoint "
