@@ -260,3 +260,37 @@ def test_resume_continues_from_last_checkpoint(tmp_path):
     assert final["recoveries"][0]["checkpoint"] >= cid, final["recoveries"]
     problems = check_keyed_sums(out, KEYS, per_key)
     assert not problems, problems
+
+
+@pytest.mark.parametrize("kind", ["hdfs", "hbase"])
+def test_worker_killed_while_backend_unreachable(tmp_path, kind, request):
+    """A recovery that cannot reach the checkpoint store must wait for it, not discard
+    the checkpoints and restart from scratch (or from an older checkpoint)."""
+    if kind == "hdfs":
+        server = request.getfixturevalue("webhdfs_server")
+        uri = f"hdfs://127.0.0.1:{server.port}/jstorm/ckpt"
+    else:
+        server = request.getfixturevalue("hbase_server")
+        uri = f"hbase://127.0.0.1:{server.port}/jstorm_ckpt"
+    per_key = 2500
+    out = tmp_path / "out"
+    with LocalCluster() as cluster:
+        handle = cluster.submit(linear(out, KEYS, per_key, rate=5000), config(uri))
+        wait_for(lambda: len(checkpoints(handle, "completed")) >= 2, 60, "two checkpoints")
+        server.stop()
+        try:
+            gen = handle.status()["generation"]
+            os.kill(handle.workers()[1].pid, signal.SIGKILL)
+            log = handle.run_dir / "logs" / "master.log"
+            wait_for(lambda: "unreachable" in log.read_text() and
+                     handle.status()["generation"] > gen, 60,
+                     "a recovery attempt that finds the backend unreachable")
+            assert handle.status()["state"] == "recovering"
+        finally:
+            server.start()
+        final = handle.wait(timeout=90)
+    assert final["state"] == "drained"
+    restored = [r["checkpoint"] for r in final["recoveries"] if r["generation"] > gen]
+    assert restored and restored[0] is not None, final["recoveries"]
+    problems = check_keyed_sums(out, KEYS, per_key)
+    assert not problems, problems
