@@ -69,7 +69,7 @@ def _outage_run(tmp_path: Path, backend: str, break_backend: Callable[[], None],
     """Run linear; break the backend after two completed checkpoints; expect failed
     checkpoints with a clear error while the job keeps running; repair; expect completed
     checkpoints again and exactly-once output."""
-    per_key = 3000
+    per_key = 2000
     out = tmp_path / "out"
     with LocalCluster() as cluster:
         handle = cluster.submit(linear(out, KEYS, per_key, rate=5000), config(backend))
@@ -180,7 +180,7 @@ def test_corrupt_snapshot_falls_back_to_previous_checkpoint(tmp_path):
 
 
 def test_rollback_keeps_exactly_once(tmp_path):
-    per_key = 2500
+    per_key = 2000
     out = tmp_path / "out"
     with LocalCluster() as cluster:
         handle = cluster.submit(linear(out, KEYS, per_key, rate=5000),
@@ -239,10 +239,10 @@ def test_at_least_once_under_kills_never_loses(tmp_path):
 
 
 def test_resume_continues_from_last_checkpoint(tmp_path):
-    per_key = 3000
+    per_key = 2000
     out = tmp_path / "out"
     backend = f"file://{tmp_path / 'ckpt'}"
-    topo = linear(out, KEYS, per_key, rate=4000)
+    topo = linear(out, KEYS, per_key, rate=5000)
     with LocalCluster() as cluster:
         handle = cluster.submit(topo, config(backend), resume=False)
         wait_for(lambda: len(checkpoints(handle, "completed")) >= 2, 60, "two checkpoints")
@@ -272,7 +272,7 @@ def test_worker_killed_while_backend_unreachable(tmp_path, kind, request):
     else:
         server = request.getfixturevalue("hbase_server")
         uri = f"hbase://127.0.0.1:{server.port}/jstorm_ckpt"
-    per_key = 2500
+    per_key = 1500
     out = tmp_path / "out"
     with LocalCluster() as cluster:
         handle = cluster.submit(linear(out, KEYS, per_key, rate=5000), config(uri))
