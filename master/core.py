@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jstormpy.config import Config
-from jstormpy.errors import BackendError, JStormError
+from jstormpy.errors import BackendError, CorruptSnapshotError, JStormError, SnapshotNotFoundError
 from jstormpy.faults import fault_point
 from jstormpy.master.backpressure import BackpressureCoordinator
 from jstormpy.master.metrics import MetricsStore
@@ -24,6 +24,12 @@ from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.state_backends import StateBackend
 
 log = logging.getLogger("jstormpy.master")
+
+LATEST = -1
+"""Recovery target meaning "the newest usable completed checkpoint", resolved (by listing
+the backend) when the workers are prepared, so an unreachable backend delays the recovery
+instead of making it start from scratch."""
+PREPARE_RETRY_S = 1.0
 
 
 @dataclass
@@ -85,6 +91,12 @@ class MasterCore:
         self.generation = 0
         self.target_checkpoint: int | None = None
         self.bad_checkpoints: set[int] = set()
+        # highest checkpoint id known to have completed: ids handed out after a recovery
+        # stay above it, so a fallback/rollback to an older checkpoint never reuses the id
+        # of a transaction a sink may already have committed
+        self.id_floor = 0
+        self.prepared_base = 0
+        self.retry_prepare_at: float | None = None
         self.ready: set[int] = set()
         self.next_checkpoint_id = 1
         self.inflight: dict[int, PendingCheckpoint] = {}
@@ -160,7 +172,7 @@ class MasterCore:
                 self._prepare_partial(session)
                 return
             if self.state == "starting":
-                target = self._choose_checkpoint() if self.resume else None
+                target = LATEST if self.resume else None
                 self._begin_generation("start" if not self.resume else "resume", target,
                                        count_restart=False)
             elif self.state == "recovering":
@@ -205,18 +217,16 @@ class MasterCore:
 
     # -- generations and recovery --------------------------------------------------------------
     def _choose_checkpoint(self) -> int | None:
-        try:
-            done = [c for c in self.backend.list_completed() if c not in self.bad_checkpoints]
-        except BackendError as exc:
-            log.error("cannot list checkpoints: %s", exc)
-            done = []
+        """The newest usable completed checkpoint (BackendError if the backend cannot be
+        listed: "none" would silently mean "restart from scratch")."""
+        listed = self.backend.list_completed()
+        self.id_floor = max([self.id_floor, *listed])
+        done = [c for c in listed if c not in self.bad_checkpoints]
         return done[-1] if done else None
 
     def _begin_recovery(self, reason: str, target: int | None = None,
                         count_restart: bool = True) -> None:
-        if target is None:
-            target = self._choose_checkpoint()
-        self._begin_generation(reason, target, count_restart)
+        self._begin_generation(reason, LATEST if target is None else target, count_restart)
 
     def _begin_generation(self, reason: str, target: int | None, count_restart: bool) -> None:
         if count_restart:
@@ -242,6 +252,7 @@ class MasterCore:
         self.recovery_started = time.monotonic()
         self.recovery_reason = reason
         log.info("generation %d: %s; restoring checkpoint %s", self.generation, reason,
+                 "the latest" if target == LATEST else
                  target if target is not None else "none (fresh state)")
         self._set_state("recovering")
         self._maybe_prepare_all()
@@ -250,25 +261,46 @@ class MasterCore:
         alive = self._alive()
         if len(alive) < self.config.workers:
             return
+        self.retry_prepare_at = None
         restores: dict[int, str] = {}
+        if self.target_checkpoint == LATEST and self.stateful:
+            try:
+                self.target_checkpoint = self._choose_checkpoint()
+            except BackendError as exc:
+                self._retry_prepare(f"cannot list checkpoints: {exc}")
+                return
+        elif self.target_checkpoint == LATEST:
+            self.target_checkpoint = None
         if self.target_checkpoint is not None:
             try:
                 meta = self.backend.read_metadata(self.target_checkpoint)
                 restores = {int(t): v["handle"] for t, v in meta["tasks"].items()}
-            except (BackendError, KeyError, ValueError) as exc:
+            except (CorruptSnapshotError, SnapshotNotFoundError, KeyError, ValueError) as exc:
                 log.error("checkpoint %s unusable (%s); falling back", self.target_checkpoint, exc)
                 self.bad_checkpoints.add(self.target_checkpoint)
                 self._begin_recovery(f"checkpoint {self.target_checkpoint} unusable",
                                      count_restart=False)
                 return
+            except BackendError as exc:  # unreachable: the checkpoint may be fine
+                self._retry_prepare(f"cannot read checkpoint {self.target_checkpoint}: {exc}")
+                return
         peers = self._peers()
+        # the id the tasks resume after (sinks open transaction base + 1); the restored state
+        # itself comes from the handles of target_checkpoint
+        base = max(self.target_checkpoint or 0, self.id_floor) if self.stateful else 0
+        self.prepared_base = base
         for s in alive:
             tasks = [t for t, w in self.plan.items() if w == s.worker_id]
             s.send(prepare=pb.Prepare(
-                generation=self.generation, checkpoint_id=self.target_checkpoint or 0,
+                generation=self.generation, checkpoint_id=base,
                 task_ids=tasks,
                 restores=[pb.TaskRestore(task_id=t, handle=restores.get(t, "")) for t in tasks],
                 peers=peers, task_workers=self.plan, partial=False))
+
+    def _retry_prepare(self, why: str) -> None:
+        log.error("recovery of generation %d waits for the state backend: %s; retrying in "
+                  "%.0f s", self.generation, why, PREPARE_RETRY_S)
+        self.retry_prepare_at = time.monotonic() + PREPARE_RETRY_S
 
     def on_ready(self, msg: Any) -> None:
         """A worker finished Prepare."""
@@ -302,7 +334,7 @@ class MasterCore:
                                         "reason": self.recovery_reason,
                                         "checkpoint": self.target_checkpoint,
                                         "time": time.time(), "duration_ms": round(took, 1)})
-                self.next_checkpoint_id = (self.target_checkpoint or 0) + 1 if self.stateful \
+                self.next_checkpoint_id = self.prepared_base + 1 if self.stateful \
                     else max(self.next_checkpoint_id, 1)
                 self.last_trigger = time.monotonic()
                 self._set_state("running")
@@ -422,6 +454,7 @@ class MasterCore:
             except BackendError as exc:
                 self._record(pending, "failed", f"metadata write failed: {exc}")
                 return
+            self.id_floor = max(self.id_floor, cid)
             fault_point("master_after_metadata", cid)
         entry = self._record(pending, "completed", size=size)
         self.last_completed = entry
@@ -463,6 +496,9 @@ class MasterCore:
                 if now - s.last_seen > timeout:
                     s.send(shutdown=pb.Shutdown(reason="heartbeat timeout"))
                     self.worker_lost(s, f"no heartbeat for {timeout:.1f} s")
+            if self.state == "recovering" and self.retry_prepare_at is not None \
+                    and now >= self.retry_prepare_at:
+                self._maybe_prepare_all()
             if self.state != "running":
                 return
             self.backpressure.evaluate(now)
@@ -495,6 +531,7 @@ class MasterCore:
             if not self.stateful:
                 raise JStormError("rollback needs checkpoints: the topology runs at_most_once")
             done = self.backend.list_completed()
+            self.id_floor = max([self.id_floor, *done])
             if checkpoint_id:
                 if checkpoint_id not in done:
                     raise JStormError(f"checkpoint {checkpoint_id} is not a completed checkpoint "
