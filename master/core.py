@@ -19,6 +19,7 @@ from jstormpy.config import Config
 from jstormpy.errors import BackendError, JStormError
 from jstormpy.faults import fault_point
 from jstormpy.master.metrics import MetricsStore
+from jstormpy.master.upgrade import UpgradeController
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.state_backends import StateBackend
 
@@ -112,6 +113,7 @@ class MasterCore:
                             "run (use resume to continue from them)", len(stale), backend.uri)
                 backend.delete_objects("chk-")
         self.resume = resume
+        self.upgrade = UpgradeController(self)  # gray release (master/upgrade.py)
 
     # -- helpers -------------------------------------------------------------------------------
     def _set_state(self, state: str) -> None:
@@ -152,6 +154,8 @@ class MasterCore:
             if self.state in ("killed", "drained", "failed"):
                 session.send(shutdown=pb.Shutdown(reason=f"topology is {self.state}"))
                 return
+            if self.upgrade.on_register(session):  # upgrade hook
+                return
             if self.state == "running" and not self.stateful:
                 self._prepare_partial(session)
                 return
@@ -174,6 +178,7 @@ class MasterCore:
     def _worker_failed(self, worker_id: int, reason: str) -> None:
         if self.state in ("killed", "drained", "failed"):
             return
+        self.upgrade.on_worker_failed(worker_id, reason)  # upgrade hook
         if not self.stateful:
             self.errors.append({"time": time.time(), "task": -1, "component": "",
                                 "message": reason, "traceback": "", "tuple": ""})
@@ -204,6 +209,7 @@ class MasterCore:
         self._begin_generation(reason, target, count_restart)
 
     def _begin_generation(self, reason: str, target: int | None, count_restart: bool) -> None:
+        self.upgrade.on_new_generation(reason)  # upgrade hook
         if count_restart:
             self.restarts += 1
             if self.restarts > self.config.max_restarts:
@@ -257,6 +263,8 @@ class MasterCore:
     def on_ready(self, msg: Any) -> None:
         """A worker finished Prepare."""
         with self.lock:
+            if self.upgrade.on_ready(msg):  # upgrade hook
+                return
             if getattr(self, "pending_partial_start", None) == msg.worker_id and \
                     msg.generation == self.generation and self.state == "running":
                 self.sessions[msg.worker_id].send(start=pb.Start(generation=self.generation))
@@ -328,7 +336,7 @@ class MasterCore:
     def trigger_checkpoint(self, force: bool = False) -> int | None:
         """Start a checkpoint now (if running and within the concurrency limit)."""
         with self.lock:
-            if self.state != "running":
+            if self.state != "running" or self.upgrade.holds_checkpoints():  # upgrade hook
                 return None
             if len(self.inflight) >= self.config.max_concurrent_checkpoints and not force:
                 return None
@@ -434,6 +442,7 @@ class MasterCore:
                 if now - s.last_seen > timeout:
                     s.send(shutdown=pb.Shutdown(reason="heartbeat timeout"))
                     self.worker_lost(s, f"no heartbeat for {timeout:.1f} s")
+            self.upgrade.tick(now)  # upgrade hook
             if self.state != "running":
                 return
             for cid, pending in list(self.inflight.items()):
@@ -516,4 +525,5 @@ class MasterCore:
                 "state_backend": self.backend.uri,
                 "components": self.descriptor["components"],
                 "plan": {str(t): w for t, w in self.plan.items()},
+                "upgrade": self.upgrade.status(),
             }
