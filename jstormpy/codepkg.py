@@ -119,7 +119,7 @@ class PackageStore:
             for label, info in self.versions.items():
                 if info["digest"] == digest and info["entry"] == entry:
                     return label
-            label = f"v{len(self.versions) + 2}"
+            label = f"v{max((int(v[1:]) for v in self.versions), default=1) + 1}"
             path = self.dir / f"{label}-{digest[:12]}.zip"
             path.write_bytes(data)
             self.versions[label] = {"digest": digest, "entry": entry, "file": path.name,
@@ -136,6 +136,14 @@ class PackageStore:
         if digest_of(data) != info["digest"]:
             raise JStormError(f"code package {label} is corrupt (digest mismatch)")
         return data, info["entry"], info["digest"]
+
+    def remove(self, label: str) -> None:
+        """Forget a version (a refused upload); it must not be in use."""
+        with self.lock:
+            info = self.versions.pop(label, None)
+            if info is not None:
+                (self.dir / info["file"]).unlink(missing_ok=True)
+                self._save()
 
     def set_info(self, label: str, key: str, value: Any) -> None:
         """Cache something about a version (e.g. its inspected description)."""

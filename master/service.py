@@ -168,8 +168,9 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
         cid = None
         while cid is None and time.monotonic() < deadline:
             cid = core.trigger_checkpoint(force=True)
-            if cid is None:
-                core.wait_state(("running",), 0.1)
+            if cid is None and core.wait_state(("running",), 0.1):
+                with core.lock:  # running but held (e.g. an upgrade switch): do not spin
+                    core.state_changed.wait(0.05)
         if cid is None:
             return pb.CheckpointReply(error=f"topology is {core.state}; no checkpoint taken")
         while time.monotonic() < deadline:

@@ -242,13 +242,22 @@ class UpgradeController:
             selected = self._select(workers, component, count,
                                     list(range(self.core.config.workers)))
         assert self.store is not None and self.run_dir is not None
+        known = set(self.store.versions)
         label = self.store.add(package, entry)
         if label == self.stable:
             raise JStormError(f"the package is the code already running ({label})")
-        new = self._info(label)       # runs user code, in a child process, without the lock
-        old = self._info(self.stable)
-        problems = check_compatible(old, new)
+        try:
+            new = self._info(label)   # runs user code, in a child process, without the lock
+            old = self._info(self.stable)
+            problems = check_compatible(old, new)
+        except JStormError:
+            if label not in known:
+                self.store.remove(label)
+            raise
         if problems:
+            if label not in known:
+                self.store.remove(label)
+                self.infos.pop(label, None)
             raise JStormError(f"the new code ({label}) is not compatible with the running "
                               f"topology ({self.stable}); nothing was changed:\n  - " +
                               "\n  - ".join(problems))

@@ -217,6 +217,7 @@ def test_incompatible_code_is_refused(tmp_path):
         st = handle.status()
         assert st["upgrade"]["phase"] == "idle"
         assert set(st["upgrade"]["versions"].values()) == {"v1"}
+        assert st["upgrade"]["packages"] == []  # refused code is not kept
         assert pids(handle) == before and st["generation"] == 1
         status = handle.wait(timeout=120)
         assert status["restarts"] == 0
