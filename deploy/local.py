@@ -26,6 +26,7 @@ from typing import Any
 import cloudpickle
 
 from jstormpy.client import MasterClient, Registration, jstorm_home
+from jstormpy.codepkg import UPGRADE_EXIT_CODE, build_package
 from jstormpy.config import Config
 from jstormpy.errors import ConfigError, JStormError, TopologyError
 from jstormpy.security import SECRET_ENV, new_secret
@@ -111,6 +112,18 @@ class TopologyHandle:
     def rollback(self, to: int | None = None) -> int:
         """Roll back to a completed checkpoint (latest if None); returns its id."""
         return self.client.rollback(to)[0]
+
+    def upgrade(self, code: str | None = None, action: str = "start", *,
+                workers: list[int] | tuple[int, ...] = (), component: str = "", n: int = 0,
+                entry: str = "", wait: bool = True, timeout_s: float = 180.0) -> dict[str, Any]:
+        """Gray release (docs/upgrade.md): ``action`` is start (with ``code``: a zip, a
+        directory or a .py file), continue, complete or rollback. With ``wait``, returns
+        once the switch is over; the upgrade state (``status()["upgrade"]``)."""
+        package = b""
+        if code is not None:
+            package, entry = build_package(code, entry)
+        state = self.client.upgrade(action, package, entry, workers, component, n)
+        return self.client.wait_upgrade(timeout_s) if wait else state
 
     def wait(self, timeout: float | None = None, poll_s: float = 0.05) -> dict[str, Any]:
         """Block until the topology is drained (every spout finished and all output
@@ -231,6 +244,10 @@ class _Supervisor:
                                       lambda wid=wid: self.start_worker(wid))
 
     def _restart(self, what: str, code: int, start: Any) -> None:
+        if code == UPGRADE_EXIT_CODE:  # told to restart on other code: not a failure
+            log.info("%s exited to switch code; restarting it", what)
+            start()
+            return
         self.restarts += 1
         if self.restarts > self.config.max_restarts:
             self.gave_up = f"{what} died (exit {code}) and max_restarts is exhausted"

@@ -6,6 +6,9 @@
     jstorm metrics NAME [--component C] [--watch]  metrics per component/worker/topology
     jstorm checkpoint NAME                         force a checkpoint
     jstorm rollback NAME [--to ID]                 roll back to a completed checkpoint
+    jstorm upgrade NAME --code PKG [--workers 1,3 | --component C | -n N]
+                   NAME --continue | --complete | --rollback | --status
+                                                   gray release (docs/upgrade.md)
     jstorm kill NAME                               stop a topology
     jstorm testing webhdfs|hbase ...               protocol test servers
 
@@ -199,6 +202,36 @@ def cmd_kill(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    """Gray release: start/continue/complete/roll back, printing progress."""
+    from jstormpy.codepkg import build_package
+
+    client = _client(args.name)
+    actions = [a for a in ("continue", "complete", "rollback", "status") if getattr(args, a)]
+    if len(actions) + bool(args.code) != 1:
+        raise JStormError("give --code PKG, or one of --continue/--complete/--rollback/--status")
+    action = actions[0] if actions else "start"
+    workers = [int(w) for w in args.workers.split(",") if w.strip()] if args.workers else []
+    package, entry = build_package(args.code, args.entry) if args.code else (b"", "")
+    state = client.upgrade(action, package, entry, workers, args.component or "", args.n)
+
+    def show(st: dict[str, Any]) -> None:
+        print(f"upgrade    {st['phase']:<10} batch={st['batch'] or '-'} "
+              f"target={st['target_version'] or '-'} stable={st['stable_version']}"
+              + (f" error: {st['error']}" if st.get("error") else ""), flush=True)
+
+    if action != "status":
+        state = client.wait_upgrade(args.timeout, on_progress=show)
+    else:
+        show(state)
+    versions = ", ".join(f"w{w}={v}" for w, v in state["versions"].items())
+    print(f"versions   {versions}")
+    if state.get("last_pause_ms") is not None:
+        print(f"last switch {state['last_switch_ms']} ms; untouched workers paused "
+              f"{state['last_pause_ms']} ms")
+    return 1 if state.get("error") and action != "status" else 0
+
+
 def cmd_testing(args: argparse.Namespace) -> int:
     module = importlib.import_module(f"jstormpy.testing.{args.server}")
     return int(module.main(args.rest) or 0)
@@ -240,6 +273,17 @@ def build_parser() -> argparse.ArgumentParser:
     rb.add_argument("name")
     rb.add_argument("--to", type=int, default=None)
     rb.set_defaults(func=cmd_rollback)
+    up = sub.add_parser("upgrade", help="gray release: switch workers to new code")
+    up.add_argument("name")
+    up.add_argument("--code", help="new code: a .zip, a directory or a topology .py file")
+    up.add_argument("--entry", default="", help="topology file inside the package")
+    up.add_argument("--workers", help="comma-separated worker ids, e.g. 1,3")
+    up.add_argument("--component", help="the workers hosting this component")
+    up.add_argument("-n", type=int, default=0, help="this many workers")
+    for flag in ("continue", "complete", "rollback", "status"):
+        up.add_argument(f"--{flag}", action="store_true")
+    up.add_argument("--timeout", type=float, default=180.0)
+    up.set_defaults(func=cmd_upgrade)
     t = sub.add_parser("testing", help="protocol test servers (webhdfs, hbase)")
     t.add_argument("server", choices=["webhdfs", "hbase"])
     t.add_argument("rest", nargs=argparse.REMAINDER)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,41 @@ class MasterClient:
         if not reply.ok:
             raise JStormError(f"rollback refused: {reply.error}")
         return int(reply.checkpoint_id), int(reply.generation)
+
+    def upgrade(self, action: str, package: bytes = b"", entry: str = "",
+                workers: list[int] | tuple[int, ...] = (), component: str = "",
+                count: int = 0) -> dict[str, Any]:
+        """Ask for an upgrade action (start/continue/complete/rollback/status); returns the
+        upgrade state. JStormError (with the reason) if refused."""
+        reply = self._call("Upgrade", pb.UpgradeRequest(
+            action=action, package=package, entry=entry, workers=list(workers),
+            component=component, count=count), timeout=180.0)
+        if not reply.ok:
+            raise JStormError(f"upgrade {action} refused: {reply.error}")
+        result: dict[str, Any] = json.loads(reply.state_json)
+        return result
+
+    def wait_upgrade(self, timeout_s: float = 180.0,
+                     on_progress: Any = None) -> dict[str, Any]:
+        """Wait until no switch is running; returns the upgrade state. ``on_progress(state)``
+        is called at every phase change."""
+        deadline = time.monotonic() + timeout_s
+        seen = None
+        while True:
+            try:
+                state: dict[str, Any] = self.status(timeout=5.0)["upgrade"]
+            except JStormError:
+                state = {"phase": "unreachable"}
+            key = (state.get("phase"), tuple(state.get("batch") or ()))
+            if key != seen and on_progress is not None:
+                on_progress(state)
+            seen = key
+            if state.get("phase") not in ("holding", "quiescing", "stopping", "restoring",
+                                          "unreachable"):
+                return state
+            if time.monotonic() > deadline:
+                raise JStormError(f"upgrade still {state.get('phase')} after {timeout_s} s")
+            time.sleep(0.05)
 
     def close(self) -> None:
         """Close the channel."""

@@ -41,7 +41,8 @@ class Tuple:
     def get(self, key: str, default: Any = None) -> Any:
         """The value of field ``key``, or ``default`` if the stream has no such field."""
         pos = self._index.get(key)
-        return default if pos is None else self.values[pos]
+        # a shorter tuple comes from an older code version during a gray release
+        return default if pos is None or pos >= len(self.values) else self.values[pos]
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -50,7 +51,8 @@ class Tuple:
 
     def as_dict(self) -> dict[str, Any]:
         """Field name → value."""
-        return {name: self.values[pos] for name, pos in self._index.items()}
+        n = len(self.values)  # a shorter tuple: sent by an older version (gray release)
+        return {name: self.values[pos] for name, pos in self._index.items() if pos < n}
 
     def __len__(self) -> int:
         return len(self.values)

@@ -60,6 +60,10 @@ class Config:
     """A throttle command expires unless renewed within this time."""
     max_restarts: int = 100
     """Recoveries allowed before the topology is failed."""
+    upgrade_expiry_ms: int = 1_800_000
+    """An upgrade left partly done (no continue/complete/rollback) this long is rolled back."""
+    upgrade_step_timeout_ms: int = 120_000
+    """One switch step (quiesce, restart, restore) longer than this aborts the upgrade."""
     host: str = "127.0.0.1"
     """Address workers and the TM bind to and advertise."""
     log_level: str = "INFO"
@@ -99,7 +103,8 @@ class Config:
         for name in ("workers", "checkpoint_interval_ms", "checkpoint_timeout_ms",
                      "max_concurrent_checkpoints", "checkpoints_retained", "batch_size",
                      "queue_capacity", "send_buffer_bytes", "max_frame_bytes",
-                     "heartbeat_interval_ms", "worker_timeout_ms", "throttle_lease_ms"):
+                     "heartbeat_interval_ms", "worker_timeout_ms", "throttle_lease_ms",
+                     "upgrade_expiry_ms", "upgrade_step_timeout_ms"):
             value = getattr(self, name)
             need(isinstance(value, int) and not isinstance(value, bool), name, "must be an int")
             need(value >= 1, name, "must be >= 1")

@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     descriptor = json.loads(descriptor_json)
     backend = open_backend(config.state_backend)
     core = MasterCore(descriptor["name"], config, descriptor, backend, resume=args.resume)
+    core.upgrade.attach_run_dir(run_dir)  # code packages for gray release
     stop = threading.Event()
     service = TopologyMasterService(core, (run_dir / "topology.pkl").read_bytes(),
                                     json.dumps(config.to_dict()), descriptor_json, stop.set)

@@ -20,6 +20,7 @@ from jstormpy.errors import BackendError, CorruptSnapshotError, JStormError, Sna
 from jstormpy.faults import fault_point
 from jstormpy.master.backpressure import BackpressureCoordinator
 from jstormpy.master.metrics import MetricsStore
+from jstormpy.master.upgrade import UpgradeController
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.state_backends import StateBackend
 
@@ -128,6 +129,7 @@ class MasterCore:
                             "run (use resume to continue from them)", len(stale), backend.uri)
                 backend.delete_objects("chk-")
         self.resume = resume
+        self.upgrade = UpgradeController(self)  # gray release (master/upgrade.py)
 
     # -- helpers -------------------------------------------------------------------------------
     def _set_state(self, state: str) -> None:
@@ -168,6 +170,8 @@ class MasterCore:
             if self.state in ("killed", "drained", "failed"):
                 session.send(shutdown=pb.Shutdown(reason=f"topology is {self.state}"))
                 return
+            if self.upgrade.on_register(session):  # upgrade hook
+                return
             if self.state == "running" and not self.stateful:
                 self._prepare_partial(session)
                 return
@@ -190,6 +194,7 @@ class MasterCore:
     def _worker_failed(self, worker_id: int, reason: str) -> None:
         if self.state in ("killed", "drained", "failed"):
             return
+        self.upgrade.on_worker_failed(worker_id, reason)  # upgrade hook
         if not self.stateful:
             self.errors.append({"time": time.time(), "task": -1, "component": "",
                                 "message": reason, "traceback": "", "tuple": ""})
@@ -229,6 +234,7 @@ class MasterCore:
         self._begin_generation(reason, LATEST if target is None else target, count_restart)
 
     def _begin_generation(self, reason: str, target: int | None, count_restart: bool) -> None:
+        self.upgrade.on_new_generation(reason)  # upgrade hook
         if count_restart:
             self.restarts += 1
             if self.restarts > self.config.max_restarts:
@@ -305,6 +311,8 @@ class MasterCore:
     def on_ready(self, msg: Any) -> None:
         """A worker finished Prepare."""
         with self.lock:
+            if self.upgrade.on_ready(msg):  # upgrade hook
+                return
             if getattr(self, "pending_partial_start", None) == msg.worker_id and \
                     msg.generation == self.generation and self.state == "running":
                 self.sessions[msg.worker_id].send(start=pb.Start(generation=self.generation))
@@ -387,7 +395,7 @@ class MasterCore:
     def trigger_checkpoint(self, force: bool = False) -> int | None:
         """Start a checkpoint now (if running and within the concurrency limit)."""
         with self.lock:
-            if self.state != "running":
+            if self.state != "running" or self.upgrade.holds_checkpoints():  # upgrade hook
                 return None
             if len(self._alive()) < self.config.workers or self.pending_partial_start is not None:
                 return None  # at_most_once with a worker being respawned: it could not ack
@@ -499,6 +507,7 @@ class MasterCore:
             if self.state == "recovering" and self.retry_prepare_at is not None \
                     and now >= self.retry_prepare_at:
                 self._maybe_prepare_all()
+            self.upgrade.tick(now)  # upgrade hook
             if self.state != "running":
                 return
             self.backpressure.evaluate(now)
@@ -584,4 +593,5 @@ class MasterCore:
                 "backpressure": self.backpressure.status(),
                 "components": self.descriptor["components"],
                 "plan": {str(t): w for t, w in self.plan.items()},
+                "upgrade": self.upgrade.status(),
             }

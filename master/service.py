@@ -124,8 +124,24 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
             core.on_sink_committed(msg.sink_committed)
 
     def GetTopology(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return pb.TopologyBlob(topology=self.topology_blob, config_json=self.config_json,
-                               name=self.core.name, descriptor_json=self.descriptor_json)
+        # the code version assigned to this worker (gray release: master/upgrade.py)
+        version, package, entry, digest = self.core.upgrade.package_for(request.worker_id)
+        return pb.TopologyBlob(topology=self.topology_blob if not package else b"",
+                               config_json=self.config_json,
+                               name=self.core.name, descriptor_json=self.descriptor_json,
+                               code_version=version, package=package, entry=entry,
+                               digest=digest)
+
+    def Upgrade(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        try:
+            state = self.core.upgrade.request(
+                request.action, package=request.package, entry=request.entry,
+                workers=list(request.workers), component=request.component,
+                count=request.count)
+        except JStormError as exc:
+            return pb.UpgradeReply(ok=False, error=str(exc),
+                                   state_json=json.dumps(self.core.upgrade.status()))
+        return pb.UpgradeReply(ok=True, state_json=json.dumps(state, default=str))
 
     def Status(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         return pb.StatusReply(json=json.dumps(self.core.status(), default=str))
@@ -137,6 +153,8 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
                 str(s.worker_id): {"rss_bytes": s.rss_bytes, "cpu_percent": s.cpu_percent,
                                    "alive": s.alive}
                 for s in self.core.sessions.values()}
+            up = self.core.upgrade.status()
+            snap["upgrade"] = {k: up[k] for k in ("phase", "last_pause_ms", "last_switch_ms")}
         return pb.MetricsReply(json=json.dumps(snap, default=str))
 
     def Kill(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
@@ -150,8 +168,9 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
         cid = None
         while cid is None and time.monotonic() < deadline:
             cid = core.trigger_checkpoint(force=True)
-            if cid is None:
-                core.wait_state(("running",), 0.1)
+            if cid is None and core.wait_state(("running",), 0.1):
+                with core.lock:  # running but held (e.g. an upgrade switch): do not spin
+                    core.state_changed.wait(0.05)
         if cid is None:
             return pb.CheckpointReply(error=f"topology is {core.state}; no checkpoint taken")
         while time.monotonic() < deadline:

@@ -157,7 +157,7 @@ class SinkCommitted(_message.Message):
     def __init__(self, checkpoint_id: _Optional[int] = ..., task_id: _Optional[int] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class MasterMessage(_message.Message):
-    __slots__ = ("prepare", "start", "trigger", "complete", "abort", "peers", "shutdown", "throttle")
+    __slots__ = ("prepare", "start", "trigger", "complete", "abort", "peers", "shutdown", "throttle", "resume")
     PREPARE_FIELD_NUMBER: _ClassVar[int]
     START_FIELD_NUMBER: _ClassVar[int]
     TRIGGER_FIELD_NUMBER: _ClassVar[int]
@@ -166,6 +166,7 @@ class MasterMessage(_message.Message):
     PEERS_FIELD_NUMBER: _ClassVar[int]
     SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     THROTTLE_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FIELD_NUMBER: _ClassVar[int]
     prepare: Prepare
     start: Start
     trigger: TriggerCheckpoint
@@ -174,7 +175,8 @@ class MasterMessage(_message.Message):
     peers: Peers
     shutdown: Shutdown
     throttle: Throttle
-    def __init__(self, prepare: _Optional[_Union[Prepare, _Mapping]] = ..., start: _Optional[_Union[Start, _Mapping]] = ..., trigger: _Optional[_Union[TriggerCheckpoint, _Mapping]] = ..., complete: _Optional[_Union[CompleteCheckpoint, _Mapping]] = ..., abort: _Optional[_Union[AbortCheckpoint, _Mapping]] = ..., peers: _Optional[_Union[Peers, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., throttle: _Optional[_Union[Throttle, _Mapping]] = ...) -> None: ...
+    resume: ResumeSpouts
+    def __init__(self, prepare: _Optional[_Union[Prepare, _Mapping]] = ..., start: _Optional[_Union[Start, _Mapping]] = ..., trigger: _Optional[_Union[TriggerCheckpoint, _Mapping]] = ..., complete: _Optional[_Union[CompleteCheckpoint, _Mapping]] = ..., abort: _Optional[_Union[AbortCheckpoint, _Mapping]] = ..., peers: _Optional[_Union[Peers, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., throttle: _Optional[_Union[Throttle, _Mapping]] = ..., resume: _Optional[_Union[ResumeSpouts, _Mapping]] = ...) -> None: ...
 
 class WorkerAddress(_message.Message):
     __slots__ = ("worker_id", "host", "port")
@@ -226,12 +228,20 @@ class Start(_message.Message):
     def __init__(self, generation: _Optional[int] = ...) -> None: ...
 
 class TriggerCheckpoint(_message.Message):
-    __slots__ = ("checkpoint_id", "generation")
+    __slots__ = ("checkpoint_id", "generation", "pause")
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_FIELD_NUMBER: _ClassVar[int]
     checkpoint_id: int
     generation: int
-    def __init__(self, checkpoint_id: _Optional[int] = ..., generation: _Optional[int] = ...) -> None: ...
+    pause: bool
+    def __init__(self, checkpoint_id: _Optional[int] = ..., generation: _Optional[int] = ..., pause: _Optional[bool] = ...) -> None: ...
+
+class ResumeSpouts(_message.Message):
+    __slots__ = ("generation",)
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    def __init__(self, generation: _Optional[int] = ...) -> None: ...
 
 class CompleteCheckpoint(_message.Message):
     __slots__ = ("checkpoint_id", "generation")
@@ -260,10 +270,12 @@ class Peers(_message.Message):
     def __init__(self, peers: _Optional[_Iterable[_Union[WorkerAddress, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class Shutdown(_message.Message):
-    __slots__ = ("reason",)
+    __slots__ = ("reason", "exit_code")
     REASON_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     reason: str
-    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+    exit_code: int
+    def __init__(self, reason: _Optional[str] = ..., exit_code: _Optional[int] = ...) -> None: ...
 
 class Throttle(_message.Message):
     __slots__ = ("spout_tasks", "lease_ms", "release")
@@ -282,16 +294,24 @@ class TopologyRequest(_message.Message):
     def __init__(self, worker_id: _Optional[int] = ...) -> None: ...
 
 class TopologyBlob(_message.Message):
-    __slots__ = ("topology", "config_json", "name", "descriptor_json")
+    __slots__ = ("topology", "config_json", "name", "descriptor_json", "code_version", "package", "entry", "digest")
     TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
     CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTOR_JSON_FIELD_NUMBER: _ClassVar[int]
+    CODE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PACKAGE_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
     topology: bytes
     config_json: str
     name: str
     descriptor_json: str
-    def __init__(self, topology: _Optional[bytes] = ..., config_json: _Optional[str] = ..., name: _Optional[str] = ..., descriptor_json: _Optional[str] = ...) -> None: ...
+    code_version: str
+    package: bytes
+    entry: str
+    digest: str
+    def __init__(self, topology: _Optional[bytes] = ..., config_json: _Optional[str] = ..., name: _Optional[str] = ..., descriptor_json: _Optional[str] = ..., code_version: _Optional[str] = ..., package: _Optional[bytes] = ..., entry: _Optional[str] = ..., digest: _Optional[str] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()
@@ -360,3 +380,29 @@ class RollbackReply(_message.Message):
     generation: int
     error: str
     def __init__(self, ok: _Optional[bool] = ..., checkpoint_id: _Optional[int] = ..., generation: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+
+class UpgradeRequest(_message.Message):
+    __slots__ = ("action", "package", "entry", "workers", "component", "count")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    PACKAGE_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    COMPONENT_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    package: bytes
+    entry: str
+    workers: _containers.RepeatedScalarFieldContainer[int]
+    component: str
+    count: int
+    def __init__(self, action: _Optional[str] = ..., package: _Optional[bytes] = ..., entry: _Optional[str] = ..., workers: _Optional[_Iterable[int]] = ..., component: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class UpgradeReply(_message.Message):
+    __slots__ = ("ok", "error", "state_json")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    STATE_JSON_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    error: str
+    state_json: str
+    def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., state_json: _Optional[str] = ...) -> None: ...

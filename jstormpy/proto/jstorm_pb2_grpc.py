@@ -69,6 +69,11 @@ class TopologyMasterStub:
                 request_serializer=jstorm__pb2.RollbackRequest.SerializeToString,
                 response_deserializer=jstorm__pb2.RollbackReply.FromString,
                 _registered_method=True)
+        self.Upgrade = channel.unary_unary(
+                '/jstormpy.TopologyMaster/Upgrade',
+                request_serializer=jstorm__pb2.UpgradeRequest.SerializeToString,
+                response_deserializer=jstorm__pb2.UpgradeReply.FromString,
+                _registered_method=True)
 
 
 class TopologyMasterServicer:
@@ -118,6 +123,13 @@ class TopologyMasterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Upgrade(self, request, context):
+        """Gray release: start / continue / complete / roll back a code upgrade (docs/upgrade.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TopologyMasterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -155,6 +167,11 @@ def add_TopologyMasterServicer_to_server(servicer, server):
                     servicer.Rollback,
                     request_deserializer=jstorm__pb2.RollbackRequest.FromString,
                     response_serializer=jstorm__pb2.RollbackReply.SerializeToString,
+            ),
+            'Upgrade': grpc.unary_unary_rpc_method_handler(
+                    servicer.Upgrade,
+                    request_deserializer=jstorm__pb2.UpgradeRequest.FromString,
+                    response_serializer=jstorm__pb2.UpgradeReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -346,6 +363,33 @@ class TopologyMaster:
             '/jstormpy.TopologyMaster/Rollback',
             jstorm__pb2.RollbackRequest.SerializeToString,
             jstorm__pb2.RollbackReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Upgrade(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jstormpy.TopologyMaster/Upgrade',
+            jstorm__pb2.UpgradeRequest.SerializeToString,
+            jstorm__pb2.UpgradeReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -109,6 +109,7 @@ class TaskExecutor:
         self.metrics = TaskMetricsCounters()
         self.thread: threading.Thread | None = None
         self.throttled_until = 0.0
+        self.paused = False  # gray release: stopped after a quiescent barrier until resumed
         restored = restored or {}
         self.eos_sent = bool(restored.get("eos_sent", False))
         self.eos_channels: set[int] = set(restored.get("eos_channels", ()))
@@ -191,6 +192,11 @@ class TaskExecutor:
                 self._complete(arg)
             elif name == "throttle":
                 self.throttled_until = arg
+            elif name == "trigger_pause":  # barrier, then emit nothing until "resume"
+                self._spout_checkpoint(arg)
+                self.paused = True
+            elif name == "resume":
+                self.paused = False
         if self.stopping:
             raise TaskStopped
 
@@ -210,7 +216,8 @@ class TaskExecutor:
     # -- snapshots ------------------------------------------------------------------------
     def _snapshot_bytes(self) -> bytes:
         comp = self.component
-        snap: dict[str, Any] = {"states": comp.__dict__.get("_jstorm_states", {})}
+        snap: dict[str, Any] = {"states": comp.__dict__.get("_jstorm_states", {}),
+                                "state_version": getattr(type(comp), "state_version", None)}
         custom = getattr(comp, "snapshot", None)
         if callable(custom):
             snap["custom"] = custom()
@@ -262,6 +269,10 @@ class TaskExecutor:
         while True:
             if self.ctrl or self.stopping:
                 self._process_ctrl()
+            if self.paused:
+                wake.wait(0.05)
+                wake.clear()
+                continue
             if comp.finished:
                 if not self.eos_sent:
                     coll.flush()

@@ -32,6 +32,7 @@ from typing import Any
 import cloudpickle
 import grpc
 
+from jstormpy.codepkg import migrate_snapshot
 from jstormpy.component import TopologyContext
 from jstormpy.config import Config
 from jstormpy.errors import CorruptSnapshotError, JStormError
@@ -108,7 +109,14 @@ class Worker(TaskHost):
                     raise SystemExit(f"worker {self.worker_id}: Topology Master at "
                                      f"{self.tm_address} unreachable: {exc.details()}") from exc
                 self.shutdown.wait(0.2)
-        self.topology = cloudpickle.loads(blob.topology)
+        if blob.package:  # gray release: this worker's assigned code package
+            from jstormpy.codepkg import load_package_topology
+
+            self.topology = load_package_topology(blob.package, blob.entry, blob.digest,
+                                                  blob.code_version)
+        else:
+            self.topology = cloudpickle.loads(blob.topology)
+        self.code_version = blob.code_version or self.code_version
         self.config = Config.from_dict(json.loads(blob.config_json))
         self.guarantee = self.config.guarantee
         assert self.topology is not None
@@ -309,6 +317,7 @@ class Worker(TaskHost):
                 output_fields=spec.streams, generation=self.generation)
             snap = snapshots.get(task_id)
             if snap is not None:
+                snap = migrate_snapshot(comp, snap)  # gray release: state_version changed
                 comp.__dict__["_jstorm_states"] = snap.get("states", {})
                 if "custom" in snap and callable(getattr(comp, "restore", None)):
                     comp.restore(snap["custom"])
@@ -453,9 +462,15 @@ class Worker(TaskHost):
                 self.start_tasks()
         elif body == "trigger":
             if msg.trigger.generation == self.generation:
+                cmd = "trigger_pause" if msg.trigger.pause else "trigger"  # pause: upgrade
                 for ex in self.executors.values():
                     if ex.kind == "spout":
-                        ex.command("trigger", msg.trigger.checkpoint_id)
+                        ex.command(cmd, msg.trigger.checkpoint_id)
+        elif body == "resume":  # gray release: end of a quiescent pause
+            if msg.resume.generation == self.generation:
+                for ex in self.executors.values():
+                    if ex.kind == "spout":
+                        ex.command("resume", None)
         elif body == "complete":
             if msg.complete.generation == self.generation:
                 for ex in self.executors.values():
@@ -483,6 +498,7 @@ class Worker(TaskHost):
             # final metrics: without this, `metrics()` after a drain shows the counts of
             # the last periodic heartbeat, which may predate the end of the run
             self.outbox.put(self._heartbeat())
+            self.exit_code = msg.shutdown.exit_code or self.exit_code  # 75: restart (upgrade)
             self.shutdown.set()
 
 

@@ -1,0 +1,500 @@
+"""Gray release (hot upgrade) in the Topology Master (DESIGN §9, ``docs/upgrade.md``).
+
+One *switch* moves a batch of workers to a code version without touching the others:
+
+1. **hold** — no periodic checkpoint is triggered; wait until none is in flight;
+2. **quiesce** — trigger checkpoint ``n`` with ``pause``: every spout emits barrier ``n``
+   and then stops emitting. When ``n`` completes, every task has processed everything
+   before its barrier and nothing follows it, so no data is in flight anywhere;
+3. **stop** — the batch workers get ``Shutdown(exit_code=75)``; the launcher restarts
+   them; at start-up ``GetTopology(worker_id)`` hands each its newly assigned version;
+4. **restore** — a registered batch worker gets ``Prepare(partial=True)`` restoring its
+   tasks from ``n`` in the *current* generation; every worker gets ``Peers`` (new ports);
+   the untouched workers keep their processes, tasks, state and generation;
+5. **resume** — ``Start`` to the batch, then ``ResumeSpouts`` to everyone.
+
+The untouched workers are idle from 2 to 5: that pause is measured and reported.
+A switch that cannot finish (quiescent checkpoint fails, a worker dies or fails to
+prepare, the step times out) aborts: assignments go back to the stable version and a
+normal recovery (new generation, last completed checkpoint) brings every worker back,
+which is exactly-once by the ordinary recovery argument.
+
+Everything runs under ``core.lock``; ``tick()`` is called by ``MasterCore.tick``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jstormpy.codepkg import (
+    UPGRADE_EXIT_CODE,
+    PackageStore,
+    check_compatible,
+    inspect_topology,
+)
+from jstormpy.errors import BackendError, JStormError
+from jstormpy.proto import jstorm_pb2 as pb
+
+if TYPE_CHECKING:
+    from jstormpy.master.core import MasterCore, WorkerSession
+
+log = logging.getLogger("jstormpy.master.upgrade")
+
+STABLE = "v1"
+SWITCHING = ("holding", "quiescing", "stopping", "restoring")
+ACTIVE = ("upgrading", *SWITCHING)  # "upgrading": some workers switched, waiting for the user
+
+
+class UpgradeController:
+    """The upgrade state machine of one topology."""
+
+    def __init__(self, core: MasterCore) -> None:
+        self.core = core
+        self.run_dir: Path | None = None
+        self.store: PackageStore | None = None
+        self.stable = STABLE               # version every worker runs outside an upgrade
+        self.target: str | None = None     # version being rolled out
+        self.assigned: dict[int, str] = {}  # worker -> version (absent = stable)
+        self.phase = "idle"
+        self.kind = ""                     # upgrade | complete | rollback
+        self.batch: list[int] = []
+        self.batch_size = 0
+        self.batch_version = ""
+        self.checkpoint_id: int | None = None
+        self.registered: set[int] = set()
+        self.ready: set[int] = set()
+        self.t_start = 0.0
+        self.t_pause = 0.0
+        self.t_step = 0.0
+        self.marks: dict[str, float] = {}
+        self.started_at = 0.0              # of the whole upgrade (for the expiry)
+        self.error = ""
+        self.switches: list[dict[str, Any]] = []
+        self.infos: dict[str, dict[str, Any]] = {}
+
+    # -- set-up and persistence -----------------------------------------------------------
+    def attach_run_dir(self, run_dir: str | Path) -> None:
+        """Where packages and the assignment live (called by the TM's main)."""
+        self.run_dir = Path(run_dir)
+        self.store = PackageStore(self.run_dir)
+        state = self.run_dir / "code" / "assignment.json"
+        if state.exists() and self.core.resume:
+            data = json.loads(state.read_text())
+            self.stable = data.get("stable", STABLE)
+            self.target = data.get("target")
+            self.assigned = {int(k): v for k, v in data.get("assigned", {}).items()}
+            if any(v != self.stable for v in self.assigned.values()):
+                self.phase = "upgrading"
+                self.started_at = time.monotonic()
+
+    def _persist(self) -> None:
+        if self.run_dir is None:
+            return
+        path = self.run_dir / "code" / "assignment.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"stable": self.stable, "target": self.target,
+                                   "assigned": {str(k): v for k, v in self.assigned.items()}}))
+        tmp.replace(path)
+
+    def version_of(self, worker_id: int) -> str:
+        """The code version ``worker_id`` must run."""
+        return self.assigned.get(worker_id, self.stable)
+
+    def package_for(self, worker_id: int) -> tuple[str, bytes, str, str]:
+        """(version, zip, entry, digest) for GetTopology; empty zip for v1."""
+        with self.core.lock:
+            version = self.version_of(worker_id)
+        got = self.store.get(version) if self.store is not None else None
+        if got is None:
+            return version, b"", "", ""
+        return version, *got
+
+    # -- hooks called by MasterCore (under core.lock) --------------------------------------
+    def holds_checkpoints(self) -> bool:
+        """Periodic checkpoints are held while a switch runs."""
+        return self.phase in SWITCHING
+
+    def on_register(self, session: WorkerSession) -> bool:
+        """A worker registered. True = handled here (the core does nothing more)."""
+        wid = session.worker_id
+        want = self.version_of(wid)
+        if self.store is not None and session.code_version != want:
+            log.warning("worker %d registered with code %s but is assigned %s: restarting it",
+                        wid, session.code_version, want)
+            self._restart(session, f"assigned code version {want}")
+            return True
+        if self.phase == "stopping" and wid in self.batch and self.core.state == "running":
+            self.registered.add(wid)
+            if self.registered >= set(self.batch):
+                self._restore_batch()
+            return True
+        return False
+
+    def on_worker_failed(self, worker_id: int, reason: str) -> None:
+        """A worker died or stopped heartbeating (the core then starts a recovery)."""
+        if self.phase not in ACTIVE:
+            return
+        upgraded = self.version_of(worker_id) != self.stable or worker_id in self.batch
+        if upgraded or self.phase in SWITCHING:
+            self._abort(f"worker {worker_id} failed during the upgrade ({reason})",
+                        revert_all=upgraded)
+
+    def on_new_generation(self, reason: str) -> None:
+        """The core starts a recovery: a switch in progress cannot go on."""
+        if self.phase in SWITCHING:
+            self._abort(f"recovery during the switch: {reason}", revert_all=False)
+
+    def on_ready(self, msg: Any) -> bool:
+        """A worker answered Prepare. True = it was one of ours."""
+        if self.phase != "restoring" or msg.worker_id not in self.batch \
+                or msg.generation != self.core.generation:
+            return False
+        if not msg.ok:
+            self._abort(f"worker {msg.worker_id} failed to prepare on {self.batch_version}: "
+                        f"{msg.error}", revert_all=True, recover=True)
+            return True
+        self.ready.add(msg.worker_id)
+        if self.ready >= set(self.batch):
+            self._resume()
+        return True
+
+    def tick(self, now: float) -> None:
+        """Drive the switch: quiesce, watch the checkpoint, time-outs, expiry."""
+        core = self.core
+        if self.phase in SWITCHING and core.state == "running":
+            limit = core.config.upgrade_step_timeout_ms / 1000.0
+            if now - self.t_step > limit:
+                self._abort(f"upgrade step {self.phase!r} took longer than "
+                            f"upgrade_step_timeout_ms={core.config.upgrade_step_timeout_ms}",
+                            revert_all=True, recover=True)
+                return
+        if self.phase == "holding" and core.state == "running" and not core.inflight:
+            self._quiesce()
+        elif self.phase == "quiescing":
+            self._watch_checkpoint()
+        elif self.phase == "upgrading" and core.state == "running":
+            if now - self.started_at > core.config.upgrade_expiry_ms / 1000.0:
+                log.warning("upgrade to %s abandoned for %.0f s: rolling back", self.target,
+                            now - self.started_at)
+                self.error = "upgrade expired (upgrade_expiry_ms): rolled back"
+                self._begin("rollback", self._upgraded_workers(), self.stable)
+
+    # -- user actions (gRPC) ---------------------------------------------------------------------
+    def request(self, action: str, package: bytes = b"", entry: str = "",
+                workers: list[int] | None = None, component: str = "",
+                count: int = 0) -> dict[str, Any]:
+        """Start / continue / complete / roll back; returns the status. JStormError = refused."""
+        if action == "status":
+            return self.status()
+        if action == "start":
+            return self._start(package, entry, workers or [], component, count)
+        with self.core.lock:
+            self._check_can_act()
+            if self.phase != "upgrading":
+                raise JStormError(f"no upgrade in progress (phase {self.phase})")
+            if action == "continue":
+                pending = [w for w in range(self.core.config.workers)
+                           if self.version_of(w) != self.target]
+                batch = self._select(workers or [], component, count, pending) \
+                    if (workers or component or count) else pending[:max(self.batch_size, 1)]
+                batch = [w for w in batch if w in pending]
+                if not batch:
+                    raise JStormError("every selected worker already runs "
+                                      f"{self.target}; use --complete")
+                assert self.target is not None
+                self._begin("upgrade", batch, self.target)
+            elif action == "complete":
+                assert self.target is not None
+                pending = [w for w in range(self.core.config.workers)
+                           if self.version_of(w) != self.target]
+                if pending:
+                    self._begin("complete", pending, self.target)
+                else:
+                    self._finish_complete()
+            elif action == "rollback":
+                self.error = ""
+                self._begin("rollback", self._upgraded_workers(), self.stable)
+            else:
+                raise JStormError(f"unknown upgrade action {action!r}")
+            return self.status()
+
+    def _check_can_act(self) -> None:
+        if self.core.state != "running":
+            raise JStormError(f"the topology is {self.core.state}; try again when running")
+        if self.phase in SWITCHING:
+            raise JStormError(f"a switch is in progress ({self.phase}); wait for it")
+        if self.store is None:
+            raise JStormError("this Topology Master has no run directory for code packages")
+
+    def _start(self, package: bytes, entry: str, workers: list[int], component: str,
+               count: int) -> dict[str, Any]:
+        with self.core.lock:
+            self._check_can_act()
+            if self.phase == "upgrading":
+                raise JStormError(f"an upgrade to {self.target} is in progress: continue, "
+                                  "complete or roll it back first")
+            if not package:
+                raise JStormError("upgrade start needs a code package")
+            selected = self._select(workers, component, count,
+                                    list(range(self.core.config.workers)))
+        assert self.store is not None and self.run_dir is not None
+        known = set(self.store.versions)
+        label = self.store.add(package, entry)
+        if label == self.stable:
+            raise JStormError(f"the package is the code already running ({label})")
+        try:
+            new = self._info(label)   # runs user code, in a child process, without the lock
+            old = self._info(self.stable)
+            problems = check_compatible(old, new)
+        except JStormError:
+            if label not in known:
+                self.store.remove(label)
+            raise
+        if problems:
+            if label not in known:
+                self.store.remove(label)
+                self.infos.pop(label, None)
+            raise JStormError(f"the new code ({label}) is not compatible with the running "
+                              f"topology ({self.stable}); nothing was changed:\n  - " +
+                              "\n  - ".join(problems))
+        with self.core.lock:
+            self._check_can_act()
+            if self.phase == "upgrading":
+                raise JStormError("another upgrade started meanwhile")
+            self.target = label
+            self.error = ""
+            self.started_at = time.monotonic()
+            self.batch_size = len(selected)
+            self._begin("upgrade", selected, label)
+            return self.status()
+
+    def _info(self, label: str) -> dict[str, Any]:
+        if label in self.infos:
+            return self.infos[label]
+        assert self.store is not None and self.run_dir is not None
+        if label == STABLE:
+            info = inspect_topology(pickle_path=str(self.run_dir / "topology.pkl"))
+        else:
+            meta = self.store.versions[label]
+            info = inspect_topology(package=str(self.store.dir / meta["file"]),
+                                    entry=meta["entry"])
+        self.infos[label] = info
+        return info
+
+    def _select(self, workers: list[int], component: str, count: int,
+                candidates: list[int]) -> list[int]:
+        n = self.core.config.workers
+        if sum(bool(x) for x in (workers, component, count)) != 1:
+            raise JStormError("select the workers with exactly one of --workers, --component "
+                              "or -n")
+        if workers:
+            bad = [w for w in workers if not 0 <= w < n]
+            if bad:
+                raise JStormError(f"no worker(s) {bad}: worker ids are 0..{n - 1}")
+            return sorted(set(workers))
+        if component:
+            tasks = self.core.component_tasks.get(component)
+            if tasks is None:
+                raise JStormError(f"no component {component!r} (components: "
+                                  f"{', '.join(self.core.component_tasks)})")
+            hosts = {self.core.plan[t] for t in tasks}
+            return [w for w in candidates if w in hosts]
+        if count < 1:
+            raise JStormError("-n needs a number >= 1")
+        return candidates[:count]
+
+    def _upgraded_workers(self) -> list[int]:
+        return [w for w in range(self.core.config.workers) if self.version_of(w) != self.stable]
+
+    # -- the switch ------------------------------------------------------------------------------
+    def _begin(self, kind: str, batch: list[int], version: str) -> None:
+        now = time.monotonic()
+        self.kind = kind
+        self.batch = sorted(batch)
+        self.batch_version = version
+        self.registered = set()
+        self.ready = set()
+        self.checkpoint_id = None
+        self.t_start = self.t_step = now
+        self.marks = {"start": now}
+        if not self.batch:
+            self._finish_batch()
+            return
+        log.info("upgrade: %s workers %s to %s", kind, self.batch, version)
+        self.phase = "holding"
+        self.tick(now)
+
+    def _quiesce(self) -> None:
+        core = self.core
+        cid = core.next_checkpoint_id
+        core.next_checkpoint_id += 1
+        from jstormpy.master.core import PendingCheckpoint
+
+        now = time.monotonic()
+        core.inflight[cid] = PendingCheckpoint(cid, core.generation, now, time.time())
+        core.last_trigger = now
+        self.checkpoint_id = cid
+        self.t_pause = self.t_step = now
+        self.marks["pause"] = now
+        self.phase = "quiescing"
+        core._broadcast(trigger=pb.TriggerCheckpoint(checkpoint_id=cid,  # noqa: SLF001
+                                                     generation=core.generation, pause=True))
+
+    def _watch_checkpoint(self) -> None:
+        core = self.core
+        for entry in reversed(core.history):
+            if entry["id"] == self.checkpoint_id and entry["generation"] == core.generation:
+                if entry["status"] == "completed":
+                    self._stop_batch()
+                else:
+                    self._abort(f"quiescent checkpoint {self.checkpoint_id} {entry['status']}: "
+                                f"{entry['error']}", revert_all=False, resume=True)
+                return
+
+    def _stop_batch(self) -> None:
+        now = time.monotonic()
+        self.marks["quiesced"] = now
+        self.t_step = now
+        self.phase = "stopping"
+        for w in self.batch:
+            self.assigned[w] = self.batch_version
+        self._persist()
+        for w in self.batch:
+            s = self.core.sessions.get(w)
+            if s is not None and s.alive:
+                self._restart(s, f"switching to code {self.batch_version}")
+
+    def _restart(self, session: WorkerSession, reason: str) -> None:
+        session.alive = False  # its stream closing is expected: not a failure
+        session.send(shutdown=pb.Shutdown(reason=reason, exit_code=UPGRADE_EXIT_CODE))
+
+    def _restore_batch(self) -> None:
+        core = self.core
+        now = time.monotonic()
+        self.marks["registered"] = now
+        self.t_step = now
+        assert self.checkpoint_id is not None
+        try:
+            meta = core.backend.read_metadata(self.checkpoint_id)
+            restores = {int(t): v["handle"] for t, v in meta["tasks"].items()}
+        except (BackendError, KeyError, ValueError) as exc:
+            self._abort(f"quiescent checkpoint {self.checkpoint_id} unreadable: {exc}",
+                        revert_all=True, recover=True)
+            return
+        self.phase = "restoring"
+        peers = core._peers()  # noqa: SLF001
+        core._broadcast(peers=pb.Peers(peers=peers, generation=core.generation))  # noqa: SLF001
+        for w in self.batch:
+            tasks = [t for t, wid in core.plan.items() if wid == w]
+            core.sessions[w].send(prepare=pb.Prepare(
+                generation=core.generation, checkpoint_id=self.checkpoint_id, task_ids=tasks,
+                restores=[pb.TaskRestore(task_id=t, handle=restores.get(t, "")) for t in tasks],
+                peers=peers, task_workers=core.plan, partial=True))
+
+    def _resume(self) -> None:
+        core = self.core
+        now = time.monotonic()
+        self.marks["ready"] = now
+        for w in self.batch:
+            core.sessions[w].send(start=pb.Start(generation=core.generation))
+        core._broadcast(resume=pb.ResumeSpouts(generation=core.generation))  # noqa: SLF001
+        core.last_trigger = now
+        m = self.marks
+        record = {
+            "kind": self.kind, "workers": list(self.batch), "to": self.batch_version,
+            "checkpoint": self.checkpoint_id, "generation": core.generation,
+            "time": time.time(),
+            "pause_ms": round((now - self.t_pause) * 1000, 1),
+            "total_ms": round((now - self.t_start) * 1000, 1),
+            "quiesce_ms": round((m["quiesced"] - m["pause"]) * 1000, 1),
+            "restart_ms": round((m["registered"] - m["quiesced"]) * 1000, 1),
+            "restore_ms": round((m["ready"] - m["registered"]) * 1000, 1),
+            "untouched_pids": {str(s.worker_id): s.pid for s in core._alive()  # noqa: SLF001
+                               if s.worker_id not in self.batch},
+        }
+        self.switches.append(record)
+        log.info("upgrade: workers %s now run %s; untouched workers paused %.0f ms "
+                 "(switch %.0f ms)", self.batch, self.batch_version, record["pause_ms"],
+                 record["total_ms"])
+        self._finish_batch()
+
+    def _finish_batch(self) -> None:
+        self.batch = []
+        self.checkpoint_id = None
+        if self.kind == "rollback":
+            self.phase = "rolled_back"
+            self.target = None
+            self.assigned = {}
+        elif self.kind == "complete":
+            self._finish_complete()
+        else:
+            self.phase = "upgrading"
+            self.started_at = time.monotonic()  # the expiry counts from the last action
+        self._persist()
+
+    def _finish_complete(self) -> None:
+        assert self.target is not None
+        self.stable = self.target
+        self.target = None
+        self.assigned = {}
+        self.phase = "completed"
+        self._persist()
+        log.info("upgrade complete: every worker runs %s", self.stable)
+
+    def _abort(self, reason: str, revert_all: bool, recover: bool = False,
+               resume: bool = False) -> None:
+        """Give up the current switch (and with ``revert_all`` the whole upgrade)."""
+        core = self.core
+        log.error("upgrade aborted: %s", reason)
+        self.error = reason
+        core.errors.append({"time": time.time(), "task": -1, "component": "upgrade",
+                            "message": reason, "traceback": "", "tuple": ""})
+        if revert_all or self.kind == "rollback":
+            revert_all = True  # a failed rollback still ends on the stable code
+            self.assigned = {}
+            self.target = None
+        else:
+            for w in self.batch:  # the batch was on the stable code before this switch
+                self.assigned.pop(w, None)
+        self._persist()
+        self.batch = []
+        self.checkpoint_id = None
+        self.phase = "upgrading" if any(v != self.stable for v in self.assigned.values()) \
+            else "rolled_back" if revert_all else "idle"
+        if self.phase == "upgrading":
+            self.started_at = time.monotonic()
+        else:
+            self.target = None
+        for s in core._alive():  # noqa: SLF001
+            if s.code_version != self.version_of(s.worker_id):
+                self._restart(s, "upgrade aborted: back to the stable code")
+        if resume and core.state == "running" and len(core._alive()) == core.config.workers:  # noqa: SLF001
+            core._broadcast(resume=pb.ResumeSpouts(generation=core.generation))  # noqa: SLF001
+        elif recover and core.state == "running":
+            core._begin_recovery(f"upgrade aborted: {reason}")  # noqa: SLF001
+
+    # -- reporting -----------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        """``status()["upgrade"]``."""
+        core = self.core
+        now = time.monotonic()
+        expires = None
+        if self.phase == "upgrading":
+            expires = round(core.config.upgrade_expiry_ms / 1000.0 - (now - self.started_at), 1)
+        last = self.switches[-1] if self.switches else None
+        return {
+            "phase": self.phase, "kind": self.kind, "stable_version": self.stable,
+            "target_version": self.target,
+            "versions": {str(w): self.version_of(w) for w in range(core.config.workers)},
+            "batch": list(self.batch), "batch_version": self.batch_version,
+            "checkpoint": self.checkpoint_id, "error": self.error,
+            "expires_in_s": expires,
+            "last_pause_ms": last["pause_ms"] if last else None,
+            "last_switch_ms": last["total_ms"] if last else None,
+            "switches": self.switches[-20:],
+            "packages": sorted(self.store.versions) if self.store is not None else [],
+        }
