@@ -60,7 +60,12 @@ def set_log_level(core: Any, component: str, level: str) -> int:
         if component and component not in core.component_tasks:
             raise JStormError(f"no component {component!r} (components: "
                               f"{', '.join(sorted(core.component_tasks))})")
-        _overrides(core)["log_levels"][component] = level
+        store = _overrides(core)
+        if component:
+            store["log_levels"].pop(component, None)  # keep replay order = command order
+            store["log_levels"][component] = level
+        else:
+            store["log_levels"] = {"": level}
         alive = core._alive()
         for s in alive:
             s.send(set_log_level=pb.LogLevelCommand(component=component, level=level))

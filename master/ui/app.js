@@ -11,10 +11,11 @@ function fmtNum(n) {
   if (a >= 1e9) return (n / 1e9).toFixed(2) + "G";
   if (a >= 1e6) return (n / 1e6).toFixed(2) + "M";
   if (a >= 1e4) return (n / 1e3).toFixed(1) + "k";
-  return Number.isInteger(n) ? String(n) : n.toFixed(1);
+  if (a >= 100 || Number.isInteger(n)) return n.toFixed(0);
+  return n.toFixed(1);
 }
 function fmtBytes(b) {
-  if (b === null || b === undefined) return "-";
+  if (b === null || b === undefined || b === 0) return "-";
   if (b >= 1 << 30) return (b / (1 << 30)).toFixed(2) + " GiB";
   if (b >= 1 << 20) return (b / (1 << 20)).toFixed(1) + " MiB";
   if (b >= 1 << 10) return (b / (1 << 10)).toFixed(1) + " KiB";
