@@ -154,7 +154,13 @@ class OpsHttpServer(ThreadingHTTPServer):
 def start_ops_server(core: Any, host: str, port: int, run_dir: Path | None) -> OpsHttpServer:
     """Start the UI/metrics server; writes its port to ``run_dir/ui.port``."""
     interval = float(os.environ.get(HISTORY_INTERVAL_ENV, DEFAULT_INTERVAL_S))
-    server = OpsHttpServer(core, host, port, MetricsHistory(core, interval_s=interval))
+    try:
+        server = OpsHttpServer(core, host, port, MetricsHistory(core, interval_s=interval))
+    except OSError as exc:
+        if port == 0:
+            raise
+        log.warning("web UI cannot bind %s:%d (%s); using a free port instead", host, port, exc)
+        server = OpsHttpServer(core, host, 0, MetricsHistory(core, interval_s=interval))
     server.start()
     if run_dir is not None:
         tmp = run_dir / "ui.port.tmp"

@@ -39,11 +39,12 @@ def test_prometheus_scrape_and_json_api(running):
 
     def families():
         fams = {f.name: f for f in text_string_to_metric_families(get_text(f"{base}/metrics"))}
+        reported = {s.labels["task"] for s in fams["jstorm_task_executed"].samples}
         ok = all(s.value > 0 for s in fams["jstorm_component_executed"].samples
                  if s.labels["component"] != "events")
-        return fams if ok and fams["jstorm_component_executed"].samples else None
+        return fams if ok and len(reported) == 5 else None
 
-    fams = wait_for(families, 30, "every bolt to report executed tuples")
+    fams = wait_for(families, 30, "every task to report and every bolt to execute")
     expected = {
         "jstorm_task_emitted": "counter", "jstorm_task_executed": "counter",
         "jstorm_component_executed": "counter", "jstorm_worker_executed": "counter",
