@@ -242,3 +242,46 @@ def test_live_config_validation(tmp_path):
     with pytest.raises(JStormError, match="not one of"):
         ops.set_log_level(core, "split", "LOUD")
     assert ops.set_log_level(core, "split", "debug") == 2
+
+
+def test_http_server_in_process(tmp_path):
+    import socket
+    import urllib.error
+    import urllib.request
+
+    from jstormpy.master.http import start_ops_server
+
+    core = make_core(tmp_path)
+    feed(core, random.Random(2))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        server = start_ops_server(core, "127.0.0.1", taken, tmp_path)  # falls back
+        try:
+            port = int((tmp_path / "ui.port").read_text())
+            assert port == server.server_address[1] != taken
+            base = f"http://127.0.0.1:{port}"
+
+            def get(path):
+                with urllib.request.urlopen(base + path, timeout=5) as resp:
+                    return resp.status, resp.headers["Content-Type"], resp.read()
+
+            status, ctype, body = get("/api/status")
+            assert ctype == "application/json" and b'"name": "agg"' in body
+            _, ctype, body = get("/metrics")
+            assert ctype.startswith("text/plain") and b"jstorm_task_executed_total" in body
+            _, ctype, body = get("/")
+            assert ctype.startswith("text/html") and b'src="app.js"' in body
+            _, _, body = get("/api/metrics?component=split")
+            assert b'"split"' in body and b'"count"' not in body.split(b'"workers"')[0]
+            _, _, body = get("/api/history")
+            assert b'"interval_s": 10.0' in body
+            try:
+                get("/nope")
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 404
+            else:
+                raise AssertionError("404 expected")
+        finally:
+            server.stop()
