@@ -180,6 +180,7 @@ class _Supervisor:
         self.env = dict(os.environ)
         self.env.update(extra_env or {})
         self.env[SECRET_ENV] = secret
+        self.env["JSTORM_RUN_DIR"] = str(run_dir)  # ops: per-task logs under run_dir/logs/tasks
         path = [p for p in sys.path if p and os.path.isdir(p)]
         self.env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
             [os.getcwd(), *path, *self.env.get("PYTHONPATH", "").split(os.pathsep)]))

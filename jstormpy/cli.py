@@ -10,6 +10,9 @@
                    NAME --continue | --complete | --rollback | --status
                                                    gray release (docs/upgrade.md)
     jstorm kill NAME                               stop a topology
+    jstorm ui NAME [--open]                        web UI URL (and /metrics for Prometheus)
+    jstorm loglevel NAME COMPONENT LEVEL           change task log level at run time
+    jstorm config NAME KEY VALUE                   change a live-safe setting
     jstorm testing webhdfs|hbase ...               protocol test servers
 
 A topology file defines ``topology`` (a Topology or TopologyBuilder) and optionally
@@ -83,23 +86,10 @@ def _print_status(status: dict[str, Any]) -> None:
         print(f"error      task {e['task']} {e['component']}: {e['message']}")
 
 
-def _print_metrics(m: dict[str, Any]) -> None:
-    head = (f"{'':<14} {'emitted':>10} {'executed':>10} {'emit/s':>10} {'exec/s':>10} "
-            f"{'queue':>6} {'p50 ms':>7} {'p99 ms':>7} {'errors':>6}")
-    print(head)
+def _print_metrics(m: dict[str, Any], tasks: bool = False) -> None:
+    from jstormpy.cli_ops import print_metrics  # readable tables (operations)
 
-    def row(label: str, a: dict[str, Any]) -> None:
-        print(f"{label:<14} {a['emitted']:>10} {a['executed']:>10} {a['emit_rate']:>10.0f} "
-              f"{a['execute_rate']:>10.0f} {a['max_queue_fill']:>6.2f} "
-              f"{a['latency_ms_p50'] if a['latency_ms_p50'] is not None else '-':>7} "
-              f"{a['latency_ms_p99'] if a['latency_ms_p99'] is not None else '-':>7} "
-              f"{a['errors']:>6}")
-
-    for name, agg in m["components"].items():
-        row(name, agg)
-    for wid, agg in m["workers"].items():
-        row(f"worker {wid}", agg)
-    row("topology", m["topology"])
+    print_metrics(m, tasks)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -178,7 +168,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(m, indent=2))
         else:
-            _print_metrics(m)
+            _print_metrics(m, tasks=bool(getattr(args, "tasks", False) or args.component))
         if not args.watch:
             return 0
         time.sleep(args.watch)
@@ -284,6 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
         up.add_argument(f"--{flag}", action="store_true")
     up.add_argument("--timeout", type=float, default=180.0)
     up.set_defaults(func=cmd_upgrade)
+    from jstormpy.cli_ops import add_parsers as add_ops_parsers
+
+    add_ops_parsers(sub)  # ui, loglevel, config (operations)
     t = sub.add_parser("testing", help="protocol test servers (webhdfs, hbase)")
     t.add_argument("server", choices=["webhdfs", "hbase"])
     t.add_argument("rest", nargs=argparse.REMAINDER)

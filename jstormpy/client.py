@@ -150,6 +150,20 @@ class MasterClient:
             if time.monotonic() > deadline:
                 raise JStormError(f"upgrade still {state.get('phase')} after {timeout_s} s")
             time.sleep(0.05)
+    def set_log_level(self, component: str, level: str) -> int:
+        """Set a component's task log level ("" = every component); returns workers told."""
+        reply = self._call("SetLogLevel", pb.SetLogLevelRequest(component=component,
+                                                                level=level))
+        if not reply.ok:
+            raise JStormError(f"log level refused: {reply.error}")
+        return int(reply.workers)
+
+    def set_config(self, key: str, value: str) -> tuple[Any, str]:
+        """Change a live-safe setting; returns (value applied, scope "master"|"workers")."""
+        reply = self._call("SetConfig", pb.SetConfigRequest(key=key, value_json=value))
+        if not reply.ok:
+            raise JStormError(f"config change refused: {reply.error}")
+        return json.loads(reply.applied_json), reply.scope
 
     def close(self) -> None:
         """Close the channel."""

@@ -70,6 +70,13 @@ class Config:
     """Level of the per-task logs."""
     user: dict[str, Any] = field(default_factory=dict)
     """Free-form settings passed to components (conf argument of open/prepare)."""
+    # -- operations (docs/operations.md) --
+    ui_port: int = 0
+    """Port of the Topology Master's web UI and Prometheus ``/metrics`` (0 = a free port;
+    the port is written to ``run_dir/ui.port``)."""
+    latency_timing: bool = True
+    """Time each executed batch for the latency histograms (off saves one clock read per
+    batch)."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -126,3 +133,6 @@ class Config:
         need(self.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "log_level",
              "must be DEBUG, INFO, WARNING or ERROR")
         need(isinstance(self.user, dict), "user", "must be a dict")
+        need(isinstance(self.ui_port, int) and 0 <= self.ui_port <= 65535, "ui_port",
+             "must be an int in 0..65535 (0 = pick a free port)")
+        need(isinstance(self.latency_timing, bool), "latency_timing", "must be a bool")

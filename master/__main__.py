@@ -16,6 +16,7 @@ from pathlib import Path
 
 from jstormpy.config import Config
 from jstormpy.master.core import MasterCore
+from jstormpy.master.http import start_ops_server
 from jstormpy.master.service import TopologyMasterService, serve
 from jstormpy.security import secret_from_env
 from jstormpy.state_backends import open_backend
@@ -46,8 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     (run_dir / "master.port").write_text(str(args.port))
     logging.getLogger("jstormpy.master").info("Topology Master of %s serving on %s:%d",
                                               descriptor["name"], config.host, args.port)
+    ui = start_ops_server(core, config.host, config.ui_port, run_dir)  # web UI, /metrics
     while not stop.wait(0.02):
         core.tick()
+    ui.stop()
     server.stop(grace=1.0).wait()
     return 0
 

@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 
 from jstormpy.errors import JStormError
+from jstormpy.master import ops
 from jstormpy.master.core import MasterCore, WorkerSession
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
@@ -74,6 +75,7 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
             self.core.register(session, reg.generation)
         except JStormError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        ops.replay(self.core, session)  # live log levels / settings for a respawned worker
         done = threading.Event()
 
         def read() -> None:
@@ -190,6 +192,21 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
         except JStormError as exc:
             return pb.RollbackReply(ok=False, error=str(exc))
         return pb.RollbackReply(ok=True, checkpoint_id=target or 0, generation=gen)
+
+    # -- operations (master/ops.py) ------------------------------------------------------------
+    def SetLogLevel(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        try:
+            n = ops.set_log_level(self.core, request.component, request.level)
+        except JStormError as exc:
+            return pb.SetLogLevelReply(ok=False, error=str(exc))
+        return pb.SetLogLevelReply(ok=True, workers=n)
+
+    def SetConfig(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        try:
+            value, scope = ops.set_config(self.core, request.key, request.value_json)
+        except JStormError as exc:
+            return pb.SetConfigReply(ok=False, error=str(exc))
+        return pb.SetConfigReply(ok=True, applied_json=json.dumps(value), scope=scope)
 
 
 def serve(core: MasterCore, service: TopologyMasterService, secret: bytes, host: str,

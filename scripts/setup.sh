@@ -12,3 +12,13 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e '.[test]'
   touch "$stamp"
 fi
+# Headless Chromium for the web-UI browser test (tests/ops/test_ui_browser.py skips without it).
+# Debian's package; Playwright drives it and never downloads a browser of its own.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -q && apt-get install -y -q chromium) >/dev/null 2>&1 || \
+      echo "setup: could not install chromium; the browser UI test will be skipped" >&2
+  else
+    echo "setup: chromium not installed (needs root: apt-get install -y chromium)" >&2
+  fi
+fi

@@ -157,7 +157,7 @@ class SinkCommitted(_message.Message):
     def __init__(self, checkpoint_id: _Optional[int] = ..., task_id: _Optional[int] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class MasterMessage(_message.Message):
-    __slots__ = ("prepare", "start", "trigger", "complete", "abort", "peers", "shutdown", "throttle", "resume")
+    __slots__ = ("prepare", "start", "trigger", "complete", "abort", "peers", "shutdown", "throttle", "resume", "set_log_level", "set_config")
     PREPARE_FIELD_NUMBER: _ClassVar[int]
     START_FIELD_NUMBER: _ClassVar[int]
     TRIGGER_FIELD_NUMBER: _ClassVar[int]
@@ -167,6 +167,8 @@ class MasterMessage(_message.Message):
     SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     THROTTLE_FIELD_NUMBER: _ClassVar[int]
     RESUME_FIELD_NUMBER: _ClassVar[int]
+    SET_LOG_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    SET_CONFIG_FIELD_NUMBER: _ClassVar[int]
     prepare: Prepare
     start: Start
     trigger: TriggerCheckpoint
@@ -176,7 +178,9 @@ class MasterMessage(_message.Message):
     shutdown: Shutdown
     throttle: Throttle
     resume: ResumeSpouts
-    def __init__(self, prepare: _Optional[_Union[Prepare, _Mapping]] = ..., start: _Optional[_Union[Start, _Mapping]] = ..., trigger: _Optional[_Union[TriggerCheckpoint, _Mapping]] = ..., complete: _Optional[_Union[CompleteCheckpoint, _Mapping]] = ..., abort: _Optional[_Union[AbortCheckpoint, _Mapping]] = ..., peers: _Optional[_Union[Peers, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., throttle: _Optional[_Union[Throttle, _Mapping]] = ..., resume: _Optional[_Union[ResumeSpouts, _Mapping]] = ...) -> None: ...
+    set_log_level: LogLevelCommand
+    set_config: ConfigCommand
+    def __init__(self, prepare: _Optional[_Union[Prepare, _Mapping]] = ..., start: _Optional[_Union[Start, _Mapping]] = ..., trigger: _Optional[_Union[TriggerCheckpoint, _Mapping]] = ..., complete: _Optional[_Union[CompleteCheckpoint, _Mapping]] = ..., abort: _Optional[_Union[AbortCheckpoint, _Mapping]] = ..., peers: _Optional[_Union[Peers, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., throttle: _Optional[_Union[Throttle, _Mapping]] = ..., resume: _Optional[_Union[ResumeSpouts, _Mapping]] = ..., set_log_level: _Optional[_Union[LogLevelCommand, _Mapping]] = ..., set_config: _Optional[_Union[ConfigCommand, _Mapping]] = ...) -> None: ...
 
 class WorkerAddress(_message.Message):
     __slots__ = ("worker_id", "host", "port")
@@ -286,6 +290,22 @@ class Throttle(_message.Message):
     lease_ms: int
     release: bool
     def __init__(self, spout_tasks: _Optional[_Iterable[int]] = ..., lease_ms: _Optional[int] = ..., release: _Optional[bool] = ...) -> None: ...
+
+class LogLevelCommand(_message.Message):
+    __slots__ = ("component", "level")
+    COMPONENT_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    component: str
+    level: str
+    def __init__(self, component: _Optional[str] = ..., level: _Optional[str] = ...) -> None: ...
+
+class ConfigCommand(_message.Message):
+    __slots__ = ("key", "value_json")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value_json: str
+    def __init__(self, key: _Optional[str] = ..., value_json: _Optional[str] = ...) -> None: ...
 
 class TopologyRequest(_message.Message):
     __slots__ = ("worker_id",)
@@ -406,3 +426,41 @@ class UpgradeReply(_message.Message):
     error: str
     state_json: str
     def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., state_json: _Optional[str] = ...) -> None: ...
+
+class SetLogLevelRequest(_message.Message):
+    __slots__ = ("component", "level")
+    COMPONENT_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    component: str
+    level: str
+    def __init__(self, component: _Optional[str] = ..., level: _Optional[str] = ...) -> None: ...
+
+class SetLogLevelReply(_message.Message):
+    __slots__ = ("ok", "error", "workers")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    error: str
+    workers: int
+    def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., workers: _Optional[int] = ...) -> None: ...
+
+class SetConfigRequest(_message.Message):
+    __slots__ = ("key", "value_json")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value_json: str
+    def __init__(self, key: _Optional[str] = ..., value_json: _Optional[str] = ...) -> None: ...
+
+class SetConfigReply(_message.Message):
+    __slots__ = ("ok", "error", "applied_json", "scope")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_JSON_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    error: str
+    applied_json: str
+    scope: str
+    def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., applied_json: _Optional[str] = ..., scope: _Optional[str] = ...) -> None: ...

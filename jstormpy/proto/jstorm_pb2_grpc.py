@@ -74,6 +74,16 @@ class TopologyMasterStub:
                 request_serializer=jstorm__pb2.UpgradeRequest.SerializeToString,
                 response_deserializer=jstorm__pb2.UpgradeReply.FromString,
                 _registered_method=True)
+        self.SetLogLevel = channel.unary_unary(
+                '/jstormpy.TopologyMaster/SetLogLevel',
+                request_serializer=jstorm__pb2.SetLogLevelRequest.SerializeToString,
+                response_deserializer=jstorm__pb2.SetLogLevelReply.FromString,
+                _registered_method=True)
+        self.SetConfig = channel.unary_unary(
+                '/jstormpy.TopologyMaster/SetConfig',
+                request_serializer=jstorm__pb2.SetConfigRequest.SerializeToString,
+                response_deserializer=jstorm__pb2.SetConfigReply.FromString,
+                _registered_method=True)
 
 
 class TopologyMasterServicer:
@@ -130,6 +140,19 @@ class TopologyMasterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetLogLevel(self, request, context):
+        """Operations: change a component's log level / a live-safe setting at run time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetConfig(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TopologyMasterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -172,6 +195,16 @@ def add_TopologyMasterServicer_to_server(servicer, server):
                     servicer.Upgrade,
                     request_deserializer=jstorm__pb2.UpgradeRequest.FromString,
                     response_serializer=jstorm__pb2.UpgradeReply.SerializeToString,
+            ),
+            'SetLogLevel': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetLogLevel,
+                    request_deserializer=jstorm__pb2.SetLogLevelRequest.FromString,
+                    response_serializer=jstorm__pb2.SetLogLevelReply.SerializeToString,
+            ),
+            'SetConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetConfig,
+                    request_deserializer=jstorm__pb2.SetConfigRequest.FromString,
+                    response_serializer=jstorm__pb2.SetConfigReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -390,6 +423,60 @@ class TopologyMaster:
             '/jstormpy.TopologyMaster/Upgrade',
             jstorm__pb2.UpgradeRequest.SerializeToString,
             jstorm__pb2.UpgradeReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetLogLevel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jstormpy.TopologyMaster/SetLogLevel',
+            jstorm__pb2.SetLogLevelRequest.SerializeToString,
+            jstorm__pb2.SetLogLevelReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jstormpy.TopologyMaster/SetConfig',
+            jstorm__pb2.SetConfigRequest.SerializeToString,
+            jstorm__pb2.SetConfigReply.FromString,
             options,
             channel_credentials,
             insecure,

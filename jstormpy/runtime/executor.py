@@ -101,6 +101,8 @@ class TaskExecutor:
         self.input_channels = input_channels
         self.source_index = source_index or {}
         self.linger_s = linger_s
+        # ops: Config.latency_timing=False skips the per-batch clock reads (docs/operations.md)
+        self.timing = bool(getattr(getattr(host, "config", None), "latency_timing", True))
         self.start_hook = start_hook
         self.ctrl: deque[tuple[str, Any]] = deque()
         self.wake = threading.Event()
@@ -261,7 +263,6 @@ class TaskExecutor:
         comp = self.component
         coll = self.collector
         next_tuple = comp.next_tuple
-        linger = self.linger_s
         wake = self.wake
         last_flush = time.monotonic()
         if self.start_hook:
@@ -299,7 +300,7 @@ class TaskExecutor:
                 last_flush = time.monotonic()
                 wake.wait(0.001)
                 wake.clear()
-            elif now - last_flush >= linger:
+            elif now - last_flush >= self.linger_s:  # read live: jstorm config
                 coll.flush()
                 last_flush = now
 
@@ -308,7 +309,6 @@ class TaskExecutor:
         assert self.inq is not None
         q = self.inq
         coll = self.collector
-        linger = self.linger_s
         pending = self.pending
         aligner = self.aligner
         if self.start_hook:
@@ -323,7 +323,7 @@ class TaskExecutor:
             if pending:
                 item = pending.popleft()
             else:
-                timeout = linger if coll.dirty else 0.05
+                timeout = self.linger_s if coll.dirty else 0.05
                 if self.tick_s is not None:
                     timeout = min(timeout, max(self.next_tick - time.monotonic(), 0.0))
                 try:
@@ -352,7 +352,7 @@ class TaskExecutor:
             elif kind == END_OF_STREAM:
                 self._on_end_of_stream(src)
             now = time.monotonic()
-            if coll.dirty and (now - last_flush >= linger or (not pending and q.empty())):
+            if coll.dirty and (now - last_flush >= self.linger_s or (not pending and q.empty())):
                 coll.flush()
                 last_flush = now
             if self.tick_s is not None and now >= self.next_tick:
@@ -386,7 +386,8 @@ class TaskExecutor:
                         self.task_id, src, stream)
             return
         execute = self.component.execute
-        t0 = time.perf_counter()
+        timing = self.timing
+        t0 = time.perf_counter() if timing else 0.0
         i = 0
         n = len(payload)
         while i < n:
@@ -399,7 +400,7 @@ class TaskExecutor:
             except Exception as exc:
                 self._user_error(exc, Tuple(payload[i - 1], index, source, stream, src))
         self.metrics.executed += n
-        if n:
+        if n and timing:
             self.metrics.observe_ms((time.perf_counter() - t0) * 1000.0 / n, n)
 
     def _on_barrier(self, src: int, checkpoint_id: int) -> None:

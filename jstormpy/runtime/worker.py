@@ -39,6 +39,7 @@ from jstormpy.errors import CorruptSnapshotError, JStormError
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.runtime.credits import CREDIT_TASK, CreditGate, Stopped, TaskInbox
+from jstormpy.runtime import taskops
 from jstormpy.runtime.executor import TaskExecutor, TaskHost, TaskStopped
 from jstormpy.runtime.routing import OutputCollector, build_routes
 from jstormpy.runtime.transport import Transport
@@ -308,7 +309,7 @@ class Worker(TaskHost):
             collector = OutputCollector(task_id, name, routes, channels, self.send)
             comp.__dict__["_jstorm_collector"] = collector
             comp.__dict__["emit"] = collector.emit
-            comp.__dict__["_jstorm_log"] = logging.getLogger(f"jstormpy.task.{name}.{task_id}")
+            comp.__dict__["_jstorm_log"] = taskops.task_logger(self, name, task_id)  # ops
             inputs = tuple(sorted({t for g in spec.inputs for t in component_tasks[g.source]}))
             context = TopologyContext(
                 topology=topo.name, component=name, task_id=task_id,
@@ -500,6 +501,8 @@ class Worker(TaskHost):
             self.outbox.put(self._heartbeat())
             self.exit_code = msg.shutdown.exit_code or self.exit_code  # 75: restart (upgrade)
             self.shutdown.set()
+        elif body in ("set_log_level", "set_config"):  # operations: jstorm loglevel/config
+            taskops.handle(self, msg)
 
 
 def main(argv: list[str] | None = None) -> int:

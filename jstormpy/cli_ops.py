@@ -1,0 +1,156 @@
+"""Operations subcommands of ``jstorm`` and readable metrics tables.
+
+    jstorm ui NAME [--open]                    print (and open) the web UI's URL
+    jstorm loglevel NAME COMPONENT LEVEL       set a component's task log level ("*" = all)
+    jstorm config NAME KEY VALUE               change a live-safe setting
+
+Hooked into :func:`jstormpy.cli.build_parser` by :func:`add_parsers`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import webbrowser
+from pathlib import Path
+from typing import Any
+
+from jstormpy.client import MasterClient, Registration
+from jstormpy.errors import JStormError
+
+LIVE_KEYS = ("checkpoint_interval_ms", "batch_linger_ms", "backpressure_high_watermark",
+             "backpressure_low_watermark")
+
+
+def _client(name: str) -> MasterClient:
+    reg = Registration.load(name)
+    return MasterClient(reg.address, reg.secret.encode())
+
+
+def ui_url(name: str) -> str:
+    """The web UI URL of a running topology (from ``run_dir/ui.port``)."""
+    reg = Registration.load(name)
+    port_file = Path(reg.run_dir) / "ui.port"
+    try:
+        port = int(port_file.read_text().strip())
+    except (OSError, ValueError):
+        raise JStormError(f"topology {name!r} has no web UI port yet ({port_file} missing); "
+                          "is its Topology Master running?") from None
+    host = reg.address.rsplit(":", 1)[0]
+    return f"http://{host}:{port}/"
+
+
+# ------------------------------------------------------------------------- tables
+def human(n: float | None, unit: str = "") -> str:
+    """1234567 → '1.23M' (None → '-')."""
+    if n is None:
+        return "-"
+    a = abs(n)
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= div:
+            return f"{n / div:.2f}{suffix}{unit}" if a < div * 100 else \
+                f"{n / div:.0f}{suffix}{unit}"
+    return f"{n:.0f}{unit}" if float(n).is_integer() or a >= 100 else f"{n:.1f}{unit}"
+
+
+def _ms(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return "inf" if v == float("inf") else f"≤{v:g}"
+
+
+def table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
+    """A plain-text table: the first ``left`` columns left-aligned, the rest right."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+
+    def fmt(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i < left else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    lines = [fmt(headers), "  ".join("-" * w for w in widths)]
+    lines += [fmt(r) for r in rows]
+    return "\n".join(lines)
+
+
+_AGG_HEAD = ["emitted", "executed", "emit/s", "exec/s", "queue", "p50 ms", "p99 ms", "errors"]
+
+
+def _agg_cells(a: dict[str, Any]) -> list[str]:
+    return [human(a["emitted"]), human(a["executed"]), human(a["emit_rate"]),
+            human(a["execute_rate"]), f"{a['max_queue_fill'] * 100:.0f}%",
+            _ms(a["latency_ms_p50"]), _ms(a["latency_ms_p99"]), str(a["errors"])]
+
+
+def format_metrics(m: dict[str, Any], tasks: bool = False) -> str:
+    """Metrics as readable tables (components, workers, topology; tasks if asked)."""
+    out = []
+    rows = [[name, *_agg_cells(a)] for name, a in m.get("components", {}).items()]
+    rows.append(["(topology)", *_agg_cells(m["topology"])])
+    out.append(table(["component", *_AGG_HEAD], rows))
+    procs = m.get("workers_process", {})
+    wrows = []
+    for wid, a in m.get("workers", {}).items():
+        p = procs.get(wid, {})
+        rss = human(p.get("rss_bytes"), "B") if p.get("rss_bytes") else "-"
+        cpu = f"{p['cpu_percent']:.0f}%" if p.get("cpu_percent") is not None else "-"
+        alive = "up" if p.get("alive", True) else "LOST"
+        wrows.append([f"worker {wid}", alive, rss, cpu, *_agg_cells(a)])
+    if wrows:
+        out.append(table(["worker", "state", "rss", "cpu", *_AGG_HEAD], wrows))
+    if tasks:
+        trows = [[tid, str(t["component"]), str(t["worker"]), *_agg_cells(t)]
+                 for tid, t in m.get("tasks", {}).items()]
+        out.append(table(["task", "component", "worker", *_AGG_HEAD], trows, left=2))
+    return "\n\n".join(out)
+
+
+def print_metrics(m: dict[str, Any], tasks: bool = False) -> None:
+    """Print :func:`format_metrics`."""
+    print(format_metrics(m, tasks))
+
+
+# ------------------------------------------------------------------------- commands
+def cmd_ui(args: argparse.Namespace) -> int:
+    url = ui_url(args.name)
+    print(url)
+    if args.open:
+        webbrowser.open(url)
+    return 0
+
+
+def cmd_loglevel(args: argparse.Namespace) -> int:
+    component = "" if args.component in ("*", "all") else args.component
+    n = _client(args.name).set_log_level(component, args.level)
+    print(f"log level of {component or 'every component'} set to {args.level.upper()} "
+          f"on {n} worker(s)")
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    value, scope = _client(args.name).set_config(args.key, args.value)
+    where = "Topology Master" if scope == "master" else "every worker"
+    print(f"{args.key} = {json.dumps(value)} (applied by the {where})")
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    """Add ``ui``, ``loglevel`` and ``config`` (and ``metrics --tasks``) to the CLI."""
+    u = sub.add_parser("ui", help="print the web UI URL of a topology")
+    u.add_argument("name")
+    u.add_argument("--open", action="store_true", help="also open it in a browser")
+    u.set_defaults(func=cmd_ui)
+    lv = sub.add_parser("loglevel", help="set a component's task log level at run time")
+    lv.add_argument("name")
+    lv.add_argument("component", help='component name, or "*" for every component')
+    lv.add_argument("level", type=str.upper,
+                    choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
+    lv.set_defaults(func=cmd_loglevel)
+    c = sub.add_parser("config", help="change a live-safe setting: " + ", ".join(LIVE_KEYS))
+    c.add_argument("name")
+    c.add_argument("key", choices=LIVE_KEYS)
+    c.add_argument("value")
+    c.set_defaults(func=cmd_config)
+    metrics = sub.choices.get("metrics")
+    if metrics is not None:
+        metrics.add_argument("--tasks", action="store_true", help="also show every task")
