@@ -94,7 +94,7 @@ def format_metrics(m: dict[str, Any], tasks: bool = False) -> str:
         p = procs.get(wid, {})
         rss = human(p.get("rss_bytes"), "B") if p.get("rss_bytes") else "-"
         cpu = f"{p['cpu_percent']:.0f}%" if p.get("cpu_percent") is not None else "-"
-        alive = "up" if p.get("alive", True) else "LOST"
+        alive = "up" if p.get("alive", True) else "down"
         wrows.append([f"worker {wid}", alive, rss, cpu, *_agg_cells(a)])
     if wrows:
         out.append(table(["worker", "state", "rss", "cpu", *_AGG_HEAD], wrows))

@@ -38,8 +38,8 @@ from jstormpy.config import Config
 from jstormpy.errors import CorruptSnapshotError, JStormError
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
-from jstormpy.runtime.credits import CREDIT_TASK, CreditGate, Stopped, TaskInbox
 from jstormpy.runtime import taskops
+from jstormpy.runtime.credits import CREDIT_TASK, CreditGate, Stopped, TaskInbox
 from jstormpy.runtime.executor import TaskExecutor, TaskHost, TaskStopped
 from jstormpy.runtime.routing import OutputCollector, build_routes
 from jstormpy.runtime.transport import Transport

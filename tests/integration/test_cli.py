@@ -82,7 +82,7 @@ def test_run_example_wordcount_verifies():
     assert "drained in" in out
     assert "verify: OK" in out
     assert re.search(r"^\s+the \d+$", out, re.M)  # the top words table
-    assert re.search(r"^topology\s+\d+\s+\d+", out, re.M)  # the metrics table
+    assert re.search(r"^\(topology\)\s+\S+\s+\S+", out, re.M)  # the metrics table
 
 
 def test_operate_a_running_topology(tmp_path):
@@ -113,8 +113,10 @@ def test_operate_a_running_topology(tmp_path):
         wait_until(lambda: json.loads(ok("metrics", NAME, "--json"))["components"]
                    .get("square", {}).get("executed", 0) > 0, what="square executing")
         text = ok("metrics", NAME)
-        for row in ("ticks", "square", "out", "worker 0", "worker 1", "topology"):
-            assert re.search(rf"^{row}\s+\d+\s+\d+", text, re.M), (row, text)
+        for row in ("ticks", "square", "out", r"\(topology\)"):
+            assert re.search(rf"^{row}\s+[\d.]+k?\s+[\d.]+k?\s", text, re.M), (row, text)
+        for row in ("worker 0", "worker 1"):
+            assert re.search(rf"^{row}\s+up\s+[\d.]+MB", text, re.M), (row, text)
         only = json.loads(ok("metrics", NAME, "--component", "ticks", "--json"))
         assert list(only["components"]) == ["ticks"] and only["topology"]["emitted"] > 0
 
