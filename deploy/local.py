@@ -30,6 +30,7 @@ from jstormpy.codepkg import UPGRADE_EXIT_CODE, build_package
 from jstormpy.config import Config
 from jstormpy.errors import ConfigError, JStormError, TopologyError
 from jstormpy.security import SECRET_ENV, new_secret
+from jstormpy.state_backends import check_backend_options
 from jstormpy.topology import Topology
 
 log = logging.getLogger("jstormpy.deploy.local")
@@ -308,6 +309,7 @@ class LocalCluster:
             raise TopologyError("submit() needs a built Topology (call TopologyBuilder.build())")
         config.validate()
         check_guarantee(topology, config)
+        check_backend_options(config.state_backend, config.state_backend_options)
         if config.state_backend.startswith("memory://"):
             raise ConfigError("Config.state_backend='memory://' cannot be shared between the "
                               "Topology Master and worker processes; use file:///dir (default)")

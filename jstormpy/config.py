@@ -38,6 +38,9 @@ class Config:
     """Completed checkpoints kept by garbage collection (the newest K)."""
     state_backend: str = ""
     """Where snapshots live: memory://, file:///dir (default: a run directory), hdfs://, hbase://."""
+    state_backend_options: dict[str, Any] = field(default_factory=dict)
+    """Backend settings, e.g. ``{"user": "hdfs", "retries": 5, "timeout_s": 20}`` for HDFS or
+    ``{"column_family": "c", "transport": "framed"}`` for HBase (docs/state-backends.md)."""
     batch_size: int = 512
     """Tuples per transport batch before a flush."""
     batch_linger_ms: float = 5.0
@@ -133,6 +136,8 @@ class Config:
         need(self.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "log_level",
              "must be DEBUG, INFO, WARNING or ERROR")
         need(isinstance(self.user, dict), "user", "must be a dict")
+        need(isinstance(self.state_backend_options, dict), "state_backend_options",
+             "must be a dict of backend settings")
         need(isinstance(self.ui_port, int) and 0 <= self.ui_port <= 65535, "ui_port",
              "must be an int in 0..65535 (0 = pick a free port)")
         need(isinstance(self.latency_timing, bool), "latency_timing", "must be a bool")

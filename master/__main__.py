@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
                                "%(name)s: %(message)s")
     descriptor_json = (run_dir / "descriptor.json").read_text()
     descriptor = json.loads(descriptor_json)
-    backend = open_backend(config.state_backend)
+    backend = open_backend(config.state_backend, **config.state_backend_options)
     core = MasterCore(descriptor["name"], config, descriptor, backend, resume=args.resume)
     core.upgrade.attach_run_dir(run_dir)  # code packages for gray release
     stop = threading.Event()

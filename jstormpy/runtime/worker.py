@@ -124,7 +124,8 @@ class Worker(TaskHost):
         for spec in self.topology.components.values():
             self.component_blobs[spec.name] = cloudpickle.dumps(spec.obj)
         if self.config.state_backend:
-            self.backend = open_backend(self.config.state_backend)
+            self.backend = open_backend(self.config.state_backend,
+                                        **self.config.state_backend_options)
 
     def start_transport(self) -> None:
         """Bind the data-plane server."""
