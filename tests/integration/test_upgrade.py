@@ -272,3 +272,25 @@ def test_migrate_snapshot():
     got = migrate_snapshot(New(), snap)
     assert got["states"]["sums"] == {"a": 10} and got["state_version"] == 2
     assert got["finished"] is False
+
+
+@pytest.mark.slow
+def test_abandoned_upgrade_expires_and_rolls_back(tmp_path):
+    out = tmp_path / "out"
+    v1 = load_topology_file(str(write_version(tmp_path / "v1.py", out)))
+    v2 = write_version(tmp_path / "v2.py", out, v2=True)
+    with LocalCluster() as cluster:
+        handle = cluster.submit(v1.topology, config().replace(upgrade_expiry_ms=4000))
+        wait_for(lambda: running_with_checkpoint(handle), 60, "a first checkpoint")
+        before = pids(handle)
+        state = handle.upgrade(str(v2), workers=[2])
+        assert state["phase"] == "upgrading", state
+        # nobody continues, completes or rolls back: the upgrade expires
+        state = wait_for(lambda: (s := handle.status()["upgrade"])["phase"] == "rolled_back"
+                         and s, 60, "the abandoned upgrade to expire")
+        assert "expired" in state["error"], state
+        assert set(state["versions"].values()) == {"v1"}
+        after = pids(handle)
+        assert after[0] == before[0] and after[1] == before[1], (before, after)
+        handle.wait(timeout=180)
+    assert not (problems := exactly_once_problems(out, 30, 2000)), problems
