@@ -186,6 +186,18 @@ def worker_task(spec: dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[tupl
     return run
 
 
+def _job_failure(exc: BaseException) -> str:
+    """The informative line of a failed job's (py4j) exception."""
+    text = str(exc)
+    for line in text.splitlines():
+        if "jstorm worker" in line and "exited with code" in line:
+            return line.split("RuntimeError:", 1)[-1].strip()[:500]
+    for line in text.splitlines():
+        if "Exception:" in line or "Error:" in line:
+            return line.strip()[:500]
+    return (text.strip().splitlines() or [type(exc).__name__])[0][:500]
+
+
 class _SparkSupervisor(_Supervisor):
     """The TM as a driver subprocess (restarted with --resume if it dies) and the workers
     as one barrier-mode Spark job (resubmitted when it fails)."""
@@ -262,8 +274,7 @@ class _SparkSupervisor(_Supervisor):
                 rdd.barrier().mapPartitions(worker_task(self._spec())).collect()
                 failure = ""
             except Exception as exc:
-                failure = str(exc).strip().splitlines()[0][:500] if str(exc).strip() \
-                    else type(exc).__name__
+                failure = _job_failure(exc)
                 if _SLOTS_ERROR in str(exc):
                     failure = f"{_SLOTS_ERROR}: not enough task slots for {workers} workers"
             if self.stopping.is_set():
@@ -346,7 +357,7 @@ class SparkCluster:
     def _hosts(self, config: Config) -> tuple[Config, str, str]:
         """(config for the TM, address workers dial, address workers advertise)."""
         if self.local:
-            return config, self.driver_host or config.host, ""
+            return config, self.driver_host or config.host, config.host
         driver = self.driver_host or os.environ.get("SPARK_LOCAL_IP") or str(
             self.spark.sparkContext.getConf().get("spark.driver.host") or socket.getfqdn())
         if config.host in ("127.0.0.1", "localhost", "::1"):

@@ -1,0 +1,190 @@
+"""The Spark launcher: workers inside barrier-mode Spark tasks, exactly-once under a worker
+SIGKILL, a clear error when slots are missing, Parquet output read back by Spark, and
+``jstorm verify``. Slow: each master starts a JVM (and local-cluster two executor JVMs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jstormpy import Config, read_committed
+from jstormpy.errors import ConfigError, JStormError
+
+from .spark_topologies import wordcount, write_corpus
+
+pytest.importorskip("pyspark")
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("Spark needs Java", allow_module_level=True)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+MASTERS = ["local[4]", "local-cluster[2,1,1024]", "local[1]"]
+
+
+@pytest.fixture(scope="module", params=MASTERS)
+def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """One SparkSession per master (a process holds one SparkContext at a time)."""
+    from jstormpy.deploy.spark import create_session
+
+    session = create_session(request.param, app_name="jstormpy-test",
+                             conf={"spark.ui.enabled": "false",
+                                   "spark.sql.shuffle.partitions": "4"})
+    yield session
+    session.stop()
+
+
+def _needs_slots(spark: Any) -> None:
+    if spark.sparkContext.master == "local[1]":
+        pytest.skip("local[1] is for the too-few-slots test")
+
+
+def _kill_worker_mid_run(handle: Any, worker: int, deadline_s: float = 300.0) -> int:
+    """SIGKILL a worker (the child process of a Spark task) once both workers run and a
+    checkpoint completed; returns the pid killed."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        workers = handle.workers()
+        if len(workers) == 2 and all(w.alive and w.pid for w in workers) \
+                and handle.last_completed_checkpoint() is not None:
+            assert handle.status()["state"] == "running", "drained before the kill"
+            pid = next(w.pid for w in workers if w.id == worker)
+            os.kill(pid, signal.SIGKILL)
+            return pid
+        time.sleep(0.05)
+    raise AssertionError(f"workers not running with a checkpoint within {deadline_s} s")
+
+
+def _final_counts(out: Path) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    records = read_committed(out)
+    last: dict[str, int] = {}
+    for r in records:
+        last[r["word"]] = r["count"]
+    return last, records
+
+
+def _check_exactly_once(out: Path, expected: Counter[str]) -> None:
+    last, records = _final_counts(out)
+    assert last == dict(expected)
+    assert len(records) == sum(expected.values()), "lost or duplicated records"
+    per_word: dict[str, list[int]] = {}
+    for r in records:
+        per_word.setdefault(r["word"], []).append(r["count"])
+    assert all(v == list(range(1, len(v) + 1)) for v in per_word.values())
+
+
+def test_kill_worker_exactly_once(spark: Any, tmp_path: Path) -> None:
+    """FileSpout → split → count (managed state) → FileSink, worker 1 SIGKILLed inside its
+    Spark task: the stage is resubmitted, the TM rolls back, nothing is lost or doubled."""
+    from jstormpy.deploy.spark import SparkCluster
+    from jstormpy.deploy.verify import verify_wordcount
+
+    _needs_slots(spark)
+    expected = write_corpus(tmp_path / "corpus")
+    out = tmp_path / "out"
+    topo = wordcount(out, tmp_path / "corpus", pause_s=0.02)
+    t0 = time.monotonic()
+    with SparkCluster(spark) as cluster:
+        handle = cluster.submit(topo, Config(workers=2, checkpoint_interval_ms=300))
+        pid = _kill_worker_mid_run(handle, worker=1)
+        status = handle.wait(timeout=600)
+        launcher = handle._launcher
+        assert launcher is not None
+        print(f"{spark.sparkContext.master}: killed pid {pid}; drained in "
+              f"{time.monotonic() - t0:.1f} s, generation {status['generation']}, "
+              f"job attempts {launcher.job_attempts}, job errors {launcher.job_errors}")
+        assert status["restarts"] >= 1
+        assert launcher.job_attempts >= 2, "the barrier job was not resubmitted"
+        assert any(f"exited with code {-signal.SIGKILL}" in e for e in launcher.job_errors)
+    _check_exactly_once(out, expected)
+
+    # the PySpark recomputation agrees, in this session (on local-cluster: on the executors)
+    report = verify_wordcount(spark, str(tmp_path / "corpus" / "*.txt"), str(out))
+    assert report.ok, report.render()
+    assert report.output_records == sum(expected.values())
+
+    # ... and notices a tampered output: one duplicated record, one lost word
+    bad = tmp_path / "bad"
+    shutil.copytree(out, bad)
+    part = sorted(p for p in bad.iterdir() if p.name.startswith("part-"))[0]
+    lines = part.read_text().splitlines()
+    lost = json.loads(lines[-1])["word"]
+    dup = next(ln for ln in lines if json.loads(ln)["word"] != lost)
+    part.write_text("\n".join([dup, *lines]) + "\n")
+    for p in bad.iterdir():
+        if p.name.startswith("part-"):
+            kept = [ln for ln in p.read_text().splitlines() if json.loads(ln)["word"] != lost]
+            p.write_text("".join(f"{ln}\n" for ln in kept))
+    report = verify_wordcount(spark, str(tmp_path / "corpus" / "*.txt"), str(bad))
+    assert not report.ok
+    assert report.counts["missing"] == 1 and report.missing[0][0] == lost
+    assert report.counts["duplicates"] >= 1
+    assert "missing" in report.render()
+
+    if spark.sparkContext.master == "local[4]":
+        # the CLI: `jstorm verify` in its own process, exit code 0 / 1
+        cli = [sys.executable, "-m", "jstormpy.cli", "verify", "wordcount", "--input",
+               str(tmp_path / "corpus" / "*.txt"), "--spark-master", "local[1]", "--output"]
+        good = subprocess.run([*cli, str(out)], check=False, capture_output=True,
+                              text=True, timeout=600)
+        assert good.returncode == 0, good.stdout + good.stderr
+        assert "OK" in good.stdout
+        worse = subprocess.run([*cli, str(bad)], check=False, capture_output=True,
+                              text=True, timeout=600)
+        assert worse.returncode == 1, worse.stdout + worse.stderr
+        assert f"missing     {lost!r}" in worse.stdout
+
+
+def test_parquet_output_read_by_spark(spark: Any, tmp_path: Path) -> None:
+    """FileSink(format="parquet"): spark.read.parquet on the sink directory (staging
+    folders start with '_' and are ignored) gives exactly the expected counts."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    from jstormpy.deploy.spark import SparkCluster
+
+    _needs_slots(spark)
+    expected = write_corpus(tmp_path / "corpus", files=2, lines=400)
+    out = tmp_path / "out"
+    topo = wordcount(out, tmp_path / "corpus", fmt="parquet", pause_s=0.0)
+    with SparkCluster(spark) as cluster:
+        handle = cluster.submit(topo, Config(workers=2, checkpoint_interval_ms=300))
+        handle.wait(timeout=600)
+    assert any(p.suffix == ".parquet" for p in out.iterdir())
+    df = spark.read.parquet(str(out))
+    assert df.count() == sum(expected.values())
+    got = {r["word"]: r["n"] for r in df.groupBy("word").agg(F.max("count").alias("n")).collect()}
+    assert got == dict(expected)
+
+
+def test_too_few_slots_fails_fast(spark: Any, tmp_path: Path) -> None:
+    """workers=2 on local[1]: a clear error within seconds, not Spark's 10-minute wait."""
+    from jstormpy.deploy.spark import SparkCluster
+
+    if spark.sparkContext.master != "local[1]":
+        pytest.skip("needs local[1]")
+    write_corpus(tmp_path / "corpus", files=1, lines=10)
+    topo = wordcount(tmp_path / "out", tmp_path / "corpus")
+    t0 = time.monotonic()
+    with SparkCluster(spark) as cluster, pytest.raises(ConfigError) as err:
+        cluster.submit(topo, Config(workers=2))
+    took = time.monotonic() - t0
+    assert took < 30, took
+    assert "1 task slot(s)" in str(err.value) and "workers=2" in str(err.value)
+    # and Spark's own check (for a session where the up-front one passes wrongly) is fast
+    # too: create_session sets maxConcurrentTasksCheck to 3 x 1 s
+    t0 = time.monotonic()
+    with pytest.raises(Exception, match="BarrierJobSlotsNumberCheckFailed|more slots"):
+        spark.sparkContext.parallelize(range(2), 2).barrier().mapPartitions(lambda it: it) \
+            .collect()
+    assert time.monotonic() - t0 < 30
+    assert isinstance(err.value, JStormError)
