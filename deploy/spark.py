@@ -190,8 +190,8 @@ def _job_failure(exc: BaseException) -> str:
     """The informative line of a failed job's (py4j) exception."""
     text = str(exc)
     for line in text.splitlines():
-        if "jstorm worker" in line and "exited with code" in line:
-            return line.split("RuntimeError:", 1)[-1].strip()[:500]
+        if line.startswith("RuntimeError: jstorm worker"):
+            return line.removeprefix("RuntimeError:").strip()[:500]
     for line in text.splitlines():
         if "Exception:" in line or "Error:" in line:
             return line.strip()[:500]
