@@ -128,9 +128,10 @@ def compare_last_values(spark: Any, expected: Any, output: str, key: str, value:
     report.wrong = [(r["k"], r["expected"], r["got"])
                     for r in wrong.orderBy("k").limit(limit).collect()]
     if check_duplicates:
-        dups = out.groupBy(key, value).count().where(F.col("count") > 1)
+        dups = (out.groupBy(key, value).agg(F.count(F.lit(1)).alias("_times"))
+                   .where(F.col("_times") > 1))
         report.counts["duplicates"] = dups.count()
-        report.duplicates = [(r[key], r[value], r["count"])
+        report.duplicates = [(r[key], r[value], r["_times"])
                              for r in dups.orderBy(key, value).limit(limit).collect()]
     joined.unpersist()
     return report
