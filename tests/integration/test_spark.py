@@ -29,10 +29,12 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-MASTERS = ["local[4]", "local-cluster[2,1,1024]", "local[1]"]
+# each test takes its masters by indirect parametrization of the module-scoped `spark`
+# fixture; pytest groups the tests per master, so one session per master is started
+MASTERS = ["local[4]", "local-cluster[2,1,1024]"]
 
 
-@pytest.fixture(scope="module", params=MASTERS)
+@pytest.fixture(scope="module")
 def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
     """One SparkSession per master (a process holds one SparkContext at a time)."""
     from jstormpy.deploy.spark import create_session
@@ -42,11 +44,6 @@ def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
                                    "spark.sql.shuffle.partitions": "4"})
     yield session
     session.stop()
-
-
-def _needs_slots(spark: Any) -> None:
-    if spark.sparkContext.master == "local[1]":
-        pytest.skip("local[1] is for the too-few-slots test")
 
 
 def _kill_worker_mid_run(handle: Any, worker: int, deadline_s: float = 300.0) -> int:
@@ -83,13 +80,13 @@ def _check_exactly_once(out: Path, expected: Counter[str]) -> None:
     assert all(v == list(range(1, len(v) + 1)) for v in per_word.values())
 
 
+@pytest.mark.parametrize("spark", MASTERS, indirect=True)
 def test_kill_worker_exactly_once(spark: Any, tmp_path: Path) -> None:
     """FileSpout → split → count (managed state) → FileSink, worker 1 SIGKILLed inside its
     Spark task: the stage is resubmitted, the TM rolls back, nothing is lost or doubled."""
     from jstormpy.deploy.spark import SparkCluster
     from jstormpy.deploy.verify import verify_wordcount
 
-    _needs_slots(spark)
     expected = write_corpus(tmp_path / "corpus")
     out = tmp_path / "out"
     topo = wordcount(out, tmp_path / "corpus", pause_s=0.02)
@@ -145,6 +142,7 @@ def test_kill_worker_exactly_once(spark: Any, tmp_path: Path) -> None:
         assert f"missing     {lost!r}" in worse.stdout
 
 
+@pytest.mark.parametrize("spark", MASTERS, indirect=True)
 def test_parquet_output_read_by_spark(spark: Any, tmp_path: Path) -> None:
     """FileSink(format="parquet"): spark.read.parquet on the sink directory (staging
     folders start with '_' and are ignored) gives exactly the expected counts."""
@@ -152,7 +150,6 @@ def test_parquet_output_read_by_spark(spark: Any, tmp_path: Path) -> None:
 
     from jstormpy.deploy.spark import SparkCluster
 
-    _needs_slots(spark)
     expected = write_corpus(tmp_path / "corpus", files=2, lines=400)
     out = tmp_path / "out"
     topo = wordcount(out, tmp_path / "corpus", fmt="parquet", pause_s=0.0)
@@ -166,12 +163,11 @@ def test_parquet_output_read_by_spark(spark: Any, tmp_path: Path) -> None:
     assert got == dict(expected)
 
 
+@pytest.mark.parametrize("spark", ["local[1]"], indirect=True)
 def test_too_few_slots_fails_fast(spark: Any, tmp_path: Path) -> None:
     """workers=2 on local[1]: a clear error within seconds, not Spark's 10-minute wait."""
     from jstormpy.deploy.spark import SparkCluster
 
-    if spark.sparkContext.master != "local[1]":
-        pytest.skip("needs local[1]")
     write_corpus(tmp_path / "corpus", files=1, lines=10)
     topo = wordcount(tmp_path / "out", tmp_path / "corpus")
     t0 = time.monotonic()
