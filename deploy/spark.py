@@ -80,6 +80,11 @@ SESSION_DEFAULTS = {
 _LOCAL_RE = re.compile(r"^local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?$")
 _LOCAL_CLUSTER_RE = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]$")
 _SLOTS_ERROR = "BarrierJobSlotsNumberCheckFailed"
+#: A job attempt failing this soon after submission, with no worker having registered with
+#: the TM, is an "early failure"; this many in a row (workers that cannot start at all) end
+#: the topology instead of resubmitting forever.
+EARLY_FAILURE_S = 20.0
+MAX_EARLY_FAILURES = 5
 
 
 def is_local_master(master: str) -> bool:
@@ -213,6 +218,8 @@ class _SparkSupervisor(_Supervisor):
         self.group = f"jstormpy-{name}-{secret[:8]}"
         self.job_attempts = 0
         self.job_errors: list[str] = []
+        self.early_failures = 0
+        self.seen_pids: set[int] = set()
         self.job_thread = threading.Thread(target=self._job_loop, name=f"spark-job-{name}",
                                            daemon=True)
 
@@ -262,11 +269,19 @@ class _SparkSupervisor(_Supervisor):
         except JStormError:
             return "unreachable"
 
+    def _registered_pids(self) -> set[int]:
+        try:
+            status = MasterClient(self.address, self.secret.encode()).status(timeout=5.0)
+        except JStormError:
+            return set()
+        return {int(w["pid"]) for w in status.get("workers", []) if w.get("pid")}
+
     def _job_loop(self) -> None:
         sc = self.spark.sparkContext
         workers = self.config.workers
         while not self.stopping.is_set():
             self.job_attempts += 1
+            submitted = time.monotonic()
             sc.setJobGroup(self.group, f"jstormpy topology {self.name} "
                            f"(attempt {self.job_attempts})", interruptOnCancel=True)
             try:
@@ -285,6 +300,19 @@ class _SparkSupervisor(_Supervisor):
             if failure:
                 self.job_errors.append(failure)
                 log.warning("Spark job of %s failed (%s); resubmitting", self.name, failure)
+                # a worker that cannot even start (not installed on the executors, bad
+                # environment) fails every attempt at once: give up instead of looping
+                pids = self._registered_pids()
+                early = time.monotonic() - submitted < EARLY_FAILURE_S \
+                    and not pids - self.seen_pids
+                self.seen_pids |= pids
+                self.early_failures = self.early_failures + 1 if early else 0
+                if self.early_failures >= MAX_EARLY_FAILURES:
+                    self.gave_up = (f"the Spark job of the workers failed {self.early_failures} "
+                                    f"times in a row within {EARLY_FAILURE_S:.0f} s of its "
+                                    f"submission; last: {failure}")
+                    log.error(self.gave_up)
+                    return
             if failure.startswith(_SLOTS_ERROR):
                 try:
                     self.wait_for_slots()

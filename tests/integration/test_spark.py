@@ -129,17 +129,16 @@ def test_kill_worker_exactly_once(spark: Any, tmp_path: Path) -> None:
     assert "missing" in report.render()
 
     if spark.sparkContext.master == "local[4]":
-        # the CLI: `jstorm verify` in its own process, exit code 0 / 1
+        # the CLI: `jstorm verify` in its own processes (both at once), exit code 0 / 1
         cli = [sys.executable, "-m", "jstormpy.cli", "verify", "wordcount", "--input",
                str(tmp_path / "corpus" / "*.txt"), "--spark-master", "local[1]", "--output"]
-        good = subprocess.run([*cli, str(out)], check=False, capture_output=True,
-                              text=True, timeout=600)
-        assert good.returncode == 0, good.stdout + good.stderr
-        assert "OK" in good.stdout
-        worse = subprocess.run([*cli, str(bad)], check=False, capture_output=True,
-                              text=True, timeout=600)
-        assert worse.returncode == 1, worse.stdout + worse.stderr
-        assert f"missing     {lost!r}" in worse.stdout
+        procs = [subprocess.Popen([*cli, str(d)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for d in (out, bad)]
+        (good_out, good_err), (bad_out, bad_err) = (p.communicate(timeout=600) for p in procs)
+        assert procs[0].returncode == 0, good_out + good_err
+        assert "OK" in good_out
+        assert procs[1].returncode == 1, bad_out + bad_err
+        assert f"missing     {lost!r}" in bad_out
 
 
 @pytest.mark.parametrize("spark", MASTERS, indirect=True)
@@ -184,3 +183,33 @@ def test_too_few_slots_fails_fast(spark: Any, tmp_path: Path) -> None:
             .collect()
     assert time.monotonic() - t0 < 30
     assert isinstance(err.value, JStormError)
+
+
+@pytest.mark.parametrize("spark", ["local[4]"], indirect=True)
+def test_worker_that_cannot_start_gives_up(spark: Any, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers that die before registering (here: a broken jstormpy first on their
+    PYTHONPATH) fail every job attempt at once: the launcher gives up with the worker's
+    error instead of resubmitting max_restarts times."""
+    from jstormpy.deploy import spark as spark_launcher
+    from jstormpy.deploy.spark import MAX_EARLY_FAILURES, SparkCluster
+
+    broken = tmp_path / "broken" / "jstormpy"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('broken on purpose')\n")
+    spec = spark_launcher._SparkSupervisor._spec
+
+    def broken_spec(self: Any) -> dict[str, Any]:
+        out = spec(self)
+        out["python_path"] = [str(broken.parent), *out["python_path"]]
+        return out
+
+    monkeypatch.setattr(spark_launcher._SparkSupervisor, "_spec", broken_spec)
+    write_corpus(tmp_path / "corpus", files=1, lines=10)
+    topo = wordcount(tmp_path / "out", tmp_path / "corpus")
+    with SparkCluster(spark) as cluster:
+        handle = cluster.submit(topo, Config(workers=2))
+        with pytest.raises(JStormError, match=f"failed {MAX_EARLY_FAILURES} times in a row"):
+            handle.wait(timeout=300)
+        launcher = handle._launcher
+        assert launcher is not None and "exited with code 1" in launcher.gave_up
