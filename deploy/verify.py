@@ -112,27 +112,41 @@ def compare_last_values(spark: Any, expected: Any, output: str, key: str, value:
         raise JStormError(f"output {output!r} has no column(s) {missing_cols}; it has "
                           f"{[c for c in out.columns if not c.startswith('_')]}")
     last = (out.groupBy(F.col(key).alias("k"))
-               .agg(F.max_by(F.col(value), F.struct("_file", "_pos")).alias("got")))
+               .agg(F.max_by(F.col(value), F.struct("_file", "_pos")).alias("got"),
+                    F.count(F.lit(1)).alias("records")))
     joined = exp.join(last, "k", "full_outer").cache()
-    report.expected_keys = expected.count()
-    report.output_records = out.count()
-    report.output_keys = last.count()
-    miss = joined.where(F.col("got").isNull() & F.col("expected").isNotNull())
-    extra = joined.where(F.col("expected").isNull() & F.col("got").isNotNull())
-    wrong = joined.where(F.col("expected").isNotNull() & F.col("got").isNotNull()
-                         & (F.col("expected") != F.col("got")))
-    report.counts = {"missing": miss.count(), "unexpected": extra.count(),
-                     "wrong": wrong.count(), "duplicates": 0}
-    report.missing = [(r["k"], r["expected"]) for r in miss.orderBy("k").limit(limit).collect()]
-    report.unexpected = [(r["k"], r["got"]) for r in extra.orderBy("k").limit(limit).collect()]
-    report.wrong = [(r["k"], r["expected"], r["got"])
-                    for r in wrong.orderBy("k").limit(limit).collect()]
+    has_exp, has_got = F.col("expected").isNotNull(), F.col("got").isNotNull()
+    conds = {"missing": has_exp & ~has_got, "unexpected": has_got & ~has_exp,
+             "wrong": has_exp & has_got & (F.col("expected") != F.col("got"))}
+
+    def flag(cond: Any) -> Any:
+        return F.sum(F.when(cond, 1).otherwise(0))
+
+    totals = joined.agg(flag(has_exp).alias("expected_keys"), flag(has_got).alias("output_keys"),
+                        F.sum("records").alias("output_records"),
+                        *(flag(c).alias(n) for n, c in conds.items())).collect()[0]
+    report.expected_keys = int(totals["expected_keys"] or 0)
+    report.output_keys = int(totals["output_keys"] or 0)
+    report.output_records = int(totals["output_records"] or 0)
+    report.counts = {n: int(totals[n] or 0) for n in conds}
+    report.counts["duplicates"] = 0
+
+    def first(name: str) -> list[Any]:
+        if not report.counts[name]:
+            return []
+        return joined.where(conds[name]).orderBy("k").limit(limit).collect()
+
+    report.missing = [(r["k"], r["expected"]) for r in first("missing")]
+    report.unexpected = [(r["k"], r["got"]) for r in first("unexpected")]
+    report.wrong = [(r["k"], r["expected"], r["got"]) for r in first("wrong")]
     if check_duplicates:
         dups = (out.groupBy(key, value).agg(F.count(F.lit(1)).alias("_times"))
-                   .where(F.col("_times") > 1))
+                   .where(F.col("_times") > 1).orderBy(key, value).cache())
         report.counts["duplicates"] = dups.count()
-        report.duplicates = [(r[key], r[value], r["_times"])
-                             for r in dups.orderBy(key, value).limit(limit).collect()]
+        if report.counts["duplicates"]:
+            report.duplicates = [(r[key], r[value], r["_times"])
+                                 for r in dups.limit(limit).collect()]
+        dups.unpersist()
     joined.unpersist()
     return report
 
@@ -195,10 +209,12 @@ def add_verify_parser(sub: Any) -> None:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """``jstorm verify``: exit 0 if the output matches, 1 if it differs."""
-    from jstormpy.deploy.spark import create_session
+    from jstormpy.deploy.spark import create_session, is_local_master
 
-    spark = create_session(args.spark_master or None, app_name="jstorm-verify",
-                           conf={"spark.ui.enabled": "false"})
+    conf = {"spark.ui.enabled": "false"}
+    if args.spark_master and is_local_master(args.spark_master):
+        conf["spark.sql.shuffle.partitions"] = "8"  # small local jobs: not 200 tiny tasks
+    spark = create_session(args.spark_master or None, app_name="jstorm-verify", conf=conf)
     try:
         if args.check == "wordcount":
             report = verify_wordcount(spark, args.input, args.output, args.format, args.key,

@@ -148,6 +148,7 @@ def test_parquet_output_read_by_spark(spark: Any, tmp_path: Path) -> None:
     from pyspark.sql import functions as F  # noqa: N812
 
     from jstormpy.deploy.spark import SparkCluster
+    from jstormpy.deploy.verify import verify_wordcount
 
     expected = write_corpus(tmp_path / "corpus", files=2, lines=400)
     out = tmp_path / "out"
@@ -160,6 +161,8 @@ def test_parquet_output_read_by_spark(spark: Any, tmp_path: Path) -> None:
     assert df.count() == sum(expected.values())
     got = {r["word"]: r["n"] for r in df.groupBy("word").agg(F.max("count").alias("n")).collect()}
     assert got == dict(expected)
+    report = verify_wordcount(spark, str(tmp_path / "corpus" / "*.txt"), str(out))  # auto
+    assert report.ok, report.render()
 
 
 @pytest.mark.parametrize("spark", ["local[1]"], indirect=True)
@@ -188,21 +191,16 @@ def test_too_few_slots_fails_fast(spark: Any, tmp_path: Path) -> None:
 @pytest.mark.parametrize("spark", ["local[4]"], indirect=True)
 def test_worker_that_cannot_start_gives_up(spark: Any, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """Workers that die before registering (here: a broken jstormpy first on their
-    PYTHONPATH) fail every job attempt at once: the launcher gives up with the worker's
-    error instead of resubmitting max_restarts times."""
+    """Workers that die before registering (here: a Python that refuses to start, its
+    PYTHONHASHSEED being invalid) fail every job attempt at once: the launcher gives up with
+    the worker's error instead of resubmitting max_restarts times."""
     from jstormpy.deploy import spark as spark_launcher
     from jstormpy.deploy.spark import MAX_EARLY_FAILURES, SparkCluster
 
-    broken = tmp_path / "broken" / "jstormpy"
-    broken.mkdir(parents=True)
-    (broken / "__init__.py").write_text("raise ImportError('broken on purpose')\n")
     spec = spark_launcher._SparkSupervisor._spec
 
     def broken_spec(self: Any) -> dict[str, Any]:
-        out = spec(self)
-        out["python_path"] = [str(broken.parent), *out["python_path"]]
-        return out
+        return {**spec(self), "hash_seed": "not-a-number"}
 
     monkeypatch.setattr(spark_launcher._SparkSupervisor, "_spec", broken_spec)
     write_corpus(tmp_path / "corpus", files=1, lines=10)
