@@ -211,3 +211,40 @@ def test_worker_that_cannot_start_gives_up(spark: Any, tmp_path: Path,
             handle.wait(timeout=300)
         launcher = handle._launcher
         assert launcher is not None and "exited with code 1" in launcher.gave_up
+
+
+@pytest.mark.parametrize("spark", ["local[4]"], indirect=True)
+def test_kill_stops_the_job(spark: Any, tmp_path: Path) -> None:
+    """handle.kill() mid-run: the TM stops, the job group ends, no worker process is left."""
+    import psutil
+
+    from jstormpy.deploy.spark import SparkCluster
+
+    write_corpus(tmp_path / "corpus")
+    topo = wordcount(tmp_path / "out", tmp_path / "corpus", pause_s=0.2)  # runs for minutes
+    with SparkCluster(spark) as cluster:
+        handle = cluster.submit(topo, Config(workers=2))
+        deadline = time.monotonic() + 300
+        while not (handle.status()["state"] == "running"
+                   and all(w.alive and w.pid for w in handle.workers())):
+            assert time.monotonic() < deadline, "never running"
+            time.sleep(0.05)
+        pids = [w.pid for w in handle.workers()]
+        launcher = handle._launcher
+        assert launcher is not None
+        t0 = time.monotonic()
+        handle.kill()
+        deadline = time.monotonic() + 60
+        def running(pid: int) -> bool:
+            try:
+                return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                return False
+
+        while launcher.job_thread.is_alive() or any(running(p) for p in pids):
+            assert time.monotonic() < deadline, "job or workers still running after kill"
+            time.sleep(0.05)
+        assert time.monotonic() - t0 < 60
+        assert not launcher.gave_up
+    # the session is still usable for other jobs
+    assert spark.sparkContext.parallelize(range(10), 2).sum() == 45
