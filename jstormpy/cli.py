@@ -1,6 +1,8 @@
 """The ``jstorm`` command line.
 
     jstorm run FILE.py [--resume] [--chaos SEED]   run the topology FILE defines, here
+    jstorm run FILE.py --spark-master MASTER       ... with its workers in Spark executors
+    jstorm verify wordcount --input GLOB --output DIR   recompute with Spark, compare
     jstorm list                                    running topologies
     jstorm status NAME [--json]                    state, workers, checkpoints, errors
     jstorm metrics NAME [--component C] [--watch]  metrics per component/worker/topology
@@ -92,6 +94,16 @@ def _print_metrics(m: dict[str, Any], tasks: bool = False) -> None:
     print_metrics(m, tasks)
 
 
+def _spark_conf(items: list[str]) -> dict[str, str]:
+    conf = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise JStormError(f"--spark-conf {item!r}: expected KEY=VALUE")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from jstormpy.deploy.local import LocalCluster
 
@@ -103,7 +115,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"running {topology.name!r}: {len(topology.components)} components, "
           f"{config.workers} workers, {config.guarantee}")
     t0 = time.monotonic()
-    with LocalCluster() as cluster:
+    cluster: Any
+    if args.spark_master is not None:
+        from jstormpy.deploy.spark import SparkCluster
+
+        cluster = SparkCluster(master=args.spark_master or None,
+                               conf=_spark_conf(args.spark_conf))
+        print(f"spark: master {cluster.master}, {config.workers} barrier tasks")
+    else:
+        cluster = LocalCluster()
+    with cluster:
         handle = cluster.submit(topology, config, resume=args.resume)
         monkey = None
         if args.chaos is not None:
@@ -241,7 +262,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--chaos", type=int, default=None, metavar="SEED",
                    help="SIGKILL workers at seeded random moments while it runs")
     r.add_argument("--kills", type=int, default=1, help="how many kills with --chaos")
+    r.add_argument("--spark-master", default=None, metavar="MASTER",
+                   help="run the workers inside Spark executors: local[4], "
+                        "local-cluster[2,1,1024], spark://..., yarn, k8s://... "
+                        "('' = the master spark-submit passes)")
+    r.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra Spark setting (repeatable)")
     r.set_defaults(func=cmd_run)
+    from jstormpy.deploy.verify import add_verify_parser
+
+    add_verify_parser(sub)
     sub.add_parser("list", help="running topologies").set_defaults(func=cmd_list)
     for name, func, helptext in (("status", cmd_status, "state, workers, checkpoints"),
                                  ("kill", cmd_kill, "stop a topology")):

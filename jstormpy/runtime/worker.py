@@ -50,6 +50,7 @@ from jstormpy.topology import Topology
 log = logging.getLogger("jstormpy.worker")
 
 _STOP = object()
+WORKER_HOST_ENV = "JSTORM_WORKER_HOST"
 
 
 def topology_hash_seed(name: str) -> str:
@@ -127,11 +128,21 @@ class Worker(TaskHost):
             self.backend = open_backend(self.config.state_backend,
                                         **self.config.state_backend_options)
 
+    @property
+    def host(self) -> str:
+        """The address this worker binds and advertises: ``$JSTORM_WORKER_HOST`` if set (a
+        launcher whose workers run on other machines than the TM, e.g. Spark executors,
+        sets it), else ``Config.host``."""
+        override = os.environ.get(WORKER_HOST_ENV)
+        if override:
+            return override
+        return self.config.host if self.config else "127.0.0.1"
+
     def start_transport(self) -> None:
         """Bind the data-plane server."""
         assert self.config is not None
         self.transport = Transport(self.worker_id, self.secret, self._deliver,
-                                   host=self.config.host,
+                                   host=self.host,
                                    max_frame_bytes=self.config.max_frame_bytes,
                                    send_buffer_bytes=self.config.send_buffer_bytes,
                                    deliver_generation=True)
@@ -411,8 +422,8 @@ class Worker(TaskHost):
     def _register_message(self) -> Any:
         assert self.transport is not None
         return pb.WorkerMessage(register=pb.Register(
-            worker_id=self.worker_id, pid=os.getpid(), host=self.config.host if self.config
-            else "127.0.0.1", data_port=self.transport.port, generation=self.generation,
+            worker_id=self.worker_id, pid=os.getpid(), host=self.host,
+            data_port=self.transport.port, generation=self.generation,
             code_version=self.code_version))
 
     def serve(self, reconnect_timeout_s: float = 60.0) -> int:

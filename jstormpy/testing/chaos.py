@@ -117,6 +117,10 @@ class ChaosMonkey:
         launcher = self.handle._launcher  # noqa: SLF001 - the harness drives the local launcher
         if launcher is None:
             return None
+        if kill.target == "worker" and kill.worker not in launcher.workers:
+            # workers that are not the launcher's children (Spark tasks): the TM knows pids
+            return next((w.pid for w in self.handle.workers()
+                         if w.id == kill.worker and w.alive and w.pid), None)
         with launcher.lock:
             if kill.target == "master":
                 return launcher.master.pid if launcher.master else None

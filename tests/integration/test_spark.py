@@ -1,0 +1,250 @@
+"""The Spark launcher: workers inside barrier-mode Spark tasks, exactly-once under a worker
+SIGKILL, a clear error when slots are missing, Parquet output read back by Spark, and
+``jstorm verify``. Slow: each master starts a JVM (and local-cluster two executor JVMs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jstormpy import Config, read_committed
+from jstormpy.errors import ConfigError, JStormError
+
+from .spark_topologies import wordcount, write_corpus
+
+pytest.importorskip("pyspark")
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("Spark needs Java", allow_module_level=True)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+# each test takes its masters by indirect parametrization of the module-scoped `spark`
+# fixture; pytest groups the tests per master, so one session per master is started
+MASTERS = ["local[4]", "local-cluster[2,1,1024]"]
+
+
+@pytest.fixture(scope="module")
+def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """One SparkSession per master (a process holds one SparkContext at a time)."""
+    from jstormpy.deploy.spark import create_session
+
+    session = create_session(request.param, app_name="jstormpy-test",
+                             conf={"spark.ui.enabled": "false",
+                                   "spark.sql.shuffle.partitions": "4"})
+    yield session
+    session.stop()
+
+
+def _kill_worker_mid_run(handle: Any, worker: int, deadline_s: float = 300.0) -> int:
+    """SIGKILL a worker (the child process of a Spark task) once both workers run and a
+    checkpoint completed; returns the pid killed."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        workers = handle.workers()
+        if len(workers) == 2 and all(w.alive and w.pid for w in workers) \
+                and handle.last_completed_checkpoint() is not None:
+            assert handle.status()["state"] == "running", "drained before the kill"
+            pid = next(w.pid for w in workers if w.id == worker)
+            os.kill(pid, signal.SIGKILL)
+            return pid
+        time.sleep(0.05)
+    raise AssertionError(f"workers not running with a checkpoint within {deadline_s} s")
+
+
+def _final_counts(out: Path) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    records = read_committed(out)
+    last: dict[str, int] = {}
+    for r in records:
+        last[r["word"]] = r["count"]
+    return last, records
+
+
+def _check_exactly_once(out: Path, expected: Counter[str]) -> None:
+    last, records = _final_counts(out)
+    assert last == dict(expected)
+    assert len(records) == sum(expected.values()), "lost or duplicated records"
+    per_word: dict[str, list[int]] = {}
+    for r in records:
+        per_word.setdefault(r["word"], []).append(r["count"])
+    assert all(v == list(range(1, len(v) + 1)) for v in per_word.values())
+
+
+@pytest.mark.parametrize("spark", MASTERS, indirect=True)
+def test_kill_worker_exactly_once(spark: Any, tmp_path: Path) -> None:
+    """FileSpout → split → count (managed state) → FileSink, worker 1 SIGKILLed inside its
+    Spark task: the stage is resubmitted, the TM rolls back, nothing is lost or doubled."""
+    from jstormpy.deploy.spark import SparkCluster
+    from jstormpy.deploy.verify import verify_wordcount
+
+    expected = write_corpus(tmp_path / "corpus")
+    out = tmp_path / "out"
+    topo = wordcount(out, tmp_path / "corpus", pause_s=0.02)
+    t0 = time.monotonic()
+    with SparkCluster(spark) as cluster:
+        handle = cluster.submit(topo, Config(workers=2, checkpoint_interval_ms=300))
+        pid = _kill_worker_mid_run(handle, worker=1)
+        status = handle.wait(timeout=600)
+        launcher = handle._launcher
+        assert launcher is not None
+        print(f"{spark.sparkContext.master}: killed pid {pid}; drained in "
+              f"{time.monotonic() - t0:.1f} s, generation {status['generation']}, "
+              f"job attempts {launcher.job_attempts}, job errors {launcher.job_errors}")
+        assert status["restarts"] >= 1
+        assert launcher.job_attempts >= 2, "the barrier job was not resubmitted"
+        assert any(f"exited with code {-signal.SIGKILL}" in e for e in launcher.job_errors)
+    _check_exactly_once(out, expected)
+
+    # the PySpark recomputation agrees, in this session (on local-cluster: on the executors)
+    report = verify_wordcount(spark, str(tmp_path / "corpus" / "*.txt"), str(out))
+    assert report.ok, report.render()
+    assert report.output_records == sum(expected.values())
+
+    # ... and notices a tampered output: one duplicated record, one lost word
+    bad = tmp_path / "bad"
+    shutil.copytree(out, bad)
+    part = sorted(p for p in bad.iterdir() if p.name.startswith("part-"))[0]
+    lines = part.read_text().splitlines()
+    lost = json.loads(lines[-1])["word"]
+    dup = next(ln for ln in lines if json.loads(ln)["word"] != lost)
+    part.write_text("\n".join([dup, *lines]) + "\n")
+    for p in bad.iterdir():
+        if p.name.startswith("part-"):
+            kept = [ln for ln in p.read_text().splitlines() if json.loads(ln)["word"] != lost]
+            p.write_text("".join(f"{ln}\n" for ln in kept))
+    report = verify_wordcount(spark, str(tmp_path / "corpus" / "*.txt"), str(bad))
+    assert not report.ok
+    assert report.counts["missing"] == 1 and report.missing[0][0] == lost
+    assert report.counts["duplicates"] >= 1
+    assert "missing" in report.render()
+
+    if spark.sparkContext.master == "local[4]":
+        # the CLI: `jstorm verify` in its own processes (both at once), exit code 0 / 1
+        cli = [sys.executable, "-m", "jstormpy.cli", "verify", "wordcount", "--input",
+               str(tmp_path / "corpus" / "*.txt"), "--spark-master", "local[1]", "--output"]
+        procs = [subprocess.Popen([*cli, str(d)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for d in (out, bad)]
+        (good_out, good_err), (bad_out, bad_err) = (p.communicate(timeout=600) for p in procs)
+        assert procs[0].returncode == 0, good_out + good_err
+        assert "OK" in good_out
+        assert procs[1].returncode == 1, bad_out + bad_err
+        assert f"missing     {lost!r}" in bad_out
+
+
+@pytest.mark.parametrize("spark", MASTERS, indirect=True)
+def test_parquet_output_read_by_spark(spark: Any, tmp_path: Path) -> None:
+    """FileSink(format="parquet"): spark.read.parquet on the sink directory (staging
+    folders start with '_' and are ignored) gives exactly the expected counts."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    from jstormpy.deploy.spark import SparkCluster
+    from jstormpy.deploy.verify import verify_wordcount
+
+    expected = write_corpus(tmp_path / "corpus", files=2, lines=400)
+    out = tmp_path / "out"
+    topo = wordcount(out, tmp_path / "corpus", fmt="parquet", pause_s=0.0)
+    with SparkCluster(spark) as cluster:
+        handle = cluster.submit(topo, Config(workers=2, checkpoint_interval_ms=300))
+        handle.wait(timeout=600)
+    assert any(p.suffix == ".parquet" for p in out.iterdir())
+    df = spark.read.parquet(str(out))
+    assert df.count() == sum(expected.values())
+    got = {r["word"]: r["n"] for r in df.groupBy("word").agg(F.max("count").alias("n")).collect()}
+    assert got == dict(expected)
+    report = verify_wordcount(spark, str(tmp_path / "corpus" / "*.txt"), str(out))  # auto
+    assert report.ok, report.render()
+
+
+@pytest.mark.parametrize("spark", ["local[1]"], indirect=True)
+def test_too_few_slots_fails_fast(spark: Any, tmp_path: Path) -> None:
+    """workers=2 on local[1]: a clear error within seconds, not Spark's 10-minute wait."""
+    from jstormpy.deploy.spark import SparkCluster
+
+    write_corpus(tmp_path / "corpus", files=1, lines=10)
+    topo = wordcount(tmp_path / "out", tmp_path / "corpus")
+    t0 = time.monotonic()
+    with SparkCluster(spark) as cluster, pytest.raises(ConfigError) as err:
+        cluster.submit(topo, Config(workers=2))
+    took = time.monotonic() - t0
+    assert took < 30, took
+    assert "1 task slot(s)" in str(err.value) and "workers=2" in str(err.value)
+    # and Spark's own check (for a session where the up-front one passes wrongly) is fast
+    # too: create_session sets maxConcurrentTasksCheck to 3 x 1 s
+    t0 = time.monotonic()
+    with pytest.raises(Exception, match="BarrierJobSlotsNumberCheckFailed|more slots"):
+        spark.sparkContext.parallelize(range(2), 2).barrier().mapPartitions(lambda it: it) \
+            .collect()
+    assert time.monotonic() - t0 < 30
+    assert isinstance(err.value, JStormError)
+
+
+@pytest.mark.parametrize("spark", ["local[4]"], indirect=True)
+def test_worker_that_cannot_start_gives_up(spark: Any, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers that die before registering (here: a Python that refuses to start, its
+    PYTHONHASHSEED being invalid) fail every job attempt at once: the launcher gives up with
+    the worker's error instead of resubmitting max_restarts times."""
+    from jstormpy.deploy import spark as spark_launcher
+    from jstormpy.deploy.spark import MAX_EARLY_FAILURES, SparkCluster
+
+    spec = spark_launcher._SparkSupervisor._spec
+
+    def broken_spec(self: Any) -> dict[str, Any]:
+        return {**spec(self), "hash_seed": "not-a-number"}
+
+    monkeypatch.setattr(spark_launcher._SparkSupervisor, "_spec", broken_spec)
+    write_corpus(tmp_path / "corpus", files=1, lines=10)
+    topo = wordcount(tmp_path / "out", tmp_path / "corpus")
+    with SparkCluster(spark) as cluster:
+        handle = cluster.submit(topo, Config(workers=2))
+        with pytest.raises(JStormError, match=f"failed {MAX_EARLY_FAILURES} times in a row"):
+            handle.wait(timeout=300)
+        launcher = handle._launcher
+        assert launcher is not None and "exited with code 1" in launcher.gave_up
+
+
+@pytest.mark.parametrize("spark", ["local[4]"], indirect=True)
+def test_kill_stops_the_job(spark: Any, tmp_path: Path) -> None:
+    """handle.kill() mid-run: the TM stops, the job group ends, no worker process is left."""
+    import psutil
+
+    from jstormpy.deploy.spark import SparkCluster
+
+    write_corpus(tmp_path / "corpus")
+    topo = wordcount(tmp_path / "out", tmp_path / "corpus", pause_s=0.2)  # runs for minutes
+    with SparkCluster(spark) as cluster:
+        handle = cluster.submit(topo, Config(workers=2))
+        deadline = time.monotonic() + 300
+        while not (handle.status()["state"] == "running"
+                   and all(w.alive and w.pid for w in handle.workers())):
+            assert time.monotonic() < deadline, "never running"
+            time.sleep(0.05)
+        pids = [w.pid for w in handle.workers()]
+        launcher = handle._launcher
+        assert launcher is not None
+        t0 = time.monotonic()
+        handle.kill()
+        deadline = time.monotonic() + 60
+        def running(pid: int) -> bool:
+            try:
+                return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                return False
+
+        while launcher.job_thread.is_alive() or any(running(p) for p in pids):
+            assert time.monotonic() < deadline, "job or workers still running after kill"
+            time.sleep(0.05)
+        assert time.monotonic() - t0 < 60
+        assert not launcher.gave_up
+    # the session is still usable for other jobs
+    assert spark.sparkContext.parallelize(range(10), 2).sum() == 45
