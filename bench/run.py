@@ -28,7 +28,9 @@ SUITE: list[tuple[str, list[str], float]] = [
     ("recovery.py", ["--rounds", "5", "--settle", "2.0"], 150),
     ("transport_bench.py", ["--tuples", "1000000"], 90),
     ("backend_bench.py", ["--keys", "200000", "--repeat", "1"], 90),
-    ("window_bench.py", [], 120),
+    ("window_bench.py", ["--records", "400000"], 180),
+    ("backpressure.py", ["--seconds", "10"], 120),
+    ("backpressure.py", ["--seconds", "10", "--queue-capacity", "8"], 120),
 ]
 TARGETS = {
     "wc_amo": 200_000, "wc_eo": 500_000, "overhead": 10.0, "p99": 50.0, "recovery_ms": 3000,
@@ -164,7 +166,19 @@ def table(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                      f"{num(fb['put_ms'], ' ms')} / {num(fb['get_ms'], ' ms')}", "", ""))
     if win and "error" not in win:
         rate = next((v for k, v in win.items() if k.endswith("per_s")), None)
-        rows.append(("windowed aggregation throughput", num(rate, "/s"), "", ""))
+        rows.append(("windowed aggregation throughput (60 s / 1 s sliding, 10k keys)",
+                     num(rate, " records/s"), "", ""))
+    for key in sorted(k for k in res if k.startswith("backpressure")):
+        bp = res[key]
+        if "error" in bp:
+            continue
+        qc = bp.get("queue_capacity")
+        rows.append((f"memory under backpressure, queue_capacity={qc} (bolt 10x slower, "
+                     "RSS growth)",
+                     f"{bp['rss_growth_mb']:.1f} MB (peak {bp['rss_peak_mb']:.0f} MB)", "", ""))
+        rows.append((f"checkpoint duration under backpressure p50 / p99, queue_capacity={qc}",
+                     f"{num(bp['checkpoint_p50_ms'], ' ms')} / "
+                     f"{num(bp['checkpoint_p99_ms'], ' ms')}", "", ""))
     for name, data in res.items():
         if isinstance(data, dict) and "error" in data:
             rows.append((f"{name}", "FAILED: " + data["error"], "", ""))
@@ -192,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, Any] = {}
     listed = {s for s, _, _ in SUITE}
     extra_scripts = sorted(p.name for p in HERE.glob("*.py")
+                           if "--json" in p.read_text()
                            if p.name not in listed and p.name not in
                            ("run.py", "__init__.py", "__main__.py", "_common.py",
                             "profile_wordcount.py"))
@@ -201,7 +216,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         data = run_script(script, extra, timeout)
         if data is not None:
-            res[stem] = data
+            key = stem
+            while key in res:  # the same script run twice with other settings
+                key += "+"
+            res[key] = data
     mach = machine()
     print_table(table(res), mach)
     print(f"\n(suite took {time.monotonic() - t0:.0f} s)")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import sys
 import time
 import tracemalloc
@@ -194,6 +195,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", choices=["operator", "bolt"])
     parser.add_argument("--no-slicing", dest="slicing", action="store_false",
                         help="operator: one accumulator per window (Flink's layout)")
+    parser.add_argument("--json", action="store_true",
+                        help="also print one BENCH_JSON line (for bench/run.py)")
     parser.add_argument("--tracemalloc", action="store_true",
                         help="also trace allocations (slower; separate pass)")
     args = parser.parse_args(argv)
@@ -202,11 +205,14 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.rate:,} records per event-time second, lag {args.lag} ms, "
         f"python {sys.version.split()[0]}\n")
     runners = {"operator": run_operator, "bolt": run_bolt}
+    summary: dict[str, float] = {}
     for name, run in runners.items():
         if args.only and name != args.only:
             continue
         gc.collect()
-        report(run(args, traced=False), lambda s: out(s + "\n"))
+        result = run(args, traced=False)
+        summary[f"{name}_records_per_s"] = round(result.rate)
+        report(result, lambda s: out(s + "\n"))
         if args.tracemalloc:
             gc.collect()
             tracemalloc.start()
@@ -215,6 +221,10 @@ def main(argv: list[str] | None = None) -> None:
             report(RunResult(res.name + " (tracemalloc pass; slower)", res.records,
                              res.seconds, res.firings, res.samples, res.snapshot),
                    lambda s: out(s + "\n"))
+    if args.json:
+        # the bolt figure first: it is what a topology sees
+        ordered = dict(sorted(summary.items(), key=lambda kv: not kv[0].startswith("bolt")))
+        print("BENCH_JSON " + json.dumps(ordered), flush=True)
 
 
 if __name__ == "__main__":
