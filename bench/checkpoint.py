@@ -14,9 +14,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pickle
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -68,7 +70,8 @@ class BigState(Bolt):
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-def snapshot_1m(keys: int, repeat: int, timeout_s: float = 180.0) -> dict:
+def snapshot_1m(keys: int, repeat: int, timeout_s: float = 180.0,
+                state_backend: str = "") -> dict:
     """Force checkpoints of a topology holding ``keys`` keys of state; read their duration."""
     state = {f"key:{i:09d}": i for i in range(keys)}
     t0 = time.perf_counter()
@@ -81,7 +84,8 @@ def snapshot_1m(keys: int, repeat: int, timeout_s: float = 180.0) -> dict:
         b.set_spout("trickle", IdleSpout(), parallelism=1)
         b.set_bolt("big", BigState(keys), parallelism=1).shuffle_grouping("trickle")
         conf = Config(workers=2, guarantee="exactly_once", checkpoint_interval_ms=3_600_000,
-                      checkpoint_timeout_ms=int(timeout_s * 1000), log_level="WARNING")
+                      checkpoint_timeout_ms=int(timeout_s * 1000), log_level="WARNING",
+                      state_backend=state_backend)
         with LocalCluster() as cluster:
             handle = cluster.submit(b.build(), conf)
             deadline = time.monotonic() + timeout_s
@@ -112,16 +116,42 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--no-overhead", action="store_true",
                    help="skip the at-most-once run (overhead % not computed)")
     p.add_argument("--timeout", type=float, default=240.0)
+    p.add_argument("--backend", choices=["file", "hdfs", "hbase"], default="file",
+                   help="state backend; hdfs/hbase use the protocol test servers of "
+                        "jstormpy.testing, started here on loopback")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    with backend_uri(args.backend) as uri:
+        return run(args, uri)
+
+
+@contextlib.contextmanager
+def backend_uri(kind: str):
+    """The state-backend URI for ``kind`` (a test server runs while the context is open)."""
+    if kind == "file":
+        yield ""
+    elif kind == "hdfs":
+        from jstormpy.testing.webhdfs import WebHdfsServer
+
+        with WebHdfsServer(tempfile.mkdtemp(prefix="bench-hdfs-")) as server:
+            yield f"hdfs://127.0.0.1:{server.port}/jstorm/ckpt"
+    else:
+        from jstormpy.testing.hbase import HBaseThriftServer
+
+        with HBaseThriftServer() as server:
+            yield f"hbase://127.0.0.1:{server.port}/jstorm_ckpt"
+
+
+def run(args: argparse.Namespace, uri: str) -> dict:
     out = sys.stderr if args.json else sys.stdout
 
     def say(*a):
         print(*a, file=out, flush=True)
 
     result: dict = {}
+    result["backend"] = args.backend
     eo = run_wordcount(args.sentences, "exactly_once", args.checkpoint_interval_ms,
-                       timeout_s=args.timeout)
+                       timeout_s=args.timeout, state_backend=uri)
     durs = [c["duration_ms"] for c in eo["checkpoints"]]
     aligns = [c["alignment_ms"] for c in eo["checkpoints"]]
     result["wordcount_checkpoints"] = {
@@ -131,7 +161,8 @@ def main(argv: list[str] | None = None) -> dict:
         "interval_ms": args.checkpoint_interval_ms}
     result["eo_words_per_s"] = eo["words_per_s"]
     c = result["wordcount_checkpoints"]
-    say(f"exactly-once word count: {fmt_rate(eo['words_per_s'])} words/s; {c['n']} checkpoints "
+    say(f"[{args.backend}] exactly-once word count: {fmt_rate(eo['words_per_s'])} words/s; "
+        f"{c['n']} checkpoints "
         f"every {args.checkpoint_interval_ms} ms: duration p50 {c['p50_ms']} ms, p99 "
         f"{c['p99_ms']} ms, max {c['max_ms']} ms (alignment p50 {c['alignment_p50_ms']} ms, "
         f"max {c['alignment_max_ms']} ms)")
@@ -143,7 +174,7 @@ def main(argv: list[str] | None = None) -> dict:
         say(f"at-most-once word count: {fmt_rate(amo['words_per_s'])} words/s → exactly-once "
             f"overhead {result['eo_overhead_pct']:.1f} %")
     if args.keys:
-        big = snapshot_1m(args.keys, args.repeat, args.timeout)
+        big = snapshot_1m(args.keys, args.repeat, args.timeout, uri)
         result["big_state"] = big
         say(f"{big['keys']:,} keys of managed state: pickle in-process {big['pickle_ms']:.0f} ms "
             f"({big['pickled_bytes'] / 1e6:.1f} MB); forced checkpoint {big['checkpoint_ms']} ms "
