@@ -196,7 +196,7 @@ class _Supervisor:
 
     def start_master(self, resume: bool) -> None:
         args = [sys.executable, "-m", "jstormpy.master", "--run-dir", str(self.run_dir),
-                "--port", str(self.port)]
+                "--port", str(self.port), "--launcher-pid", str(os.getpid())]
         if resume:
             args.append("--resume")
         with self._log("master") as out:

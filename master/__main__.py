@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 from jstormpy.config import Config
@@ -27,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="jstormpy.master")
     parser.add_argument("--run-dir", required=True)
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--launcher-pid", type=int, default=0,
+                        help="stop the topology when this process (the launcher) is gone")
     parser.add_argument("--resume", action="store_true",
                         help="continue from the latest completed checkpoint")
     args = parser.parse_args(argv)
@@ -48,11 +51,32 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("jstormpy.master").info("Topology Master of %s serving on %s:%d",
                                               descriptor["name"], config.host, args.port)
     ui = start_ops_server(core, config.host, config.ui_port, run_dir)  # web UI, /metrics
+    next_check = 0.0
     while not stop.wait(0.02):
         core.tick()
+        if args.launcher_pid and time.monotonic() >= next_check:
+            next_check = time.monotonic() + 1.0
+            if not _alive(args.launcher_pid):
+                logging.getLogger("jstormpy.master").error(
+                    "launcher (pid %d) is gone: nobody supervises this topology any more; "
+                    "stopping it (restart with --resume to continue from the last "
+                    "checkpoint)", args.launcher_pid)
+                core.kill("launcher gone")
+                stop.wait(1.0)  # let the shutdown messages reach the workers
+                break
     ui.stop()
     server.stop(grace=1.0).wait()
     return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 if __name__ == "__main__":

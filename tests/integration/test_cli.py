@@ -185,3 +185,30 @@ def test_errors_exit_2_with_a_clear_message(tmp_path):
         assert res.stderr.startswith("jstorm: error:")
     res = jstorm("list")
     assert res.returncode == 0 and res.stdout == "no topologies\n"
+
+
+def test_sigkill_of_jstorm_run_stops_its_topology(tmp_path):
+    """Nobody supervises a topology whose launcher died: its TM stops it, no orphans."""
+    import psutil
+
+    topo_file = tmp_path / "forever.py"
+    topo_file.write_text(textwrap.dedent(FOREVER).format(name=NAME, out=str(tmp_path / "out")))
+    run = subprocess.Popen([*JSTORM, "run", str(topo_file)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        def status():
+            res = jstorm("status", NAME, "--json")
+            return json.loads(res.stdout) if res.returncode == 0 else None
+
+        st = wait_until(lambda: (s := status()) and s["state"] == "running" and s,
+                        timeout=60, what="the topology to run")
+        children = [psutil.Process(p.pid) for p in psutil.Process(run.pid).children()]
+        assert len(children) == 3, children  # the TM and 2 workers
+        assert {w["pid"] for w in st["workers"]} <= {c.pid for c in children}
+        run.send_signal(signal.SIGKILL)
+        run.wait(10)
+        gone, alive = psutil.wait_procs(children, timeout=30)
+        assert not alive, f"processes outlived their launcher: {alive}"
+    finally:
+        if run.poll() is None:
+            run.kill()
