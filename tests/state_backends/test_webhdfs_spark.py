@@ -15,9 +15,7 @@ import glob
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -48,39 +46,61 @@ def jaxrs_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(out)
 
 
-@pytest.fixture(scope="module")
-def spark(jaxrs_classpath: str) -> Iterator[Any]:
-    from pyspark.sql import SparkSession
+# The Spark side runs in its own Python process: a JVM's classpath is fixed when it starts,
+# and other tests in this process may already have started one without the JAX-RS piece.
+SPARK_SIDE = r"""
+import json, sys
+from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[2]").appName("jstormpy-webhdfs-test")
-               .config("spark.ui.enabled", "false")
-               .config("spark.driver.extraClassPath", jaxrs_classpath)
-               .config("spark.sql.shuffle.partitions", "2")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+base, classpath = sys.argv[1], sys.argv[2]
+spark = (SparkSession.builder.master("local[2]").appName("jstormpy-webhdfs-test")
+         .config("spark.ui.enabled", "false")
+         .config("spark.driver.extraClassPath", classpath)
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+spark.sparkContext.setLogLevel("ERROR")
+result = {"read": [r.value for r in spark.read.text(f"{base}/in/file.txt").collect()]}
+out = spark.createDataFrame([(f"line-{i}",) for i in range(1000)], ["value"])
+out.repartition(3).write.text(f"{base}/out")
+result["after_write"] = True
+print("STAGE " + json.dumps({"written": True}), flush=True)
+sys.stdin.readline()  # the test checks the files the committer left, then lets us go on
+result["back"] = sorted(r.value for r in spark.read.text(f"{base}/out").collect())
+out.limit(5).write.mode("overwrite").text(f"{base}/out")  # delete + recreate
+result["overwritten_count"] = spark.read.text(f"{base}/out").count()
+spark.stop()
+print("RESULT " + json.dumps(result), flush=True)
+"""
 
 
-def test_spark_reads_and_writes_webhdfs(spark: Any, tmp_path: Path) -> None:
+def test_spark_reads_and_writes_webhdfs(jaxrs_classpath: str, tmp_path: Path) -> None:
+    import json
+    import sys
+
     root = tmp_path / "hdfs"
     (root / "in").mkdir(parents=True)
     (root / "in" / "file.txt").write_text("alpha\nbeta\ngamma\n")
     with WebHdfsServer(root) as server:
         base = f"webhdfs://127.0.0.1:{server.port}"
-        df = spark.read.text(f"{base}/in/file.txt")
-        assert [r.value for r in df.collect()] == ["alpha", "beta", "gamma"]
-
-        out = spark.createDataFrame([(f"line-{i}",) for i in range(1000)], ["value"])
-        out.repartition(3).write.text(f"{base}/out")
-        assert (root / "out" / "_SUCCESS").exists()
-        assert not (root / "out" / "_temporary").exists()
-        parts = sorted(p.name for p in (root / "out").glob("part-*"))
-        assert len(parts) == 3
-
-        back = spark.read.text(f"{base}/out")
-        assert sorted(r.value for r in back.collect()) == sorted(f"line-{i}"
-                                                                 for i in range(1000))
-        # overwrite mode goes through delete + recreate
-        out.limit(5).write.mode("overwrite").text(f"{base}/out")
-        assert spark.read.text(f"{base}/out").count() == 5
+        proc = subprocess.Popen([sys.executable, "-c", SPARK_SIDE, base, jaxrs_classpath],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None and proc.stdin is not None
+            line = proc.stdout.readline()
+            assert line.startswith("STAGE "), line + proc.stderr.read()[-3000:]
+            assert (root / "out" / "_SUCCESS").exists()
+            assert not (root / "out" / "_temporary").exists()
+            parts = sorted(p.name for p in (root / "out").glob("part-*"))
+            assert len(parts) == 3
+            proc.stdin.write("go on\n")
+            proc.stdin.flush()
+            out, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        result_line = next((ln for ln in out.splitlines() if ln.startswith("RESULT ")), "")
+        assert result_line, err[-3000:]
+        result = json.loads(result_line[len("RESULT "):])
+        assert result["read"] == ["alpha", "beta", "gamma"]
+        assert result["back"] == sorted(f"line-{i}" for i in range(1000))
+        assert result["overwritten_count"] == 5
