@@ -314,22 +314,10 @@ class LocalCluster:
             raise ConfigError("Config.state_backend='memory://' cannot be shared between the "
                               "Topology Master and worker processes; use file:///dir (default)")
         name = topology.name
-        for reg in Registration.all():
-            if reg.name == name and reg.launcher_pid != os.getpid() \
-                    and _pid_alive(reg.launcher_pid) and _master_answers(reg):
-                raise JStormError(f"a topology named {name!r} is already running "
-                                  f"(launcher pid {reg.launcher_pid}, Topology Master at "
-                                  f"{reg.address}); kill it first: jstorm kill {name}")
+        refuse_if_running(name)
         if not config.state_backend:
             config = config.replace(state_backend=f"file://{self.home / 'checkpoints' / name}")
-        run_dir = self.home / "runs" / name
-        if run_dir.exists():
-            shutil.rmtree(run_dir / "logs", ignore_errors=True)
-            (run_dir / "master.port").unlink(missing_ok=True)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "topology.pkl").write_bytes(cloudpickle.dumps(topology))
-        (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
-        (run_dir / "descriptor.json").write_text(json.dumps(topology.descriptor()))
+        run_dir = write_run_dir(self.home, topology, config)
         secret = new_secret()
         port = free_port(config.host)
         sup = _Supervisor(name, run_dir, config, secret, port, resume, self.env)
@@ -352,6 +340,30 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def refuse_if_running(name: str) -> None:
+    """JStormError if a live launcher already runs a topology called ``name``."""
+    for reg in Registration.all():
+        if reg.name == name and reg.launcher_pid != os.getpid() \
+                and _pid_alive(reg.launcher_pid) and _master_answers(reg):
+            raise JStormError(f"a topology named {name!r} is already running "
+                              f"(launcher pid {reg.launcher_pid}, Topology Master at "
+                              f"{reg.address}); kill it first: jstorm kill {name}")
+
+
+def write_run_dir(home: Path, topology: Topology, config: Config) -> Path:
+    """Create ``home/runs/NAME`` with what the Topology Master reads (topology.pkl,
+    config.json, descriptor.json); logs of an earlier run of the same name are dropped."""
+    run_dir = home / "runs" / topology.name
+    if run_dir.exists():
+        shutil.rmtree(run_dir / "logs", ignore_errors=True)
+        (run_dir / "master.port").unlink(missing_ok=True)
+    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    (run_dir / "topology.pkl").write_bytes(cloudpickle.dumps(topology))
+    (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
+    (run_dir / "descriptor.json").write_text(json.dumps(topology.descriptor()))
+    return run_dir
 
 
 def _master_answers(reg: Registration) -> bool:

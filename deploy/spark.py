@@ -36,11 +36,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -52,16 +50,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
-
 from jstormpy.client import MasterClient, Registration, jstorm_home
 from jstormpy.config import Config
 from jstormpy.deploy.local import (
     TopologyHandle,
-    _pid_alive,
     _Supervisor,
     check_guarantee,
     free_port,
+    refuse_if_running,
+    write_run_dir,
 )
 from jstormpy.errors import ConfigError, JStormError, TopologyError
 from jstormpy.runtime.worker import WORKER_HOST_ENV, topology_hash_seed
@@ -424,20 +421,9 @@ class SparkCluster:
         elif config.state_backend.startswith("file://") and not self.local:
             log.warning("state_backend %s on a cluster master: it must be a file system every "
                         "executor and the driver share (else use hdfs://)", config.state_backend)
-        for reg in Registration.all():
-            if reg.name == name and reg.launcher_pid != os.getpid() \
-                    and _pid_alive(reg.launcher_pid):
-                raise JStormError(f"a topology named {name!r} is already running "
-                                  f"(launcher pid {reg.launcher_pid}); kill it first")
+        refuse_if_running(name)
         tm_config, tm_host, worker_host = self._hosts(config)
-        run_dir = self.home / "runs" / name
-        if run_dir.exists():
-            shutil.rmtree(run_dir / "logs", ignore_errors=True)
-            (run_dir / "master.port").unlink(missing_ok=True)
-        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        (run_dir / "topology.pkl").write_bytes(cloudpickle.dumps(topology))
-        (run_dir / "config.json").write_text(json.dumps(tm_config.to_dict()))
-        (run_dir / "descriptor.json").write_text(json.dumps(topology.descriptor()))
+        run_dir = write_run_dir(self.home, topology, tm_config)
         secret = new_secret()
         port = free_port(tm_config.host)
         sup = _SparkSupervisor(self.spark, name, run_dir, tm_config, secret, port, resume,

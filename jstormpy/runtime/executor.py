@@ -16,7 +16,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from jstormpy.barrier.aligner import BarrierAligner
 from jstormpy.component import Tuple
@@ -52,32 +52,32 @@ class TaskMetricsCounters:
                 break
 
 
-class TaskHost:
-    """What an executor needs from its worker (implemented by the worker runtime)."""
+class TaskHost(Protocol):
+    """What an executor needs from its worker (the worker runtime implements it)."""
 
     generation: int
     guarantee: str
     worker_id: int
 
     def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes) -> str:
-        raise NotImplementedError
+        """Store a task snapshot; returns its handle."""
 
     def ack_checkpoint(self, checkpoint_id: int, task_id: int, handle: str, size: int,
                        finished: bool, alignment_ms: float, snapshot_ms: float) -> None:
-        raise NotImplementedError
+        """Tell the TM this task's part of the checkpoint is done."""
 
     def fail_checkpoint(self, checkpoint_id: int, task_id: int, reason: str) -> None:
-        raise NotImplementedError
+        """Tell the TM this task could not snapshot."""
 
     def report_error(self, task_id: int, component: str, exc: BaseException,
                      tup: Any) -> None:
-        raise NotImplementedError
+        """Report an exception raised by user code."""
 
     def report_committed(self, checkpoint_id: int, task_id: int) -> None:
-        raise NotImplementedError
+        """Tell the TM a sink committed a checkpoint's output."""
 
     def return_credit(self, src: int, dst: int, n: int) -> None:
-        raise NotImplementedError
+        """Give credits of channel ``src → dst`` back to its sender."""
 
 
 class TaskExecutor:
