@@ -278,18 +278,26 @@ class _Handler(BaseHTTPRequestHandler):
         if not _bool(params.get("datanode"), False):
             self._redirect(hdfs_path, params)
             return
-        offset = int(params.get("offset") or 0)
-        size = local.stat().st_size
-        if offset < 0 or offset > size:
-            raise RemoteError("IOException", f"Offset={offset} out of the range [0, {size}]; "
-                                             f"OPEN, path={hdfs_path}")
-        length = params.get("length")
-        count = size - offset if not length else min(int(length), size - offset)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Length", str(count))
-        self.end_headers()
-        with local.open("rb") as fh:
+        # open before answering: a file deleted between the checks above and here is a
+        # FileNotFoundException (404) like on a NameNode, never a 200 with missing bytes;
+        # once open, the descriptor keeps serving it even if it is deleted meanwhile
+        try:
+            fh = local.open("rb")
+        except (FileNotFoundError, IsADirectoryError):
+            raise RemoteError("FileNotFoundException",
+                              f"File does not exist: {hdfs_path}") from None
+        with fh:
+            offset = int(params.get("offset") or 0)
+            size = os.fstat(fh.fileno()).st_size
+            if offset < 0 or offset > size:
+                raise RemoteError("IOException", f"Offset={offset} out of the range "
+                                                 f"[0, {size}]; OPEN, path={hdfs_path}")
+            length = params.get("length")
+            count = size - offset if not length else min(int(length), size - offset)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(count))
+            self.end_headers()
             fh.seek(offset)
             left = count
             while left:
