@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,7 +166,7 @@ class Topology:
         }
 
 
-def assign_tasks(topology_tasks: Mapping[str, tuple[int, ...]], workers: int) -> dict[int, int]:
+def assign_tasks(topology_tasks: Mapping[str, Sequence[int]], workers: int) -> dict[int, int]:
     """The physical plan: task id → worker id, round-robin so each component spreads
     over the workers."""
     plan: dict[int, int] = {}

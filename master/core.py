@@ -23,6 +23,7 @@ from jstormpy.master.metrics import MetricsStore
 from jstormpy.master.upgrade import UpgradeController
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.state_backends import StateBackend
+from jstormpy.topology import assign_tasks
 
 log = logging.getLogger("jstormpy.master")
 
@@ -88,7 +89,7 @@ class MasterCore:
                                  for t in c["tasks"])
         self.task_component = {t: n for n, ts in self.component_tasks.items() for t in ts}
         workers = config.workers
-        self.plan = {t: (t - 1) % workers for t in self.all_tasks}
+        self.plan = assign_tasks(self.component_tasks, workers)
         self.generation = 0
         self.target_checkpoint: int | None = None
         self.bad_checkpoints: set[int] = set()

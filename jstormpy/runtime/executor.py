@@ -89,7 +89,8 @@ class TaskExecutor:
                  source_index: dict[tuple[int, str], tuple[str, dict[str, int]]] | None = None,
                  linger_s: float = 0.005, restored: dict[str, Any] | None = None,
                  start_hook: Callable[[], None] | None = None,
-                 credit_batch: dict[int, int] | None = None) -> None:
+                 credit_batch: dict[int, int] | None = None,
+                 restored_checkpoint: int = 0) -> None:
         self.task_id = task_id
         self.component_name = component_name
         self.kind = kind
@@ -123,6 +124,7 @@ class TaskExecutor:
         self.aligner = BarrierAligner(list(input_channels), host.guarantee == "exactly_once")
         self.pending: deque[Any] = deque()
         self.credit_batch = credit_batch or {}
+        self.restored_checkpoint = restored_checkpoint
         self.credit_owed: dict[int, int] = {}
         self.next_tick = 0.0
         tick = getattr(component, "tick_interval_ms", None)
@@ -461,5 +463,4 @@ class TaskExecutor:
             self.collector.broadcast(END_OF_STREAM, None)
 
     def _next_txn_id(self) -> int:
-        restored_from = getattr(self, "restored_checkpoint", 0) or 0
-        return restored_from + 1
+        return self.restored_checkpoint + 1

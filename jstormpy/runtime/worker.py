@@ -360,10 +360,10 @@ class Worker(TaskHost):
                               is_sink=spec.is_sink, inq=self.queues.get(task_id),
                               input_channels=inputs, source_index=source_index,
                               linger_s=conf.batch_linger_ms / 1000.0, restored=snap,
-                              credit_batch=credit_batch)
+                              credit_batch=credit_batch,
+                              restored_checkpoint=checkpoint_id or 0)
             self.gate.reset({(task_id, dst): self.channel_credits(dst)
                              for dst in collector.channels})
-            ex.restored_checkpoint = checkpoint_id  # type: ignore[attr-defined]
             executors[task_id] = ex
         self.executors.update(executors)
 
