@@ -300,7 +300,8 @@ class SpoutDriver:
                                     parallelism=parallelism))
 
     def read(self, n: int, timeout: float = 10.0) -> list[tuple[str, str, str]]:
-        """Call ``next_tuple`` until ``n`` more tuples came out; them, decoded."""
+        """Call ``next_tuple`` until ``n`` more tuples came out; them, decoded. ``n`` must be
+        everything produced and not yet read (a spout emits in batches)."""
         start = len(self.out.tuples)
 
         def enough() -> bool:
@@ -376,11 +377,11 @@ class SourceContract:
 
     def test_restore_rewinds_to_the_checkpoint(self, harness: SourceHarness) -> None:
         n = len(harness.splits)
-        produce_numbered(harness, 10)
+        produce_numbered(harness, 5)
         d = SpoutDriver(harness)
         first = d.read(5 * n)
         snap = d.checkpoint(1)
-        produce_numbered(harness, 10, start=10)
+        produce_numbered(harness, 15, start=5)
         rest = d.read(15 * n)
         d.close()
         assert by_split(first + rest) == by_split(numbered(harness, 20))
@@ -393,11 +394,12 @@ class SourceContract:
             self, harness: SourceHarness) -> None:
         if harness.released_offsets() is None:
             pytest.skip("this connector keeps its position only in the checkpoint")
-        produce_numbered(harness, 10)
+        produce_numbered(harness, 4)
         d = SpoutDriver(harness)
         d.read(4 * len(harness.splits))
         snap1 = d.checkpoint(1)
         assert not harness.released_offsets(), "offsets released before the checkpoint completed"
+        produce_numbered(harness, 6, start=4)
         d.read(6 * len(harness.splits))
         d.checkpoint(2)  # taken, never completed
         d.complete(1)
