@@ -107,6 +107,8 @@ class RedisStreamSpout(ReplayableSpout):
             watermark back); ``None`` = never.
         max_lag_ms: Bounded out-of-orderness of event time (the entry id's milliseconds).
         start: Entry id to start after on a fresh start (``"0-0"``: from the beginning).
+        bounded: Finish (a finite job) the first time every owned stream has no entry
+            after the offset; otherwise read forever.
 
     Example:
         >>> RedisStreamSpout("redis://127.0.0.1:6379/0", ["orders-0", "orders-1"],
@@ -116,7 +118,7 @@ class RedisStreamSpout(ReplayableSpout):
     def __init__(self, url: str, streams: str | Sequence[str],
                  fields: Sequence[str] = ("key", "value"), codec: str = "json",
                  batch: int = 500, idle_timeout_ms: float | None = 10_000.0,
-                 max_lag_ms: float = 0.0, start: str = "0-0") -> None:
+                 max_lag_ms: float = 0.0, start: str = "0-0", bounded: bool = False) -> None:
         names = [streams] if isinstance(streams, str) else list(streams)
         if not names:
             raise SourceError("RedisStreamSpout needs at least one stream key")
@@ -133,6 +135,7 @@ class RedisStreamSpout(ReplayableSpout):
         self.idle_timeout_ms = idle_timeout_ms
         self.max_lag_ms = max_lag_ms
         self.start = start
+        self.bounded = bounded
         self.outputs = (*self.fields, "stream", "id", "timestamp")  # type: ignore[misc]
 
     def __getstate__(self) -> dict[str, Any]:

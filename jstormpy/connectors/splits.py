@@ -145,10 +145,13 @@ class ReplayableSpout(Spout):
     the last record the restored checkpoint covers.
 
     Class attributes a subclass (or instance) may set: ``batch`` (most records per
-    ``next_tuple``), ``idle_timeout_ms``, ``max_lag_ms``.
+    ``next_tuple``), ``idle_timeout_ms``, ``max_lag_ms``, ``bounded`` (call ``finish()`` the
+    first time every owned split has nothing more to read: a finite job over what the
+    source holds when it gets there).
     """
 
     batch: int = 500
+    bounded: bool = False
     idle_timeout_ms: float | None = 10_000.0
     max_lag_ms: float = 0.0
 
@@ -195,10 +198,15 @@ class ReplayableSpout(Spout):
     def next_tuple(self) -> None:
         """Emit the next records of the owned splits, then the watermark if it advanced."""
         so = self._splits_state()
-        if so.offsets:
-            for split, rec in self.read_splits(so.offsets, self.batch):
-                self.emit(rec.values)
-                so.advance(split, rec.offset, rec.event_ms)
+        if self.finished:
+            return
+        records = self.read_splits(so.offsets, self.batch) if so.offsets else []
+        for split, rec in records:
+            self.emit(rec.values)
+            so.advance(split, rec.offset, rec.event_ms)
+        if self.bounded and not records:
+            self.finish()
+            return
         wm = so.watermark()
         if wm is not None and wm > self.__dict__.get("_last_wm", float("-inf")):
             self.__dict__["_last_wm"] = wm
