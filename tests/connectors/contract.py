@@ -419,6 +419,18 @@ class SourceContract:
             d.close()
         assert sorted(got) == sorted(numbered(harness, 5))
 
+    def test_watermark_is_the_minimum_over_active_splits(self, harness: SourceHarness) -> None:
+        t0 = 1_700_000_000_000
+        for i, s in enumerate(harness.splits):
+            harness.produce(s, [("k", "0")], timestamp_ms=t0 + 1000 * (i + 1))
+        d = SpoutDriver(harness, idle_timeout_ms=60_000)
+        d.read(len(harness.splits))
+        wait_for(lambda: (d.spout.next_tuple(), d.out.watermarks)[1], 5.0, "a watermark")
+        assert max(d.out.watermarks) <= t0 + 1000, (
+            f"watermark {max(d.out.watermarks)} ran ahead of the slowest split (event time "
+            f"{t0 + 1000})")
+        d.close()
+
     def test_idle_split_marks_itself_idle(self, harness: SourceHarness) -> None:
         busy, quiet = harness.splits[0], harness.splits[1]
         d = SpoutDriver(harness, idle_timeout_ms=300)

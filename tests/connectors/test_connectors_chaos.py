@@ -204,3 +204,34 @@ def test_redis_streams_exactly_once_under_sigkill(tmp_path: Any, redis_server: R
         leftovers = list(client.scan_iter("jstorm:2pc:*:txn:*"))
     _check(rows)
     assert leftovers == [], "staged transactions left behind"
+
+
+def test_redis_down_aborts_checkpoints_not_the_job(tmp_path: Any,
+                                                  redis_server: RedisServer) -> None:
+    url = redis_server.url
+    b = TopologyBuilder("redis-outage")
+    b.set_spout("events", SequenceSpout(keys=KEYS, per_key=PER_KEY, rate_per_s=6000),
+                parallelism=2)
+    b.set_bolt("sum", RunningSum, parallelism=2).fields_grouping("events", ["key"])
+    b.set_bolt("out", RedisStreamSink(url, "out"), parallelism=2).fields_grouping("sum", ["key"])
+
+    def out_len() -> int:
+        try:
+            with redis.Redis.from_url(url) as client:
+                return int(client.xlen("out"))
+        except redis.ConnectionError:
+            return 0
+
+    with LocalCluster(home=str(tmp_path / "home")) as cluster:
+        handle = cluster.submit(b.build(), _config())
+        wait_for(lambda: out_len() > 0, 60, "first committed entries")
+        redis_server.stop()
+        wait_for(lambda: any(c["status"] == "failed" for c in handle.status()["checkpoints"]),
+                 60, "a checkpoint given up while the server is down")
+        redis_server.start()
+        status = handle.wait(timeout=180)
+    assert status["state"] == "drained", status
+    assert status["restarts"] == 0, status["recoveries"]
+    with redis.Redis.from_url(url, decode_responses=True) as client:
+        rows = [{k: json.loads(v) for k, v in kv.items()} for _, kv in client.xrange("out")]
+    _check(rows)
