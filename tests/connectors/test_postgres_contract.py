@@ -41,3 +41,47 @@ class TestPostgresSinkContract(SinkContract):
     @pytest.fixture
     def harness(self, pg_dsn: str) -> PgHarness:
         return PgHarness(pg_dsn)
+
+
+def test_recovery_waits_out_a_zombie_caught_mid_prepare(pg_dsn: str) -> None:
+    """A zombie that passed its fence check (holding the fencing row FOR SHARE) and prepares
+    only later: recovery cannot raise the token while the row is held, resolves the
+    zombie's transaction once it is prepared (uncovered: rolled back), then fences."""
+    import threading
+
+    from jstormpy.component import Tuple
+    from tests.connectors.contract import INDEX, SinkDriver, context, rows_for
+
+    harness = PgHarness(pg_dsn)
+    first = SinkDriver(harness, generation=1)  # installs token 1
+    first.close()
+    zombie = psycopg.connect(pg_dsn)
+    zombie.execute("SELECT generation FROM jstorm_sink_fence WHERE topology = 'contract' "
+                   "AND task = 1 FOR SHARE")
+    zombie.execute("INSERT INTO events (key, seq, value) VALUES ('z', 0, 0)")
+    released = threading.Event()
+
+    def prepare_later() -> None:
+        released.wait(10)
+        zombie.execute("PREPARE TRANSACTION 'jstorm-contract-1-5'")
+
+    t = threading.Thread(target=prepare_later)
+    t.start()
+    sink = harness.make_sink()
+    sink.prepare({}, context(generation=2))
+    timer = threading.Timer(1.0, released.set)
+    timer.start()
+    sink.recover(3)  # blocks on the row, then rolls the zombie's 5 back and fences
+    t.join(10)
+    zombie.close()
+    assert harness.staged() == []
+    sink.begin(4)
+    for r in rows_for("a", range(2)):
+        sink.write(Tuple(r, INDEX, "src"))
+    sink.pre_commit(4)
+    sink.commit(4)
+    assert [r["key"] for r in harness.committed()] == ["a", "a"]
+    with psycopg.connect(pg_dsn) as conn:
+        token = conn.execute("SELECT generation FROM jstorm_sink_fence").fetchone()
+    assert token == (2,)
+    sink.cleanup()
