@@ -85,9 +85,9 @@ PG_SCENARIOS = [
 ]
 
 
-def _pg_topology(dsn: str, name: str = "pg-chaos") -> Any:
+def _pg_topology(dsn: str, name: str = "pg-chaos", rate: float = 3000) -> Any:
     b = TopologyBuilder(name)
-    b.set_spout("events", SequenceSpout(keys=KEYS, per_key=PER_KEY, rate_per_s=6000),
+    b.set_spout("events", SequenceSpout(keys=KEYS, per_key=PER_KEY, rate_per_s=rate),
                 parallelism=2)
     b.set_bolt("sum", RunningSum, parallelism=2).fields_grouping("events", ["key"])
     b.set_bolt("out", PostgresSink(dsn, "totals", ["key", "seq", "value", "total"]),
@@ -129,7 +129,8 @@ def test_postgres_down_aborts_checkpoints_not_the_job(tmp_path: Any) -> None:
         dsn = pg.create_database("outage")
         _pg_table(dsn)
         with LocalCluster(home=str(tmp_path / "home")) as cluster:
-            handle = cluster.submit(_pg_topology(dsn, "pg-outage"), _config())
+            # ~5 s of input per spout task: the outage starts well before the sources end
+            handle = cluster.submit(_pg_topology(dsn, "pg-outage", rate=1500), _config())
             wait_for(lambda: len(_pg_rows(dsn)) > 0, 60, "first committed rows")
             pg.stop()
             wait_for(lambda: any(c["status"] == "failed" for c in handle.status()["checkpoints"]),
@@ -146,7 +147,7 @@ def test_postgres_upsert_mode_is_idempotent_under_sigkill(tmp_path: Any, pg_dsn:
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE latest (key text PRIMARY KEY, seq int, total bigint)")
     b = TopologyBuilder("pg-upsert")
-    b.set_spout("events", SequenceSpout(keys=KEYS, per_key=PER_KEY, rate_per_s=6000),
+    b.set_spout("events", SequenceSpout(keys=KEYS, per_key=PER_KEY, rate_per_s=3000),
                 parallelism=2)
     b.set_bolt("sum", RunningSum, parallelism=2).fields_grouping("events", ["key"])
     b.set_bolt("out", PostgresSink(pg_dsn, "latest", ["key", "seq", "total"], mode="upsert",
@@ -164,7 +165,8 @@ def test_postgres_upsert_mode_is_idempotent_under_sigkill(tmp_path: Any, pg_dsn:
 # ------------------------------------------------------------------------- Redis Streams
 
 REDIS_SCENARIOS = [
-    ChaosSchedule.random(seed=51, kills=2, workers=3),
+    # early: the bounded input (15,000 entries) is read in a few seconds
+    ChaosSchedule.random(seed=51, kills=2, workers=3, window_s=(0.2, 0.8)),
     ChaosSchedule(52, (Kill("point", point="sink_before_commit", checkpoint=2),)),
     ChaosSchedule(53, (Kill("point", point="after_snapshot", checkpoint=2, worker=0),
                        Kill("point", point="sink_after_commit", checkpoint=4))),
@@ -209,8 +211,8 @@ def test_redis_streams_exactly_once_under_sigkill(tmp_path: Any, redis_server: R
 def test_redis_down_aborts_checkpoints_not_the_job(tmp_path: Any,
                                                   redis_server: RedisServer) -> None:
     url = redis_server.url
-    b = TopologyBuilder("redis-outage")
-    b.set_spout("events", SequenceSpout(keys=KEYS, per_key=PER_KEY, rate_per_s=6000),
+    b = TopologyBuilder("redis-outage")  # ~5 s of input: the outage starts before its end
+    b.set_spout("events", SequenceSpout(keys=KEYS, per_key=PER_KEY, rate_per_s=1500),
                 parallelism=2)
     b.set_bolt("sum", RunningSum, parallelism=2).fields_grouping("events", ["key"])
     b.set_bolt("out", RedisStreamSink(url, "out"), parallelism=2).fields_grouping("sum", ["key"])
