@@ -201,18 +201,33 @@ class PostgresSink(TwoPhaseCommitSink):
             self._copy(conn, rows)
             conn.tpc_prepare()
         except psycopg.Error as exc:
+            error = self._fail(exc, f"preparing {gid}")
             self._reset(conn)
-            raise self._fail(exc, f"preparing {gid}") from exc
+            raise error from exc
         finally:
-            if not conn.closed and not conn.broken:
-                conn.autocommit = True
+            self._back_to_autocommit(conn)
 
     def _reset(self, conn: Any) -> None:
+        """Roll back the failed (unprepared) transaction; drop the connection if that fails."""
         try:
             if not conn.closed and not conn.broken:
-                conn.rollback()
+                conn.tpc_rollback()
         except Exception:  # the connection is replaced on the next use
-            self._conn = None
+            self._drop(conn)
+
+    def _back_to_autocommit(self, conn: Any) -> None:
+        try:
+            if not conn.closed and not conn.broken:
+                conn.autocommit = True
+        except Exception:  # stuck in a transaction: replace it on the next use
+            self._drop(conn)
+
+    def _drop(self, conn: Any) -> None:
+        try:
+            conn.close()
+        except Exception:
+            _log.debug("closing a failed PostgreSQL connection failed", exc_info=True)
+        self._conn = None
 
     def _copy(self, conn: Any, rows: list[Any]) -> None:
         from psycopg import sql

@@ -85,3 +85,28 @@ def test_recovery_waits_out_a_zombie_caught_mid_prepare(pg_dsn: str) -> None:
         token = conn.execute("SELECT generation FROM jstorm_sink_fence").fetchone()
     assert token == (2,)
     sink.cleanup()
+
+
+def test_a_row_the_table_refuses_is_a_sink_error_and_the_sink_recovers(pg_dsn: str) -> None:
+    from jstormpy.errors import SinkError, SinkUnavailableError
+    from tests.connectors.contract import SinkDriver, rows_for
+
+    harness = PgHarness(pg_dsn)
+    d = SinkDriver(harness)
+    d.sink.execute(_bad_tuple())
+    with pytest.raises(SinkError, match="events") as info:
+        d.sink.pre_commit(d.txn)
+    assert not isinstance(info.value, SinkUnavailableError)
+    assert harness.staged() == []
+    d.sink.begin(d.txn)  # what a restarted task does: a fresh transaction
+    d.write(rows_for("a", range(2)))
+    d.complete(d.barrier())
+    assert [r["key"] for r in harness.committed()] == ["a", "a"]
+    d.close()
+
+
+def _bad_tuple() -> Any:
+    from jstormpy.component import Tuple
+    from tests.connectors.contract import INDEX
+
+    return Tuple(("a", "not a number", 1), INDEX, "src")

@@ -87,3 +87,22 @@ def test_redis_argument_errors() -> None:
         RedisStreamSpout("redis://x", "s", codec="xml")
     with pytest.raises(SourceError, match="at least one stream"):
         RedisStreamSpout("redis://x", [])
+
+
+def test_unreachable_postgres_is_unavailable_not_fatal() -> None:
+    import socket
+
+    from jstormpy.component import Tuple
+    from jstormpy.errors import SinkUnavailableError
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sink = PostgresSink(f"host=127.0.0.1 port={port} dbname=x user=x connect_timeout=2",
+                        "t", ["key"])
+    sink.prepare({}, context())  # logs a warning, does not raise
+    sink.begin(1)
+    sink.write(Tuple(("a",), {"key": 0}, "src"))
+    with pytest.raises(SinkUnavailableError, match=f"127.0.0.1:{port}/x"):
+        sink.pre_commit(1)
+    assert sink.buffered() == 1, "the open transaction must survive the failed pre-commit"
