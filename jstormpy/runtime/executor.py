@@ -436,6 +436,7 @@ class TaskExecutor:
                 log.warning("task %s: checkpoint %s aborted, sink unavailable: %s",
                             self.task_id, checkpoint_id, exc)
                 self.host.fail_checkpoint(checkpoint_id, self.task_id, str(exc))
+                self.collector.broadcast(BARRIER, checkpoint_id)  # downstream must not stall
                 released = self.aligner.release()
                 if released:
                     self.pending.extendleft(reversed(released))
