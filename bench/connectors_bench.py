@@ -1,6 +1,6 @@
 """Connector throughput and commit-visibility latency, exactly-once on, real servers.
 
-    .venv/bin/python bench/connectors_bench.py [--records 200000] [--interval-ms 1000]
+    .venv/bin/python bench/connectors_bench.py [--records 200000] [--interval-ms 1000] [--json]
 
 Starts a throw-away PostgreSQL (initdb + pg_ctl) and redis-server on free ports, then:
 
@@ -189,6 +189,7 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--interval-ms", type=int, default=1000, help="checkpoint interval")
     ap.add_argument("--rate", type=float, default=2000, help="visibility run: records/s")
+    ap.add_argument("--json", action="store_true", help="also print a BENCH_JSON line")
     args = ap.parse_args()
     home = tempfile.mkdtemp(prefix="jstorm-bench-home-")
     with PostgresServer() as pg, RedisServer() as rs:
@@ -205,6 +206,11 @@ def main() -> int:
         q = statistics.quantiles(lat, n=20) if len(lat) > 1 else [float("nan")] * 19
         print(f"| {name} | {len(lat)} | {statistics.median(lat):.0f} | {q[18]:.0f} | "
               f"{max(lat):.0f} |")
+    if args.json:
+        print("BENCH_JSON " + json.dumps({
+            "records_per_s": {name: round(rps) for name, rps in tp},
+            "visibility_ms": {name: {"p50": statistics.median(lat), "max": max(lat)}
+                              for name, lat in vis if lat}}), flush=True)
     return 0
 
 
