@@ -12,11 +12,34 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e '.[test]'
   touch "$stamp"
 fi
+# apt-get with retries: another process (unattended upgrades, a parallel setup) may hold
+# the dpkg lock for a while.
+apt_install() {
+  local i
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    if (apt-get update -q && apt-get install -y -q "$@") >/dev/null 2>&1; then
+      return 0
+    fi
+    sleep 6
+  done
+  return 1
+}
+# Real servers for the connector tests (tests/connectors, docs/connectors.md): Debian's
+# PostgreSQL (initdb + pg_ctl, run as an unprivileged user) and Redis (Redis Streams).
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "setup: installing postgresql and redis-server (apt)"
+    apt_install postgresql redis-server || \
+      echo "setup: could not install postgresql/redis-server; connector server tests will be skipped" >&2
+  else
+    echo "setup: postgresql/redis-server not installed (needs root: apt-get install -y postgresql redis-server)" >&2
+  fi
+fi
 # Headless Chromium for the web-UI browser test (tests/ops/test_ui_browser.py skips without it).
 # Debian's package; Playwright drives it and never downloads a browser of its own.
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
-    (apt-get update -q && apt-get install -y -q chromium) >/dev/null 2>&1 || \
+    apt_install chromium || \
       echo "setup: could not install chromium; the browser UI test will be skipped" >&2
   else
     echo "setup: chromium not installed (needs root: apt-get install -y chromium)" >&2

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from jstormpy.barrier.aligner import BarrierAligner
 from jstormpy.component import Tuple
+from jstormpy.errors import SinkUnavailableError
 from jstormpy.faults import fault_point
 from jstormpy.metrics import LATENCY_BUCKETS_MS
 from jstormpy.runtime.credits import TaskInbox
@@ -209,9 +210,13 @@ class TaskExecutor:
             done = [p for p in self.sink_pending if p <= checkpoint_id]
             for p in done:
                 fault_point("sink_before_commit", p, self.host.worker_id)
-                self.component.commit(p)
+                try:
+                    self.component.commit(p)
+                except SinkUnavailableError as exc:  # retried at the next completion
+                    log.warning("task %s: commit of %s deferred: %s", self.task_id, p, exc)
+                    return
+                self.sink_pending.remove(p)
                 fault_point("sink_after_commit", p, self.host.worker_id)
-            self.sink_pending = [p for p in self.sink_pending if p > checkpoint_id]
             self.host.report_committed(checkpoint_id, self.task_id)
         hook = getattr(self.component, "on_checkpoint_complete", None)
         if callable(hook):
@@ -239,6 +244,9 @@ class TaskExecutor:
     def _take_snapshot(self, checkpoint_id: int, alignment_ms: float, emit_barrier: bool) -> None:
         t0 = time.monotonic()
         stateful = self.host.guarantee != "at_most_once"
+        noted = getattr(self.component, "before_snapshot", None)  # connectors: learn the id
+        if callable(noted):
+            noted(checkpoint_id)
         data = self._snapshot_bytes() if stateful else b""
         if emit_barrier:
             self.collector.broadcast(BARRIER, checkpoint_id)
@@ -411,14 +419,28 @@ class TaskExecutor:
         alignment_ms = self.aligner.alignment_ms(checkpoint_id)
         self.collector.flush()
         if self.is_sink:
-            if self.sink_txn < checkpoint_id:
-                # earlier checkpoint(s) never completed here (aborted after a worker loss
-                # under at_most_once, or this sink was respawned): stage what it holds under
-                # its own id; it is committed together with this checkpoint
-                self.component.pre_commit(self.sink_txn)
-                self.sink_pending.append(self.sink_txn)
-                self.component.begin(checkpoint_id)
-            self.component.pre_commit(checkpoint_id)
+            try:
+                if self.sink_txn < checkpoint_id:
+                    # earlier checkpoint(s) never completed here (aborted after a worker loss
+                    # under at_most_once, a sink unavailable at that barrier, or this sink was
+                    # respawned): stage what it holds under its own id; it is committed
+                    # together with this checkpoint
+                    self.component.pre_commit(self.sink_txn)
+                    self.sink_pending.append(self.sink_txn)
+                    self.component.begin(checkpoint_id)
+                    self.sink_txn = checkpoint_id
+                self.component.pre_commit(checkpoint_id)
+            except SinkUnavailableError as exc:
+                # the external system is down: give this checkpoint up, keep the open
+                # transaction (staged again at the next barrier) and keep running
+                log.warning("task %s: checkpoint %s aborted, sink unavailable: %s",
+                            self.task_id, checkpoint_id, exc)
+                self.host.fail_checkpoint(checkpoint_id, self.task_id, str(exc))
+                self.collector.broadcast(BARRIER, checkpoint_id)  # downstream must not stall
+                released = self.aligner.release()
+                if released:
+                    self.pending.extendleft(reversed(released))
+                return
             self.sink_pending.append(checkpoint_id)
         self._take_snapshot(checkpoint_id, alignment_ms, emit_barrier=True)
         if self.is_sink:

@@ -1,0 +1,218 @@
+"""Connector throughput and commit-visibility latency, exactly-once on, real servers.
+
+    .venv/bin/python bench/connectors_bench.py [--records 200000] [--interval-ms 1000] [--json]
+
+Starts a throw-away PostgreSQL (initdb + pg_ctl) and redis-server on free ports, then:
+
+* **throughput** (records/s, from the topology running to drained, final checkpoint
+  included) through ``PostgresSink`` (2pc and upsert), ``RedisStreamSink``, and out of
+  ``RedisStreamSpout`` (into a ``FileSink``); 1 worker per component chain, exactly-once;
+* **commit visibility**: a spout stamps each record with the wall clock at emit, at a fixed
+  rate; a poller reads new rows/entries every 5 ms with its own connection and records when
+  each became visible. The latency is about half a checkpoint interval plus the checkpoint's
+  own duration: output is visible only once the checkpoint that covers it completes.
+
+Run it on an idle machine; the figures go to docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import redis
+
+from jstormpy import Config, FileSink, LocalCluster, SequenceSpout, Spout, TopologyBuilder
+from jstormpy.connectors import PostgresSink, RedisStreamSink, RedisStreamSpout
+from jstormpy.testing.postgres import PostgresServer
+from jstormpy.testing.redis_server import RedisServer
+
+
+class StampedSpout(Spout):
+    """``(key, seq, value, emitted_ms)`` at ``rate`` records/s, ``n`` in all (replayable)."""
+
+    outputs = ("key", "seq", "value", "emitted_ms")
+
+    def __init__(self, n: int, rate: float) -> None:
+        self.n, self.rate, self.pos = n, rate, 0
+        self.t0: float | None = None
+
+    def snapshot(self) -> int:
+        return self.pos
+
+    def restore(self, snap: int) -> None:
+        self.pos = snap
+
+    def next_tuple(self) -> None:
+        if self.pos >= self.n:
+            if not self.finished:
+                self.finish()
+            return
+        now = time.monotonic()
+        if self.t0 is None:
+            self.t0 = now - self.pos / self.rate
+        due = min(self.n, int((now - self.t0) * self.rate) + 1)
+        wall = time.time() * 1000.0
+        while self.pos < due:
+            self.emit((f"k{self.pos % 10}", self.pos, 1, wall))
+            self.pos += 1
+        time.sleep(0.001)  # rate pacing: at most ~1000 calls/s
+
+
+def _config(interval_ms: int) -> Config:
+    return Config(workers=1, guarantee="exactly_once", checkpoint_interval_ms=interval_ms)
+
+
+def _run(topology: Any, config: Config, home: str) -> float:
+    """Seconds from ``running`` to ``drained``."""
+    with LocalCluster(home=home) as cluster:
+        handle = cluster.submit(topology, config)
+        deadline = time.monotonic() + 600
+        while handle.status().get("state") != "running":
+            if time.monotonic() > deadline:
+                raise RuntimeError("topology never ran")
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        status = handle.wait(timeout=600)
+        elapsed = time.monotonic() - t0
+    if status["state"] != "drained":
+        raise RuntimeError(f"bench topology ended {status['state']}")
+    return elapsed
+
+
+def _pg_table(dsn: str, name: str, upsert: bool = False) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if upsert:
+            conn.execute(f"CREATE TABLE {name} (key text PRIMARY KEY, seq int, value int)")
+        else:
+            conn.execute(f"CREATE TABLE {name} (id bigserial PRIMARY KEY, key text, seq int, "
+                         "value int, emitted_ms double precision)")
+
+
+def throughput(pg: PostgresServer, rs: RedisServer, records: int, interval_ms: int,
+               home: str) -> list[tuple[str, float]]:
+    """records/s through each connector."""
+    keys = 100
+    per_key = max(records // keys, 1)
+    n = keys * per_key
+    out: list[tuple[str, float]] = []
+    dsn = pg.create_database("bench_tp")
+    for mode in ("2pc", "upsert"):
+        table = f"t_{mode}"
+        _pg_table(dsn, table, upsert=mode == "upsert")
+        b = TopologyBuilder(f"bench-pg-{mode}")
+        b.set_spout("s", SequenceSpout(keys=keys, per_key=per_key, batch=500))
+        b.set_bolt("out", PostgresSink(dsn, table, ["key", "seq", "value"], mode=mode,
+                                       key="key" if mode == "upsert" else None)
+                   ).shuffle_grouping("s")
+        out.append((f"PostgresSink mode={mode}", n / _run(b.build(), _config(interval_ms), home)))
+    b = TopologyBuilder("bench-redis-sink")
+    b.set_spout("s", SequenceSpout(keys=keys, per_key=per_key, batch=500))
+    b.set_bolt("out", RedisStreamSink(rs.url, "bench-out")).shuffle_grouping("s")
+    out.append(("RedisStreamSink", n / _run(b.build(), _config(interval_ms), home)))
+    b = TopologyBuilder("bench-redis-spout")
+    b.set_spout("s", RedisStreamSpout(rs.url, "bench-out", fields=("key", "seq", "value"),
+                                      bounded=True))
+    b.set_bolt("out", FileSink(tempfile.mkdtemp(prefix="jstorm-bench-"))).shuffle_grouping("s")
+    out.append(("RedisStreamSpout -> FileSink", n / _run(b.build(), _config(interval_ms), home)))
+    return out
+
+
+def _poll(read_new: Callable[[], list[float]], stop: threading.Event,
+          lat: list[float]) -> None:
+    while not stop.is_set():
+        now = time.time() * 1000.0
+        lat.extend(now - e for e in read_new())
+        stop.wait(0.005)
+
+
+def visibility(pg: PostgresServer, rs: RedisServer, interval_ms: int, home: str,
+               rate: float = 2000, seconds: float = 10) -> list[tuple[str, list[float]]]:
+    """Per connector: the delays (ms) from emit to visible to a fresh reader."""
+    n = int(rate * seconds)
+    results: list[tuple[str, list[float]]] = []
+    dsn = pg.create_database("bench_vis")
+    _pg_table(dsn, "vis")
+    conn = psycopg.connect(dsn, autocommit=True)
+    last = [0]
+
+    def pg_new() -> list[float]:
+        rows = conn.execute("SELECT id, emitted_ms FROM vis WHERE id > %s ORDER BY id",
+                            (last[0],)).fetchall()
+        if rows:
+            last[0] = rows[-1][0]
+        return [r[1] for r in rows]
+
+    client = redis.Redis.from_url(rs.url, decode_responses=True)
+    pos = ["0-0"]
+
+    def redis_new() -> list[float]:
+        reply = client.xread({"vis": pos[0]}, count=100_000)
+        got = []
+        for _, entries in reply or ():
+            for eid, kv in entries:
+                pos[0] = eid
+                got.append(float(json.loads(kv["emitted_ms"])))
+        return got
+
+    for name, sink, reader in (
+            ("PostgresSink 2pc", PostgresSink(dsn, "vis", ["key", "seq", "value", "emitted_ms"]),
+             pg_new),
+            ("RedisStreamSink", RedisStreamSink(rs.url, "vis"), redis_new)):
+        b = TopologyBuilder("bench-visibility")
+        b.set_spout("s", StampedSpout(n, rate))
+        b.set_bolt("out", sink).shuffle_grouping("s")
+        lat: list[float] = []
+        stop = threading.Event()
+        poller = threading.Thread(target=_poll, args=(reader, stop, lat), daemon=True)
+        poller.start()
+        _run(b.build(), _config(interval_ms), home)
+        stop.set()
+        poller.join(5)
+        lat.extend(time.time() * 1000.0 - e for e in reader())
+        results.append((name, lat))
+    conn.close()
+    client.close()
+    return results
+
+
+def main() -> int:
+    """Run both benches; print markdown tables."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--interval-ms", type=int, default=1000, help="checkpoint interval")
+    ap.add_argument("--rate", type=float, default=2000, help="visibility run: records/s")
+    ap.add_argument("--json", action="store_true", help="also print a BENCH_JSON line")
+    args = ap.parse_args()
+    home = tempfile.mkdtemp(prefix="jstorm-bench-home-")
+    with PostgresServer() as pg, RedisServer() as rs:
+        tp = throughput(pg, rs, args.records, args.interval_ms, home)
+        vis = visibility(pg, rs, args.interval_ms, home, rate=args.rate)
+    print(f"\nexactly-once, checkpoint interval {args.interval_ms} ms, "
+          f"{args.records} records\n")
+    print("| connector | records/s |\n|---|---:|")
+    for name, rps in tp:
+        print(f"| {name} | {rps:,.0f} |")
+    print("\n| commit visibility (emit -> visible) | records | p50 ms | p95 ms | max ms |")
+    print("|---|---:|---:|---:|---:|")
+    for name, lat in vis:
+        q = statistics.quantiles(lat, n=20) if len(lat) > 1 else [float("nan")] * 19
+        print(f"| {name} | {len(lat)} | {statistics.median(lat):.0f} | {q[18]:.0f} | "
+              f"{max(lat):.0f} |")
+    if args.json:
+        print("BENCH_JSON " + json.dumps({
+            "records_per_s": {name: round(rps) for name, rps in tp},
+            "visibility_ms": {name: {"p50": statistics.median(lat), "max": max(lat)}
+                              for name, lat in vis if lat}}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,371 @@
+"""PostgresSink: exactly-once rows into PostgreSQL with true two-phase commit (psycopg 3).
+
+Mode ``"2pc"`` (default), per sink task and checkpoint ``n``:
+
+* pre-commit (barrier ``n``): one transaction checks the task's fencing row
+  (``SELECT ... FOR SHARE`` on ``jstorm_sink_fence``), ``COPY``s the buffered rows into the
+  table and ends with ``PREPARE TRANSACTION 'jstorm-<topology>-<task>-<n>'``: durable,
+  invisible, and it survives this process and a server restart;
+* commit (checkpoint ``n`` complete): ``COMMIT PREPARED``; a GID that no longer exists means
+  it was already committed (idempotent);
+* recovery to checkpoint ``c``: every prepared transaction of this task (``pg_prepared_xacts``)
+  with ``n <= c`` is committed, the others rolled back (``ROLLBACK PREPARED``); then this
+  generation becomes the task's fencing token, so a zombie of an older generation can no
+  longer prepare (its fence check fails) or commit.
+
+Mode ``"upsert"``: rows are written in an ordinary transaction at the barrier as
+``INSERT ... ON CONFLICT (key) DO UPDATE``; a replay rewrites the same rows, so the table
+ends up exactly-once for sinks whose key identifies the row (visible at the barrier, not at
+the checkpoint's completion).
+
+A server that cannot be reached raises :class:`~jstormpy.errors.SinkUnavailableError`: the
+engine gives that checkpoint up, keeps the rows buffered, and stages them at the next
+barrier once the server is back; the job keeps running.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from jstormpy.component import TopologyContext, Tuple
+from jstormpy.connectors.twophase import TwoPhaseCommitSink
+from jstormpy.errors import FencedError, SinkError, SinkUnavailableError
+
+__all__ = ["FENCE_TABLE", "MODES", "PostgresSink"]
+
+_log = logging.getLogger(__name__)
+
+MODES = ("2pc", "upsert")
+"""Write modes of :class:`PostgresSink`."""
+
+FENCE_TABLE = "jstorm_sink_fence"
+"""The table holding each sink task's fencing token (created when missing)."""
+
+_FENCE_DDL = (f"CREATE TABLE IF NOT EXISTS {FENCE_TABLE} (topology text NOT NULL, "
+              "task integer NOT NULL, generation bigint NOT NULL, PRIMARY KEY (topology, task))")
+
+
+class PostgresSink(TwoPhaseCommitSink):
+    """Write each input tuple as one row of ``table`` (columns = tuple fields of those names).
+
+    Args:
+        dsn: libpq connection string or URI (``host=... port=... dbname=... user=...``).
+        table: Target table (``name`` or ``schema.name``); it must exist.
+        columns: Column names; each row takes the input tuple's fields of the same names.
+        mode: ``"2pc"`` (PREPARE TRANSACTION per checkpoint) or ``"upsert"``.
+        key: Conflict target for ``"upsert"`` (a column or a list of columns with a unique
+            index); required in that mode.
+
+    Raises:
+        SinkError: bad mode, no columns, ``key`` missing in upsert mode or not a column.
+
+    Example:
+        >>> sink = PostgresSink("host=db dbname=shop", "totals",
+        ...                     ["customer", "window_start", "total"])  # doctest: +SKIP
+    """
+
+    def __init__(self, dsn: str, table: str, columns: Sequence[str], mode: str = "2pc",
+                 key: str | Sequence[str] | None = None) -> None:
+        if mode not in MODES:
+            raise SinkError(f"PostgresSink mode {mode!r} is not supported; use one of {MODES}")
+        if isinstance(columns, str) or not columns:
+            raise SinkError(f"PostgresSink columns must be a non-empty list of names, "
+                            f"got {columns!r}")
+        keys = [key] if isinstance(key, str) else list(key or ())
+        if mode == "upsert" and not keys:
+            raise SinkError("PostgresSink mode='upsert' needs key= (the conflict column(s))")
+        missing = [k for k in keys if k not in columns]
+        if missing:
+            raise SinkError(f"PostgresSink key column(s) {missing} are not in columns "
+                            f"{list(columns)}")
+        self.dsn = dsn
+        self.table = table
+        self.columns = tuple(columns)
+        self.mode = mode
+        self.key = tuple(keys)
+        self._conn: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_conn"] = None
+        return state
+
+    # -- connections -----------------------------------------------------------------------
+    def _connection(self) -> Any:
+        """The task's connection (reconnects after a failure)."""
+        import psycopg
+
+        conn = self.__dict__.get("_conn")
+        if conn is not None and not conn.closed and not conn.broken:
+            return conn
+        try:
+            conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=5)
+        except psycopg.OperationalError as exc:
+            raise SinkUnavailableError(f"PostgresSink cannot reach {self._where()}: "
+                                       f"{str(exc).strip()}") from exc
+        self._conn = conn
+        return conn
+
+    def _where(self) -> str:
+        import psycopg
+
+        try:
+            info = psycopg.conninfo.conninfo_to_dict(self.dsn)
+        except psycopg.Error:
+            return "the server"
+        return f"{info.get('host', '?')}:{info.get('port', 5432)}/{info.get('dbname', '?')}"
+
+    def _fail(self, exc: Exception, doing: str) -> SinkError:
+        """Map a psycopg error to ours (connection trouble is 'unavailable')."""
+        import psycopg
+
+        conn = self.__dict__.get("_conn")
+        if isinstance(exc, psycopg.OperationalError) and (conn is None or conn.broken
+                                                          or conn.closed):
+            self._conn = None
+            return SinkUnavailableError(f"PostgresSink lost {self._where()} while {doing}: "
+                                        f"{str(exc).strip()}")
+        return SinkError(f"PostgresSink failed {doing} on {self.table!r} at {self._where()}: "
+                         f"{type(exc).__name__}: {str(exc).strip()}")
+
+    def connect(self, conf: dict[str, Any], context: TopologyContext) -> None:
+        """Check the table exists and create the fencing table (lazily if the server is down)."""
+        try:
+            self._check_table()
+        except SinkUnavailableError as exc:
+            _log.warning("%s; will retry at the next barrier", exc)
+
+    def _check_table(self) -> None:
+        import psycopg
+        from psycopg import sql
+
+        conn = self._connection()
+        try:
+            row = conn.execute("SELECT to_regclass(%s)", (self.table,)).fetchone()
+            if row is None or row[0] is None:
+                raise SinkError(f"PostgresSink table {self.table!r} does not exist at "
+                                f"{self._where()}; create it first")
+            if self.mode == "2pc":
+                try:
+                    conn.execute(_FENCE_DDL)
+                except psycopg.errors.UniqueViolation:  # a concurrent task created it
+                    pass
+            conn.execute(sql.SQL("SELECT {} FROM {} LIMIT 0").format(
+                self._cols(), self._table()))
+        except psycopg.Error as exc:
+            raise self._fail(exc, "checking the table") from exc
+
+    def _table(self) -> Any:
+        from psycopg import sql
+
+        return sql.Identifier(*self.table.split("."))
+
+    def _cols(self) -> Any:
+        from psycopg import sql
+
+        return sql.SQL(", ").join(sql.Identifier(c) for c in self.columns)
+
+    def row_of(self, tup: Tuple) -> tuple[Any, ...]:
+        """The values of :attr:`columns`, taken from the tuple's fields of those names."""
+        try:
+            return tuple(tup[c] for c in self.columns)
+        except KeyError as exc:
+            raise SinkError(f"PostgresSink column {exc.args[0]!r} is not a field of the input "
+                            f"stream {tup.fields}") from exc
+
+    # -- the storage steps ------------------------------------------------------------------
+    def stage_transaction(self, checkpoint_id: int, rows: list[Any]) -> None:
+        """2pc: fence check, COPY, PREPARE TRANSACTION. Upsert: INSERT .. ON CONFLICT; commit."""
+        import psycopg
+
+        if self.mode == "upsert":
+            self._upsert(rows)
+            return
+        if not rows:
+            return  # an empty transaction prepares nothing
+        gid = self.transaction_name(checkpoint_id)
+        conn = self._connection()
+        try:
+            conn.autocommit = False
+            conn.tpc_begin(gid)
+            fence = conn.execute(f"SELECT generation FROM {FENCE_TABLE} WHERE topology = %s "
+                                 "AND task = %s FOR SHARE", (self.topology, self.task_id)
+                                 ).fetchone()
+            if fence is None or int(fence[0]) != self.generation:
+                conn.tpc_rollback()
+                raise FencedError(
+                    f"PostgresSink task {self.task_id} generation {self.generation} is fenced "
+                    f"(token now {None if fence is None else fence[0]}): not preparing {gid}")
+            self._copy(conn, rows)
+            conn.tpc_prepare()
+        except psycopg.Error as exc:
+            error = self._fail(exc, f"preparing {gid}")
+            self._reset(conn)
+            raise error from exc
+        finally:
+            self._back_to_autocommit(conn)
+
+    def _reset(self, conn: Any) -> None:
+        """Roll back the failed (unprepared) transaction; drop the connection if that fails."""
+        try:
+            if not conn.closed and not conn.broken:
+                conn.tpc_rollback()
+        except Exception:  # the connection is replaced on the next use
+            self._drop(conn)
+
+    def _back_to_autocommit(self, conn: Any) -> None:
+        try:
+            if not conn.closed and not conn.broken:
+                conn.autocommit = True
+        except Exception:  # stuck in a transaction: replace it on the next use
+            self._drop(conn)
+
+    def _drop(self, conn: Any) -> None:
+        try:
+            conn.close()
+        except Exception:
+            _log.debug("closing a failed PostgreSQL connection failed", exc_info=True)
+        self._conn = None
+
+    def _copy(self, conn: Any, rows: list[Any]) -> None:
+        from psycopg import sql
+
+        stmt = sql.SQL("COPY {} ({}) FROM STDIN").format(self._table(), self._cols())
+        with conn.cursor() as cur, cur.copy(stmt) as cp:
+            for r in rows:
+                cp.write_row(r)
+
+    def _upsert(self, rows: list[Any]) -> None:
+        import psycopg
+        from psycopg import sql
+
+        if not rows:
+            return
+        others = [c for c in self.columns if c not in self.key]
+        action = (sql.SQL("DO UPDATE SET {}").format(sql.SQL(", ").join(
+            sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in others))
+            if others else sql.SQL("DO NOTHING"))
+        stmt = sql.SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) {}").format(
+            self._table(), self._cols(), sql.SQL(", ").join(sql.Placeholder() * len(self.columns)),
+            sql.SQL(", ").join(sql.Identifier(k) for k in self.key), action)
+        conn = self._connection()
+        try:
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany(stmt, rows)
+        except psycopg.Error as exc:
+            raise self._fail(exc, "upserting") from exc
+
+    def _fence_token(self, conn: Any) -> int | None:
+        row = conn.execute(f"SELECT generation FROM {FENCE_TABLE} WHERE topology = %s AND "
+                           "task = %s", (self.topology, self.task_id)).fetchone()
+        return None if row is None else int(row[0])
+
+    def _finish_prepared(self, checkpoint_id: int, verb: str) -> None:
+        import psycopg
+        from psycopg import sql
+
+        if self.mode == "upsert":
+            return
+        gid = self.transaction_name(checkpoint_id)
+        conn = self._connection()
+        try:
+            token = self._fence_token(conn)
+            if token is not None and token > self.generation:
+                raise FencedError(f"PostgresSink task {self.task_id} generation "
+                                  f"{self.generation} is fenced (token {token}): not running "
+                                  f"{verb} PREPARED {gid}")
+            conn.execute(sql.SQL(verb + " PREPARED {}").format(sql.Literal(gid)))
+        except psycopg.errors.UndefinedObject:
+            pass  # no such prepared transaction: already finished (or empty)
+        except psycopg.Error as exc:
+            raise self._fail(exc, f"{verb} PREPARED {gid}") from exc
+
+    def commit_transaction(self, checkpoint_id: int) -> None:
+        """``COMMIT PREPARED``; a missing GID is a no-op (committed already, or empty)."""
+        self._finish_prepared(checkpoint_id, "COMMIT")
+
+    def abort_transaction(self, checkpoint_id: int) -> None:
+        """``ROLLBACK PREPARED``; a missing GID is a no-op."""
+        self._finish_prepared(checkpoint_id, "ROLLBACK")
+
+    def staged_transactions(self) -> list[int]:
+        """This task's prepared transactions in this database (any generation)."""
+        import psycopg
+
+        if self.mode == "upsert":
+            return []
+        conn = self._connection()
+        try:
+            gids = conn.execute("SELECT gid FROM pg_prepared_xacts WHERE database = "
+                                "current_database()").fetchall()
+        except psycopg.Error as exc:
+            raise self._fail(exc, "listing prepared transactions") from exc
+        ids = (self.parse_transaction_name(g[0]) for g in gids)
+        return sorted(i for i in ids if i is not None)
+
+    def install_fence(self) -> None:
+        """Make this generation the task's token (waits out prepared/preparing zombies)."""
+        import psycopg
+
+        if self.mode == "upsert":
+            return
+        conn = self._connection()
+        try:
+            conn.execute("SET lock_timeout = '2s'")
+            conn.execute(
+                f"INSERT INTO {FENCE_TABLE} (topology, task, generation) VALUES (%s, %s, %s) "
+                f"ON CONFLICT (topology, task) DO UPDATE SET generation = EXCLUDED.generation "
+                f"WHERE {FENCE_TABLE}.generation < EXCLUDED.generation",
+                (self.topology, self.task_id, self.generation))
+            token = self._fence_token(conn)
+        except psycopg.errors.LockNotAvailable:
+            raise
+        except psycopg.Error as exc:
+            raise self._fail(exc, "installing the fencing token") from exc
+        if token is not None and token > self.generation:
+            raise FencedError(f"PostgresSink task {self.task_id} generation {self.generation} "
+                              f"is older than the fencing token {token}")
+
+    def recover(self, completed_id: int | None) -> None:
+        """Resolve prepared transactions, fence, resolve again (a zombie may have slipped in).
+
+        A prepared transaction of this task holds its fencing row locked (``FOR SHARE``), so
+        the token can only be raised once those are resolved: commit the ones
+        ``<= completed_id``, roll the others back, retry.
+        """
+        import psycopg
+
+        if self.mode == "upsert":
+            return
+        self._check_table()
+        for _ in range(30):
+            self._resolve(completed_id)
+            try:
+                self.install_fence()
+                break
+            except psycopg.errors.LockNotAvailable:
+                _log.info("PostgresSink task %s: fencing row busy; resolving again",
+                          self.task_id)
+        else:
+            raise SinkError(f"PostgresSink task {self.task_id}: could not install the fencing "
+                            f"token (row kept locked by another session)")
+        self._resolve(completed_id)
+
+    def _resolve(self, completed_id: int | None) -> None:
+        for cid in self.staged_transactions():
+            if completed_id is not None and cid <= completed_id:
+                self.commit_transaction(cid)
+            else:
+                self.abort_transaction(cid)
+
+    def cleanup(self) -> None:
+        """Close the connection."""
+        conn = self.__dict__.get("_conn")
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                _log.debug("closing the PostgreSQL connection failed", exc_info=True)
+        self._conn = None

@@ -1,0 +1,168 @@
+"""The sink half of the connector contract: a two-phase-commit sink over an external system.
+
+:class:`TwoPhaseCommitSink` turns the engine's transaction calls (``begin / write /
+pre_commit / commit / abort / recover``, see :mod:`jstormpy.barrier.twophase`) into five
+storage steps a connector implements:
+
+==========================  ==============================================================
+``stage_transaction``       pre-commit: make the rows of transaction ``n`` durable but
+                            invisible, under the name ``jstorm-<topology>-<task>-<n>``;
+                            refuse (:class:`~jstormpy.errors.FencedError`) if a newer
+                            generation fenced this task
+``commit_transaction``      make staged ``n`` visible; idempotent
+``abort_transaction``       discard staged ``n`` (no-op if there is none)
+``staged_transactions``     the ids this task has staged and not yet committed
+``install_fence``           record this instance's generation as the task's fencing token,
+                            so an older generation (a zombie) can no longer stage/commit
+==========================  ==============================================================
+
+Recovery after restoring checkpoint ``c``: fence first, then commit every staged
+transaction ``<= c`` (the restored checkpoint covers its input: the replay will not produce
+it again) and abort every other one (the replay produces it again).
+
+An unreachable system raises :class:`~jstormpy.errors.SinkUnavailableError` from
+``stage_transaction``/``commit_transaction``: the engine then gives the checkpoint up and
+keeps the open transaction (its rows stay buffered here) to stage at the next barrier.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from jstormpy.barrier.twophase import Sink
+from jstormpy.component import TopologyContext, Tuple
+from jstormpy.errors import SinkError
+
+__all__ = ["TwoPhaseCommitSink", "transaction_name"]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.]+")
+
+
+def transaction_name(topology: str, task_id: int, checkpoint_id: int) -> str:
+    """The name of a sink transaction: ``jstorm-<topology>-<task>-<checkpoint>``.
+
+    Characters other than letters, digits, ``_`` and ``.`` in the topology name become
+    ``_`` so the name is a safe identifier everywhere (e.g. a PostgreSQL GID).
+
+    Example:
+        >>> transaction_name("orders-eu", 3, 17)
+        'jstorm-orders_eu-3-17'
+    """
+    return f"jstorm-{_UNSAFE.sub('_', topology)}-{task_id}-{checkpoint_id}"
+
+
+class TwoPhaseCommitSink(Sink):
+    """Base of sinks with real (staged, then published) transactions; see the module doc.
+
+    Rows of the open transaction are buffered in memory and staged in one go at the barrier,
+    so the external transaction lives only as long as the pre-commit. Subclasses store only
+    their arguments in ``__init__`` and open connections in :meth:`connect`.
+    """
+
+    # -- what a connector implements -------------------------------------------------------
+    def connect(self, conf: dict[str, Any], context: TopologyContext) -> None:
+        """Open connections / create what is missing (called by ``prepare``)."""
+
+    def row_of(self, tup: Tuple) -> Any:
+        """What one tuple becomes in the buffer (default: ``tup.as_dict()``)."""
+        return tup.as_dict()
+
+    def stage_transaction(self, checkpoint_id: int, rows: list[Any]) -> None:
+        """Pre-commit ``rows`` as transaction ``checkpoint_id`` (durable, invisible, fenced)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement stage_transaction")
+
+    def commit_transaction(self, checkpoint_id: int) -> None:
+        """Publish staged transaction ``checkpoint_id``; no-op if it is not staged."""
+        raise NotImplementedError(f"{type(self).__name__} must implement commit_transaction")
+
+    def abort_transaction(self, checkpoint_id: int) -> None:
+        """Discard staged transaction ``checkpoint_id``; no-op if it is not staged."""
+        raise NotImplementedError(f"{type(self).__name__} must implement abort_transaction")
+
+    def staged_transactions(self) -> list[int]:
+        """Ids this task has staged and not committed (left by any process or generation)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement staged_transactions")
+
+    def install_fence(self) -> None:
+        """Make :attr:`generation` this task's fencing token (older ones are refused)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement install_fence")
+
+    # -- identity ------------------------------------------------------------------------
+    @property
+    def topology(self) -> str:
+        """The topology name (known after ``prepare``)."""
+        return str(self._ctx().topology)
+
+    @property
+    def task_id(self) -> int:
+        """This sink task's id (known after ``prepare``)."""
+        return int(self._ctx().task_id)
+
+    @property
+    def generation(self) -> int:
+        """The generation this instance runs in: its fencing token (with the task id)."""
+        return int(self._ctx().generation)
+
+    def _ctx(self) -> TopologyContext:
+        ctx = self.__dict__.get("_jstorm_2pc_ctx")
+        if ctx is None:
+            raise SinkError(f"{type(self).__name__} used before prepare()")
+        return ctx  # type: ignore[no-any-return]
+
+    def transaction_name(self, checkpoint_id: int) -> str:
+        """``jstorm-<topology>-<task>-<checkpoint>`` (see :func:`transaction_name`)."""
+        return transaction_name(self.topology, self.task_id, checkpoint_id)
+
+    def parse_transaction_name(self, name: str) -> int | None:
+        """The checkpoint id of one of *this task's* transaction names, else ``None``."""
+        prefix = transaction_name(self.topology, self.task_id, 0)[:-1]
+        tail = name[len(prefix):] if name.startswith(prefix) else ""
+        return int(tail) if tail.isdigit() else None
+
+    # -- the engine's side -----------------------------------------------------------------
+    def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
+        """Remember the task identity and connect."""
+        self.__dict__["_jstorm_2pc_ctx"] = context
+        self.__dict__["_rows"] = []
+        self.__dict__["_open"] = None
+        self.connect(conf, context)
+
+    def begin(self, checkpoint_id: int) -> None:
+        """Open transaction ``checkpoint_id`` (an empty buffer)."""
+        self.__dict__["_open"] = checkpoint_id
+        self.__dict__["_rows"] = []
+
+    def write(self, tup: Tuple) -> None:
+        """Buffer one row of the open transaction."""
+        self.__dict__["_rows"].append(self.row_of(tup))
+
+    def pre_commit(self, checkpoint_id: int) -> None:
+        """Stage the buffered rows; on failure they stay buffered (retried next barrier)."""
+        rows: list[Any] = self.__dict__["_rows"]
+        self.stage_transaction(checkpoint_id, rows)
+        self.__dict__["_rows"] = []
+        self.__dict__["_open"] = None
+
+    def commit(self, checkpoint_id: int) -> None:
+        """Publish transaction ``checkpoint_id`` (idempotent)."""
+        self.commit_transaction(checkpoint_id)
+
+    def abort(self, checkpoint_id: int) -> None:
+        """Drop the open transaction if it is ``checkpoint_id``, and any staged one."""
+        if self.__dict__.get("_open") == checkpoint_id:
+            self.__dict__["_rows"] = []
+        self.abort_transaction(checkpoint_id)
+
+    def recover(self, completed_id: int | None) -> None:
+        """Fence older generations, then commit staged ``<= completed_id``, abort the rest."""
+        self.install_fence()
+        for cid in sorted(self.staged_transactions()):
+            if completed_id is not None and cid <= completed_id:
+                self.commit_transaction(cid)
+            else:
+                self.abort_transaction(cid)
+
+    def buffered(self) -> int:
+        """Rows in the open transaction (not yet staged)."""
+        return len(self.__dict__.get("_rows", ()))

@@ -1,0 +1,100 @@
+"""A real Redis server for tests and examples (Debian's ``redis-server``), in a temp dir.
+
+Listens on 127.0.0.1 on a free port with the append-only file on and ``appendfsync always``,
+so what a sink stages is durable across a server restart (``stop()`` then ``start()``).
+
+Example:
+    >>> with RedisServer() as server:  # doctest: +SKIP
+    ...     url = server.url
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from jstormpy.errors import JStormError
+
+__all__ = ["RedisServer", "find_redis_server"]
+
+
+def find_redis_server() -> str | None:
+    """Path of ``redis-server`` or ``None``."""
+    return shutil.which("redis-server")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """A throw-away Redis server; ``start()``/``stop()`` may be repeated (same data)."""
+
+    def __init__(self) -> None:
+        binary = find_redis_server()
+        if binary is None:
+            raise JStormError("redis-server not found: install Debian's 'redis-server' "
+                              "package (scripts/setup.sh does)")
+        self.binary = binary
+        self.port = _free_port()
+        self.root = Path(tempfile.mkdtemp(prefix="jstorm-redis-"))
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>/0``."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start the server and wait until it answers PING."""
+        import redis
+
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
+             str(self.root), "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+             "--daemonize", "no", "--logfile", str(self.root / "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=1)
+        while True:
+            try:
+                if client.ping():
+                    break
+            except redis.RedisError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise JStormError(f"redis-server on port {self.port} did not start: see "
+                                  f"{self.root / 'redis.log'}")
+            time.sleep(0.02)
+        client.close()
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM; the append-only file is already fsynced)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc = None
+
+    def close(self) -> None:
+        """Stop the server and delete its files."""
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> RedisServer:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

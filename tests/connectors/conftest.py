@@ -1,0 +1,37 @@
+"""Real servers for the connector tests: PostgreSQL and Redis, each on a free port."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+
+from jstormpy.testing.postgres import PostgresServer, find_pg_bindir
+from jstormpy.testing.redis_server import RedisServer, find_redis_server
+
+_db_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the session (each test makes its own database)."""
+    if find_pg_bindir() is None:
+        pytest.skip("Debian's postgresql is not installed (run scripts/setup.sh as root)")
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture
+def pg_dsn(postgres_server: PostgresServer) -> str:
+    """A fresh, empty database on the session's server."""
+    return postgres_server.create_database(f"t{next(_db_names)}")
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    """A Redis server (append-only file, fsync always) in a temp dir, on a free port."""
+    if find_redis_server() is None:
+        pytest.skip("Debian's redis-server is not installed (run scripts/setup.sh as root)")
+    with RedisServer() as server:
+        yield server
