@@ -126,6 +126,7 @@ class TaskExecutor:
         self.credit_batch = credit_batch or {}
         self.restored_checkpoint = restored_checkpoint
         self.credit_owed: dict[int, int] = {}
+        self.tuple_classes: dict[tuple[int, str], type[Tuple]] = {}
         self.next_tick = 0.0
         tick = getattr(component, "tick_interval_ms", None)
         self.tick_s = tick / 1000.0 if tick else None
@@ -390,17 +391,24 @@ class TaskExecutor:
         execute = self.component.execute
         timing = self.timing
         t0 = time.perf_counter() if timing else 0.0
-        i = 0
         n = len(payload)
-        while i < n:
+        tup = None
+        # one iterator over the batch: after a user error (at_most_once) the loop resumes
+        # with the next tuple; no per-tuple counter
+        tuple_cls = self.tuple_classes.get((src, stream))
+        if tuple_cls is None:
+            tuple_cls = self.tuple_classes[(src, stream)] = Tuple.bound(index, source, stream,
+                                                                        src)
+        tuples = map(tuple_cls, payload)
+        while True:
             try:
-                for values in payload[i:] if i else payload:
-                    i += 1
-                    execute(Tuple(values, index, source, stream, src))
+                for tup in tuples:
+                    execute(tup)
+                break
             except TaskStopped:
                 raise
             except Exception as exc:
-                self._user_error(exc, Tuple(payload[i - 1], index, source, stream, src))
+                self._user_error(exc, tup)
         self.metrics.executed += n
         if n and timing:
             self.metrics.observe_ms((time.perf_counter() - t0) * 1000.0 / n, n)

@@ -162,6 +162,79 @@ class OutputCollector:
         self.emitted = 0
         self.last_watermark = float("-inf")
         self.dirty = False
+        fused = self._fuse_emit()
+        if fused is not None:
+            self.emit = fused  # type: ignore[method-assign]
+
+    def _fuse_emit(self) -> Callable[..., None] | None:
+        """One closure doing ``emit`` + fields/shuffle routing for a one-route stream.
+
+        The common shape (one declared stream read by one consumer) then costs one Python
+        call per emitted tuple instead of two; other shapes use the generic ``emit``.
+        """
+        if len(self.routes) != 1:
+            return None
+        ((only, rs),) = self.routes.items()
+        if len(rs) != 1 or rs[0].kind not in ("fields", "shuffle", "none", "global",
+                                              "local_or_shuffle") or \
+                (rs[0].kind == "fields" and len(rs[0].key_index) != 1):
+            return None
+        route = rs[0]
+        bufs, targets, send, n, bs = (route.buffers, route.targets, route.send, route.n,
+                                      route.batch_size)
+        head = (route.src, DATA, route.stream)
+        generic = OutputCollector.emit.__get__(self)
+        coll = self
+        if route.kind == "fields":
+            k = route.key_index[0]
+
+            def emit_fields(values: Sequence[Any], stream: str = "default") -> None:
+                if stream != only:
+                    generic(values, stream)
+                    return
+                coll.emitted += 1
+                coll.dirty = True
+                i = hash(values[k]) % n
+                buf = bufs[i]
+                buf.append(values)
+                if len(buf) >= bs:
+                    bufs[i] = []
+                    send(targets[i], (*head, buf))
+
+            return emit_fields
+        if route.kind == "global" or (route.kind == "local_or_shuffle" and route.local_rr):
+            pick = itertools.repeat(0).__next__ if route.kind == "global" else \
+                route.local_rr.__next__  # type: ignore[union-attr]
+
+            def emit_fixed(values: Sequence[Any], stream: str = "default") -> None:
+                if stream != only:
+                    generic(values, stream)
+                    return
+                coll.emitted += 1
+                coll.dirty = True
+                i = pick()
+                buf = bufs[i]
+                buf.append(values)
+                if len(buf) >= bs:
+                    bufs[i] = []
+                    send(targets[i], (*head, buf))
+
+            return emit_fixed
+
+        def emit_shuffle(values: Sequence[Any], stream: str = "default") -> None:
+            if stream != only:
+                generic(values, stream)
+                return
+            coll.emitted += 1
+            coll.dirty = True
+            route.rr = i = (route.rr + 1) % n
+            buf = bufs[i]
+            buf.append(values)
+            if len(buf) >= bs:
+                bufs[i] = []
+                send(targets[i], (*head, buf))
+
+        return emit_shuffle
 
     def emit(self, values: Sequence[Any], stream: str = "default") -> None:
         """Route one tuple to every subscriber of ``stream``."""
