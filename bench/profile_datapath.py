@@ -99,7 +99,8 @@ def _task(task_id: int, name: str, comp: Any, streams: dict[str, tuple[str, ...]
           route: Route | None, sources: dict[tuple[int, str], tuple[str, dict[str, int]]],
           send: Any) -> TaskExecutor:
     routes = {s: [route] if route else [] for s in streams}
-    coll = OutputCollector(task_id, name, routes, route.targets if route else [], send)
+    coll = OutputCollector(task_id, name, routes, route.targets if route else [], send,
+                           streams=streams)
     comp.__dict__["_jstorm_collector"] = coll
     comp.__dict__["emit"] = coll.emit
     comp.prepare({}, None)

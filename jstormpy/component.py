@@ -127,6 +127,16 @@ class Component:
         """Send one tuple on ``stream`` to every subscriber, routed by its grouping."""
         self._jstorm_collector.emit(values, stream)  # type: ignore[attr-defined]
 
+    def emit_batch(self, columns: Any, stream: str = DEFAULT_STREAM) -> None:
+        """Send many tuples on ``stream`` at once, given column by column.
+
+        ``columns`` is ``{"field": sequence, ...}`` with every declared field of the
+        stream, a sequence of columns in declared field order, or a received ``Batch``.
+        Routing is done once per batch (fields grouping partitions it in one pass); the
+        tuples are ordered after anything emitted before and before anything after.
+        """
+        self._jstorm_collector.emit_batch(columns, stream)  # type: ignore[attr-defined]
+
     def emit_direct(self, task: int, values: Sequence[Any],
                     stream: str = DEFAULT_STREAM) -> None:
         """Send one tuple to ``task`` of a subscriber that uses direct grouping."""

@@ -1,7 +1,9 @@
 """Task executors: one thread per task, running a spout loop or a bolt loop.
 
 A bolt task takes items ``(src_task, kind, stream, payload)`` from its bounded input
-queue: DATA batches are executed tuple by tuple; BARRIER items go through the
+queue: DATA batches are executed tuple by tuple (``execute``) or whole (``execute_batch``,
+the batch API: one :class:`~jstormpy.batch.Batch` per DATA item, so never across a
+marker); BARRIER items go through the
 :class:`~jstormpy.barrier.aligner.BarrierAligner`; WATERMARK items advance the task's
 watermark (minimum over input channels); END_OF_STREAM marks a channel finished.
 """
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from jstormpy.barrier.aligner import BarrierAligner
+from jstormpy.batch import Batch
 from jstormpy.component import Tuple
 from jstormpy.faults import fault_point
 from jstormpy.metrics import LATENCY_BUCKETS_MS
@@ -127,6 +130,9 @@ class TaskExecutor:
         self.restored_checkpoint = restored_checkpoint
         self.credit_owed: dict[int, int] = {}
         self.tuple_classes: dict[tuple[int, str], type[Tuple]] = {}
+        # batch API (opt-in): execute_batch(batch) per channel batch, next_batch() in spouts
+        batch_execute = getattr(component, "execute_batch", None)
+        self.batch_execute = batch_execute if callable(batch_execute) else None
         self.next_tick = 0.0
         tick = getattr(component, "tick_interval_ms", None)
         self.tick_s = tick / 1000.0 if tick else None
@@ -265,7 +271,8 @@ class TaskExecutor:
     def _run_spout(self) -> None:
         comp = self.component
         coll = self.collector
-        next_tuple = comp.next_tuple
+        next_batch = getattr(comp, "next_batch", None)
+        next_tuple = next_batch if callable(next_batch) else comp.next_tuple
         wake = self.wake
         last_flush = time.monotonic()
         if self.start_hook:
@@ -388,6 +395,9 @@ class TaskExecutor:
             log.warning("task %s: dropped a batch from task %s on undeclared stream %r",
                         self.task_id, src, stream)
             return
+        if self.batch_execute is not None:
+            self._execute_columnar(src, stream, payload, source, index)
+            return
         execute = self.component.execute
         timing = self.timing
         t0 = time.perf_counter() if timing else 0.0
@@ -409,6 +419,27 @@ class TaskExecutor:
                 raise
             except Exception as exc:
                 self._user_error(exc, tup)
+        self.metrics.executed += n
+        if n and timing:
+            self.metrics.observe_ms((time.perf_counter() - t0) * 1000.0 / n, n)
+
+    def _execute_columnar(self, src: int, stream: str, payload: list[Any], source: str,
+                          index: dict[str, int]) -> None:
+        """Batch API: one ``execute_batch`` call for the whole channel batch."""
+        tuple_cls = self.tuple_classes.get((src, stream))
+        if tuple_cls is None:
+            tuple_cls = self.tuple_classes[(src, stream)] = Tuple.bound(index, source, stream,
+                                                                        src)
+        batch = Batch(payload, index, source, stream, src, tuple_cls)
+        timing = self.timing
+        t0 = time.perf_counter() if timing else 0.0
+        try:
+            self.batch_execute(batch)  # type: ignore[misc]
+        except TaskStopped:
+            raise
+        except Exception as exc:
+            self._user_error(exc, batch)
+        n = len(payload)
         self.metrics.executed += n
         if n and timing:
             self.metrics.observe_ms((time.perf_counter() - t0) * 1000.0 / n, n)

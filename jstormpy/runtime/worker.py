@@ -318,7 +318,8 @@ class Worker(TaskHost):
             routes, channels = build_routes(task_id, name, spec.streams, consumers,
                                             component_tasks, self.task_workers, self.send,
                                             conf.batch_size)
-            collector = OutputCollector(task_id, name, routes, channels, self.send)
+            collector = OutputCollector(task_id, name, routes, channels, self.send,
+                                        streams=dict(spec.streams))
             comp.__dict__["_jstorm_collector"] = collector
             comp.__dict__["emit"] = collector.emit
             comp.__dict__["_jstorm_log"] = taskops.task_logger(self, name, task_id)  # ops
