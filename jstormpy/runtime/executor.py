@@ -289,6 +289,9 @@ class TaskExecutor:
                     coll.flush()
                     coll.broadcast(END_OF_STREAM, None)
                     self.eos_sent = True
+                    report = getattr(self.host, "spout_finished", None)
+                    if report is not None:
+                        report(self.task_id)
                 wake.wait(0.05)
                 wake.clear()
                 continue
