@@ -27,6 +27,7 @@ from jstormpy.faults import fault_point
 from jstormpy.metrics import LATENCY_BUCKETS_MS
 from jstormpy.runtime.credits import TaskInbox
 from jstormpy.runtime.routing import BARRIER, DATA, END_OF_STREAM, WATERMARK, OutputCollector
+from jstormpy.runtime.snapshots import Snapshotter, SnapshotView, capture, serialise
 
 log = logging.getLogger("jstormpy.task")
 
@@ -43,6 +44,8 @@ class TaskMetricsCounters:
     errors: int = 0
     latency_sum_ms: float = 0.0
     latency_samples: int = 0
+    snapshot_pause_ms: float = 0.0
+    """How long the last snapshot stopped the task thread (capture + barrier)."""
     buckets: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS_MS))
 
     def observe_ms(self, per_tuple_ms: float, count: int = 1) -> None:
@@ -130,6 +133,7 @@ class TaskExecutor:
         self.restored_checkpoint = restored_checkpoint
         self.credit_owed: dict[int, int] = {}
         self.tuple_classes: dict[tuple[int, str], type[Tuple]] = {}
+        self.snapshotter: Snapshotter | None = None  # started at the first snapshot
         # batch API (opt-in): execute_batch(batch) per channel batch, next_batch() in spouts
         batch_execute = getattr(component, "execute_batch", None)
         self.batch_execute = batch_execute if callable(batch_execute) else None
@@ -174,6 +178,8 @@ class TaskExecutor:
                 self.failed = True
                 self.host.report_error(self.task_id, self.component_name, exc, None)
         finally:
+            if self.snapshotter is not None:
+                self.snapshotter.close()  # after the snapshots already queued
             try:
                 if self.kind == "spout":
                     self.component.close()
@@ -225,7 +231,7 @@ class TaskExecutor:
             hook(checkpoint_id)
 
     # -- snapshots ------------------------------------------------------------------------
-    def _snapshot_bytes(self) -> bytes:
+    def _snapshot_dict(self) -> dict[str, Any]:
         comp = self.component
         snap: dict[str, Any] = {"states": comp.__dict__.get("_jstorm_states", {}),
                                 "state_version": getattr(type(comp), "state_version", None)}
@@ -241,25 +247,49 @@ class TaskExecutor:
             snap["watermark"] = self.watermark
             snap["inputs_finished"] = self.inputs_finished
             snap["sink_pending"] = self.sink_pending
-        return pickle.dumps(snap, protocol=pickle.HIGHEST_PROTOCOL)
+        return snap
+
+    def _snapshot_bytes(self) -> bytes:
+        """The whole snapshot serialised on the calling thread (synchronous form)."""
+        return pickle.dumps(self._snapshot_dict(), protocol=pickle.HIGHEST_PROTOCOL)
 
     def _take_snapshot(self, checkpoint_id: int, alignment_ms: float, emit_barrier: bool) -> None:
+        """Snapshot at a barrier: the task thread only captures (copies of immutable-valued
+        state dicts, the rest pickled); serialising the copies, the upload and the ack run
+        on the task's snapshot thread (docs/checkpointing.md, asynchronous snapshots)."""
         t0 = time.monotonic()
         stateful = self.host.guarantee != "at_most_once"
-        data = self._snapshot_bytes() if stateful else b""
+        view = capture(self._snapshot_dict()) if stateful else None
         if emit_barrier:
             self.collector.broadcast(BARRIER, checkpoint_id)
-        handle = ""
+        finished = self.kind == "spout" and self.component.finished
+        self.metrics.snapshot_pause_ms = (time.monotonic() - t0) * 1000.0
+        if view is None:
+            fault_point("after_snapshot", checkpoint_id, self.host.worker_id)
+            self.host.ack_checkpoint(checkpoint_id, self.task_id, "", 0, finished,
+                                     alignment_ms, self.metrics.snapshot_pause_ms)
+            return
+        if self.snapshotter is None:
+            self.snapshotter = Snapshotter(f"snapshot-{self.task_id}-{self.component_name}")
+        generation = self.host.generation
+        self.snapshotter.submit(lambda: self._upload_snapshot(
+            checkpoint_id, view, alignment_ms, finished, t0, generation))
+
+    def _upload_snapshot(self, checkpoint_id: int, view: SnapshotView, alignment_ms: float,
+                         finished: bool, t0: float, generation: int) -> None:
+        """Snapshot thread: serialise, upload, ack (dropped if the task was rebuilt)."""
         try:
-            if stateful:
-                handle = self.host.write_snapshot(checkpoint_id, self.task_id, data)
+            data = serialise(view)
+            handle = self.host.write_snapshot(checkpoint_id, self.task_id, data)
         except Exception as exc:
             log.error("task %s: snapshot for checkpoint %s failed: %s", self.task_id,
                       checkpoint_id, exc)
-            self.host.fail_checkpoint(checkpoint_id, self.task_id, str(exc))
+            if self.host.generation == generation and not self.stopping:
+                self.host.fail_checkpoint(checkpoint_id, self.task_id, str(exc))
             return
+        if self.host.generation != generation or self.stopping:
+            return  # a rollback replaced this task meanwhile: the checkpoint is void
         fault_point("after_snapshot", checkpoint_id, self.host.worker_id)
-        finished = self.kind == "spout" and self.component.finished
         self.host.ack_checkpoint(checkpoint_id, self.task_id, handle, len(data), finished,
                                  alignment_ms, (time.monotonic() - t0) * 1000.0)
 
