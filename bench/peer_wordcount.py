@@ -156,7 +156,7 @@ def main() -> int:
     with LocalCluster() as cluster:
         t0 = time.perf_counter()
         handle = cluster.submit(topo, conf)
-        status = handle.wait(timeout=1800)
+        status = handle.wait(timeout=1800, poll_s=0.01)
         t_end, dt_all = time.time(), time.perf_counter() - t0
         # window: first spout call (workers up, topology running) .. drained; bring-up of
         # the TM and worker processes is excluded, as the harness does for the JVM peers
