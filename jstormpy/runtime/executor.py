@@ -271,23 +271,23 @@ class TaskExecutor:
             return
         if self.snapshotter is None:
             self.snapshotter = Snapshotter(f"snapshot-{self.task_id}-{self.component_name}")
-        generation = self.host.generation
         self.snapshotter.submit(lambda: self._upload_snapshot(
-            checkpoint_id, view, alignment_ms, finished, t0, generation))
+            checkpoint_id, view, alignment_ms, finished, t0))
 
     def _upload_snapshot(self, checkpoint_id: int, view: SnapshotView, alignment_ms: float,
-                         finished: bool, t0: float, generation: int) -> None:
-        """Snapshot thread: serialise, upload, ack (dropped if the task was rebuilt)."""
+                         finished: bool, t0: float) -> None:
+        """Snapshot thread: serialise, upload, ack (not if the task was stopped meanwhile:
+        a rollback or shutdown voids the checkpoint)."""
         try:
             data = serialise(view)
             handle = self.host.write_snapshot(checkpoint_id, self.task_id, data)
         except Exception as exc:
             log.error("task %s: snapshot for checkpoint %s failed: %s", self.task_id,
                       checkpoint_id, exc)
-            if self.host.generation == generation and not self.stopping:
+            if not self.stopping:
                 self.host.fail_checkpoint(checkpoint_id, self.task_id, str(exc))
             return
-        if self.host.generation != generation or self.stopping:
+        if self.stopping:
             return  # a rollback replaced this task meanwhile: the checkpoint is void
         fault_point("after_snapshot", checkpoint_id, self.host.worker_id)
         self.host.ack_checkpoint(checkpoint_id, self.task_id, handle, len(data), finished,
