@@ -191,3 +191,31 @@ def test_a_batch_never_spans_a_barrier():
     kinds = [(item[1], item[3] if item[1] == DATA else None) for _, item in sent.items]
     assert kinds == [(DATA, [("a", 1), ("b", 1)]), (BARRIER, None), (DATA, [("c", 1)])]
     assert comp.seen == [2, 1]
+
+
+@pytest.mark.parametrize("kind", ["fields", "shuffle", "global", "local_or_shuffle"])
+def test_fused_emit_routes_like_the_generic_path(kind: str):
+    """One stream, one subscriber: emit is one fused closure; same choices, counts, errors."""
+    fused_sent, generic_sent = Sent(), Sent()
+    streams = {"default": ("word", "n")}
+    fields = ("word",) if kind == "fields" else ()
+    consumers = [("a", Grouping(kind, "src", "default", fields))]
+    tasks = {"src": (1,), "a": (2, 3, 4)}
+    workers = {1: 0, 2: 0, 3: 1, 4: 0}  # local_or_shuffle: tasks 2 and 4 are local
+    routes, channels = build_routes(1, "src", streams, consumers, tasks, workers, fused_sent, 3)
+    fused = OutputCollector(1, "src", routes, channels, fused_sent, streams=streams)
+    assert fused.emit.__name__.startswith("emit_")  # the fused closure is in place
+    routes2, _ = build_routes(1, "src", streams, consumers, tasks, workers, generic_sent, 3)
+    route = routes2["default"][0]
+    for i in range(50):
+        fused.emit((f"w{i % 7}", i))
+        route.add_generic((f"w{i % 7}", i))
+    assert fused.emitted == 50 and fused.dirty
+    fused.flush()
+    route.flush()
+    assert fused_sent.data() == generic_sent.data()
+    if kind == "local_or_shuffle":
+        assert {d for d, _ in fused_sent.data()} == {2, 4}
+    with pytest.raises(TopologyError, match="which it does not declare"):
+        fused.emit(("x", 1), stream="other")
+    assert fused.emitted == 50
