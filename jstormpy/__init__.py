@@ -7,6 +7,7 @@ Example:
 from __future__ import annotations
 
 from jstormpy.barrier.twophase import Sink
+from jstormpy.batch import Batch
 from jstormpy.component import Bolt, Spout, TopologyContext, Tuple
 from jstormpy.config import Config
 from jstormpy.connectors.sinks import FileSink, read_committed
@@ -18,7 +19,8 @@ from jstormpy.topology import CustomStreamGrouping, Fields, Topology, TopologyBu
 __version__ = "0.1.0"
 
 __all__ = [
-    "Bolt", "Config", "CustomStreamGrouping", "Fields", "FileSink", "FileSpout", "JStormError",
+    "Batch", "Bolt", "Config", "CustomStreamGrouping", "Fields", "FileSink", "FileSpout",
+    "JStormError",
     "LocalCluster", "SequenceSpout", "Sink", "Spout", "Topology", "TopologyBuilder",
     "TopologyContext", "TopologyHandle", "Tuple", "__version__", "read_committed",
 ]

@@ -57,8 +57,33 @@ class Tuple:
     def __len__(self) -> int:
         return len(self.values)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Tuple, (self.values, dict(self._index), self.source, self.stream, self.task))
+
+    @staticmethod
+    def bound(index: Mapping[str, int], source: str, stream: str = DEFAULT_STREAM,
+              task: int = -1) -> type[Tuple]:
+        """A Tuple class for one channel: ``cls(values)`` builds a tuple of that channel.
+
+        The engine builds one per (upstream task, stream) so a record costs one
+        one-argument constructor call; instances are plain ``Tuple`` for ``isinstance``
+        and pickle as ``Tuple``.
+        """
+        return type("Tuple", (_ChannelTuple,), {
+            "__slots__": (), "_index": index, "source": source, "stream": stream,
+            "task": task})
+
     def __repr__(self) -> str:
         return f"Tuple({self.source}:{self.task}/{self.stream} {list(self.values)!r})"
+
+
+class _ChannelTuple(Tuple):
+    """Base of :meth:`Tuple.bound` classes: channel attributes live on the class."""
+
+    __slots__ = ()
+
+    def __init__(self, values: Sequence[Any]) -> None:  # noqa: D107
+        self.values = values
 
 
 @dataclass(frozen=True)
@@ -101,6 +126,16 @@ class Component:
     def emit(self, values: Sequence[Any], stream: str = DEFAULT_STREAM) -> None:
         """Send one tuple on ``stream`` to every subscriber, routed by its grouping."""
         self._jstorm_collector.emit(values, stream)  # type: ignore[attr-defined]
+
+    def emit_batch(self, columns: Any, stream: str = DEFAULT_STREAM) -> None:
+        """Send many tuples on ``stream`` at once, given column by column.
+
+        ``columns`` is ``{"field": sequence, ...}`` with every declared field of the
+        stream, a sequence of columns in declared field order, or a received ``Batch``.
+        Routing is done once per batch (fields grouping partitions it in one pass); the
+        tuples are ordered after anything emitted before and before anything after.
+        """
+        self._jstorm_collector.emit_batch(columns, stream)  # type: ignore[attr-defined]
 
     def emit_direct(self, task: int, values: Sequence[Any],
                     stream: str = DEFAULT_STREAM) -> None:

@@ -254,7 +254,14 @@ class WindowedBolt(Bolt):
         op = rt.op
         mode = rt.mode
         try:
-            key = self._jw_key(rt, tup)
+            fields = rt.key_fields
+            if fields.__class__ is str:  # the common case, inlined: one field as the key
+                try:
+                    key = tup[fields]  # type: ignore[index]
+                except (KeyError, IndexError) as exc:
+                    raise _DataError(f"missing key field {exc.args[0]!r}") from None
+            else:
+                key = self._jw_key(rt, tup)
             if mode == "event":
                 ts = self._jw_timestamp(rt, tup)
             elif mode == "count":

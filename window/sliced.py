@@ -123,15 +123,17 @@ class SlicedWindows:
         panes[ps] = self._add(acc, record)
         if st.lo <= ps < st.hi:
             st.valid = False  # a pane inside the two-stacks changed
+        bound = ts - size
+        first_end = bound - bound % slide + slide + size  # = self._first_end(ts)
         if last_end - 1 > wm:  # some window of this record is still open
-            first = self._first_end(ts)
+            first = first_end
             if first - 1 <= wm:  # earliest open end: first end with end - 1 > wm
                 k = math.floor((wm + 1 - size) / slide) + 1
                 first = k * slide + size
             if st.next_end is None or first < st.next_end:
                 st.next_end = first
                 self.fire_timers.add(first - 1, (key, first))
-        end = self._first_end(ts)
+        end = first_end
         if end - 1 <= wm:  # windows the watermark passed but lateness keeps alive
             while end <= last_end and end - 1 <= wm:
                 if wm < end + lateness:

@@ -33,6 +33,8 @@ __all__ = ["FORMATS", "FileSink", "committed_files", "read_committed"]
 _log = logging.getLogger(__name__)
 
 FORMATS = ("jsonl", "parquet")
+_encode_json = json.JSONEncoder(separators=(",", ":")).encode
+"""``json.dumps(obj, separators=(",", ":"))`` without building an encoder per call."""
 """Output formats :class:`FileSink` can write."""
 
 STAGING_DIR = "_staging"
@@ -210,15 +212,14 @@ class FileSink(Sink):
             self._count += 1
             return
         try:
-            line = json.dumps(record, separators=(",", ":"))
+            line = _encode_json(record)
         except (TypeError, ValueError) as exc:
             raise SinkError(f"FileSink cannot encode {tup!r} as JSON: {exc}") from exc
         try:
             if self._fh is None:
                 assert self._inprogress_path is not None
                 self._fh = open(self._inprogress_path, "xb")  # noqa: SIM115 - kept open
-            self._fh.write(line.encode("utf-8"))
-            self._fh.write(b"\n")
+            self._fh.write((line + "\n").encode("utf-8"))
         except OSError as exc:
             raise self._fail(f"write transaction {self._txn}", exc) from exc
         self._count += 1

@@ -1,7 +1,9 @@
 """Task executors: one thread per task, running a spout loop or a bolt loop.
 
 A bolt task takes items ``(src_task, kind, stream, payload)`` from its bounded input
-queue: DATA batches are executed tuple by tuple; BARRIER items go through the
+queue: DATA batches are executed tuple by tuple (``execute``) or whole (``execute_batch``,
+the batch API: one :class:`~jstormpy.batch.Batch` per DATA item, so never across a
+marker); BARRIER items go through the
 :class:`~jstormpy.barrier.aligner.BarrierAligner`; WATERMARK items advance the task's
 watermark (minimum over input channels); END_OF_STREAM marks a channel finished.
 """
@@ -19,12 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from jstormpy.barrier.aligner import BarrierAligner
+from jstormpy.batch import Batch
 from jstormpy.component import Tuple
 from jstormpy.errors import SinkUnavailableError
 from jstormpy.faults import fault_point
 from jstormpy.metrics import LATENCY_BUCKETS_MS
 from jstormpy.runtime.credits import TaskInbox
 from jstormpy.runtime.routing import BARRIER, DATA, END_OF_STREAM, WATERMARK, OutputCollector
+from jstormpy.runtime.snapshots import Snapshotter, SnapshotView, capture, serialise
 
 log = logging.getLogger("jstormpy.task")
 
@@ -41,6 +45,8 @@ class TaskMetricsCounters:
     errors: int = 0
     latency_sum_ms: float = 0.0
     latency_samples: int = 0
+    snapshot_pause_ms: float = 0.0
+    """How long the last snapshot stopped the task thread (capture + barrier)."""
     buckets: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS_MS))
 
     def observe_ms(self, per_tuple_ms: float, count: int = 1) -> None:
@@ -127,6 +133,11 @@ class TaskExecutor:
         self.credit_batch = credit_batch or {}
         self.restored_checkpoint = restored_checkpoint
         self.credit_owed: dict[int, int] = {}
+        self.tuple_classes: dict[tuple[int, str], type[Tuple]] = {}
+        self.snapshotter: Snapshotter | None = None  # started at the first snapshot
+        # batch API (opt-in): execute_batch(batch) per channel batch, next_batch() in spouts
+        batch_execute = getattr(component, "execute_batch", None)
+        self.batch_execute = batch_execute if callable(batch_execute) else None
         self.next_tick = 0.0
         tick = getattr(component, "tick_interval_ms", None)
         self.tick_s = tick / 1000.0 if tick else None
@@ -168,6 +179,8 @@ class TaskExecutor:
                 self.failed = True
                 self.host.report_error(self.task_id, self.component_name, exc, None)
         finally:
+            if self.snapshotter is not None:
+                self.snapshotter.close()  # after the snapshots already queued
             try:
                 if self.kind == "spout":
                     self.component.close()
@@ -223,7 +236,7 @@ class TaskExecutor:
             hook(checkpoint_id)
 
     # -- snapshots ------------------------------------------------------------------------
-    def _snapshot_bytes(self) -> bytes:
+    def _snapshot_dict(self) -> dict[str, Any]:
         comp = self.component
         snap: dict[str, Any] = {"states": comp.__dict__.get("_jstorm_states", {}),
                                 "state_version": getattr(type(comp), "state_version", None)}
@@ -239,28 +252,52 @@ class TaskExecutor:
             snap["watermark"] = self.watermark
             snap["inputs_finished"] = self.inputs_finished
             snap["sink_pending"] = self.sink_pending
-        return pickle.dumps(snap, protocol=pickle.HIGHEST_PROTOCOL)
+        return snap
+
+    def _snapshot_bytes(self) -> bytes:
+        """The whole snapshot serialised on the calling thread (synchronous form)."""
+        return pickle.dumps(self._snapshot_dict(), protocol=pickle.HIGHEST_PROTOCOL)
 
     def _take_snapshot(self, checkpoint_id: int, alignment_ms: float, emit_barrier: bool) -> None:
+        """Snapshot at a barrier: the task thread only captures (copies of immutable-valued
+        state dicts, the rest pickled); serialising the copies, the upload and the ack run
+        on the task's snapshot thread (docs/checkpointing.md, asynchronous snapshots)."""
         t0 = time.monotonic()
         stateful = self.host.guarantee != "at_most_once"
         noted = getattr(self.component, "before_snapshot", None)  # connectors: learn the id
         if callable(noted):
             noted(checkpoint_id)
-        data = self._snapshot_bytes() if stateful else b""
+        view = capture(self._snapshot_dict()) if stateful else None
         if emit_barrier:
             self.collector.broadcast(BARRIER, checkpoint_id)
-        handle = ""
+        finished = self.kind == "spout" and self.component.finished
+        self.metrics.snapshot_pause_ms = (time.monotonic() - t0) * 1000.0
+        if view is None:
+            fault_point("after_snapshot", checkpoint_id, self.host.worker_id)
+            self.host.ack_checkpoint(checkpoint_id, self.task_id, "", 0, finished,
+                                     alignment_ms, self.metrics.snapshot_pause_ms)
+            return
+        if self.snapshotter is None:
+            self.snapshotter = Snapshotter(f"snapshot-{self.task_id}-{self.component_name}")
+        self.snapshotter.submit(lambda: self._upload_snapshot(
+            checkpoint_id, view, alignment_ms, finished, t0))
+
+    def _upload_snapshot(self, checkpoint_id: int, view: SnapshotView, alignment_ms: float,
+                         finished: bool, t0: float) -> None:
+        """Snapshot thread: serialise, upload, ack (not if the task was stopped meanwhile:
+        a rollback or shutdown voids the checkpoint)."""
         try:
-            if stateful:
-                handle = self.host.write_snapshot(checkpoint_id, self.task_id, data)
+            data = serialise(view)
+            handle = self.host.write_snapshot(checkpoint_id, self.task_id, data)
         except Exception as exc:
             log.error("task %s: snapshot for checkpoint %s failed: %s", self.task_id,
                       checkpoint_id, exc)
-            self.host.fail_checkpoint(checkpoint_id, self.task_id, str(exc))
+            if not self.stopping:
+                self.host.fail_checkpoint(checkpoint_id, self.task_id, str(exc))
             return
+        if self.stopping:
+            return  # a rollback replaced this task meanwhile: the checkpoint is void
         fault_point("after_snapshot", checkpoint_id, self.host.worker_id)
-        finished = self.kind == "spout" and self.component.finished
         self.host.ack_checkpoint(checkpoint_id, self.task_id, handle, len(data), finished,
                                  alignment_ms, (time.monotonic() - t0) * 1000.0)
 
@@ -272,7 +309,8 @@ class TaskExecutor:
     def _run_spout(self) -> None:
         comp = self.component
         coll = self.collector
-        next_tuple = comp.next_tuple
+        next_batch = getattr(comp, "next_batch", None)
+        next_tuple = next_batch if callable(next_batch) else comp.next_tuple
         wake = self.wake
         last_flush = time.monotonic()
         if self.start_hook:
@@ -289,6 +327,9 @@ class TaskExecutor:
                     coll.flush()
                     coll.broadcast(END_OF_STREAM, None)
                     self.eos_sent = True
+                    report = getattr(self.host, "spout_finished", None)
+                    if report is not None:
+                        report(self.task_id)
                 wake.wait(0.05)
                 wake.clear()
                 continue
@@ -395,20 +436,51 @@ class TaskExecutor:
             log.warning("task %s: dropped a batch from task %s on undeclared stream %r",
                         self.task_id, src, stream)
             return
+        if self.batch_execute is not None:
+            self._execute_columnar(src, stream, payload, source, index)
+            return
         execute = self.component.execute
         timing = self.timing
         t0 = time.perf_counter() if timing else 0.0
-        i = 0
         n = len(payload)
-        while i < n:
+        tup = None
+        # one iterator over the batch: after a user error (at_most_once) the loop resumes
+        # with the next tuple; no per-tuple counter
+        tuple_cls = self.tuple_classes.get((src, stream))
+        if tuple_cls is None:
+            tuple_cls = self.tuple_classes[(src, stream)] = Tuple.bound(index, source, stream,
+                                                                        src)
+        tuples = map(tuple_cls, payload)
+        while True:
             try:
-                for values in payload[i:] if i else payload:
-                    i += 1
-                    execute(Tuple(values, index, source, stream, src))
+                for tup in tuples:
+                    execute(tup)
+                break
             except TaskStopped:
                 raise
             except Exception as exc:
-                self._user_error(exc, Tuple(payload[i - 1], index, source, stream, src))
+                self._user_error(exc, tup)
+        self.metrics.executed += n
+        if n and timing:
+            self.metrics.observe_ms((time.perf_counter() - t0) * 1000.0 / n, n)
+
+    def _execute_columnar(self, src: int, stream: str, payload: list[Any], source: str,
+                          index: dict[str, int]) -> None:
+        """Batch API: one ``execute_batch`` call for the whole channel batch."""
+        tuple_cls = self.tuple_classes.get((src, stream))
+        if tuple_cls is None:
+            tuple_cls = self.tuple_classes[(src, stream)] = Tuple.bound(index, source, stream,
+                                                                        src)
+        batch = Batch(payload, index, source, stream, src, tuple_cls)
+        timing = self.timing
+        t0 = time.perf_counter() if timing else 0.0
+        try:
+            self.batch_execute(batch)  # type: ignore[misc]
+        except TaskStopped:
+            raise
+        except Exception as exc:
+            self._user_error(exc, batch)
+        n = len(payload)
         self.metrics.executed += n
         if n and timing:
             self.metrics.observe_ms((time.perf_counter() - t0) * 1000.0 / n, n)

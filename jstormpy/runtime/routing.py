@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from jstormpy.batch import rows_from_columns
 from jstormpy.errors import JStormError, TopologyError
 
 # In-band item kinds: every item on a channel is (src_task, kind, stream, payload).
@@ -131,6 +132,58 @@ class Route:
                               f"{self.consumer!r} (tasks {self.targets})")
         self._append(pos, values)
 
+    def add_rows(self, rows: Sequence[Any]) -> None:
+        """Route a whole batch of rows in one pass (the batch API's ``emit_batch``).
+
+        Fields grouping partitions the batch by key hash into one part per target;
+        shuffle-like groupings hand ``batch_size`` chunks round-robin to targets; rows go
+        into the same per-target buffers as single emits, so mixing keeps order.
+        """
+        kind = self.kind
+        n = self.n
+        if kind == "fields":
+            parts: list[list[Any]] = [[] for _ in range(n)]
+            put = [p.append for p in parts]
+            ki = self.key_index
+            if len(ki) == 1:
+                k = ki[0]
+                for r in rows:
+                    put[hash(r[k]) % n](r)
+            else:
+                for r in rows:
+                    put[hash(tuple(r[i] for i in ki)) % n](r)
+            for i, part in enumerate(parts):
+                if part:
+                    self._extend(i, part)
+        elif kind in ("shuffle", "none", "local_or_shuffle"):
+            bs = self.batch_size
+            for start in range(0, len(rows), bs):
+                if self.local_rr is not None:
+                    i = next(self.local_rr)
+                else:
+                    self.rr = i = (self.rr + 1) % n
+                self._extend(i, rows[start:start + bs])
+        elif kind == "global":
+            self._extend(0, rows)
+        elif kind == "all":
+            for i in range(n):
+                self._extend(i, rows)
+        else:  # custom (per-row choice); direct is only reached through emit_direct
+            for r in rows:
+                self.add_generic(r)
+
+    def _extend(self, i: int, rows: Sequence[Any]) -> None:
+        buf = self.buffers[i]
+        buf.extend(rows)
+        bs = self.batch_size
+        if len(buf) >= bs:
+            self.buffers[i] = []
+            head = (self.src, DATA, self.stream)
+            target = self.targets[i]
+            for start in range(0, len(buf), bs):
+                self.send(target, (*head, buf[start:start + bs] if start or len(buf) > bs
+                                   else buf))
+
     def _append(self, i: int, values: Any) -> None:
         buf = self.buffers[i]
         buf.append(values)
@@ -151,8 +204,10 @@ class OutputCollector:
     """What ``Component.emit`` talks to: routes per stream, flushing, in-band markers."""
 
     def __init__(self, task_id: int, component: str, routes: dict[str, list[Route]],
-                 channels: Sequence[int], send: SendFn) -> None:
+                 channels: Sequence[int], send: SendFn,
+                 streams: dict[str, tuple[str, ...]] | None = None) -> None:
         self.task_id = task_id
+        self.streams = streams or {}
         self.component = component
         self.routes = routes
         self.all_routes = [r for rs in routes.values() for r in rs]
@@ -162,6 +217,79 @@ class OutputCollector:
         self.emitted = 0
         self.last_watermark = float("-inf")
         self.dirty = False
+        fused = self._fuse_emit()
+        if fused is not None:
+            self.emit = fused  # type: ignore[method-assign]
+
+    def _fuse_emit(self) -> Callable[..., None] | None:
+        """One closure doing ``emit`` + fields/shuffle routing for a one-route stream.
+
+        The common shape (one declared stream read by one consumer) then costs one Python
+        call per emitted tuple instead of two; other shapes use the generic ``emit``.
+        """
+        if len(self.routes) != 1:
+            return None
+        ((only, rs),) = self.routes.items()
+        if len(rs) != 1 or rs[0].kind not in ("fields", "shuffle", "none", "global",
+                                              "local_or_shuffle") or \
+                (rs[0].kind == "fields" and len(rs[0].key_index) != 1):
+            return None
+        route = rs[0]
+        bufs, targets, send, n, bs = (route.buffers, route.targets, route.send, route.n,
+                                      route.batch_size)
+        head = (route.src, DATA, route.stream)
+        generic = OutputCollector.emit.__get__(self)
+        coll = self
+        if route.kind == "fields":
+            k = route.key_index[0]
+
+            def emit_fields(values: Sequence[Any], stream: str = "default") -> None:
+                if stream != only:
+                    generic(values, stream)
+                    return
+                coll.emitted += 1
+                coll.dirty = True
+                i = hash(values[k]) % n
+                buf = bufs[i]
+                buf.append(values)
+                if len(buf) >= bs:
+                    bufs[i] = []
+                    send(targets[i], (*head, buf))
+
+            return emit_fields
+        if route.kind == "global" or (route.kind == "local_or_shuffle" and route.local_rr):
+            pick = itertools.repeat(0).__next__ if route.kind == "global" else \
+                route.local_rr.__next__  # type: ignore[union-attr]
+
+            def emit_fixed(values: Sequence[Any], stream: str = "default") -> None:
+                if stream != only:
+                    generic(values, stream)
+                    return
+                coll.emitted += 1
+                coll.dirty = True
+                i = pick()
+                buf = bufs[i]
+                buf.append(values)
+                if len(buf) >= bs:
+                    bufs[i] = []
+                    send(targets[i], (*head, buf))
+
+            return emit_fixed
+
+        def emit_shuffle(values: Sequence[Any], stream: str = "default") -> None:
+            if stream != only:
+                generic(values, stream)
+                return
+            coll.emitted += 1
+            coll.dirty = True
+            route.rr = i = (route.rr + 1) % n
+            buf = bufs[i]
+            buf.append(values)
+            if len(buf) >= bs:
+                bufs[i] = []
+                send(targets[i], (*head, buf))
+
+        return emit_shuffle
 
     def emit(self, values: Sequence[Any], stream: str = "default") -> None:
         """Route one tuple to every subscriber of ``stream``."""
@@ -181,6 +309,26 @@ class OutputCollector:
         self.dirty = True
         for r in routes:
             r.add(values)
+
+    def emit_batch(self, data: Any, stream: str = "default") -> None:
+        """Route a batch given as columns (``{field: column}`` or sequences in field
+        order, see :func:`jstormpy.batch.rows_from_columns`) to every subscriber."""
+        try:
+            routes = self.routes[stream]
+        except KeyError:
+            raise TopologyError(f"component {self.component!r} emitted on stream {stream!r}, "
+                                f"which it does not declare in `outputs` "
+                                f"(declared: {sorted(self.routes)})") from None
+        fields = self.streams.get(stream)
+        if fields is None:
+            fields = tuple(data) if isinstance(data, dict) else ()
+        rows = rows_from_columns(data, fields, self.component, stream)
+        if not rows:
+            return
+        self.emitted += len(rows)
+        self.dirty = True
+        for r in routes:
+            r.add_rows(rows)
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default") -> None:
         """Send to one task of the direct-grouped subscriber(s) of ``stream``."""

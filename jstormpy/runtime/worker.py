@@ -85,6 +85,7 @@ class Worker(TaskHost):
         self.lost_reported = -1
         self.peer_addresses: dict[int, tuple[str, int]] = {}
         self.shutdown = threading.Event()
+        self.heartbeat_now = threading.Event()  # set: send a heartbeat without waiting
         self.exit_code = 0
         self.topology: Topology | None = None
         self.config: Config | None = None
@@ -318,7 +319,8 @@ class Worker(TaskHost):
             routes, channels = build_routes(task_id, name, spec.streams, consumers,
                                             component_tasks, self.task_workers, self.send,
                                             conf.batch_size)
-            collector = OutputCollector(task_id, name, routes, channels, self.send)
+            collector = OutputCollector(task_id, name, routes, channels, self.send,
+                                        streams=dict(spec.streams))
             comp.__dict__["_jstorm_collector"] = collector
             comp.__dict__["emit"] = collector.emit
             comp.__dict__["_jstorm_log"] = taskops.task_logger(self, name, task_id)  # ops
@@ -387,8 +389,17 @@ class Worker(TaskHost):
     def _heartbeat_loop(self) -> None:
         assert self.config is not None
         period = self.config.heartbeat_interval_ms / 1000.0
-        while not self.shutdown.wait(period):
+        while True:
+            self.heartbeat_now.wait(period)
+            self.heartbeat_now.clear()
+            if self.shutdown.is_set():
+                return
             self.outbox.put(self._heartbeat())
+
+    def spout_finished(self, task_id: int) -> None:
+        """A spout task just finished: report it now, so the TM can trigger the final
+        checkpoint without waiting for the next periodic heartbeat."""
+        self.heartbeat_now.set()
 
     def _heartbeat(self) -> Any:
         """A Heartbeat message with every task's current metrics."""
@@ -513,6 +524,7 @@ class Worker(TaskHost):
             self.outbox.put(self._heartbeat())
             self.exit_code = msg.shutdown.exit_code or self.exit_code  # 75: restart (upgrade)
             self.shutdown.set()
+            self.heartbeat_now.set()
         elif body in ("set_log_level", "set_config"):  # operations: jstorm loglevel/config
             taskops.handle(self, msg)
 

@@ -9,7 +9,15 @@ to a batch recomputation.
 from __future__ import annotations
 
 import pytest
-from topologies import check_keyed_sums, check_word_counts, diamond, linear, wordcount, write_corpus
+from topologies import (
+    check_keyed_sums,
+    check_word_counts,
+    diamond,
+    linear,
+    linear_batch,
+    wordcount,
+    write_corpus,
+)
 
 from jstormpy import Config
 from jstormpy.testing.chaos import ChaosSchedule, Kill, run_with_chaos
@@ -28,6 +36,9 @@ SCENARIOS = [
     ("linear", ChaosSchedule(6, (Kill("point", point="sink_after_commit", checkpoint=3),))),
     ("linear", ChaosSchedule(7, (Kill("master", at_s=0.9),))),
     ("linear", ChaosSchedule(8, (Kill("point", point="master_after_metadata", checkpoint=2),))),
+    ("linear_batch", ChaosSchedule.random(seed=9, kills=2, workers=3)),
+    ("linear_batch", ChaosSchedule(10, (Kill("point", point="after_snapshot", checkpoint=2,
+                                             worker=1),))),
     ("diamond", ChaosSchedule.random(seed=11, kills=1, workers=3)),
     ("diamond", ChaosSchedule.random(seed=12, kills=2, workers=3)),
     ("diamond", ChaosSchedule.random(seed=13, kills=2, workers=3, points=True)),
@@ -58,7 +69,8 @@ def test_exactly_once_under_sigkill(tmp_path, kind, schedule):
         expected = write_corpus(tmp_path / "corpus")
         topo = wordcount(out, tmp_path / "corpus")
     else:
-        topo = (linear if kind == "linear" else diamond)(out, KEYS, PER_KEY)
+        topo = {"linear": linear, "linear_batch": linear_batch,
+                "diamond": diamond}[kind](out, KEYS, PER_KEY)
     status, kills, _ = run_with_chaos(topo, _config(tmp_path), schedule, timeout=120,
                                       home=str(tmp_path / "home"))
     assert status["state"] == "drained"

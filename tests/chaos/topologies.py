@@ -71,6 +71,62 @@ class CountEach(Bolt):
         self.emit((word, n))
 
 
+class BatchSequenceSpout(SequenceSpout):
+    """SequenceSpout through the batch API: ``next_batch`` emits the same events as columns."""
+
+    def next_batch(self):
+        total = self.total
+        if self._emitted >= total:
+            if not self.finished:
+                self.finish()
+            return
+        count = min(self.batch, total - self._emitted)
+        if self.rate_per_s is not None:
+            count = min(count, self._allowance())
+            if count <= 0:
+                return
+        owned = self._owned
+        n_owned = len(owned)
+        js = range(self._emitted, self._emitted + count)
+        seqs = [j // n_owned for j in js]
+        self.emit_batch({"key": [owned[j % n_owned] for j in js], "seq": seqs,
+                         "value": [q * 7 % 13 for q in seqs]})
+        self._emitted += count
+        if self._emitted >= total:
+            self.finish()
+
+
+class BatchRunningSum(Bolt):
+    """RunningSum through the batch API: one ``execute_batch`` + ``emit_batch`` per batch."""
+
+    outputs = ("key", "seq", "value", "sum", "count")
+
+    def prepare(self, conf, context):
+        self.sums = self.state("sums")
+
+    def execute_batch(self, batch):
+        sums = self.sums
+        out_sum, out_count = [], []
+        for key, value in zip(batch["key"], batch["value"], strict=True):
+            total, count = sums.get(key, (0, 0))
+            total += value
+            count += 1
+            sums[key] = (total, count)
+            out_sum.append(total)
+            out_count.append(count)
+        self.emit_batch([batch["key"], batch["seq"], batch["value"], out_sum, out_count])
+
+
+def linear_batch(out: Path, keys: int = 20, per_key: int = 2000, rate: float | None = 8000):
+    """The linear topology written with the batch API (per-tuple FileSink reads from it)."""
+    b = TopologyBuilder("chaos-linear-batch")
+    b.set_spout("events", BatchSequenceSpout(keys=keys, per_key=per_key, rate_per_s=rate),
+                parallelism=2)
+    b.set_bolt("sum", BatchRunningSum, parallelism=2).fields_grouping("events", ["key"])
+    b.set_bolt("out", FileSink(str(out)), parallelism=2).fields_grouping("sum", ["key"])
+    return b.build()
+
+
 def linear(out: Path, keys: int = 20, per_key: int = 2000, rate: float | None = 8000):
     b = TopologyBuilder("chaos-linear")
     b.set_spout("events", SequenceSpout(keys=keys, per_key=per_key, rate_per_s=rate),

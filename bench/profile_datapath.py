@@ -1,0 +1,172 @@
+"""Profile the task data path in ONE process under cProfile (not part of ``python -m bench``).
+
+Runs the peer harness's word count (lines -> split -> fields-grouped count) through the
+engine's real task code — :class:`~jstormpy.runtime.routing.OutputCollector` routes and
+:meth:`TaskExecutor._execute_batch` — with in-memory channels instead of worker processes,
+so cProfile sees every engine call per record without sockets or scheduling noise. Used for
+the before/after notes of the data-plane work; figures are relative (a shared machine).
+
+    python bench/profile_datapath.py [--api tuple|batch] [--lines 100000] [--top 25]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import cProfile
+import pstats
+import time
+from typing import Any
+
+from jstormpy import Bolt
+from jstormpy.runtime.executor import TaskExecutor
+from jstormpy.runtime.routing import DATA, OutputCollector, Route
+
+WORDS = [f"w{i}" for i in range(10_000)]
+
+
+def make_lines(n: int) -> list[str]:
+    """``n`` deterministic ten-word sentences."""
+    return [" ".join(WORDS[(i * 7919 + j * 104729) % 10_000] for j in range(10)) for i in range(n)]
+
+
+class Split(Bolt):
+    """The peer script's per-tuple split (unchanged user code)."""
+
+    outputs = ("word",)
+
+    def execute(self, tup: Any) -> None:
+        for w in tup.values[0].split():
+            self.emit((w,))
+
+
+class Count(Bolt):
+    """The peer script's per-tuple running count (unchanged user code)."""
+
+    outputs = ("word", "count")
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.counts = self.state("counts")
+
+    def execute(self, tup: Any) -> None:
+        w = tup.values[0]
+        c = self.counts.get(w, 0) + 1
+        self.counts[w] = c
+        self.emit((w, c))
+
+
+class BatchSplit(Bolt):
+    """Batch API split with per-batch pre-aggregation."""
+
+    outputs = ("word", "n")
+
+    def execute_batch(self, batch: Any) -> None:
+        c = collections.Counter()
+        for s in batch["sentence"]:
+            c.update(s.split())
+        self.emit_batch({"word": list(c.keys()), "n": list(c.values())})
+
+
+class BatchCount(Bolt):
+    """Batch API running count."""
+
+    outputs = ("word", "count")
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.counts = self.state("counts")
+
+    def execute_batch(self, batch: Any) -> None:
+        counts = self.counts
+        words = batch["word"]
+        out = []
+        for w, n in zip(words, batch["n"], strict=True):
+            c = counts.get(w, 0) + n
+            counts[w] = c
+            out.append(c)
+        self.emit_batch({"word": words, "count": out})
+
+
+class _Host:
+    guarantee = "exactly_once"
+    worker_id = 0
+    config = None
+
+    def return_credit(self, src: int, dst: int, n: int) -> None:
+        pass
+
+
+def _task(task_id: int, name: str, comp: Any, streams: dict[str, tuple[str, ...]],
+          route: Route | None, sources: dict[tuple[int, str], tuple[str, dict[str, int]]],
+          send: Any) -> TaskExecutor:
+    routes = {s: [route] if route else [] for s in streams}
+    coll = OutputCollector(task_id, name, routes, route.targets if route else [], send,
+                           streams=streams)
+    comp.__dict__["_jstorm_collector"] = coll
+    comp.__dict__["emit"] = coll.emit
+    comp.prepare({}, None)
+    return TaskExecutor(task_id, name, "bolt", comp, coll, _Host(), source_index=sources)
+
+
+def run(api: str, lines: list[str], batch_size: int = 512) -> dict[str, int]:
+    """Push ``lines`` through split -> count (2 count tasks); returns the final counts."""
+    inbox: dict[int, collections.deque[Any]] = {t: collections.deque() for t in (2, 3, 4)}
+
+    def send(dst: int, item: Any) -> None:
+        inbox[dst].append(item)
+
+    split_c, count_c = (BatchSplit(), BatchCount()) if api == "batch" else (Split(), Count())
+    count_c2 = type(count_c)()
+    split_fields = split_c.outputs
+    r_split = Route("fields", "default", "count", [3, 4], 2, send, batch_size, (0,))
+    r_counts = Route("global", "default", "sink", [4], 3, lambda d, i: None, batch_size)
+    r_counts2 = Route("global", "default", "sink", [4], 4, lambda d, i: None, batch_size)
+    split = _task(2, "split", split_c, {"default": split_fields}, r_split,
+                  {(1, "default"): ("lines", {"sentence": 0})}, send)
+    idx = {f: i for i, f in enumerate(split_fields)}
+    counts = [_task(3, "count", count_c, {"default": ("word", "count")}, r_counts,
+                    {(2, "default"): ("split", idx)}, send),
+              _task(4, "count", count_c2, {"default": ("word", "count")}, r_counts2,
+                    {(2, "default"): ("split", idx)}, send)]
+    for i in range(0, len(lines), batch_size):
+        split._execute_batch(1, "default", [(s,) for s in lines[i:i + batch_size]])
+        split.collector.flush()
+        for t, ex in zip((3, 4), counts, strict=True):
+            q = inbox[t]
+            while q:
+                src, kind, stream, payload = q.popleft()
+                assert kind == DATA
+                ex._execute_batch(src, stream, payload)
+            ex.collector.flush()
+    merged: dict[str, int] = {}
+    for c in (count_c, count_c2):
+        merged.update(c.counts)
+    return merged
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--api", choices=("tuple", "batch"), default="tuple")
+    p.add_argument("--lines", type=int, default=100_000)
+    p.add_argument("--top", type=int, default=20)
+    p.add_argument("--no-profile", action="store_true", help="time only (relative figure)")
+    args = p.parse_args()
+    lines = make_lines(args.lines)
+    expected = collections.Counter(w for s in lines for w in s.split())
+    prof = cProfile.Profile()
+    t0 = time.process_time()
+    if not args.no_profile:
+        prof.enable()
+    got = run(args.api, lines)
+    if not args.no_profile:
+        prof.disable()
+    cpu = time.process_time() - t0
+    assert got == expected, "wrong counts"
+    words = sum(expected.values())
+    print(f"api={args.api} words={words} cpu={cpu:.3f}s ({words / cpu / 1e3:.0f}k words/cpu-s)"
+          f"{' under cProfile' if not args.no_profile else ''}")
+    if not args.no_profile:
+        pstats.Stats(prof).sort_stats("tottime").print_stats(args.top)
+
+
+if __name__ == "__main__":
+    main()

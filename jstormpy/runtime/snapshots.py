@@ -1,0 +1,158 @@
+"""Asynchronous task snapshots: a cheap copy on the task thread, the rest off it.
+
+At a barrier the task thread calls :func:`capture`: every managed-state dict whose values
+are all immutable (numbers, strings, bytes, None, and tuples of those) is copied with
+``dict.copy()`` (a C-level copy, ~10-20 ms for 1M keys); everything else — the custom
+``snapshot()`` result, executor fields, state dicts holding mutable values — is pickled
+right there, as before, so a later in-place mutation can never leak into the snapshot.
+
+A per-task :class:`Snapshotter` thread then serialises the copies in chunks of
+:data:`CHUNK_KEYS` keys (so the GIL is handed back to the task thread between chunks),
+uploads the bytes to the state backend and only then acks the checkpoint: the checkpoint
+waits for the upload, processing does not (Flink's asynchronous snapshots).
+
+The stored bytes are still one pickle that loads as the plain snapshot dict
+(``{"states": {...}, "custom": ..., ...}``): :func:`_assemble` rebuilds it, so restore,
+migration and savepoint inspection read it with ``pickle.loads`` as before.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import pickle
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("jstormpy.task")
+
+CHUNK_KEYS = 20000
+"""Keys per pickled chunk of a copied state dict."""
+
+_ATOMIC = frozenset({int, float, str, bytes, bool, type(None), complex})
+
+
+def _immutable_values(d: dict[Any, Any]) -> bool:
+    """Whether every value of ``d`` is atomic-immutable or a tuple of such values."""
+    types = set(map(type, d.values()))
+    if types <= _ATOMIC:
+        return True
+    if types <= _ATOMIC | {tuple}:
+        inner = set(map(type, itertools.chain.from_iterable(
+            v for v in d.values() if v.__class__ is tuple)))
+        return inner <= _ATOMIC
+    return False
+
+
+@dataclass
+class SnapshotView:
+    """What the task thread hands to the snapshot thread (never touched by the task)."""
+
+    rest: bytes
+    """The snapshot dict without the copied states, already pickled."""
+    copies: dict[str, dict[Any, Any]]
+    """Private copies of the managed-state dicts with immutable values."""
+
+
+def capture(snap: dict[str, Any]) -> SnapshotView:
+    """Task-thread part: copy immutable-valued state dicts, pickle the rest now."""
+    states: dict[str, Any] = snap.get("states") or {}
+    copies: dict[str, dict[Any, Any]] = {}
+    kept: dict[str, Any] = {}
+    for name, d in states.items():
+        if type(d) is dict and len(d) > CHUNK_KEYS // 4 and _immutable_values(d):
+            copies[name] = d.copy()
+        else:
+            kept[name] = d
+    rest = dict(snap)
+    rest["states"] = kept
+    return SnapshotView(pickle.dumps(rest, protocol=pickle.HIGHEST_PROTOCOL), copies)
+
+
+def _dict_from_chunks(chunks: list[bytes]) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for c in chunks:
+        out.update(pickle.loads(c))
+    return out
+
+
+def _assemble(rest: bytes, chunked: dict[str, list[bytes]]) -> dict[str, Any]:
+    snap: dict[str, Any] = pickle.loads(rest)
+    states = snap.setdefault("states", {})
+    for name, chunks in chunked.items():
+        states[name] = _dict_from_chunks(chunks)
+    return snap
+
+
+class _Assembled:
+    """Pickles as a call to :func:`_assemble`, so loading yields the plain snapshot dict."""
+
+    def __init__(self, rest: bytes, chunked: dict[str, list[bytes]]) -> None:
+        self.rest = rest
+        self.chunked = chunked
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_assemble, (self.rest, self.chunked))
+
+
+def serialise(view: SnapshotView) -> bytes:
+    """Snapshot-thread part: chunked pickling of the copies; one loadable pickle."""
+    if not view.copies:
+        return view.rest
+    chunked: dict[str, list[bytes]] = {}
+    for name, d in view.copies.items():
+        it = iter(d.items())
+        chunks = []
+        while True:
+            part = dict(itertools.islice(it, CHUNK_KEYS))
+            if not part:
+                break
+            chunks.append(pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
+        chunked[name] = chunks
+    return pickle.dumps(_Assembled(view.rest, chunked), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class Snapshotter:
+    """One daemon thread per task running snapshot jobs in checkpoint order."""
+
+    def __init__(self, name: str) -> None:
+        self.jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.idle = threading.Event()
+        self.idle.set()
+        self.pending = 0
+        self.lock = threading.Lock()
+        self.thread.start()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run ``job`` after the jobs submitted before it."""
+        with self.lock:
+            self.pending += 1
+            self.idle.clear()
+        self.jobs.put(job)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until every submitted job has run."""
+        return self.idle.wait(timeout)
+
+    def close(self) -> None:
+        """Stop the thread after the queued jobs."""
+        self.jobs.put(None)
+
+    def _run(self) -> None:
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            try:
+                job()
+            except Exception:
+                log.exception("snapshot job failed")
+            finally:
+                with self.lock:
+                    self.pending -= 1
+                    if not self.pending:
+                        self.idle.set()

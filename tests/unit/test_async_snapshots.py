@@ -1,0 +1,106 @@
+"""Asynchronous snapshots: what the task thread captures, what the snapshot thread does."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from typing import Any
+
+from jstormpy import Bolt
+from jstormpy.runtime.executor import TaskExecutor
+from jstormpy.runtime.routing import OutputCollector
+from jstormpy.runtime.snapshots import CHUNK_KEYS, capture, serialise
+
+BIG = CHUNK_KEYS * 2 + 7  # several chunks
+
+
+def test_serialised_snapshot_loads_as_the_plain_snapshot_dict():
+    counts = {f"k{i}": i for i in range(BIG)}
+    pairs = {i: (i, "x", None) for i in range(BIG)}
+    snap = {"states": {"counts": counts, "pairs": pairs, "small": {"a": 1}}, "custom": [1, 2],
+            "watermark": 5.0}
+    view = capture(snap)
+    assert set(view.copies) == {"counts", "pairs"}  # big immutable-valued dicts are copied
+    loaded = pickle.loads(serialise(view))
+    assert loaded == snap
+
+
+def test_changes_after_the_barrier_do_not_leak_into_the_snapshot():
+    counts = {f"k{i}": i for i in range(BIG)}
+    lists = {i: [i] for i in range(BIG)}  # mutable values: pickled at the barrier
+    custom = {"pos": 1}
+    snap = {"states": {"counts": counts, "lists": lists}, "custom": custom}
+    view = capture(snap)
+    counts["k0"] = -1
+    counts["new"] = 1
+    lists[0].append(99)
+    custom["pos"] = 2
+    loaded = pickle.loads(serialise(view))
+    assert loaded["states"]["counts"]["k0"] == 0 and "new" not in loaded["states"]["counts"]
+    assert loaded["states"]["lists"][0] == [0]
+    assert loaded["custom"] == {"pos": 1}
+
+
+class Holder(Bolt):
+    outputs = ("k",)
+
+
+class BlockingHost:
+    """write_snapshot blocks until released: the upload is slow."""
+
+    guarantee = "exactly_once"
+    worker_id = 0
+    generation = 1
+    config = None
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.acks: list[tuple[Any, ...]] = []
+        self.acked = threading.Event()
+        self.stored: dict[str, bytes] = {}
+
+    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes) -> str:
+        assert self.release.wait(10)
+        handle = f"h{checkpoint_id}"
+        self.stored[handle] = data
+        return handle
+
+    def ack_checkpoint(self, *args: Any) -> None:
+        self.acks.append(args)
+        self.acked.set()
+
+    def fail_checkpoint(self, *args: Any) -> None:
+        raise AssertionError(args)
+
+
+def executor(host: BlockingHost) -> tuple[TaskExecutor, dict[str, int]]:
+    comp = Holder()
+    state = comp.state("counts")
+    state.update({f"k{i}": i for i in range(BIG)})
+    coll = OutputCollector(1, "holder", {"default": []}, [], lambda d, i: None)
+    return TaskExecutor(1, "holder", "bolt", comp, coll, host), state  # type: ignore[arg-type]
+
+
+def test_the_task_thread_does_not_wait_for_the_upload_but_the_ack_does():
+    host = BlockingHost()
+    ex, state = executor(host)
+    ex._take_snapshot(3, 1.5, emit_barrier=False)  # returns while the upload is blocked
+    state["k1"] = 1000  # processing goes on
+    assert host.acks == []
+    host.release.set()
+    assert host.acked.wait(10)
+    cid, task, handle, size, finished, alignment, _ms = host.acks[0]
+    assert (cid, task, handle, finished, alignment) == (3, 1, "h3", False, 1.5)
+    assert size == len(host.stored["h3"])
+    restored = pickle.loads(host.stored["h3"])["states"]["counts"]
+    assert restored["k1"] == 1 and len(restored) == BIG
+
+
+def test_no_ack_when_the_task_was_stopped_by_a_rollback_meanwhile():
+    host = BlockingHost()
+    ex, _ = executor(host)
+    ex._take_snapshot(4, 0.0, emit_barrier=False)
+    ex.stop()  # a rollback stops the task while the upload is in flight
+    host.release.set()
+    assert ex.snapshotter is not None and ex.snapshotter.wait_idle(10)
+    assert host.acks == []
