@@ -53,3 +53,13 @@ class SourceError(JStormError):
 
 class SemanticsError(JStormError):
     """Records given to the exactly-once checker are malformed (missing key or seq field)."""
+
+
+class SinkUnavailableError(SinkError):
+    """The sink's external system is unreachable for now: the checkpoint is given up, the
+    open transaction is kept and staged again at the next barrier (the job keeps running)."""
+
+
+class FencedError(SinkError):
+    """A newer generation of the same sink task took over: this (zombie) instance may no
+    longer stage or commit transactions."""
