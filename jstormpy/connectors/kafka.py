@@ -293,9 +293,13 @@ class KafkaSink(Sink):
                             f"at {self.bootstrap_servers}: {exc}") from exc
         self._pending_rows = self.state("kafka_sink_pending")
 
-    def _committed_ids(self) -> set[int]:
-        return set(read_commit_log(self.bootstrap_servers, self.commit_log_topic,
-                                   self.transactional_id))
+    def _committed_through(self) -> int:
+        """The highest checkpoint id this task's commit log holds (0: none). Transactions
+        commit in checkpoint order, so every id up to it is committed; that also makes the
+        log safe to compact (``cleanup.policy=compact``: the last entry per key suffices)."""
+        ids = read_commit_log(self.bootstrap_servers, self.commit_log_topic,
+                              self.transactional_id)
+        return max(ids, default=0)
 
     # -- the transaction protocol ---------------------------------------------------------
     def begin(self, checkpoint_id: int) -> None:
@@ -381,7 +385,7 @@ class KafkaSink(Sink):
             self._start_buffered()
             return
         rows = self._pending_rows.pop(checkpoint_id, None)
-        if rows is None or checkpoint_id in self._committed_ids():
+        if rows is None or checkpoint_id <= self._committed_through():
             return  # already committed (or empty): idempotent no-op
         if self._staged is not None or self._open is not None:
             raise SinkError(f"KafkaSink {self.transactional_id}: cannot redo transaction "
