@@ -14,6 +14,7 @@ __all__ = ["FileSink", "FileSpout", "KafkaSink", "KafkaSpout", "SequenceSpout",
            "committed_files", "read_committed"]
 
 _LAZY = {
+    "PostgresSink": "jstormpy.connectors.postgres",
     "KafkaSpout": "jstormpy.connectors.kafka",
     "KafkaSink": "jstormpy.connectors.kafka",
 }

@@ -245,3 +245,17 @@ def test_bad_arguments_are_clear_errors() -> None:
         KafkaSpout("t", "x:1", start="middle")
     with pytest.raises(SinkError, match="transactional.id"):
         KafkaSink("t", "x:1", **{"transactional.id": "mine"})
+
+
+def test_kafka_to_postgres_example_builds() -> None:
+    """The example's topology builds (KafkaSpout → window → PostgresSink 2pc)."""
+    import importlib.util
+    import runpy
+    from pathlib import Path
+
+    if importlib.util.find_spec("jstormpy.connectors.postgres") is None:
+        pytest.skip("PostgresSink is not on this branch")
+    path = Path(__file__).resolve().parents[2] / "examples" / "kafka_to_postgres.py"
+    mod = runpy.run_path(str(path))
+    assert mod["config"].guarantee == "exactly_once"
+    assert {"orders", "parse", "window", "row", "pg"} == set(mod["topology"].components)
