@@ -93,7 +93,9 @@ class KafkaSpout(ReplayableSpout):
         self.batch = int(conf.pop("batch", 500))
         self.idle_timeout_ms = conf.pop("idle_timeout_ms", 10_000.0)
         self.max_lag_ms = float(conf.pop("max_lag_ms", 0.0))
-        self.bounded = bool(conf.pop("bounded", False))
+        # bounded: finish once every owned partition reached its end offset (checked against
+        # the broker, not "one empty poll", which a slow first fetch would also give)
+        self.drain_and_finish = bool(conf.pop("bounded", False))
         self.topic = topic
         self.bootstrap_servers = bootstrap_servers
         self.consumer_conf = conf
@@ -152,6 +154,22 @@ class KafkaSpout(ReplayableSpout):
             out.append((p, SplitRecord(values, off + 1, ts_ms)))
             self._assigned[p] = off + 1
         return out
+
+    def next_tuple(self) -> None:
+        """Emit the next records; with ``bounded``, finish once every partition is drained."""
+        so = self._splits_state()
+        before = dict(so.offsets)
+        super().next_tuple()
+        if self.drain_and_finish and not self.finished and so.offsets == before:
+            ck = _ck()
+            for p, off in so.offsets.items():
+                tp = ck.TopicPartition(self.topic, int(p))
+                _low, high = self._consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+                # the consumer's position also steps over transaction control markers
+                pos = self._consumer.position([tp])[0].offset
+                if max(int(off), int(pos)) < int(high):
+                    return
+            self.finish()
 
     def release_offsets(self, offsets: Mapping[Any, Any]) -> None:
         """Commit a *completed* checkpoint's offsets to the consumer group (monitoring only:
