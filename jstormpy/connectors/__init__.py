@@ -15,11 +15,14 @@ from jstormpy.connectors.sources import FileSpout, SequenceSpout
 from jstormpy.connectors.splits import ReplayableSpout, SplitOffsets, SplitRecord
 from jstormpy.connectors.twophase import TwoPhaseCommitSink, transaction_name
 
-__all__ = ["FileSink", "FileSpout", "PostgresSink", "RedisStreamSink", "RedisStreamSpout",
-           "ReplayableSpout", "SequenceSpout", "SplitOffsets", "SplitRecord",
-           "TwoPhaseCommitSink", "committed_files", "read_committed", "transaction_name"]
+__all__ = ["FileSink", "FileSpout", "KafkaSink", "KafkaSpout", "PostgresSink",
+           "RedisStreamSink", "RedisStreamSpout", "ReplayableSpout", "SequenceSpout",
+           "SplitOffsets", "SplitRecord", "TwoPhaseCommitSink", "committed_files",
+           "read_committed", "transaction_name"]
 
 _LAZY = {
+    "KafkaSpout": "jstormpy.connectors.kafka",
+    "KafkaSink": "jstormpy.connectors.kafka",
     "PostgresSink": "jstormpy.connectors.postgres",
     "RedisStreamSpout": "jstormpy.connectors.redis_streams",
     "RedisStreamSink": "jstormpy.connectors.redis_streams",

@@ -1,0 +1,469 @@
+"""Kafka connectors (``confluent-kafka``): a replayable spout and a transactional sink.
+
+``KafkaSpout``: partitions are the splits; the offset reached on each partition lives in
+the checkpoint (the spout's snapshot) and is never committed to the broker ahead of it --
+the consumer has ``enable.auto.commit=false`` and reads by explicit ``assign`` at the
+restored offsets, so a rollback rewinds exactly. Watermarks come from the record
+timestamps (minimum over the partitions that are not idle); a partition that delivered
+nothing for ``idle_timeout_ms`` marks itself idle (see :mod:`jstormpy.connectors.splits`).
+
+``KafkaSink``: Kafka transactions, one ``transactional.id`` per sink task, stable across
+restarts (``jstorm-{topology}-{component}-{task_id}``), one transaction per checkpoint.
+See docs/kafka.md for the protocol and for what happens to a pre-committed transaction
+across a crash (confluent-kafka cannot resume another process's transaction, so the sink
+keeps the pre-committed records in its checkpoint and re-sends them in a new transaction,
+guarded by a commit log written inside each transaction).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from jstormpy.barrier.twophase import Sink
+from jstormpy.component import TopologyContext, Tuple
+from jstormpy.connectors.splits import ReplayableSpout, SplitRecord
+from jstormpy.errors import SinkError, SourceError
+
+__all__ = ["KafkaSink", "KafkaSpout", "kafka_bootstrap_of_mock", "read_commit_log"]
+
+_log = logging.getLogger(__name__)
+
+TXN_HEADER = "jstorm-txn"
+"""Header on every record the sink writes: ``{transactional_id}:{checkpoint_id}``."""
+
+COMMIT_LOG_SUFFIX = ".jstorm-commits"
+"""The sink's commit log topic is ``{topic}{COMMIT_LOG_SUFFIX}`` unless ``commit_log_topic``."""
+
+
+def _ck() -> Any:
+    try:
+        import confluent_kafka
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise SourceError("the Kafka connectors need confluent-kafka "
+                          "(pip install confluent-kafka)") from exc
+    return confluent_kafka
+
+
+def kafka_bootstrap_of_mock(num_brokers: int = 1) -> tuple[Any, str]:
+    """Start librdkafka's mock cluster in this process; ``(handle, bootstrap_servers)``.
+
+    The cluster lives as long as ``handle`` (a producer) does; other processes reach it
+    over TCP at ``bootstrap_servers``. For tests only (docs/kafka.md says what it lacks).
+    """
+    ck = _ck()
+    handle = ck.Producer({"test.mock.num.brokers": num_brokers, "log_level": 3})
+    md = handle.list_topics(timeout=10)
+    servers = ",".join(f"{b.host}:{b.port}" for b in md.brokers.values())
+    return handle, servers
+
+
+class KafkaSpout(ReplayableSpout):
+    """Read a Kafka topic; emit ``(key, value, partition, offset, timestamp)``.
+
+    ``key``/``value`` are decoded as UTF-8 (``None`` stays ``None``; bytes that are not
+    UTF-8 are emitted as bytes). ``timestamp`` is the record's timestamp in ms (event time,
+    used for watermarks). Partition ``p`` goes to task ``p_index % parallelism``.
+
+    Args:
+        topic: The topic to read.
+        bootstrap_servers: ``host:port[,host:port]``.
+        **consumer_conf: Extra librdkafka consumer settings; the jstorm-specific keys
+            ``start`` (``"earliest"`` (default) or ``"latest"``: where a partition no
+            checkpoint knows starts), ``batch``, ``idle_timeout_ms``, ``max_lag_ms`` and
+            ``bounded`` (finish once every partition is drained) are taken out first.
+
+    Example:
+        >>> spout = KafkaSpout("orders", "localhost:9092", idle_timeout_ms=5000)  # doctest: +SKIP
+    """
+
+    outputs = ("key", "value", "partition", "offset", "timestamp")
+
+    def __init__(self, topic: str, bootstrap_servers: str, **consumer_conf: Any) -> None:
+        if not topic or not isinstance(topic, str):
+            raise SourceError(f"KafkaSpout needs a topic name, got {topic!r}")
+        if not bootstrap_servers:
+            raise SourceError("KafkaSpout needs bootstrap_servers (host:port[,...])")
+        conf = dict(consumer_conf)
+        self.start = str(conf.pop("start", "earliest"))
+        if self.start not in ("earliest", "latest"):
+            raise SourceError(f"KafkaSpout start={self.start!r} must be 'earliest' or 'latest'")
+        self.batch = int(conf.pop("batch", 500))
+        self.idle_timeout_ms = conf.pop("idle_timeout_ms", 10_000.0)
+        self.max_lag_ms = float(conf.pop("max_lag_ms", 0.0))
+        # bounded: finish once every owned partition reached its end offset (checked against
+        # the broker, not "one empty poll", which a slow first fetch would also give)
+        self.drain_and_finish = bool(conf.pop("bounded", False))
+        self.topic = topic
+        self.bootstrap_servers = bootstrap_servers
+        self.consumer_conf = conf
+        self._consumer: Any = None
+        self._assigned: dict[int, int] = {}
+
+    def connect(self, conf: dict[str, Any], context: TopologyContext) -> None:
+        """Create the consumer (no group subscription, no offset commits)."""
+        ck = _ck()
+        settings: dict[str, Any] = {
+            "group.id": f"jstorm-{context.topology}-{context.component}",
+                    "session.timeout.ms": 6000, "log_level": 3}
+        settings.update(self.consumer_conf)
+        settings.update({"bootstrap.servers": self.bootstrap_servers,
+                         "enable.auto.commit": False, "enable.auto.offset.store": False,
+                         "enable.partition.eof": False})
+        self._consumer = ck.Consumer(settings)
+
+    def list_splits(self) -> list[Any]:
+        """The topic's partition numbers."""
+        md = self._consumer.list_topics(self.topic, timeout=10)
+        meta = md.topics.get(self.topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise SourceError(f"KafkaSpout: topic {self.topic!r} not found at "
+                              f"{self.bootstrap_servers} ({getattr(meta, 'error', None)})")
+        return sorted(meta.partitions)
+
+    def initial_offset(self, split: Any) -> Any:
+        """Earliest (or latest) offset of a partition the checkpoint does not know."""
+        ck = _ck()
+        low, high = self._consumer.get_watermark_offsets(
+            ck.TopicPartition(self.topic, int(split)), timeout=10)
+        return int(low if self.start == "earliest" else high)
+
+    def read_splits(self, offsets: Mapping[Any, Any],
+                    limit: int) -> list[tuple[Any, SplitRecord]]:
+        """Consume up to ``limit`` records at the checkpointed offsets (no broker commit)."""
+        ck = _ck()
+        wanted = {int(p): int(o) for p, o in offsets.items()}
+        if wanted != self._assigned:
+            # (re-)assign at exactly the offsets held by the spout (after a restore, too)
+            self._consumer.assign([ck.TopicPartition(self.topic, p, o)
+                                   for p, o in sorted(wanted.items())])
+            self._assigned = dict(wanted)
+        msgs = self._consumer.consume(num_messages=limit, timeout=0.05)
+        out: list[tuple[Any, SplitRecord]] = []
+        for m in msgs:
+            if m.error() is not None:
+                if m.error().code() == ck.KafkaError._PARTITION_EOF:
+                    continue
+                raise SourceError(f"KafkaSpout {self.topic!r}: {m.error()}")
+            p, off = m.partition(), m.offset()
+            ts_type, ts = m.timestamp()
+            ts_ms = float(ts) if ts_type != ck.TIMESTAMP_NOT_AVAILABLE else None
+            values = (_decode(m.key()), _decode(m.value()), p, off, ts)
+            out.append((p, SplitRecord(values, off + 1, ts_ms)))
+            self._assigned[p] = off + 1
+        return out
+
+    def next_tuple(self) -> None:
+        """Emit the next records; with ``bounded``, finish once every partition is drained."""
+        so = self._splits_state()
+        before = dict(so.offsets)
+        super().next_tuple()
+        if self.drain_and_finish and not self.finished and so.offsets == before:
+            ck = _ck()
+            for p, off in so.offsets.items():
+                tp = ck.TopicPartition(self.topic, int(p))
+                _low, high = self._consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+                # the consumer's position also steps over transaction control markers
+                pos = self._consumer.position([tp])[0].offset
+                if max(int(off), int(pos)) < int(high):
+                    return
+            self.finish()
+
+    def release_offsets(self, offsets: Mapping[Any, Any]) -> None:
+        """Commit a *completed* checkpoint's offsets to the consumer group (monitoring only:
+        the spout itself always restarts from the checkpoint)."""
+        ck = _ck()
+        if self._consumer is None or not offsets:
+            return
+        try:
+            self._consumer.commit(offsets=[ck.TopicPartition(self.topic, int(p), int(o))
+                                           for p, o in offsets.items()], asynchronous=True)
+        except ck.KafkaException as exc:  # lag monitoring only; never fatal
+            _log.warning("KafkaSpout: committing offsets for monitoring failed: %s", exc)
+
+    def close(self) -> None:
+        """Close the consumer."""
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
+def _decode(raw: bytes | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
+def _encode(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    try:
+        return json.dumps(value, separators=(",", ":")).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise SinkError(f"KafkaSink cannot encode {type(value).__name__} value {value!r}: "
+                        "give str, bytes or something JSON-serialisable") from exc
+
+
+def read_commit_log(bootstrap_servers: str, log_topic: str, transactional_id: str,
+                    timeout: float = 10.0) -> list[int]:
+    """Checkpoint ids the sink task ``transactional_id`` committed, from its commit log.
+
+    Read with ``isolation.level=read_committed``: on a real cluster the entries of aborted
+    transactions are not returned; on librdkafka's mock cluster they are (docs/kafka.md).
+    """
+    ck = _ck()
+    c = ck.Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "jstorm-commit-log",
+                     "enable.auto.commit": False, "isolation.level": "read_committed",
+                     "log_level": 3})
+    try:
+        md = c.list_topics(log_topic, timeout=timeout)
+        meta = md.topics.get(log_topic)
+        if meta is None or meta.error is not None:
+            return []
+        ids: list[int] = []
+        for p in sorted(meta.partitions):
+            tp = ck.TopicPartition(log_topic, p)
+            low, high = c.get_watermark_offsets(tp, timeout=timeout)
+            if high <= low:
+                continue
+            c.assign([ck.TopicPartition(log_topic, p, low)])
+            pos = low
+            while pos < high - 1:
+                msgs = c.consume(500, timeout=1.0)
+                if not msgs:
+                    # read_committed stops at the last stable offset; control markers
+                    # occupy offsets too, so the end may be unreachable: done
+                    break
+                for m in msgs:
+                    if m.error() is not None:
+                        continue
+                    pos = m.offset()
+                    if _decode(m.key()) == transactional_id:
+                        ids.append(int(_decode(m.value())))
+        return ids
+    finally:
+        c.close()
+
+
+class KafkaSink(Sink):
+    """Write tuples to a Kafka topic exactly once, with one Kafka transaction per checkpoint.
+
+    Args:
+        topic: The topic written to.
+        bootstrap_servers: ``host:port[,host:port]``.
+        key_field: Input field used as the record key (``None``: no key).
+        value_field: Input field used as the record value (str/bytes as is, anything
+            else as JSON).
+        **producer_conf: Extra librdkafka producer settings; ``commit_log_topic`` (default
+            ``{topic}.jstorm-commits``) and ``transaction_timeout_ms`` are jstorm keys.
+    """
+
+    def __init__(self, topic: str, bootstrap_servers: str, key_field: str | None = None,
+                 value_field: str = "value", **producer_conf: Any) -> None:
+        if not topic or not isinstance(topic, str):
+            raise SinkError(f"KafkaSink needs a topic name, got {topic!r}")
+        if not bootstrap_servers:
+            raise SinkError("KafkaSink needs bootstrap_servers (host:port[,...])")
+        conf = dict(producer_conf)
+        if "transactional.id" in conf:
+            raise SinkError("KafkaSink sets transactional.id itself (one per sink task)")
+        self.commit_log_topic = str(conf.pop("commit_log_topic", topic + COMMIT_LOG_SUFFIX))
+        self.topic = topic
+        self.bootstrap_servers = bootstrap_servers
+        self.key_field = key_field
+        self.value_field = value_field
+        self.producer_conf = conf
+        self.transactional_id = ""
+        self._producer: Any = None
+        self._open: int | None = None        # checkpoint id of the Kafka transaction open
+        self._staged: int | None = None      # pre-committed (flushed, open) transaction id
+        self._buffer: list[tuple[bytes | None, bytes | None]] = []   # txn after _staged
+        self._rows: list[tuple[bytes | None, bytes | None]] = []     # rows of _open
+        self._errors: list[str] = []
+        # a whole transaction pre-committed while an earlier one still awaited its commit
+        self._buffer_txn: tuple[int, list[tuple[bytes | None, bytes | None]]] | None = None
+
+    # -- set-up ---------------------------------------------------------------------------
+    def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
+        """Create the transactional producer; ``init_transactions`` fences the task's
+        previous producer (any earlier process) and aborts its open transaction."""
+        ck = _ck()
+        self.transactional_id = f"jstorm-{context.topology}-{context.component}-{context.task_id}"
+        settings: dict[str, Any] = {"transaction.timeout.ms": 60_000, "log_level": 3}
+        settings.update(self.producer_conf)
+        settings.update({"bootstrap.servers": self.bootstrap_servers,
+                         "transactional.id": self.transactional_id,
+                         "enable.idempotence": True})
+        self._producer = ck.Producer(settings)
+        try:
+            self._producer.init_transactions(30)
+        except ck.KafkaException as exc:
+            raise SinkError(f"KafkaSink {self.transactional_id}: init_transactions failed "
+                            f"at {self.bootstrap_servers}: {exc}") from exc
+        self._pending_rows = self.state("kafka_sink_pending")
+
+    def _committed_through(self) -> int:
+        """The highest checkpoint id this task's commit log holds (0: none). Transactions
+        commit in checkpoint order, so every id up to it is committed; that also makes the
+        log safe to compact (``cleanup.policy=compact``: the last entry per key suffices)."""
+        ids = read_commit_log(self.bootstrap_servers, self.commit_log_topic,
+                              self.transactional_id)
+        return max(ids, default=0)
+
+    # -- the transaction protocol ---------------------------------------------------------
+    def begin(self, checkpoint_id: int) -> None:
+        """Open transaction ``checkpoint_id`` (buffered while an earlier one awaits commit)."""
+        if self._open is not None:
+            raise SinkError(f"KafkaSink {self.transactional_id}: begin({checkpoint_id}) "
+                            f"while transaction {self._open} is open")
+        self._open = checkpoint_id
+        self._rows = []
+        if self._staged is None:
+            self._producer.begin_transaction()
+
+    def write(self, tup: Tuple) -> None:
+        """Produce one record (into the Kafka transaction, or the buffer)."""
+        if self._open is None:
+            raise SinkError(f"KafkaSink {self.transactional_id}: write without begin")
+        try:
+            key = _encode(tup[self.key_field]) if self.key_field else None
+            value = _encode(tup[self.value_field])
+        except (KeyError, IndexError) as exc:
+            raise SinkError(f"KafkaSink: input tuple {tup!r} has no field {exc}") from exc
+        self._rows.append((key, value))
+        if self._staged is None:
+            self._produce(key, value, self._open)
+
+    def _produce(self, key: bytes | None, value: bytes | None, checkpoint_id: int) -> None:
+        header = f"{self.transactional_id}:{checkpoint_id}".encode()
+        while True:
+            try:
+                self._producer.produce(self.topic, value=value, key=key,
+                                       headers=[(TXN_HEADER, header)],
+                                       on_delivery=self._on_delivery)
+                return
+            except BufferError:
+                self._producer.poll(0.05)
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._errors.append(str(err))
+
+    def pre_commit(self, checkpoint_id: int) -> None:
+        """Flush the open transaction and keep it open; its records also go into the task
+        snapshot (so a new process can finish it after a crash)."""
+        if self._open != checkpoint_id:
+            raise SinkError(f"KafkaSink {self.transactional_id}: pre_commit({checkpoint_id}) "
+                            f"but the open transaction is {self._open}")
+        if self._staged is not None:
+            # an earlier transaction still awaits its commit: this one stays buffered;
+            # kept (and in the snapshot) until that commit starts it
+            self._buffer_txn = (checkpoint_id, list(self._rows))
+        else:
+            self._log_commit(checkpoint_id)
+            self._flush(checkpoint_id)
+            self._staged = checkpoint_id
+        self._pending_rows[checkpoint_id] = list(self._rows)
+        self._open = None
+        self._rows = []
+
+    def _log_commit(self, checkpoint_id: int) -> None:
+        self._producer.produce(self.commit_log_topic, key=self.transactional_id.encode(),
+                               value=str(checkpoint_id).encode(), on_delivery=self._on_delivery)
+
+    def _flush(self, checkpoint_id: int) -> None:
+        left = self._producer.flush(60)
+        if left or self._errors:
+            errs, self._errors = self._errors, []
+            raise SinkError(f"KafkaSink {self.transactional_id}: transaction {checkpoint_id} "
+                            f"not durable ({left} unsent, errors: {errs[:3]})")
+
+    def commit(self, checkpoint_id: int) -> None:
+        """Commit transaction ``checkpoint_id``. In a new process (restored pending id) the
+        old transaction is gone (aborted by the fencing), so its records are re-sent from
+        the snapshot in a fresh transaction -- unless the commit log shows it committed."""
+        ck = _ck()
+        if self._staged == checkpoint_id:
+            try:
+                self._producer.commit_transaction(60)
+            except ck.KafkaException as exc:
+                raise SinkError(f"KafkaSink {self.transactional_id}: commit of transaction "
+                                f"{checkpoint_id} failed: {exc}") from exc
+            self._staged = None
+            self._pending_rows.pop(checkpoint_id, None)
+            self._start_buffered()
+            return
+        rows = self._pending_rows.pop(checkpoint_id, None)
+        if rows is None or checkpoint_id <= self._committed_through():
+            return  # already committed (or empty): idempotent no-op
+        if self._staged is not None or self._open is not None:
+            raise SinkError(f"KafkaSink {self.transactional_id}: cannot redo transaction "
+                            f"{checkpoint_id} while another is open")
+        self._producer.begin_transaction()
+        for key, value in rows:
+            self._produce(key, value, checkpoint_id)
+        self._log_commit(checkpoint_id)
+        self._flush(checkpoint_id)
+        self._producer.commit_transaction(60)
+        _log.info("KafkaSink %s: re-sent pre-committed transaction %d after a restart",
+                  self.transactional_id, checkpoint_id)
+
+    def _start_buffered(self) -> None:
+        """After a commit: begin the next Kafka transaction with the buffered records."""
+        nxt = self._buffer_txn
+        if self._open is None and nxt is None:
+            return
+        self._producer.begin_transaction()
+        if nxt is not None:  # a whole transaction was pre-committed while buffered
+            self._buffer_txn = None
+            cid, rows = nxt
+            for key, value in rows:
+                self._produce(key, value, cid)
+            self._log_commit(cid)
+            self._flush(cid)
+            self._staged = cid
+            return
+        open_id = self._open
+        assert open_id is not None
+        for key, value in self._rows:
+            self._produce(key, value, open_id)
+
+    def abort(self, checkpoint_id: int) -> None:
+        """Abort the open or pre-committed Kafka transaction ``checkpoint_id``."""
+        ck = _ck()
+        self._pending_rows.pop(checkpoint_id, None)
+        if self._open == checkpoint_id:
+            self._open = None
+            self._rows = []
+            if self._staged is not None:
+                return  # only buffered
+        elif self._staged == checkpoint_id:
+            self._staged = None
+        else:
+            return
+        try:
+            self._producer.abort_transaction(30)
+        except ck.KafkaException as exc:
+            raise SinkError(f"KafkaSink {self.transactional_id}: abort of {checkpoint_id} "
+                            f"failed: {exc}") from exc
+        self._start_buffered()
+
+    def recover(self, completed_id: int | None) -> None:
+        """Nothing left to do: ``init_transactions`` in :meth:`prepare` already aborted
+        whatever the previous producer of this task had open; pre-committed ids above
+        ``completed_id`` are dropped from the restored snapshot."""
+        for cid in [c for c in self._pending_rows if completed_id is None or c > completed_id]:
+            self._pending_rows.pop(cid, None)
+
+    def cleanup(self) -> None:
+        """Close the producer (an open transaction is left to the fencing of the next one)."""
+        self._producer = None
