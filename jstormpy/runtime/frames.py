@@ -12,8 +12,14 @@ Frame types:
 
 * ``CHALLENGE`` (1), ``RESPONSE`` (2), ``ACCEPT`` (3): the handshake
   (:mod:`jstormpy.runtime.handshake`).
-* ``DATA`` (4) client -> server, payload ``pickle.dumps((dst_task, item), protocol=5)``.
+* ``DATA`` (4) client -> server, payload ``SEQ`` + ``pickle.dumps((dst_task, item),
+  protocol=5)``. ``SEQ = struct.Struct("!QQ")`` is ``(incarnation, seq)``: a random id of
+  the sending channel (one per outbound connection object, kept across reconnects) and a
+  per-channel, per-generation sequence number starting at 1.
 * ``CLOSE`` (5) either way, payload a UTF-8 reason; the sender closes the connection after it.
+* ``ACK`` (6) server -> client, payload ``SEQ``: every DATA frame of that channel up to
+  ``seq`` has been delivered (cumulative). The sender keeps unacknowledged frames and
+  retransmits them after a reconnect; the receiver drops duplicates and reports gaps.
 
 The header is validated (magic, version, known type, ``length <= max_frame_bytes``, type
 allowed in the connection's state) *before* any payload byte is read, so a hostile or
@@ -38,8 +44,12 @@ RESPONSE = 2
 ACCEPT = 3
 DATA = 4
 CLOSE = 5
+ACK = 6
 TYPE_NAMES = {CHALLENGE: "CHALLENGE", RESPONSE: "RESPONSE", ACCEPT: "ACCEPT", DATA: "DATA",
-              CLOSE: "CLOSE"}
+              CLOSE: "CLOSE", ACK: "ACK"}
+
+SEQ = struct.Struct("!QQ")
+"""Prefix of every DATA payload and the whole ACK payload: channel incarnation, sequence."""
 
 MAX_CLOSE_REASON = 4096
 MAX_BATCH_FRAMES = 500  # frames per sendmsg (2 iovecs each; IOV_MAX is 1024 on Linux)

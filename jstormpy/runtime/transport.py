@@ -41,6 +41,7 @@ from typing import Any
 from jstormpy.errors import AuthenticationError, FrameError
 from jstormpy.runtime.frames import (
     ACCEPT,
+    ACK,
     CHALLENGE,
     CLOSE,
     DATA,
@@ -49,6 +50,7 @@ from jstormpy.runtime.frames import (
     MAX_CLOSE_REASON,
     READ_BUFFER,
     RESPONSE,
+    SEQ,
     TYPE_NAMES,
     VERSION,
     PeerClosedError,
@@ -84,7 +86,8 @@ __all__ = [
 
 _STAT_KEYS = ("frames_sent", "bytes_sent", "frames_received", "bytes_received",
               "auth_failures", "malformed_frames", "stale_frames_dropped", "frames_dropped",
-              "deliver_errors")
+              "deliver_errors", "reconnects", "frames_retransmitted", "duplicate_frames_dropped",
+              "sequence_gaps", "channels_lost")
 
 
 class Transport:
@@ -122,7 +125,8 @@ class Transport:
                  send_buffer_bytes: int = 8 << 20, connect_timeout_s: float = 10.0,
                  deliver_generation: bool = False,
                  logger: logging.Logger | None = None,
-                 handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S) -> None:
+                 handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S,
+                 on_loss: Callable[[int, str], None] | None = None) -> None:
         if not isinstance(secret, (bytes, bytearray)) or not secret:
             raise AuthenticationError("Transport secret must be non-empty bytes "
                                       "(the per-topology secret)")
@@ -142,7 +146,13 @@ class Transport:
         self._handshake_timeout_s = handshake_timeout_s
         self._log = logger or logging.getLogger(__name__)
 
+        self._on_loss = on_loss
         self._lock = threading.Lock()
+        # Receiver side: (peer worker, incarnation, generation) -> [lock, last delivered seq].
+        self._channels: dict[tuple[int, int, int], list[Any]] = {}
+        # Inbound connections owing an ACK: id(sock) -> (sock, generation, incarnation, seq).
+        self._acks_due: dict[int, tuple[socket.socket, int, int, int]] = {}
+        self._acks_wake = threading.Event()
         self._generation = 0
         self._peers: dict[int, tuple[str, int]] = {}
         self._outbound: dict[int, Outbound] = {}
@@ -151,6 +161,7 @@ class Transport:
         self._closed = False
         self._listener: socket.socket | None = None
         self._accept_thread: threading.Thread | None = None
+        self._ack_thread: threading.Thread | None = None
         self._port = 0
         self._stats_lock = threading.Lock()
         self._stats = dict.fromkeys(_STAT_KEYS, 0)
@@ -209,6 +220,9 @@ class Transport:
             self._accept_thread = threading.Thread(
                 target=self._accept_loop, daemon=True, name=f"jstorm-accept-{self.worker_id}")
             self._accept_thread.start()
+            self._ack_thread = threading.Thread(
+                target=self._ack_loop, daemon=True, name=f"jstorm-ack-{self.worker_id}")
+            self._ack_thread.start()
         self._log.info("worker %d: transport listening on %s:%d",
                        self.worker_id, self._host, self._port)
         return self._port
@@ -224,6 +238,7 @@ class Transport:
             raise FrameError(f"generation {gen} does not fit the uint32 wire field")
         with self._lock:
             self._generation = gen
+            self._channels = {k: v for k, v in self._channels.items() if k[2] == gen}
             outs = list(self._outbound.values())
         dropped = sum(ob.discard_other_generations(gen) for ob in outs)
         if dropped:
@@ -283,12 +298,11 @@ class Transport:
         except Exception as exc:
             raise FrameError(f"cannot pickle item for task {dst_task} on worker {worker_id}: "
                              f"{type(exc).__name__}: {exc}") from exc
-        if len(payload) > self._max_frame_bytes:
+        if len(payload) + SEQ.size > self._max_frame_bytes:
             raise FrameError(f"item for task {dst_task} on worker {worker_id} encodes to "
                              f"{len(payload)} bytes, above max_frame_bytes="
                              f"{self._max_frame_bytes}; send smaller batches")
-        header = HEADER.pack(MAGIC, VERSION, DATA, gen, len(payload))
-        size = len(header) + len(payload)
+        header = HEADER.pack(MAGIC, VERSION, DATA, gen, SEQ.size + len(payload))
 
         with self._lock:
             if self._closed:
@@ -322,9 +336,7 @@ class Transport:
                     why = f"connection to peer lost ({ob.why_dead})"
                     break
                 if ob.state == READY and ob.queued_bytes < limit:
-                    ob.queue.append((gen, header, payload))
-                    ob.queued_bytes += size
-                    ob.cond.notify_all()
+                    ob.append_locked(gen, header, payload)
                     return True
                 ob.cond.wait(1.0)  # everyone who changes a condition notifies; 1 s is a guard
         return self._dropped(worker_id, why)
@@ -363,6 +375,8 @@ class Transport:
             inbound = list(self._inbound.values())
             threads = list(self._threads)
             accept_thread = self._accept_thread
+            ack_thread = self._ack_thread
+        self._acks_wake.set()
         shutdown_quietly(listener)
         close_quietly(listener)
         for ob in outs:
@@ -370,7 +384,7 @@ class Transport:
         for sock, _ in inbound:
             shutdown_quietly(sock)
         deadline = time.monotonic() + timeout_s
-        all_threads = [t for t in [accept_thread, *threads] if t is not None]
+        all_threads = [t for t in [accept_thread, ack_thread, *threads] if t is not None]
         all_threads += [t for _, t in inbound]
         me = threading.current_thread()
         all_threads = [th for th in all_threads if th is not me]  # close() from deliver()
@@ -426,7 +440,7 @@ class Transport:
             sock.settimeout(None)
             peer = f"worker {peer_worker} at {peer}"
             self._log.debug("worker %d: accepted %s", self.worker_id, peer)
-            self._read_data(reader, peer)
+            self._read_data(reader, peer, sock, peer_worker)
         except FrameError as exc:
             self._count("malformed_frames")
             self._log.warning("worker %d: closing connection from %s: %s",
@@ -452,7 +466,56 @@ class Transport:
         return server_handshake(sock, reader, self._secret, self._generation,
                                 self._max_frame_bytes)
 
-    def _read_data(self, reader: Any, peer: str) -> None:
+    def _channel_lost(self, worker_id: int, why: str) -> None:
+        """A channel to or from ``worker_id`` lost frames: log, count, escalate."""
+        self._count("channels_lost")
+        self._log.error("worker %d: %s", self.worker_id, why)
+        if self._on_loss is not None and not self._closed:
+            try:
+                self._on_loss(worker_id, why)
+            except Exception:
+                self._log.exception("worker %d: on_loss callback raised", self.worker_id)
+
+    def _ack_loop(self) -> None:
+        """Send the cumulative ACKs owed on inbound connections, batched every few ms."""
+        while not self._closed:
+            self._acks_wake.wait(0.5)
+            if self._closed:
+                return
+            self._acks_wake.clear()
+            threading.Event().wait(0.002)  # let a burst of frames share one ACK
+            with self._lock:
+                due, self._acks_due = self._acks_due, {}
+            for sock, gen, incarnation, seq in due.values():
+                try:
+                    sock.sendall(encode_frame(ACK, gen, SEQ.pack(incarnation, seq)))
+                except OSError:
+                    pass  # the reader of that connection sees the failure
+
+    def _accept_frame(self, peer_worker: int, peer: str, gen: int, incarnation: int,
+                      seq: int) -> list[Any] | None:
+        """Lock the channel and check ``seq``; None (and unlocked) for a duplicate."""
+        key = (peer_worker, incarnation, gen)
+        with self._lock:
+            chan = self._channels.get(key)
+            if chan is None:
+                chan = self._channels[key] = [threading.Lock(), 0]
+        while not chan[0].acquire(timeout=0.5):  # another connection of the channel delivers
+            if self._closed:
+                raise PeerClosedError("transport closed")
+        last = chan[1]
+        if seq <= last:
+            chan[0].release()
+            self._count("duplicate_frames_dropped")
+            return None
+        if seq != last + 1:
+            self._count("sequence_gaps")
+            self._channel_lost(peer_worker, f"sequence gap on the channel from {peer}: "
+                               f"frame {seq} after {last} ({seq - last - 1} frame(s) missing)")
+        return chan
+
+    def _read_data(self, reader: Any, peer: str, sock: socket.socket | None = None,
+                   peer_worker: int = -1) -> None:
         max_frame = self._max_frame_bytes
         hsize = HEADER.size
         unpack = HEADER.unpack
@@ -474,24 +537,44 @@ class Transport:
             payload = reader.read(length)
             if len(payload) != length:
                 raise FrameError(f"truncated DATA frame ({len(payload)} of {length} bytes)")
+            if length < SEQ.size:
+                raise FrameError(f"DATA frame of {length} bytes has no sequence prefix")
+            incarnation, seq = SEQ.unpack_from(payload)
             if generation != self._generation:
                 self._count("stale_frames_dropped")
+                self._owe_ack(sock, generation, incarnation, seq)
                 continue
             try:
-                dst_task, item = pickle.loads(payload)
+                dst_task, item = pickle.loads(memoryview(payload)[SEQ.size:])
             except Exception as exc:
                 raise FrameError(f"undecodable DATA payload of {length} bytes: "
                                  f"{type(exc).__name__}: {exc}") from exc
-            self._count2("frames_received", 1, "bytes_received", hsize + length)
+            chan = self._accept_frame(peer_worker, peer, generation, incarnation, seq)
+            if chan is None:  # a retransmitted frame delivered before: acknowledge again
+                self._owe_ack(sock, generation, incarnation, seq)
+                continue
             try:
-                if self._deliver_generation:
-                    deliver(dst_task, item, generation)
-                else:
-                    deliver(dst_task, item)
-            except Exception:
-                self._count("deliver_errors")
-                self._log.exception("worker %d: deliver() raised for a frame from %s to task %r",
-                                    self.worker_id, peer, dst_task)
+                self._count2("frames_received", 1, "bytes_received", hsize + length)
+                try:
+                    if self._deliver_generation:
+                        deliver(dst_task, item, generation)
+                    else:
+                        deliver(dst_task, item)
+                except Exception:
+                    self._count("deliver_errors")
+                    self._log.exception("worker %d: deliver() raised for a frame from %s to "
+                                        "task %r", self.worker_id, peer, dst_task)
+                chan[1] = seq
+            finally:
+                chan[0].release()
+            self._owe_ack(sock, generation, incarnation, seq)
+
+    def _owe_ack(self, sock: socket.socket | None, gen: int, incarnation: int, seq: int) -> None:
+        if sock is None:
+            return
+        with self._lock:
+            self._acks_due[id(sock)] = (sock, gen, incarnation, seq)
+        self._acks_wake.set()
 
     def _send_close(self, sock: socket.socket, reason: str) -> None:
         """Best effort: tell the peer why, then half-close so it sees EOF after the reason."""

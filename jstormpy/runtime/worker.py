@@ -145,7 +145,8 @@ class Worker(TaskHost):
                                    host=self.host,
                                    max_frame_bytes=self.config.max_frame_bytes,
                                    send_buffer_bytes=self.config.send_buffer_bytes,
-                                   deliver_generation=True)
+                                   deliver_generation=True,
+                                   on_loss=lambda worker, _why: self._frames_lost(worker))
         self.transport.start()
 
     # -- data plane ----------------------------------------------------------------------------
