@@ -31,7 +31,11 @@ class Config:
     checkpoint_interval_ms: int = 1000
     """How often the Topology Master triggers a checkpoint (also the sink commit period)."""
     checkpoint_timeout_ms: int = 60_000
-    """A checkpoint not completed within this time is aborted; the job continues."""
+    """A checkpoint not completed within this time is aborted (and the tasks that never
+    acked it are named in the checkpoint history)."""
+    tolerable_failed_checkpoints: int = 3
+    """Checkpoint timeouts in a row tolerated (Flink's name); one more starts a recovery, so a
+    lost barrier or a stalled channel never hangs the job."""
     max_concurrent_checkpoints: int = 1
     """Checkpoints in flight at once."""
     checkpoints_retained: int = 3
@@ -123,6 +127,10 @@ class Config:
              "batch_linger_ms", "must be a number >= 0")
         need(isinstance(self.max_restarts, int) and self.max_restarts >= 0,
              "max_restarts", "must be an int >= 0")
+        need(isinstance(self.tolerable_failed_checkpoints, int)
+             and not isinstance(self.tolerable_failed_checkpoints, bool)
+             and self.tolerable_failed_checkpoints >= 0,
+             "tolerable_failed_checkpoints", "must be an int >= 0")
         for name in ("backpressure_high_watermark", "backpressure_low_watermark"):
             value = getattr(self, name)
             need(isinstance(value, (int, float)) and 0 < value <= 1, name, "must be in (0, 1]")

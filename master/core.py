@@ -111,6 +111,7 @@ class MasterCore:
         self.recoveries: deque[dict[str, Any]] = deque(maxlen=50)
         self.recovery_started: float | None = None
         self.recovery_reason = ""
+        self.timed_out_in_a_row = 0
         self.errors: deque[dict[str, Any]] = deque(maxlen=50)
         self.metrics = MetricsStore(self.task_component, self.plan)
         self.backpressure = BackpressureCoordinator(
@@ -445,8 +446,15 @@ class MasterCore:
             log.warning("checkpoint %d %s: %s", pending.checkpoint_id, status, error)
         return entry
 
+    def _stalled_tasks(self, pending: PendingCheckpoint) -> str:
+        """The tasks that never acked ``pending``, by component name and task id."""
+        missing = [t for t in self.all_tasks if t not in pending.acks]
+        return ", ".join(f"{self.task_component.get(t, '?')}[task {t}]"
+                         for t in missing) or "none"
+
     def _complete(self, pending: PendingCheckpoint) -> None:
         cid = pending.checkpoint_id
+        self.timed_out_in_a_row = 0
         del self.inflight[cid]
         size = sum(a.size_bytes for a in pending.acks.values())
         finished = bool(self.spout_tasks) and all(
@@ -515,11 +523,21 @@ class MasterCore:
             for cid, pending in list(self.inflight.items()):
                 if now - pending.started > self.config.checkpoint_timeout_ms / 1000.0:
                     del self.inflight[cid]
+                    stalled = self._stalled_tasks(pending)
                     self._record(pending, "timed_out",
-                                 f"{len(pending.acks)}/{len(self.all_tasks)} tasks acked")
+                                 f"{len(pending.acks)}/{len(self.all_tasks)} tasks acked; "
+                                 f"stalled: {stalled}")
                     self._broadcast(abort=pb.AbortCheckpoint(checkpoint_id=cid,
                                                              generation=self.generation,
                                                              reason="timeout"))
+                    self.timed_out_in_a_row += 1
+                    if self.timed_out_in_a_row > self.config.tolerable_failed_checkpoints:
+                        self.timed_out_in_a_row = 0
+                        tolerable = self.config.tolerable_failed_checkpoints
+                        self._begin_recovery(
+                            f"checkpoint {cid} timed out, {tolerable + 1} timeout(s) in a row "
+                            f"(tolerable_failed_checkpoints={tolerable}); stalled: {stalled}")
+                        return
             all_finished = bool(self.spout_tasks) and \
                 self.finished_spouts >= set(self.spout_tasks)
             due = now - self.last_trigger >= self.config.checkpoint_interval_ms / 1000.0

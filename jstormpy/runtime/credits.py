@@ -5,7 +5,10 @@ Every channel (upstream task → downstream task) starts a generation with
 at the receiver. A sender spends one credit per item and blocks at zero; the receiver
 returns credits as it *processes* items (not when it merely holds them behind a barrier),
 in memory for local channels and as small CREDIT frames over the transport for remote
-ones. So every task input queue is bounded by Σ credits of its channels, nothing is
+ones. Remote grants are *absolute*: the receiver sends the total it has returned on that
+channel in this generation, and re-sends it periodically, so a lost or late grant is healed
+by the next one instead of shrinking the channel for good. So every task input queue is
+bounded by Σ credits of its channels, nothing is
 dropped, and a slow task slows exactly the channels feeding it. Credits are per channel,
 never shared between the tasks of a worker: shared credits could let a channel blocked
 for barrier alignment starve another channel's barrier (a deadlock Flink's exclusive
@@ -33,12 +36,15 @@ class CreditGate:
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.credits: dict[tuple[int, int], int] = {}
+        self.returned: dict[tuple[int, int], int] = {}
         self.waiting = 0
 
     def reset(self, grants: dict[tuple[int, int], int]) -> None:
         """Start over (new generation, or a peer restarted)."""
         with self.cond:
             self.credits.update(grants)
+            for key in grants:
+                self.returned[key] = 0
             self.cond.notify_all()
 
     def acquire(self, src: int, dst: int, should_stop: Callable[[], bool]) -> None:
@@ -60,6 +66,25 @@ class CreditGate:
         with self.cond:
             self.credits[(src, dst)] = self.credits.get((src, dst), 0) + n
             self.cond.notify_all()
+
+    def release_total(self, src: int, dst: int, total: int) -> None:
+        """The receiver has returned ``total`` credits of ``src → dst`` since the last reset.
+
+        Only the increase over the largest total seen is granted, so repeated, late or
+        re-sent totals are harmless and a lost one is made good by the next.
+
+        Raises:
+            ValueError: ``total`` is negative.
+        """
+        if total < 0:
+            raise ValueError(f"credit total {total} for channel {src} -> {dst} is negative")
+        key = (src, dst)
+        with self.cond:
+            seen = self.returned.get(key, 0)
+            if total > seen:
+                self.returned[key] = total
+                self.credits[key] = self.credits.get(key, 0) + total - seen
+                self.cond.notify_all()
 
     def blocked(self) -> int:
         """How many senders are waiting for credit right now."""

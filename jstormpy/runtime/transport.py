@@ -4,41 +4,14 @@ Every worker owns one :class:`Transport`. It listens on one TCP port (inbound co
 one reader thread each) and keeps at most one outbound connection per peer worker (created
 lazily by :meth:`Transport.send`, authenticated before use, drained by one sender thread).
 
-Wire format
------------
-Every frame is a 12-byte header followed by ``length`` payload bytes::
-
-    struct.Struct("!2sBBII")
-    +-------+---------+------+------------+--------+------------------+
-    | magic | version | type | generation | length | payload ...      |
-    | b"JS" |  1 (u8) |  u8  |   uint32   | uint32 | ``length`` bytes |
-    +-------+---------+------+------------+--------+------------------+
-
-Frame types:
-
-* ``CHALLENGE`` (1) server -> client, payload ``n_s``: 32 random bytes.
-* ``RESPONSE`` (2) client -> server, payload ``worker_id`` (uint32, network order)
-  + ``n_c`` (32 random bytes) + ``HMAC-SHA256(secret, b"jstorm-client" + n_s + worker_id)``.
-* ``ACCEPT`` (3) server -> client, payload ``HMAC-SHA256(secret, b"jstorm-server" + n_c)``.
-* ``DATA`` (4) client -> server, payload ``pickle.dumps((dst_task, item), protocol=5)``.
-* ``CLOSE`` (5) either way, payload a UTF-8 reason; the sender closes the connection after it.
-
-The header is validated (magic, version, known type, ``length <= max_frame_bytes``, type
-allowed in the connection's state) *before* any payload byte is read, so a hostile or
-broken peer can never make us allocate more than ``max_frame_bytes``. A bad frame is
-answered with ``CLOSE`` + reason where possible, the connection is closed, the reason is
-logged with the peer address and counted; every other connection keeps being served.
-
-Handshake (mutual, per-topology secret; no payload is decoded before it succeeds)::
-
-    server                                   client
-      | -- CHALLENGE(n_s) ------------------>  |
-      | <-- RESPONSE(wid, n_c, mac_c) -------  |   mac_c = HMAC(secret, "jstorm-client"+n_s+wid)
-      | -- ACCEPT(mac_s) ------------------->  |   mac_s = HMAC(secret, "jstorm-server"+n_c)
-      | <-- DATA ... DATA -------------------  |
-
-The handshake must finish within ``handshake_timeout_s`` (default 5 s) so a silent peer
-cannot hold a thread. Both MACs are compared with :func:`hmac.compare_digest`.
+Layout
+------
+The wire format (frame header, types, encode/decode) is in :mod:`jstormpy.runtime.frames`,
+the mutual HMAC handshake in :mod:`jstormpy.runtime.handshake`, one outbound connection
+(queue, sender thread) in :mod:`jstormpy.runtime.outbound`; this module is the facade.
+A bad frame is answered with ``CLOSE`` + reason where possible, the connection is closed,
+the reason is logged with the peer address and counted; every other connection keeps
+being served.
 
 Generations
 -----------
@@ -57,20 +30,43 @@ stops draining, the buffer fills and ``send()`` blocks: backpressure end to end.
 
 from __future__ import annotations
 
-import collections
-import hashlib
-import hmac
 import logging
-import os
 import pickle
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from jstormpy.errors import AuthenticationError, FrameError
+from jstormpy.runtime.frames import (
+    ACCEPT,
+    ACK,
+    CHALLENGE,
+    CLOSE,
+    DATA,
+    HEADER,
+    MAGIC,
+    MAX_CLOSE_REASON,
+    READ_BUFFER,
+    RESPONSE,
+    SEQ,
+    TYPE_NAMES,
+    VERSION,
+    PeerClosedError,
+    close_quietly,
+    decode_header,
+    encode_frame,
+    read_exact,
+    shutdown_quietly,
+)
+from jstormpy.runtime.handshake import (
+    HANDSHAKE_TIMEOUT_S,
+    mac_client,
+    mac_server,
+    server_handshake,
+)
+from jstormpy.runtime.outbound import DEAD, READY, Outbound
 
 __all__ = [
     "ACCEPT",
@@ -88,315 +84,10 @@ __all__ = [
     "mac_server",
 ]
 
-HEADER = struct.Struct("!2sBBII")
-"""Frame header: magic, version, type, generation, payload length."""
-MAGIC = b"JS"
-VERSION = 1
-
-CHALLENGE = 1
-RESPONSE = 2
-ACCEPT = 3
-DATA = 4
-CLOSE = 5
-_TYPE_NAMES = {CHALLENGE: "CHALLENGE", RESPONSE: "RESPONSE", ACCEPT: "ACCEPT", DATA: "DATA",
-               CLOSE: "CLOSE"}
-
-NONCE_BYTES = 32
-MAC_BYTES = hashlib.sha256().digest_size
-_WID = struct.Struct("!I")
-_RESPONSE_BYTES = _WID.size + NONCE_BYTES + MAC_BYTES
-_MAX_CLOSE_REASON = 4096
-
-HANDSHAKE_TIMEOUT_S = 5.0
-"""Default bound on the whole authentication exchange, on both sides."""
-_MAX_BATCH_FRAMES = 500  # frames per sendmsg (2 iovecs each; IOV_MAX is 1024 on Linux)
-_MAX_BATCH_BYTES = 4 << 20
-_IOV_MAX = 1024
-_READ_BUFFER = 256 << 10
-
 _STAT_KEYS = ("frames_sent", "bytes_sent", "frames_received", "bytes_received",
               "auth_failures", "malformed_frames", "stale_frames_dropped", "frames_dropped",
-              "deliver_errors")
-
-
-def mac_client(secret: bytes, n_s: bytes, worker_id: int) -> bytes:
-    """The client's proof: ``HMAC-SHA256(secret, b"jstorm-client" + n_s + worker_id)``."""
-    return hmac.new(secret, b"jstorm-client" + n_s + _WID.pack(worker_id), hashlib.sha256).digest()
-
-
-def mac_server(secret: bytes, n_c: bytes) -> bytes:
-    """The server's proof: ``HMAC-SHA256(secret, b"jstorm-server" + n_c)``."""
-    return hmac.new(secret, b"jstorm-server" + n_c, hashlib.sha256).digest()
-
-
-def encode_frame(ftype: int, generation: int, payload: bytes = b"") -> bytes:
-    """One complete frame (header + payload) as bytes."""
-    return HEADER.pack(MAGIC, VERSION, ftype, generation & 0xFFFFFFFF, len(payload)) + payload
-
-
-def decode_header(header: bytes, max_frame_bytes: int) -> tuple[int, int, int]:
-    """Validate a 12-byte header and return ``(type, generation, length)``.
-
-    Raises:
-        FrameError: bad magic, unsupported version, unknown type, or a length above
-            ``max_frame_bytes`` (checked before any payload is read).
-    """
-    magic, version, ftype, generation, length = HEADER.unpack(header)
-    if magic != MAGIC:
-        raise FrameError(f"bad magic {magic!r} (expected {MAGIC!r}): not a jstorm peer")
-    if version != VERSION:
-        raise FrameError(f"unsupported protocol version {version} (this side speaks {VERSION})")
-    if ftype not in _TYPE_NAMES:
-        raise FrameError(f"unknown frame type {ftype}")
-    if length > max_frame_bytes:
-        raise FrameError(f"{_TYPE_NAMES[ftype]} frame of {length} bytes exceeds "
-                         f"max_frame_bytes={max_frame_bytes}")
-    return ftype, generation, length
-
-
-class _PeerClosedError(Exception):
-    """The peer sent CLOSE (message = its reason) or closed the connection."""
-
-
-def _read_exact(reader: Any, n: int) -> bytes:
-    """Read exactly ``n`` bytes from a buffered socket file or raise _PeerClosedError."""
-    data = reader.read(n) if n else b""
-    if len(data) != n:
-        raise _PeerClosedError(f"connection closed by peer after {len(data)} of {n} bytes")
-    return data
-
-
-def _read_frame(reader: Any, max_frame_bytes: int,
-                allowed: tuple[int, ...]) -> tuple[int, int, bytes | None, int]:
-    """Read one frame whose type must be in ``allowed`` (CLOSE is always allowed).
-
-    Returns ``(type, generation, payload, length)``. CLOSE raises _PeerClosedError.
-    """
-    ftype, generation, length = decode_header(_read_exact(reader, HEADER.size), max_frame_bytes)
-    if ftype == CLOSE:
-        reason = _read_exact(reader, min(length, _MAX_CLOSE_REASON))
-        raise _PeerClosedError(f"peer sent CLOSE: {reason.decode('utf-8', 'replace')}")
-    if ftype not in allowed:
-        names = "/".join(_TYPE_NAMES[t] for t in allowed)
-        raise FrameError(f"unexpected {_TYPE_NAMES[ftype]} frame (expected {names})")
-    return ftype, generation, _read_exact(reader, length), length
-
-
-def _sendmsg_all(sock: socket.socket, buffers: list[bytes]) -> None:
-    """Write every buffer, in order, with as few ``sendmsg`` calls as possible."""
-    views = [memoryview(b) for b in buffers if b]
-    i = 0
-    while i < len(views):
-        sent = sock.sendmsg(views[i:i + _IOV_MAX])
-        while sent > 0:
-            size = len(views[i])
-            if sent >= size:
-                sent -= size
-                i += 1
-            else:
-                views[i] = views[i][sent:]
-                sent = 0
-
-
-def _close_quietly(*closables: Any) -> None:
-    for c in closables:
-        if c is None:
-            continue
-        try:
-            c.close()
-        except OSError:
-            pass
-
-
-def _shutdown_quietly(sock: socket.socket | None) -> None:
-    if sock is None:
-        return
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-
-
-# Outbound connection states.
-_CONNECTING = "connecting"
-_READY = "ready"
-_DEAD = "dead"
-
-
-class _Outbound:
-    """One outbound connection to a peer worker: a bounded frame queue and its sender thread."""
-
-    def __init__(self, transport: Transport, worker_id: int, addr: tuple[str, int]) -> None:
-        self.transport = transport
-        self.worker_id = worker_id
-        self.addr = addr
-        self.cond = threading.Condition(threading.Lock())
-        # Entries: (generation, header, payload).
-        self.queue: collections.deque[tuple[int, bytes, bytes]] = collections.deque()
-        self.queued_bytes = 0
-        self.state = _CONNECTING
-        self.why_dead = ""
-        self.sock: socket.socket | None = None
-        self.thread = threading.Thread(
-            target=self._run, daemon=True,
-            name=f"jstorm-send-{transport.worker_id}->{worker_id}")
-
-    # -- called with self.cond held ------------------------------------------------------------
-    def _kill_locked(self, why: str) -> int:
-        """Mark dead, drop the queue, wake everyone; returns the number of frames dropped."""
-        dropped = len(self.queue)
-        self.queue.clear()
-        self.queued_bytes = 0
-        if self.state != _DEAD:
-            self.state = _DEAD
-            self.why_dead = why
-        self.cond.notify_all()
-        return dropped
-
-    def discard_other_generations(self, generation: int) -> int:
-        """Drop queued frames not of ``generation``; wake blocked senders. Returns drop count."""
-        with self.cond:
-            keep = [e for e in self.queue if e[0] == generation]
-            dropped = len(self.queue) - len(keep)
-            if dropped:
-                self.queue = collections.deque(keep)
-                self.queued_bytes = sum(len(h) + len(p) for _, h, p in keep)
-            self.cond.notify_all()
-        return dropped
-
-    def kill(self, why: str) -> None:
-        """Close this connection from outside (reset, address change, close)."""
-        with self.cond:
-            dropped = self._kill_locked(why)
-            sock = self.sock
-        if dropped:
-            self.transport._count("frames_dropped", dropped)
-        _shutdown_quietly(sock)  # unblocks a sender thread stuck in sendmsg
-
-    # -- sender thread -------------------------------------------------------------------------
-    def _run(self) -> None:
-        t = self.transport
-        try:
-            sock = self._connect()
-            if sock is None:
-                return
-            try:
-                self._drain(sock)
-            finally:
-                _shutdown_quietly(sock)
-                _close_quietly(sock)
-        except Exception:  # never let a sender thread die silently
-            t._log.exception("worker %d: sender thread to worker %d at %s:%d crashed",
-                             t.worker_id, self.worker_id, *self.addr)
-            self.kill("sender thread crashed")
-        finally:
-            t._forget_outbound(self)
-
-    def _connect(self) -> socket.socket | None:
-        """Connect and authenticate, retrying until ``connect_timeout_s``; None on failure."""
-        t = self.transport
-        deadline = time.monotonic() + t._connect_timeout_s
-        backoff = 0.02
-        last_error = "no attempt made"
-        while True:
-            with self.cond:
-                if self.state == _DEAD:
-                    return None
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            sock: socket.socket | None = None
-            try:
-                sock = socket.create_connection(
-                    self.addr, timeout=min(remaining, t._handshake_timeout_s))
-                sock.settimeout(min(max(deadline - time.monotonic(), 0.05),
-                                    t._handshake_timeout_s))
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                self._handshake(sock)
-                sock.settimeout(None)
-            except (OSError, FrameError, AuthenticationError, _PeerClosedError) as exc:
-                _close_quietly(sock)
-                if isinstance(exc, AuthenticationError):
-                    t._count("auth_failures")
-                    t._log.error("worker %d: authentication with worker %d at %s:%d failed: %s",
-                                 t.worker_id, self.worker_id, *self.addr, exc)
-                last_error = f"{type(exc).__name__}: {exc}"
-                with self.cond:
-                    if self.state == _DEAD:
-                        return None
-                    self.cond.wait(min(backoff, max(deadline - time.monotonic(), 0)))
-                backoff = min(backoff * 2, 0.5)
-                continue
-            with self.cond:
-                if self.state == _DEAD:
-                    _close_quietly(sock)
-                    return None
-                self.sock = sock
-                self.state = _READY
-                self.cond.notify_all()
-            t._log.debug("worker %d: connected to worker %d at %s:%d",
-                         t.worker_id, self.worker_id, *self.addr)
-            return sock
-        t._log.warning("worker %d: cannot reach worker %d at %s:%d within %.1fs (last error: %s)",
-                       t.worker_id, self.worker_id, *self.addr, t._connect_timeout_s, last_error)
-        with self.cond:
-            dropped = self._kill_locked(f"unreachable within {t._connect_timeout_s}s")
-        if dropped:
-            t._count("frames_dropped", dropped)
-        return None
-
-    def _handshake(self, sock: socket.socket) -> None:
-        t = self.transport
-        reader = sock.makefile("rb")
-        try:
-            _, _, n_s, _ = _read_frame(reader, t._max_frame_bytes, (CHALLENGE,))
-            assert n_s is not None
-            if len(n_s) != NONCE_BYTES:
-                raise FrameError(f"CHALLENGE nonce of {len(n_s)} bytes (expected {NONCE_BYTES})")
-            n_c = os.urandom(NONCE_BYTES)
-            payload = _WID.pack(t.worker_id) + n_c + mac_client(t._secret, n_s, t.worker_id)
-            sock.sendall(encode_frame(RESPONSE, t._generation, payload))
-            try:
-                _, _, proof, _ = _read_frame(reader, t._max_frame_bytes, (ACCEPT,))
-            except _PeerClosedError as exc:
-                raise AuthenticationError(f"server refused us: {exc}") from exc
-            if not hmac.compare_digest(proof or b"", mac_server(t._secret, n_c)):
-                raise AuthenticationError("server's ACCEPT proof does not match our secret "
-                                          "(peer belongs to another topology?)")
-        finally:
-            reader.close()
-
-    def _drain(self, sock: socket.socket) -> None:
-        t = self.transport
-        while True:
-            with self.cond:
-                while not self.queue and self.state == _READY:
-                    self.cond.wait()
-                if self.state != _READY:
-                    return
-                buffers: list[bytes] = []
-                nbytes = 0
-                q = self.queue
-                while q and len(buffers) < 2 * _MAX_BATCH_FRAMES and nbytes < _MAX_BATCH_BYTES:
-                    _, header, payload = q.popleft()
-                    buffers.append(header)
-                    buffers.append(payload)
-                    nbytes += len(header) + len(payload)
-                self.queued_bytes -= nbytes
-                self.cond.notify_all()
-            try:
-                _sendmsg_all(sock, buffers)
-            except OSError as exc:
-                with self.cond:
-                    was_ready = self.state == _READY
-                    dropped = self._kill_locked(f"send failed: {exc}") + len(buffers) // 2
-                t._count("frames_dropped", dropped)
-                if was_ready:
-                    t._log.warning("worker %d: connection to worker %d at %s:%d failed (%s); "
-                                   "%d frame(s) dropped", t.worker_id, self.worker_id,
-                                   *self.addr, exc, dropped)
-                return
-            t._count2("frames_sent", len(buffers) // 2, "bytes_sent", nbytes)
+              "deliver_errors", "reconnects", "frames_retransmitted", "duplicate_frames_dropped",
+              "sequence_gaps", "channels_lost")
 
 
 class Transport:
@@ -434,7 +125,8 @@ class Transport:
                  send_buffer_bytes: int = 8 << 20, connect_timeout_s: float = 10.0,
                  deliver_generation: bool = False,
                  logger: logging.Logger | None = None,
-                 handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S) -> None:
+                 handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S,
+                 on_loss: Callable[[int, str], None] | None = None) -> None:
         if not isinstance(secret, (bytes, bytearray)) or not secret:
             raise AuthenticationError("Transport secret must be non-empty bytes "
                                       "(the per-topology secret)")
@@ -454,15 +146,22 @@ class Transport:
         self._handshake_timeout_s = handshake_timeout_s
         self._log = logger or logging.getLogger(__name__)
 
+        self._on_loss = on_loss
         self._lock = threading.Lock()
+        # Receiver side: (peer worker, incarnation, generation) -> [lock, last delivered seq].
+        self._channels: dict[tuple[int, int, int], list[Any]] = {}
+        # Inbound connections owing an ACK: id(sock) -> (sock, generation, incarnation, seq).
+        self._acks_due: dict[int, tuple[socket.socket, int, int, int]] = {}
+        self._acks_wake = threading.Event()
         self._generation = 0
         self._peers: dict[int, tuple[str, int]] = {}
-        self._outbound: dict[int, _Outbound] = {}
+        self._outbound: dict[int, Outbound] = {}
         self._inbound: dict[int, tuple[socket.socket, threading.Thread]] = {}
         self._threads: list[threading.Thread] = []
         self._closed = False
         self._listener: socket.socket | None = None
         self._accept_thread: threading.Thread | None = None
+        self._ack_thread: threading.Thread | None = None
         self._port = 0
         self._stats_lock = threading.Lock()
         self._stats = dict.fromkeys(_STAT_KEYS, 0)
@@ -521,6 +220,9 @@ class Transport:
             self._accept_thread = threading.Thread(
                 target=self._accept_loop, daemon=True, name=f"jstorm-accept-{self.worker_id}")
             self._accept_thread.start()
+            self._ack_thread = threading.Thread(
+                target=self._ack_loop, daemon=True, name=f"jstorm-ack-{self.worker_id}")
+            self._ack_thread.start()
         self._log.info("worker %d: transport listening on %s:%d",
                        self.worker_id, self._host, self._port)
         return self._port
@@ -536,6 +238,7 @@ class Transport:
             raise FrameError(f"generation {gen} does not fit the uint32 wire field")
         with self._lock:
             self._generation = gen
+            self._channels = {k: v for k, v in self._channels.items() if k[2] == gen}
             outs = list(self._outbound.values())
         dropped = sum(ob.discard_other_generations(gen) for ob in outs)
         if dropped:
@@ -595,12 +298,11 @@ class Transport:
         except Exception as exc:
             raise FrameError(f"cannot pickle item for task {dst_task} on worker {worker_id}: "
                              f"{type(exc).__name__}: {exc}") from exc
-        if len(payload) > self._max_frame_bytes:
+        if len(payload) + SEQ.size > self._max_frame_bytes:
             raise FrameError(f"item for task {dst_task} on worker {worker_id} encodes to "
                              f"{len(payload)} bytes, above max_frame_bytes="
                              f"{self._max_frame_bytes}; send smaller batches")
-        header = HEADER.pack(MAGIC, VERSION, DATA, gen, len(payload))
-        size = len(header) + len(payload)
+        header = HEADER.pack(MAGIC, VERSION, DATA, gen, SEQ.size + len(payload))
 
         with self._lock:
             if self._closed:
@@ -612,7 +314,7 @@ class Transport:
             else:
                 ob = self._outbound.get(worker_id)
                 if ob is None:
-                    ob = _Outbound(self, worker_id, self._peers[worker_id])
+                    ob = Outbound(self, worker_id, self._peers[worker_id])
                     self._outbound[worker_id] = ob
                     self._threads = [t for t in self._threads if t.is_alive()]
                     self._threads.append(ob.thread)
@@ -630,13 +332,11 @@ class Transport:
                 if self._generation != gen:
                     why = f"generation changed from {gen} to {self._generation}"
                     break
-                if ob.state == _DEAD:
+                if ob.state == DEAD:
                     why = f"connection to peer lost ({ob.why_dead})"
                     break
-                if ob.state == _READY and ob.queued_bytes < limit:
-                    ob.queue.append((gen, header, payload))
-                    ob.queued_bytes += size
-                    ob.cond.notify_all()
+                if ob.state == READY and ob.queued_bytes < limit:
+                    ob.append_locked(gen, header, payload)
                     return True
                 ob.cond.wait(1.0)  # everyone who changes a condition notifies; 1 s is a guard
         return self._dropped(worker_id, why)
@@ -646,7 +346,7 @@ class Transport:
         self._log.debug("worker %d: frame to worker %d dropped: %s", self.worker_id, worker_id, why)
         return False
 
-    def _forget_outbound(self, ob: _Outbound) -> None:
+    def _forget_outbound(self, ob: Outbound) -> None:
         with self._lock:
             if self._outbound.get(ob.worker_id) is ob:
                 del self._outbound[ob.worker_id]
@@ -675,14 +375,16 @@ class Transport:
             inbound = list(self._inbound.values())
             threads = list(self._threads)
             accept_thread = self._accept_thread
-        _shutdown_quietly(listener)
-        _close_quietly(listener)
+            ack_thread = self._ack_thread
+        self._acks_wake.set()
+        shutdown_quietly(listener)
+        close_quietly(listener)
         for ob in outs:
             ob.kill("transport closed")
         for sock, _ in inbound:
-            _shutdown_quietly(sock)
+            shutdown_quietly(sock)
         deadline = time.monotonic() + timeout_s
-        all_threads = [t for t in [accept_thread, *threads] if t is not None]
+        all_threads = [t for t in [accept_thread, ack_thread, *threads] if t is not None]
         all_threads += [t for _, t in inbound]
         me = threading.current_thread()
         all_threads = [th for th in all_threads if th is not me]  # close() from deliver()
@@ -713,7 +415,7 @@ class Transport:
                                   name=f"jstorm-recv-{self.worker_id}<-{addr[0]}:{addr[1]}")
             with self._lock:
                 if self._closed:
-                    _close_quietly(sock)
+                    close_quietly(sock)
                     break
                 self._inbound[id(sock)] = (sock, th)
                 self._threads = [t for t in self._threads if t.is_alive()]
@@ -726,7 +428,7 @@ class Transport:
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.settimeout(self._handshake_timeout_s)
-            reader = sock.makefile("rb", buffering=_READ_BUFFER)
+            reader = sock.makefile("rb", buffering=READ_BUFFER)
             try:
                 peer_worker = self._server_handshake(sock, reader, peer)
             except AuthenticationError as exc:
@@ -738,13 +440,13 @@ class Transport:
             sock.settimeout(None)
             peer = f"worker {peer_worker} at {peer}"
             self._log.debug("worker %d: accepted %s", self.worker_id, peer)
-            self._read_data(reader, peer)
+            self._read_data(reader, peer, sock, peer_worker)
         except FrameError as exc:
             self._count("malformed_frames")
             self._log.warning("worker %d: closing connection from %s: %s",
                               self.worker_id, peer, exc)
             self._send_close(sock, str(exc))
-        except _PeerClosedError as exc:
+        except PeerClosedError as exc:
             self._log.debug("worker %d: %s closed: %s", self.worker_id, peer, exc)
         except TimeoutError:
             self._log.warning("worker %d: closing connection from %s: handshake not completed "
@@ -756,28 +458,64 @@ class Transport:
         except Exception:
             self._log.exception("worker %d: reader for %s crashed", self.worker_id, peer)
         finally:
-            _close_quietly(reader, sock)
+            close_quietly(reader, sock)
             with self._lock:
                 self._inbound.pop(id(sock), None)
 
     def _server_handshake(self, sock: socket.socket, reader: Any, peer: str) -> int:
-        n_s = os.urandom(NONCE_BYTES)
-        sock.sendall(encode_frame(CHALLENGE, self._generation, n_s))
-        _, _, payload, _ = _read_frame(reader, self._max_frame_bytes, (RESPONSE,))
-        assert payload is not None
-        if len(payload) != _RESPONSE_BYTES:
-            raise FrameError(f"RESPONSE payload of {len(payload)} bytes "
-                             f"(expected {_RESPONSE_BYTES})")
-        (peer_worker,) = _WID.unpack_from(payload)
-        n_c = payload[_WID.size:_WID.size + NONCE_BYTES]
-        proof = payload[_WID.size + NONCE_BYTES:]
-        if not hmac.compare_digest(proof, mac_client(self._secret, n_s, peer_worker)):
-            raise AuthenticationError(f"client claiming worker {peer_worker} sent a wrong "
-                                      "HMAC proof (wrong topology secret?)")
-        sock.sendall(encode_frame(ACCEPT, self._generation, mac_server(self._secret, n_c)))
-        return int(peer_worker)
+        return server_handshake(sock, reader, self._secret, self._generation,
+                                self._max_frame_bytes)
 
-    def _read_data(self, reader: Any, peer: str) -> None:
+    def _channel_lost(self, worker_id: int, why: str) -> None:
+        """A channel to or from ``worker_id`` lost frames: log, count, escalate."""
+        self._count("channels_lost")
+        self._log.error("worker %d: %s", self.worker_id, why)
+        if self._on_loss is not None and not self._closed:
+            try:
+                self._on_loss(worker_id, why)
+            except Exception:
+                self._log.exception("worker %d: on_loss callback raised", self.worker_id)
+
+    def _ack_loop(self) -> None:
+        """Send the cumulative ACKs owed on inbound connections, batched every few ms."""
+        while not self._closed:
+            self._acks_wake.wait(0.5)
+            if self._closed:
+                return
+            self._acks_wake.clear()
+            threading.Event().wait(0.002)  # let a burst of frames share one ACK
+            with self._lock:
+                due, self._acks_due = self._acks_due, {}
+            for sock, gen, incarnation, seq in due.values():
+                try:
+                    sock.sendall(encode_frame(ACK, gen, SEQ.pack(incarnation, seq)))
+                except OSError:
+                    pass  # the reader of that connection sees the failure
+
+    def _accept_frame(self, peer_worker: int, peer: str, gen: int, incarnation: int,
+                      seq: int) -> list[Any] | None:
+        """Lock the channel and check ``seq``; None (and unlocked) for a duplicate."""
+        key = (peer_worker, incarnation, gen)
+        with self._lock:
+            chan = self._channels.get(key)
+            if chan is None:
+                chan = self._channels[key] = [threading.Lock(), 0]
+        while not chan[0].acquire(timeout=0.5):  # another connection of the channel delivers
+            if self._closed:
+                raise PeerClosedError("transport closed")
+        last = chan[1]
+        if seq <= last:
+            chan[0].release()
+            self._count("duplicate_frames_dropped")
+            return None
+        if seq != last + 1:
+            self._count("sequence_gaps")
+            self._channel_lost(peer_worker, f"sequence gap on the channel from {peer}: "
+                               f"frame {seq} after {last} ({seq - last - 1} frame(s) missing)")
+        return chan
+
+    def _read_data(self, reader: Any, peer: str, sock: socket.socket | None = None,
+                   peer_worker: int = -1) -> None:
         max_frame = self._max_frame_bytes
         hsize = HEADER.size
         unpack = HEADER.unpack
@@ -793,37 +531,58 @@ class Transport:
             if magic != MAGIC or version != VERSION or ftype != DATA or length > max_frame:
                 ftype, generation, length = decode_header(header, max_frame)
                 if ftype == CLOSE:
-                    reason = _read_exact(reader, min(length, _MAX_CLOSE_REASON))
-                    raise _PeerClosedError(reason.decode("utf-8", "replace"))
-                raise FrameError(f"unexpected {_TYPE_NAMES[ftype]} frame after authentication")
+                    reason = read_exact(reader, min(length, MAX_CLOSE_REASON))
+                    raise PeerClosedError(reason.decode("utf-8", "replace"))
+                raise FrameError(f"unexpected {TYPE_NAMES[ftype]} frame after authentication")
             payload = reader.read(length)
             if len(payload) != length:
                 raise FrameError(f"truncated DATA frame ({len(payload)} of {length} bytes)")
+            if length < SEQ.size:
+                raise FrameError(f"DATA frame of {length} bytes has no sequence prefix")
+            incarnation, seq = SEQ.unpack_from(payload)
             if generation != self._generation:
                 self._count("stale_frames_dropped")
+                self._owe_ack(sock, generation, incarnation, seq)
                 continue
             try:
-                dst_task, item = pickle.loads(payload)
+                dst_task, item = pickle.loads(memoryview(payload)[SEQ.size:])
             except Exception as exc:
                 raise FrameError(f"undecodable DATA payload of {length} bytes: "
                                  f"{type(exc).__name__}: {exc}") from exc
-            self._count2("frames_received", 1, "bytes_received", hsize + length)
+            chan = self._accept_frame(peer_worker, peer, generation, incarnation, seq)
+            if chan is None:  # a retransmitted frame delivered before: acknowledge again
+                self._owe_ack(sock, generation, incarnation, seq)
+                continue
             try:
-                if self._deliver_generation:
-                    deliver(dst_task, item, generation)
-                else:
-                    deliver(dst_task, item)
-            except Exception:
-                self._count("deliver_errors")
-                self._log.exception("worker %d: deliver() raised for a frame from %s to task %r",
-                                    self.worker_id, peer, dst_task)
+                self._count2("frames_received", 1, "bytes_received", hsize + length)
+                try:
+                    if self._deliver_generation:
+                        deliver(dst_task, item, generation)
+                    else:
+                        deliver(dst_task, item)
+                except Exception:
+                    self._count("deliver_errors")
+                    self._log.exception("worker %d: deliver() raised for a frame from %s to "
+                                        "task %r", self.worker_id, peer, dst_task)
+                chan[1] = seq
+            finally:
+                chan[0].release()
+            self._owe_ack(sock, generation, incarnation, seq)
+
+    def _owe_ack(self, sock: socket.socket | None, gen: int, incarnation: int, seq: int) -> None:
+        if sock is None:
+            return
+        with self._lock:
+            self._acks_due[id(sock)] = (sock, gen, incarnation, seq)
+        self._acks_wake.set()
 
     def _send_close(self, sock: socket.socket, reason: str) -> None:
         """Best effort: tell the peer why, then half-close so it sees EOF after the reason."""
         try:
             sock.settimeout(1.0)
             sock.sendall(encode_frame(CLOSE, self._generation,
-                                      reason.encode("utf-8")[:_MAX_CLOSE_REASON]))
+                                      reason.encode("utf-8")[:MAX_CLOSE_REASON]))
             sock.shutdown(socket.SHUT_WR)
         except OSError:
             pass
+

@@ -83,6 +83,8 @@ class Worker(TaskHost):
         self.tasks_stopping = False
         self.tasks_generation = 0
         self.lost_reported = -1
+        self.credit_lock = threading.Lock()
+        self.credit_totals: dict[tuple[int, int], int] = {}  # remote channels into my tasks
         self.peer_addresses: dict[int, tuple[str, int]] = {}
         self.shutdown = threading.Event()
         self.heartbeat_now = threading.Event()  # set: send a heartbeat without waiting
@@ -146,7 +148,8 @@ class Worker(TaskHost):
                                    host=self.host,
                                    max_frame_bytes=self.config.max_frame_bytes,
                                    send_buffer_bytes=self.config.send_buffer_bytes,
-                                   deliver_generation=True)
+                                   deliver_generation=True,
+                                   on_loss=lambda worker, _why: self._frames_lost(worker))
         self.transport.start()
 
     # -- data plane ----------------------------------------------------------------------------
@@ -154,8 +157,8 @@ class Worker(TaskHost):
         if generation != self.generation:
             return
         if dst_task == CREDIT_TASK:
-            _kind, src, dst, n = item
-            self.gate.release(src, dst, n)
+            _kind, src, dst, total = item
+            self.gate.release_total(src, dst, total)
             return
         q = self.queues.get(dst_task)
         if q is not None:
@@ -195,8 +198,20 @@ class Worker(TaskHost):
         if worker == self.worker_id:
             self.gate.release(src, dst, n)
         elif worker is not None and self.transport is not None:
-            self.transport.send(worker, CREDIT_TASK, ("credit", src, dst, n),
+            with self.credit_lock:
+                total = self.credit_totals[(src, dst)] = self.credit_totals.get((src, dst), 0) + n
+            self.transport.send(worker, CREDIT_TASK, ("credit", src, dst, total),
                                 self.tasks_generation)
+
+    def resend_credit_totals(self) -> None:
+        """Re-send every remote channel's credit total (heals a lost grant)."""
+        with self.credit_lock:
+            totals = list(self.credit_totals.items())
+        for (src, dst), total in totals:
+            worker = self.task_workers.get(src)
+            if worker is not None and worker != self.worker_id and self.transport is not None:
+                self.transport.send(worker, CREDIT_TASK, ("credit", src, dst, total),
+                                    self.tasks_generation)
 
     def _frames_lost(self, worker: int) -> None:
         """A frame to ``worker`` was dropped (connection lost). Under exactly-/at-least-once
@@ -259,6 +274,8 @@ class Worker(TaskHost):
         self.executors = {}
         self.queues = {}
         self.gate = CreditGate()
+        with self.credit_lock:
+            self.credit_totals = {}
         self.tasks_stopping = False
 
     def prepare(self, msg: Any) -> pb.Ready:
@@ -366,6 +383,9 @@ class Worker(TaskHost):
                               restored_checkpoint=checkpoint_id or 0)
             self.gate.reset({(task_id, dst): self.channel_credits(dst)
                              for dst in collector.channels})
+            with self.credit_lock:  # a rebuilt task's input channels count from 0 again
+                for key in [k for k in self.credit_totals if k[1] == task_id]:
+                    del self.credit_totals[key]
             executors[task_id] = ex
         self.executors.update(executors)
 
@@ -395,6 +415,7 @@ class Worker(TaskHost):
             if self.shutdown.is_set():
                 return
             self.outbox.put(self._heartbeat())
+            self.resend_credit_totals()
 
     def spout_finished(self, task_id: int) -> None:
         """A spout task just finished: report it now, so the TM can trigger the final
@@ -510,6 +531,10 @@ class Worker(TaskHost):
                              for src, ex in self.executors.items()
                              for dst in ex.collector.channels
                              if self.task_workers.get(dst) in changed})
+            with self.credit_lock:  # a restarted sender's gate counts from 0 again
+                for key in [k for k in self.credit_totals
+                            if self.task_workers.get(k[0]) in changed]:
+                    del self.credit_totals[key]
         elif body == "throttle":
             until = 0.0 if msg.throttle.release else (
                 time.monotonic() + msg.throttle.lease_ms / 1000.0)

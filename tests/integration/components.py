@@ -157,3 +157,35 @@ class NonReplayableSpout(Spout):
 
     def next_tuple(self) -> None:
         self.emit((1,))
+
+
+class StallOnce(Bolt):
+    """Passes ``(seq, key)`` through, but the first time it sees ``seq == at`` it hangs
+    (polling, up to ``max_s``) until the file ``release`` exists: a stalled channel.
+
+    ``marker`` (a file) records that it already stalled, across rollbacks and restarts.
+    """
+
+    outputs = ("seq", "key")
+
+    def __init__(self, at: int, marker: str, release: str, max_s: float = 60.0) -> None:
+        self.at = at
+        self.marker = marker
+        self.release = release
+        self.max_s = max_s
+
+    def execute(self, tup: Any) -> None:
+        import time
+
+        seq = tup["seq"]
+        if seq == self.at:
+            try:
+                fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                pass
+            else:
+                os.close(fd)
+                deadline = time.monotonic() + self.max_s
+                while not os.path.exists(self.release) and time.monotonic() < deadline:
+                    time.sleep(0.05)  # polls the release file (the condition), bounded
+        self.emit((seq, tup["key"]))

@@ -12,7 +12,7 @@ import pytest
 from jstormpy import FileSink, LocalCluster, TopologyBuilder, read_committed
 from jstormpy.errors import TopologyError
 
-from .components import FailOn, NonReplayableSpout, NumberSpout, PassThrough
+from .components import FailOn, NonReplayableSpout, NumberSpout, PassThrough, StallOnce
 from .helpers import fast_config, wait_until
 
 pytestmark = pytest.mark.timeout(150)
@@ -123,3 +123,40 @@ def test_non_replayable_spout_is_refused_at_submit(tmp_path, guarantee):
     assert "'src'" in msg and "NonReplayableSpout" in msg and "not replayable" in msg
     assert "snapshot() and restore()" in msg and guarantee in msg
     assert "at_most_once" in msg  # says what would work
+
+
+def checkpoints_with(handle: Any, status: str) -> list[Any]:
+    return [c for c in handle.status()["checkpoints"] if c["status"] == status]
+
+
+@pytest.mark.slow
+def test_checkpoint_timeouts_escalate_to_recovery_naming_the_stalled_task(tmp_path):
+    n = 400
+    out = tmp_path / "out"
+    release = tmp_path / "release"
+    topo = pipeline("f-stall", out, NumberSpout(n, per_call=2, pause_s=0.002),
+                    StallOnce(at=101, marker=str(tmp_path / "stalled"), release=str(release)))
+    config = fast_config(guarantee="exactly_once", checkpoint_timeout_ms=800,
+                         tolerable_failed_checkpoints=1)
+    with LocalCluster() as cluster:
+        handle = cluster.submit(topo, config)
+        wait_until(lambda: handle.status()["state"] == "running", what="running")
+        try:
+            wait_until(lambda: len(checkpoints_with(handle, "timed_out")) >= 2
+                       and handle.status()["state"] == "recovering", timeout=60,
+                       what="a recovery after two checkpoint timeouts")
+        finally:
+            release.touch()  # the stalled bolt goes on, so its worker can stop it
+        wait_until(lambda: [r for r in handle.status()["recoveries"]
+                            if "timed out" in r["reason"]], timeout=60,
+                   what=f"the recovery {handle.status()['recoveries']} {handle.status()['state']} {handle.status()['checkpoints'][-3:]}")
+        status = handle.status()
+        timed_out = [c for c in status["checkpoints"] if c["status"] == "timed_out"]
+        assert len(timed_out) >= 2, (status["recoveries"], status["checkpoints"][-4:])
+        assert all("stalled: " in c["error"] for c in timed_out)
+        (reason,) = [r["reason"] for r in status["recoveries"] if "timed out" in r["reason"]]
+        assert "tolerable_failed_checkpoints=1" in reason
+        assert "work[task" in reason  # the stalled bolt, by component and task id
+        final = handle.wait(timeout=90)
+    assert final["state"] == "drained"
+    assert sorted(r["seq"] for r in read_committed(out)) == list(range(n))

@@ -1,0 +1,275 @@
+"""One outbound data-plane channel to a peer worker: its frame queue, sender and ack reader.
+
+Every DATA frame gets the next sequence number of this channel (per generation). Frames
+handed to the socket stay in ``unacked`` until the receiver's cumulative ACK covers them;
+they count against the send buffer meanwhile, so back-pressure still holds. When the
+connection breaks (reset, EOF, send error), the channel reconnects within
+``connect_timeout_s`` and retransmits every unacknowledged frame first; the receiver drops
+the ones it already delivered. Only if the peer stays unreachable is the channel declared
+dead: its frames are counted dropped and the transport's ``on_loss`` callback is called
+(the worker turns that into a recovery). A frame is never lost silently.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from jstormpy.errors import AuthenticationError, FrameError
+from jstormpy.runtime.frames import (
+    ACK,
+    MAX_BATCH_BYTES,
+    MAX_BATCH_FRAMES,
+    SEQ,
+    PeerClosedError,
+    close_quietly,
+    read_frame,
+    sendmsg_all,
+    shutdown_quietly,
+)
+from jstormpy.runtime.handshake import client_handshake
+
+if TYPE_CHECKING:
+    from jstormpy.runtime.transport import Transport
+
+# Outbound connection states.
+CONNECTING = "connecting"
+READY = "ready"
+DEAD = "dead"
+
+Frame = tuple[int, int, bytes, bytes]
+"""A queued frame: (generation, seq, header + SEQ prefix, pickled payload)."""
+
+
+class Outbound:
+    """One outbound channel to a peer worker: bounded queue, sender thread, ack reader."""
+
+    def __init__(self, transport: Transport, worker_id: int, addr: tuple[str, int]) -> None:
+        self.transport = transport
+        self.worker_id = worker_id
+        self.addr = addr
+        self.incarnation = random.getrandbits(63) + 1
+        self.cond = threading.Condition(threading.Lock())
+        self.queue: collections.deque[Frame] = collections.deque()
+        self.unacked: collections.deque[Frame] = collections.deque()
+        self.queued_bytes = 0  # queue + unacked
+        self.next_seq: dict[int, int] = {}
+        self.state = CONNECTING
+        self.broken = False
+        self.why_dead = ""
+        self.sock: socket.socket | None = None
+        self.thread = threading.Thread(
+            target=self._run, daemon=True,
+            name=f"jstorm-send-{transport.worker_id}->{worker_id}")
+
+    # -- called with self.cond held ------------------------------------------------------------
+    def append_locked(self, gen: int, header: bytes, payload: bytes) -> None:
+        """Sequence and queue one DATA frame (``header`` still lacks the SEQ prefix)."""
+        seq = self.next_seq.get(gen, 0) + 1
+        self.next_seq[gen] = seq
+        head = header + SEQ.pack(self.incarnation, seq)
+        self.queue.append((gen, seq, head, payload))
+        self.queued_bytes += len(head) + len(payload)
+        self.cond.notify_all()
+
+    def _kill_locked(self, why: str) -> int:
+        """Mark dead, drop queue and unacked frames, wake everyone; returns frames dropped."""
+        dropped = len(self.queue) + len(self.unacked)
+        self.queue.clear()
+        self.unacked.clear()
+        self.queued_bytes = 0
+        if self.state != DEAD:
+            self.state = DEAD
+            self.why_dead = why
+        self.cond.notify_all()
+        return dropped
+
+    def discard_other_generations(self, generation: int) -> int:
+        """Drop queued/unacked frames not of ``generation``; wake senders. Returns drop count."""
+        with self.cond:
+            dropped = 0
+            for name in ("queue", "unacked"):
+                q: collections.deque[Frame] = getattr(self, name)
+                keep = [e for e in q if e[0] == generation]
+                dropped += len(q) - len(keep)
+                setattr(self, name, collections.deque(keep))
+            if dropped:
+                self.queued_bytes = sum(len(h) + len(p)
+                                        for q in (self.queue, self.unacked) for _, _, h, p in q)
+            self.cond.notify_all()
+        return dropped
+
+    def kill(self, why: str) -> None:
+        """Close this connection from outside (reset, address change, close)."""
+        with self.cond:
+            dropped = self._kill_locked(why)
+            sock = self.sock
+        if dropped:
+            self.transport._count("frames_dropped", dropped)
+        shutdown_quietly(sock)  # unblocks a sender thread stuck in sendmsg
+
+    # -- sender thread -------------------------------------------------------------------------
+    def _run(self) -> None:
+        t = self.transport
+        try:
+            while True:
+                sock = self._connect()
+                if sock is None:
+                    return
+                acks = threading.Thread(target=self._read_acks, args=(sock,), daemon=True,
+                                        name=f"jstorm-acks-{t.worker_id}->{self.worker_id}")
+                acks.start()
+                try:
+                    self._drain(sock)
+                finally:
+                    shutdown_quietly(sock)
+                    close_quietly(sock)
+                    acks.join(5.0)
+                with self.cond:
+                    if self.state == DEAD:
+                        return
+                    # Retransmit every unacknowledged frame first, in order.
+                    retransmit = len(self.unacked)
+                    self.queue.extendleft(reversed(self.unacked))
+                    self.unacked.clear()
+                    self.state = CONNECTING
+                    self.broken = False
+                    self.sock = None
+                    self.cond.notify_all()
+                t._count("reconnects")
+                t._count("frames_retransmitted", retransmit)
+                t._log.warning("worker %d: connection to worker %d at %s:%d broke; reconnecting "
+                               "to retransmit %d unacknowledged frame(s)", t.worker_id,
+                               self.worker_id, *self.addr, retransmit)
+        except Exception:  # never let a sender thread die silently
+            t._log.exception("worker %d: sender thread to worker %d at %s:%d crashed",
+                             t.worker_id, self.worker_id, *self.addr)
+            self._declare_lost("sender thread crashed")
+        finally:
+            t._forget_outbound(self)
+
+    def _declare_lost(self, why: str) -> None:
+        """The channel cannot deliver its frames: drop them, count, and escalate."""
+        t = self.transport
+        with self.cond:
+            was_dead = self.state == DEAD
+            dropped = self._kill_locked(why)
+        if dropped:
+            t._count("frames_dropped", dropped)
+        if not was_dead:
+            t._channel_lost(self.worker_id, f"channel to worker {self.worker_id} at "
+                            f"{self.addr[0]}:{self.addr[1]} lost: {why} "
+                            f"({dropped} frame(s) undelivered)")
+
+    def _connect(self) -> socket.socket | None:
+        """Connect and authenticate, retrying until ``connect_timeout_s``; None on failure."""
+        t = self.transport
+        deadline = time.monotonic() + t._connect_timeout_s
+        backoff = 0.02
+        last_error = "no attempt made"
+        while True:
+            with self.cond:
+                if self.state == DEAD:
+                    return None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            sock: socket.socket | None = None
+            try:
+                sock = socket.create_connection(
+                    self.addr, timeout=min(remaining, t._handshake_timeout_s))
+                sock.settimeout(min(max(deadline - time.monotonic(), 0.05),
+                                    t._handshake_timeout_s))
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                client_handshake(sock, t._secret, t.worker_id, t._generation,
+                                 t._max_frame_bytes)
+                sock.settimeout(None)
+            except (OSError, FrameError, AuthenticationError, PeerClosedError) as exc:
+                close_quietly(sock)
+                if isinstance(exc, AuthenticationError):
+                    t._count("auth_failures")
+                    t._log.error("worker %d: authentication with worker %d at %s:%d failed: %s",
+                                 t.worker_id, self.worker_id, *self.addr, exc)
+                last_error = f"{type(exc).__name__}: {exc}"
+                with self.cond:
+                    if self.state == DEAD:
+                        return None
+                    self.cond.wait(min(backoff, max(deadline - time.monotonic(), 0)))
+                backoff = min(backoff * 2, 0.5)
+                continue
+            with self.cond:
+                if self.state == DEAD:
+                    close_quietly(sock)
+                    return None
+                self.sock = sock
+                self.state = READY
+                self.cond.notify_all()
+            t._log.debug("worker %d: connected to worker %d at %s:%d",
+                         t.worker_id, self.worker_id, *self.addr)
+            return sock
+        t._log.warning("worker %d: cannot reach worker %d at %s:%d within %.1fs (last error: %s)",
+                       t.worker_id, self.worker_id, *self.addr, t._connect_timeout_s, last_error)
+        self._declare_lost(f"unreachable within {t._connect_timeout_s}s ({last_error})")
+        return None
+
+    def _read_acks(self, sock: socket.socket) -> None:
+        """Apply the receiver's cumulative ACKs; mark the connection broken at EOF/error."""
+        t = self.transport
+        reader = sock.makefile("rb")
+        try:
+            while True:
+                _, gen, payload, _ = read_frame(reader, t._max_frame_bytes, (ACK,))
+                assert payload is not None
+                incarnation, seq = SEQ.unpack(payload)
+                if incarnation != self.incarnation:
+                    continue
+                with self.cond:
+                    q = self.unacked
+                    freed = 0
+                    while q and q[0][0] == gen and q[0][1] <= seq:
+                        _, _, h, p = q.popleft()
+                        freed += len(h) + len(p)
+                    if freed:
+                        self.queued_bytes -= freed
+                        self.cond.notify_all()
+        except (OSError, FrameError, PeerClosedError, ValueError) as exc:
+            t._log.debug("worker %d: ack stream from worker %d ended: %s",
+                         t.worker_id, self.worker_id, exc)
+        finally:
+            close_quietly(reader)
+            with self.cond:
+                self.broken = True
+                self.cond.notify_all()
+            shutdown_quietly(sock)
+
+    def _drain(self, sock: socket.socket) -> None:
+        """Send queued frames until the connection breaks or the channel is killed."""
+        t = self.transport
+        while True:
+            with self.cond:
+                while not self.queue and self.state == READY and not self.broken:
+                    self.cond.wait()
+                if self.state != READY or self.broken:
+                    return
+                buffers: list[bytes] = []
+                nbytes = 0
+                q = self.queue
+                sent: list[Frame] = []
+                while q and len(sent) < MAX_BATCH_FRAMES and nbytes < MAX_BATCH_BYTES:
+                    frame = q.popleft()
+                    sent.append(frame)
+                    buffers.append(frame[2])
+                    buffers.append(frame[3])
+                    nbytes += len(frame[2]) + len(frame[3])
+                self.unacked.extend(sent)  # acks only ever cover frames already sent
+            try:
+                sendmsg_all(sock, buffers)
+            except OSError as exc:
+                t._log.info("worker %d: send to worker %d at %s:%d failed: %s",
+                            t.worker_id, self.worker_id, *self.addr, exc)
+                return
+            t._count2("frames_sent", len(sent), "bytes_sent", nbytes)
