@@ -189,3 +189,65 @@ def import_savepoint(uri: str, topology: Topology, backend: StateBackend,
         return cid
     finally:
         source.close()
+
+
+def default_uri(home: Any, name: str, checkpoint_id: int) -> str:
+    """Where ``handle.savepoint()`` writes without a URI: ``$JSTORM_HOME/savepoints/NAME/...``."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    return f"file://{home}/savepoints/{name}/sp-{checkpoint_id:06d}-{stamp}"
+
+
+def savepoint_run(run_dir: Any, force_checkpoint: Any, uri: str | None, home: Any,
+                  stop: Any = None, attempts: int = 3) -> str:
+    """Savepoint a running topology: force a checkpoint, then copy it out of the run's
+    backend (``run_dir`` holds topology.pkl and config.json). Retried with a newer
+    checkpoint if retention deleted the forced one while it was being copied.
+
+    With ``stop`` (a callable killing the topology), the topology is stopped right after
+    the forced checkpoint and the savepoint is its last completed checkpoint, so no output
+    is committed after the savepoint's position (restoring it then stays exactly-once)."""
+    from pathlib import Path
+
+    import cloudpickle
+
+    from jstormpy.config import Config
+    from jstormpy.errors import SnapshotNotFoundError
+
+    run = Path(run_dir)
+    topology = cloudpickle.loads((run / "topology.pkl").read_bytes())
+    config = Config.from_dict(json.loads((run / "config.json").read_text()))
+    backend = open_backend(config.state_backend, **config.state_backend_options)
+    try:
+        if stop is not None:
+            force_checkpoint()
+            stop()
+            last = backend.latest_completed()
+            if last is None:
+                raise JStormError("the topology was stopped but has no completed checkpoint")
+            return write_savepoint(backend, last, topology,
+                                   uri or default_uri(home, topology.name, last),
+                                   config.max_parallelism)
+        for attempt in range(attempts):
+            cid = force_checkpoint()
+            target = uri or default_uri(home, topology.name, cid)
+            try:
+                return write_savepoint(backend, cid, topology, target, config.max_parallelism)
+            except SnapshotNotFoundError:
+                if attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+    finally:
+        backend.close()
+
+
+def prepare_restore(uri: str, topology: Topology, config: Any,
+                    allow_non_restored_state: bool = False) -> int:
+    """Make ``config.state_backend`` start from the savepoint: drop its old checkpoints and
+    import the savepoint as its only completed checkpoint (then submit with resume)."""
+    backend = open_backend(config.state_backend, **config.state_backend_options)
+    try:
+        backend.delete_objects("chk-")
+        return import_savepoint(uri, topology, backend, config.max_parallelism,
+                                allow_non_restored_state)
+    finally:
+        backend.close()
