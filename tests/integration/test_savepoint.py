@@ -61,3 +61,31 @@ def test_from_savepoint_refuses_state_of_a_removed_component(tmp_path: Path) -> 
     b.set_spout("events", SequenceSpout(keys=2, per_key=10), parallelism=2)
     with LocalCluster() as cluster, pytest.raises(JStormError, match="'out', 'sum'"):
         cluster.submit(b.build(), conf, from_savepoint=uri)
+
+
+@pytest.mark.slow
+def test_cli_savepoint_inspect_and_run_from_savepoint(tmp_path: Path, capsys) -> None:
+    from jstormpy.cli import main
+
+    out = tmp_path / "out"
+    conf = Config(workers=2, checkpoint_interval_ms=300)
+    uri = f"file://{tmp_path / 'sp'}"
+    with LocalCluster() as cluster:
+        cluster.submit(linear(out, 2), conf)
+        wait_for(lambda: committed(out) > 2000, 60, "some committed output")
+        assert main(["savepoint", "sp-linear", "--stop", "--to", uri]) == 0
+    assert f"savepoint written to {uri}; sp-linear stopped" in capsys.readouterr().out
+    assert main(["savepoint", "inspect", uri]) == 0
+    shown = capsys.readouterr().out
+    assert "topology 'sp-linear'" in shown and "sum: parallelism 2" in shown
+    topo_file = tmp_path / "topo.py"
+    topo_file.write_text(
+        "from pathlib import Path\n"
+        "from jstormpy import Config\n"
+        "from tests.integration.savepoint_components import RunningSumV2, linear\n"
+        f"topology = linear(Path({str(out)!r}), 3, RunningSumV2)\n"
+        "config = Config(workers=2, checkpoint_interval_ms=300)\n")
+    assert main(["run", str(topo_file), "--from-savepoint", uri, "--timeout", "120"]) == 0
+    assert check_keyed_sums(out, KEYS, PER_KEY) == ""
+    assert main(["savepoint", "inspect", f"file://{tmp_path / 'none'}"]) == 2
+    assert "holds no complete savepoint" in capsys.readouterr().err
