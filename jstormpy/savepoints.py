@@ -251,3 +251,19 @@ def prepare_restore(uri: str, topology: Topology, config: Any,
                                 allow_non_restored_state)
     finally:
         backend.close()
+
+
+def copy_savepoint(source_uri: str, target_uri: str, **target_options: Any) -> str:
+    """Copy a savepoint to another place or backend kind (file://, hdfs://, hbase://);
+    the manifest goes last, so an interrupted copy is not mistaken for a savepoint."""
+    source = open_backend(source_uri)
+    target = open_backend(target_uri, **target_options)
+    try:
+        _manifest(source, source_uri)
+        keys = [k for k in source.list_objects("components/")]
+        for key in keys + [MANIFEST]:
+            target.put_object(key, source.get_object(key))
+    finally:
+        source.close()
+        target.close()
+    return target_uri

@@ -126,3 +126,25 @@ def test_other_max_parallelism_and_missing_savepoint_are_refused(tmp_path: Path)
         import_savepoint(sp, t1, open_backend(f"file://{tmp_path / 'r'}"), max_parallelism=64)
     with pytest.raises(JStormError, match="holds no complete savepoint"):
         read_manifest(f"file://{tmp_path / 'nothing'}")
+
+
+@pytest.mark.slow
+def test_savepoint_copies_across_file_hdfs_and_hbase(tmp_path: Path, webhdfs_server: Any,
+                                                     hbase_server: Any) -> None:
+    from jstormpy.savepoints import copy_savepoint
+
+    t1 = topo(2)
+    cid = completed_checkpoint(tmp_path / "run1", t1)
+    sp = write_savepoint(open_backend(f"file://{tmp_path / 'run1'}"), cid, t1,
+                         f"file://{tmp_path / 'sp'}")
+    on_hdfs = copy_savepoint(sp, f"hdfs://127.0.0.1:{webhdfs_server.port}/sp1")
+    on_hbase = copy_savepoint(on_hdfs, f"hbase://127.0.0.1:{hbase_server.port}/sp1")
+    back = copy_savepoint(on_hbase, f"file://{tmp_path / 'back'}")
+    assert read_manifest(back) == read_manifest(sp)
+    t3 = topo(3)
+    new_cid = import_savepoint(back, t3, open_backend(f"file://{tmp_path / 'run3'}"))
+    snaps = restored(tmp_path / "run3", t3, new_cid)
+    merged: dict[str, int] = {}
+    for task_id in t3.task_ids()["count"]:
+        merged.update(snaps[task_id]["states"].get("counts", {}))
+    assert merged == COUNTS
