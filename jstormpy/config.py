@@ -64,7 +64,7 @@ class Config:
     max_parallelism: int = 0
     """Number of key groups keyed state and fields grouping are split into (the most tasks a
     component can ever be rescaled to); fixed for the life of the job's state. 0 = Flink's
-    default ``max(128, roundUpPow2(1.5 × largest parallelism))`` (docs/rescaling.md)."""
+    default ``max(128, roundUpPow2(1.5 × largest parallelism))`` (docs/savepoints.md)."""
     max_restarts: int = 100
     """Recoveries allowed before the topology is failed."""
     upgrade_expiry_ms: int = 1_800_000
