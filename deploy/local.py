@@ -110,6 +110,16 @@ class TopologyHandle:
         last = self.status().get("last_completed_checkpoint")
         return int(last["id"]) if last else None
 
+    def savepoint(self, uri: str | None = None, stop: bool = False) -> str:
+        """Write a savepoint (docs/savepoints.md) and return its URI; with ``stop``, kill
+        the topology afterwards. Default place: ``$JSTORM_HOME/savepoints/NAME/``."""
+        from jstormpy.savepoints import savepoint_run
+
+        if self.run_dir is None:
+            raise JStormError("savepoint() needs the handle returned by submit()")
+        return savepoint_run(self.run_dir, self.checkpoint, uri, jstorm_home(),
+                             self.kill if stop else None)
+
     def rollback(self, to: int | None = None) -> int:
         """Roll back to a completed checkpoint (latest if None); returns its id."""
         return self.client.rollback(to)[0]
@@ -302,8 +312,13 @@ class LocalCluster:
         self.handles: list[TopologyHandle] = []
 
     def submit(self, topology: Topology, config: Config | None = None, *,
-               resume: bool = False) -> TopologyHandle:
-        """Start ``topology``; returns its handle once the Topology Master is up."""
+               resume: bool = False, from_savepoint: str | None = None,
+               allow_non_restored_state: bool = False) -> TopologyHandle:
+        """Start ``topology``; returns its handle once the Topology Master is up.
+
+        ``from_savepoint`` starts from a savepoint (possibly another parallelism or new
+        code), refusing state of removed components unless ``allow_non_restored_state``.
+        """
         config = config or Config()
         if not isinstance(topology, Topology):
             raise TopologyError("submit() needs a built Topology (call TopologyBuilder.build())")
@@ -317,6 +332,11 @@ class LocalCluster:
         refuse_if_running(name)
         if not config.state_backend:
             config = config.replace(state_backend=f"file://{self.home / 'checkpoints' / name}")
+        if from_savepoint:
+            from jstormpy.savepoints import prepare_restore
+
+            prepare_restore(from_savepoint, topology, config, allow_non_restored_state)
+            resume = True
         run_dir = write_run_dir(self.home, topology, config)
         secret = new_secret()
         port = free_port(config.host)

@@ -125,7 +125,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         cluster = LocalCluster()
     with cluster:
-        handle = cluster.submit(topology, config, resume=args.resume)
+        from jstormpy.cli_savepoint import submit_kwargs
+
+        handle = cluster.submit(topology, config, resume=args.resume, **submit_kwargs(args))
         monkey = None
         if args.chaos is not None:
             from jstormpy.testing.chaos import ChaosMonkey, ChaosSchedule
@@ -269,6 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                    help="extra Spark setting (repeatable)")
     r.set_defaults(func=cmd_run)
+    from jstormpy.cli_savepoint import add_parsers as add_savepoint_parsers
+    from jstormpy.cli_savepoint import add_run_flags
+
+    add_run_flags(r)  # --from-savepoint, --allow-non-restored-state
+    add_savepoint_parsers(sub)  # savepoint NAME | savepoint inspect URI
     from jstormpy.deploy.verify import add_verify_parser
 
     add_verify_parser(sub)

@@ -65,6 +65,10 @@ class Config:
     """Input-queue fill below which throttled spouts are released."""
     throttle_lease_ms: int = 2000
     """A throttle command expires unless renewed within this time."""
+    max_parallelism: int = 0
+    """Number of key groups keyed state and fields grouping are split into (the most tasks a
+    component can ever be rescaled to); fixed for the life of the job's state. 0 = Flink's
+    default ``max(128, roundUpPow2(1.5 × largest parallelism))`` (docs/savepoints.md)."""
     max_restarts: int = 100
     """Recoveries allowed before the topology is failed."""
     upgrade_expiry_ms: int = 1_800_000
@@ -131,6 +135,9 @@ class Config:
              and not isinstance(self.tolerable_failed_checkpoints, bool)
              and self.tolerable_failed_checkpoints >= 0,
              "tolerable_failed_checkpoints", "must be an int >= 0")
+        need(isinstance(self.max_parallelism, int) and not isinstance(self.max_parallelism, bool)
+             and 0 <= self.max_parallelism <= 32768, "max_parallelism",
+             "must be an int in 0..32768 (0 = default)")
         for name in ("backpressure_high_watermark", "backpressure_low_watermark"):
             value = getattr(self, name)
             need(isinstance(value, (int, float)) and 0 < value <= 1, name, "must be in (0, 1]")

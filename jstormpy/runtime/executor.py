@@ -239,7 +239,8 @@ class TaskExecutor:
     def _snapshot_dict(self) -> dict[str, Any]:
         comp = self.component
         snap: dict[str, Any] = {"states": comp.__dict__.get("_jstorm_states", {}),
-                                "state_version": getattr(type(comp), "state_version", None)}
+                                "state_version": getattr(type(comp), "state_version", None),
+                                "max_parallelism": getattr(self.host, "max_parallelism", None)}
         custom = getattr(comp, "snapshot", None)
         if callable(custom):
             snap["custom"] = custom()

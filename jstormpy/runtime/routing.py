@@ -14,6 +14,7 @@ from typing import Any
 
 from jstormpy.batch import rows_from_columns
 from jstormpy.errors import JStormError, TopologyError
+from jstormpy.keygroups import KeyRouter, default_max_parallelism
 
 # In-band item kinds: every item on a channel is (src_task, kind, stream, payload).
 DATA = 0
@@ -29,11 +30,12 @@ class Route:
 
     __slots__ = ("kind", "stream", "targets", "buffers", "rr", "n", "key_index", "custom",
                  "src", "batch_size", "send", "local_targets", "local_rr", "consumer",
-                 "target_pos", "add")
+                 "target_pos", "add", "key_pos")
 
     def __init__(self, kind: str, stream: str, consumer: str, targets: Sequence[int],
                  src: int, send: SendFn, batch_size: int, key_index: tuple[int, ...] = (),
-                 custom: Any = None, local_targets: Sequence[int] = ()) -> None:
+                 custom: Any = None, local_targets: Sequence[int] = (),
+                 max_parallelism: int = 0) -> None:
         self.kind = kind
         self.stream = stream
         self.consumer = consumer
@@ -49,6 +51,9 @@ class Route:
         self.target_pos = {t: i for i, t in enumerate(self.targets)}
         self.local_targets = [self.target_pos[t] for t in local_targets]
         self.local_rr = itertools.cycle(self.local_targets) if self.local_targets else None
+        # fields grouping: key -> key group -> task index (jstormpy/keygroups.py)
+        self.key_pos = KeyRouter(max_parallelism or default_max_parallelism(self.n),
+                                 max(self.n, 1))
         self.add = self._compile()
 
     def _compile(self) -> Callable[[Any], None]:
@@ -61,9 +66,12 @@ class Route:
         head = (self.src, DATA, self.stream)
         if self.kind == "fields" and len(self.key_index) == 1:
             k = self.key_index[0]
+            kget, kmiss = self.key_pos.cache.get, self.key_pos.miss
 
             def add_fields(values: Any) -> None:
-                i = hash(values[k]) % n
+                i = kget(values[k])
+                if i is None:
+                    i = kmiss(values[k])
                 buf = bufs[i]
                 buf.append(values)
                 if len(buf) >= bs:
@@ -99,7 +107,7 @@ class Route:
         if kind == "fields":
             ki = self.key_index
             key = values[ki[0]] if len(ki) == 1 else tuple(values[i] for i in ki)
-            self._append(hash(key) % self.n, values)
+            self._append(self.key_pos(key), values)
         elif kind in ("shuffle", "none"):
             self.rr = i = (self.rr + 1) % self.n
             self._append(i, values)
@@ -145,13 +153,14 @@ class Route:
             parts: list[list[Any]] = [[] for _ in range(n)]
             put = [p.append for p in parts]
             ki = self.key_index
+            pos = self.key_pos
             if len(ki) == 1:
                 k = ki[0]
                 for r in rows:
-                    put[hash(r[k]) % n](r)
+                    put[pos(r[k])](r)
             else:
                 for r in rows:
-                    put[hash(tuple(r[i] for i in ki)) % n](r)
+                    put[pos(tuple(r[i] for i in ki))](r)
             for i, part in enumerate(parts):
                 if part:
                     self._extend(i, part)
@@ -242,6 +251,7 @@ class OutputCollector:
         coll = self
         if route.kind == "fields":
             k = route.key_index[0]
+            kget, kmiss = route.key_pos.cache.get, route.key_pos.miss
 
             def emit_fields(values: Sequence[Any], stream: str = "default") -> None:
                 if stream != only:
@@ -249,7 +259,9 @@ class OutputCollector:
                     return
                 coll.emitted += 1
                 coll.dirty = True
-                i = hash(values[k]) % n
+                i = kget(values[k])
+                if i is None:
+                    i = kmiss(values[k])
                 buf = bufs[i]
                 buf.append(values)
                 if len(buf) >= bs:
@@ -366,11 +378,13 @@ class OutputCollector:
 def build_routes(task_id: int, component: str, streams: dict[str, tuple[str, ...]],
                  consumers: list[tuple[str, Any]], component_tasks: dict[str, tuple[int, ...]],
                  task_workers: dict[int, int], send: SendFn,
-                 batch_size: int) -> tuple[dict[str, list[Route]], list[int]]:
+                 batch_size: int, max_parallelism: int = 0
+                 ) -> tuple[dict[str, list[Route]], list[int]]:
     """Compile the groupings that read from ``component`` into routes for ``task_id``.
 
     ``consumers`` is ``[(consumer_name, Grouping), ...]``. Returns (routes by stream,
-    every output channel's task id).
+    every output channel's task id). ``max_parallelism`` is the topology's number of key
+    groups (0: the default for each consumer's parallelism).
     """
     import copy
 
@@ -390,6 +404,6 @@ def build_routes(task_id: int, component: str, streams: dict[str, tuple[str, ...
             custom.prepare(component, g.stream, list(targets))
         local = [t for t in targets if task_workers.get(t) == my_worker]
         route = Route(g.kind, g.stream, consumer, targets, task_id, send, batch_size,
-                      key_index, custom, local)
+                      key_index, custom, local, max_parallelism)
         routes.setdefault(g.stream, []).append(route)
     return routes, sorted(channels)

@@ -36,6 +36,7 @@ from jstormpy.codepkg import migrate_snapshot
 from jstormpy.component import TopologyContext
 from jstormpy.config import Config
 from jstormpy.errors import CorruptSnapshotError, JStormError
+from jstormpy.keygroups import check_max_parallelism, resolve_max_parallelism
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.runtime import taskops
@@ -69,6 +70,7 @@ class Worker(TaskHost):
         self.secret = secret
         self.code_version = code_version or os.environ.get("JSTORM_CODE_VERSION", "v1")
         self.generation = 0
+        self.max_parallelism = 0  # number of key groups, set when tasks are built
         self.guarantee = "exactly_once"
         self.executors: dict[int, TaskExecutor] = {}
         self.queues: dict[int, TaskInbox] = {}
@@ -312,6 +314,8 @@ class Worker(TaskHost):
         component_tasks = topo.task_ids()
         task_component = {t: name for name, ts in component_tasks.items() for t in ts}
         user_conf = {**conf.to_dict(), **conf.user}
+        self.max_parallelism = resolve_max_parallelism(
+            conf.max_parallelism, (len(ts) for ts in component_tasks.values()))
         snapshots: dict[int, dict[str, Any]] = {}
         for task_id in task_ids:
             handle = handles.get(task_id, "")
@@ -335,7 +339,7 @@ class Worker(TaskHost):
             consumers = [(c.name, g) for c, g in topo.consumers(name)]
             routes, channels = build_routes(task_id, name, spec.streams, consumers,
                                             component_tasks, self.task_workers, self.send,
-                                            conf.batch_size)
+                                            conf.batch_size, self.max_parallelism)
             collector = OutputCollector(task_id, name, routes, channels, self.send,
                                         streams=dict(spec.streams))
             comp.__dict__["_jstorm_collector"] = collector
@@ -349,6 +353,8 @@ class Worker(TaskHost):
                 output_fields=spec.streams, generation=self.generation)
             snap = snapshots.get(task_id)
             if snap is not None:
+                check_max_parallelism(snap.get("max_parallelism"), self.max_parallelism,
+                                      f"component {name!r}, task {task_id}")
                 snap = migrate_snapshot(comp, snap)  # gray release: state_version changed
                 comp.__dict__["_jstorm_states"] = snap.get("states", {})
                 if "custom" in snap and callable(getattr(comp, "restore", None)):

@@ -1,0 +1,231 @@
+"""Key groups: the unit in which keyed state and fields grouping are partitioned.
+
+A topology has ``max_parallelism`` key groups (``Config.max_parallelism``; by default
+Flink's rule ``max(128, roundUpPow2(1.5 × largest parallelism))``, capped at 32768).
+A key goes to key group ``key_hash(key) % max_parallelism``; task ``i`` of a component
+with parallelism ``n`` owns the contiguous range :func:`key_group_range` (``i``), so
+key group ``g`` belongs to task index ``g * n // max_parallelism``. Fields grouping
+routes key -> key group -> task, and managed keyed state (``self.state(...)``) is split
+by the same function, so a task can take over any set of key groups when the
+parallelism changes.
+
+:func:`key_hash` is stable across processes, restarts and Python versions (unlike the
+salted built-in ``hash`` of ``str``): it hashes a canonical encoding of the key with
+CRC-32 followed by the MurmurHash3 finaliser. Keys that compare equal in a ``dict``
+(``1``, ``1.0``, ``True``) encode alike, so routing and state agree on them.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from jstormpy.errors import ConfigError, JStormError
+
+MIN_MAX_PARALLELISM = 128
+UPPER_MAX_PARALLELISM = 32768
+_CACHE_LIMIT = 65536
+
+
+def default_max_parallelism(parallelism: int) -> int:
+    """Flink's default: ``max(128, roundUpPow2(1.5 × parallelism))``, at most 32768."""
+    want = max(1, math.ceil(1.5 * max(parallelism, 1)))
+    pow2 = 1 << (want - 1).bit_length()
+    return min(max(MIN_MAX_PARALLELISM, pow2), UPPER_MAX_PARALLELISM)
+
+
+def resolve_max_parallelism(configured: int, parallelisms: Iterable[int]) -> int:
+    """The number of key groups of a topology: ``configured`` or the default.
+
+    Raises:
+        ConfigError: a component's parallelism exceeds ``configured``.
+    """
+    largest = max(parallelisms, default=1)
+    if not configured:
+        return default_max_parallelism(largest)
+    if largest > configured:
+        raise ConfigError(f"Config.max_parallelism={configured} is below the largest "
+                          f"component parallelism {largest}: every task needs a key group")
+    return configured
+
+
+def _encode(value: Any, out: list[bytes]) -> None:
+    if isinstance(value, str):
+        out.append(b"s%d:" % len(value))
+        out.append(value.encode("utf-8", "surrogatepass"))
+    elif isinstance(value, (bool, int)):
+        out.append(b"i%d;" % int(value))
+    elif isinstance(value, float):
+        if value.is_integer():
+            out.append(b"i%d;" % int(value))
+        else:
+            out.append(b"f" + value.hex().encode() + b";")
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        out.append(b"b%d:" % len(raw))
+        out.append(raw)
+    elif value is None:
+        out.append(b"n")
+    elif isinstance(value, tuple):
+        out.append(b"(%d:" % len(value))
+        for item in value:
+            _encode(item, out)
+    else:
+        text = f"{type(value).__module__}.{type(value).__qualname__}:{value!r}"
+        out.append(b"r%d:" % len(text))
+        out.append(text.encode("utf-8", "surrogatepass"))
+
+
+def key_hash(key: Any) -> int:
+    """A 32-bit hash of ``key`` that every process and Python version agrees on.
+
+    Strings, ints, floats, bytes, None and tuples of these are encoded canonically; any
+    other type by its type name and ``repr`` (give such keys a stable ``__repr__``).
+    """
+    parts: list[bytes] = []
+    _encode(key, parts)
+    h = zlib.crc32(b"".join(parts))
+    # MurmurHash3 fmix32: spreads CRC-32's linear structure over the low bits
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    h ^= h >> 16
+    return h
+
+
+def key_group(key: Any, max_parallelism: int) -> int:
+    """The key group of ``key`` (``0 .. max_parallelism - 1``)."""
+    return key_hash(key) % max_parallelism
+
+
+def key_group_range(max_parallelism: int, parallelism: int, index: int) -> range:
+    """The contiguous key groups owned by task ``index`` of ``parallelism`` tasks."""
+    start = (index * max_parallelism + parallelism - 1) // parallelism
+    end = ((index + 1) * max_parallelism - 1) // parallelism
+    return range(start, end + 1)
+
+
+def task_index_for_key_group(max_parallelism: int, parallelism: int, group: int) -> int:
+    """The task index (``0 .. parallelism - 1``) that owns key group ``group``."""
+    return group * parallelism // max_parallelism
+
+
+class KeyRouter:
+    """key -> task index for one fields-grouped route, with a bounded memo.
+
+    The hot path is ``cache.get(key)`` (one C call, like ``hash``); a miss calls
+    :meth:`miss`, which hashes the key and fills the memo.
+    """
+
+    __slots__ = ("max_parallelism", "n", "owner", "cache")
+
+    def __init__(self, max_parallelism: int, n: int) -> None:
+        self.max_parallelism = max_parallelism
+        self.n = n
+        self.owner = [task_index_for_key_group(max_parallelism, n, g)
+                      for g in range(max_parallelism)]
+        self.cache: dict[Any, int] = {}
+
+    def miss(self, key: Any) -> int:
+        """Compute (and remember) the task index of a key not in the memo."""
+        i = self.owner[key_hash(key) % self.max_parallelism]
+        cache = self.cache
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        cache[key] = i
+        return i
+
+    def __call__(self, key: Any) -> int:
+        i = self.cache.get(key)
+        return self.miss(key) if i is None else i
+
+
+def split_by_key_group(states: Mapping[str, Mapping[Any, Any]],
+                       max_parallelism: int) -> dict[int, dict[str, dict[Any, Any]]]:
+    """Managed keyed state ``{state_name: {key: value}}`` split into key groups."""
+    out: dict[int, dict[str, dict[Any, Any]]] = {}
+    for name, entries in states.items():
+        for key, value in entries.items():
+            g = key_hash(key) % max_parallelism
+            out.setdefault(g, {}).setdefault(name, {})[key] = value
+    return out
+
+
+def merge_key_groups(groups: Mapping[int, Mapping[str, Mapping[Any, Any]]],
+                     wanted: Iterable[int]) -> dict[str, dict[Any, Any]]:
+    """The keyed state of the key groups ``wanted``, as ``{state_name: {key: value}}``."""
+    states: dict[str, dict[Any, Any]] = {}
+    for g in wanted:
+        for name, entries in groups.get(g, {}).items():
+            states.setdefault(name, {}).update(entries)
+    return states
+
+
+def check_max_parallelism(stored: int | None, current: int, where: str = "") -> None:
+    """Refuse restoring state written with another number of key groups.
+
+    Raises:
+        JStormError: ``stored`` is set and differs from ``current``.
+    """
+    if stored is not None and stored != current:
+        at = f" ({where})" if where else ""
+        raise JStormError(
+            f"state{at} was written with max_parallelism={stored} but this run has "
+            f"max_parallelism={current}: the number of key groups is fixed for the life of "
+            f"the job's state; set Config(max_parallelism={stored}) to restore it")
+
+
+RedistributeHook = Callable[[list[Any], int], Sequence[Any]]
+
+
+def redistribute(component: str, snapshots: Sequence[dict[str, Any]], new_parallelism: int,
+                 max_parallelism: int, hook: RedistributeHook | None = None
+                 ) -> list[dict[str, Any]]:
+    """Snapshots of ``component``'s old tasks (in task-index order) -> one per new task.
+
+    Managed keyed state moves by key group. Non-keyed ``custom`` state (``snapshot()``)
+    can only move through ``hook(old_customs, new_parallelism) -> new_customs`` (the
+    component's ``redistribute_state`` static method); without one a parallelism change
+    is refused, naming the component. Other per-task fields are taken from old task 0.
+
+    Raises:
+        JStormError: custom state and no hook, or the hook returned the wrong count, or
+            a snapshot was written with another ``max_parallelism``.
+    """
+    old_n = len(snapshots)
+    if old_n == new_parallelism:
+        return [dict(s) for s in snapshots]
+    for i, snap in enumerate(snapshots):
+        check_max_parallelism(snap.get("max_parallelism"), max_parallelism,
+                              f"{component} task index {i}")
+    customs = [s.get("custom") for s in snapshots]
+    new_customs: Sequence[Any] | None = None
+    if any("custom" in s for s in snapshots):
+        if hook is None:
+            raise JStormError(
+                f"component {component!r} keeps non-keyed state (snapshot()/restore()) and "
+                f"defines no redistribute_state(old_states, new_parallelism) hook: its "
+                f"parallelism cannot change from {old_n} to {new_parallelism}")
+        new_customs = list(hook(customs, new_parallelism))
+        if len(new_customs) != new_parallelism:
+            raise JStormError(f"{component}.redistribute_state returned {len(new_customs)} "
+                              f"states for {new_parallelism} tasks")
+    groups: dict[int, dict[str, dict[Any, Any]]] = {}
+    for snap in snapshots:
+        for g, part in split_by_key_group(snap.get("states", {}), max_parallelism).items():
+            for name, entries in part.items():
+                groups.setdefault(g, {}).setdefault(name, {}).update(entries)
+    base = dict(snapshots[0]) if snapshots else {}
+    out = []
+    for i in range(new_parallelism):
+        snap = dict(base)
+        snap["states"] = merge_key_groups(
+            groups, key_group_range(max_parallelism, new_parallelism, i))
+        snap["max_parallelism"] = max_parallelism
+        if new_customs is not None:
+            snap["custom"] = new_customs[i]
+        out.append(snap)
+    return out

@@ -1,0 +1,269 @@
+"""Savepoints: self-contained, relocatable copies of a completed checkpoint.
+
+A savepoint is written into any state-backend URI (file://, hdfs://, hbase://) as
+objects with relative keys only (docs/savepoints.md), so copying them elsewhere keeps it
+valid; checkpoint retention never touches it (it lives outside ``chk-*``):
+
+- ``savepoint.json`` — the manifest: format, engine version, topology descriptor,
+  ``max_parallelism``, source checkpoint id and, per component, its old parallelism,
+  ``state_version`` and the key groups present;
+- ``components/<name>/kg-<group>.state`` — managed keyed state of one key group,
+  a pickled ``{state_name: {key: value}}``;
+- ``components/<name>/task-<index>.state`` — the rest of old task ``index``'s snapshot
+  (non-keyed ``custom`` state, spout/bolt progress), a pickled dict.
+
+Every object is sealed with a checksum like checkpoint blobs. :func:`import_savepoint`
+turns a savepoint into a completed checkpoint of a new run's backend, redistributed by
+key group to the new parallelism, so the Topology Master restores it as usual (and the
+workers apply ``migrate_state`` when a component's ``state_version`` changed).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import time
+from typing import Any
+
+from jstormpy import __version__
+from jstormpy.errors import JStormError
+from jstormpy.keygroups import (
+    check_max_parallelism,
+    key_group_range,
+    merge_key_groups,
+    redistribute,
+    resolve_max_parallelism,
+    split_by_key_group,
+)
+from jstormpy.state_backends import StateBackend, open_backend
+from jstormpy.state_backends.base import open_blob, seal_blob
+from jstormpy.topology import Topology
+
+FORMAT = "jstormpy-savepoint/1"
+MANIFEST = "savepoint.json"
+
+
+def _put(backend: StateBackend, key: str, obj: Any) -> None:
+    backend.put_object(key, seal_blob(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)))
+
+
+def _get(backend: StateBackend, key: str) -> Any:
+    return pickle.loads(open_blob(backend.get_object(key), f"savepoint object {key!r}"))
+
+
+def write_savepoint(source: StateBackend, checkpoint_id: int, topology: Topology,
+                    target_uri: str, max_parallelism: int = 0,
+                    **target_options: Any) -> str:
+    """Copy completed checkpoint ``checkpoint_id`` of ``topology`` into a savepoint.
+
+    Returns ``target_uri``. The manifest is written last: a savepoint without one is
+    incomplete and refused on read.
+    """
+    meta = source.read_metadata(checkpoint_id)
+    tasks = topology.task_ids()
+    max_p = resolve_max_parallelism(max_parallelism, (len(t) for t in tasks.values()))
+    target = open_backend(target_uri, **target_options)
+    try:
+        components: dict[str, Any] = {}
+        for name, task_ids in tasks.items():
+            groups: dict[int, dict[str, dict[Any, Any]]] = {}
+            for index, task_id in enumerate(task_ids):
+                entry = meta.get("tasks", {}).get(str(task_id))
+                if not entry or not entry.get("handle"):
+                    raise JStormError(f"checkpoint {checkpoint_id} has no snapshot of task "
+                                      f"{task_id} ({name!r}); cannot write a savepoint")
+                snap = pickle.loads(source.get_snapshot(entry["handle"]))
+                check_max_parallelism(snap.get("max_parallelism"), max_p,
+                                      f"component {name!r}, task {task_id}")
+                for g, part in split_by_key_group(snap.pop("states", {}), max_p).items():
+                    groups.setdefault(g, {}).update(part)
+                snap["max_parallelism"] = max_p
+                _put(target, f"components/{name}/task-{index:05d}.state", snap)
+            for g, part in groups.items():
+                _put(target, f"components/{name}/kg-{g:05d}.state", part)
+            spec = topology.components[name]
+            components[name] = {"parallelism": len(task_ids),
+                                "state_version": getattr(spec.cls, "state_version", None),
+                                "key_groups": sorted(groups)}
+        manifest = {"format": FORMAT, "engine_version": __version__,
+                    "topology": topology.descriptor(), "max_parallelism": max_p,
+                    "checkpoint_id": checkpoint_id, "created_at": time.time(),
+                    "components": components}
+        target.put_object(MANIFEST, seal_blob(json.dumps(manifest, sort_keys=True).encode()))
+    finally:
+        target.close()
+    return target_uri
+
+
+def read_manifest(uri: str, **options: Any) -> dict[str, Any]:
+    """The manifest of the savepoint at ``uri`` (JStormError if it has none)."""
+    backend = open_backend(uri, **options)
+    try:
+        return _manifest(backend, uri)
+    finally:
+        backend.close()
+
+
+def _manifest(backend: StateBackend, uri: str) -> dict[str, Any]:
+    try:
+        raw = open_blob(backend.get_object(MANIFEST), f"{MANIFEST} of {uri}")
+    except JStormError as exc:
+        raise JStormError(f"{uri} holds no complete savepoint ({exc})") from exc
+    manifest: dict[str, Any] = json.loads(raw)
+    if manifest.get("format") != FORMAT:
+        raise JStormError(f"{uri}: unknown savepoint format {manifest.get('format')!r} "
+                          f"(this engine reads {FORMAT})")
+    return manifest
+
+
+def describe(uri: str, **options: Any) -> str:
+    """A human-readable summary of the savepoint at ``uri`` (``jstorm savepoint inspect``)."""
+    m = read_manifest(uri, **options)
+    lines = [f"savepoint {uri}",
+             f"  format {m['format']}, engine {m['engine_version']}, topology "
+             f"{m['topology']['name']!r}, from checkpoint {m['checkpoint_id']}",
+             f"  max_parallelism {m['max_parallelism']}, created "
+             f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(m['created_at']))} UTC"]
+    for name, c in m["components"].items():
+        lines.append(f"  {name}: parallelism {c['parallelism']}, state_version "
+                     f"{c['state_version']!r}, {len(c['key_groups'])} key group(s) with state")
+    return "\n".join(lines)
+
+
+def old_task_snapshots(backend: StateBackend, manifest: dict[str, Any],
+                       component: str) -> list[dict[str, Any]]:
+    """The snapshots of ``component``'s old tasks, rebuilt from the savepoint objects."""
+    info = manifest["components"][component]
+    n, max_p = info["parallelism"], manifest["max_parallelism"]
+    groups = {g: _get(backend, f"components/{component}/kg-{g:05d}.state")
+              for g in info["key_groups"]}
+    out = []
+    for index in range(n):
+        snap = _get(backend, f"components/{component}/task-{index:05d}.state")
+        snap["states"] = merge_key_groups(groups, key_group_range(max_p, n, index))
+        out.append(snap)
+    return out
+
+
+def import_savepoint(uri: str, topology: Topology, backend: StateBackend,
+                     max_parallelism: int = 0, allow_non_restored_state: bool = False,
+                     **options: Any) -> int:
+    """Write the savepoint at ``uri`` into ``backend`` as a completed checkpoint of
+    ``topology`` (possibly another parallelism); returns its checkpoint id.
+
+    Raises:
+        JStormError: state of a component that no longer exists (unless
+            ``allow_non_restored_state``), another ``max_parallelism``, or non-keyed
+            state that cannot be redistributed (the error names the component).
+    """
+    source = open_backend(uri, **options)
+    try:
+        manifest = _manifest(source, uri)
+        tasks = topology.task_ids()
+        max_p = resolve_max_parallelism(max_parallelism or manifest["max_parallelism"],
+                                        (len(t) for t in tasks.values()))
+        check_max_parallelism(manifest["max_parallelism"], max_p, f"savepoint {uri}")
+        gone = sorted(set(manifest["components"]) - set(tasks))
+        if gone and not allow_non_restored_state:
+            raise JStormError(
+                f"savepoint {uri} holds state of component(s) {', '.join(map(repr, gone))} "
+                f"that the topology no longer has; pass --allow-non-restored-state "
+                f"(allow_non_restored_state=True) to drop it")
+        cid = max(backend.latest_completed() or 0, manifest["checkpoint_id"]) + 1
+        entries: dict[str, dict[str, Any]] = {}
+        for name, task_ids in tasks.items():
+            if name not in manifest["components"]:
+                continue
+            spec = topology.components[name]
+            hook = getattr(spec.cls, "redistribute_state", None)
+            snaps = redistribute(name, old_task_snapshots(source, manifest, name),
+                                 len(task_ids), max_p, hook if callable(hook) else None)
+            for task_id, snap in zip(task_ids, snaps, strict=True):
+                data = pickle.dumps(snap, protocol=pickle.HIGHEST_PROTOCOL)
+                handle = backend.put_snapshot(cid, task_id, data)
+                entries[str(task_id)] = {"handle": handle, "size": len(data)}
+        backend.write_metadata(cid, {"generation": 0, "tasks": entries,
+                                     "spouts_finished": False, "size_bytes": 0,
+                                     "completed_at": time.time(), "duration_ms": 0,
+                                     "from_savepoint": uri})
+        return cid
+    finally:
+        source.close()
+
+
+def default_uri(home: Any, name: str, checkpoint_id: int) -> str:
+    """Where ``handle.savepoint()`` writes without a URI: ``$JSTORM_HOME/savepoints/NAME/...``."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    return f"file://{home}/savepoints/{name}/sp-{checkpoint_id:06d}-{stamp}"
+
+
+def savepoint_run(run_dir: Any, force_checkpoint: Any, uri: str | None, home: Any,
+                  stop: Any = None, attempts: int = 3) -> str:
+    """Savepoint a running topology: force a checkpoint, then copy it out of the run's
+    backend (``run_dir`` holds topology.pkl and config.json). Retried with a newer
+    checkpoint if retention deleted the forced one while it was being copied.
+
+    With ``stop`` (a callable killing the topology), the topology is stopped right after
+    the forced checkpoint and the savepoint is its last completed checkpoint, so no output
+    is committed after the savepoint's position (restoring it then stays exactly-once)."""
+    from pathlib import Path
+
+    import cloudpickle
+
+    from jstormpy.config import Config
+    from jstormpy.errors import SnapshotNotFoundError
+
+    run = Path(run_dir)
+    topology = cloudpickle.loads((run / "topology.pkl").read_bytes())
+    config = Config.from_dict(json.loads((run / "config.json").read_text()))
+    backend = open_backend(config.state_backend, **config.state_backend_options)
+    try:
+        if stop is not None:
+            force_checkpoint()
+            stop()
+            last = backend.latest_completed()
+            if last is None:
+                raise JStormError("the topology was stopped but has no completed checkpoint")
+            return write_savepoint(backend, last, topology,
+                                   uri or default_uri(home, topology.name, last),
+                                   config.max_parallelism)
+        for attempt in range(attempts):
+            cid = force_checkpoint()
+            target = uri or default_uri(home, topology.name, cid)
+            try:
+                return write_savepoint(backend, cid, topology, target, config.max_parallelism)
+            except SnapshotNotFoundError:
+                if attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+    finally:
+        backend.close()
+
+
+def prepare_restore(uri: str, topology: Topology, config: Any,
+                    allow_non_restored_state: bool = False) -> int:
+    """Make ``config.state_backend`` start from the savepoint: drop its old checkpoints and
+    import the savepoint as its only completed checkpoint (then submit with resume)."""
+    backend = open_backend(config.state_backend, **config.state_backend_options)
+    try:
+        backend.delete_objects("chk-")
+        return import_savepoint(uri, topology, backend, config.max_parallelism,
+                                allow_non_restored_state)
+    finally:
+        backend.close()
+
+
+def copy_savepoint(source_uri: str, target_uri: str, **target_options: Any) -> str:
+    """Copy a savepoint to another place or backend kind (file://, hdfs://, hbase://);
+    the manifest goes last, so an interrupted copy is not mistaken for a savepoint."""
+    source = open_backend(source_uri)
+    target = open_backend(target_uri, **target_options)
+    try:
+        _manifest(source, source_uri)
+        keys = [k for k in source.list_objects("components/")]
+        for key in keys + [MANIFEST]:
+            target.put_object(key, source.get_object(key))
+    finally:
+        source.close()
+        target.close()
+    return target_uri

@@ -1,0 +1,91 @@
+"""Savepoint a running topology, then restart it from the savepoint with new code
+(migrate_state) and another parallelism: every key's sequence stays exactly-once."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from jstormpy import Config, LocalCluster, SequenceSpout, TopologyBuilder, read_committed
+from jstormpy.errors import JStormError
+from jstormpy.savepoints import read_manifest
+from tests.chaos.topologies import check_keyed_sums
+from tests.integration.savepoint_components import RunningSumV2, linear
+
+KEYS, PER_KEY = 12, 1500
+
+
+def committed(out: Path) -> int:
+    return len(read_committed(out)) if out.exists() else 0
+
+
+def wait_for(cond, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("new_parallelism", [4, 1])
+def test_savepoint_then_new_code_at_another_parallelism(tmp_path: Path,
+                                                        new_parallelism: int) -> None:
+    out = tmp_path / "out"
+    conf = Config(workers=2, checkpoint_interval_ms=300)
+    with LocalCluster() as cluster:
+        handle = cluster.submit(linear(out, 2), conf)
+        wait_for(lambda: committed(out) > 2000, 60, "some committed output")
+        uri = handle.savepoint(f"file://{tmp_path / 'sp'}", stop=True)
+    assert uri == f"file://{tmp_path / 'sp'}"
+    manifest = read_manifest(uri)
+    assert manifest["components"]["sum"]["parallelism"] == 2
+    assert len(read_committed(out)) < KEYS * PER_KEY, "the run ended before the savepoint"
+
+    with LocalCluster() as cluster:
+        handle = cluster.submit(linear(out, new_parallelism, RunningSumV2), conf,
+                                from_savepoint=uri)
+        handle.wait(timeout=120)
+    assert check_keyed_sums(out, KEYS, PER_KEY) == ""
+
+
+def test_from_savepoint_refuses_state_of_a_removed_component(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    conf = Config(workers=1, checkpoint_interval_ms=300)
+    with LocalCluster() as cluster:
+        handle = cluster.submit(linear(out, 1, rate=500), conf)
+        uri = handle.savepoint(f"file://{tmp_path / 'sp'}", stop=True)
+    b = TopologyBuilder("sp-linear")
+    b.set_spout("events", SequenceSpout(keys=2, per_key=10), parallelism=2)
+    with LocalCluster() as cluster, pytest.raises(JStormError, match="'out', 'sum'"):
+        cluster.submit(b.build(), conf, from_savepoint=uri)
+
+
+@pytest.mark.slow
+def test_cli_savepoint_inspect_and_run_from_savepoint(tmp_path: Path, capsys) -> None:
+    from jstormpy.cli import main
+
+    out = tmp_path / "out"
+    conf = Config(workers=2, checkpoint_interval_ms=300)
+    uri = f"file://{tmp_path / 'sp'}"
+    with LocalCluster() as cluster:
+        cluster.submit(linear(out, 2), conf)
+        wait_for(lambda: committed(out) > 2000, 60, "some committed output")
+        assert main(["savepoint", "sp-linear", "--stop", "--to", uri]) == 0
+    assert f"savepoint written to {uri}; sp-linear stopped" in capsys.readouterr().out
+    assert main(["savepoint", "inspect", uri]) == 0
+    shown = capsys.readouterr().out
+    assert "topology 'sp-linear'" in shown and "sum: parallelism 2" in shown
+    topo_file = tmp_path / "topo.py"
+    topo_file.write_text(
+        "from pathlib import Path\n"
+        "from jstormpy import Config\n"
+        "from tests.integration.savepoint_components import RunningSumV2, linear\n"
+        f"topology = linear(Path({str(out)!r}), 3, RunningSumV2)\n"
+        "config = Config(workers=2, checkpoint_interval_ms=300)\n")
+    assert main(["run", str(topo_file), "--from-savepoint", uri, "--timeout", "120"]) == 0
+    assert check_keyed_sums(out, KEYS, PER_KEY) == ""
+    assert main(["savepoint", "inspect", f"file://{tmp_path / 'none'}"]) == 2
+    assert "holds no complete savepoint" in capsys.readouterr().err

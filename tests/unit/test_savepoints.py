@@ -1,0 +1,150 @@
+"""Savepoints on file:// backends: write, relocate (copy), inspect, import at a new parallelism."""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jstormpy import Bolt, Spout, TopologyBuilder
+from jstormpy.errors import JStormError
+from jstormpy.keygroups import key_group, key_group_range, task_index_for_key_group
+from jstormpy.savepoints import describe, import_savepoint, read_manifest, write_savepoint
+from jstormpy.state_backends import open_backend
+from jstormpy.topology import Topology
+
+
+class Src(Spout):
+    outputs = ("word",)
+
+
+class Count(Bolt):
+    state_version = 1
+
+
+class Count2(Bolt):
+    state_version = 2
+
+
+def topo(parallelism: int, cls: type = Count, extra: bool = False) -> Topology:
+    b = TopologyBuilder("wc")
+    b.set_spout("src", Src)
+    b.set_bolt("count", cls, parallelism=parallelism).fields_grouping("src", ["word"])
+    if extra:
+        b.set_bolt("audit", Count).shuffle_grouping("src")
+    return b.build()
+
+
+COUNTS = {f"w{i}": i for i in range(1000)}
+
+
+def completed_checkpoint(root: Path, t: Topology) -> int:
+    """A completed checkpoint as the runtime writes it: keyed state at each key's owner."""
+    backend = open_backend(f"file://{root}")
+    tasks = t.task_ids()
+    n = len(tasks["count"])
+    per_task: list[dict[str, int]] = [{} for _ in range(n)]
+    for k, v in COUNTS.items():
+        per_task[task_index_for_key_group(128, n, key_group(k, 128))][k] = v
+    entries = {}
+    snaps: dict[int, dict[str, Any]] = {tasks["src"][0]: {"states": {}, "custom": 42,
+                                                         "max_parallelism": 128}}
+    for i, task_id in enumerate(tasks["count"]):
+        snaps[task_id] = {"states": {"counts": per_task[i]}, "state_version": 1,
+                          "max_parallelism": 128}
+    for task_id, snap in snaps.items():
+        handle = backend.put_snapshot(7, task_id, pickle.dumps(snap))
+        entries[str(task_id)] = {"handle": handle, "size": 1}
+    backend.write_metadata(7, {"generation": 1, "tasks": entries})
+    return 7
+
+
+def restored(root: Path, t: Topology, cid: int) -> dict[int, dict[str, Any]]:
+    backend = open_backend(f"file://{root}")
+    meta = backend.read_metadata(cid)
+    return {int(k): pickle.loads(backend.get_snapshot(v["handle"]))
+            for k, v in meta["tasks"].items()}
+
+
+@pytest.mark.parametrize("new_p", [4, 1, 2])
+def test_savepoint_is_relocatable_and_restores_at_another_parallelism(tmp_path: Path,
+                                                                       new_p: int) -> None:
+    t1 = topo(2)
+    cid = completed_checkpoint(tmp_path / "run1", t1)
+    uri = write_savepoint(open_backend(f"file://{tmp_path / 'run1'}"), cid, t1,
+                          f"file://{tmp_path / 'sp'}")
+    shutil.copytree(tmp_path / "sp", tmp_path / "moved")
+    shutil.rmtree(tmp_path / "sp")
+    moved = f"file://{tmp_path / 'moved'}"
+    assert uri.endswith("/sp")
+    m = read_manifest(moved)
+    assert m["components"]["count"]["parallelism"] == 2
+    assert m["components"]["count"]["state_version"] == 1
+    assert m["topology"]["name"] == "wc" and m["engine_version"]
+    assert "count: parallelism 2, state_version 1" in describe(moved)
+
+    t2 = topo(new_p, Count2)
+    new_cid = import_savepoint(moved, t2, open_backend(f"file://{tmp_path / 'run2'}"))
+    assert new_cid == cid + 1
+    snaps = restored(tmp_path / "run2", t2, new_cid)
+    merged: dict[str, int] = {}
+    for i, task_id in enumerate(t2.task_ids()["count"]):
+        part = snaps[task_id]["states"].get("counts", {})
+        assert all(key_group(k, 128) in key_group_range(128, new_p, i) for k in part)
+        assert snaps[task_id]["state_version"] == 1  # the worker migrates to 2 on restore
+        merged.update(part)
+    assert merged == COUNTS
+    assert snaps[t2.task_ids()["src"][0]]["custom"] == 42
+
+
+def test_state_of_a_removed_component_is_refused_unless_allowed(tmp_path: Path) -> None:
+    t1 = topo(2, extra=True)
+    backend = open_backend(f"file://{tmp_path / 'run1'}")
+    tasks = t1.task_ids()
+    entries = {}
+    for task_id in [t for ts in tasks.values() for t in ts]:
+        h = backend.put_snapshot(3, task_id, pickle.dumps({"states": {}, "max_parallelism": 128}))
+        entries[str(task_id)] = {"handle": h}
+    backend.write_metadata(3, {"tasks": entries})
+    sp = write_savepoint(backend, 3, t1, f"file://{tmp_path / 'sp'}")
+    with pytest.raises(JStormError, match="'audit'.*--allow-non-restored-state"):
+        import_savepoint(sp, topo(2), open_backend(f"file://{tmp_path / 'run2'}"))
+    assert import_savepoint(sp, topo(2), open_backend(f"file://{tmp_path / 'run2'}"),
+                            allow_non_restored_state=True) == 4
+
+
+def test_other_max_parallelism_and_missing_savepoint_are_refused(tmp_path: Path) -> None:
+    t1 = topo(2)
+    cid = completed_checkpoint(tmp_path / "run1", t1)
+    sp = write_savepoint(open_backend(f"file://{tmp_path / 'run1'}"), cid, t1,
+                         f"file://{tmp_path / 'sp'}")
+    with pytest.raises(JStormError, match="max_parallelism=128 but this run has "
+                                          "max_parallelism=64"):
+        import_savepoint(sp, t1, open_backend(f"file://{tmp_path / 'r'}"), max_parallelism=64)
+    with pytest.raises(JStormError, match="holds no complete savepoint"):
+        read_manifest(f"file://{tmp_path / 'nothing'}")
+
+
+@pytest.mark.slow
+def test_savepoint_copies_across_file_hdfs_and_hbase(tmp_path: Path, webhdfs_server: Any,
+                                                     hbase_server: Any) -> None:
+    from jstormpy.savepoints import copy_savepoint
+
+    t1 = topo(2)
+    cid = completed_checkpoint(tmp_path / "run1", t1)
+    sp = write_savepoint(open_backend(f"file://{tmp_path / 'run1'}"), cid, t1,
+                         f"file://{tmp_path / 'sp'}")
+    on_hdfs = copy_savepoint(sp, f"hdfs://127.0.0.1:{webhdfs_server.port}/sp1")
+    on_hbase = copy_savepoint(on_hdfs, f"hbase://127.0.0.1:{hbase_server.port}/sp1")
+    back = copy_savepoint(on_hbase, f"file://{tmp_path / 'back'}")
+    assert read_manifest(back) == read_manifest(sp)
+    t3 = topo(3)
+    new_cid = import_savepoint(back, t3, open_backend(f"file://{tmp_path / 'run3'}"))
+    snaps = restored(tmp_path / "run3", t3, new_cid)
+    merged: dict[str, int] = {}
+    for task_id in t3.task_ids()["count"]:
+        merged.update(snaps[task_id]["states"].get("counts", {}))
+    assert merged == COUNTS
