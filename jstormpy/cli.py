@@ -64,7 +64,7 @@ def load_topology_file(path: str) -> Any:
 
 def _client(name: str) -> MasterClient:
     reg = Registration.load(name)
-    return MasterClient(reg.address, reg.secret.encode())
+    return MasterClient.for_registration(reg)
 
 
 def _print_status(status: dict[str, Any]) -> None:
@@ -166,7 +166,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         print("no topologies")
     for reg in regs:
         try:
-            st = MasterClient(reg.address, reg.secret.encode()).status(timeout=2.0)
+            st = MasterClient.for_registration(reg).status(timeout=2.0)
             print(f"{reg.name:<24} {st['state']:<11} gen {st['generation']:<4} {reg.address}")
         except JStormError:
             print(f"{reg.name:<24} {'gone':<11} {'':<8} {reg.address}")

@@ -24,7 +24,7 @@ LIVE_KEYS = ("checkpoint_interval_ms", "batch_linger_ms", "backpressure_high_wat
 
 def _client(name: str) -> MasterClient:
     reg = Registration.load(name)
-    return MasterClient(reg.address, reg.secret.encode())
+    return MasterClient.for_registration(reg)
 
 
 def ui_url(name: str) -> str:

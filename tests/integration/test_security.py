@@ -77,7 +77,7 @@ def unauthenticated(call) -> str:
 def test_wrong_secret_is_refused_by_every_tm_call(running):
     handle, out = running
     reg = Registration.load("sec")
-    bad = MasterClient(reg.address, b"wrong")
+    bad = MasterClient(reg.address, b"wrong", reg.tls_dir)  # right certificate
     details = unauthenticated(bad.status)
     assert "authentication failed" in details
     unauthenticated(bad.metrics)
@@ -102,7 +102,7 @@ def test_wrong_secret_is_refused_by_every_tm_call(running):
     assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
     bad.close()
     # the right secret still works, and nothing the attacker asked for happened
-    good = MasterClient(reg.address, reg.secret.encode())
+    good = MasterClient.for_registration(reg)
     status = good.status()
     assert status["state"] == "running"
     assert [w["alive"] for w in status["workers"]] == [True, True]
