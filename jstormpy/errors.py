@@ -53,3 +53,8 @@ class SourceError(JStormError):
 
 class SemanticsError(JStormError):
     """Records given to the exactly-once checker are malformed (missing key or seq field)."""
+
+
+class UnsafePackageError(JStormError):
+    """A code package is refused: an entry escapes the unpack directory, is a link, or the
+    archive is too large or too compressed (the message names the entry)."""

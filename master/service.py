@@ -197,6 +197,7 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
                 workers=list(request.workers), component=request.component,
                 count=request.count)
         except JStormError as exc:
+            log.warning("refused Upgrade %s from %s: %s", request.action, context.peer(), exc)
             return pb.UpgradeReply(ok=False, error=str(exc),
                                    state_json=json.dumps(self.core.upgrade.status()))
         return pb.UpgradeReply(ok=True, state_json=json.dumps(state, default=str))

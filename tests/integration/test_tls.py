@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import io
 import os
 import stat
 import time
+import zipfile
 from concurrent import futures
 from pathlib import Path
 
@@ -112,10 +114,22 @@ def test_every_attack_on_the_tm_is_refused_and_the_topology_loses_nothing(tmp_pa
         assert err.code() == grpc.StatusCode.UNAUTHENTICATED and "expired" in err.details()
         cli_ch.close()
 
+        # 4. a malicious code package given to Upgrade: refused, naming the entry
+        admin = MasterClient.for_registration(reg)
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as zf:
+            zf.writestr("topology.py", "topology = None\n")
+            zf.writestr("../../escape.py", "x")
+        with pytest.raises(JStormError, match=r"'\.\./\.\./escape\.py'.*outside"):
+            admin.upgrade("start", package=buf.getvalue(), entry="topology.py", workers=[0])
+        admin.close()
+        assert not (Path(reg.run_dir).parent / "escape.py").exists()
+
         # the TM logged each refusal with its reason and the peer
         log_text = (Path(reg.run_dir) / "logs" / "master.log").read_text()
         assert "refused Kill from ipv4:127.0.0.1:" in log_text
         assert "replayed token" in log_text and "expired" in log_text
+        assert "refused Upgrade start from ipv4:127.0.0.1:" in log_text
 
         # nothing the attacker asked for happened
         status = handle.wait(timeout=90)
