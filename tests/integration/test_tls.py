@@ -65,7 +65,7 @@ def test_tls_material_is_private(tmp_path):
 def test_every_attack_on_the_tm_is_refused_and_the_topology_loses_nothing(tmp_path):
     out = tmp_path / "out"
     other = create_topology_tls(tmp_path / "other", "attacker")  # another CA
-    with LocalCluster(home=tmp_path / "home") as cluster:
+    with LocalCluster() as cluster:
         handle = cluster.submit(topology(out), fast_config())
         wait_until(lambda: handle.status()["state"] == "running", what="running")
         reg = Registration.load("tlssec")
