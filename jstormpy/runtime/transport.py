@@ -64,6 +64,7 @@ import logging
 import os
 import pickle
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -71,6 +72,13 @@ from collections.abc import Callable
 from typing import Any
 
 from jstormpy.errors import AuthenticationError, FrameError
+from jstormpy.runtime.handshake_guard import (  # [security hook]
+    MAX_CONNECTIONS,
+    MAX_HANDSHAKES,
+    HandshakeGuard,
+    Ticket,
+)
+from jstormpy.runtime.tls_socket import DataPlaneTls, send_buffers  # [security hook]
 
 __all__ = [
     "ACCEPT",
@@ -312,11 +320,14 @@ class _Outbound:
                 sock.settimeout(min(max(deadline - time.monotonic(), 0.05),
                                     t._handshake_timeout_s))
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if t._tls is not None:  # [security hook]
+                    sock = t._tls.wrap_connected(sock)  # [security hook]
                 self._handshake(sock)
                 sock.settimeout(None)
             except (OSError, FrameError, AuthenticationError, _PeerClosedError) as exc:
                 _close_quietly(sock)
-                if isinstance(exc, AuthenticationError):
+                auth = (AuthenticationError, ssl.SSLCertVerificationError)  # [security hook]
+                if isinstance(exc, auth):  # [security hook]
                     t._count("auth_failures")
                     t._log.error("worker %d: authentication with worker %d at %s:%d failed: %s",
                                  t.worker_id, self.worker_id, *self.addr, exc)
@@ -349,7 +360,7 @@ class _Outbound:
         t = self.transport
         reader = sock.makefile("rb")
         try:
-            _, _, n_s, _ = _read_frame(reader, t._max_frame_bytes, (CHALLENGE,))
+            _, _, n_s, _ = _read_frame(reader, _MAX_CLOSE_REASON, (CHALLENGE,))  # [security hook]
             assert n_s is not None
             if len(n_s) != NONCE_BYTES:
                 raise FrameError(f"CHALLENGE nonce of {len(n_s)} bytes (expected {NONCE_BYTES})")
@@ -357,7 +368,8 @@ class _Outbound:
             payload = _WID.pack(t.worker_id) + n_c + mac_client(t._secret, n_s, t.worker_id)
             sock.sendall(encode_frame(RESPONSE, t._generation, payload))
             try:
-                _, _, proof, _ = _read_frame(reader, t._max_frame_bytes, (ACCEPT,))
+                # [security hook] ACCEPT (or a CLOSE reason) is short: bounded before reading
+                _, _, proof, _ = _read_frame(reader, _MAX_CLOSE_REASON, (ACCEPT,))
             except _PeerClosedError as exc:
                 raise AuthenticationError(f"server refused us: {exc}") from exc
             if not hmac.compare_digest(proof or b"", mac_server(t._secret, n_c)):
@@ -385,7 +397,8 @@ class _Outbound:
                 self.queued_bytes -= nbytes
                 self.cond.notify_all()
             try:
-                _sendmsg_all(sock, buffers)
+                write = send_buffers if t._tls is not None else _sendmsg_all  # [security hook]
+                write(sock, buffers)  # [security hook]
             except OSError as exc:
                 with self.cond:
                     was_ready = self.state == _READY
@@ -434,7 +447,9 @@ class Transport:
                  send_buffer_bytes: int = 8 << 20, connect_timeout_s: float = 10.0,
                  deliver_generation: bool = False,
                  logger: logging.Logger | None = None,
-                 handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S) -> None:
+                 handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S,
+                 tls_dir: str = "", max_connections: int = MAX_CONNECTIONS,  # [security hook]
+                 max_handshakes: int = MAX_HANDSHAKES) -> None:  # [security hook]
         if not isinstance(secret, (bytes, bytearray)) or not secret:
             raise AuthenticationError("Transport secret must be non-empty bytes "
                                       "(the per-topology secret)")
@@ -453,6 +468,9 @@ class Transport:
         self._connect_timeout_s = connect_timeout_s
         self._handshake_timeout_s = handshake_timeout_s
         self._log = logger or logging.getLogger(__name__)
+        self._tls = DataPlaneTls(tls_dir) if tls_dir else None  # [security hook]
+        self._caps = (max_connections, max_handshakes)  # [security hook]
+        self._guard: HandshakeGuard | None = None  # [security hook]
 
         self._lock = threading.Lock()
         self._generation = 0
@@ -518,6 +536,8 @@ class Transport:
             listener.settimeout(0.5)  # bounded accept() so close() never waits long
             self._listener = listener
             self._port = listener.getsockname()[1]
+            self._guard = HandshakeGuard(self._handshake_timeout_s, *self._caps,  # [security hook]
+                                         logger=self._log, name=f" of worker {self.worker_id}")
             self._accept_thread = threading.Thread(
                 target=self._accept_loop, daemon=True, name=f"jstorm-accept-{self.worker_id}")
             self._accept_thread.start()
@@ -677,6 +697,8 @@ class Transport:
             accept_thread = self._accept_thread
         _shutdown_quietly(listener)
         _close_quietly(listener)
+        if self._guard is not None:  # [security hook]
+            self._guard.close()  # [security hook]
         for ob in outs:
             ob.kill("transport closed")
         for sock, _ in inbound:
@@ -709,7 +731,12 @@ class Transport:
                     # avoid a hot loop on persistent errors (e.g. EMFILE)
                     threading.Event().wait(0.1)
                 continue
-            th = threading.Thread(target=self._serve, args=(sock, addr), daemon=True,
+            assert self._guard is not None  # [security hook]
+            ticket = self._guard.admit(sock, f"{addr[0]}:{addr[1]}")  # [security hook]
+            if ticket is None:  # [security hook] over a cap (flood): refused and logged
+                continue  # [security hook]
+            th = threading.Thread(target=self._serve, args=(sock, addr, ticket),  # [security hook]
+                                  daemon=True,
                                   name=f"jstorm-recv-{self.worker_id}<-{addr[0]}:{addr[1]}")
             with self._lock:
                 if self._closed:
@@ -719,13 +746,19 @@ class Transport:
                 self._threads = [t for t in self._threads if t.is_alive()]
             th.start()
 
-    def _serve(self, sock: socket.socket, addr: tuple[str, int]) -> None:
+    def _serve(self, sock: socket.socket, addr: tuple[str, int],
+               ticket: Ticket | None = None) -> None:  # [security hook]
         """Authenticate one inbound connection, then deliver its DATA frames in order."""
         peer = f"{addr[0]}:{addr[1]}"
         reader = None
+        raw = sock  # [security hook]
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.settimeout(self._handshake_timeout_s)
+            if self._tls is not None:  # [security hook]
+                sock = self._tls.wrap_accepted(sock, ticket)  # [security hook]
+                with self._lock:  # [security hook]
+                    self._inbound[id(raw)] = (sock, self._inbound[id(raw)][1])  # [security hook]
             reader = sock.makefile("rb", buffering=_READ_BUFFER)
             try:
                 peer_worker = self._server_handshake(sock, reader, peer)
@@ -735,6 +768,8 @@ class Transport:
                                   self.worker_id, peer, exc)
                 self._send_close(sock, "authentication failed")
                 return
+            if ticket is not None and self._guard is not None:  # [security hook]
+                self._guard.authenticated(ticket)  # [security hook]
             sock.settimeout(None)
             peer = f"worker {peer_worker} at {peer}"
             self._log.debug("worker %d: accepted %s", self.worker_id, peer)
@@ -746,6 +781,10 @@ class Transport:
             self._send_close(sock, str(exc))
         except _PeerClosedError as exc:
             self._log.debug("worker %d: %s closed: %s", self.worker_id, peer, exc)
+        except ssl.SSLError as exc:  # [security hook]
+            self._count("auth_failures")  # [security hook]
+            self._log.warning("worker %d: TLS handshake with %s failed: %s",  # [security hook]
+                              self.worker_id, peer, exc)  # [security hook]
         except TimeoutError:
             self._log.warning("worker %d: closing connection from %s: handshake not completed "
                               "within %.1fs", self.worker_id, peer, self._handshake_timeout_s)
@@ -756,14 +795,16 @@ class Transport:
         except Exception:
             self._log.exception("worker %d: reader for %s crashed", self.worker_id, peer)
         finally:
+            if ticket is not None and self._guard is not None:  # [security hook]
+                self._guard.release(ticket)  # [security hook]
             _close_quietly(reader, sock)
             with self._lock:
-                self._inbound.pop(id(sock), None)
+                self._inbound.pop(id(raw), None)  # [security hook]
 
     def _server_handshake(self, sock: socket.socket, reader: Any, peer: str) -> int:
         n_s = os.urandom(NONCE_BYTES)
         sock.sendall(encode_frame(CHALLENGE, self._generation, n_s))
-        _, _, payload, _ = _read_frame(reader, self._max_frame_bytes, (RESPONSE,))
+        _, _, payload, _ = _read_frame(reader, _RESPONSE_BYTES, (RESPONSE,))  # [security hook]
         assert payload is not None
         if len(payload) != _RESPONSE_BYTES:
             raise FrameError(f"RESPONSE payload of {len(payload)} bytes "

@@ -152,7 +152,8 @@ class Worker(TaskHost):
                                    host=self.host,
                                    max_frame_bytes=self.config.max_frame_bytes,
                                    send_buffer_bytes=self.config.send_buffer_bytes,
-                                   deliver_generation=True)
+                                   deliver_generation=True,
+                                   tls_dir=self.tls_dir)  # mutual TLS on the data plane
         self.transport.start()
 
     # -- data plane ----------------------------------------------------------------------------
