@@ -12,7 +12,9 @@ import contextlib
 import datetime
 import io
 import os
+import socket
 import stat
+import threading
 import time
 import zipfile
 from concurrent import futures
@@ -28,6 +30,7 @@ from jstormpy.errors import ConfigError, JStormError
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.security import AUTH_HEADER, _mac, auth_metadata, body_digest
+from jstormpy.testing.semantics import check_sequences
 from jstormpy.tls import ROLE_TM, create_topology_tls, grpc_channel, issue, new_ca
 
 from .components import NumberSpout, PassThrough
@@ -214,3 +217,51 @@ def test_worker_decodes_nothing_from_an_impostor_tm(tmp_path, monkeypatch, impos
             assert marker.read_text() == "decoded"
     finally:
         server.stop(0)
+
+
+@pytest.mark.slow
+def test_data_port_flood_and_slow_loris_lose_nothing(tmp_path):
+    n, keys = 3000, 7
+    out = tmp_path / "out"
+    b = TopologyBuilder("flood")
+    b.set_spout("numbers", NumberSpout(n, keys=keys, per_call=2, pause_s=0.008),
+                parallelism=2)
+    b.set_bolt("work", PassThrough, parallelism=2).fields_grouping("numbers", ["key"])
+    b.set_bolt("out", FileSink(str(out)), parallelism=2).shuffle_grouping("work")
+    with LocalCluster() as cluster:
+        handle = cluster.submit(b.build(), fast_config())
+        wait_until(lambda: handle.status()["state"] == "running", what="running")
+        ports = [w["port"] for w in handle.status()["workers"]]
+        stop = threading.Event()
+
+        def slow_loris(port: int) -> None:  # one byte every 0.3 s, never a handshake
+            with contextlib.suppress(OSError):
+                sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                while not stop.wait(0.3):
+                    sock.sendall(b"\x16")
+                sock.close()
+
+        lorises = [threading.Thread(target=slow_loris, args=(p,), daemon=True)
+                   for p in ports for _ in range(3)]
+        for t in lorises:
+            t.start()
+        flood = []
+        for _ in range(300):  # above the per-worker caps (256 connections, 32 handshakes)
+            for port in ports:
+                with contextlib.suppress(OSError):
+                    flood.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        logs = handle.run_dir / "logs"
+        wait_until(lambda: "handshake not completed within" in "".join(
+            p.read_text() for p in logs.glob("worker-*.log")), timeout=30,
+            what="the slow-loris connections cut at the handshake deadline")
+        for sock in flood:
+            sock.close()
+        stop.set()
+        status = handle.wait(timeout=120)
+    assert status["state"] == "drained" and status["restarts"] == 0, status["recoveries"]
+    text = "".join(p.read_text() for p in logs.glob("worker-*.log"))
+    assert "refused connection from 127.0.0.1:" in text
+    records = [{"key": r["key"], "i": r["seq"] // keys} for r in read_committed(out)]
+    expected = {f"k{k}": len(range(k, n, keys)) for k in range(keys)}
+    report = check_sequences(records, key="key", seq="i", expected=expected)
+    assert not report.lost and not report.duplicated and not report.unexpected, report
