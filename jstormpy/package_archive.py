@@ -15,9 +15,14 @@ that for an entry (``zipfile`` stops at the declared size and checks the CRC).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import shutil
 import stat
+import struct
 import zipfile
+import zlib
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 from jstormpy.errors import UnsafePackageError
@@ -28,6 +33,28 @@ MAX_TOTAL_BYTES = 256 << 20
 #: Uncompressed / compressed size above which an entry (of more than 1 MiB) is a bomb.
 MAX_RATIO = 100
 _RATIO_FLOOR = 1 << 20
+
+
+#: What ``zipfile`` raises on a damaged or hostile archive (found by fuzzing, see
+#: tests/fuzz): all become an UnsafePackageError naming the package.
+ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, ValueError, EOFError,
+              NotImplementedError, OSError, struct.error, KeyError, RuntimeError,
+              UnicodeDecodeError, OverflowError)
+_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+
+
+@contextlib.contextmanager
+def open_package_zip(data: bytes, where: str) -> Iterator[zipfile.ZipFile]:
+    """``zipfile.ZipFile`` over ``data``; a damaged archive (anywhere inside the block)
+    raises UnsafePackageError instead of whatever ``zipfile``/``zlib`` raised."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            yield zf
+    except UnsafePackageError:
+        raise
+    except ZIP_ERRORS as exc:
+        raise UnsafePackageError(f"code package {where!r} is not a valid zip file: "
+                                 f"{type(exc).__name__}: {exc}") from None
 
 
 def check_package_archive(zf: zipfile.ZipFile, where: str) -> list[zipfile.ZipInfo]:
@@ -45,6 +72,9 @@ def check_package_archive(zf: zipfile.ZipFile, where: str) -> list[zipfile.ZipIn
                 or (len(name) > 1 and name[1] == ":") or ".." in parts):
             raise UnsafePackageError(f"code package {where!r}: entry {name!r} points outside "
                                      "the package (absolute path or '..')")
+        if info.compress_type not in _METHODS or info.flag_bits & 0x1:
+            raise UnsafePackageError(f"code package {where!r}: entry {name!r} is encrypted or "
+                                     "uses a compression other than stored/deflated")
         mode = info.external_attr >> 16
         if stat.S_ISLNK(mode):
             raise UnsafePackageError(f"code package {where!r}: entry {name!r} is a symbolic "
