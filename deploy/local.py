@@ -31,6 +31,7 @@ from jstormpy.config import Config
 from jstormpy.errors import ConfigError, JStormError, TopologyError
 from jstormpy.security import SECRET_ENV, new_secret
 from jstormpy.state_backends import check_backend_options
+from jstormpy.tls import TLS_DIR_ENV, copy_certs_dir, create_topology_tls
 from jstormpy.topology import Topology
 
 log = logging.getLogger("jstormpy.deploy.local")
@@ -191,6 +192,8 @@ class _Supervisor:
         self.env = dict(os.environ)
         self.env.update(extra_env or {})
         self.env[SECRET_ENV] = secret
+        self.tls_dir = str(run_dir / "tls") if config.tls else ""
+        self.env[TLS_DIR_ENV] = self.tls_dir  # TM and workers find their certificates here
         self.env["JSTORM_RUN_DIR"] = str(run_dir)  # ops: per-task logs under run_dir/logs/tasks
         path = [p for p in sys.path if p and os.path.isdir(p)]
         self.env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
@@ -282,7 +285,8 @@ class _Supervisor:
         self.stopping.set()
         with self.lock:
             try:
-                MasterClient(self.address, self.secret.encode()).kill("cluster shut down")
+                MasterClient(self.address, self.secret.encode(),
+                             self.tls_dir).kill("cluster shut down")
             except JStormError:
                 pass
             procs = [p for p in [self.master, *self.workers.values()] if p is not None]
@@ -342,8 +346,10 @@ class LocalCluster:
         port = free_port(config.host)
         sup = _Supervisor(name, run_dir, config, secret, port, resume, self.env)
         sup.start()
-        Registration(name, sup.address, secret, str(run_dir), os.getpid()).save()
-        handle = TopologyHandle(name, MasterClient(sup.address, secret.encode()), sup)
+        Registration(name, sup.address, secret, str(run_dir), os.getpid(),
+                     sup.tls_dir).save()
+        handle = TopologyHandle(name, MasterClient(sup.address, secret.encode(), sup.tls_dir),
+                                sup)
         self.handles.append(handle)
         return handle
 
@@ -383,11 +389,24 @@ def write_run_dir(home: Path, topology: Topology, config: Config) -> Path:
     (run_dir / "topology.pkl").write_bytes(cloudpickle.dumps(topology))
     (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
     (run_dir / "descriptor.json").write_text(json.dumps(topology.descriptor()))
+    write_tls_dir(run_dir, topology.name, config)
     return run_dir
 
 
+def write_tls_dir(run_dir: Path, name: str, config: Config) -> str:
+    """``run_dir/tls`` for this submit (a fresh per-topology CA, or the CA/certificates
+    the Config names); "" when ``Config.tls`` is off (docs/security.md)."""
+    tls_dir = run_dir / "tls"
+    shutil.rmtree(tls_dir, ignore_errors=True)
+    if not config.tls:
+        return ""
+    if config.tls_certs_dir:
+        return str(copy_certs_dir(config.tls_certs_dir, tls_dir))
+    return str(create_topology_tls(tls_dir, name, config.tls_ca_cert, config.tls_ca_key))
+
+
 def _master_answers(reg: Registration) -> bool:
-    client = MasterClient(reg.address, reg.secret.encode())
+    client = MasterClient.for_registration(reg)
     try:
         return client.status(timeout=2.0).get("state") not in ("killed", "drained", "failed")
     except JStormError:

@@ -39,6 +39,7 @@ import contextlib
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -63,6 +64,7 @@ from jstormpy.deploy.local import (
 from jstormpy.errors import ConfigError, JStormError, TopologyError
 from jstormpy.runtime.worker import WORKER_HOST_ENV, topology_hash_seed
 from jstormpy.security import SECRET_ENV, new_secret
+from jstormpy.tls import TLS_DIR_ENV, pack_role, unpack_role
 from jstormpy.topology import Topology
 
 log = logging.getLogger("jstormpy.deploy.spark")
@@ -154,6 +156,10 @@ def worker_task(spec: dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[tupl
         wid = ctx.partitionId()
         env = dict(os.environ)
         env[SECRET_ENV] = spec["secret"]
+        env[TLS_DIR_ENV] = ""
+        if spec.get("tls"):
+            tls_dir = tempfile.mkdtemp(prefix=f"jstorm-tls-{spec['name']}-")  # mode 0700
+            env[TLS_DIR_ENV] = str(unpack_role(spec["tls"], tls_dir))
         env["PYTHONHASHSEED"] = spec["hash_seed"]
         paths = [p for p in spec["python_path"] if os.path.isdir(p)]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
@@ -180,6 +186,8 @@ def worker_task(spec: dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[tupl
         finally:
             if proc.poll() is None:
                 proc.kill()
+            if env[TLS_DIR_ENV]:
+                shutil.rmtree(env[TLS_DIR_ENV], ignore_errors=True)
         if code != 0:
             raise RuntimeError(f"jstorm worker {wid} (pid {proc.pid}) exited with code {code}; "
                                f"log {log_path} ends with:\n{_log_tail(log_path)}")
@@ -257,18 +265,23 @@ class _SparkSupervisor(_Supervisor):
                 "hash_seed": topology_hash_seed(self.name),
                 "python_path": self.env["PYTHONPATH"].split(os.pathsep),
                 "worker_host": self.worker_host, "log_dir": str(self.run_dir / "logs"),
-                "log_level": self.config.log_level}
+                "log_level": self.config.log_level,
+                # the workers' certificates travel inside the job's closure (never on a
+                # command line); each task writes them to a private 0700 directory
+                "tls": pack_role(self.tls_dir, "worker") if self.tls_dir else {}}
+
+    def _client(self) -> MasterClient:
+        return MasterClient(self.address, self.secret.encode(), self.tls_dir)
 
     def _topology_state(self) -> str:
         try:
-            return str(MasterClient(self.address, self.secret.encode()).status(timeout=5.0)
-                       .get("state"))
+            return str(self._client().status(timeout=5.0).get("state"))
         except JStormError:
             return "unreachable"
 
     def _registered_pids(self) -> set[int]:
         try:
-            status = MasterClient(self.address, self.secret.encode()).status(timeout=5.0)
+            status = self._client().status(timeout=5.0)
         except JStormError:
             return set()
         return {int(w["pid"]) for w in status.get("workers", []) if w.get("pid")}
@@ -429,8 +442,10 @@ class SparkCluster:
         sup = _SparkSupervisor(self.spark, name, run_dir, tm_config, secret, port, resume,
                                tm_host, worker_host, self.slot_wait_s, self.env)
         sup.start()
-        Registration(name, sup.address, secret, str(run_dir), os.getpid()).save()
-        handle = TopologyHandle(name, MasterClient(sup.address, secret.encode()), sup)
+        Registration(name, sup.address, secret, str(run_dir), os.getpid(),
+                     sup.tls_dir).save()
+        handle = TopologyHandle(name, MasterClient(sup.address, secret.encode(), sup.tls_dir),
+                                sup)
         self.handles.append(handle)
         return handle
 

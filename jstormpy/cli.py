@@ -64,7 +64,7 @@ def load_topology_file(path: str) -> Any:
 
 def _client(name: str) -> MasterClient:
     reg = Registration.load(name)
-    return MasterClient(reg.address, reg.secret.encode())
+    return MasterClient.for_registration(reg)
 
 
 def _print_status(status: dict[str, Any]) -> None:
@@ -111,6 +111,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = getattr(module, "config", None) or Config()
     if args.workers:
         config = config.replace(workers=args.workers)
+    if args.no_tls:  # trusted single-host runs only (docs/security.md)
+        config = config.replace(tls=False)
     topology: Topology = module.topology
     print(f"running {topology.name!r}: {len(topology.components)} components, "
           f"{config.workers} workers, {config.guarantee}")
@@ -168,7 +170,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         print("no topologies")
     for reg in regs:
         try:
-            st = MasterClient(reg.address, reg.secret.encode()).status(timeout=2.0)
+            st = MasterClient.for_registration(reg).status(timeout=2.0)
             print(f"{reg.name:<24} {st['state']:<11} gen {st['generation']:<4} {reg.address}")
         except JStormError:
             print(f"{reg.name:<24} {'gone':<11} {'':<8} {reg.address}")
@@ -260,6 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--resume", action="store_true",
                    help="continue from the latest completed checkpoint")
     r.add_argument("--workers", type=int, default=0)
+    r.add_argument("--no-tls", action="store_true",
+                   help="plaintext gRPC to the Topology Master (Config.tls=False): only for "
+                        "trusted single-host runs")
     r.add_argument("--timeout", type=float, default=None, help="give up after N seconds")
     r.add_argument("--chaos", type=int, default=None, metavar="SEED",
                    help="SIGKILL workers at seeded random moments while it runs")

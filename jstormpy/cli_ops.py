@@ -17,6 +17,7 @@ from typing import Any
 
 from jstormpy.client import MasterClient, Registration
 from jstormpy.errors import JStormError
+from jstormpy.master.http_auth import TOKEN_HEADER, read_ui_token
 
 LIVE_KEYS = ("checkpoint_interval_ms", "batch_linger_ms", "backpressure_high_watermark",
              "backpressure_low_watermark")
@@ -24,7 +25,7 @@ LIVE_KEYS = ("checkpoint_interval_ms", "batch_linger_ms", "backpressure_high_wat
 
 def _client(name: str) -> MasterClient:
     reg = Registration.load(name)
-    return MasterClient(reg.address, reg.secret.encode())
+    return MasterClient.for_registration(reg)
 
 
 def ui_url(name: str) -> str:
@@ -114,6 +115,9 @@ def print_metrics(m: dict[str, Any], tasks: bool = False) -> None:
 def cmd_ui(args: argparse.Namespace) -> int:
     url = ui_url(args.name)
     print(url)
+    token = read_ui_token(Registration.load(args.name).run_dir)
+    if token:  # POST /api/... needs it (docs/security.md); reading does not
+        print(f"token for state-changing requests (header {TOKEN_HEADER}): {token}")
     if args.open:
         webbrowser.open(url)
     return 0

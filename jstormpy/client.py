@@ -15,6 +15,7 @@ from jstormpy.errors import JStormError
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.security import auth_metadata
+from jstormpy.tls import grpc_channel
 
 
 def jstorm_home() -> Path:
@@ -31,6 +32,8 @@ class Registration:
     secret: str
     run_dir: str
     launcher_pid: int
+    tls_dir: str = ""
+    """The run's TLS directory (the CLI presents ``cli.pem`` from it); "" = TLS off."""
 
     @classmethod
     def load(cls, name: str) -> Registration:
@@ -71,16 +74,22 @@ class Registration:
 class MasterClient:
     """Calls a Topology Master's gRPC API with the topology's secret."""
 
-    def __init__(self, address: str, secret: bytes) -> None:
+    def __init__(self, address: str, secret: bytes, tls_dir: str = "") -> None:
         self.address = address
         self.secret = secret
-        self.channel = grpc.insecure_channel(address)
+        # mutual TLS as the CLI identity (the only one allowed state-changing calls)
+        self.channel = grpc_channel(address, tls_dir or None, "cli")
         self.stub = pb_grpc.TopologyMasterStub(self.channel)
+
+    @classmethod
+    def for_registration(cls, reg: Registration) -> MasterClient:
+        """A client of a registered topology (its secret and TLS directory)."""
+        return cls(reg.address, reg.secret.encode(), reg.tls_dir)
 
     def _call(self, method: str, request: Any, timeout: float = 10.0) -> Any:
         try:
-            return getattr(self.stub, method)(request, metadata=auth_metadata(self.secret),
-                                              timeout=timeout)
+            return getattr(self.stub, method)(
+                request, metadata=auth_metadata(self.secret, method, request), timeout=timeout)
         except grpc.RpcError as exc:
             raise JStormError(f"Topology Master at {self.address}: {method} failed: "
                               f"{exc.code().name}: {exc.details()}") from exc

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy.errors import JStormError
+from jstormpy.package_archive import check_package_archive, extract_package, open_package_zip
 
 UPGRADE_EXIT_CODE = 75
 """Exit code of a worker told to restart on other code (the launcher restarts it)."""
@@ -74,8 +75,8 @@ def build_package(path: str | os.PathLike[str], entry: str = "") -> tuple[bytes,
 
 def _pick_entry(data: bytes, entry: str, where: str) -> str:
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            names = zf.namelist()
+        with open_package_zip(data, where) as zf:
+            names = [i.filename for i in check_package_archive(zf, where)]
     except zipfile.BadZipFile as exc:
         raise JStormError(f"code package {where!r} is not a zip file: {exc}") from None
     if entry:
@@ -161,12 +162,8 @@ def load_package_topology(data: bytes, entry: str, digest: str, label: str) -> A
     if digest and digest_of(data) != digest:
         raise JStormError(f"code package {label}: digest mismatch (transfer corrupted?)")
     root = Path(tempfile.mkdtemp(prefix=f"jstorm-code-{label}-"))
-    with zipfile.ZipFile(io.BytesIO(data)) as zf:
-        for name in zf.namelist():
-            target = (root / name).resolve()
-            if not str(target).startswith(str(root.resolve())):
-                raise JStormError(f"code package {label}: unsafe path {name!r}")
-        zf.extractall(root)
+    with open_package_zip(data, label) as zf:
+        extract_package(zf, root, label)  # no traversal, links or bombs
     sys.path.insert(0, str(root))
     file = root / entry
     modname = f"jstorm_code_{label}_{Path(entry).stem}".replace("-", "_").replace(".", "_")

@@ -88,6 +88,19 @@ class Config:
     latency_timing: bool = True
     """Time each executed batch for the latency histograms (off saves one clock read per
     batch)."""
+    # -- security (docs/security.md) --
+    tls: bool = True
+    """Mutual TLS on gRPC to the Topology Master with a per-topology CA issued at submit
+    (Flink's ``security.ssl.internal.enabled``). Turn off only for trusted single-host runs
+    (the per-call HMAC token still applies)."""
+    tls_ca_cert: str = ""
+    """PEM file of an (intermediate) CA to issue the topology's certificates from instead
+    of a generated one (with ``tls_ca_key``); Flink's ``security.ssl.internal.truststore``."""
+    tls_ca_key: str = ""
+    """PEM private key of ``tls_ca_cert`` (read at submit only, never copied)."""
+    tls_certs_dir: str = ""
+    """A directory of ready certificates (``ca.pem``, ``tm|worker|cli.pem`` and ``.key``)
+    from a corporate PKI, used as they are (Storm's ``*.tls.keystore.path`` convention)."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -156,3 +169,10 @@ class Config:
         need(isinstance(self.ui_port, int) and 0 <= self.ui_port <= 65535, "ui_port",
              "must be an int in 0..65535 (0 = pick a free port)")
         need(isinstance(self.latency_timing, bool), "latency_timing", "must be a bool")
+        need(isinstance(self.tls, bool), "tls", "must be a bool")
+        for name in ("tls_ca_cert", "tls_ca_key", "tls_certs_dir"):
+            need(isinstance(getattr(self, name), str), name, "must be a path string")
+        need(bool(self.tls_ca_cert) == bool(self.tls_ca_key), "tls_ca_cert",
+             "tls_ca_cert and tls_ca_key go together")
+        need(not (self.tls_certs_dir and self.tls_ca_cert), "tls_certs_dir",
+             "give either tls_certs_dir or tls_ca_cert/tls_ca_key, not both")

@@ -63,3 +63,8 @@ class SinkUnavailableError(SinkError):
 class FencedError(SinkError):
     """A newer generation of the same sink task took over: this (zombie) instance may no
     longer stage or commit transactions."""
+
+
+class UnsafePackageError(JStormError):
+    """A code package is refused: an entry escapes the unpack directory, is a link, or the
+    archive is too large or too compressed (the message names the entry)."""

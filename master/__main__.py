@@ -1,7 +1,8 @@
 """Run a Topology Master: ``python -m jstormpy.master --run-dir DIR --port N [--resume]``.
 
 The run directory holds ``topology.pkl`` (cloudpickle), ``config.json`` and
-``descriptor.json`` written by the launcher; the secret comes in ``JSTORM_SECRET``.
+``descriptor.json`` written by the launcher; the secret comes in ``JSTORM_SECRET`` and
+the TLS directory (if TLS is on) in ``JSTORM_TLS_DIR``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from jstormpy.master.http import start_ops_server
 from jstormpy.master.service import TopologyMasterService, serve
 from jstormpy.security import secret_from_env
 from jstormpy.state_backends import open_backend
+from jstormpy.tls import tls_dir_from_env
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     service = TopologyMasterService(core, (run_dir / "topology.pkl").read_bytes(),
                                     json.dumps(config.to_dict()), descriptor_json, stop.set)
-    server = serve(core, service, secret_from_env(), config.host, args.port)
+    server = serve(core, service, secret_from_env(), config.host, args.port,
+                   tls_dir_from_env())
     (run_dir / "master.port").write_text(str(args.port))
     logging.getLogger("jstormpy.master").info("Topology Master of %s serving on %s:%d",
                                               descriptor["name"], config.host, args.port)

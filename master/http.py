@@ -8,8 +8,11 @@ Started by ``master/__main__.py`` in a daemon thread (stdlib ``ThreadingHTTPServ
     GET /api/metrics    metrics task → component → worker → topology (+ worker processes)
     GET /api/history    the last hour at 10 s resolution (``?since=EPOCH_S``)
 
-Everything is read-only; changes go through the authenticated gRPC API (``jstorm
-loglevel`` / ``jstorm config``). It binds ``Config.host`` (127.0.0.1 by default).
+    POST /api/checkpoint   force a checkpoint      } need the ``X-JStorm-Token`` header
+    POST /api/loglevel     {"component", "level"}  } (``jstorm ui NAME``; master/http_auth.py)
+
+Reading needs no token; changing needs the run's UI token and a same-origin request.
+It binds ``Config.host`` (127.0.0.1 by default).
 """
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from jstormpy.errors import JStormError
+from jstormpy.master import ops as live_ops
 from jstormpy.master.history import DEFAULT_INTERVAL_S, MetricsHistory
+from jstormpy.master.http_auth import create_ui_token, refuse_change
 from jstormpy.master.prom import registry_for
 
 log = logging.getLogger("jstormpy.master.http")
@@ -119,6 +125,37 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500, f"error: {exc}\n".encode(), "text/plain")
 
 
+    # -- state-changing requests (security: master/http_auth.py) ---------------------------
+    def do_POST(self) -> None:  # noqa: N802
+        ops = self.server
+        host, port = ops.server_address[:2]
+        own = {f"http://{host!s}:{port}", f"http://localhost:{port}"}
+        problem = refuse_change(ops.token, self.headers, own)
+        if problem is not None:
+            log.warning("refused POST %s from %s: %s", self.path, self.address_string(),
+                        problem)
+            self._send(403, f"forbidden: {problem}\n".encode(), "text/plain")
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > 64 << 10:
+                self._send(413, b"request body too large\n", "text/plain")
+                return
+            body = json.loads(self.rfile.read(length) or b"{}")
+            path = urlsplit(self.path).path
+            if path == "/api/checkpoint":
+                cid = ops.core.trigger_checkpoint(force=True)
+                self._json({"ok": cid is not None, "checkpoint_id": cid})
+            elif path == "/api/loglevel":
+                n = live_ops.set_log_level(ops.core, str(body.get("component", "")),
+                                           str(body.get("level", "")))
+                self._json({"ok": True, "workers": n})
+            else:
+                self._send(404, b"not found\n", "text/plain")
+        except (ValueError, JStormError) as exc:
+            self._send(400, f"error: {exc}\n".encode(), "text/plain")
+
+
 class OpsHttpServer(ThreadingHTTPServer):
     """HTTP server bound to one MasterCore."""
 
@@ -129,6 +166,7 @@ class OpsHttpServer(ThreadingHTTPServer):
         self.core = core
         self.history = history
         self.registry = registry_for(core)
+        self.token = ""  # the UI token for state-changing requests (set by start_ops_server)
         self.thread: threading.Thread | None = None
 
     @property
@@ -161,6 +199,7 @@ def start_ops_server(core: Any, host: str, port: int, run_dir: Path | None) -> O
             raise
         log.warning("web UI cannot bind %s:%d (%s); using a free port instead", host, port, exc)
         server = OpsHttpServer(core, host, 0, MetricsHistory(core, interval_s=interval))
+    server.token = create_ui_token(run_dir)
     server.start()
     if run_dir is not None:
         tmp = run_dir / "ui.port.tmp"

@@ -18,34 +18,90 @@ from jstormpy.master import ops
 from jstormpy.master.core import MasterCore, WorkerSession
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
-from jstormpy.security import AUTH_HEADER, verify_token
+from jstormpy.security import AUTH_HEADER, ReplayCache, method_name, verify_token
+from jstormpy.tls import ROLE_CLI, ROLE_WORKER, grpc_server_credentials, peer_role
 
 log = logging.getLogger("jstormpy.master.service")
 
 
-class AuthInterceptor(grpc.ServerInterceptor):
-    """Refuses every call without a valid per-topology HMAC token."""
+#: Calls that change the topology or run code: only the CLI/launcher identity may make them.
+STATE_CHANGING = frozenset({"Kill", "Rollback", "Upgrade", "Checkpoint", "SetLogLevel",
+                            "SetConfig"})
+#: What each certificate role may call (mutual TLS; docs/security.md).
+ALLOWED_CALLS: dict[str, frozenset[str] | None] = {
+    ROLE_CLI: None,  # everything
+    ROLE_WORKER: frozenset({"Control", "GetTopology"}),
+}
 
-    def __init__(self, secret: bytes) -> None:
+
+class AuthInterceptor(grpc.ServerInterceptor):
+    """Authenticates and authorizes every call before its handler runs.
+
+    * With TLS, the peer's verified certificate names its role: a worker may only open
+      its control stream and fetch the topology; state-changing calls need the CLI's
+      certificate (PERMISSION_DENIED otherwise).
+    * Every call carries a per-request HMAC token bound to the method and the request's
+      digest; expired, forged or replayed tokens get UNAUTHENTICATED.
+
+    Each refusal is logged with the reason and the peer's address.
+    """
+
+    def __init__(self, secret: bytes, tls: bool = False) -> None:
         self.secret = secret
+        self.tls = tls
+        self.replay = ReplayCache()
+
+    def _problem(self, method: str, token: str, request: Any,
+                 context: grpc.ServicerContext) -> tuple[grpc.StatusCode, str] | None:
+        if self.tls:
+            role = peer_role(context)
+            allowed = ALLOWED_CALLS.get(role, frozenset())
+            if allowed is not None and method not in allowed:
+                return (grpc.StatusCode.PERMISSION_DENIED,
+                        f"permission denied: certificate {role or '(none)'!r} may not call "
+                        f"{method}")
+        problem = (verify_token(self.secret, token, method, request, self.replay)
+                   if token else "no token")
+        if problem is None:
+            return None
+        return (grpc.StatusCode.UNAUTHENTICATED,
+                f"authentication failed: {problem} (wrong JSTORM_SECRET?)")
+
+    def _check(self, method: str, token: str, request: Any,
+               context: grpc.ServicerContext) -> None:
+        refusal = self._problem(method, token, request, context)
+        if refusal is not None:
+            log.warning("refused %s from %s: %s", method, context.peer(), refusal[1])
+            context.abort(*refusal)
 
     def intercept_service(self, continuation: Callable[..., Any],
                           handler_call_details: Any) -> Any:
-        token = dict(handler_call_details.invocation_metadata or ()).get(AUTH_HEADER, "")
-        problem = verify_token(self.secret, token) if token else "no token"
-        if problem is None:
-            return continuation(handler_call_details)
-        log.warning("refused %s: authentication failed (%s)", handler_call_details.method,
-                    problem)
-
-        def deny(request: Any, context: grpc.ServicerContext) -> Any:
-            context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                          f"authentication failed: {problem} (wrong JSTORM_SECRET?)")
-
         handler = continuation(handler_call_details)
-        if handler is not None and handler.request_streaming and handler.response_streaming:
-            return grpc.stream_stream_rpc_method_handler(deny)
-        return grpc.unary_unary_rpc_method_handler(deny)
+        if handler is None:
+            return None
+        method = method_name(handler_call_details.method)
+        token = dict(handler_call_details.invocation_metadata or ()).get(AUTH_HEADER, "")
+        if handler.unary_unary is not None:
+            unary = handler.unary_unary
+
+            def checked_unary(request: Any, context: grpc.ServicerContext) -> Any:
+                self._check(method, token, request, context)
+                return unary(request, context)
+
+            return grpc.unary_unary_rpc_method_handler(
+                checked_unary, request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
+        if handler.stream_stream is not None:
+            stream = handler.stream_stream
+
+            def checked_stream(requests: Any, context: grpc.ServicerContext) -> Any:
+                self._check(method, token, None, context)
+                return stream(requests, context)
+
+            return grpc.stream_stream_rpc_method_handler(
+                checked_stream, request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
+        return handler  # pragma: no cover - the service has no other call shapes
 
 
 class TopologyMasterService(pb_grpc.TopologyMasterServicer):
@@ -141,6 +197,7 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
                 workers=list(request.workers), component=request.component,
                 count=request.count)
         except JStormError as exc:
+            log.warning("refused Upgrade %s from %s: %s", request.action, context.peer(), exc)
             return pb.UpgradeReply(ok=False, error=str(exc),
                                    state_json=json.dumps(self.core.upgrade.status()))
         return pb.UpgradeReply(ok=True, state_json=json.dumps(state, default=str))
@@ -210,15 +267,19 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
 
 
 def serve(core: MasterCore, service: TopologyMasterService, secret: bytes, host: str,
-          port: int) -> grpc.Server:
-    """Start the gRPC server (returns it; call ``wait_for_termination``)."""
+          port: int, tls_dir: str = "") -> grpc.Server:
+    """Start the gRPC server (returns it; call ``wait_for_termination``). With ``tls_dir``
+    it serves mutual TLS only (client certificates required, signed by the topology CA)."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=64),
-                         interceptors=[AuthInterceptor(secret)],
+                         interceptors=[AuthInterceptor(secret, tls=bool(tls_dir))],
                          options=[("grpc.max_receive_message_length", 256 << 20),
                                   ("grpc.max_send_message_length", 256 << 20),
                                   ("grpc.so_reuseport", 0)])
     pb_grpc.add_TopologyMasterServicer_to_server(service, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    if tls_dir:
+        bound = server.add_secure_port(f"{host}:{port}", grpc_server_credentials(tls_dir))
+    else:
+        bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
         raise JStormError(f"Topology Master cannot bind {host}:{port}")
     server.start()

@@ -32,6 +32,7 @@ from jstormpy.errors import AuthenticationError, FrameError
 from jstormpy.runtime.frames import (
     ACCEPT,
     CHALLENGE,
+    MAX_CLOSE_REASON,
     RESPONSE,
     PeerClosedError,
     encode_frame,
@@ -68,7 +69,8 @@ def client_handshake(sock: socket.socket, secret: bytes, worker_id: int, generat
     """
     reader = sock.makefile("rb")
     try:
-        _, _, n_s, _ = read_frame(reader, max_frame_bytes, (CHALLENGE,))
+        # lengths bounded before reading: a CHALLENGE (or a CLOSE reason) is short
+        _, _, n_s, _ = read_frame(reader, min(max_frame_bytes, MAX_CLOSE_REASON), (CHALLENGE,))
         assert n_s is not None
         if len(n_s) != NONCE_BYTES:
             raise FrameError(f"CHALLENGE nonce of {len(n_s)} bytes (expected {NONCE_BYTES})")
@@ -76,7 +78,7 @@ def client_handshake(sock: socket.socket, secret: bytes, worker_id: int, generat
         payload = WID.pack(worker_id) + n_c + mac_client(secret, n_s, worker_id)
         sock.sendall(encode_frame(RESPONSE, generation, payload))
         try:
-            _, _, proof, _ = read_frame(reader, max_frame_bytes, (ACCEPT,))
+            _, _, proof, _ = read_frame(reader, min(max_frame_bytes, MAX_CLOSE_REASON), (ACCEPT,))
         except PeerClosedError as exc:
             raise AuthenticationError(f"server refused us: {exc}") from exc
         if not hmac.compare_digest(proof or b"", mac_server(secret, n_c)):
@@ -97,7 +99,7 @@ def server_handshake(sock: socket.socket, reader: Any, secret: bytes, generation
     """
     n_s = os.urandom(NONCE_BYTES)
     sock.sendall(encode_frame(CHALLENGE, generation, n_s))
-    _, _, payload, _ = read_frame(reader, max_frame_bytes, (RESPONSE,))
+    _, _, payload, _ = read_frame(reader, min(max_frame_bytes, RESPONSE_BYTES), (RESPONSE,))
     assert payload is not None
     if len(payload) != RESPONSE_BYTES:
         raise FrameError(f"RESPONSE payload of {len(payload)} bytes "

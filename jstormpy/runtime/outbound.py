@@ -15,11 +15,13 @@ from __future__ import annotations
 import collections
 import random
 import socket
+import ssl
 import threading
 import time
 from typing import TYPE_CHECKING
 
 from jstormpy.errors import AuthenticationError, FrameError
+from jstormpy.runtime.tls_socket import send_buffers
 from jstormpy.runtime.frames import (
     ACK,
     MAX_BATCH_BYTES,
@@ -185,12 +187,14 @@ class Outbound:
                 sock.settimeout(min(max(deadline - time.monotonic(), 0.05),
                                     t._handshake_timeout_s))
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if t._tls is not None:  # mutual TLS first, then the HMAC handshake inside it
+                    sock = t._tls.wrap_connected(sock)
                 client_handshake(sock, t._secret, t.worker_id, t._generation,
                                  t._max_frame_bytes)
                 sock.settimeout(None)
             except (OSError, FrameError, AuthenticationError, PeerClosedError) as exc:
                 close_quietly(sock)
-                if isinstance(exc, AuthenticationError):
+                if isinstance(exc, (AuthenticationError, ssl.SSLCertVerificationError)):
                     t._count("auth_failures")
                     t._log.error("worker %d: authentication with worker %d at %s:%d failed: %s",
                                  t.worker_id, self.worker_id, *self.addr, exc)
@@ -267,7 +271,10 @@ class Outbound:
                     nbytes += len(frame[2]) + len(frame[3])
                 self.unacked.extend(sent)  # acks only ever cover frames already sent
             try:
-                sendmsg_all(sock, buffers)
+                if t._tls is not None:
+                    send_buffers(sock, buffers)
+                else:
+                    sendmsg_all(sock, buffers)
             except OSError as exc:
                 t._log.info("worker %d: send to worker %d at %s:%d failed: %s",
                             t.worker_id, self.worker_id, *self.addr, exc)

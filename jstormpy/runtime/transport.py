@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import pickle
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -66,7 +67,14 @@ from jstormpy.runtime.handshake import (
     mac_server,
     server_handshake,
 )
+from jstormpy.runtime.handshake_guard import (
+    MAX_CONNECTIONS,
+    MAX_HANDSHAKES,
+    HandshakeGuard,
+    Ticket,
+)
 from jstormpy.runtime.outbound import DEAD, READY, Outbound
+from jstormpy.runtime.tls_socket import DataPlaneTls
 
 __all__ = [
     "ACCEPT",
@@ -126,7 +134,9 @@ class Transport:
                  deliver_generation: bool = False,
                  logger: logging.Logger | None = None,
                  handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S,
-                 on_loss: Callable[[int, str], None] | None = None) -> None:
+                 on_loss: Callable[[int, str], None] | None = None,
+                 tls_dir: str = "", max_connections: int = MAX_CONNECTIONS,
+                 max_handshakes: int = MAX_HANDSHAKES) -> None:
         if not isinstance(secret, (bytes, bytearray)) or not secret:
             raise AuthenticationError("Transport secret must be non-empty bytes "
                                       "(the per-topology secret)")
@@ -145,6 +155,9 @@ class Transport:
         self._connect_timeout_s = connect_timeout_s
         self._handshake_timeout_s = handshake_timeout_s
         self._log = logger or logging.getLogger(__name__)
+        self._tls = DataPlaneTls(tls_dir) if tls_dir else None  # mutual TLS (docs/security.md)
+        self._caps = (max_connections, max_handshakes)
+        self._guard: HandshakeGuard | None = None
 
         self._on_loss = on_loss
         self._lock = threading.Lock()
@@ -217,6 +230,8 @@ class Transport:
             listener.settimeout(0.5)  # bounded accept() so close() never waits long
             self._listener = listener
             self._port = listener.getsockname()[1]
+            self._guard = HandshakeGuard(self._handshake_timeout_s, *self._caps,
+                                         logger=self._log, name=f" of worker {self.worker_id}")
             self._accept_thread = threading.Thread(
                 target=self._accept_loop, daemon=True, name=f"jstorm-accept-{self.worker_id}")
             self._accept_thread.start()
@@ -379,6 +394,8 @@ class Transport:
         self._acks_wake.set()
         shutdown_quietly(listener)
         close_quietly(listener)
+        if self._guard is not None:
+            self._guard.close()
         for ob in outs:
             ob.kill("transport closed")
         for sock, _ in inbound:
@@ -411,7 +428,11 @@ class Transport:
                     # avoid a hot loop on persistent errors (e.g. EMFILE)
                     threading.Event().wait(0.1)
                 continue
-            th = threading.Thread(target=self._serve, args=(sock, addr), daemon=True,
+            assert self._guard is not None
+            ticket = self._guard.admit(sock, f"{addr[0]}:{addr[1]}")
+            if ticket is None:  # over a cap (a flood): refused and logged by the guard
+                continue
+            th = threading.Thread(target=self._serve, args=(sock, addr, ticket), daemon=True,
                                   name=f"jstorm-recv-{self.worker_id}<-{addr[0]}:{addr[1]}")
             with self._lock:
                 if self._closed:
@@ -421,13 +442,20 @@ class Transport:
                 self._threads = [t for t in self._threads if t.is_alive()]
             th.start()
 
-    def _serve(self, sock: socket.socket, addr: tuple[str, int]) -> None:
+    def _serve(self, sock: socket.socket, addr: tuple[str, int],
+               ticket: Ticket | None = None) -> None:
         """Authenticate one inbound connection, then deliver its DATA frames in order."""
         peer = f"{addr[0]}:{addr[1]}"
         reader = None
+        raw = sock
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.settimeout(self._handshake_timeout_s)
+            if self._tls is not None:
+                sock = self._tls.wrap_accepted(sock, ticket)
+                with self._lock:
+                    if id(raw) in self._inbound:
+                        self._inbound[id(raw)] = (sock, self._inbound[id(raw)][1])
             reader = sock.makefile("rb", buffering=READ_BUFFER)
             try:
                 peer_worker = self._server_handshake(sock, reader, peer)
@@ -437,6 +465,8 @@ class Transport:
                                   self.worker_id, peer, exc)
                 self._send_close(sock, "authentication failed")
                 return
+            if ticket is not None and self._guard is not None:
+                self._guard.authenticated(ticket)
             sock.settimeout(None)
             peer = f"worker {peer_worker} at {peer}"
             self._log.debug("worker %d: accepted %s", self.worker_id, peer)
@@ -448,6 +478,10 @@ class Transport:
             self._send_close(sock, str(exc))
         except PeerClosedError as exc:
             self._log.debug("worker %d: %s closed: %s", self.worker_id, peer, exc)
+        except ssl.SSLError as exc:
+            self._count("auth_failures")
+            self._log.warning("worker %d: TLS handshake with %s failed: %s",
+                              self.worker_id, peer, exc)
         except TimeoutError:
             self._log.warning("worker %d: closing connection from %s: handshake not completed "
                               "within %.1fs", self.worker_id, peer, self._handshake_timeout_s)
@@ -458,9 +492,11 @@ class Transport:
         except Exception:
             self._log.exception("worker %d: reader for %s crashed", self.worker_id, peer)
         finally:
+            if ticket is not None and self._guard is not None:
+                self._guard.release(ticket)
             close_quietly(reader, sock)
             with self._lock:
-                self._inbound.pop(id(sock), None)
+                self._inbound.pop(id(raw), None)
 
     def _server_handshake(self, sock: socket.socket, reader: Any, peer: str) -> int:
         return server_handshake(sock, reader, self._secret, self._generation,

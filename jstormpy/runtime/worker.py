@@ -46,6 +46,7 @@ from jstormpy.runtime.routing import OutputCollector, build_routes
 from jstormpy.runtime.transport import Transport
 from jstormpy.security import auth_metadata, secret_from_env
 from jstormpy.state_backends import StateBackend, open_backend
+from jstormpy.tls import grpc_channel, tls_dir_from_env
 from jstormpy.topology import Topology
 
 log = logging.getLogger("jstormpy.worker")
@@ -78,7 +79,11 @@ class Worker(TaskHost):
         self.task_inputs: dict[int, int] = {}
         self.task_workers: dict[int, int] = {}
         self.outbox: queue.Queue[Any] = queue.Queue()
-        self.channel = grpc.insecure_channel(tm_address, options=[
+        # With TLS the channel verifies the server is the topology's TM (certificate
+        # ``jstorm-tm`` signed by the topology CA) before any byte it sends is decoded
+        # (cloudpickle.loads of the topology, control messages).
+        self.tls_dir = tls_dir_from_env()
+        self.channel = grpc_channel(tm_address, self.tls_dir or None, "worker", options=[
             ("grpc.max_receive_message_length", 256 << 20),
             ("grpc.max_send_message_length", 256 << 20)])
         self.stub = pb_grpc.TopologyMasterStub(self.channel)
@@ -105,8 +110,10 @@ class Worker(TaskHost):
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                blob = self.stub.GetTopology(pb.TopologyRequest(worker_id=self.worker_id),
-                                             metadata=auth_metadata(self.secret), timeout=10)
+                request = pb.TopologyRequest(worker_id=self.worker_id)
+                blob = self.stub.GetTopology(
+                    request, metadata=auth_metadata(self.secret, "GetTopology", request),
+                    timeout=10)
                 break
             except grpc.RpcError as exc:
                 if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
@@ -151,7 +158,8 @@ class Worker(TaskHost):
                                    max_frame_bytes=self.config.max_frame_bytes,
                                    send_buffer_bytes=self.config.send_buffer_bytes,
                                    deliver_generation=True,
-                                   on_loss=lambda worker, _why: self._frames_lost(worker))
+                                   on_loss=lambda worker, _why: self._frames_lost(worker),
+                                   tls_dir=self.tls_dir)  # mutual TLS on the data plane
         self.transport.start()
 
     # -- data plane ----------------------------------------------------------------------------
@@ -474,7 +482,7 @@ class Worker(TaskHost):
             sent_all = threading.Event()
             try:
                 responses = self.stub.Control(self._outbound(sent_all),
-                                              metadata=auth_metadata(self.secret))
+                                              metadata=auth_metadata(self.secret, "Control"))
                 for msg in responses:
                     lost_since = None
                     self._dispatch(msg)

@@ -29,6 +29,7 @@ from jstormpy.runtime.transport import (
     VERSION,
     encode_frame,
 )
+from jstormpy.tls import ROLE_WORKER, client_context
 
 from .components import NumberSpout, PassThrough
 from .helpers import fast_config, wait_until
@@ -77,7 +78,7 @@ def unauthenticated(call) -> str:
 def test_wrong_secret_is_refused_by_every_tm_call(running):
     handle, out = running
     reg = Registration.load("sec")
-    bad = MasterClient(reg.address, b"wrong")
+    bad = MasterClient(reg.address, b"wrong", reg.tls_dir)  # right certificate
     details = unauthenticated(bad.status)
     assert "authentication failed" in details
     unauthenticated(bad.metrics)
@@ -102,7 +103,7 @@ def test_wrong_secret_is_refused_by_every_tm_call(running):
     assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
     bad.close()
     # the right secret still works, and nothing the attacker asked for happened
-    good = MasterClient(reg.address, reg.secret.encode())
+    good = MasterClient.for_registration(reg)
     status = good.status()
     assert status["state"] == "running"
     assert [w["alive"] for w in status["workers"]] == [True, True]
@@ -119,7 +120,7 @@ def closed_by_peer(sock: socket.socket, timeout: float = 10.0) -> bytes:
             chunk = sock.recv(65536)
         except TimeoutError:
             continue
-        except ConnectionResetError:
+        except OSError:  # reset, or TLS closed under us
             return got
         if not chunk:
             return got
@@ -128,8 +129,12 @@ def closed_by_peer(sock: socket.socket, timeout: float = 10.0) -> bytes:
 
 
 def connect(port: int) -> tuple[socket.socket, bytes]:
-    """Connect to a worker's data port; returns the socket and its CHALLENGE frame."""
+    """Connect to a worker's data port over TLS with a worker certificate of the topology
+    (an insider: the frame checks below TLS still hold); returns the socket and its
+    CHALLENGE frame."""
+    tls_dir = Registration.load("sec").tls_dir
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock = client_context(tls_dir).wrap_socket(sock, server_hostname=ROLE_WORKER)
     header = b""
     while len(header) < HEADER.size:
         header += sock.recv(HEADER.size - len(header))
@@ -147,6 +152,11 @@ def test_garbage_and_hostile_frames_on_data_ports_are_closed(running):
     assert all(ports)
     stats_before = handle.status()["restarts"]
     for port in ports:
+        # 0. plaintext (no TLS, no certificate): refused by the TLS handshake
+        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+        raw.sendall(os.urandom(512))
+        closed_by_peer(raw)
+        raw.close()
         # 1. raw garbage instead of a handshake
         sock, _ = connect(port)
         sock.sendall(os.urandom(512))
@@ -180,4 +190,6 @@ def test_garbage_and_hostile_frames_on_data_ports_are_closed(running):
     assert status["restarts"] == stats_before
     assert [w["alive"] for w in status["workers"]] == [True, True]
     assert [w["port"] for w in status["workers"]] == ports
+    logs = "".join(p.read_text() for p in (handle.run_dir / "logs").glob("worker-*.log"))
+    assert "TLS handshake with 127.0.0.1:" in logs, "the refusal names the peer"
     check_unaffected(handle, out)

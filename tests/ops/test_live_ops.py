@@ -86,7 +86,7 @@ def test_prometheus_scrape_and_json_api(running):
 def test_cli_ui_metrics_loglevel_config(running):
     handle, base = running
     name = handle.name
-    assert jstorm("ui", name).stdout.strip() == f"{base}/"
+    assert jstorm("ui", name).stdout.splitlines()[0] == f"{base}/"
     out = jstorm("metrics", name, "--tasks").stdout
     assert "component" in out and "tally" in out and "worker 0" in out and "(topology)" in out
     header = out.splitlines()[0]
