@@ -15,6 +15,7 @@ record is beyond lateness. A pane is dropped once every window containing it is.
 
 from __future__ import annotations
 
+import heapq
 import math
 from bisect import bisect_left, insort
 from collections.abc import Callable
@@ -193,41 +194,86 @@ class SlicedWindows:
         return st.back_agg
 
     def advance(self, wm: float, out: list[Firing]) -> None:
-        """Fire every window the watermark passed (in end order), then purge."""
+        """Fire every window the watermark passed (in end order), then purge.
+
+        Timers are taken one due time (= one window end) at a time: every key firing
+        at that end shares one ``Window`` object, results are appended to ``out`` in one
+        pass, and each key's next timer goes straight into the queue's bucket (one heap
+        push per new time, not per key)."""
         keys = self.keys
         timers = self.fire_timers
+        buckets = timers._due  # noqa: SLF001 - the hot loop adds timers inline
+        heap = timers._heap  # noqa: SLF001
         size = self.size
         slide = self.slide
         result = self._result
         aggregate = self._aggregate
-        due = timers.pop_due(wm)
-        while due:
-            for key, end in due:  # type: ignore[misc]
+        first_end = self._first_end
+        new_firing = tuple.__new__
+        append = out.append
+        while True:
+            group = timers.pop_earliest(wm)
+            if group is None:
+                break
+            due_time, due = group
+            end = due_time + 1
+            start = end - size
+            window = new_firing(Window, (start, end))
+            nxt = end + slide
+            nxt_due = nxt - 1
+            nxt_bucket: list[Any] | None = None
+            lo_bound = nxt - size
+            for key, key_end in due:  # type: ignore[misc]
                 st = keys.get(key)
-                if st is None or st.next_end != end:
+                if st is None or st.next_end != key_end:
                     continue  # superseded by an earlier window
-                start = end - size
+                if key_end != end:  # (not produced by this operator; kept general)
+                    self._fire_one(st, key, key_end, out)
+                    continue
                 acc = aggregate(st, start, end)
-                out.append(Firing(key, start, end, result(key, Window(start, end), acc),
-                                  "on_time"))
+                append(new_firing(Firing, (key, start, end, result(key, window, acc),
+                                           "on_time")))
                 # schedule the key's next window that holds a pane
-                nxt = end + slide
                 starts = st.starts
-                i = bisect_left(starts, nxt - size)
+                i = bisect_left(starts, lo_bound)
                 if i == len(starts):
                     st.next_end = None
                     continue
                 if starts[i] >= nxt:
-                    nxt = self._first_end(starts[i])
+                    later = first_end(starts[i])
+                    st.next_end = later
+                    timers.add(later - 1, (key, later))
+                    continue
                 st.next_end = nxt
-                timers.add(nxt - 1, (key, nxt))
-            due = timers.pop_due(wm)
+                if nxt_bucket is None:
+                    nxt_bucket = buckets.get(nxt_due)
+                    if nxt_bucket is None:
+                        nxt_bucket = buckets[nxt_due] = []
+                        heapq.heappush(heap, nxt_due)
+                nxt_bucket.append((key, nxt))
         for key, ps in self.purge_timers.pop_due(wm):  # type: ignore[misc]
             st = keys[key]
             del st.panes[ps]
             st.starts.remove(ps)  # no window to come contains it: the stacks skip it
             if not st.panes and st.next_end is None:
                 del keys[key]
+
+    def _fire_one(self, st: _Key, key: Any, end: float, out: list[Firing]) -> None:
+        """Fire one key's window ending at ``end`` and schedule its next one."""
+        start = end - self.size
+        acc = self._aggregate(st, start, end)
+        out.append(Firing(key, start, end, self._result(key, Window(start, end), acc),
+                          "on_time"))
+        nxt = end + self.slide
+        starts = st.starts
+        i = bisect_left(starts, nxt - self.size)
+        if i == len(starts):
+            st.next_end = None
+            return
+        if starts[i] >= nxt:
+            nxt = self._first_end(starts[i])
+        st.next_end = nxt
+        self.fire_timers.add(nxt - 1, (key, nxt))
 
     def snapshot_state(self) -> dict[str, Any]:
         """Plain data (to be pickled by the operator)."""
