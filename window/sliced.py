@@ -28,8 +28,8 @@ from jstormpy.window.types import Firing, LateRecord, Window
 class _Key:
     """Panes and the incremental on-time aggregation of one key."""
 
-    __slots__ = ("back", "back_agg", "front", "hi", "lo", "next_end", "panes", "starts",
-                 "valid")
+    __slots__ = ("back", "back_agg", "front", "hi", "hot_first", "hot_pane", "lo",
+                 "next_end", "panes", "starts", "valid")
 
     def __init__(self) -> None:
         self.panes: dict[float, Any] = {}
@@ -45,6 +45,11 @@ class _Key:
         self.lo = -math.inf
         self.hi = -math.inf
         self.valid = False
+        # the pane the key last added to and the end of its earliest window: while the
+        # watermark is before that end and the key's timer is no later, adding to the same
+        # pane needs nothing else (process() fast path; not part of snapshots)
+        self.hot_pane: float | None = None
+        self.hot_first = -math.inf
 
     def dump(self) -> tuple[Any, ...]:
         return (dict(self.panes), list(self.starts), self.next_end, list(self.front),
@@ -104,13 +109,22 @@ class SlicedWindows:
     def process(self, key: Any, ts: float, record: Any, wm: float,
                 out: list[Firing | LateRecord]) -> bool:
         """Add a record; appends late firings to ``out``; False if it is a LateRecord."""
+        st = self.keys.get(key)
+        if st is not None:
+            ps = ts - ts % self.pane
+            if ps == st.hot_pane and st.hot_first - 1 > wm and st.next_end is not None \
+                    and st.next_end <= st.hot_first:
+                panes = st.panes
+                panes[ps] = self._add(panes[ps], record)
+                if st.lo <= ps < st.hi:
+                    st.valid = False
+                return True
         slide = self.slide
         size = self.size
         last_end = ts - ts % slide + size
         lateness = self.lateness
         if wm >= last_end + lateness:
             return False
-        st = self.keys.get(key)
         if st is None:
             st = self.keys[key] = _Key()
         ps = ts - ts % self.pane
@@ -126,6 +140,8 @@ class SlicedWindows:
             st.valid = False  # a pane inside the two-stacks changed
         bound = ts - size
         first_end = bound - bound % slide + slide + size  # = self._first_end(ts)
+        st.hot_pane = ps
+        st.hot_first = first_end
         if last_end - 1 > wm:  # some window of this record is still open
             first = first_end
             if first - 1 <= wm:  # earliest open end: first end with end - 1 > wm
@@ -192,6 +208,15 @@ class SlicedWindows:
         if front:
             return merge(front[-1][1], st.back_agg) if back else front[-1][1]
         return st.back_agg
+
+    def next_due(self) -> float:
+        """The earliest pending fire or purge time (inf if none): a watermark below it
+        fires and purges nothing."""
+        fire = self.fire_timers._heap  # noqa: SLF001
+        purge = self.purge_timers._heap  # noqa: SLF001
+        a = fire[0] if fire else math.inf
+        b = purge[0] if purge else math.inf
+        return a if a < b else b
 
     def advance(self, wm: float, out: list[Firing]) -> None:
         """Fire every window the watermark passed (in end order), then purge.
