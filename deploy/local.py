@@ -328,6 +328,13 @@ class _Supervisor:
 class LocalCluster:
     """Runs topologies as processes on this machine (the embedded default).
 
+    Args:
+        home: Where run directories and registrations live (default ``$JSTORM_HOME``).
+        env: Extra environment for the TM and worker processes.
+        fork: Fork the TM and workers of each topology from one pre-imported zygote
+            (``jstormpy/deploy/forkserver.py``; start-up costs one import instead of one
+            per process). False, or ``JSTORM_FORKSERVER=0``, starts each process cold.
+
     Example:
         with LocalCluster() as cluster:
             handle = cluster.submit(builder.build(), Config(workers=2))
