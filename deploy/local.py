@@ -28,6 +28,7 @@ import cloudpickle
 from jstormpy.client import MasterClient, Registration, jstorm_home
 from jstormpy.codepkg import UPGRADE_EXIT_CODE, build_package
 from jstormpy.config import Config
+from jstormpy.deploy.forkserver import ForkServer
 from jstormpy.errors import ConfigError, JStormError, TopologyError
 from jstormpy.security import SECRET_ENV, new_secret
 from jstormpy.state_backends import check_backend_options
@@ -137,7 +138,7 @@ class TopologyHandle:
         state = self.client.upgrade(action, package, entry, workers, component, n)
         return self.client.wait_upgrade(timeout_s) if wait else state
 
-    def wait(self, timeout: float | None = None, poll_s: float = 0.05) -> dict[str, Any]:
+    def wait(self, timeout: float | None = None, poll_s: float = 0.01) -> dict[str, Any]:
         """Block until the topology is drained (every spout finished and all output
         committed); returns the final status. Raises TimeoutError or JStormError."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -173,7 +174,8 @@ class _Supervisor:
     """Starts and restarts the TM and worker processes of one topology."""
 
     def __init__(self, name: str, run_dir: Path, config: Config, secret: str, port: int,
-                 resume: bool, extra_env: dict[str, str] | None = None) -> None:
+                 resume: bool, extra_env: dict[str, str] | None = None,
+                 fork: bool = True) -> None:
         self.name = name
         self.run_dir = run_dir
         self.config = config
@@ -189,15 +191,13 @@ class _Supervisor:
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._watch, name=f"supervisor-{name}",
                                        daemon=True)
-        self.env = dict(os.environ)
-        self.env.update(extra_env or {})
+        self.fork = fork
+        self.forkserver: ForkServer | None = None
+        self.env = process_env(extra_env)
         self.env[SECRET_ENV] = secret
         self.tls_dir = str(run_dir / "tls") if config.tls else ""
         self.env[TLS_DIR_ENV] = self.tls_dir  # TM and workers find their certificates here
         self.env["JSTORM_RUN_DIR"] = str(run_dir)  # ops: per-task logs under run_dir/logs/tasks
-        path = [p for p in sys.path if p and os.path.isdir(p)]
-        self.env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
-            [os.getcwd(), *path, *self.env.get("PYTHONPATH", "").split(os.pathsep)]))
         from jstormpy.runtime.worker import topology_hash_seed
 
         self.env["PYTHONHASHSEED"] = topology_hash_seed(name)
@@ -212,6 +212,10 @@ class _Supervisor:
                 "--port", str(self.port), "--launcher-pid", str(os.getpid())]
         if resume:
             args.append("--resume")
+        forked = self._forked("master", args)
+        if forked is not None:
+            self.master = forked
+            return
         with self._log("master") as out:
             self.master = subprocess.Popen(args, env=self.env, stdout=out, stderr=out,
                                            stdin=subprocess.DEVNULL)
@@ -219,15 +223,47 @@ class _Supervisor:
     def start_worker(self, worker_id: int) -> None:
         args = [sys.executable, "-m", "jstormpy.runtime.worker", "--tm", self.address,
                 "--worker-id", str(worker_id), "--log-level", self.config.log_level]
+        forked = self._forked(f"worker-{worker_id}", args)
+        if forked is not None:
+            self.workers[worker_id] = forked
+            return
         with self._log(f"worker-{worker_id}") as out:
             self.workers[worker_id] = subprocess.Popen(args, env=self.env, stdout=out,
                                                        stderr=out, stdin=subprocess.DEVNULL)
+
+    def _forked(self, log_name: str, args: list[str]) -> Any:
+        """``args`` (``python -m MODULE ...``) forked from the zygote, or None (start cold)."""
+        if self.forkserver is None or self.stopping.is_set():
+            return None
+        self._log(log_name).close()
+        module = args[2] if args[2] != "jstormpy.master" else "jstormpy.master.__main__"
+        return self.forkserver.launch(module, args[3:], self.env, os.getcwd(),
+                                      self.run_dir / "logs" / f"{log_name}.log")
 
     def master_pid(self) -> int | None:
         return self.master.pid if self.master else None
 
     def start(self) -> None:
+        """Start the TM and the workers at once (workers retry until the TM serves); return
+        once the TM serves."""
+        if self.fork and os.environ.get("JSTORM_FORKSERVER", "1") != "0":
+            self.forkserver = ForkServer(self.env, os.getcwd())
         self.start_master(self.resume)
+        for wid in range(self.config.workers):
+            self.start_worker(wid)
+        try:
+            self._await_master()
+        except BaseException:
+            self.stopping.set()
+            for proc in [self.master, *self.workers.values()]:
+                if proc is not None and proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            self._close_forkserver()
+            raise
+        self.thread.start()
+
+    def _await_master(self) -> None:
         deadline = time.monotonic() + 60
         port_file = self.run_dir / "master.port"
         while not port_file.exists():
@@ -236,10 +272,7 @@ class _Supervisor:
                                   f"see {self.run_dir / 'logs' / 'master.log'}")
             if time.monotonic() > deadline:
                 raise JStormError("Topology Master did not start within 60 s")
-            time.sleep(0.02)
-        for wid in range(self.config.workers):
-            self.start_worker(wid)
-        self.thread.start()
+            time.sleep(0.005)
 
     def _watch(self) -> None:
         while not self.stopping.wait(0.05):
@@ -298,10 +331,23 @@ class _Supervisor:
                 if proc.poll() is None:
                     proc.send_signal(signal.SIGKILL)
                     proc.wait()
+            self._close_forkserver()
+
+    def _close_forkserver(self) -> None:
+        if self.forkserver is not None:
+            self.forkserver.close()
+            self.forkserver = None
 
 
 class LocalCluster:
     """Runs topologies as processes on this machine (the embedded default).
+
+    Args:
+        home: Where run directories and registrations live (default ``$JSTORM_HOME``).
+        env: Extra environment for the TM and worker processes.
+        fork: Fork the TM and workers of each topology from one pre-imported zygote
+            (``jstormpy/deploy/forkserver.py``; start-up costs one import instead of one
+            per process). False, or ``JSTORM_FORKSERVER=0``, starts each process cold.
 
     Example:
         with LocalCluster() as cluster:
@@ -310,10 +356,13 @@ class LocalCluster:
     """
 
     def __init__(self, home: str | Path | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, *, fork: bool = True) -> None:
         self.home = Path(home) if home else jstorm_home()
         self.env = dict(env or {})
         self.handles: list[TopologyHandle] = []
+        # fork the TM and workers from a pre-imported zygote (``fork=False`` or
+        # JSTORM_FORKSERVER=0: start each process cold)
+        self.fork = fork
 
     def submit(self, topology: Topology, config: Config | None = None, *,
                resume: bool = False, from_savepoint: str | None = None,
@@ -344,7 +393,7 @@ class LocalCluster:
         run_dir = write_run_dir(self.home, topology, config)
         secret = new_secret()
         port = free_port(config.host)
-        sup = _Supervisor(name, run_dir, config, secret, port, resume, self.env)
+        sup = _Supervisor(name, run_dir, config, secret, port, resume, self.env, self.fork)
         sup.start()
         Registration(name, sup.address, secret, str(run_dir), os.getpid(),
                      sup.tls_dir).save()
@@ -366,6 +415,17 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def process_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of the TM and worker processes: ours, ``extra_env``, and a
+    PYTHONPATH that lets them import what the launcher imports (user code included)."""
+    env = dict(os.environ)
+    env.update(extra_env or {})
+    path = [p for p in sys.path if p and os.path.isdir(p)]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
+        [os.getcwd(), *path, *env.get("PYTHONPATH", "").split(os.pathsep)]))
+    return env
 
 
 def refuse_if_running(name: str) -> None:

@@ -366,6 +366,14 @@ class MasterCore:
                         self.finished_spouts.add(tm.task_id)
                     else:
                         self.finished_spouts.discard(tm.task_id)
+            self._maybe_final_checkpoint()
+
+    def _maybe_final_checkpoint(self) -> None:
+        """Every spout finished and nothing in flight: start the final checkpoint now
+        rather than at the next tick."""
+        if self.state == "running" and self.final_checkpoint is None and not self.inflight \
+                and self.spout_tasks and self.finished_spouts >= set(self.spout_tasks):
+            self.trigger_checkpoint()
 
     def on_task_error(self, msg: Any) -> None:
         """A task's user code raised."""
@@ -481,6 +489,8 @@ class MasterCore:
             self.final_checkpoint = cid
             self.commits_needed = set(self.sink_tasks)
             self._maybe_drained()
+        else:
+            self._maybe_final_checkpoint()  # spouts finished while this one was in flight
         if self.stateful:
             try:
                 self.backend.garbage_collect(self.config.checkpoints_retained)

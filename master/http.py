@@ -179,7 +179,7 @@ class OpsHttpServer(ThreadingHTTPServer):
         """Serve in a daemon thread and start the history sampler."""
         self.history.start()
         self.thread = threading.Thread(target=self.serve_forever, name="ops-http",
-                                       kwargs={"poll_interval": 0.2}, daemon=True)
+                                       kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     def stop(self) -> None:

@@ -218,8 +218,19 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
 
     def Kill(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         self.core.kill(request.reason or "killed from the CLI")
-        threading.Timer(0.5, self.on_kill).start()
+        threading.Thread(target=self._stop_when_workers_gone, name="kill", daemon=True).start()
         return pb.KillReply(ok=True)
+
+    def _stop_when_workers_gone(self, limit_s: float = 0.5) -> None:
+        """Stop the TM once every worker has closed its control stream (they got the
+        shutdown message), or after ``limit_s`` — not after a fixed delay."""
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            with self.core.lock:
+                if not any(s.alive for s in self.core.sessions.values()):
+                    break
+            time.sleep(0.005)
+        self.on_kill()
 
     def Checkpoint(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         core = self.core

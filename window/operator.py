@@ -320,6 +320,8 @@ class WindowOperator:
         self._wm = watermark
         out: list[Firing] = []
         if self._sliced is not None:
+            if watermark < self._sliced.next_due():
+                return out  # nothing due: skip the fire/purge pass
             self._sliced.advance(watermark, out)
             return out
         wins = self._wins

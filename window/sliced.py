@@ -15,6 +15,7 @@ record is beyond lateness. A pane is dropped once every window containing it is.
 
 from __future__ import annotations
 
+import heapq
 import math
 from bisect import bisect_left, insort
 from collections.abc import Callable
@@ -27,8 +28,8 @@ from jstormpy.window.types import Firing, LateRecord, Window
 class _Key:
     """Panes and the incremental on-time aggregation of one key."""
 
-    __slots__ = ("back", "back_agg", "front", "hi", "lo", "next_end", "panes", "starts",
-                 "valid")
+    __slots__ = ("back", "back_agg", "front", "hi", "hot_first", "hot_pane", "lo",
+                 "next_end", "panes", "starts", "valid")
 
     def __init__(self) -> None:
         self.panes: dict[float, Any] = {}
@@ -44,6 +45,11 @@ class _Key:
         self.lo = -math.inf
         self.hi = -math.inf
         self.valid = False
+        # the pane the key last added to and the end of its earliest window: while the
+        # watermark is before that end and the key's timer is no later, adding to the same
+        # pane needs nothing else (process() fast path; not part of snapshots)
+        self.hot_pane: float | None = None
+        self.hot_first = -math.inf
 
     def dump(self) -> tuple[Any, ...]:
         return (dict(self.panes), list(self.starts), self.next_end, list(self.front),
@@ -103,13 +109,22 @@ class SlicedWindows:
     def process(self, key: Any, ts: float, record: Any, wm: float,
                 out: list[Firing | LateRecord]) -> bool:
         """Add a record; appends late firings to ``out``; False if it is a LateRecord."""
+        st = self.keys.get(key)
+        if st is not None:
+            ps = ts - ts % self.pane
+            if ps == st.hot_pane and st.hot_first - 1 > wm and st.next_end is not None \
+                    and st.next_end <= st.hot_first:
+                panes = st.panes
+                panes[ps] = self._add(panes[ps], record)
+                if st.lo <= ps < st.hi:
+                    st.valid = False
+                return True
         slide = self.slide
         size = self.size
         last_end = ts - ts % slide + size
         lateness = self.lateness
         if wm >= last_end + lateness:
             return False
-        st = self.keys.get(key)
         if st is None:
             st = self.keys[key] = _Key()
         ps = ts - ts % self.pane
@@ -125,6 +140,8 @@ class SlicedWindows:
             st.valid = False  # a pane inside the two-stacks changed
         bound = ts - size
         first_end = bound - bound % slide + slide + size  # = self._first_end(ts)
+        st.hot_pane = ps
+        st.hot_first = first_end
         if last_end - 1 > wm:  # some window of this record is still open
             first = first_end
             if first - 1 <= wm:  # earliest open end: first end with end - 1 > wm
@@ -192,42 +209,96 @@ class SlicedWindows:
             return merge(front[-1][1], st.back_agg) if back else front[-1][1]
         return st.back_agg
 
+    def next_due(self) -> float:
+        """The earliest pending fire or purge time (inf if none): a watermark below it
+        fires and purges nothing."""
+        fire = self.fire_timers._heap  # noqa: SLF001
+        purge = self.purge_timers._heap  # noqa: SLF001
+        a = fire[0] if fire else math.inf
+        b = purge[0] if purge else math.inf
+        return a if a < b else b
+
     def advance(self, wm: float, out: list[Firing]) -> None:
-        """Fire every window the watermark passed (in end order), then purge."""
+        """Fire every window the watermark passed (in end order), then purge.
+
+        Timers are taken one due time (= one window end) at a time: every key firing
+        at that end shares one ``Window`` object, results are appended to ``out`` in one
+        pass, and each key's next timer goes straight into the queue's bucket (one heap
+        push per new time, not per key)."""
         keys = self.keys
         timers = self.fire_timers
+        buckets = timers._due  # noqa: SLF001 - the hot loop adds timers inline
+        heap = timers._heap  # noqa: SLF001
         size = self.size
         slide = self.slide
         result = self._result
         aggregate = self._aggregate
-        due = timers.pop_due(wm)
-        while due:
-            for key, end in due:  # type: ignore[misc]
+        first_end = self._first_end
+        new_firing = tuple.__new__
+        append = out.append
+        while True:
+            group = timers.pop_earliest(wm)
+            if group is None:
+                break
+            due_time, due = group
+            end = due_time + 1
+            start = end - size
+            window = new_firing(Window, (start, end))
+            nxt = end + slide
+            nxt_due = nxt - 1
+            nxt_bucket: list[Any] | None = None
+            lo_bound = nxt - size
+            for key, key_end in due:  # type: ignore[misc]
                 st = keys.get(key)
-                if st is None or st.next_end != end:
+                if st is None or st.next_end != key_end:
                     continue  # superseded by an earlier window
-                start = end - size
+                if key_end != end:  # (not produced by this operator; kept general)
+                    self._fire_one(st, key, key_end, out)
+                    continue
                 acc = aggregate(st, start, end)
-                out.append(Firing(key, start, end, result(key, Window(start, end), acc),
-                                  "on_time"))
+                append(new_firing(Firing, (key, start, end, result(key, window, acc),
+                                           "on_time")))
                 # schedule the key's next window that holds a pane
-                nxt = end + slide
                 starts = st.starts
-                i = bisect_left(starts, nxt - size)
+                i = bisect_left(starts, lo_bound)
                 if i == len(starts):
                     st.next_end = None
                     continue
                 if starts[i] >= nxt:
-                    nxt = self._first_end(starts[i])
+                    later = first_end(starts[i])
+                    st.next_end = later
+                    timers.add(later - 1, (key, later))
+                    continue
                 st.next_end = nxt
-                timers.add(nxt - 1, (key, nxt))
-            due = timers.pop_due(wm)
+                if nxt_bucket is None:
+                    nxt_bucket = buckets.get(nxt_due)
+                    if nxt_bucket is None:
+                        nxt_bucket = buckets[nxt_due] = []
+                        heapq.heappush(heap, nxt_due)
+                nxt_bucket.append((key, nxt))
         for key, ps in self.purge_timers.pop_due(wm):  # type: ignore[misc]
             st = keys[key]
             del st.panes[ps]
             st.starts.remove(ps)  # no window to come contains it: the stacks skip it
             if not st.panes and st.next_end is None:
                 del keys[key]
+
+    def _fire_one(self, st: _Key, key: Any, end: float, out: list[Firing]) -> None:
+        """Fire one key's window ending at ``end`` and schedule its next one."""
+        start = end - self.size
+        acc = self._aggregate(st, start, end)
+        out.append(Firing(key, start, end, self._result(key, Window(start, end), acc),
+                          "on_time"))
+        nxt = end + self.slide
+        starts = st.starts
+        i = bisect_left(starts, nxt - self.size)
+        if i == len(starts):
+            st.next_end = None
+            return
+        if starts[i] >= nxt:
+            nxt = self._first_end(starts[i])
+        st.next_end = nxt
+        self.fire_timers.add(nxt - 1, (key, nxt))
 
     def snapshot_state(self) -> dict[str, Any]:
         """Plain data (to be pickled by the operator)."""

@@ -39,6 +39,16 @@ class TimerQueue:
             out.extend(due.pop(heapq.heappop(heap)))
         return out
 
+    def pop_earliest(self, now: float) -> tuple[float, list[Hashable]] | None:
+        """Remove and return ``(time, items)`` of the earliest time due at or before
+        ``now`` (items in the order added), or None: one O(log n) heap pop per time, so
+        a caller can handle every item of one time together."""
+        heap = self._heap
+        if not heap or heap[0] > now:
+            return None
+        t = heapq.heappop(heap)
+        return t, self._due.pop(t)
+
     def __len__(self) -> int:
         return sum(len(v) for v in self._due.values())
 

@@ -33,6 +33,8 @@ __all__ = ["FORMATS", "FileSink", "committed_files", "read_committed"]
 _log = logging.getLogger(__name__)
 
 FORMATS = ("jsonl", "parquet")
+_LINES_PER_WRITE = 2048
+"""jsonl records buffered before one write to the in-progress file."""
 _encode_json = json.JSONEncoder(separators=(",", ":")).encode
 """``json.dumps(obj, separators=(",", ":"))`` without building an encoder per call."""
 """Output formats :class:`FileSink` can write."""
@@ -103,6 +105,8 @@ class FileSink(Sink):
         self._fh: IO[bytes] | None = None
         self._inprogress_path: str | None = None
         self._rows: list[dict[str, Any]] = []
+        self._lines: list[str] = []
+        """jsonl lines not yet written to the in-progress file (written in blocks)."""
         self._count = 0
         self._empty: set[int] = set()
 
@@ -192,6 +196,7 @@ class FileSink(Sink):
                             f"transaction {self._txn} is still open; pre_commit or abort it")
         self._txn = checkpoint_id
         self._rows = []
+        self._lines = []
         self._count = 0
         self._inprogress_path = os.path.join(
             self._inprogress, f"{self._name(checkpoint_id)}.{self._token}")
@@ -201,7 +206,9 @@ class FileSink(Sink):
 
         Raises:
             SinkError: No transaction is open, a value cannot be encoded as JSON, or the
-                in-progress file cannot be written.
+                in-progress file cannot be written (jsonl lines are written in blocks of
+                2048 and at ``pre_commit``, so an I/O error surfaces at the write or
+                ``pre_commit`` that writes the block).
         """
         if self._txn is None:
             raise SinkError(f"FileSink task {self._task_id}: write() with no open "
@@ -215,14 +222,31 @@ class FileSink(Sink):
             line = _encode_json(record)
         except (TypeError, ValueError) as exc:
             raise SinkError(f"FileSink cannot encode {tup!r} as JSON: {exc}") from exc
+        if self._fh is None:  # the in-progress file exists from the first record on
+            try:
+                assert self._inprogress_path is not None
+                self._fh = open(self._inprogress_path, "xb")  # noqa: SIM115 - kept open
+            except OSError as exc:
+                raise self._fail(f"write transaction {self._txn}", exc) from exc
+        lines = self._lines
+        lines.append(line)
+        self._count += 1
+        if len(lines) >= _LINES_PER_WRITE:
+            self._write_lines()
+
+    def _write_lines(self) -> None:
+        """Append the buffered jsonl lines to the in-progress file (one write call)."""
+        lines = self.__dict__.get("_lines")
+        if not lines:
+            return
+        self._lines = []
         try:
             if self._fh is None:
                 assert self._inprogress_path is not None
                 self._fh = open(self._inprogress_path, "xb")  # noqa: SIM115 - kept open
-            self._fh.write((line + "\n").encode("utf-8"))
+            self._fh.write(("\n".join(lines) + "\n").encode("utf-8"))
         except OSError as exc:
             raise self._fail(f"write transaction {self._txn}", exc) from exc
-        self._count += 1
 
     def pre_commit(self, checkpoint_id: int) -> None:
         """Flush, fsync and atomically move the open transaction into ``_staging/``.
@@ -243,6 +267,7 @@ class FileSink(Sink):
                 else:
                     written = False
             else:
+                self._write_lines()
                 written = self._fh is not None
                 if self._fh is not None:
                     self._fh.flush()
@@ -334,6 +359,7 @@ class FileSink(Sink):
                     _unlink_missing_ok(self._inprogress_path)
                 self._txn = None
                 self._rows = []
+                self._lines = []
                 self._inprogress_path = None
             if _unlink_missing_ok(self._staged_path(checkpoint_id)):
                 _fsync_dir(self._staging)

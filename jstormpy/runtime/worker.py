@@ -85,7 +85,12 @@ class Worker(TaskHost):
         self.tls_dir = tls_dir_from_env()
         self.channel = grpc_channel(tm_address, self.tls_dir or None, "worker", options=[
             ("grpc.max_receive_message_length", 256 << 20),
-            ("grpc.max_send_message_length", 256 << 20)])
+            ("grpc.max_send_message_length", 256 << 20),
+            # workers start alongside the TM: retry the connection within tens of ms, not
+            # gRPC's default 1 s reconnect back-off
+            ("grpc.initial_reconnect_backoff_ms", 10),
+            ("grpc.min_reconnect_backoff_ms", 10),
+            ("grpc.max_reconnect_backoff_ms", 250)])
         self.stub = pb_grpc.TopologyMasterStub(self.channel)
         self.tasks_stopping = False
         self.tasks_generation = 0
@@ -108,6 +113,7 @@ class Worker(TaskHost):
     def fetch_topology(self, timeout_s: float = 60.0) -> None:
         """Fetch the topology and config from the TM (retrying while it starts)."""
         deadline = time.monotonic() + timeout_s
+        pause = 0.005  # the TM may still be starting: short polls, growing to 0.2 s
         while True:
             try:
                 request = pb.TopologyRequest(worker_id=self.worker_id)
@@ -122,7 +128,8 @@ class Worker(TaskHost):
                 if time.monotonic() > deadline:
                     raise SystemExit(f"worker {self.worker_id}: Topology Master at "
                                      f"{self.tm_address} unreachable: {exc.details()}") from exc
-                self.shutdown.wait(0.2)
+                self.shutdown.wait(pause)
+                pause = min(pause * 2, 0.2)
         if blob.package:  # gray release: this worker's assigned code package
             from jstormpy.codepkg import load_package_topology
 
