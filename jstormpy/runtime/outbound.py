@@ -21,7 +21,6 @@ import time
 from typing import TYPE_CHECKING
 
 from jstormpy.errors import AuthenticationError, FrameError
-from jstormpy.runtime.tls_socket import send_buffers
 from jstormpy.runtime.frames import (
     ACK,
     MAX_BATCH_BYTES,
@@ -34,6 +33,7 @@ from jstormpy.runtime.frames import (
     shutdown_quietly,
 )
 from jstormpy.runtime.handshake import client_handshake
+from jstormpy.runtime.tls_socket import send_buffers
 
 if TYPE_CHECKING:
     from jstormpy.runtime.transport import Transport
