@@ -245,7 +245,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 def cmd_testing(args: argparse.Namespace) -> int:
     module = importlib.import_module(f"jstormpy.testing.{args.server}")
-    return int(module.main(args.rest) or 0)
+    return int(module.main(args.rest, prog=f"jstorm testing {args.server}") or 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
