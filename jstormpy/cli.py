@@ -68,24 +68,9 @@ def _client(name: str) -> MasterClient:
 
 
 def _print_status(status: dict[str, Any]) -> None:
-    last = status.get("last_completed_checkpoint")
-    print(f"topology   {status['name']}  state={status['state']}  generation="
-          f"{status['generation']}  guarantee={status['guarantee']}  restarts={status['restarts']}")
-    if last:
-        print(f"checkpoint #{last['id']} completed in {last['duration_ms']} ms, "
-              f"{last['size_bytes']} bytes, alignment {last['alignment_ms']} ms")
-    else:
-        print("checkpoint none completed yet")
-    print(f"{'worker':>6} {'alive':>5} {'pid':>7} {'version':>8} {'rss MB':>7} tasks")
-    for w in status["workers"]:
-        rss = f"{w['rss_bytes'] / 1e6:.0f}" if w.get("rss_bytes") else "-"
-        print(f"{w['id']:>6} {str(w['alive']):>5} {w['pid'] or '-':>7} "
-              f"{w['code_version'] or '-':>8} {rss:>7} {w['tasks']}")
-    for r in status.get("recoveries", [])[-5:]:
-        print(f"recovery   gen {r['generation']}: {r['reason']} -> checkpoint {r['checkpoint']} "
-              f"({r['duration_ms']} ms)")
-    for e in status.get("errors", [])[-5:]:
-        print(f"error      task {e['task']} {e['component']}: {e['message']}")
+    from jstormpy.cli_status import format_status
+
+    print(format_status(status))
 
 
 def _print_metrics(m: dict[str, Any], tasks: bool = False) -> None:

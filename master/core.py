@@ -339,10 +339,12 @@ class MasterCore:
             if len(self.ready) >= self.config.workers:
                 self._broadcast(start=pb.Start(generation=self.generation))
                 took = (time.monotonic() - (self.recovery_started or time.monotonic())) * 1000
-                self.recoveries.append({"generation": self.generation,
-                                        "reason": self.recovery_reason,
-                                        "checkpoint": self.target_checkpoint,
-                                        "time": time.time(), "duration_ms": round(took, 1)})
+                if self.recovery_reason != "start":  # a fresh start restores nothing
+                    self.recoveries.append({"generation": self.generation,
+                                            "reason": self.recovery_reason,
+                                            "checkpoint": self.target_checkpoint,
+                                            "time": time.time(),
+                                            "duration_ms": round(took, 1)})
                 self.next_checkpoint_id = self.prepared_base + 1 if self.stateful \
                     else max(self.next_checkpoint_id, 1)
                 self.last_trigger = time.monotonic()

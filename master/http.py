@@ -27,6 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from jstormpy.master.history import DEFAULT_INTERVAL_S, MetricsHistory
+from jstormpy.master.ops import live_log_levels
 from jstormpy.master.prom import registry_for
 
 log = logging.getLogger("jstormpy.master.http")
@@ -51,6 +52,8 @@ def api_status(core: Any, history: MetricsHistory | None) -> dict[str, Any]:
             "workers", "checkpoint_interval_ms", "checkpoint_timeout_ms", "batch_size",
             "batch_linger_ms", "queue_capacity", "backpressure_high_watermark",
             "backpressure_low_watermark", "log_level")}
+        status["config"].update({f"log_level[{c}]": lvl for c, lvl in  # jstorm loglevel
+                                 live_log_levels(core).items() if c})
         status["inflight_checkpoints"] = sorted(core.inflight)
     if history is not None:
         with history.lock:

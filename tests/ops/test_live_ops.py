@@ -83,6 +83,15 @@ def test_prometheus_scrape_and_json_api(running):
     assert "<svg" in get_text(f"{base}/") and "function" in get_text(f"{base}/app.js")
 
 
+def test_fresh_start_is_not_a_recovery(running):
+    handle, base = running
+    st = get_json(f"{base}/api/status")
+    assert st["state"] == "running" and st["recoveries"] == [], st["recoveries"]
+    messages = [e["message"] for e in st["events"]]
+    assert not any("recovering" in m for m in messages), messages
+    assert "recovery" not in jstorm("status", handle.name).stdout
+
+
 def test_cli_ui_metrics_loglevel_config(running):
     handle, base = running
     name = handle.name
@@ -109,6 +118,15 @@ def test_cli_ui_metrics_loglevel_config(running):
                 if r["level"] == "DEBUG" and "reached" in r["message"]]
 
     wait_for(debug_lines, 30, "DEBUG lines in the tally task logs")
+    # the live change shows in the UI's "Live settings" and as an event
+    st = get_json(f"{base}/api/status")
+    assert st["config"]["log_level[tally]"] == "DEBUG", st["config"]
+    wait_for(lambda: any(e["message"] == "log level of tally set to DEBUG"
+                         for e in get_json(f"{base}/api/status")["events"]), 10,
+             "a log-level event")
+    # the same levels as Config.log_level: CRITICAL is refused by both
+    bad = jstorm("loglevel", name, "tally", "CRITICAL", check=False)
+    assert bad.returncode == 2 and "invalid choice: 'CRITICAL'" in bad.stderr
     jstorm("loglevel", name, "tally", "INFO")
 
     # config: TM-side setting shows in the status at once and checkpoints keep completing
