@@ -51,7 +51,7 @@ def test_prometheus_scrape_and_json_api(running):
         "jstorm_task_queue_fill": "gauge", "jstorm_component_max_queue_fill": "gauge",
         "jstorm_component_execute_latency_ms": "histogram",
         "jstorm_task_execute_latency_ms": "histogram",
-        "jstorm_checkpoint_duration_ms": "histogram",  # gauge histogram in 0.0.4 text
+        "jstorm_checkpoint_duration_ms": "histogram",
         "jstorm_last_checkpoint_size_bytes": "gauge", "jstorm_generation": "gauge",
         "jstorm_restarts": "counter", "jstorm_worker_rss_bytes": "gauge",
         "jstorm_worker_up": "gauge", "jstorm_topology_state": "gauge"}
@@ -67,6 +67,28 @@ def test_prometheus_scrape_and_json_api(running):
                if s.name.endswith("_bucket") and s.labels["component"] == "tally"]
     assert buckets[-1].labels["le"] == "+Inf" and buckets[-1].value > 0
     assert [b.value for b in buckets] == sorted(b.value for b in buckets)  # cumulative
+    # checkpoint durations: a real cumulative histogram with _count and _sum that only grow
+    def durations():
+        fam = {f.name: f for f in text_string_to_metric_families(get_text(f"{base}/metrics"))}
+        by = {}
+        for smp in fam["jstorm_checkpoint_duration_ms"].samples:
+            by.setdefault(smp.name, []).append(smp)
+        return by
+
+    first = durations()
+    assert set(first) == {"jstorm_checkpoint_duration_ms_bucket",
+                          "jstorm_checkpoint_duration_ms_count",
+                          "jstorm_checkpoint_duration_ms_sum"}, set(first)
+    count = first["jstorm_checkpoint_duration_ms_count"][0].value
+    assert count >= 1 and first["jstorm_checkpoint_duration_ms_sum"][0].value > 0
+    assert first["jstorm_checkpoint_duration_ms_bucket"][-1].value == count  # +Inf == count
+    done = handle.last_completed_checkpoint() or 0
+    wait_for(lambda: (handle.last_completed_checkpoint() or 0) > done, 30, "one more checkpoint")
+    later = durations()
+    assert later["jstorm_checkpoint_duration_ms_count"][0].value > count
+    assert all(b.value >= a.value for a, b in zip(first["jstorm_checkpoint_duration_ms_bucket"],
+                                                  later["jstorm_checkpoint_duration_ms_bucket"],
+                                                  strict=True))
     # JSON API and history
     m = get_json(f"{base}/api/metrics")
     assert set(m["components"]) == {"events", "tally", "sink"}
