@@ -27,6 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from jstormpy.master.history import DEFAULT_INTERVAL_S, MetricsHistory
+from jstormpy.master.metrics import metrics_reply
 from jstormpy.master.ops import live_log_levels
 from jstormpy.master.prom import registry_for
 
@@ -62,14 +63,8 @@ def api_status(core: Any, history: MetricsHistory | None) -> dict[str, Any]:
 
 
 def api_metrics(core: Any, component: str = "") -> dict[str, Any]:
-    """What the gRPC Metrics call returns."""
-    with core.lock:
-        snap: dict[str, Any] = core.metrics.snapshot(component)
-        snap["workers_process"] = {
-            str(s.worker_id): {"rss_bytes": s.rss_bytes, "cpu_percent": s.cpu_percent,
-                               "alive": s.alive, "pid": s.pid}
-            for s in core.sessions.values()}
-    return snap
+    """What the gRPC Metrics call returns (built by the same function)."""
+    return metrics_reply(core, component)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -122,6 +122,12 @@ def test_cli_ui_metrics_loglevel_config(running):
     assert "component" in out and "tally" in out and "worker 0" in out and "(topology)" in out
     header = out.splitlines()[0]
     assert header.split()[:3] == ["component", "emitted", "executed"]
+    # /api/metrics and the gRPC Metrics call (`jstorm metrics --json`) are one builder
+    grpc_m = json.loads(jstorm("metrics", name, "--json").stdout)
+    http_m = get_json(f"{base}/api/metrics")
+    assert set(grpc_m) == set(http_m) and {"upgrade", "workers_process"} <= set(grpc_m)
+    for m in (grpc_m, http_m):
+        assert all(w["pid"] for w in m["workers_process"].values()), m["workers_process"]
 
     # log level: the tally tasks log DEBUG lines only after `jstorm loglevel ... DEBUG`
     task_logs = [handle.run_dir / "logs" / "tasks" / f"tally-{t}.log" for t in (3, 4)]
