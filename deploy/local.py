@@ -59,6 +59,25 @@ def check_guarantee(topology: Topology, config: Config) -> None:
                 "spout or guarantee='at_most_once'")
 
 
+def check_submission(topology: Topology, config: Config) -> None:
+    """Everything every launcher checks before it starts anything (one shared path).
+
+    Raises:
+        TopologyError: Not a built topology, or spouts that cannot honour the guarantee.
+        ConfigError: An invalid config, an unknown ``state_backend_options`` key, or a
+            ``memory://`` backend (not shared between processes).
+    """
+    if not isinstance(topology, Topology):
+        raise TopologyError("submit() needs a built Topology (call TopologyBuilder.build())")
+    config.validate()
+    check_guarantee(topology, config)
+    check_backend_options(config.state_backend, config.state_backend_options)
+    if config.state_backend.startswith("memory://"):
+        raise ConfigError("Config.state_backend='memory://' cannot be shared between the "
+                          "Topology Master and worker processes; use file:///dir (default) "
+                          "or hdfs://")
+
+
 @dataclass(frozen=True)
 class WorkerInfo:
     """One worker as the Topology Master sees it."""
@@ -305,14 +324,7 @@ class LocalCluster:
                resume: bool = False) -> TopologyHandle:
         """Start ``topology``; returns its handle once the Topology Master is up."""
         config = config or Config()
-        if not isinstance(topology, Topology):
-            raise TopologyError("submit() needs a built Topology (call TopologyBuilder.build())")
-        config.validate()
-        check_guarantee(topology, config)
-        check_backend_options(config.state_backend, config.state_backend_options)
-        if config.state_backend.startswith("memory://"):
-            raise ConfigError("Config.state_backend='memory://' cannot be shared between the "
-                              "Topology Master and worker processes; use file:///dir (default)")
+        check_submission(topology, config)
         name = topology.name
         refuse_if_running(name)
         if not config.state_backend:

@@ -55,12 +55,12 @@ from jstormpy.config import Config
 from jstormpy.deploy.local import (
     TopologyHandle,
     _Supervisor,
-    check_guarantee,
+    check_submission,
     free_port,
     refuse_if_running,
     write_run_dir,
 )
-from jstormpy.errors import ConfigError, JStormError, TopologyError
+from jstormpy.errors import ConfigError, JStormError
 from jstormpy.runtime.worker import WORKER_HOST_ENV, topology_hash_seed
 from jstormpy.security import SECRET_ENV, new_secret
 from jstormpy.topology import Topology
@@ -399,18 +399,12 @@ class SparkCluster:
                 no shared checkpoint storage on a non-local master.
         """
         config = config or Config()
-        if not isinstance(topology, Topology):
-            raise TopologyError("submit() needs a built Topology (call TopologyBuilder.build())")
-        config.validate()
-        check_guarantee(topology, config)
+        check_submission(topology, config)  # the same checks as LocalCluster, first
         conf = self.spark.sparkContext.getConf()
         if str(conf.get("spark.dynamicAllocation.enabled", "false")).lower() == "true":
             raise ConfigError("Spark dynamic allocation is on: barrier-mode stages (one "
                               "long-lived task per worker) need it off "
                               "(spark.dynamicAllocation.enabled=false)")
-        if config.state_backend.startswith("memory://"):
-            raise ConfigError("Config.state_backend='memory://' cannot be shared between the "
-                              "Topology Master and the workers; use hdfs:// or file:///dir")
         name = topology.name
         if not config.state_backend:
             if not self.local:
