@@ -258,12 +258,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_verify_parser(sub)
     sub.add_parser("list", help="running topologies").set_defaults(func=cmd_list)
-    for name, func, helptext in (("status", cmd_status, "state, workers, checkpoints"),
-                                 ("kill", cmd_kill, "stop a topology")):
-        sp = sub.add_parser(name, help=helptext)
-        sp.add_argument("name")
-        sp.add_argument("--json", action="store_true")
-        sp.set_defaults(func=func)
+    st = sub.add_parser("status", help="state, workers, checkpoints, backpressure")
+    st.add_argument("name")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=cmd_status)
+    k = sub.add_parser("kill", help="stop a topology")
+    k.add_argument("name")
+    k.set_defaults(func=cmd_kill)
     m = sub.add_parser("metrics", help="metrics per component, worker and topology")
     m.add_argument("name")
     m.add_argument("--component")
