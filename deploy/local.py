@@ -326,7 +326,7 @@ class LocalCluster:
         config = config or Config()
         check_submission(topology, config)
         name = topology.name
-        refuse_if_running(name)
+        refuse_if_running(name, self.home)
         if not config.state_backend:
             config = config.replace(state_backend=f"file://{self.home / 'checkpoints' / name}")
         run_dir = write_run_dir(self.home, topology, config)
@@ -334,7 +334,7 @@ class LocalCluster:
         port = free_port(config.host)
         sup = _Supervisor(name, run_dir, config, secret, port, resume, self.env)
         sup.start()
-        Registration(name, sup.address, secret, str(run_dir), os.getpid()).save()
+        Registration(name, sup.address, secret, str(run_dir), os.getpid()).save(self.home)
         handle = TopologyHandle(name, MasterClient(sup.address, secret.encode()), sup)
         self.handles.append(handle)
         return handle
@@ -344,7 +344,7 @@ class LocalCluster:
         for handle in self.handles:
             handle.kill()
             with contextlib.suppress(Exception):
-                Registration.load(handle.name).remove()
+                Registration.load(handle.name, self.home).remove(self.home)
         self.handles = []
 
     def __enter__(self) -> LocalCluster:
@@ -354,9 +354,10 @@ class LocalCluster:
         self.shutdown()
 
 
-def refuse_if_running(name: str) -> None:
-    """JStormError if a live launcher already runs a topology called ``name``."""
-    for reg in Registration.all():
+def refuse_if_running(name: str, home: Path | None = None) -> None:
+    """JStormError if a live launcher already runs a topology called ``name`` (registered
+    under ``home``, default ``$JSTORM_HOME``)."""
+    for reg in Registration.all(home):
         if reg.name == name and reg.launcher_pid != os.getpid() \
                 and _pid_alive(reg.launcher_pid) and _master_answers(reg):
             raise JStormError(f"a topology named {name!r} is already running "

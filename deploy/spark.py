@@ -415,7 +415,7 @@ class SparkCluster:
         elif config.state_backend.startswith("file://") and not self.local:
             log.warning("state_backend %s on a cluster master: it must be a file system every "
                         "executor and the driver share (else use hdfs://)", config.state_backend)
-        refuse_if_running(name)
+        refuse_if_running(name, self.home)
         tm_config, tm_host, worker_host = self._hosts(config)
         run_dir = write_run_dir(self.home, topology, tm_config)
         secret = new_secret()
@@ -423,7 +423,7 @@ class SparkCluster:
         sup = _SparkSupervisor(self.spark, name, run_dir, tm_config, secret, port, resume,
                                tm_host, worker_host, self.slot_wait_s, self.env)
         sup.start()
-        Registration(name, sup.address, secret, str(run_dir), os.getpid()).save()
+        Registration(name, sup.address, secret, str(run_dir), os.getpid()).save(self.home)
         handle = TopologyHandle(name, MasterClient(sup.address, secret.encode()), sup)
         self.handles.append(handle)
         return handle
@@ -433,7 +433,7 @@ class SparkCluster:
         for handle in self.handles:
             handle.kill()
             with contextlib.suppress(Exception):
-                Registration.load(handle.name).remove()
+                Registration.load(handle.name, self.home).remove(self.home)
         self.handles = []
         if self.owns_session:
             with contextlib.suppress(Exception):
