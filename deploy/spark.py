@@ -72,6 +72,8 @@ log = logging.getLogger("jstormpy.deploy.spark")
 SESSION_DEFAULTS = {
     "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "1s",
     "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "3",
+    # the barrier stage runs for the topology's lifetime: a progress bar is only noise
+    "spark.ui.showConsoleProgress": "false",
 }
 
 _LOCAL_RE = re.compile(r"^local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?$")
