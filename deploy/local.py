@@ -61,6 +61,25 @@ def check_guarantee(topology: Topology, config: Config) -> None:
                 "spout or guarantee='at_most_once'")
 
 
+def check_submission(topology: Topology, config: Config) -> None:
+    """Everything every launcher checks before it starts anything (one shared path).
+
+    Raises:
+        TopologyError: Not a built topology, or spouts that cannot honour the guarantee.
+        ConfigError: An invalid config, an unknown ``state_backend_options`` key, or a
+            ``memory://`` backend (not shared between processes).
+    """
+    if not isinstance(topology, Topology):
+        raise TopologyError("submit() needs a built Topology (call TopologyBuilder.build())")
+    config.validate()
+    check_guarantee(topology, config)
+    check_backend_options(config.state_backend, config.state_backend_options)
+    if config.state_backend.startswith("memory://"):
+        raise ConfigError("Config.state_backend='memory://' cannot be shared between the "
+                          "Topology Master and worker processes; use file:///dir (default) "
+                          "or hdfs://")
+
+
 @dataclass(frozen=True)
 class WorkerInfo:
     """One worker as the Topology Master sees it."""
@@ -373,16 +392,9 @@ class LocalCluster:
         code), refusing state of removed components unless ``allow_non_restored_state``.
         """
         config = config or Config()
-        if not isinstance(topology, Topology):
-            raise TopologyError("submit() needs a built Topology (call TopologyBuilder.build())")
-        config.validate()
-        check_guarantee(topology, config)
-        check_backend_options(config.state_backend, config.state_backend_options)
-        if config.state_backend.startswith("memory://"):
-            raise ConfigError("Config.state_backend='memory://' cannot be shared between the "
-                              "Topology Master and worker processes; use file:///dir (default)")
+        check_submission(topology, config)
         name = topology.name
-        refuse_if_running(name)
+        refuse_if_running(name, self.home)
         if not config.state_backend:
             config = config.replace(state_backend=f"file://{self.home / 'checkpoints' / name}")
         if from_savepoint:
@@ -396,7 +408,7 @@ class LocalCluster:
         sup = _Supervisor(name, run_dir, config, secret, port, resume, self.env, self.fork)
         sup.start()
         Registration(name, sup.address, secret, str(run_dir), os.getpid(),
-                     sup.tls_dir).save()
+                     sup.tls_dir).save(self.home)
         handle = TopologyHandle(name, MasterClient(sup.address, secret.encode(), sup.tls_dir),
                                 sup)
         self.handles.append(handle)
@@ -407,7 +419,7 @@ class LocalCluster:
         for handle in self.handles:
             handle.kill()
             with contextlib.suppress(Exception):
-                Registration.load(handle.name).remove()
+                Registration.load(handle.name, self.home).remove(self.home)
         self.handles = []
 
     def __enter__(self) -> LocalCluster:
@@ -428,9 +440,10 @@ def process_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def refuse_if_running(name: str) -> None:
-    """JStormError if a live launcher already runs a topology called ``name``."""
-    for reg in Registration.all():
+def refuse_if_running(name: str, home: Path | None = None) -> None:
+    """JStormError if a live launcher already runs a topology called ``name`` (registered
+    under ``home``, default ``$JSTORM_HOME``)."""
+    for reg in Registration.all(home):
         if reg.name == name and reg.launcher_pid != os.getpid() \
                 and _pid_alive(reg.launcher_pid) and _master_answers(reg):
             raise JStormError(f"a topology named {name!r} is already running "

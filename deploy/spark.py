@@ -56,12 +56,12 @@ from jstormpy.config import Config
 from jstormpy.deploy.local import (
     TopologyHandle,
     _Supervisor,
-    check_guarantee,
+    check_submission,
     free_port,
     refuse_if_running,
     write_run_dir,
 )
-from jstormpy.errors import ConfigError, JStormError, TopologyError
+from jstormpy.errors import ConfigError, JStormError
 from jstormpy.runtime.worker import WORKER_HOST_ENV, topology_hash_seed
 from jstormpy.security import SECRET_ENV, new_secret
 from jstormpy.tls import TLS_DIR_ENV, pack_role, unpack_role
@@ -74,6 +74,8 @@ log = logging.getLogger("jstormpy.deploy.spark")
 SESSION_DEFAULTS = {
     "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "1s",
     "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "3",
+    # the barrier stage runs for the topology's lifetime: a progress bar is only noise
+    "spark.ui.showConsoleProgress": "false",
 }
 
 _LOCAL_RE = re.compile(r"^local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?$")
@@ -412,18 +414,12 @@ class SparkCluster:
                 no shared checkpoint storage on a non-local master.
         """
         config = config or Config()
-        if not isinstance(topology, Topology):
-            raise TopologyError("submit() needs a built Topology (call TopologyBuilder.build())")
-        config.validate()
-        check_guarantee(topology, config)
+        check_submission(topology, config)  # the same checks as LocalCluster, first
         conf = self.spark.sparkContext.getConf()
         if str(conf.get("spark.dynamicAllocation.enabled", "false")).lower() == "true":
             raise ConfigError("Spark dynamic allocation is on: barrier-mode stages (one "
                               "long-lived task per worker) need it off "
                               "(spark.dynamicAllocation.enabled=false)")
-        if config.state_backend.startswith("memory://"):
-            raise ConfigError("Config.state_backend='memory://' cannot be shared between the "
-                              "Topology Master and the workers; use hdfs:// or file:///dir")
         name = topology.name
         if not config.state_backend:
             if not self.local:
@@ -434,7 +430,7 @@ class SparkCluster:
         elif config.state_backend.startswith("file://") and not self.local:
             log.warning("state_backend %s on a cluster master: it must be a file system every "
                         "executor and the driver share (else use hdfs://)", config.state_backend)
-        refuse_if_running(name)
+        refuse_if_running(name, self.home)
         tm_config, tm_host, worker_host = self._hosts(config)
         run_dir = write_run_dir(self.home, topology, tm_config)
         secret = new_secret()
@@ -443,7 +439,7 @@ class SparkCluster:
                                tm_host, worker_host, self.slot_wait_s, self.env)
         sup.start()
         Registration(name, sup.address, secret, str(run_dir), os.getpid(),
-                     sup.tls_dir).save()
+                     sup.tls_dir).save(self.home)
         handle = TopologyHandle(name, MasterClient(sup.address, secret.encode(), sup.tls_dir),
                                 sup)
         self.handles.append(handle)
@@ -454,7 +450,7 @@ class SparkCluster:
         for handle in self.handles:
             handle.kill()
             with contextlib.suppress(Exception):
-                Registration.load(handle.name).remove()
+                Registration.load(handle.name, self.home).remove(self.home)
         self.handles = []
         if self.owns_session:
             with contextlib.suppress(Exception):

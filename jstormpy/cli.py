@@ -68,24 +68,9 @@ def _client(name: str) -> MasterClient:
 
 
 def _print_status(status: dict[str, Any]) -> None:
-    last = status.get("last_completed_checkpoint")
-    print(f"topology   {status['name']}  state={status['state']}  generation="
-          f"{status['generation']}  guarantee={status['guarantee']}  restarts={status['restarts']}")
-    if last:
-        print(f"checkpoint #{last['id']} completed in {last['duration_ms']} ms, "
-              f"{last['size_bytes']} bytes, alignment {last['alignment_ms']} ms")
-    else:
-        print("checkpoint none completed yet")
-    print(f"{'worker':>6} {'alive':>5} {'pid':>7} {'version':>8} {'rss MB':>7} tasks")
-    for w in status["workers"]:
-        rss = f"{w['rss_bytes'] / 1e6:.0f}" if w.get("rss_bytes") else "-"
-        print(f"{w['id']:>6} {str(w['alive']):>5} {w['pid'] or '-':>7} "
-              f"{w['code_version'] or '-':>8} {rss:>7} {w['tasks']}")
-    for r in status.get("recoveries", [])[-5:]:
-        print(f"recovery   gen {r['generation']}: {r['reason']} -> checkpoint {r['checkpoint']} "
-              f"({r['duration_ms']} ms)")
-    for e in status.get("errors", [])[-5:]:
-        print(f"error      task {e['task']} {e['component']}: {e['message']}")
+    from jstormpy.cli_status import format_status
+
+    print(format_status(status))
 
 
 def _print_metrics(m: dict[str, Any], tasks: bool = False) -> None:
@@ -249,7 +234,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 def cmd_testing(args: argparse.Namespace) -> int:
     module = importlib.import_module(f"jstormpy.testing.{args.server}")
-    return int(module.main(args.rest) or 0)
+    return int(module.main(args.rest, prog=f"jstorm testing {args.server}") or 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -285,12 +270,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_verify_parser(sub)
     sub.add_parser("list", help="running topologies").set_defaults(func=cmd_list)
-    for name, func, helptext in (("status", cmd_status, "state, workers, checkpoints"),
-                                 ("kill", cmd_kill, "stop a topology")):
-        sp = sub.add_parser(name, help=helptext)
-        sp.add_argument("name")
-        sp.add_argument("--json", action="store_true")
-        sp.set_defaults(func=func)
+    st = sub.add_parser("status", help="state, workers, checkpoints, backpressure")
+    st.add_argument("name")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=cmd_status)
+    k = sub.add_parser("kill", help="stop a topology")
+    k.add_argument("name")
+    k.set_defaults(func=cmd_kill)
     m = sub.add_parser("metrics", help="metrics per component, worker and topology")
     m.add_argument("name")
     m.add_argument("--component")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy.client import MasterClient, Registration
+from jstormpy.config import LOG_LEVELS
 from jstormpy.errors import JStormError
 from jstormpy.master.http_auth import TOKEN_HEADER, read_ui_token
 
@@ -148,7 +149,7 @@ def add_parsers(sub: Any) -> None:
     lv.add_argument("name")
     lv.add_argument("component", help='component name, or "*" for every component')
     lv.add_argument("level", type=str.upper,
-                    choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
+                    choices=LOG_LEVELS)
     lv.set_defaults(func=cmd_loglevel)
     c = sub.add_parser("config", help="change a live-safe setting: " + ", ".join(LIVE_KEYS))
     c.add_argument("name")

@@ -36,32 +36,34 @@ class Registration:
     """The run's TLS directory (the CLI presents ``cli.pem`` from it); "" = TLS off."""
 
     @classmethod
-    def load(cls, name: str) -> Registration:
-        """The registration of ``name``; JStormError if there is none."""
-        path = jstorm_home() / "topologies" / f"{name}.json"
+    def load(cls, name: str, home: Path | None = None) -> Registration:
+        """The registration of ``name`` under ``home`` (default ``$JSTORM_HOME``);
+        JStormError if there is none."""
+        path = (home or jstorm_home()) / "topologies" / f"{name}.json"
         try:
             data = json.loads(path.read_text())
         except FileNotFoundError:
             raise JStormError(f"no running topology named {name!r} (see `jstorm list`)") from None
         return cls(**data)
 
-    def save(self) -> None:
-        """Write the registration (readable by this user only: it holds the secret)."""
-        folder = jstorm_home() / "topologies"
+    def save(self, home: Path | None = None) -> None:
+        """Write the registration under ``home`` (default ``$JSTORM_HOME``), readable by
+        this user only: it holds the secret."""
+        folder = (home or jstorm_home()) / "topologies"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{self.name}.json"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
             json.dump(self.__dict__, fh)
 
-    def remove(self) -> None:
-        """Forget the registration."""
-        (jstorm_home() / "topologies" / f"{self.name}.json").unlink(missing_ok=True)
+    def remove(self, home: Path | None = None) -> None:
+        """Forget the registration (under ``home``, default ``$JSTORM_HOME``)."""
+        ((home or jstorm_home()) / "topologies" / f"{self.name}.json").unlink(missing_ok=True)
 
     @staticmethod
-    def all() -> list[Registration]:
-        """Every registered topology."""
-        folder = jstorm_home() / "topologies"
+    def all(home: Path | None = None) -> list[Registration]:
+        """Every registered topology (under ``home``, default ``$JSTORM_HOME``)."""
+        folder = (home or jstorm_home()) / "topologies"
         out = []
         for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
             try:

@@ -7,7 +7,8 @@ any modules it imports. It is identified by the sha256 of the zip bytes.
 * :func:`build_package` turns a path into ``(zip bytes, entry file)`` (CLI side).
 * :class:`PackageStore` keeps the packages of one topology in the TM's run directory and
   labels them ``v2``, ``v3``, ... (``v1`` is the cloudpickled topology of the submit).
-* :func:`load_package_topology` unpacks a package into a temp dir, puts it on
+* :func:`load_package_topology` unpacks a package (once per digest under
+  ``$JSTORM_RUN_DIR/code/unpacked``; else into a temp dir removed at exit), puts it on
   ``sys.path`` and imports the entry file (worker side; the TM never imports user code).
 * :func:`inspect_topology` / ``python -m jstormpy.codepkg inspect`` describe a version's
   wiring and state versions as JSON; the TM runs it in a child process.
@@ -18,11 +19,13 @@ any modules it imports. It is identified by the sha256 of the zip bytes.
 from __future__ import annotations
 
 import argparse
+import atexit
 import hashlib
 import importlib.util
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,6 +43,7 @@ UPGRADE_EXIT_CODE = 75
 
 DEFAULT_ENTRY = "topology.py"
 _MAX_PACKAGE_BYTES = 128 << 20
+_RUN_DIR_ENV = "JSTORM_RUN_DIR"  # = jstormpy.runtime.taskops.RUN_DIR_ENV (set by launchers)
 
 
 def digest_of(data: bytes) -> str:
@@ -155,15 +159,47 @@ class PackageStore:
 
 
 # -- loading (worker side) --------------------------------------------------------------------
-def load_package_topology(data: bytes, entry: str, digest: str, label: str) -> Any:
-    """Unpack a package, import its entry file and return its built ``topology``."""
+def _unpacked(data: bytes, label: str, unpack_dir: str | os.PathLike[str] | None) -> Path:
+    """The directory holding ``data`` unpacked: one copy per digest under ``unpack_dir``
+    (default ``$JSTORM_RUN_DIR/code/unpacked``), reused by every later start; outside a
+    run dir a temp dir removed when the process exits."""
+    base = unpack_dir or (Path(os.environ[_RUN_DIR_ENV]) / "code" / "unpacked"
+                          if os.environ.get(_RUN_DIR_ENV) else None)
+    if base is None:
+        root = Path(tempfile.mkdtemp(prefix=f"jstorm-code-{label}-"))
+        atexit.register(shutil.rmtree, root, True)
+        _extract(data, label, root)
+        return root
+    root = Path(base) / digest_of(data)[:24]
+    if root.is_dir():
+        return root
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}-", dir=root.parent))
+    try:
+        _extract(data, label, tmp)
+        os.replace(tmp, root)  # atomic: a concurrent start sees all of it or nothing
+    except OSError:
+        if not root.is_dir():  # not "another process got there first"
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
+def _extract(data: bytes, label: str, root: Path) -> None:
+    with open_package_zip(data, label) as zf:
+        extract_package(zf, root, label)  # no traversal, links or bombs
+
+
+def load_package_topology(data: bytes, entry: str, digest: str, label: str,
+                          unpack_dir: str | os.PathLike[str] | None = None) -> Any:
+    """Unpack a package (see :func:`_unpacked`), import its entry file and return its
+    built ``topology``."""
     from jstormpy.topology import Topology, TopologyBuilder
 
     if digest and digest_of(data) != digest:
         raise JStormError(f"code package {label}: digest mismatch (transfer corrupted?)")
-    root = Path(tempfile.mkdtemp(prefix=f"jstorm-code-{label}-"))
-    with open_package_zip(data, label) as zf:
-        extract_package(zf, root, label)  # no traversal, links or bombs
+    root = _unpacked(data, label, unpack_dir)
     sys.path.insert(0, str(root))
     file = root / entry
     modname = f"jstorm_code_{label}_{Path(entry).stem}".replace("-", "_").replace(".", "_")

@@ -11,6 +11,10 @@ from jstormpy.errors import ConfigError
 GUARANTEES = ("exactly_once", "at_least_once", "at_most_once")
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+"""Log levels accepted by ``Config.log_level`` and ``jstorm loglevel`` (one shared list)."""
+
+
 @dataclass
 class Config:
     """Settings of one topology run.
@@ -161,8 +165,8 @@ class Config:
             scheme = self.state_backend.split("://", 1)[0] if "://" in self.state_backend else ""
             need(scheme in ("memory", "file", "hdfs", "hbase"), "state_backend",
                  "must start with memory://, file:///, hdfs:// or hbase://")
-        need(self.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"), "log_level",
-             "must be DEBUG, INFO, WARNING or ERROR")
+        need(self.log_level.upper() in LOG_LEVELS, "log_level",
+             f"must be one of {', '.join(LOG_LEVELS)}")
         need(isinstance(self.user, dict), "user", "must be a dict")
         need(isinstance(self.state_backend_options, dict), "state_backend_options",
              "must be a dict of backend settings")

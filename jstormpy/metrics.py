@@ -19,3 +19,42 @@ def percentile_from_buckets(buckets: list[int], q: float) -> float | None:
         if acc >= rank:
             return bound
     return LATENCY_BUCKETS_MS[-1]
+
+
+CHECKPOINT_BUCKETS_MS = (10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0,
+                         float("inf"))
+"""Upper bounds of the checkpoint-duration histogram buckets (ms)."""
+
+
+class CumulativeHistogram:
+    """A Prometheus-style histogram: counts and sum only ever grow (never roll over).
+
+    Args:
+        bounds: Increasing upper bounds, the last one ``inf``.
+    """
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * len(bounds)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        """Count one observation in the first bucket whose bound is >= ``value``."""
+        self.sum += value
+        for i, bound in enumerate(self.bounds):
+            if value <= bound:
+                self.counts[i] += 1
+                return
+
+    @property
+    def count(self) -> int:
+        """How many values were observed."""
+        return sum(self.counts)
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        """``(upper bound, observations <= bound)`` pairs, as Prometheus ``_bucket`` lines."""
+        out, acc = [], 0
+        for bound, n in zip(self.bounds, self.counts, strict=True):
+            acc += n
+            out.append((bound, acc))
+        return out

@@ -21,6 +21,7 @@ from jstormpy.faults import fault_point
 from jstormpy.master.backpressure import BackpressureCoordinator
 from jstormpy.master.metrics import MetricsStore
 from jstormpy.master.upgrade import UpgradeController
+from jstormpy.metrics import CHECKPOINT_BUCKETS_MS, CumulativeHistogram
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.state_backends import StateBackend
 from jstormpy.topology import assign_tasks
@@ -103,6 +104,7 @@ class MasterCore:
         self.next_checkpoint_id = 1
         self.inflight: dict[int, PendingCheckpoint] = {}
         self.history: deque[dict[str, Any]] = deque(maxlen=200)
+        self.checkpoint_durations = CumulativeHistogram(CHECKPOINT_BUCKETS_MS)
         self.last_completed: dict[str, Any] | None = None
         self.last_trigger = time.monotonic()
         self.final_checkpoint: int | None = None
@@ -340,10 +342,12 @@ class MasterCore:
             if len(self.ready) >= self.config.workers:
                 self._broadcast(start=pb.Start(generation=self.generation))
                 took = (time.monotonic() - (self.recovery_started or time.monotonic())) * 1000
-                self.recoveries.append({"generation": self.generation,
-                                        "reason": self.recovery_reason,
-                                        "checkpoint": self.target_checkpoint,
-                                        "time": time.time(), "duration_ms": round(took, 1)})
+                if self.recovery_reason != "start":  # a fresh start restores nothing
+                    self.recoveries.append({"generation": self.generation,
+                                            "reason": self.recovery_reason,
+                                            "checkpoint": self.target_checkpoint,
+                                            "time": time.time(),
+                                            "duration_ms": round(took, 1)})
                 self.next_checkpoint_id = self.prepared_base + 1 if self.stateful \
                     else max(self.next_checkpoint_id, 1)
                 self.last_trigger = time.monotonic()
@@ -444,13 +448,16 @@ class MasterCore:
 
     def _record(self, pending: PendingCheckpoint, status: str, error: str = "",
                 size: int = 0) -> dict[str, Any]:
+        duration_ms = round((time.monotonic() - pending.started) * 1000, 2)
         entry = {"id": pending.checkpoint_id, "generation": pending.generation,
                  "status": status, "started_at": pending.started_wall,
-                 "duration_ms": round((time.monotonic() - pending.started) * 1000, 2),
+                 "duration_ms": duration_ms,
                  "alignment_ms": round(pending.alignment_ms, 2), "size_bytes": size,
                  "error": error}
         self.history.append(entry)
-        if status != "completed":
+        if status == "completed":  # cumulative, unlike the bounded history
+            self.checkpoint_durations.observe(duration_ms)
+        else:
             log.warning("checkpoint %d %s: %s", pending.checkpoint_id, status, error)
         return entry
 

@@ -3,7 +3,8 @@
 A :class:`MetricsHistory` samples a :class:`~jstormpy.master.core.MasterCore` every
 ``interval_s`` (rates, latency percentiles from merged buckets, queue fill, worker memory,
 generation) into a bounded ring. It also watches the core for operational *events*
-(worker lost / restarted with a new PID, generation changes, state changes) at a finer
+(worker lost / restarted with a new PID, generation changes, state changes, live
+log-level changes) at a finer
 period, so the UI can show failures that are over before a person looks.
 Served by ``master/http.py`` at ``/api/history``.
 """
@@ -15,6 +16,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
+
+from jstormpy.master.ops import live_log_levels
 
 DEFAULT_INTERVAL_S = 10.0
 DEFAULT_WINDOW_S = 3600.0
@@ -47,6 +50,7 @@ class MetricsHistory:
         self._workers: dict[int, tuple[bool, int | None]] = {}
         self._generation: int | None = None
         self._state: str | None = None
+        self._log_levels: dict[str, str] = {}
 
     # -- sampling -------------------------------------------------------------------------
     def sample(self) -> dict[str, Any]:
@@ -80,12 +84,17 @@ class MetricsHistory:
             gen, state = core.generation, core.state
             sessions = {wid: (s.alive, s.pid) for wid, s in core.sessions.items()}
             recovery_reason = core.recovery_reason
-        if self._generation is not None and gen != self._generation:
+        # the TM prepares workers in its "recovering" state on a fresh start too; say
+        # what a user sees there: the topology is starting, not recovering
+        starting = recovery_reason in ("start", "resume") and \
+            self._state in (None, "starting", "starting workers")
+        shown = "starting workers" if starting and state == "recovering" else state
+        if self._generation is not None and gen != self._generation and not starting:
             new.append({"time": now, "kind": "generation", "generation": gen,
                         "message": f"generation {gen}: {recovery_reason}"})
-        if self._state is not None and state != self._state:
+        if self._state is not None and shown != self._state:
             new.append({"time": now, "kind": "state", "generation": gen,
-                        "message": f"topology {self._state} -> {state}"})
+                        "message": f"topology {self._state} -> {shown}"})
         for wid, (alive, pid) in sorted(sessions.items()):
             was = self._workers.get(wid)
             if was is None:
@@ -101,7 +110,15 @@ class MetricsHistory:
                             "pid": pid, "generation": gen,
                             "message": f"worker {wid} recovered (new pid {pid})"})
             self._workers[wid] = (alive, pid)
-        self._generation, self._state = gen, state
+        self._generation, self._state = gen, shown
+        levels = live_log_levels(core)
+        for component, level in levels.items():
+            if self._log_levels.get(component) != level:
+                new.append({"time": now, "kind": "log_level", "component": component,
+                            "generation": gen,
+                            "message": f"log level of {component or 'every component'} "
+                                       f"set to {level}"})
+        self._log_levels = levels
         if new:
             with self.lock:
                 self.events.extend(new)

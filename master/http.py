@@ -33,6 +33,8 @@ from jstormpy.errors import JStormError
 from jstormpy.master import ops as live_ops
 from jstormpy.master.history import DEFAULT_INTERVAL_S, MetricsHistory
 from jstormpy.master.http_auth import create_ui_token, refuse_change
+from jstormpy.master.metrics import metrics_reply
+from jstormpy.master.ops import live_log_levels
 from jstormpy.master.prom import registry_for
 
 log = logging.getLogger("jstormpy.master.http")
@@ -57,6 +59,8 @@ def api_status(core: Any, history: MetricsHistory | None) -> dict[str, Any]:
             "workers", "checkpoint_interval_ms", "checkpoint_timeout_ms", "batch_size",
             "batch_linger_ms", "queue_capacity", "backpressure_high_watermark",
             "backpressure_low_watermark", "log_level")}
+        status["config"].update({f"log_level[{c}]": lvl for c, lvl in  # jstorm loglevel
+                                 live_log_levels(core).items() if c})
         status["inflight_checkpoints"] = sorted(core.inflight)
     if history is not None:
         with history.lock:
@@ -65,14 +69,8 @@ def api_status(core: Any, history: MetricsHistory | None) -> dict[str, Any]:
 
 
 def api_metrics(core: Any, component: str = "") -> dict[str, Any]:
-    """What the gRPC Metrics call returns."""
-    with core.lock:
-        snap: dict[str, Any] = core.metrics.snapshot(component)
-        snap["workers_process"] = {
-            str(s.worker_id): {"rss_bytes": s.rss_bytes, "cpu_percent": s.cpu_percent,
-                               "alive": s.alive, "pid": s.pid}
-            for s in core.sessions.values()}
-    return snap
+    """What the gRPC Metrics call returns (built by the same function)."""
+    return metrics_reply(core, component)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -112,3 +112,25 @@ class MetricsStore:
             "workers": {str(w): aggregate(ss) for w, ss in sorted(by_worker.items())},
             "topology": aggregate(tasks),
         }
+
+
+def metrics_reply(core: Any, component: str = "") -> dict[str, Any]:
+    """What ``/api/metrics`` and the gRPC ``Metrics`` call return (one builder for both).
+
+    Args:
+        core: The :class:`~jstormpy.master.core.MasterCore`.
+        component: Only this component's tasks ("" = every component).
+
+    Returns:
+        The metrics snapshot plus each worker process (pid, RSS, CPU, alive) and the
+        gray-release timings (``upgrade``), JSON-serialisable.
+    """
+    with core.lock:
+        snap: dict[str, Any] = core.metrics.snapshot(component)
+        snap["workers_process"] = {
+            str(s.worker_id): {"rss_bytes": s.rss_bytes, "cpu_percent": s.cpu_percent,
+                               "alive": s.alive, "pid": s.pid}
+            for s in core.sessions.values()}
+        up = core.upgrade.status()
+        snap["upgrade"] = {k: up[k] for k in ("phase", "last_pause_ms", "last_switch_ms")}
+    return snap

@@ -14,6 +14,7 @@ import json
 import logging
 from typing import Any
 
+from jstormpy.config import LOG_LEVELS
 from jstormpy.errors import ConfigError, JStormError
 from jstormpy.proto import jstorm_pb2 as pb
 
@@ -25,7 +26,7 @@ LIVE_TM_KEYS = ("checkpoint_interval_ms", "backpressure_high_watermark",
 LIVE_WORKER_KEYS = ("batch_linger_ms",)
 """Settings pushed to the workers (applied to every executor)."""
 LIVE_KEYS = LIVE_TM_KEYS + LIVE_WORKER_KEYS
-LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LEVELS = LOG_LEVELS
 
 
 def _overrides(core: Any) -> dict[str, Any]:
@@ -66,6 +67,7 @@ def set_log_level(core: Any, component: str, level: str) -> int:
             store["log_levels"][component] = level
         else:
             store["log_levels"] = {"": level}
+            core.config = core.config.replace(log_level=level)  # shown in "Live settings"
         alive = core._alive()
         for s in alive:
             s.send(set_log_level=pb.LogLevelCommand(component=component, level=level))
@@ -97,6 +99,12 @@ def set_config(core: Any, key: str, raw_value: str) -> tuple[Any, str]:
     scope = "workers" if key in LIVE_WORKER_KEYS else "master"
     log.info("config %s set to %r (%s)", key, value, scope)
     return value, scope
+
+
+def live_log_levels(core: Any) -> dict[str, str]:
+    """Log levels set live with ``jstorm loglevel``: component ("" = all) -> level."""
+    with core.lock:
+        return dict(_overrides(core)["log_levels"])
 
 
 def replay(core: Any, session: Any) -> None:

@@ -15,7 +15,6 @@ from typing import Any
 
 from prometheus_client.core import (
     CounterMetricFamily,
-    GaugeHistogramMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
@@ -58,6 +57,8 @@ class MasterCollector(Collector):
             history = list(core.history)
             last = dict(core.last_completed or {})
             recoveries = len(core.recoveries)
+            durations = core.checkpoint_durations.cumulative()
+            durations_sum = core.checkpoint_durations.sum
             errors = len(core.errors)
             interval = core.config.checkpoint_interval_ms
         topo = [name]
@@ -192,27 +193,13 @@ class MasterCollector(Collector):
         for status_ in ("completed", "failed", "timed_out"):
             hs.add_metric([name, status_], float(by_status.get(status_, 0)))
         yield hs
-        bounds = (10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, math.inf)
-        counts = [0] * len(bounds)
-        dsum = 0.0
-        for entry in history:
-            if entry["status"] != "completed":
-                continue
-            dsum += float(entry["duration_ms"])
-            for i, b in enumerate(bounds):
-                if entry["duration_ms"] <= b:
-                    counts[i] += 1
-                    break
-        cum: list[tuple[str, float]] = []
-        acc = 0
-        for b, c in zip(bounds, counts, strict=True):
-            acc += c
-            cum.append(("+Inf" if math.isinf(b) else repr(b), float(acc)))
-        # a gauge histogram: the kept history is bounded, so counts may go down
-        dh = GaugeHistogramMetricFamily(f"{PREFIX}_checkpoint_duration_ms",
-                                        "Durations of the completed checkpoints in the kept "
-                                        "history", labels=["topology"])
-        dh.add_metric(topo, cum, dsum)
+        # a real cumulative histogram (_bucket/_count/_sum): it counts every completed
+        # checkpoint since the TM started, so rate() never sees a reset
+        dh = HistogramMetricFamily(f"{PREFIX}_checkpoint_duration_ms",
+                                   "Durations of the completed checkpoints since the Topology "
+                                   "Master started", labels=["topology"])
+        dh.add_metric(topo, [("+Inf" if math.isinf(b) else repr(b), float(n))
+                             for b, n in durations], durations_sum)
         yield dh
 
 

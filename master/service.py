@@ -16,6 +16,7 @@ import grpc
 from jstormpy.errors import JStormError
 from jstormpy.master import ops
 from jstormpy.master.core import MasterCore, WorkerSession
+from jstormpy.master.metrics import metrics_reply
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.security import AUTH_HEADER, ReplayCache, method_name, verify_token
@@ -206,14 +207,7 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
         return pb.StatusReply(json=json.dumps(self.core.status(), default=str))
 
     def Metrics(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        with self.core.lock:
-            snap = self.core.metrics.snapshot(request.component)
-            snap["workers_process"] = {
-                str(s.worker_id): {"rss_bytes": s.rss_bytes, "cpu_percent": s.cpu_percent,
-                                   "alive": s.alive}
-                for s in self.core.sessions.values()}
-            up = self.core.upgrade.status()
-            snap["upgrade"] = {k: up[k] for k in ("phase", "last_pause_ms", "last_switch_ms")}
+        snap = metrics_reply(self.core, request.component)  # same as /api/metrics
         return pb.MetricsReply(json=json.dumps(snap, default=str))
 
     def Kill(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802

@@ -251,8 +251,9 @@ class UpgradeController:
             old = self._info(self.stable)
             problems = check_compatible(old, new)
         except JStormError:
-            if label not in known:
+            if label not in known:  # forget it whole: a later upload may reuse the label
                 self.store.remove(label)
+                self.infos.pop(label, None)
             raise
         if problems:
             if label not in known:
@@ -305,6 +306,10 @@ class UpgradeController:
             return [w for w in candidates if w in hosts]
         if count < 1:
             raise JStormError("-n needs a number >= 1")
+        if count > len(candidates):
+            raise JStormError(f"-n {count}: the topology has {n} workers and {len(candidates)} "
+                              f"can be switched now ({candidates}); give -n "
+                              f"{len(candidates)} or fewer")
         return candidates[:count]
 
     def _upgraded_workers(self) -> list[int]:

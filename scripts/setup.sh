@@ -1,16 +1,33 @@
 #!/usr/bin/env bash
 # Create .venv and install jstormpy with its test dependencies (idempotent).
+# Prints one line per step; the tools' own output goes to .venv/setup.log (shown on failure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+log=.venv/setup.log
+step() {  # step "what" command...: one line, the command's output in $log
+  local what=$1
+  shift
+  echo "setup: $what"
+  if ! "$@" >>"$log" 2>&1; then
+    echo "setup: FAILED: $what (last lines of $log):" >&2
+    tail -n 30 "$log" >&2
+    exit 1
+  fi
+}
 if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv
+  mkdir -p .venv
+  step "create .venv" "$PY" -m venv .venv
 fi
+: >"$log"
 stamp=.venv/.jstorm-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test]'
+  step "upgrade pip" .venv/bin/python -m pip install -q --upgrade pip
+  step "install jstormpy and its test dependencies (editable)" \
+    .venv/bin/python -m pip install -q -e '.[test]'
   touch "$stamp"
+else
+  echo "setup: .venv is up to date"
 fi
 # apt-get with retries: another process (unattended upgrades, a parallel setup) may hold
 # the dpkg lock for a while.
@@ -39,6 +56,7 @@ fi
 # Debian's package; Playwright drives it and never downloads a browser of its own.
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
+    echo "setup: apt-get install chromium"
     apt_install chromium || \
       echo "setup: could not install chromium; the browser UI test will be skipped" >&2
   else

@@ -28,6 +28,7 @@ import itertools
 import logging
 import os
 import pickle
+import signal
 import socket
 import struct
 import threading
@@ -676,28 +677,45 @@ class HBaseThriftServer:
         self.stop()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Serve HBase Thrift in the foreground until interrupted."""
-    parser = argparse.ArgumentParser(prog="python -m jstormpy.testing.hbase",
+def build_parser(prog: str = "python -m jstormpy.testing.hbase") -> argparse.ArgumentParser:
+    """The command-line parser of the HBase test server (exposed for docs tests)."""
+    parser = argparse.ArgumentParser(prog=prog,
                                      description="HBase Thrift v1 test server (in memory)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9090)
-    parser.add_argument("--data-dir", default=None, help="persist tables here on exit")
+    parser.add_argument("--data-dir", default=None,
+                        help="persist tables here on stop (SIGINT or SIGTERM)")
     parser.add_argument("--transport", choices=sorted(TRANSPORTS), default="buffered")
     parser.add_argument("--protocol", choices=sorted(PROTOCOLS), default="binary")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m jstormpy.testing.hbase") -> int:
+    """Serve HBase Thrift in the foreground until SIGINT or SIGTERM.
+
+    Args:
+        argv: Command-line arguments (``sys.argv[1:]`` when None).
+        prog: Program name shown in usage text (``jstorm testing hbase`` from the CLI).
+
+    Returns:
+        The exit code (0 after a clean stop; tables are saved to ``--data-dir`` first).
+    """
+    args = build_parser(prog).parse_args(argv)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server = HBaseThriftServer(args.host, args.port, args.data_dir, args.transport,
                                args.protocol).start()
+    print(f"HBase Thrift test server on {server.host}:{server.port}", flush=True)
+    stopped = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     try:
-        threading.Event().wait()
+        stopped.wait()
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGTERM, previous)
         server.stop()
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

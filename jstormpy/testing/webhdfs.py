@@ -19,7 +19,7 @@ Usage::
     with WebHdfsServer(tmp_dir) as srv:
         client = hdfs.InsecureClient(srv.url)
 
-or ``python -m jstormpy.testing.webhdfs --port 9870 --root DIR``.
+or ``jstorm testing webhdfs --port 9870 [--root DIR]`` (a temp dir by default).
 """
 
 from __future__ import annotations
@@ -31,9 +31,11 @@ import json
 import logging
 import os
 import shutil
+import signal
 import socket
 import stat
 import struct
+import tempfile
 import threading
 import time
 import zlib
@@ -672,26 +674,45 @@ class WebHdfsServer:
         self.stop()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Serve WebHDFS in the foreground until interrupted."""
-    parser = argparse.ArgumentParser(prog="python -m jstormpy.testing.webhdfs",
+def build_parser(prog: str = "python -m jstormpy.testing.webhdfs") -> argparse.ArgumentParser:
+    """The command-line parser of the WebHDFS test server (exposed for docs tests)."""
+    parser = argparse.ArgumentParser(prog=prog,
                                      description="WebHDFS REST test server over a directory")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9870)
-    parser.add_argument("--root", required=True, help="local directory holding the files")
+    parser.add_argument("--root", default=None,
+                        help="local directory holding the files (default: a new temp "
+                             "directory, printed at start and kept after exit)")
     parser.add_argument("-v", "--verbose", action="store_true")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m jstormpy.testing.webhdfs") -> int:
+    """Serve WebHDFS in the foreground until SIGINT or SIGTERM.
+
+    Args:
+        argv: Command-line arguments (``sys.argv[1:]`` when None).
+        prog: Program name shown in usage text (``jstorm testing webhdfs`` from the CLI).
+
+    Returns:
+        The exit code (0 after a clean stop).
+    """
+    args = build_parser(prog).parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    server = WebHdfsServer(args.root, host=args.host, port=args.port).start()
+    root = args.root if args.root is not None else tempfile.mkdtemp(prefix="jstorm-webhdfs-")
+    server = WebHdfsServer(root, host=args.host, port=args.port).start()
+    print(f"WebHDFS test server on {server.url} serving {server.root}", flush=True)
+    stopped = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     try:
-        threading.Event().wait()
+        stopped.wait()
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGTERM, previous)
         server.stop()
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

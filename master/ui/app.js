@@ -206,8 +206,17 @@ function renderSummary(status, metrics) {
   $("#restarts").textContent = status.restarts;
   $("#uptime").textContent = fmtDur(status.uptime_s);
   $("#guarantee").textContent = status.guarantee;
-  const t = metrics.topology || {};
-  $("#throughput").textContent = `${fmtNum(t.execute_rate || 0)} exec/s`;
+  // what Flink's and Heron's UIs show: records in at the spouts, records out at the sinks
+  // (a sum of every bolt's execute rate counts a record once per bolt it passes)
+  const comps = metrics.components || {};
+  const sum = (pick, key) => (status.components || []).filter(pick)
+    .reduce((acc, c) => acc + ((comps[c.name] || {})[key] || 0), 0);
+  const rateIn = sum((c) => c.kind === "spout", "emit_rate");
+  const rateOut = sum((c) => c.is_sink, "execute_rate");
+  for (const [id, v] of [["#rate-in", rateIn], ["#rate-out", rateOut]]) {
+    $(id).textContent = `${fmtNum(v)}/s`;
+    $(id).setAttribute("data-rate", String(v));
+  }
 }
 
 // ---------------------------------------------------------------- history sparkline

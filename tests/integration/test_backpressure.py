@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 
 from jstormpy import Config, FileSink, LocalCluster, SequenceSpout, TopologyBuilder, read_committed
+from jstormpy.cli_status import format_status
 from jstormpy.testing.semantics import check_sequences
 from tests.integration.bp_components import SlowPassThrough
 
@@ -31,12 +33,15 @@ CONFIG = Config(workers=2, guarantee="exactly_once", checkpoint_interval_ms=300,
 def _run(tmp_path, env=None):
     out = tmp_path / "out"
     seen_throttled = set()
+    throttled_text = ""
     with LocalCluster(env=env) as cluster:
         handle = cluster.submit(_topology(out), CONFIG)
         deadline = time.monotonic() + 120
         while True:
             status = handle.status()
             seen_throttled.update(status["backpressure"]["throttled_spouts"])
+            if status["backpressure"]["throttled_spouts"] and not throttled_text:
+                throttled_text = format_status(status)  # what `jstorm status` prints
             if status["state"] == "drained":
                 break
             assert status["state"] in ("starting", "recovering", "running"), status["state"]
@@ -44,13 +49,17 @@ def _run(tmp_path, env=None):
             time.sleep(0.05)  # polling interval of the observer, not a stand-in for a condition
     records = read_committed(out)
     report = check_sequences(records, "key", "seq", {f"k{i}": PER_KEY for i in range(KEYS)})
-    return status, seen_throttled, report
+    return status, seen_throttled, report, throttled_text
 
 
 @pytest.mark.slow
 def test_slow_bolt_throttles_spout_and_loses_nothing(tmp_path):
-    status, seen, report = _run(tmp_path)
+    status, seen, report, text = _run(tmp_path)
     assert report.ok, report.summary()
+    # the text form names the bottleneck, the throttled spouts and the reason
+    assert "backpressure THROTTLING" in text, text
+    assert re.search(r"throttled spouts\s+task \d+ \(events\)", text), text
+    assert re.search(r"reason\s+input queue of task \d+ \(slow\)", text), text
     bp = status["backpressure"]
     assert bp["throttle_count"] >= 1, bp
     assert seen, "no spout was ever reported throttled"
@@ -63,7 +72,7 @@ def test_slow_bolt_throttles_spout_and_loses_nothing(tmp_path):
 @pytest.mark.slow
 def test_lost_release_spout_resumes_when_lease_expires(tmp_path):
     # the TM never sends a release: only lease expiry lets the spout run again
-    status, seen, report = _run(tmp_path, env={"JSTORM_FAULTS": "drop_throttle_release"})
+    status, seen, report, _text = _run(tmp_path, env={"JSTORM_FAULTS": "drop_throttle_release"})
     assert report.ok, report.summary()
     assert seen
     assert any(e["action"] == "release" for e in status["backpressure"]["events"])

@@ -104,6 +104,10 @@ def test_operate_a_running_topology(tmp_path):
         assert re.search(rf"topology\s+{NAME}\s+state=running\s+generation=1", text)
         assert "guarantee=exactly_once" in text
         assert len(re.findall(r"^\s+[01]\s+True\s+\d+", text, re.M)) == 2  # 2 workers
+        assert re.search(r"ticks\[\d+(,\d+)*\]", text), text  # component names by task ids
+        assert re.search(r"^backpressure ", text, re.M), text
+        # a fresh start restores nothing: it is not listed as a recovery
+        assert "recovery" not in text and "None" not in text, text
 
         status = json.loads(ok("status", NAME, "--json"))
         assert status["name"] == NAME and status["state"] == "running"

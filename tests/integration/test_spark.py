@@ -157,6 +157,8 @@ def test_parquet_output_read_by_spark(spark: Any, tmp_path: Path) -> None:
         handle = cluster.submit(topo, Config(workers=2, checkpoint_interval_ms=300))
         handle.wait(timeout=600)
     assert any(p.suffix == ".parquet" for p in out.iterdir())
+    # create_session turns Spark's console progress bar off (it redraws for the whole run)
+    assert spark.sparkContext.getConf().get("spark.ui.showConsoleProgress") == "false"
     df = spark.read.parquet(str(out))
     assert df.count() == sum(expected.values())
     got = {r["word"]: r["n"] for r in df.groupBy("word").agg(F.max("count").alias("n")).collect()}

@@ -51,7 +51,7 @@ def test_prometheus_scrape_and_json_api(running):
         "jstorm_task_queue_fill": "gauge", "jstorm_component_max_queue_fill": "gauge",
         "jstorm_component_execute_latency_ms": "histogram",
         "jstorm_task_execute_latency_ms": "histogram",
-        "jstorm_checkpoint_duration_ms": "histogram",  # gauge histogram in 0.0.4 text
+        "jstorm_checkpoint_duration_ms": "histogram",
         "jstorm_last_checkpoint_size_bytes": "gauge", "jstorm_generation": "gauge",
         "jstorm_restarts": "counter", "jstorm_worker_rss_bytes": "gauge",
         "jstorm_worker_up": "gauge", "jstorm_topology_state": "gauge"}
@@ -67,6 +67,28 @@ def test_prometheus_scrape_and_json_api(running):
                if s.name.endswith("_bucket") and s.labels["component"] == "tally"]
     assert buckets[-1].labels["le"] == "+Inf" and buckets[-1].value > 0
     assert [b.value for b in buckets] == sorted(b.value for b in buckets)  # cumulative
+    # checkpoint durations: a real cumulative histogram with _count and _sum that only grow
+    def durations():
+        fam = {f.name: f for f in text_string_to_metric_families(get_text(f"{base}/metrics"))}
+        by = {}
+        for smp in fam["jstorm_checkpoint_duration_ms"].samples:
+            by.setdefault(smp.name, []).append(smp)
+        return by
+
+    first = durations()
+    assert set(first) == {"jstorm_checkpoint_duration_ms_bucket",
+                          "jstorm_checkpoint_duration_ms_count",
+                          "jstorm_checkpoint_duration_ms_sum"}, set(first)
+    count = first["jstorm_checkpoint_duration_ms_count"][0].value
+    assert count >= 1 and first["jstorm_checkpoint_duration_ms_sum"][0].value > 0
+    assert first["jstorm_checkpoint_duration_ms_bucket"][-1].value == count  # +Inf == count
+    done = handle.last_completed_checkpoint() or 0
+    wait_for(lambda: (handle.last_completed_checkpoint() or 0) > done, 30, "one more checkpoint")
+    later = durations()
+    assert later["jstorm_checkpoint_duration_ms_count"][0].value > count
+    assert all(b.value >= a.value for a, b in zip(first["jstorm_checkpoint_duration_ms_bucket"],
+                                                  later["jstorm_checkpoint_duration_ms_bucket"],
+                                                  strict=True))
     # JSON API and history
     m = get_json(f"{base}/api/metrics")
     assert set(m["components"]) == {"events", "tally", "sink"}
@@ -83,6 +105,15 @@ def test_prometheus_scrape_and_json_api(running):
     assert "<svg" in get_text(f"{base}/") and "function" in get_text(f"{base}/app.js")
 
 
+def test_fresh_start_is_not_a_recovery(running):
+    handle, base = running
+    st = get_json(f"{base}/api/status")
+    assert st["state"] == "running" and st["recoveries"] == [], st["recoveries"]
+    messages = [e["message"] for e in st["events"]]
+    assert not any("recovering" in m for m in messages), messages
+    assert "recovery" not in jstorm("status", handle.name).stdout
+
+
 def test_cli_ui_metrics_loglevel_config(running):
     handle, base = running
     name = handle.name
@@ -91,6 +122,12 @@ def test_cli_ui_metrics_loglevel_config(running):
     assert "component" in out and "tally" in out and "worker 0" in out and "(topology)" in out
     header = out.splitlines()[0]
     assert header.split()[:3] == ["component", "emitted", "executed"]
+    # /api/metrics and the gRPC Metrics call (`jstorm metrics --json`) are one builder
+    grpc_m = json.loads(jstorm("metrics", name, "--json").stdout)
+    http_m = get_json(f"{base}/api/metrics")
+    assert set(grpc_m) == set(http_m) and {"upgrade", "workers_process"} <= set(grpc_m)
+    for m in (grpc_m, http_m):
+        assert all(w["pid"] for w in m["workers_process"].values()), m["workers_process"]
 
     # log level: the tally tasks log DEBUG lines only after `jstorm loglevel ... DEBUG`
     task_logs = [handle.run_dir / "logs" / "tasks" / f"tally-{t}.log" for t in (3, 4)]
@@ -109,6 +146,15 @@ def test_cli_ui_metrics_loglevel_config(running):
                 if r["level"] == "DEBUG" and "reached" in r["message"]]
 
     wait_for(debug_lines, 30, "DEBUG lines in the tally task logs")
+    # the live change shows in the UI's "Live settings" and as an event
+    st = get_json(f"{base}/api/status")
+    assert st["config"]["log_level[tally]"] == "DEBUG", st["config"]
+    wait_for(lambda: any(e["message"] == "log level of tally set to DEBUG"
+                         for e in get_json(f"{base}/api/status")["events"]), 10,
+             "a log-level event")
+    # the same levels as Config.log_level: CRITICAL is refused by both
+    bad = jstorm("loglevel", name, "tally", "CRITICAL", check=False)
+    assert bad.returncode == 2 and "invalid choice: 'CRITICAL'" in bad.stderr
     jstorm("loglevel", name, "tally", "INFO")
 
     # config: TM-side setting shows in the status at once and checkpoints keep completing

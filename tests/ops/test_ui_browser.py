@@ -72,6 +72,15 @@ def test_ui_graph_rates_checkpoints_and_worker_recovery(page, tmp_path):
         wait_for(lambda: int(page.get_attribute('#tasks tr[data-task="3"]', "data-executed"))
                  > executed, 30, "task 3's executed count to grow")
         assert "/s" in _text(page, '#graph .node[data-component="tally"] text.rate')
+        # header: records in/s at the spouts and out/s at the sinks (one JS tick: one poll)
+        rates = wait_for(lambda: (r := page.evaluate("""() => {
+            const v = (sel, attr) => Number(document.querySelector(sel).getAttribute(attr));
+            return {in: v("#rate-in", "data-rate"), out: v("#rate-out", "data-rate"),
+                    events: v('#graph .node[data-component="events"]', "data-rate"),
+                    sink: v('#graph .node[data-component="sink"]', "data-rate")};
+        }""")) and r["in"] > 0 and r["out"] > 0 and r, 30, "in/out rates in the header")
+        assert rates["in"] == rates["events"] and rates["out"] == rates["sink"], rates
+        assert _text(page, "#rate-in").endswith("/s")
         fill = page.get_attribute('#graph .node[data-component="tally"] rect', "fill")
         assert fill.startswith("rgb(")
 

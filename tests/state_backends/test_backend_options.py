@@ -26,6 +26,31 @@ def test_submit_refuses_bad_options_before_starting_anything(tmp_path):
         cluster.submit(b.build(), conf)
 
 
+
+class _NoSpark:
+    """Stands in for a SparkSession: the launcher may read the master URL, nothing more."""
+
+    class sparkContext:  # noqa: N801 - SparkSession's attribute name
+        master = "local[2]"
+
+        @staticmethod
+        def getConf():  # noqa: N802 - touching Spark at all means checking too late
+            raise AssertionError("SparkCluster.submit used Spark before validating the config")
+
+
+def test_spark_submit_refuses_bad_options_before_starting_anything(tmp_path):
+    from jstormpy.deploy.spark import SparkCluster
+
+    b = TopologyBuilder("bad-options-spark")
+    b.set_spout("s", SequenceSpout(keys=1, per_key=10))
+    b.set_bolt("out", FileSink(str(tmp_path / "out"))).shuffle_grouping("s")
+    cluster = SparkCluster(_NoSpark(), home=tmp_path)
+    conf = Config(state_backend="hbase://127.0.0.1:1/t", state_backend_options={"colfam": "x"})
+    with pytest.raises(ConfigError, match="colfam"):
+        cluster.submit(b.build(), conf)
+    assert not (tmp_path / "runs").exists()  # nothing was written or started
+
+
 def test_hbase_column_family_option_reaches_tm_and_workers(tmp_path, hbase_server):
     b = TopologyBuilder("hbase-options")
     b.set_spout("s", SequenceSpout(keys=2, per_key=500), parallelism=2)

@@ -1,0 +1,67 @@
+"""The text form of ``jstorm status``: topology, checkpoint, workers, backpressure, logs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _task_names(status: dict[str, Any]) -> dict[int, str]:
+    return {int(t): c["name"] for c in status.get("components", []) for t in c.get("tasks", [])}
+
+
+def _tasks_text(tasks: list[int], names: dict[int, str]) -> str:
+    """``ticks[0,1] square[2]``: task ids grouped under their component's name."""
+    groups: dict[str, list[int]] = {}
+    for t in sorted(tasks):
+        groups.setdefault(names.get(t, "?"), []).append(t)
+    return " ".join(f"{name}[{','.join(map(str, ids))}]" for name, ids in groups.items()) or "-"
+
+
+def _backpressure_lines(bp: dict[str, Any], names: dict[int, str]) -> list[str]:
+    if not bp:
+        return []
+    congested = bp.get("congested") or {}
+    throttled = bp.get("throttled_spouts") or []
+    task = bp.get("bottleneck_task")
+    fill = bp.get("bottleneck_fill") or 0.0
+    head = "backpressure " + ("THROTTLING" if throttled else "none")
+    if task is not None:
+        head += f"; fullest queue: task {task} ({names.get(int(task), '?')}) {fill:.0%}"
+    head += f"; throttled {bp.get('throttle_count', 0)} times so far"
+    lines = [head]
+    if congested:
+        lines.append("  congested  " + ", ".join(
+            f"task {t} ({names.get(int(t), '?')}) {f:.0%}" for t, f in congested.items()))
+    if throttled:
+        lines.append("  throttled spouts  " + ", ".join(
+            f"task {t} ({names.get(int(t), '?')})" for t in throttled))
+    if bp.get("reason"):
+        lines.append(f"  reason     {bp['reason']}")
+    return lines
+
+
+def format_status(status: dict[str, Any]) -> str:
+    """What ``jstorm status NAME`` prints for a :meth:`MasterClient.status` dict."""
+    names = _task_names(status)
+    lines = [f"topology   {status['name']}  state={status['state']}  generation="
+             f"{status['generation']}  guarantee={status['guarantee']}  "
+             f"restarts={status['restarts']}"]
+    last = status.get("last_completed_checkpoint")
+    if last:
+        lines.append(f"checkpoint #{last['id']} completed in {last['duration_ms']} ms, "
+                     f"{last['size_bytes']} bytes, alignment {last['alignment_ms']} ms")
+    else:
+        lines.append("checkpoint none completed yet")
+    lines.append(f"{'worker':>6} {'alive':>5} {'pid':>7} {'version':>8} {'rss MB':>7} tasks")
+    for w in status["workers"]:
+        rss = f"{w['rss_bytes'] / 1e6:.0f}" if w.get("rss_bytes") else "-"
+        lines.append(f"{w['id']:>6} {str(w['alive']):>5} {w['pid'] or '-':>7} "
+                     f"{w['code_version'] or '-':>8} {rss:>7} {_tasks_text(w['tasks'], names)}")
+    lines.extend(_backpressure_lines(status.get("backpressure") or {}, names))
+    for r in status.get("recoveries", [])[-5:]:
+        restored = "fresh state" if r["checkpoint"] is None else f"checkpoint {r['checkpoint']}"
+        lines.append(f"recovery   gen {r['generation']}: {r['reason']} -> restored "
+                     f"{restored} ({r['duration_ms']} ms)")
+    for e in status.get("errors", [])[-5:]:
+        lines.append(f"error      task {e['task']} {e['component']}: {e['message']}")
+    return "\n".join(lines)
