@@ -138,6 +138,8 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=4096,
                     help="Config.batch_size: most tuples per channel batch")
+    ap.add_argument("--no-tls", action="store_true",
+                    help="Config(tls=False): measure what TLS costs (docs/security.md)")
     a = ap.parse_args()
     files = sorted(glob.glob(os.path.join(os.path.abspath(a.corpus), "part-*.txt")))
     if not files:
@@ -151,7 +153,7 @@ def main() -> int:
     topo = build(files, out_dir, a.workers, stamps)
     conf = Config(workers=a.workers, guarantee=a.guarantee,
                   checkpoint_interval_ms=int(a.checkpoint_interval * 1000),
-                  batch_size=a.batch_size, log_level="WARNING",
+                  batch_size=a.batch_size, log_level="WARNING", tls=not a.no_tls,
                   state_backend="file://" + os.path.join(work, "ckpt"))
     with LocalCluster() as cluster:
         t0 = time.perf_counter()
