@@ -44,7 +44,7 @@ def cmd_savepoint(args: argparse.Namespace) -> int:
     if args.uri:
         raise JStormError(f"unexpected argument {args.uri!r} (use --to URI)")
     reg = Registration.load(args.target)
-    client = MasterClient(reg.address, reg.secret.encode())
+    client = MasterClient.for_registration(reg)
     uri = savepoint_run(reg.run_dir, lambda: client.checkpoint(args.timeout), args.to,
                         jstorm_home(), _stopper(client) if args.stop else None)
     print(f"savepoint written to {uri}" + (f"; {args.target} stopped" if args.stop else ""))

@@ -48,6 +48,7 @@ class WorkerSession:
     alive: bool = True
     last_seen: float = field(default_factory=time.monotonic)
     started_at: float = field(default_factory=time.time)
+    registered_mono: float = field(default_factory=time.monotonic)
     rss_bytes: int = 0
     cpu_percent: float = 0.0
     generation: int = 0
@@ -192,10 +193,17 @@ class MasterCore:
             if self.sessions.get(session.worker_id) is not session or not session.alive:
                 return
             session.alive = False
-            log.warning("worker %d lost: %s", session.worker_id, reason)
-            self._worker_failed(session.worker_id, f"worker {session.worker_id} lost: {reason}")
+            # a worker that registered before the recovery under way began goes down with
+            # the failure that recovery handles (on Spark a lost task fails the whole
+            # barrier stage): it costs no second restart and keeps the first reason
+            knock_on = (self.state == "recovering" and self.recovery_started is not None
+                        and session.registered_mono < self.recovery_started)
+            log.warning("worker %d lost: %s%s", session.worker_id, reason,
+                        " (part of the failure being recovered)" if knock_on else "")
+            self._worker_failed(session.worker_id, f"worker {session.worker_id} lost: {reason}",
+                                knock_on)
 
-    def _worker_failed(self, worker_id: int, reason: str) -> None:
+    def _worker_failed(self, worker_id: int, reason: str, knock_on: bool = False) -> None:
         if self.state in ("killed", "drained", "failed"):
             return
         self.upgrade.on_worker_failed(worker_id, reason)  # upgrade hook
@@ -211,6 +219,11 @@ class MasterCore:
                                                          generation=self.generation,
                                                          reason=reason))
             return  # at-most-once: the others keep running; the respawn gets a partial prepare
+        if knock_on:
+            first, started = self.recovery_reason, self.recovery_started
+            self._begin_recovery(reason, count_restart=False)
+            self.recovery_reason, self.recovery_started = first, started
+            return
         self._begin_recovery(reason)
 
     def _prepare_partial(self, session: WorkerSession) -> None:

@@ -160,3 +160,28 @@ def test_checkpoint_timeouts_escalate_to_recovery_naming_the_stalled_task(tmp_pa
         final = handle.wait(timeout=90)
     assert final["state"] == "drained"
     assert sorted(r["seq"] for r in read_committed(out)) == list(range(n))
+
+
+def test_workers_lost_together_cost_one_restart_and_keep_the_first_reason(tmp_path):
+    """Two workers killed at once (as a failed Spark barrier stage takes every worker down)
+    are one failure: one restart against max_restarts, recorded with the first loss."""
+    n = 3000
+    out = tmp_path / "out"
+    topo = pipeline("f-kill-two", out, NumberSpout(n, per_call=2, pause_s=0.004))
+    with LocalCluster() as cluster:
+        handle = cluster.submit(topo, fast_config(guarantee="exactly_once", workers=3))
+        wait_until(lambda: handle.status()["state"] == "running", what="running")
+        wait_until(lambda: handle.metrics("numbers")["topology"]["emitted"] >= 200,
+                   what="the spouts emitting")
+        victims = [handle._launcher.workers[1], handle._launcher.workers[2]]
+        for proc in victims:
+            proc.send_signal(signal.SIGKILL)
+        for proc in victims:
+            proc.wait(10)
+        status = handle.wait(timeout=120)
+    assert status["state"] == "drained"
+    assert status["restarts"] == 1, status["recoveries"]
+    assert len(status["recoveries"]) == 1, status["recoveries"]
+    assert status["recoveries"][0]["reason"].startswith(("worker 1 lost", "worker 2 lost"))
+    got = sorted(r["seq"] for r in read_committed(out))
+    assert got == list(range(n))  # rolled back and replayed: no loss, no duplicate
