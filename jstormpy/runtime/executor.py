@@ -271,7 +271,9 @@ class TaskExecutor:
         view = capture(self._snapshot_dict()) if stateful else None
         if emit_barrier:
             self.collector.broadcast(BARRIER, checkpoint_id)
-        finished = self.kind == "spout" and self.component.finished
+        # "finished" tells the TM this barrier follows the spout's end of stream, so the
+        # checkpoint covers everything end of input causes downstream (hole 3)
+        finished = self.kind == "spout" and self.eos_sent
         self.metrics.snapshot_pause_ms = (time.monotonic() - t0) * 1000.0
         if view is None:
             fault_point("after_snapshot", checkpoint_id, self.host.worker_id)
@@ -324,13 +326,7 @@ class TaskExecutor:
                 wake.clear()
                 continue
             if comp.finished:
-                if not self.eos_sent:
-                    coll.flush()
-                    coll.broadcast(END_OF_STREAM, None)
-                    self.eos_sent = True
-                    report = getattr(self.host, "spout_finished", None)
-                    if report is not None:
-                        report(self.task_id)
+                self._send_end_of_stream()
                 wake.wait(0.05)
                 wake.clear()
                 continue
@@ -347,6 +343,11 @@ class TaskExecutor:
                 raise
             except Exception as exc:
                 self._user_error(exc, None)
+            if comp.finished:
+                # end of stream goes out right behind the last emit, before any barrier a
+                # trigger queued meanwhile: the final checkpoint must follow it (hole 3)
+                self._send_end_of_stream()
+                continue
             if coll.emitted == before:
                 coll.flush()
                 last_flush = time.monotonic()
@@ -355,6 +356,17 @@ class TaskExecutor:
             elif now - last_flush >= self.linger_s:  # read live: jstorm config
                 coll.flush()
                 last_flush = now
+
+    def _send_end_of_stream(self) -> None:
+        """Flush and send END_OF_STREAM on every output channel, once; tell the host."""
+        if self.eos_sent:
+            return
+        self.collector.flush()
+        self.collector.broadcast(END_OF_STREAM, None)
+        self.eos_sent = True
+        report = getattr(self.host, "spout_finished", None)
+        if report is not None:
+            report(self.task_id)
 
     # -- bolt loop --------------------------------------------------------------------------
     def _run_bolt(self) -> None:

@@ -460,7 +460,7 @@ class Worker(TaskHost):
                 queue_capacity=q.maxsize if q is not None else 0,
                 latency_ms_sum=m.latency_sum_ms, latency_samples=m.latency_samples,
                 latency_buckets=m.buckets, errors=m.errors,
-                finished=ex.kind == "spout" and ex.component.finished,
+                finished=ex.kind == "spout" and ex.eos_sent,
                 late_records=int(getattr(ex.component, "late_records", 0) or 0),
                 throttled=ex.throttled_until > time.monotonic()))
         try:
