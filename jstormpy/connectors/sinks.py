@@ -109,6 +109,7 @@ class FileSink(Sink):
         """jsonl lines not yet written to the in-progress file (written in blocks)."""
         self._count = 0
         self._empty: set[int] = set()
+        self._exactly = True
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -158,6 +159,8 @@ class FileSink(Sink):
             SinkError: The directory cannot be created or is not writable.
         """
         self._task_id = context.task_id
+        # at_most_once restores nothing: recover(None) is also what its restarts look like
+        self._exactly = conf.get("guarantee", "exactly_once") != "at_most_once"
         self._token = f"{os.getpid()}-g{context.generation}-{uuid.uuid4().hex[:8]}"
         try:
             for path in (self.directory, self._staging, self._inprogress):
@@ -367,6 +370,31 @@ class FileSink(Sink):
             raise self._fail(f"abort transaction {checkpoint_id}", exc) from exc
         self._empty.discard(checkpoint_id)
 
+    def check_fresh_run(self) -> None:
+        """Refuse a fresh run into a directory holding an earlier run's committed output.
+
+        Launchers call it before starting a run that does not resume (``recover(None)``
+        checks again in the worker).
+
+        Raises:
+            SinkError: The directory holds committed part files; the message names it.
+        """
+        if os.path.isdir(self.directory):
+            self._refuse_earlier_output()
+
+    def _refuse_earlier_output(self) -> None:
+        try:
+            earlier = _committed_names(self.directory)
+        except OSError as exc:
+            raise self._fail("list its output directory", exc) from exc
+        if earlier:
+            raise SinkError(
+                f"FileSink directory {self.directory!r} already holds {len(earlier)} "
+                f"committed part file(s) of an earlier run ({earlier[0]} ... {earlier[-1]}); "
+                "a fresh run restarts checkpoint ids at 1 and would collide with them. "
+                "Write to an empty directory, move the old output away, or continue the "
+                "earlier run with --resume (LocalCluster.submit(..., resume=True))")
+
     def recover(self, completed_id: int | None) -> None:
         """Discard this task's in-progress files (any process) and staged files > completed_id.
 
@@ -374,10 +402,18 @@ class FileSink(Sink):
         interrupted commit and are removed too; any other staged file ``<= completed_id`` is
         kept (and logged), since it may hold data.
 
+        ``completed_id`` None means a fresh run (no checkpoint of this run ever completed,
+        so none of its output was committed): committed part files already in the
+        directory then belong to an earlier run. Its checkpoint ids would collide with this
+        run's (ids restart at 1), so the sink refuses to start rather than mix or lose
+        output; nothing is deleted or overwritten.
+
         Raises:
-            SinkError: I/O failed.
+            SinkError: I/O failed, or a fresh run found an earlier run's committed output.
         """
         task = self._task()
+        if completed_id is None and self._exactly:
+            self._refuse_earlier_output()
         if self._txn is not None:
             self.abort(self._txn)
         log = self._logger()
@@ -411,6 +447,10 @@ class FileSink(Sink):
         if removed or dropped:
             log.info("FileSink task %s recovered to checkpoint %s: discarded %d in-progress "
                      "and %d staged file(s)", task, completed_id, removed, dropped)
+
+
+def _committed_names(directory: str) -> list[str]:
+    return sorted(n for n in os.listdir(directory) if _PART_RE.match(n))
 
 
 def committed_files(directory: str | os.PathLike[str]) -> list[Path]:

@@ -386,3 +386,24 @@ def test_a_prepared_sink_can_still_be_pickled(tmp_path: Path) -> None:
     sink.write(tup("a", 0))
     clone = cloudpickle.loads(cloudpickle.dumps(sink))
     assert clone._fh is None and clone.directory == sink.directory
+
+
+def test_a_fresh_run_into_a_used_directory_is_refused_and_keeps_the_old_output(
+        tmp_path: Path) -> None:
+    # issue 13 hole 5: checkpoint ids restart at 1 in a fresh run; commit(1) used to find the
+    # earlier run's part-1 "already committed" and delete its own staged transaction
+    first = start(tmp_path)
+    first.write(tup("a", 0))
+    first.pre_commit(1)
+    first.commit(1)
+    before = all_files(tmp_path)
+    content = (tmp_path / "part-0000000001-00003.jsonl").read_bytes()
+    fresh = cloudpickle.loads(cloudpickle.dumps(FileSink(tmp_path)))
+    fresh.prepare({}, ctx(3, 0))
+    with pytest.raises(SinkError) as err:
+        fresh.recover(None)  # what a fresh run does: nothing restored
+    assert str(tmp_path) in str(err.value) and "--resume" in str(err.value)
+    assert all_files(tmp_path) == before
+    assert (tmp_path / "part-0000000001-00003.jsonl").read_bytes() == content
+    # a restore (recover to a completed checkpoint) in the same directory is fine
+    start(tmp_path, restored=1, generation=1)
