@@ -292,6 +292,7 @@ class MasterCore:
             except BackendError as exc:
                 self._retry_prepare(f"cannot list checkpoints: {exc}")
                 return
+            self._note_fallback()
         elif self.target_checkpoint == LATEST:
             self.target_checkpoint = None
         if self.target_checkpoint is not None:
@@ -319,6 +320,20 @@ class MasterCore:
                 task_ids=tasks,
                 restores=[pb.TaskRestore(task_id=t, handle=restores.get(t, "")) for t in tasks],
                 peers=peers, task_workers=self.plan, partial=False))
+
+    def _note_fallback(self) -> None:
+        """Recovering to an older checkpoint than the newest completed one (those are
+        unusable) replays output sinks may already have committed: say so in status."""
+        target = self.target_checkpoint or 0
+        skipped = sorted(c for c in self.bad_checkpoints if c > target)
+        if not skipped or self.id_floor <= target:
+            return
+        message = (f"fell back to checkpoint {target or 'none'} past unusable checkpoint(s) "
+                   f"{skipped}: output committed for checkpoints {target + 1}..{self.id_floor} "
+                   "is emitted again under new checkpoint ids (at-least-once for that span)")
+        log.error("%s", message)
+        self.errors.append({"time": time.time(), "task": -1, "component": "",
+                            "message": message, "traceback": "", "tuple": ""})
 
     def _retry_prepare(self, why: str) -> None:
         log.error("recovery of generation %d waits for the state backend: %s; retrying in "
