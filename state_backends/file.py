@@ -98,7 +98,7 @@ def _make_dirs_durable(path: Path) -> None:
     a power loss can take the whole checkpoint (and its ``_metadata``) with it."""
     missing: list[Path] = []
     probe = path
-    while not probe.is_dir():
+    while not probe.exists():  # an existing non-directory fails the mkdir (ENOTDIR)
         missing.append(probe)
         if probe.parent == probe:
             break

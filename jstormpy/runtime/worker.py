@@ -47,6 +47,7 @@ from jstormpy.runtime.routing import OutputCollector, build_routes
 from jstormpy.runtime.transport import Transport
 from jstormpy.security import auth_metadata, secret_from_env
 from jstormpy.state_backends import StateBackend, open_backend
+from jstormpy.state_backends.deadline import DeadlineBackend
 from jstormpy.tls import grpc_channel, tls_dir_from_env
 from jstormpy.topology import Topology
 
@@ -145,8 +146,9 @@ class Worker(TaskHost):
         for spec in self.topology.components.values():
             self.component_blobs[spec.name] = cloudpickle.dumps(spec.obj)
         if self.config.state_backend:
-            self.backend = open_backend(self.config.state_backend,
-                                        **self.config.state_backend_options)
+            self.backend = DeadlineBackend(  # a hung backend fails the upload, in time
+                open_backend(self.config.state_backend, **self.config.state_backend_options),
+                self.config.state_backend_timeout_ms)
 
     @property
     def host(self) -> str:
