@@ -3,14 +3,23 @@
 Layout of a :class:`FileSink` directory::
 
     part-0000000007-00003.jsonl        committed: transaction (checkpoint) 7 of task 3
-    _staging/part-0000000008-00003.jsonl
-                                       pre-committed (durable, invisible) transaction 8
+    _staging/t00003-g2-<pid>-<random>/part-0000000008-00003.jsonl
+                                       pre-committed (durable, invisible) transaction 8,
+                                       staged by the incarnation of task 3 that owns
+                                       this directory (its fencing token: generation 2 +
+                                       process + random)
     _inprogress/part-0000000009-00003.jsonl.<pid>-g<generation>-<random>
                                        the open transaction 9 of one process
 
 Readers (including Spark and Hadoop input formats) ignore names starting with ``_`` or
 ``.``, so only committed part files are ever visible. Every step is a single atomic
 rename (or link) followed by an fsync of the directories involved.
+
+Fencing: each incarnation of a task stages into its own directory. A new incarnation
+(``prepare``) adopts the staged files of every older one and removes their directories,
+so an older incarnation that wakes up later (a frozen "zombie") can neither stage nor
+commit: its directory is gone and every such step fails with
+:class:`~jstormpy.errors.FencedError`.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ from typing import IO, Any
 
 from jstormpy.barrier.twophase import Sink
 from jstormpy.component import TopologyContext, Tuple
-from jstormpy.errors import SinkError
+from jstormpy.errors import FencedError, SinkError
 
 __all__ = ["FORMATS", "FileSink", "committed_files", "read_committed"]
 
@@ -135,8 +144,19 @@ class FileSink(Sink):
     def _name(self, checkpoint_id: int) -> str:
         return _part_name(checkpoint_id, self._task(), self.format)
 
+    @property
+    def _own(self) -> str:
+        """This incarnation's staging directory (named by its fencing token)."""
+        return os.path.join(self._staging, f"t{self._task():05d}-{self._token}")
+
     def _staged_path(self, checkpoint_id: int) -> str:
-        return os.path.join(self._staging, self._name(checkpoint_id))
+        return os.path.join(self._own, self._name(checkpoint_id))
+
+    def _fenced(self, action: str) -> FencedError:
+        return FencedError(
+            f"FileSink task {self._task_id} cannot {action} in {self.directory!r}: a newer "
+            f"incarnation of the task took over (its staging directory {self._own!r} was "
+            "retired); this instance is a zombie and publishes nothing")
 
     def _target_path(self, checkpoint_id: int) -> str:
         return os.path.join(self.directory, self._name(checkpoint_id))
@@ -171,6 +191,42 @@ class FileSink(Sink):
             if not os.access(path, os.W_OK | os.X_OK):
                 raise SinkError(f"FileSink task {self._task_id}: directory {path!r} is not "
                                 "writable; choose another directory or fix its permissions")
+        try:
+            os.mkdir(self._own)
+            _fsync_dir(self._staging)
+            self._adopt_staged()
+        except OSError as exc:
+            raise self._fail("take over the task's staged transactions", exc) from exc
+
+    def _adopt_staged(self) -> None:
+        """Move every staged file of this task out of older incarnations' directories
+        (and the flat layout of earlier versions) into ours, then remove those
+        directories: whatever an older incarnation still tries afterwards fails."""
+        task = self._task()
+        mine = os.path.basename(self._own)
+        prefix = f"t{task:05d}-"
+        for name in sorted(os.listdir(self._staging)):
+            path = os.path.join(self._staging, name)
+            if name == mine:
+                continue
+            if name.startswith(prefix) and os.path.isdir(path):
+                for _ in range(100):  # a zombie may still be renaming into it
+                    for part in os.listdir(path):
+                        os.replace(os.path.join(path, part), os.path.join(self._own, part))
+                    try:
+                        os.rmdir(path)
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError as exc:
+                        if exc.errno != errno.ENOTEMPTY:
+                            raise
+            else:
+                m = _WORK_RE.match(name)
+                if m and int(m.group(2)) == task and os.path.isfile(path):
+                    os.replace(path, os.path.join(self._own, name))
+        _fsync_dir(self._own)
+        _fsync_dir(self._staging)
 
     def cleanup(self) -> None:
         """Close the open in-progress file (its content is discarded by the next recover)."""
@@ -278,8 +334,13 @@ class FileSink(Sink):
                     self._fh.close()
                     self._fh = None
             if written:
-                os.replace(inprogress, self._staged_path(checkpoint_id))
-                _fsync_dir(self._staging)
+                if not os.path.isdir(self._own):
+                    raise self._fenced(f"stage transaction {checkpoint_id}")
+                try:
+                    os.replace(inprogress, self._staged_path(checkpoint_id))
+                except FileNotFoundError:  # retired (or our in-progress file removed)
+                    raise self._fenced(f"stage transaction {checkpoint_id}") from None
+                _fsync_dir(self._own)
                 _fsync_dir(self._inprogress)
             else:
                 self._empty.add(checkpoint_id)
@@ -327,8 +388,10 @@ class FileSink(Sink):
                 # already committed; a staged copy may be left by a commit interrupted
                 # between publishing and cleaning up
                 if _unlink_missing_ok(staged):
-                    _fsync_dir(self._staging)
+                    _fsync_dir(self._own)
                 return
+            if not os.path.isdir(self._own):
+                raise self._fenced(f"commit transaction {checkpoint_id}")
             if not os.path.exists(staged):
                 if checkpoint_id not in self._empty:
                     self._logger().info(
@@ -340,6 +403,8 @@ class FileSink(Sink):
                 os.link(staged, target)
             except FileExistsError:
                 pass  # a concurrent/earlier commit published it
+            except FileNotFoundError:  # retired between the check and the link
+                raise self._fenced(f"commit transaction {checkpoint_id}") from None
             except OSError as exc:
                 if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP,
                                      errno.EMLINK, errno.ENOSYS):
@@ -348,7 +413,7 @@ class FileSink(Sink):
                 os.rename(staged, target)
             _fsync_dir(self.directory)
             if _unlink_missing_ok(staged):
-                _fsync_dir(self._staging)
+                _fsync_dir(self._own)
         except OSError as exc:
             raise self._fail(f"commit transaction {checkpoint_id}", exc) from exc
         self._logger().debug("FileSink task %s committed %s", self._task_id, target)
@@ -365,7 +430,7 @@ class FileSink(Sink):
                 self._lines = []
                 self._inprogress_path = None
             if _unlink_missing_ok(self._staged_path(checkpoint_id)):
-                _fsync_dir(self._staging)
+                _fsync_dir(self._own)
         except OSError as exc:
             raise self._fail(f"abort transaction {checkpoint_id}", exc) from exc
         self._empty.discard(checkpoint_id)
@@ -426,12 +491,12 @@ class FileSink(Sink):
             if removed:
                 _fsync_dir(self._inprogress)
             dropped = 0
-            for name in os.listdir(self._staging):
+            for name in os.listdir(self._own):
                 m = _WORK_RE.match(name)
                 if not m or int(m.group(2)) != task:
                     continue
                 checkpoint_id = int(m.group(1))
-                path = os.path.join(self._staging, name)
+                path = os.path.join(self._own, name)
                 if completed_id is None or checkpoint_id > completed_id:
                     dropped += _unlink_missing_ok(path)
                 elif os.path.exists(os.path.join(self.directory, name)):
@@ -441,7 +506,7 @@ class FileSink(Sink):
                                 "checkpoint %s) was never committed; keeping %s",
                                 task, checkpoint_id, completed_id, path)
             if dropped:
-                _fsync_dir(self._staging)
+                _fsync_dir(self._own)
         except OSError as exc:
             raise self._fail("discard leftover transactions", exc) from exc
         if removed or dropped:
