@@ -156,6 +156,15 @@ class MasterCore(CheckpointCoordination):
                 raise JStormError(f"worker id {session.worker_id} outside "
                                   f"0..{self.config.workers - 1}")
             old = self.sessions.get(session.worker_id)
+            if old is not None and old.alive and 0 < reported_generation < self.generation:
+                # a zombie (frozen past its timeout, replaced meanwhile) reconnecting with
+                # the generation it froze in: fenced off, the live worker stays
+                log.warning("worker %d (pid %d) registered with stale generation %d < %d: "
+                            "fenced off", session.worker_id, session.pid,
+                            reported_generation, self.generation)
+                session.alive = False
+                session.send(shutdown=pb.Shutdown(reason="fenced: stale generation"))
+                return
             if old is not None and old.alive:
                 old.alive = False
                 old.send(shutdown=pb.Shutdown(reason="replaced by a newer registration"))
