@@ -97,6 +97,7 @@ class Worker(TaskHost):
         self.tasks_stopping = False
         self.tasks_generation = 0
         self.lost_reported = -1
+        self.incarnation = f"{os.getpid()}-{os.urandom(4).hex()}"  # fencing: snapshot keys
         self.credit_lock = threading.Lock()
         self.credit_totals: dict[tuple[int, int], int] = {}  # remote channels into my tasks
         self.peer_addresses: dict[int, tuple[str, int]] = {}
@@ -246,7 +247,8 @@ class Worker(TaskHost):
     def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes) -> str:
         if self.backend is None:
             raise JStormError("no state backend configured")
-        return self.backend.put_snapshot(checkpoint_id, task_id, data, self.generation)
+        return self.backend.put_snapshot(checkpoint_id, task_id, data, self.generation,
+                                         self.incarnation)
 
     def ack_checkpoint(self, checkpoint_id: int, task_id: int, handle: str, size: int,
                        finished: bool, alignment_ms: float, snapshot_ms: float) -> None:
