@@ -9,6 +9,7 @@ is closed.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import logging
 import os
@@ -59,6 +60,20 @@ def check_guarantee(topology: Topology, config: Config) -> None:
                 f"{config.guarantee!r} needs spouts that implement snapshot() and restore() "
                 "(their read position), so a rollback can rewind them; use a replayable "
                 "spout or guarantee='at_most_once'")
+
+
+def check_fresh_output(topology: Topology) -> None:
+    """Before a run that does not resume: refuse sinks whose output location holds an
+    earlier run's committed output (``FileSink.check_fresh_run``); checkpoint ids restart
+    at 1 in a fresh run and would collide with it.
+
+    Raises:
+        SinkError: A sink's output directory is in use; the message names it.
+    """
+    for spec in topology.components.values():
+        check = getattr(spec.obj, "check_fresh_run", None)
+        if callable(check) and not inspect.isclass(spec.obj):
+            check()
 
 
 def check_submission(topology: Topology, config: Config) -> None:
@@ -402,6 +417,8 @@ class LocalCluster:
 
             prepare_restore(from_savepoint, topology, config, allow_non_restored_state)
             resume = True
+        if not resume:
+            check_fresh_output(topology)
         run_dir = write_run_dir(self.home, topology, config)
         secret = new_secret()
         port = free_port(config.host)

@@ -56,6 +56,7 @@ from jstormpy.config import Config
 from jstormpy.deploy.local import (
     TopologyHandle,
     _Supervisor,
+    check_fresh_output,
     check_submission,
     free_port,
     refuse_if_running,
@@ -431,6 +432,8 @@ class SparkCluster:
             log.warning("state_backend %s on a cluster master: it must be a file system every "
                         "executor and the driver share (else use hdfs://)", config.state_backend)
         refuse_if_running(name, self.home)
+        if not resume:
+            check_fresh_output(topology)
         tm_config, tm_host, worker_host = self._hosts(config)
         run_dir = write_run_dir(self.home, topology, tm_config)
         secret = new_secret()

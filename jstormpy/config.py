@@ -49,6 +49,12 @@ class Config:
     state_backend_options: dict[str, Any] = field(default_factory=dict)
     """Backend settings, e.g. ``{"user": "hdfs", "retries": 5, "timeout_s": 20}`` for HDFS or
     ``{"column_family": "c", "transport": "framed"}`` for HBase (docs/state-backends.md)."""
+    state_backend_timeout_ms: int = 20_000
+    """Deadline of every state-backend call (snapshot upload, metadata write, listing),
+    retries included. A backend that does not answer in time fails that call with a
+    BackendError: the checkpoint is aborted (and counts toward
+    ``tolerable_failed_checkpoints``), a recovery waits and retries; the Topology Master
+    never blocks on it (``jstorm status`` and ``kill`` keep answering)."""
     batch_size: int = 512
     """Tuples per transport batch before a flush."""
     batch_linger_ms: float = 5.0
@@ -139,7 +145,7 @@ class Config:
                      "max_concurrent_checkpoints", "checkpoints_retained", "batch_size",
                      "queue_capacity", "send_buffer_bytes", "max_frame_bytes",
                      "heartbeat_interval_ms", "worker_timeout_ms", "throttle_lease_ms",
-                     "upgrade_expiry_ms", "upgrade_step_timeout_ms"):
+                     "upgrade_expiry_ms", "upgrade_step_timeout_ms", "state_backend_timeout_ms"):
             value = getattr(self, name)
             need(isinstance(value, int) and not isinstance(value, bool), name, "must be an int")
             need(value >= 1, name, "must be >= 1")

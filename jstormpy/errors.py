@@ -19,6 +19,10 @@ class BackendError(JStormError):
     """A state backend failed (unreachable, unwritable, bad URI)."""
 
 
+class BackendTimeoutError(BackendError):
+    """A state backend did not answer within ``Config.state_backend_timeout_ms``."""
+
+
 class SnapshotNotFoundError(BackendError):
     """A snapshot or metadata object that should exist does not."""
 

@@ -22,6 +22,7 @@ from jstormpy.master.http import start_ops_server
 from jstormpy.master.service import TopologyMasterService, serve
 from jstormpy.security import secret_from_env
 from jstormpy.state_backends import open_backend
+from jstormpy.state_backends.deadline import DeadlineBackend
 from jstormpy.tls import tls_dir_from_env
 
 
@@ -42,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
                                "%(name)s: %(message)s")
     descriptor_json = (run_dir / "descriptor.json").read_text()
     descriptor = json.loads(descriptor_json)
-    backend = open_backend(config.state_backend, **config.state_backend_options)
+    backend = DeadlineBackend(open_backend(config.state_backend,
+                                           **config.state_backend_options),
+                              config.state_backend_timeout_ms)
     core = MasterCore(descriptor["name"], config, descriptor, backend, resume=args.resume)
     core.upgrade.attach_run_dir(run_dir)  # code packages for gray release
     stop = threading.Event()

@@ -17,8 +17,8 @@ from typing import Any
 
 from jstormpy.config import Config
 from jstormpy.errors import BackendError, CorruptSnapshotError, JStormError, SnapshotNotFoundError
-from jstormpy.faults import fault_point
 from jstormpy.master.backpressure import BackpressureCoordinator
+from jstormpy.master.checkpoints import BackendIO, CheckpointCoordination, PendingCheckpoint
 from jstormpy.master.metrics import MetricsStore
 from jstormpy.master.upgrade import UpgradeController
 from jstormpy.metrics import CHECKPOINT_BUCKETS_MS, CumulativeHistogram
@@ -58,19 +58,7 @@ class WorkerSession:
         self.outq.put(pb.MasterMessage(**body))
 
 
-@dataclass
-class PendingCheckpoint:
-    """A checkpoint in flight."""
-
-    checkpoint_id: int
-    generation: int
-    started: float
-    started_wall: float
-    acks: dict[int, Any] = field(default_factory=dict)
-    alignment_ms: float = 0.0
-
-
-class MasterCore:
+class MasterCore(CheckpointCoordination):
     """State of one topology, owned by its Topology Master."""
 
     def __init__(self, name: str, config: Config, descriptor: dict[str, Any],
@@ -104,6 +92,11 @@ class MasterCore:
         self.ready: set[int] = set()
         self.next_checkpoint_id = 1
         self.inflight: dict[int, PendingCheckpoint] = {}
+        # acked by every task, commit point (metadata) being written by backend_io
+        self.committing: dict[int, PendingCheckpoint] = {}
+        # every state-backend call after start-up runs there, never under self.lock
+        self.backend_io = BackendIO(f"tm-backend-{name}")
+        self.preparing: int | None = None  # generation whose restore is being resolved
         self.history: deque[dict[str, Any]] = deque(maxlen=200)
         self.checkpoint_durations = CumulativeHistogram(CHECKPOINT_BUCKETS_MS)
         self.last_completed: dict[str, Any] | None = None
@@ -163,6 +156,15 @@ class MasterCore:
                 raise JStormError(f"worker id {session.worker_id} outside "
                                   f"0..{self.config.workers - 1}")
             old = self.sessions.get(session.worker_id)
+            if old is not None and old.alive and 0 < reported_generation < self.generation:
+                # a zombie (frozen past its timeout, replaced meanwhile) reconnecting with
+                # the generation it froze in: fenced off, the live worker stays
+                log.warning("worker %d (pid %d) registered with stale generation %d < %d: "
+                            "fenced off", session.worker_id, session.pid,
+                            reported_generation, self.generation)
+                session.alive = False
+                session.send(shutdown=pb.Shutdown(reason="fenced: stale generation"))
+                return
             if old is not None and old.alive:
                 old.alive = False
                 old.send(shutdown=pb.Shutdown(reason="replaced by a newer registration"))
@@ -238,14 +240,6 @@ class MasterCore:
         self.pending_partial_start = session.worker_id
 
     # -- generations and recovery --------------------------------------------------------------
-    def _choose_checkpoint(self) -> int | None:
-        """The newest usable completed checkpoint (BackendError if the backend cannot be
-        listed: "none" would silently mean "restart from scratch")."""
-        listed = self.backend.list_completed()
-        self.id_floor = max([self.id_floor, *listed])
-        done = [c for c in listed if c not in self.bad_checkpoints]
-        return done[-1] if done else None
-
     def _begin_recovery(self, reason: str, target: int | None = None,
                         count_restart: bool = True) -> None:
         self._begin_generation(reason, LATEST if target is None else target, count_restart)
@@ -261,10 +255,7 @@ class MasterCore:
                 self._broadcast(shutdown=pb.Shutdown(reason="topology failed"))
                 return
         self.generation += 1
-        try:
-            self.backend.put_meta("generation", str(self.generation).encode())
-        except BackendError as exc:
-            log.error("cannot persist generation %d: %s", self.generation, exc)
+        self.backend_io.submit(lambda g=self.generation: self._persist_generation(g))
         self.inflight.clear()
         self.backpressure.reset()
         self.final_checkpoint = None
@@ -281,32 +272,59 @@ class MasterCore:
         self._maybe_prepare_all()
 
     def _maybe_prepare_all(self) -> None:
-        alive = self._alive()
-        if len(alive) < self.config.workers:
+        """Every worker is registered: resolve what to restore (on backend_io, off the
+        lock), then send the Prepares."""
+        if len(self._alive()) < self.config.workers or self.preparing == self.generation:
             return
         self.retry_prepare_at = None
+        self.preparing = generation = self.generation
+        target, bad = self.target_checkpoint, set(self.bad_checkpoints)
+        self.backend_io.submit(lambda: self._resolve_restore(generation, target, bad))
+
+    def _resolve_restore(self, generation: int, target: int | None, bad: set[int]) -> None:
+        """BackendIO thread: list completed checkpoints / read the target's metadata."""
+        listed: list[int] = []
         restores: dict[int, str] = {}
-        if self.target_checkpoint == LATEST and self.stateful:
-            try:
-                self.target_checkpoint = self._choose_checkpoint()
-            except BackendError as exc:
-                self._retry_prepare(f"cannot list checkpoints: {exc}")
-                return
-        elif self.target_checkpoint == LATEST:
-            self.target_checkpoint = None
-        if self.target_checkpoint is not None:
-            try:
-                meta = self.backend.read_metadata(self.target_checkpoint)
+        unusable = ""
+        error = ""
+        step = "list checkpoints"
+        try:
+            if target == LATEST and self.stateful:
+                listed = self.backend.list_completed()
+                done = [c for c in listed if c not in bad]
+                target = done[-1] if done else None
+            elif target == LATEST:
+                target = None
+            if target is not None:
+                step = f"read checkpoint {target}"
+                meta = self.backend.read_metadata(target)
                 restores = {int(t): v["handle"] for t, v in meta["tasks"].items()}
-            except (CorruptSnapshotError, SnapshotNotFoundError, KeyError, ValueError) as exc:
-                log.error("checkpoint %s unusable (%s); falling back", self.target_checkpoint, exc)
-                self.bad_checkpoints.add(self.target_checkpoint)
-                self._begin_recovery(f"checkpoint {self.target_checkpoint} unusable",
-                                     count_restart=False)
+        except (CorruptSnapshotError, SnapshotNotFoundError, KeyError, ValueError) as exc:
+            unusable = str(exc)
+        except BackendError as exc:  # unreachable: the checkpoint may be fine
+            error = f"cannot {step}: {exc}"
+        with self.lock:
+            if generation != self.generation or self.state != "recovering":
                 return
-            except BackendError as exc:  # unreachable: the checkpoint may be fine
-                self._retry_prepare(f"cannot read checkpoint {self.target_checkpoint}: {exc}")
+            self.preparing = None
+            self.id_floor = max([self.id_floor, *listed])
+            if error:
+                self._retry_prepare(error)
                 return
+            if unusable:
+                log.error("checkpoint %s unusable (%s); falling back", target, unusable)
+                self.bad_checkpoints.add(target)  # type: ignore[arg-type]
+                self._begin_recovery(f"checkpoint {target} unusable", count_restart=False)
+                return
+            self.target_checkpoint = target
+            if listed:
+                self._note_fallback()
+            self._send_prepares(restores)
+
+    def _send_prepares(self, restores: dict[int, str]) -> None:
+        alive = self._alive()
+        if len(alive) < self.config.workers:
+            return  # one died meanwhile: its re-registration prepares again
         peers = self._peers()
         # the id the tasks resume after (sinks open transaction base + 1); the restored state
         # itself comes from the handles of target_checkpoint
@@ -319,6 +337,27 @@ class MasterCore:
                 task_ids=tasks,
                 restores=[pb.TaskRestore(task_id=t, handle=restores.get(t, "")) for t in tasks],
                 peers=peers, task_workers=self.plan, partial=False))
+
+    def _persist_generation(self, generation: int) -> None:
+        """BackendIO thread: store the generation counter (a restarted TM resumes it)."""
+        try:
+            self.backend.put_meta("generation", str(generation).encode())
+        except BackendError as exc:
+            log.error("cannot persist generation %d: %s", generation, exc)
+
+    def _note_fallback(self) -> None:
+        """Recovering to an older checkpoint than the newest completed one (those are
+        unusable) replays output sinks may already have committed: say so in status."""
+        target = self.target_checkpoint or 0
+        skipped = sorted(c for c in self.bad_checkpoints if c > target)
+        if not skipped or self.id_floor <= target:
+            return
+        message = (f"fell back to checkpoint {target or 'none'} past unusable checkpoint(s) "
+                   f"{skipped}: output committed for checkpoints {target + 1}..{self.id_floor} "
+                   "is emitted again under new checkpoint ids (at-least-once for that span)")
+        log.error("%s", message)
+        self.errors.append({"time": time.time(), "task": -1, "component": "",
+                            "message": message, "traceback": "", "tuple": ""})
 
     def _retry_prepare(self, why: str) -> None:
         log.error("recovery of generation %d waits for the state backend: %s; retrying in "
@@ -385,13 +424,6 @@ class MasterCore:
                         self.finished_spouts.discard(tm.task_id)
             self._maybe_final_checkpoint()
 
-    def _maybe_final_checkpoint(self) -> None:
-        """Every spout finished and nothing in flight: start the final checkpoint now
-        rather than at the next tick."""
-        if self.state == "running" and self.final_checkpoint is None and not self.inflight \
-                and self.spout_tasks and self.finished_spouts >= set(self.spout_tasks):
-            self.trigger_checkpoint()
-
     def on_task_error(self, msg: Any) -> None:
         """A task's user code raised."""
         with self.lock:
@@ -418,121 +450,6 @@ class MasterCore:
         # a transport report about a peer the TM already knows is dead adds nothing
         return msg.task_id < 0 and any(not s.alive for s in self.sessions.values())
 
-    # -- checkpoints ---------------------------------------------------------------------------
-    def trigger_checkpoint(self, force: bool = False) -> int | None:
-        """Start a checkpoint now (if running and within the concurrency limit)."""
-        with self.lock:
-            if self.state != "running" or self.upgrade.holds_checkpoints():  # upgrade hook
-                return None
-            if len(self._alive()) < self.config.workers or self.pending_partial_start is not None:
-                return None  # at_most_once with a worker being respawned: it could not ack
-            if len(self.inflight) >= self.config.max_concurrent_checkpoints and not force:
-                return None
-            cid = self.next_checkpoint_id
-            self.next_checkpoint_id += 1
-            self.inflight[cid] = PendingCheckpoint(cid, self.generation, time.monotonic(),
-                                                   time.time())
-            self.last_trigger = time.monotonic()
-            self._broadcast(trigger=pb.TriggerCheckpoint(checkpoint_id=cid,
-                                                         generation=self.generation))
-            return cid
-
-    def on_checkpoint_ack(self, ack: Any) -> None:
-        """A task snapshotted for a checkpoint."""
-        with self.lock:
-            pending = self.inflight.get(ack.checkpoint_id)
-            if pending is None or ack.generation != self.generation:
-                return
-            pending.acks[ack.task_id] = ack
-            pending.alignment_ms = max(pending.alignment_ms, ack.alignment_ms)
-            if len(pending.acks) >= len(self.all_tasks):
-                self._complete(pending)
-
-    def on_checkpoint_failed(self, msg: Any) -> None:
-        """A task could not snapshot: abort that checkpoint, keep running."""
-        with self.lock:
-            pending = self.inflight.pop(msg.checkpoint_id, None)
-            if pending is None or msg.generation != self.generation:
-                return
-            self._record(pending, "failed", f"task {msg.task_id}: {msg.reason}")
-            self._broadcast(abort=pb.AbortCheckpoint(checkpoint_id=msg.checkpoint_id,
-                                                     generation=self.generation,
-                                                     reason=msg.reason))
-
-    def _record(self, pending: PendingCheckpoint, status: str, error: str = "",
-                size: int = 0) -> dict[str, Any]:
-        duration_ms = round((time.monotonic() - pending.started) * 1000, 2)
-        entry = {"id": pending.checkpoint_id, "generation": pending.generation,
-                 "status": status, "started_at": pending.started_wall,
-                 "duration_ms": duration_ms,
-                 "alignment_ms": round(pending.alignment_ms, 2), "size_bytes": size,
-                 "error": error}
-        self.history.append(entry)
-        if status == "completed":  # cumulative, unlike the bounded history
-            self.checkpoint_durations.observe(duration_ms)
-        else:
-            log.warning("checkpoint %d %s: %s", pending.checkpoint_id, status, error)
-        return entry
-
-    def _stalled_tasks(self, pending: PendingCheckpoint) -> str:
-        """The tasks that never acked ``pending``, by component name and task id."""
-        missing = [t for t in self.all_tasks if t not in pending.acks]
-        return ", ".join(f"{self.task_component.get(t, '?')}[task {t}]"
-                         for t in missing) or "none"
-
-    def _complete(self, pending: PendingCheckpoint) -> None:
-        cid = pending.checkpoint_id
-        self.timed_out_in_a_row = 0
-        del self.inflight[cid]
-        size = sum(a.size_bytes for a in pending.acks.values())
-        finished = bool(self.spout_tasks) and all(
-            pending.acks[t].finished for t in self.spout_tasks if t in pending.acks)
-        if self.stateful:
-            meta = {"generation": pending.generation,
-                    "tasks": {str(t): {"handle": a.handle, "size": a.size_bytes}
-                              for t, a in pending.acks.items()},
-                    "spouts_finished": finished, "size_bytes": size,
-                    "completed_at": time.time(),
-                    "duration_ms": (time.monotonic() - pending.started) * 1000}
-            try:
-                self.backend.write_metadata(cid, meta)  # the commit point
-            except BackendError as exc:
-                self._record(pending, "failed", f"metadata write failed: {exc}")
-                return
-            self.id_floor = max(self.id_floor, cid)
-            fault_point("master_after_metadata", cid)
-        entry = self._record(pending, "completed", size=size)
-        self.last_completed = entry
-        self._broadcast(complete=pb.CompleteCheckpoint(checkpoint_id=cid,
-                                                       generation=self.generation))
-        if finished and self.final_checkpoint is None:
-            self.final_checkpoint = cid
-            self.commits_needed = set(self.sink_tasks)
-            self._maybe_drained()
-        else:
-            self._maybe_final_checkpoint()  # spouts finished while this one was in flight
-        if self.stateful:
-            try:
-                self.backend.garbage_collect(self.config.checkpoints_retained)
-            except BackendError as exc:
-                log.warning("checkpoint garbage collection failed: %s", exc)
-
-    def on_sink_committed(self, msg: Any) -> None:
-        """A sink made a checkpoint's output visible."""
-        with self.lock:
-            if msg.generation != self.generation:
-                return
-            if self.final_checkpoint is not None and msg.checkpoint_id >= self.final_checkpoint:
-                self.commits_needed.discard(msg.task_id)
-                self._maybe_drained()
-
-    def _maybe_drained(self) -> None:
-        if self.final_checkpoint is not None and not self.commits_needed \
-                and self.state == "running":
-            log.info("topology %s drained at checkpoint %d", self.name, self.final_checkpoint)
-            self._set_state("drained")
-            self._broadcast(shutdown=pb.Shutdown(reason="drained"))
-
     # -- periodic work -------------------------------------------------------------------------
     def tick(self) -> None:
         """Heartbeat timeouts, checkpoint triggers and timeouts."""
@@ -550,28 +467,13 @@ class MasterCore:
             if self.state != "running":
                 return
             self.backpressure.evaluate(now)
-            for cid, pending in list(self.inflight.items()):
-                if now - pending.started > self.config.checkpoint_timeout_ms / 1000.0:
-                    del self.inflight[cid]
-                    stalled = self._stalled_tasks(pending)
-                    self._record(pending, "timed_out",
-                                 f"{len(pending.acks)}/{len(self.all_tasks)} tasks acked; "
-                                 f"stalled: {stalled}")
-                    self._broadcast(abort=pb.AbortCheckpoint(checkpoint_id=cid,
-                                                             generation=self.generation,
-                                                             reason="timeout"))
-                    self.timed_out_in_a_row += 1
-                    if self.timed_out_in_a_row > self.config.tolerable_failed_checkpoints:
-                        self.timed_out_in_a_row = 0
-                        tolerable = self.config.tolerable_failed_checkpoints
-                        self._begin_recovery(
-                            f"checkpoint {cid} timed out, {tolerable + 1} timeout(s) in a row "
-                            f"(tolerable_failed_checkpoints={tolerable}); stalled: {stalled}")
-                        return
+            if self._expire_checkpoints(now):
+                return
             all_finished = bool(self.spout_tasks) and \
                 self.finished_spouts >= set(self.spout_tasks)
             due = now - self.last_trigger >= self.config.checkpoint_interval_ms / 1000.0
-            if self.final_checkpoint is None and (due or (all_finished and not self.inflight)):
+            if self.final_checkpoint is None and (
+                    due or (all_finished and not self._checkpoints_busy())):
                 self.trigger_checkpoint()
 
     # -- operations ----------------------------------------------------------------------------
@@ -583,12 +485,12 @@ class MasterCore:
 
     def rollback(self, checkpoint_id: int | None) -> tuple[int | None, int]:
         """Roll every task back to a completed checkpoint (latest if None)."""
+        if not self.stateful:
+            raise JStormError("rollback needs checkpoints: the topology runs at_most_once")
+        done = self.backend.list_completed()  # off the lock: the backend may be slow
         with self.lock:
             if self.state not in ("running", "recovering"):
                 raise JStormError(f"cannot roll back a topology that is {self.state}")
-            if not self.stateful:
-                raise JStormError("rollback needs checkpoints: the topology runs at_most_once")
-            done = self.backend.list_completed()
             self.id_floor = max([self.id_floor, *done])
             if checkpoint_id:
                 if checkpoint_id not in done:
@@ -596,7 +498,8 @@ class MasterCore:
                                       f"(completed: {done})")
                 target: int | None = checkpoint_id
             else:
-                target = self._choose_checkpoint()
+                usable = [c for c in done if c not in self.bad_checkpoints]
+                target = usable[-1] if usable else None
             self._begin_recovery(f"rollback requested to checkpoint {target}", target,
                                  count_restart=False)
             return target, self.generation

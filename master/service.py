@@ -168,6 +168,10 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
     def _on_worker_message(self, session: WorkerSession, msg: Any) -> None:
         body = msg.WhichOneof("body")
         core = self.core
+        if not session.alive and body != "heartbeat":
+            # fencing: a worker the TM declared lost (or replaced) is a zombie if it still
+            # talks; its acks, commits and readiness belong to an incarnation that is gone
+            return
         if body == "heartbeat":
             core.on_heartbeat(session, msg.heartbeat)
         elif body == "checkpoint_ack":

@@ -172,7 +172,8 @@ class UpgradeController:
                             f"upgrade_step_timeout_ms={core.config.upgrade_step_timeout_ms}",
                             revert_all=True, recover=True)
                 return
-        if self.phase == "holding" and core.state == "running" and not core.inflight:
+        if self.phase == "holding" and core.state == "running" \
+                and not core._checkpoints_busy():  # noqa: SLF001
             self._quiesce()
         elif self.phase == "quiescing":
             self._watch_checkpoint()

@@ -7,7 +7,10 @@ is implemented once here, on top of those primitives.
 
 Layout (keys, "/"-separated):
 
-    chk-0000000042/task-00007-g3.snap   one task's snapshot (checksummed envelope)
+    chk-0000000042/task-00007-g3-a<attempt>.snap
+                                         one task's snapshot (checksummed envelope),
+                                         fenced by generation + attempt (the writing
+                                         worker process's incarnation)
     chk-0000000042/_metadata             JSON; its presence marks checkpoint 42 complete
     meta/<name>                          small named objects (e.g. the generation counter)
 """
@@ -80,9 +83,15 @@ class StateBackend(ABC):
 
     # -- checkpoint operations (shared) -------------------------------------------------
     def put_snapshot(self, checkpoint_id: int, task_id: int, data: bytes,
-                     generation: int = 0) -> str:
-        """Store one task's snapshot for a checkpoint; returns its handle (the key)."""
-        key = f"{checkpoint_prefix(checkpoint_id)}task-{task_id:05d}-g{generation}.snap"
+                     generation: int = 0, attempt: str = "") -> str:
+        """Store one task's snapshot for a checkpoint; returns its handle (the key).
+
+        The key carries the fencing token (``generation`` and the writer's ``attempt``), so
+        a zombie of the same generation never overwrites the live incarnation's snapshot;
+        the TM keeps only handles acked by live workers.
+        """
+        token = f"g{generation}-a{attempt}" if attempt else f"g{generation}"
+        key = f"{checkpoint_prefix(checkpoint_id)}task-{task_id:05d}-{token}.snap"
         self.put_object(key, seal_blob(data))
         return key
 

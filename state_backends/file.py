@@ -29,7 +29,7 @@ class FileBackend(StateBackend):
     def put_object(self, key: str, data: bytes) -> None:
         target = self._path(key)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            _make_dirs_durable(target.parent)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".part")
             try:
                 with os.fdopen(fd, "wb") as fh:
@@ -41,11 +41,7 @@ class FileBackend(StateBackend):
                 with _suppress():
                     os.unlink(tmp)
                 raise
-            dfd = os.open(target.parent, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            _fsync_dir(target.parent)
         except OSError as exc:
             raise BackendError(f"cannot write {key!r} to {self.uri}: {exc.strerror or exc} "
                                f"({exc.filename or target})") from exc
@@ -85,6 +81,35 @@ class FileBackend(StateBackend):
                     if sub.is_dir():
                         sub.rmdir()
                 d.rmdir()
+
+
+def _fsync_dir(path: Path) -> None:
+    """fsync a directory, so the entries created in it survive a power loss."""
+    dfd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _make_dirs_durable(path: Path) -> None:
+    """``mkdir -p path``, fsyncing the parent of every directory it creates (outermost
+    first): a new ``chk-N/`` is only durable once the checkpoint root was fsynced, else
+    a power loss can take the whole checkpoint (and its ``_metadata``) with it."""
+    missing: list[Path] = []
+    probe = path
+    while not probe.exists():  # an existing non-directory fails the mkdir (ENOTDIR)
+        missing.append(probe)
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+        except FileExistsError:  # a concurrent writer: fsync anyway, it may not have yet
+            if not d.is_dir():
+                raise
+        _fsync_dir(d.parent)
 
 
 class _suppress:

@@ -3,14 +3,23 @@
 Layout of a :class:`FileSink` directory::
 
     part-0000000007-00003.jsonl        committed: transaction (checkpoint) 7 of task 3
-    _staging/part-0000000008-00003.jsonl
-                                       pre-committed (durable, invisible) transaction 8
+    _staging/t00003-g2-<pid>-<random>/part-0000000008-00003.jsonl
+                                       pre-committed (durable, invisible) transaction 8,
+                                       staged by the incarnation of task 3 that owns
+                                       this directory (its fencing token: generation 2 +
+                                       process + random)
     _inprogress/part-0000000009-00003.jsonl.<pid>-g<generation>-<random>
                                        the open transaction 9 of one process
 
 Readers (including Spark and Hadoop input formats) ignore names starting with ``_`` or
 ``.``, so only committed part files are ever visible. Every step is a single atomic
 rename (or link) followed by an fsync of the directories involved.
+
+Fencing: each incarnation of a task stages into its own directory. A new incarnation
+(``prepare``) adopts the staged files of every older one and removes their directories,
+so an older incarnation that wakes up later (a frozen "zombie") can neither stage nor
+commit: its directory is gone and every such step fails with
+:class:`~jstormpy.errors.FencedError`.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ from typing import IO, Any
 
 from jstormpy.barrier.twophase import Sink
 from jstormpy.component import TopologyContext, Tuple
-from jstormpy.errors import SinkError
+from jstormpy.errors import FencedError, SinkError
 
 __all__ = ["FORMATS", "FileSink", "committed_files", "read_committed"]
 
@@ -109,6 +118,7 @@ class FileSink(Sink):
         """jsonl lines not yet written to the in-progress file (written in blocks)."""
         self._count = 0
         self._empty: set[int] = set()
+        self._exactly = True
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -134,8 +144,19 @@ class FileSink(Sink):
     def _name(self, checkpoint_id: int) -> str:
         return _part_name(checkpoint_id, self._task(), self.format)
 
+    @property
+    def _own(self) -> str:
+        """This incarnation's staging directory (named by its fencing token)."""
+        return os.path.join(self._staging, f"t{self._task():05d}-{self._token}")
+
     def _staged_path(self, checkpoint_id: int) -> str:
-        return os.path.join(self._staging, self._name(checkpoint_id))
+        return os.path.join(self._own, self._name(checkpoint_id))
+
+    def _fenced(self, action: str) -> FencedError:
+        return FencedError(
+            f"FileSink task {self._task_id} cannot {action} in {self.directory!r}: a newer "
+            f"incarnation of the task took over (its staging directory {self._own!r} was "
+            "retired); this instance is a zombie and publishes nothing")
 
     def _target_path(self, checkpoint_id: int) -> str:
         return os.path.join(self.directory, self._name(checkpoint_id))
@@ -158,6 +179,8 @@ class FileSink(Sink):
             SinkError: The directory cannot be created or is not writable.
         """
         self._task_id = context.task_id
+        # at_most_once restores nothing: recover(None) is also what its restarts look like
+        self._exactly = conf.get("guarantee", "exactly_once") != "at_most_once"
         self._token = f"{os.getpid()}-g{context.generation}-{uuid.uuid4().hex[:8]}"
         try:
             for path in (self.directory, self._staging, self._inprogress):
@@ -168,6 +191,42 @@ class FileSink(Sink):
             if not os.access(path, os.W_OK | os.X_OK):
                 raise SinkError(f"FileSink task {self._task_id}: directory {path!r} is not "
                                 "writable; choose another directory or fix its permissions")
+        try:
+            os.mkdir(self._own)
+            _fsync_dir(self._staging)
+            self._adopt_staged()
+        except OSError as exc:
+            raise self._fail("take over the task's staged transactions", exc) from exc
+
+    def _adopt_staged(self) -> None:
+        """Move every staged file of this task out of older incarnations' directories
+        (and the flat layout of earlier versions) into ours, then remove those
+        directories: whatever an older incarnation still tries afterwards fails."""
+        task = self._task()
+        mine = os.path.basename(self._own)
+        prefix = f"t{task:05d}-"
+        for name in sorted(os.listdir(self._staging)):
+            path = os.path.join(self._staging, name)
+            if name == mine:
+                continue
+            if name.startswith(prefix) and os.path.isdir(path):
+                for _ in range(100):  # a zombie may still be renaming into it
+                    for part in os.listdir(path):
+                        os.replace(os.path.join(path, part), os.path.join(self._own, part))
+                    try:
+                        os.rmdir(path)
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError as exc:
+                        if exc.errno != errno.ENOTEMPTY:
+                            raise
+            else:
+                m = _WORK_RE.match(name)
+                if m and int(m.group(2)) == task and os.path.isfile(path):
+                    os.replace(path, os.path.join(self._own, name))
+        _fsync_dir(self._own)
+        _fsync_dir(self._staging)
 
     def cleanup(self) -> None:
         """Close the open in-progress file (its content is discarded by the next recover)."""
@@ -275,8 +334,13 @@ class FileSink(Sink):
                     self._fh.close()
                     self._fh = None
             if written:
-                os.replace(inprogress, self._staged_path(checkpoint_id))
-                _fsync_dir(self._staging)
+                if not os.path.isdir(self._own):
+                    raise self._fenced(f"stage transaction {checkpoint_id}")
+                try:
+                    os.replace(inprogress, self._staged_path(checkpoint_id))
+                except FileNotFoundError:  # retired (or our in-progress file removed)
+                    raise self._fenced(f"stage transaction {checkpoint_id}") from None
+                _fsync_dir(self._own)
                 _fsync_dir(self._inprogress)
             else:
                 self._empty.add(checkpoint_id)
@@ -324,8 +388,10 @@ class FileSink(Sink):
                 # already committed; a staged copy may be left by a commit interrupted
                 # between publishing and cleaning up
                 if _unlink_missing_ok(staged):
-                    _fsync_dir(self._staging)
+                    _fsync_dir(self._own)
                 return
+            if not os.path.isdir(self._own):
+                raise self._fenced(f"commit transaction {checkpoint_id}")
             if not os.path.exists(staged):
                 if checkpoint_id not in self._empty:
                     self._logger().info(
@@ -337,6 +403,8 @@ class FileSink(Sink):
                 os.link(staged, target)
             except FileExistsError:
                 pass  # a concurrent/earlier commit published it
+            except FileNotFoundError:  # retired between the check and the link
+                raise self._fenced(f"commit transaction {checkpoint_id}") from None
             except OSError as exc:
                 if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP,
                                      errno.EMLINK, errno.ENOSYS):
@@ -345,7 +413,7 @@ class FileSink(Sink):
                 os.rename(staged, target)
             _fsync_dir(self.directory)
             if _unlink_missing_ok(staged):
-                _fsync_dir(self._staging)
+                _fsync_dir(self._own)
         except OSError as exc:
             raise self._fail(f"commit transaction {checkpoint_id}", exc) from exc
         self._logger().debug("FileSink task %s committed %s", self._task_id, target)
@@ -362,10 +430,35 @@ class FileSink(Sink):
                 self._lines = []
                 self._inprogress_path = None
             if _unlink_missing_ok(self._staged_path(checkpoint_id)):
-                _fsync_dir(self._staging)
+                _fsync_dir(self._own)
         except OSError as exc:
             raise self._fail(f"abort transaction {checkpoint_id}", exc) from exc
         self._empty.discard(checkpoint_id)
+
+    def check_fresh_run(self) -> None:
+        """Refuse a fresh run into a directory holding an earlier run's committed output.
+
+        Launchers call it before starting a run that does not resume (``recover(None)``
+        checks again in the worker).
+
+        Raises:
+            SinkError: The directory holds committed part files; the message names it.
+        """
+        if os.path.isdir(self.directory):
+            self._refuse_earlier_output()
+
+    def _refuse_earlier_output(self) -> None:
+        try:
+            earlier = _committed_names(self.directory)
+        except OSError as exc:
+            raise self._fail("list its output directory", exc) from exc
+        if earlier:
+            raise SinkError(
+                f"FileSink directory {self.directory!r} already holds {len(earlier)} "
+                f"committed part file(s) of an earlier run ({earlier[0]} ... {earlier[-1]}); "
+                "a fresh run restarts checkpoint ids at 1 and would collide with them. "
+                "Write to an empty directory, move the old output away, or continue the "
+                "earlier run with --resume (LocalCluster.submit(..., resume=True))")
 
     def recover(self, completed_id: int | None) -> None:
         """Discard this task's in-progress files (any process) and staged files > completed_id.
@@ -374,10 +467,18 @@ class FileSink(Sink):
         interrupted commit and are removed too; any other staged file ``<= completed_id`` is
         kept (and logged), since it may hold data.
 
+        ``completed_id`` None means a fresh run (no checkpoint of this run ever completed,
+        so none of its output was committed): committed part files already in the
+        directory then belong to an earlier run. Its checkpoint ids would collide with this
+        run's (ids restart at 1), so the sink refuses to start rather than mix or lose
+        output; nothing is deleted or overwritten.
+
         Raises:
-            SinkError: I/O failed.
+            SinkError: I/O failed, or a fresh run found an earlier run's committed output.
         """
         task = self._task()
+        if completed_id is None and self._exactly:
+            self._refuse_earlier_output()
         if self._txn is not None:
             self.abort(self._txn)
         log = self._logger()
@@ -390,12 +491,12 @@ class FileSink(Sink):
             if removed:
                 _fsync_dir(self._inprogress)
             dropped = 0
-            for name in os.listdir(self._staging):
+            for name in os.listdir(self._own):
                 m = _WORK_RE.match(name)
                 if not m or int(m.group(2)) != task:
                     continue
                 checkpoint_id = int(m.group(1))
-                path = os.path.join(self._staging, name)
+                path = os.path.join(self._own, name)
                 if completed_id is None or checkpoint_id > completed_id:
                     dropped += _unlink_missing_ok(path)
                 elif os.path.exists(os.path.join(self.directory, name)):
@@ -405,12 +506,16 @@ class FileSink(Sink):
                                 "checkpoint %s) was never committed; keeping %s",
                                 task, checkpoint_id, completed_id, path)
             if dropped:
-                _fsync_dir(self._staging)
+                _fsync_dir(self._own)
         except OSError as exc:
             raise self._fail("discard leftover transactions", exc) from exc
         if removed or dropped:
             log.info("FileSink task %s recovered to checkpoint %s: discarded %d in-progress "
                      "and %d staged file(s)", task, completed_id, removed, dropped)
+
+
+def _committed_names(directory: str) -> list[str]:
+    return sorted(n for n in os.listdir(directory) if _PART_RE.match(n))
 
 
 def committed_files(directory: str | os.PathLike[str]) -> list[Path]:

@@ -27,7 +27,14 @@ from jstormpy.errors import SinkUnavailableError
 from jstormpy.faults import fault_point
 from jstormpy.metrics import LATENCY_BUCKETS_MS
 from jstormpy.runtime.credits import TaskInbox
-from jstormpy.runtime.routing import BARRIER, DATA, END_OF_STREAM, WATERMARK, OutputCollector
+from jstormpy.runtime.routing import (
+    BARRIER,
+    DATA,
+    END_OF_STREAM,
+    WATERMARK,
+    OutputCollector,
+    QuiescentBarrier,
+)
 from jstormpy.runtime.snapshots import Snapshotter, SnapshotView, capture, serialise
 
 log = logging.getLogger("jstormpy.task")
@@ -120,6 +127,7 @@ class TaskExecutor:
         self.thread: threading.Thread | None = None
         self.throttled_until = 0.0
         self.paused = False  # gray release: stopped after a quiescent barrier until resumed
+        self.ticks_paused = False  # gray release: no on_tick between that barrier and resume
         restored = restored or {}
         self.eos_sent = bool(restored.get("eos_sent", False))
         self.eos_channels: set[int] = set(restored.get("eos_channels", ()))
@@ -211,10 +219,11 @@ class TaskExecutor:
             elif name == "throttle":
                 self.throttled_until = arg
             elif name == "trigger_pause":  # barrier, then emit nothing until "resume"
-                self._spout_checkpoint(arg)
+                self._spout_checkpoint(QuiescentBarrier(arg))
                 self.paused = True
             elif name == "resume":
                 self.paused = False
+                self.ticks_paused = False
         if self.stopping:
             raise TaskStopped
 
@@ -264,14 +273,17 @@ class TaskExecutor:
         state dicts, the rest pickled); serialising the copies, the upload and the ack run
         on the task's snapshot thread (docs/checkpointing.md, asynchronous snapshots)."""
         t0 = time.monotonic()
+        barrier, checkpoint_id = checkpoint_id, int(checkpoint_id)
         stateful = self.host.guarantee != "at_most_once"
         noted = getattr(self.component, "before_snapshot", None)  # connectors: learn the id
         if callable(noted):
             noted(checkpoint_id)
         view = capture(self._snapshot_dict()) if stateful else None
-        if emit_barrier:
-            self.collector.broadcast(BARRIER, checkpoint_id)
-        finished = self.kind == "spout" and self.component.finished
+        if emit_barrier:  # as received: a quiescent barrier stays one downstream
+            self.collector.broadcast(BARRIER, barrier)
+        # "finished" tells the TM this barrier follows the spout's end of stream, so the
+        # checkpoint covers everything end of input causes downstream (hole 3)
+        finished = self.kind == "spout" and self.eos_sent
         self.metrics.snapshot_pause_ms = (time.monotonic() - t0) * 1000.0
         if view is None:
             fault_point("after_snapshot", checkpoint_id, self.host.worker_id)
@@ -324,13 +336,7 @@ class TaskExecutor:
                 wake.clear()
                 continue
             if comp.finished:
-                if not self.eos_sent:
-                    coll.flush()
-                    coll.broadcast(END_OF_STREAM, None)
-                    self.eos_sent = True
-                    report = getattr(self.host, "spout_finished", None)
-                    if report is not None:
-                        report(self.task_id)
+                self._send_end_of_stream()
                 wake.wait(0.05)
                 wake.clear()
                 continue
@@ -347,6 +353,11 @@ class TaskExecutor:
                 raise
             except Exception as exc:
                 self._user_error(exc, None)
+            if comp.finished:
+                # end of stream goes out right behind the last emit, before any barrier a
+                # trigger queued meanwhile: the final checkpoint must follow it (hole 3)
+                self._send_end_of_stream()
+                continue
             if coll.emitted == before:
                 coll.flush()
                 last_flush = time.monotonic()
@@ -355,6 +366,17 @@ class TaskExecutor:
             elif now - last_flush >= self.linger_s:  # read live: jstorm config
                 coll.flush()
                 last_flush = now
+
+    def _send_end_of_stream(self) -> None:
+        """Flush and send END_OF_STREAM on every output channel, once; tell the host."""
+        if self.eos_sent:
+            return
+        self.collector.flush()
+        self.collector.broadcast(END_OF_STREAM, None)
+        self.eos_sent = True
+        report = getattr(self.host, "spout_finished", None)
+        if report is not None:
+            report(self.task_id)
 
     # -- bolt loop --------------------------------------------------------------------------
     def _run_bolt(self) -> None:
@@ -418,7 +440,7 @@ class TaskExecutor:
                 owed[src] = 0
 
     def _maybe_tick(self) -> None:
-        if self.tick_s is None:
+        if self.tick_s is None or self.ticks_paused:
             return
         now = time.monotonic()
         if now >= self.next_tick:
@@ -489,6 +511,10 @@ class TaskExecutor:
     def _on_barrier(self, src: int, checkpoint_id: int) -> None:
         if not self.aligner.on_barrier(src, checkpoint_id):
             return
+        if isinstance(checkpoint_id, QuiescentBarrier):
+            # gray release: nothing may be emitted on the task's own initiative after the
+            # quiescent cut until the upgrade resumes (issue 13 hole 4)
+            self.ticks_paused = True
         alignment_ms = self.aligner.alignment_ms(checkpoint_id)
         self.collector.flush()
         if self.is_sink:
@@ -500,21 +526,21 @@ class TaskExecutor:
                     # together with this checkpoint
                     self.component.pre_commit(self.sink_txn)
                     self.sink_pending.append(self.sink_txn)
-                    self.component.begin(checkpoint_id)
-                    self.sink_txn = checkpoint_id
-                self.component.pre_commit(checkpoint_id)
+                    self.component.begin(int(checkpoint_id))
+                    self.sink_txn = int(checkpoint_id)
+                self.component.pre_commit(int(checkpoint_id))
             except SinkUnavailableError as exc:
                 # the external system is down: give this checkpoint up, keep the open
                 # transaction (staged again at the next barrier) and keep running
                 log.warning("task %s: checkpoint %s aborted, sink unavailable: %s",
                             self.task_id, checkpoint_id, exc)
-                self.host.fail_checkpoint(checkpoint_id, self.task_id, str(exc))
+                self.host.fail_checkpoint(int(checkpoint_id), self.task_id, str(exc))
                 self.collector.broadcast(BARRIER, checkpoint_id)  # downstream must not stall
                 released = self.aligner.release()
                 if released:
                     self.pending.extendleft(reversed(released))
                 return
-            self.sink_pending.append(checkpoint_id)
+            self.sink_pending.append(int(checkpoint_id))
         self._take_snapshot(checkpoint_id, alignment_ms, emit_barrier=True)
         if self.is_sink:
             self.sink_txn = checkpoint_id + 1

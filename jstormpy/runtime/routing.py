@@ -22,6 +22,16 @@ BARRIER = 1
 WATERMARK = 2
 END_OF_STREAM = 3
 
+
+
+class QuiescentBarrier(int):
+    """The payload of the barrier of a gray release's quiescent checkpoint: the
+    checkpoint id (an ``int`` everywhere), marking that no task may emit on its own after
+    it (spouts stop, ticks pause) until ``ResumeSpouts``. Forwarded as received."""
+
+    __slots__ = ()
+
+
 SendFn = Callable[[int, tuple[Any, ...]], None]
 
 

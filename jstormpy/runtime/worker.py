@@ -42,10 +42,12 @@ from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.runtime import taskops
 from jstormpy.runtime.credits import CREDIT_TASK, CreditGate, Stopped, TaskInbox
 from jstormpy.runtime.executor import TaskExecutor, TaskHost, TaskStopped
+from jstormpy.runtime.heartbeat import heartbeat_message
 from jstormpy.runtime.routing import OutputCollector, build_routes
 from jstormpy.runtime.transport import Transport
 from jstormpy.security import auth_metadata, secret_from_env
 from jstormpy.state_backends import StateBackend, open_backend
+from jstormpy.state_backends.deadline import DeadlineBackend
 from jstormpy.tls import grpc_channel, tls_dir_from_env
 from jstormpy.topology import Topology
 
@@ -95,6 +97,7 @@ class Worker(TaskHost):
         self.tasks_stopping = False
         self.tasks_generation = 0
         self.lost_reported = -1
+        self.incarnation = f"{os.getpid()}-{os.urandom(4).hex()}"  # fencing: snapshot keys
         self.credit_lock = threading.Lock()
         self.credit_totals: dict[tuple[int, int], int] = {}  # remote channels into my tasks
         self.peer_addresses: dict[int, tuple[str, int]] = {}
@@ -144,8 +147,9 @@ class Worker(TaskHost):
         for spec in self.topology.components.values():
             self.component_blobs[spec.name] = cloudpickle.dumps(spec.obj)
         if self.config.state_backend:
-            self.backend = open_backend(self.config.state_backend,
-                                        **self.config.state_backend_options)
+            self.backend = DeadlineBackend(  # a hung backend fails the upload, in time
+                open_backend(self.config.state_backend, **self.config.state_backend_options),
+                self.config.state_backend_timeout_ms)
 
     @property
     def host(self) -> str:
@@ -243,7 +247,8 @@ class Worker(TaskHost):
     def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes) -> str:
         if self.backend is None:
             raise JStormError("no state backend configured")
-        return self.backend.put_snapshot(checkpoint_id, task_id, data, self.generation)
+        return self.backend.put_snapshot(checkpoint_id, task_id, data, self.generation,
+                                         self.incarnation)
 
     def ack_checkpoint(self, checkpoint_id: int, task_id: int, handle: str, size: int,
                        finished: bool, alignment_ms: float, snapshot_ms: float) -> None:
@@ -445,32 +450,12 @@ class Worker(TaskHost):
 
     def _heartbeat(self) -> Any:
         """A Heartbeat message with every task's current metrics."""
-        import psutil
-
         if self._proc is None:
+            import psutil
+
             self._proc = psutil.Process()
-        proc = self._proc
-        tasks = []
-        for ex in list(self.executors.values()):
-            m = ex.metrics
-            q = ex.inq
-            tasks.append(pb.TaskMetrics(
-                task_id=ex.task_id, emitted=ex.collector.emitted, executed=m.executed,
-                queue_depth=q.qsize() if q is not None else 0,
-                queue_capacity=q.maxsize if q is not None else 0,
-                latency_ms_sum=m.latency_sum_ms, latency_samples=m.latency_samples,
-                latency_buckets=m.buckets, errors=m.errors,
-                finished=ex.kind == "spout" and ex.component.finished,
-                late_records=int(getattr(ex.component, "late_records", 0) or 0),
-                throttled=ex.throttled_until > time.monotonic()))
-        try:
-            rss = proc.memory_info().rss
-            cpu = proc.cpu_percent(None)
-        except Exception:
-            rss, cpu = 0, 0.0
-        return pb.WorkerMessage(heartbeat=pb.Heartbeat(
-            worker_id=self.worker_id, generation=self.generation, tasks=tasks,
-            rss_bytes=rss, cpu_percent=cpu))
+        return heartbeat_message(self.worker_id, self.generation, self.executors.values(),
+                                 self._proc)
 
     def _register_message(self) -> Any:
         assert self.transport is not None
@@ -534,9 +519,11 @@ class Worker(TaskHost):
                         ex.command(cmd, msg.trigger.checkpoint_id)
         elif body == "resume":  # gray release: end of a quiescent pause
             if msg.resume.generation == self.generation:
+                # the upgrade keeps the generation: frames dropped to the restarted workers
+                # during the pause are expected; a later real drop must be reported again
+                self.lost_reported = -1
                 for ex in self.executors.values():
-                    if ex.kind == "spout":
-                        ex.command("resume", None)
+                    ex.command("resume", None)  # spouts emit, bolts tick again
         elif body == "complete":
             if msg.complete.generation == self.generation:
                 for ex in self.executors.values():

@@ -5,7 +5,9 @@ address for that peer) and it forwards bytes both ways until told otherwise:
 
 * :meth:`FaultProxy.reset` — abort every live connection with a TCP RST (``SO_LINGER 0``);
 * :meth:`FaultProxy.partition` — stop forwarding and refuse new connections (bytes sent
-  meanwhile are held back, as a network that has stopped delivering), until :meth:`heal`.
+  meanwhile are held back, as a network that has stopped delivering), until :meth:`heal`;
+* :meth:`FaultProxy.hang` — a server that hangs: stop forwarding, and *accept* new
+  connections but never answer on them, until :meth:`heal`.
 
 Example:
     >>> proxy = FaultProxy(("127.0.0.1", receiver_port))     # doctest: +SKIP
@@ -58,6 +60,8 @@ class FaultProxy:
         self._closed = False
         self._listener: socket.socket | None = None
         self._aborted: set[socket.socket] = set()
+        self._hanging = False
+        self._held: list[socket.socket] = []
 
     def start(self) -> int:
         """Listen and start forwarding; returns the proxy's port."""
@@ -84,8 +88,20 @@ class FaultProxy:
         """Stop forwarding bytes and refuse new connections until :meth:`heal`."""
         self._flowing.clear()
 
+    def hang(self) -> None:
+        """Behave like a server that accepts connections and never answers, until
+        :meth:`heal`: nothing is forwarded; new connections are accepted and left open."""
+        self._hanging = True
+        self._flowing.clear()
+
     def heal(self) -> None:
-        """Resume forwarding after :meth:`partition`."""
+        """Resume forwarding after :meth:`partition` or :meth:`hang` (connections accepted
+        while hanging are cut; their clients have given up on them)."""
+        self._hanging = False
+        with self._lock:
+            held, self._held = self._held, []
+        for sock in held:
+            _abort(sock)
         self._flowing.set()
 
     @property
@@ -111,6 +127,10 @@ class FaultProxy:
                 continue
             except OSError:
                 return
+            if self._hanging:
+                with self._lock:
+                    self._held.append(client)  # accepted, never answered
+                continue
             if not self._flowing.is_set():
                 _abort(client)  # partitioned: the peer is unreachable
                 continue

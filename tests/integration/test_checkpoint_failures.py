@@ -177,6 +177,9 @@ def test_corrupt_snapshot_falls_back_to_previous_checkpoint(tmp_path):
     missing = missing_events(out, KEYS, per_key)
     assert not missing, f"{len(missing)} events lost, e.g. {missing[:5]}"
     assert after and min(after) > latest, final["checkpoints"]
+    # ... and status says which span of committed output is emitted again (issue 13 hole 7)
+    notes = [e["message"] for e in final["errors"] if "emitted again" in e["message"]]
+    assert notes and f"fell back to checkpoint {previous}" in notes[-1], final["errors"]
 
 
 def test_rollback_keeps_exactly_once(tmp_path):

@@ -56,6 +56,16 @@ def test_put_get_snapshot(env: Env) -> None:
     assert sorted(b.list_objects("chk-0000000001/")) == sorted([h1, h2])
 
 
+def test_a_zombie_of_the_same_generation_cannot_overwrite_a_snapshot(env: Env) -> None:
+    # issue 13 hole 6: snapshot keys carry the fencing token (generation + attempt)
+    b = env.backend
+    live = b.put_snapshot(4, 2, b"live", generation=3, attempt="200-aa")
+    zombie = b.put_snapshot(4, 2, b"zombie", generation=3, attempt="100-bb")
+    assert live != zombie
+    assert b.get_snapshot(live) == b"live"
+    assert b.get_snapshot(zombie) == b"zombie"
+
+
 def test_large_snapshot_is_chunked_and_round_trips(env: Env) -> None:
     data = os.urandom(5 * 1024 * 1024 + 123)
     h = env.backend.put_snapshot(7, 3, data)

@@ -16,7 +16,7 @@ from jstormpy.barrier.twophase import Sink
 from jstormpy.component import TopologyContext, Tuple
 from jstormpy.connectors.sinks import FileSink, committed_files, read_committed
 from jstormpy.connectors.sources import SequenceSpout
-from jstormpy.errors import SinkError
+from jstormpy.errors import FencedError, SinkError
 from jstormpy.testing.semantics import check_sequences
 
 FIELDS = {"key": 0, "seq": 1, "value": 2}
@@ -71,7 +71,9 @@ def test_commit_makes_the_part_file_visible(tmp_path: Path) -> None:
     sink.begin(2)
     assert visible(tmp_path) == []
     assert read_committed(tmp_path) == []
-    assert all_files(tmp_path) == ["_staging/part-0000000001-00003.jsonl"]
+    (staged,) = all_files(tmp_path)  # in this incarnation's own staging directory
+    assert staged.startswith("_staging/t00003-") and \
+        staged.endswith("/part-0000000001-00003.jsonl"), staged
 
     sink.commit(1)
     assert visible(tmp_path) == ["part-0000000001-00003.jsonl"]
@@ -114,7 +116,7 @@ def test_commit_interrupted_after_publishing_is_finished_by_recommit(tmp_path: P
     sink = start(tmp_path)
     sink.write(tup("a", 0))
     sink.pre_commit(1)
-    staged = tmp_path / "_staging" / "part-0000000001-00003.jsonl"
+    (staged,) = tmp_path.glob("_staging/*/part-0000000001-00003.jsonl")
     os.link(staged, tmp_path / "part-0000000001-00003.jsonl")  # crash before unlink
     again = start(tmp_path, restored=1, pending=(1,), generation=1)
     assert not staged.exists()
@@ -386,3 +388,55 @@ def test_a_prepared_sink_can_still_be_pickled(tmp_path: Path) -> None:
     sink.write(tup("a", 0))
     clone = cloudpickle.loads(cloudpickle.dumps(sink))
     assert clone._fh is None and clone.directory == sink.directory
+
+
+def test_a_fresh_run_into_a_used_directory_is_refused_and_keeps_the_old_output(
+        tmp_path: Path) -> None:
+    # issue 13 hole 5: checkpoint ids restart at 1 in a fresh run; commit(1) used to find the
+    # earlier run's part-1 "already committed" and delete its own staged transaction
+    first = start(tmp_path)
+    first.write(tup("a", 0))
+    first.pre_commit(1)
+    first.commit(1)
+    before = all_files(tmp_path)
+    content = (tmp_path / "part-0000000001-00003.jsonl").read_bytes()
+    fresh = cloudpickle.loads(cloudpickle.dumps(FileSink(tmp_path)))
+    fresh.prepare({}, ctx(3, 0))
+    with pytest.raises(SinkError) as err:
+        fresh.recover(None)  # what a fresh run does: nothing restored
+    assert str(tmp_path) in str(err.value) and "--resume" in str(err.value)
+    assert all_files(tmp_path) == before
+    assert (tmp_path / "part-0000000001-00003.jsonl").read_bytes() == content
+    # a restore (recover to a completed checkpoint) in the same directory is fine
+    start(tmp_path, restored=1, generation=1)
+
+
+def test_a_zombie_incarnation_can_neither_stage_nor_commit(tmp_path: Path) -> None:
+    # issue 13 hole 6: a frozen task of an older generation wakes up after the recovery
+    zombie = start(tmp_path, generation=1)
+    zombie.write(tup("a", 0))
+    zombie.pre_commit(1)  # checkpoint 1 completes, the zombie froze before commit(1)
+    zombie.begin(2)
+    zombie.write(tup("z", 99))  # replayed by the new incarnation, differently batched
+    fresh = start(tmp_path, restored=1, pending=(1,), generation=2)
+    assert [r["seq"] for r in read_committed(tmp_path)] == [0]
+    fresh.write(tup("a", 1))
+    fresh.pre_commit(2)
+    fresh.begin(3)
+    # the zombie wakes up: it may not stage over, or publish, transaction 2
+    with pytest.raises(FencedError):
+        zombie.pre_commit(2)
+    with pytest.raises(FencedError):
+        zombie.commit(2)
+    fresh.commit(2)
+    assert [(r["key"], r["seq"]) for r in read_committed(tmp_path)] == [("a", 0), ("a", 1)]
+
+
+def test_staged_files_of_an_earlier_layout_are_adopted(tmp_path: Path) -> None:
+    sink = start(tmp_path)
+    sink.write(tup("a", 0))
+    sink.pre_commit(1)
+    (staged,) = tmp_path.glob("_staging/*/part-0000000001-00003.jsonl")
+    os.replace(staged, tmp_path / "_staging" / staged.name)  # the flat layout
+    start(tmp_path, restored=1, pending=(1,), generation=1)
+    assert [r["seq"] for r in read_committed(tmp_path)] == [0]
