@@ -290,14 +290,14 @@ class KafkaSink(Sink):
         bootstrap_servers: ``host:port[,host:port]``.
         key_field: Input field used as the record key (``None``: no key).
         value_field: Input field used as the record value (str/bytes as is, anything
-            else as JSON).
+            else as JSON); ``None``: the whole tuple as a JSON object ``{field: value}``.
         **producer_conf: Extra librdkafka producer settings; ``commit_log_topic`` (default
             ``{topic}.jstorm-commits``) and ``commit_log_read`` (``"read_committed"``
             (default) or ``"markers"``, see :data:`COMMIT_LOG_READS`) are jstorm keys.
     """
 
     def __init__(self, topic: str, bootstrap_servers: str, key_field: str | None = None,
-                 value_field: str = "value", **producer_conf: Any) -> None:
+                 value_field: str | None = "value", **producer_conf: Any) -> None:
         if not topic or not isinstance(topic, str):
             raise SinkError(f"KafkaSink needs a topic name, got {topic!r}")
         if not bootstrap_servers:
@@ -370,7 +370,8 @@ class KafkaSink(Sink):
             raise SinkError(f"KafkaSink {self.transactional_id}: write without begin")
         try:
             key = _encode(tup[self.key_field]) if self.key_field else None
-            value = _encode(tup[self.value_field])
+            value = _encode(tup[self.value_field] if self.value_field is not None
+                            else tup.as_dict())
         except (KeyError, IndexError) as exc:
             raise SinkError(f"KafkaSink: input tuple {tup!r} has no field {exc}") from exc
         self._rows.append((key, value))
@@ -393,7 +394,8 @@ class KafkaSink(Sink):
                                    exc) from exc
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
-        if err is not None:
+        # purged records are those of an aborted transaction: not a failure of a later one
+        if err is not None and err.name() not in ("_PURGE_QUEUE", "_PURGE_INFLIGHT"):
             self._errors.append(err)
 
     def _failed(self, what: str, err: Any, cause: BaseException | None = None) -> SinkError:

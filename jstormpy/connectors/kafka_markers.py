@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BatchState", "committed_records", "partition_batches", "transaction_states"]
+__all__ = ["BatchState", "committed_records", "partition_batches", "records_with_states",
+           "transaction_states"]
 
 _FETCH = 1
 _FETCH_VERSION = 4
@@ -90,7 +92,7 @@ def _string(s: str) -> bytes:
 def _fetch_request(correlation: int, topic: str, partition: int, offset: int,
                    max_bytes: int) -> bytes:
     body = struct.pack(">hhi", _FETCH, _FETCH_VERSION, correlation) + _string("jstorm-txn")
-    body += struct.pack(">iiiib", -1, 100, 1, max_bytes, 0)  # replica, wait, min, max, iso
+    body += struct.pack(">iiiib", -1, 0, 0, max_bytes, 0)  # replica, wait, min, max, iso
     body += struct.pack(">i", 1) + _string(topic)
     body += struct.pack(">iiqi", 1, partition, offset, max_bytes)
     return struct.pack(">i", len(body)) + body
@@ -252,17 +254,17 @@ def transaction_states(bootstrap: str, topic: str) -> dict[tuple[int, int], str]
     return out
 
 
-def committed_records(bootstrap: str, topic: str) -> list[Any]:
-    """The records a ``read_committed`` reader of a real cluster sees, read with a fresh
-    consumer: every record whose batch is ``"plain"`` or ``"committed"``, in partition
-    and offset order (confluent-kafka ``Message`` objects)."""
+def records_with_states(bootstrap: str, topic: str,
+                        timeout: float = 30.0) -> list[tuple[Any, str]]:
+    """Every data record of ``topic`` with its transactional state, read with a fresh
+    ``read_uncommitted`` consumer, in partition and offset order: ``(Message, state)``."""
     import confluent_kafka as ck
 
     states = transaction_states(bootstrap, topic)
     c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"jstorm-{uuid.uuid4().hex}",
                      "enable.auto.commit": False, "isolation.level": "read_uncommitted",
                      "log_level": 3})
-    out: list[Any] = []
+    out: list[tuple[Any, str]] = []
     try:
         wanted: dict[int, int] = {}
         for (p, off) in states:
@@ -270,17 +272,26 @@ def committed_records(bootstrap: str, topic: str) -> list[Any]:
         for p in sorted(wanted):
             c.assign([ck.TopicPartition(topic, p, 0)])
             last = -1
+            deadline = time.monotonic() + timeout
             while last < wanted[p]:
-                msgs = c.consume(500, timeout=5.0)
-                if not msgs:
+                # consume() returns when it has the batch *or* at the timeout: keep it short
+                msgs = c.consume(500, timeout=0.05)
+                if not msgs and time.monotonic() > deadline:
                     raise TimeoutError(f"{topic}/{p}: stopped at offset {last} before "
                                        f"{wanted[p]}")
                 for m in msgs:
-                    if m.error() is not None:
+                    if m.error() is not None or m.partition() != p:
                         continue
                     last = int(m.offset() or 0)
-                    if states.get((p, last)) in ("plain", "committed"):
-                        out.append(m)
+                    out.append((m, states.get((p, last), "open")))
     finally:
         c.close()
     return out
+
+
+def committed_records(bootstrap: str, topic: str) -> list[Any]:
+    """The records a ``read_committed`` reader of a real cluster sees, read with a fresh
+    consumer: every record whose batch is ``"plain"`` or ``"committed"``, in partition
+    and offset order (confluent-kafka ``Message`` objects)."""
+    return [m for m, state in records_with_states(bootstrap, topic)
+            if state in ("plain", "committed")]
