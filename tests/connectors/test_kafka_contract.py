@@ -129,3 +129,29 @@ class TestKafkaSinkContract(SinkContract):
     @pytest.fixture
     def harness(self, bootstrap: str) -> KafkaSinkHarness:
         return KafkaSinkHarness(bootstrap)
+
+
+def test_pre_committed_transactions_queue_up_in_order(bootstrap: str) -> None:
+    """Three barriers before the first completion (one Kafka transaction at a time): every
+    transaction is committed once, in checkpoint order, none lost or overwritten."""
+    from tests.connectors.contract import SinkDriver, rows_for, triples
+
+    h = KafkaSinkHarness(bootstrap)
+    d = SinkDriver(h)
+    done = []
+    for i in range(3):
+        d.write(rows_for("a", range(i * 3, i * 3 + 3)))
+        done.append(d.barrier())
+    assert h.staged() == [f"jstorm-{TOPOLOGY}-1-{done[0]}"]  # the others wait in memory
+    for n in done:
+        d.complete(n)
+    assert triples(h.committed()) == rows_for("a", range(9))
+    assert h.staged() == []
+    d.close()
+
+
+def test_bad_commit_log_read_is_a_clear_error() -> None:
+    from jstormpy.errors import SinkError
+
+    with pytest.raises(SinkError, match="commit_log_read"):
+        KafkaSink("t", "x:1", commit_log_read="sometimes")
