@@ -8,9 +8,10 @@ must be auto-created with at least 2 partitions, or created beforehand).
 What the mock does NOT cover (docs/kafka.md): its Fetch reports no aborted transactions,
 so a ``read_committed`` consumer on it also returns records of aborted and still-open
 transactions. The sink tests therefore never trust ``read_committed`` on the mock: they
-tell committed from aborted records through the ``jstorm-txn`` header every record carries
-and the set of transactions the test itself knows were committed (on a real cluster they
-additionally check that ``read_committed`` agrees).
+tell committed from aborted records by the transaction markers in the log
+(:mod:`jstormpy.connectors.kafka_markers`), or by the ``jstorm-txn`` header every record
+carries and the transactions the test itself committed (on a real cluster they also check
+that ``read_committed`` agrees).
 """
 
 from __future__ import annotations
