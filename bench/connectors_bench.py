@@ -5,8 +5,11 @@
 Starts a throw-away PostgreSQL (initdb + pg_ctl) and redis-server on free ports, then:
 
 * **throughput** (records/s, from the topology running to drained, final checkpoint
-  included) through ``PostgresSink`` (2pc and upsert), ``RedisStreamSink``, and out of
-  ``RedisStreamSpout`` (into a ``FileSink``); 1 worker per component chain, exactly-once;
+  included) through ``PostgresSink`` (2pc and upsert), ``RedisStreamSink``, ``KafkaSink``,
+  and out of ``RedisStreamSpout`` and ``KafkaSpout`` (into a ``FileSink``); 1 worker per
+  component chain, exactly-once. Kafka is librdkafka's mock cluster hosted by this process
+  (no disk, no replication; ``JSTORM_KAFKA_BOOTSTRAP`` for a real cluster);
+  ``bench/kafka_bench.py`` has Kafka's commit-visibility latency;
 * **commit visibility**: a spout stamps each record with the wall clock at emit, at a fixed
   rate; a poller reads new rows/entries every 5 ms with its own connection and records when
   each became visible. The latency is about half a checkpoint interval plus the checkpoint's
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import threading
@@ -30,7 +34,14 @@ import psycopg
 import redis
 
 from jstormpy import Config, FileSink, LocalCluster, SequenceSpout, Spout, TopologyBuilder
-from jstormpy.connectors import PostgresSink, RedisStreamSink, RedisStreamSpout
+from jstormpy.connectors import (
+    KafkaSink,
+    KafkaSpout,
+    PostgresSink,
+    RedisStreamSink,
+    RedisStreamSpout,
+)
+from jstormpy.connectors.kafka import kafka_bootstrap_of_mock
 from jstormpy.testing.postgres import PostgresServer
 from jstormpy.testing.redis_server import RedisServer
 
@@ -122,6 +133,30 @@ def throughput(pg: PostgresServer, rs: RedisServer, records: int, interval_ms: i
                                       bounded=True))
     b.set_bolt("out", FileSink(tempfile.mkdtemp(prefix="jstorm-bench-"))).shuffle_grouping("s")
     out.append(("RedisStreamSpout -> FileSink", n / _run(b.build(), _config(interval_ms), home)))
+    out += kafka_throughput(keys, per_key, interval_ms, home)
+    return out
+
+
+def kafka_throughput(keys: int, per_key: int, interval_ms: int,
+                     home: str) -> list[tuple[str, float]]:
+    """records/s through KafkaSink (a transaction per checkpoint) and out of KafkaSpout."""
+    n = keys * per_key
+    bootstrap = os.environ.get("JSTORM_KAFKA_BOOTSTRAP")
+    handle = None
+    if not bootstrap:
+        handle, bootstrap = kafka_bootstrap_of_mock(1)  # lives until this function returns
+    topic = f"bench-{int(time.time() * 1000)}"
+    b = TopologyBuilder("bench-kafka-sink")
+    b.set_spout("s", SequenceSpout(keys=keys, per_key=per_key, batch=500))
+    b.set_bolt("out", KafkaSink(topic, bootstrap, key_field="key", value_field="seq")
+               ).shuffle_grouping("s")
+    out = [("KafkaSink", n / _run(b.build(), _config(interval_ms), home))]
+    b = TopologyBuilder("bench-kafka-spout")
+    b.set_spout("s", KafkaSpout(topic, bootstrap, bounded=True, batch=1000,
+                                idle_timeout_ms=None))
+    b.set_bolt("out", FileSink(tempfile.mkdtemp(prefix="jstorm-bench-"))).shuffle_grouping("s")
+    out.append(("KafkaSpout -> FileSink", n / _run(b.build(), _config(interval_ms), home)))
+    del handle
     return out
 
 
@@ -134,7 +169,7 @@ def _poll(read_new: Callable[[], list[float]], stop: threading.Event,
 
 
 def visibility(pg: PostgresServer, rs: RedisServer, interval_ms: int, home: str,
-               rate: float = 2000, seconds: float = 10) -> list[tuple[str, list[float]]]:
+               rate: float = 2000, seconds: float = 10.0) -> list[tuple[str, list[float]]]:
     """Per connector: the delays (ms) from emit to visible to a fresh reader."""
     n = int(rate * seconds)
     results: list[tuple[str, list[float]]] = []
@@ -189,12 +224,14 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--interval-ms", type=int, default=1000, help="checkpoint interval")
     ap.add_argument("--rate", type=float, default=2000, help="visibility run: records/s")
+    ap.add_argument("--seconds", type=float, default=10.0, help="visibility run: duration")
     ap.add_argument("--json", action="store_true", help="also print a BENCH_JSON line")
     args = ap.parse_args()
     home = tempfile.mkdtemp(prefix="jstorm-bench-home-")
     with PostgresServer() as pg, RedisServer() as rs:
         tp = throughput(pg, rs, args.records, args.interval_ms, home)
-        vis = visibility(pg, rs, args.interval_ms, home, rate=args.rate)
+        vis = visibility(pg, rs, args.interval_ms, home, rate=args.rate,
+                         seconds=args.seconds)
     print(f"\nexactly-once, checkpoint interval {args.interval_ms} ms, "
           f"{args.records} records\n")
     print("| connector | records/s |\n|---|---:|")

@@ -14,7 +14,6 @@ checkpoint's entries staged, then appended atomically when the checkpoint comple
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any
@@ -65,37 +64,24 @@ config = Config(workers=3, guarantee="exactly_once", checkpoint_interval_ms=200)
 
 def fill_input(url: str) -> None:
     """Write every order (JSON values, as RedisStreamSink would) to its customer's stream."""
-    import redis
+    from jstormpy.testing.redis_server import append_json
 
-    client = redis.Redis.from_url(url)
-    pipe = client.pipeline(transaction=False)
-    for n in range(ORDERS_PER_CUSTOMER):
-        for c in range(CUSTOMERS):
-            pipe.xadd(f"orders-{c % 2}", {"customer": json.dumps(f"c{c}"), "order": n,
-                                          "amount": amount(c, n)})
-    pipe.execute()
-    client.close()
+    append_json(url, ((f"orders-{c % 2}", {"customer": f"c{c}", "order": n,
+                                           "amount": amount(c, n)})
+                      for n in range(ORDERS_PER_CUSTOMER) for c in range(CUSTOMERS)))
 
 
 def verify(url: str) -> list[str]:
     """Problems found in ``order-totals`` (read with a fresh client); empty = exactly once."""
-    import redis
+    from jstormpy.testing.redis_server import read_json_stream
+    from jstormpy.testing.semantics import check_running_totals, check_sequences
 
-    from jstormpy.testing.semantics import check_sequences
-
-    with redis.Redis.from_url(url, decode_responses=True) as client:
-        rows = [{k: json.loads(v) for k, v in kv.items()}
-                for _, kv in client.xrange("order-totals")]
+    rows = read_json_stream(url, "order-totals")
     report = check_sequences(rows, key="customer", seq="order",
                              expected={f"c{c}": ORDERS_PER_CUSTOMER for c in range(CUSTOMERS)})
     problems = [] if report.ok else [report.summary()]
-    for r in rows:
-        c = int(r["customer"][1:])
-        want = sum(amount(c, n) for n in range(r["order"] + 1))
-        if r["total"] != want:
-            problems.append(f"{r['customer']} order {r['order']}: total {r['total']} != {want}")
-            break
-    return problems
+    return problems + check_running_totals(rows, key="customer", seq="order", total="total",
+                                           amount_of=lambda c, n: amount(int(c[1:]), n))
 
 
 def main() -> int:

@@ -25,7 +25,7 @@ from typing import Any
 from jstormpy.barrier.twophase import Sink
 from jstormpy.component import TopologyContext, Tuple
 from jstormpy.connectors.splits import ReplayableSpout, SplitRecord
-from jstormpy.errors import SinkError, SourceError
+from jstormpy.errors import FencedError, SinkError, SourceError
 
 __all__ = ["KafkaSink", "KafkaSpout", "kafka_bootstrap_of_mock", "read_commit_log"]
 
@@ -36,6 +36,14 @@ TXN_HEADER = "jstorm-txn"
 
 COMMIT_LOG_SUFFIX = ".jstorm-commits"
 """The sink's commit log topic is ``{topic}{COMMIT_LOG_SUFFIX}`` unless ``commit_log_topic``."""
+
+COMMIT_LOG_READS = ("read_committed", "markers")
+"""How a restarted sink reads its commit log: a ``read_committed`` consumer (default), or
+the transaction markers themselves (:mod:`jstormpy.connectors.kafka_markers`; plaintext
+listeners only), which is exact on librdkafka's mock cluster too."""
+
+_FENCED_CODES = ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH",
+                 "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
 
 
 def _ck() -> Any:
@@ -214,13 +222,33 @@ def _encode(value: Any) -> bytes | None:
 
 
 def read_commit_log(bootstrap_servers: str, log_topic: str, transactional_id: str,
-                    timeout: float = 10.0) -> list[int]:
+                    timeout: float = 10.0, how: str = "read_committed") -> list[int]:
     """Checkpoint ids the sink task ``transactional_id`` committed, from its commit log.
 
-    Read with ``isolation.level=read_committed``: on a real cluster the entries of aborted
-    transactions are not returned; on librdkafka's mock cluster they are (docs/kafka.md).
+    ``how="read_committed"``: a consumer with ``isolation.level=read_committed``; on a real
+    cluster the entries of aborted transactions are not returned, on librdkafka's mock
+    cluster they are (docs/kafka.md). ``how="markers"``: only the entries whose transaction
+    has a COMMIT marker (:func:`jstormpy.connectors.kafka_markers.committed_records`), exact
+    on the mock too.
     """
     ck = _ck()
+    if how == "markers":
+        from confluent_kafka.admin import AdminClient
+
+        from jstormpy.connectors.kafka_markers import committed_records
+
+        md = AdminClient({"bootstrap.servers": bootstrap_servers,
+                          "log_level": 3}).list_topics(log_topic, timeout=timeout)
+        meta = md.topics.get(log_topic)
+        if meta is None or meta.error is not None:
+            return []
+        try:
+            return [int(_decode(m.value())) for m in committed_records(bootstrap_servers,
+                                                                       log_topic)
+                    if _decode(m.key()) == transactional_id]
+        except (OSError, ValueError) as exc:
+            raise SinkError(f"KafkaSink {transactional_id}: reading the commit log "
+                            f"{log_topic!r} through its markers failed: {exc}") from exc
     c = ck.Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "jstorm-commit-log",
                      "enable.auto.commit": False, "isolation.level": "read_committed",
                      "log_level": 3})
@@ -262,13 +290,14 @@ class KafkaSink(Sink):
         bootstrap_servers: ``host:port[,host:port]``.
         key_field: Input field used as the record key (``None``: no key).
         value_field: Input field used as the record value (str/bytes as is, anything
-            else as JSON).
+            else as JSON); ``None``: the whole tuple as a JSON object ``{field: value}``.
         **producer_conf: Extra librdkafka producer settings; ``commit_log_topic`` (default
-            ``{topic}.jstorm-commits``) and ``transaction_timeout_ms`` are jstorm keys.
+            ``{topic}.jstorm-commits``) and ``commit_log_read`` (``"read_committed"``
+            (default) or ``"markers"``, see :data:`COMMIT_LOG_READS`) are jstorm keys.
     """
 
     def __init__(self, topic: str, bootstrap_servers: str, key_field: str | None = None,
-                 value_field: str = "value", **producer_conf: Any) -> None:
+                 value_field: str | None = "value", **producer_conf: Any) -> None:
         if not topic or not isinstance(topic, str):
             raise SinkError(f"KafkaSink needs a topic name, got {topic!r}")
         if not bootstrap_servers:
@@ -277,6 +306,10 @@ class KafkaSink(Sink):
         if "transactional.id" in conf:
             raise SinkError("KafkaSink sets transactional.id itself (one per sink task)")
         self.commit_log_topic = str(conf.pop("commit_log_topic", topic + COMMIT_LOG_SUFFIX))
+        self.commit_log_read = str(conf.pop("commit_log_read", "read_committed"))
+        if self.commit_log_read not in COMMIT_LOG_READS:
+            raise SinkError(f"KafkaSink commit_log_read={self.commit_log_read!r} must be one "
+                            f"of {', '.join(COMMIT_LOG_READS)}")
         self.topic = topic
         self.bootstrap_servers = bootstrap_servers
         self.key_field = key_field
@@ -288,9 +321,10 @@ class KafkaSink(Sink):
         self._staged: int | None = None      # pre-committed (flushed, open) transaction id
         self._buffer: list[tuple[bytes | None, bytes | None]] = []   # txn after _staged
         self._rows: list[tuple[bytes | None, bytes | None]] = []     # rows of _open
-        self._errors: list[str] = []
-        # a whole transaction pre-committed while an earlier one still awaited its commit
-        self._buffer_txn: tuple[int, list[tuple[bytes | None, bytes | None]]] | None = None
+        self._errors: list[Any] = []   # KafkaErrors of failed deliveries
+        # whole transactions pre-committed while an earlier one still awaited its commit
+        # (Kafka has one open transaction per transactional.id), in checkpoint order
+        self._buffer_txns: list[tuple[int, list[tuple[bytes | None, bytes | None]]]] = []
 
     # -- set-up ---------------------------------------------------------------------------
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
@@ -316,7 +350,7 @@ class KafkaSink(Sink):
         commit in checkpoint order, so every id up to it is committed; that also makes the
         log safe to compact (``cleanup.policy=compact``: the last entry per key suffices)."""
         ids = read_commit_log(self.bootstrap_servers, self.commit_log_topic,
-                              self.transactional_id)
+                              self.transactional_id, how=self.commit_log_read)
         return max(ids, default=0)
 
     # -- the transaction protocol ---------------------------------------------------------
@@ -336,7 +370,8 @@ class KafkaSink(Sink):
             raise SinkError(f"KafkaSink {self.transactional_id}: write without begin")
         try:
             key = _encode(tup[self.key_field]) if self.key_field else None
-            value = _encode(tup[self.value_field])
+            value = _encode(tup[self.value_field] if self.value_field is not None
+                            else tup.as_dict())
         except (KeyError, IndexError) as exc:
             raise SinkError(f"KafkaSink: input tuple {tup!r} has no field {exc}") from exc
         self._rows.append((key, value))
@@ -344,6 +379,7 @@ class KafkaSink(Sink):
             self._produce(key, value, self._open)
 
     def _produce(self, key: bytes | None, value: bytes | None, checkpoint_id: int) -> None:
+        ck = _ck()
         header = f"{self.transactional_id}:{checkpoint_id}".encode()
         while True:
             try:
@@ -353,10 +389,27 @@ class KafkaSink(Sink):
                 return
             except BufferError:
                 self._producer.poll(0.05)
+            except ck.KafkaException as exc:
+                raise self._failed(f"write into transaction {checkpoint_id}", exc.args[0],
+                                   exc) from exc
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self._errors.append(str(err))
+        # purged records are those of an aborted transaction: not a failure of a later one
+        if err is not None and err.name() not in ("_PURGE_QUEUE", "_PURGE_INFLIGHT"):
+            self._errors.append(err)
+
+    def _failed(self, what: str, err: Any, cause: BaseException | None = None) -> SinkError:
+        """``FencedError`` if ``err`` (a KafkaError) says a newer producer of this
+        ``transactional.id`` fenced this one (a zombie), else ``SinkError``."""
+        name = err.name() if hasattr(err, "name") else ""
+        msg = f"KafkaSink {self.transactional_id}: {what}: {err}"
+        if name in _FENCED_CODES or (hasattr(err, "fatal") and err.fatal()
+                                     and "fenced" in str(err).lower()):
+            exc: SinkError = FencedError(msg + " (a newer producer of this task took over)")
+        else:
+            exc = SinkError(msg)
+        exc.__cause__ = cause
+        return exc
 
     def pre_commit(self, checkpoint_id: int) -> None:
         """Flush the open transaction and keep it open; its records also go into the task
@@ -366,8 +419,8 @@ class KafkaSink(Sink):
                             f"but the open transaction is {self._open}")
         if self._staged is not None:
             # an earlier transaction still awaits its commit: this one stays buffered;
-            # kept (and in the snapshot) until that commit starts it
-            self._buffer_txn = (checkpoint_id, list(self._rows))
+            # kept (and in the snapshot) until the commits before it start it
+            self._buffer_txns.append((checkpoint_id, list(self._rows)))
         else:
             self._log_commit(checkpoint_id)
             self._flush(checkpoint_id)
@@ -377,15 +430,23 @@ class KafkaSink(Sink):
         self._rows = []
 
     def _log_commit(self, checkpoint_id: int) -> None:
-        self._producer.produce(self.commit_log_topic, key=self.transactional_id.encode(),
-                               value=str(checkpoint_id).encode(), on_delivery=self._on_delivery)
+        ck = _ck()
+        try:
+            self._producer.produce(self.commit_log_topic, key=self.transactional_id.encode(),
+                                   value=str(checkpoint_id).encode(),
+                                   on_delivery=self._on_delivery)
+        except ck.KafkaException as exc:
+            raise self._failed(f"pre-commit of {checkpoint_id}", exc.args[0], exc) from exc
 
     def _flush(self, checkpoint_id: int) -> None:
         left = self._producer.flush(60)
         if left or self._errors:
             errs, self._errors = self._errors, []
+            if errs:
+                raise self._failed(f"transaction {checkpoint_id} not durable ({left} unsent, "
+                                   f"{len(errs)} failed)", errs[0])
             raise SinkError(f"KafkaSink {self.transactional_id}: transaction {checkpoint_id} "
-                            f"not durable ({left} unsent, errors: {errs[:3]})")
+                            f"not durable ({left} records unsent after 60 s)")
 
     def commit(self, checkpoint_id: int) -> None:
         """Commit transaction ``checkpoint_id``. In a new process (restored pending id) the
@@ -396,8 +457,8 @@ class KafkaSink(Sink):
             try:
                 self._producer.commit_transaction(60)
             except ck.KafkaException as exc:
-                raise SinkError(f"KafkaSink {self.transactional_id}: commit of transaction "
-                                f"{checkpoint_id} failed: {exc}") from exc
+                raise self._failed(f"commit of transaction {checkpoint_id} failed",
+                                   exc.args[0], exc) from exc
             self._staged = None
             self._pending_rows.pop(checkpoint_id, None)
             self._start_buffered()
@@ -419,13 +480,11 @@ class KafkaSink(Sink):
 
     def _start_buffered(self) -> None:
         """After a commit: begin the next Kafka transaction with the buffered records."""
-        nxt = self._buffer_txn
-        if self._open is None and nxt is None:
+        if self._open is None and not self._buffer_txns:
             return
         self._producer.begin_transaction()
-        if nxt is not None:  # a whole transaction was pre-committed while buffered
-            self._buffer_txn = None
-            cid, rows = nxt
+        if self._buffer_txns:  # a whole transaction was pre-committed while buffered
+            cid, rows = self._buffer_txns.pop(0)
             for key, value in rows:
                 self._produce(key, value, cid)
             self._log_commit(cid)
@@ -449,6 +508,7 @@ class KafkaSink(Sink):
         elif self._staged == checkpoint_id:
             self._staged = None
         else:
+            self._buffer_txns = [t for t in self._buffer_txns if t[0] != checkpoint_id]
             return
         try:
             self._producer.abort_transaction(30)

@@ -10,17 +10,20 @@ Example:
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from jstormpy.errors import JStormError
 
-__all__ = ["RedisServer", "find_redis_server"]
+__all__ = ["RedisServer", "append_json", "find_redis_server", "read_json_stream"]
 
 
 def find_redis_server() -> str | None:
@@ -98,3 +101,27 @@ class RedisServer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def append_json(url: str, entries: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
+    """XADD each ``(stream, fields)`` with JSON values (the encoding ``RedisStreamSink``
+    writes and ``RedisStreamSpout`` reads by default), pipelined, with one client."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        pipe = client.pipeline(transaction=False)
+        for stream, fields in entries:
+            pipe.xadd(stream, {f: json.dumps(v) for f, v in fields.items()})
+        pipe.execute()
+    finally:
+        client.close()
+
+
+def read_json_stream(url: str, stream: str) -> list[dict[str, Any]]:
+    """Every entry of ``stream`` with its JSON values decoded, read with a fresh client (what
+    a reader sees of a ``RedisStreamSink``'s committed output)."""
+    import redis
+
+    with redis.Redis.from_url(url, decode_responses=True) as client:
+        return [{k: json.loads(v) for k, v in kv.items()} for _, kv in client.xrange(stream)]

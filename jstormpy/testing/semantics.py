@@ -14,13 +14,13 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from jstormpy.errors import SemanticsError
 
-__all__ = ["SemanticsReport", "check_sequences"]
+__all__ = ["SemanticsReport", "check_running_totals", "check_sequences"]
 
 _MAX_KEYS_SHOWN = 5
 _MAX_ITEMS_SHOWN = 8
@@ -151,3 +151,36 @@ def check_sequences(records: Iterable[Mapping[str, Any]], key: str, seq: str,
             lost[k] = [s for s in range(n) if s not in key_seen]
     return SemanticsReport(lost=lost, duplicated=duplicated, reordered=reordered,
                            unexpected=unexpected)
+
+
+def check_running_totals(records: Iterable[Mapping[str, Any]], key: str, seq: str, total: str,
+                         amount_of: Callable[[Any, int], int], limit: int = 5) -> list[str]:
+    """Check a running total per key: exactly-once *state* as well as output.
+
+    A record ``{key: k, seq: s, total: t}`` is right when ``t`` is the sum of
+    ``amount_of(k, i)`` for ``i`` in ``0 .. s`` -- what a stateful bolt that adds each
+    input to a per-key total emits when its state saw every input exactly once.
+
+    Args:
+        records: The output records (any order).
+        key: The record field holding the key.
+        seq: The record field holding the sequence number.
+        total: The record field holding the running total.
+        amount_of: ``(key, seq) -> amount`` the source gave that input.
+        limit: Stop after this many problems.
+
+    Returns:
+        Problems found, one line each (empty: every total is right).
+    """
+    sums: dict[Any, list[int]] = {}
+    problems: list[str] = []
+    for r in records:
+        k, s = r[key], int(r[seq])
+        acc = sums.setdefault(k, [])
+        while len(acc) <= s:
+            acc.append((acc[-1] if acc else 0) + amount_of(k, len(acc)))
+        if int(r[total]) != acc[s]:
+            problems.append(f"{k!r} {seq} {s}: {total} {r[total]} != {acc[s]}")
+            if len(problems) >= limit:
+                break
+    return problems

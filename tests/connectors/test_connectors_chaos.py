@@ -9,7 +9,6 @@ no reordering, and no prepared/staged transaction left over.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import psycopg
@@ -20,8 +19,8 @@ from jstormpy import Bolt, Config, LocalCluster, SequenceSpout, TopologyBuilder
 from jstormpy.connectors import PostgresSink, RedisStreamSink, RedisStreamSpout
 from jstormpy.testing.chaos import ChaosSchedule, Kill, run_with_chaos
 from jstormpy.testing.postgres import PostgresServer
-from jstormpy.testing.redis_server import RedisServer
-from jstormpy.testing.semantics import check_sequences
+from jstormpy.testing.redis_server import RedisServer, append_json, read_json_stream
+from jstormpy.testing.semantics import check_running_totals, check_sequences
 from tests.connectors.contract import wait_for
 
 pytestmark = pytest.mark.slow
@@ -63,9 +62,9 @@ def _check(rows: list[dict[str, Any]]) -> None:
     report = check_sequences(rows, key="key", seq="seq",
                              expected={f"k{i}": PER_KEY for i in range(KEYS)})
     assert report.ok, report.summary()
-    want = _expected_totals()
-    wrong = [r for r in rows if want[(r["key"], int(r["seq"]))] != int(r["total"])]
-    assert not wrong, f"state not exactly-once: {wrong[:3]}"
+    wrong = check_running_totals(rows, key="key", seq="seq", total="total",
+                                 amount_of=lambda _k, s: SequenceSpout.value_of(s))
+    assert not wrong, f"state not exactly-once: {wrong}"
 
 
 def _assert_killed(kills: list[str], status: dict[str, Any]) -> None:
@@ -175,14 +174,9 @@ REDIS_SCENARIOS = [
 
 def _fill_input(url: str) -> None:
     """Keys k0..k9 with seq 0..PER_KEY-1; key i lives in stream in-(i % 2)."""
-    client = redis.Redis.from_url(url)
-    pipe = client.pipeline(transaction=False)
-    for s in range(PER_KEY):
-        for k in range(KEYS):
-            pipe.xadd(f"in-{k % 2}", {"key": json.dumps(f"k{k}"), "seq": s,
-                                      "value": SequenceSpout.value_of(s)})
-    pipe.execute()
-    client.close()
+    append_json(url, ((f"in-{k % 2}", {"key": f"k{k}", "seq": s,
+                                       "value": SequenceSpout.value_of(s)})
+                      for s in range(PER_KEY) for k in range(KEYS)))
 
 
 @pytest.mark.parametrize("schedule", REDIS_SCENARIOS,
@@ -201,8 +195,8 @@ def test_redis_streams_exactly_once_under_sigkill(tmp_path: Any, redis_server: R
     status, kills, _ = run_with_chaos(b.build(), config, schedule, timeout=180,
                                       home=str(tmp_path / "home"))
     _assert_killed(kills, status)
+    rows = read_json_stream(url, "out")
     with redis.Redis.from_url(url, decode_responses=True) as client:
-        rows = [{k: json.loads(v) for k, v in kv.items()} for _, kv in client.xrange("out")]
         leftovers = list(client.scan_iter("jstorm:2pc:*:txn:*"))
     _check(rows)
     assert leftovers == [], "staged transactions left behind"
@@ -234,6 +228,4 @@ def test_redis_down_aborts_checkpoints_not_the_job(tmp_path: Any,
         status = handle.wait(timeout=180)
     assert status["state"] == "drained", status
     assert status["restarts"] == 0, status["recoveries"]
-    with redis.Redis.from_url(url, decode_responses=True) as client:
-        rows = [{k: json.loads(v) for k, v in kv.items()} for _, kv in client.xrange("out")]
-    _check(rows)
+    _check(read_json_stream(url, "out"))

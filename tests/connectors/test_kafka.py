@@ -8,9 +8,10 @@ must be auto-created with at least 2 partitions, or created beforehand).
 What the mock does NOT cover (docs/kafka.md): its Fetch reports no aborted transactions,
 so a ``read_committed`` consumer on it also returns records of aborted and still-open
 transactions. The sink tests therefore never trust ``read_committed`` on the mock: they
-tell committed from aborted records through the ``jstorm-txn`` header every record carries
-and the set of transactions the test itself knows were committed (on a real cluster they
-additionally check that ``read_committed`` agrees).
+tell committed from aborted records by the transaction markers in the log
+(:mod:`jstormpy.connectors.kafka_markers`), or by the ``jstorm-txn`` header every record
+carries and the transactions the test itself committed (on a real cluster they also check
+that ``read_committed`` agrees).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from jstormpy.connectors.kafka import (
     kafka_bootstrap_of_mock,
     read_commit_log,
 )
+from jstormpy.connectors.kafka_markers import committed_records, records_with_states
 from tests.connectors.contract import SourceContract, context
 
 ck = pytest.importorskip("confluent_kafka")
@@ -142,7 +144,8 @@ class SinkTask:
     def __init__(self, bootstrap: str, topic: str, restored: int | None = None,
                  pending: Sequence[int] = (), state: dict[Any, Any] | None = None,
                  generation: int = 1) -> None:
-        self.sink = KafkaSink(topic, bootstrap, key_field="key")
+        self.sink = KafkaSink(topic, bootstrap, key_field="key",
+                              commit_log_read="read_committed" if REAL else "markers")
         if state is not None:  # the restored managed state (the task snapshot)
             self.sink.__dict__["_jstorm_states"] = {"kafka_sink_pending": dict(state)}
         self.sink.prepare({}, context(generation=generation))
@@ -199,7 +202,7 @@ def test_sink_commits_once_per_checkpoint(bootstrap: str) -> None:
 
 
 def test_crash_between_pre_commit_and_commit_is_resolved(bootstrap: str) -> None:
-    """Pre-commit n, crash before commit; the restore to n finishes n exactly once."""
+    """Pre-commit n, crash before commit; the restore to n publishes n exactly once."""
     topic = new_topic(bootstrap)
     t = SinkTask(bootstrap, topic)
     t.write([("a", str(i)) for i in range(4)])
@@ -207,21 +210,20 @@ def test_crash_between_pre_commit_and_commit_is_resolved(bootstrap: str) -> None
     t.write([("a", "lost-open")])  # open transaction n+1: must never be visible
     # crash: the process is gone without commit or abort
     t.sink.cleanup()
+    left = [m for m, state in records_with_states(bootstrap, topic) if state != "committed"]
+    assert len(left) == 4, "the pre-committed transaction is not in the log, uncommitted"
     t2 = SinkTask(bootstrap, topic, restored=n, pending=[n], state=snap, generation=2)
-    # the re-sent transaction n is in the commit log exactly once
-    log = read_commit_log(bootstrap, topic + ".jstorm-commits", TID)
-    assert n in log
-    # records tagged n appear twice on the mock (aborted original + re-sent copy); only one
-    # transaction n committed: the re-sent one, a later offset than the fenced original
-    records = [m for m in read_all(bootstrap, topic)
-               if dict(m.headers())[TXN_HEADER].decode() == f"{TID}:{n}"]
-    assert len(records) == 8
+    # what a read_committed reader sees: transaction n once, the open n+1 never
+    expected = [("a", str(i)) for i in range(4)]
+    assert [(m.key().decode(), m.value().decode())
+            for m in committed_records(bootstrap, topic)] == expected
+    assert read_commit_log(bootstrap, topic + ".jstorm-commits", TID, how="markers") == [n]
     # restarting again (restore to n once more) must not re-send: the log shows n committed
     t2.sink.cleanup()
     SinkTask(bootstrap, topic, restored=n, pending=[n], state=snap, generation=3)
-    again = [m for m in read_all(bootstrap, topic)
-             if dict(m.headers())[TXN_HEADER].decode() == f"{TID}:{n}"]
-    assert len(again) == 8, "commit of an already committed transaction re-sent it"
+    assert [(m.key().decode(), m.value().decode())
+            for m in committed_records(bootstrap, topic)] == expected, (
+        "commit of an already committed transaction re-sent it")
 
 
 @pytest.mark.skipif(not REAL, reason="librdkafka's mock cluster does not fence: an EndTxn "

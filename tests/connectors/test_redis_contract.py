@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,7 +9,7 @@ import pytest
 import redis
 
 from jstormpy.connectors import RedisStreamSink, RedisStreamSpout
-from jstormpy.testing.redis_server import RedisServer
+from jstormpy.testing.redis_server import RedisServer, read_json_stream
 from tests.connectors.contract import TOPOLOGY, SinkContract, SourceContract
 
 pytestmark = pytest.mark.slow
@@ -52,9 +51,7 @@ class RedisSinkHarness:
         return RedisStreamSink(self.url, "out")
 
     def committed(self) -> list[dict[str, Any]]:
-        with redis.Redis.from_url(self.url, decode_responses=True) as client:
-            entries = client.xrange("out")
-        return [{k: json.loads(v) for k, v in kv.items()} for _, kv in entries]
+        return read_json_stream(self.url, "out")
 
     def staged(self) -> list[str]:
         names = []
