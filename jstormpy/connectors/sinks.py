@@ -26,6 +26,7 @@ from typing import IO, Any
 
 from jstormpy.barrier.twophase import Sink
 from jstormpy.component import TopologyContext, Tuple
+from jstormpy.connectors.jsonl import encode_rows, encode_value
 from jstormpy.errors import SinkError
 
 __all__ = ["FORMATS", "FileSink", "committed_files", "read_committed"]
@@ -35,8 +36,7 @@ _log = logging.getLogger(__name__)
 FORMATS = ("jsonl", "parquet")
 _LINES_PER_WRITE = 2048
 """jsonl records buffered before one write to the in-progress file."""
-_encode_json = json.JSONEncoder(separators=(",", ":")).encode
-"""``json.dumps(obj, separators=(",", ":"))`` without building an encoder per call."""
+_encode_json = encode_value
 """Output formats :class:`FileSink` can write."""
 
 STAGING_DIR = "_staging"
@@ -233,6 +233,56 @@ class FileSink(Sink):
         self._count += 1
         if len(lines) >= _LINES_PER_WRITE:
             self._write_lines()
+
+    def execute_batch(self, batch: Any) -> None:
+        """Batch path (the engine calls it once per channel batch): the same records as
+        :meth:`write` per tuple, jsonl-encoded column by column (``connectors/jsonl.py``).
+
+        A subclass that overrides ``write`` or ``execute``, the parquet format, rows of
+        another shape and values the fast encoder refuses all go tuple by tuple; a record
+        that cannot be encoded is skipped while the rest of the batch is written, then
+        its :class:`SinkError` is raised (as ``execute`` would have raised it for that
+        tuple).
+        """
+        cls = type(self)
+        text = None
+        if (self.format == "jsonl" and self._txn is not None and cls.write is FileSink.write
+                and cls.execute is Sink.execute):
+            try:
+                text = encode_rows(batch.rows, batch._index)
+            except (TypeError, ValueError):
+                text = None  # found again, tuple by tuple, below
+        if text is None:
+            self._write_each(batch)
+            return
+        self._write_lines()
+        try:
+            if self._fh is None:
+                assert self._inprogress_path is not None
+                self._fh = open(self._inprogress_path, "xb")  # noqa: SIM115 - kept open
+            self._fh.write(text.encode("utf-8"))
+        except OSError as exc:
+            raise self._fail(f"write transaction {self._txn}", exc) from exc
+        self._count += len(batch)
+
+    def _write_each(self, batch: Any) -> None:
+        """Tuple by tuple through ``execute``; unencodable records are skipped and the
+        first one's error raised after the rest of the batch was written."""
+        first: SinkError | None = None
+        skipped = 0
+        for tup in batch:
+            try:
+                self.execute(tup)
+            except SinkError as exc:
+                if not isinstance(exc.__cause__, (TypeError, ValueError)):
+                    raise  # no transaction or I/O: the rest would fail too
+                skipped += 1
+                first = first or exc
+        if first is not None:
+            if skipped > 1:
+                raise SinkError(f"{first} (and {skipped - 1} more record(s) of this batch "
+                                "could not be encoded)") from first.__cause__
+            raise first
 
     def _write_lines(self) -> None:
         """Append the buffered jsonl lines to the in-progress file (one write call)."""
