@@ -36,6 +36,8 @@ _log = logging.getLogger(__name__)
 FORMATS = ("jsonl", "parquet")
 _LINES_PER_WRITE = 2048
 """jsonl records buffered before one write to the in-progress file."""
+_BLOCK_CHARS = 1 << 20
+"""Batch-encoded jsonl text buffered before one write (fewer, larger writes)."""
 _encode_json = encode_value
 """Output formats :class:`FileSink` can write."""
 
@@ -107,6 +109,9 @@ class FileSink(Sink):
         self._rows: list[dict[str, Any]] = []
         self._lines: list[str] = []
         """jsonl lines not yet written to the in-progress file (written in blocks)."""
+        self._blocks: list[str] = []
+        """Batch-encoded jsonl text not yet written (ahead of ``_lines``)."""
+        self._block_chars = 0
         self._count = 0
         self._empty: set[int] = set()
 
@@ -197,6 +202,8 @@ class FileSink(Sink):
         self._txn = checkpoint_id
         self._rows = []
         self._lines = []
+        self._blocks = []
+        self._block_chars = 0
         self._count = 0
         self._inprogress_path = os.path.join(
             self._inprogress, f"{self._name(checkpoint_id)}.{self._token}")
@@ -255,15 +262,21 @@ class FileSink(Sink):
         if text is None:
             self._write_each(batch)
             return
-        self._write_lines()
-        try:
-            if self._fh is None:
+        if self._fh is None:  # the in-progress file exists from the first record on
+            try:
                 assert self._inprogress_path is not None
                 self._fh = open(self._inprogress_path, "xb")  # noqa: SIM115 - kept open
-            self._fh.write(text.encode("utf-8"))
-        except OSError as exc:
-            raise self._fail(f"write transaction {self._txn}", exc) from exc
+            except OSError as exc:
+                raise self._fail(f"write transaction {self._txn}", exc) from exc
+        blocks = self.__dict__.setdefault("_blocks", [])
+        if self._lines:  # earlier single writes stay ahead of this batch
+            blocks.append("\n".join(self._lines) + "\n")
+            self._lines = []
+        blocks.append(text)
+        self._block_chars = self.__dict__.get("_block_chars", 0) + len(text)
         self._count += len(batch)
+        if self._block_chars >= _BLOCK_CHARS:
+            self._write_lines()
 
     def _write_each(self, batch: Any) -> None:
         """Tuple by tuple through ``execute``; unencodable records are skipped and the
@@ -287,14 +300,20 @@ class FileSink(Sink):
     def _write_lines(self) -> None:
         """Append the buffered jsonl lines to the in-progress file (one write call)."""
         lines = self.__dict__.get("_lines")
-        if not lines:
+        blocks = self.__dict__.get("_blocks")
+        if not lines and not blocks:
             return
+        text = "".join(blocks) if blocks else ""
+        if lines:
+            text += "\n".join(lines) + "\n"  # single writes come after every block
         self._lines = []
+        self._blocks = []
+        self._block_chars = 0
         try:
             if self._fh is None:
                 assert self._inprogress_path is not None
                 self._fh = open(self._inprogress_path, "xb")  # noqa: SIM115 - kept open
-            self._fh.write(("\n".join(lines) + "\n").encode("utf-8"))
+            self._fh.write(text.encode("utf-8"))
         except OSError as exc:
             raise self._fail(f"write transaction {self._txn}", exc) from exc
 
@@ -410,6 +429,8 @@ class FileSink(Sink):
                 self._txn = None
                 self._rows = []
                 self._lines = []
+                self._blocks = []
+                self._block_chars = 0
                 self._inprogress_path = None
             if _unlink_missing_ok(self._staged_path(checkpoint_id)):
                 _fsync_dir(self._staging)
