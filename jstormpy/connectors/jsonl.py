@@ -4,16 +4,15 @@
 the stream's field order). Encoding a tuple at a time costs a ``Tuple``, a dict
 (``as_dict``) and a JSON encoder call per record. :func:`encode_rows` produces the same
 bytes for a whole channel batch with a handful of C-level passes: each column is encoded
-once (strings with the C string escaper, exact ``int`` values with ``int.__repr__``, both
-exactly what :mod:`json` writes for them; anything else with the JSON encoder), and the
-lines are assembled by one ``str.join`` over the interleaved keys and values.
+once (strings with the C string escaper, exact ``int`` values as they are, both exactly
+what :mod:`json` writes for them; anything else with the JSON encoder), and the lines are
+built by one ``%``-format per row (a format holding the keys) and one ``str.join``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from itertools import chain, repeat
 from json import encoder as _json_encoder
 from typing import Any
 
@@ -21,21 +20,25 @@ encode_value = json.JSONEncoder(separators=(",", ":")).encode
 """``json.dumps(obj, separators=(",", ":"))`` without building an encoder per call."""
 
 _encode_str = _json_encoder.encode_basestring_ascii  # the C escaper json.dumps uses
-_int_repr = int.__repr__  # what json.dumps writes for an exact int
 
 
-def encode_column(column: Sequence[Any]) -> list[str]:
-    """Each value of ``column`` as JSON text, as ``json.dumps`` would write it.
+def encode_column(column: Sequence[Any]) -> Sequence[Any]:
+    """``column`` ready for a ``%s`` slot of the line format: each value as the JSON text
+    ``json.dumps`` writes for it (exact ``int`` values are passed through: ``%s`` of an
+    exact int is its JSON text).
 
     Raises:
         TypeError: a value is not JSON serialisable.
         ValueError: a value cannot be encoded (e.g. a circular reference).
     """
-    kinds = set(map(type, column))
-    if kinds == {str}:
-        return list(map(_encode_str, column))
-    if kinds == {int}:
-        return list(map(_int_repr, column))
+    first = type(column[0]) if column else str
+    if first is str:
+        try:
+            return list(map(_encode_str, column))
+        except TypeError:
+            pass  # not all strings: the generic encoder below
+    elif first is int and set(map(type, column)) == {int}:
+        return column
     return list(map(encode_value, column))
 
 
@@ -53,14 +56,15 @@ def encode_rows(rows: Sequence[Sequence[Any]], index: Mapping[str, int]) -> str 
         ValueError: a value cannot be encoded.
     """
     n = len(index)
-    if not n or not rows or set(map(len, rows)) != {n}:
+    if not n or not rows:
         return None
-    columns = list(zip(*rows, strict=True))
-    parts: list[Any] = []
-    sep = "{"
-    for name, pos in index.items():
-        parts.append(repeat(f"{sep}{encode_value(name)}:"))
-        parts.append(encode_column(columns[pos]))
-        sep = ","
-    parts.append(repeat("}\n"))
-    return "".join(chain.from_iterable(zip(*parts, strict=False)))  # repeat() is endless
+    try:
+        columns = list(zip(*rows, strict=True))
+    except ValueError:
+        return None  # rows of different lengths
+    if len(columns) != n:
+        return None
+    keys = [encode_value(name).replace("%", "%%") for name in index]
+    line = "{" + ",".join(f"{k}:%s" for k in keys) + "}\n"
+    encoded = [encode_column(columns[pos]) for pos in index.values()]
+    return "".join(map(line.__mod__, zip(*encoded, strict=True)))

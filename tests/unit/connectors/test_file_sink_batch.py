@@ -120,3 +120,11 @@ def test_subclass_overriding_write_still_sees_every_tuple(tmp_path: Path) -> Non
     sink.execute_batch(Batch([("a", 1), ("b", 2)], FIELDS, "count"))
     commit(sink)
     assert [r["word"] for r in read_committed(tmp_path)] == ["A", "B"]
+
+
+def test_percent_in_field_names_and_bools_among_ints(tmp_path: Path) -> None:
+    index = {"p%s": 0, "n%d": 1}
+    rows = [("a%s", 1), ("b", True), ("c", 2.0)]
+    got = batch_bytes(tmp_path / "b", [rows], index)
+    assert got == per_tuple_bytes(tmp_path / "t", rows, index)
+    assert got.splitlines()[1] == b'{"p%s":"b","n%d":true}'
