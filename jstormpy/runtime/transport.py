@@ -31,7 +31,6 @@ stops draining, the buffer fills and ``send()`` blocks: backpressure end to end.
 from __future__ import annotations
 
 import logging
-import pickle
 import socket
 import ssl
 import threading
@@ -40,6 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jstormpy.errors import AuthenticationError, FrameError
+from jstormpy.runtime.codec import decode_item, encode_item
 from jstormpy.runtime.frames import (
     ACCEPT,
     ACK,
@@ -309,7 +309,7 @@ class Transport:
         if generation is not None and generation != gen:
             return self._dropped(worker_id, f"sender of generation {generation} is stale")
         try:
-            payload = pickle.dumps((dst_task, item), protocol=5)
+            payload = encode_item(dst_task, item)
         except Exception as exc:
             raise FrameError(f"cannot pickle item for task {dst_task} on worker {worker_id}: "
                              f"{type(exc).__name__}: {exc}") from exc
@@ -581,7 +581,7 @@ class Transport:
                 self._owe_ack(sock, generation, incarnation, seq)
                 continue
             try:
-                dst_task, item = pickle.loads(memoryview(payload)[SEQ.size:])
+                dst_task, item = decode_item(memoryview(payload)[SEQ.size:])
             except Exception as exc:
                 raise FrameError(f"undecodable DATA payload of {length} bytes: "
                                  f"{type(exc).__name__}: {exc}") from exc
