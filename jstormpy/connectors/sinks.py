@@ -35,6 +35,7 @@ from typing import IO, Any
 
 from jstormpy.barrier.twophase import Sink
 from jstormpy.component import TopologyContext, Tuple
+from jstormpy.connectors.jsonl import encode_rows, encode_value
 from jstormpy.errors import FencedError, SinkError
 
 __all__ = ["FORMATS", "FileSink", "committed_files", "read_committed"]
@@ -44,8 +45,9 @@ _log = logging.getLogger(__name__)
 FORMATS = ("jsonl", "parquet")
 _LINES_PER_WRITE = 2048
 """jsonl records buffered before one write to the in-progress file."""
-_encode_json = json.JSONEncoder(separators=(",", ":")).encode
-"""``json.dumps(obj, separators=(",", ":"))`` without building an encoder per call."""
+_BLOCK_CHARS = 1 << 20
+"""Batch-encoded jsonl text buffered before one write (fewer, larger writes)."""
+_encode_json = encode_value
 """Output formats :class:`FileSink` can write."""
 
 STAGING_DIR = "_staging"
@@ -116,6 +118,9 @@ class FileSink(Sink):
         self._rows: list[dict[str, Any]] = []
         self._lines: list[str] = []
         """jsonl lines not yet written to the in-progress file (written in blocks)."""
+        self._blocks: list[str] = []
+        """Batch-encoded jsonl text not yet written (ahead of ``_lines``)."""
+        self._block_chars = 0
         self._count = 0
         self._empty: set[int] = set()
         self._exactly = True
@@ -256,6 +261,8 @@ class FileSink(Sink):
         self._txn = checkpoint_id
         self._rows = []
         self._lines = []
+        self._blocks = []
+        self._block_chars = 0
         self._count = 0
         self._inprogress_path = os.path.join(
             self._inprogress, f"{self._name(checkpoint_id)}.{self._token}")
@@ -293,17 +300,79 @@ class FileSink(Sink):
         if len(lines) >= _LINES_PER_WRITE:
             self._write_lines()
 
+    def execute_batch(self, batch: Any) -> None:
+        """Batch path (the engine calls it once per channel batch): the same records as
+        :meth:`write` per tuple, jsonl-encoded column by column (``connectors/jsonl.py``).
+
+        A subclass that overrides ``write`` or ``execute``, the parquet format, rows of
+        another shape and values the fast encoder refuses all go tuple by tuple; a record
+        that cannot be encoded is skipped while the rest of the batch is written, then
+        its :class:`SinkError` is raised (as ``execute`` would have raised it for that
+        tuple).
+        """
+        cls = type(self)
+        text = None
+        if (self.format == "jsonl" and self._txn is not None and cls.write is FileSink.write
+                and cls.execute is Sink.execute):
+            try:
+                text = encode_rows(batch.rows, batch._index)
+            except (TypeError, ValueError):
+                text = None  # found again, tuple by tuple, below
+        if text is None:
+            self._write_each(batch)
+            return
+        if self._fh is None:  # the in-progress file exists from the first record on
+            try:
+                assert self._inprogress_path is not None
+                self._fh = open(self._inprogress_path, "xb")  # noqa: SIM115 - kept open
+            except OSError as exc:
+                raise self._fail(f"write transaction {self._txn}", exc) from exc
+        blocks = self.__dict__.setdefault("_blocks", [])
+        if self._lines:  # earlier single writes stay ahead of this batch
+            blocks.append("\n".join(self._lines) + "\n")
+            self._lines = []
+        blocks.append(text)
+        self._block_chars = self.__dict__.get("_block_chars", 0) + len(text)
+        self._count += len(batch)
+        if self._block_chars >= _BLOCK_CHARS:
+            self._write_lines()
+
+    def _write_each(self, batch: Any) -> None:
+        """Tuple by tuple through ``execute``; unencodable records are skipped and the
+        first one's error raised after the rest of the batch was written."""
+        first: SinkError | None = None
+        skipped = 0
+        for tup in batch:
+            try:
+                self.execute(tup)
+            except SinkError as exc:
+                if not isinstance(exc.__cause__, (TypeError, ValueError)):
+                    raise  # no transaction or I/O: the rest would fail too
+                skipped += 1
+                first = first or exc
+        if first is not None:
+            if skipped > 1:
+                raise SinkError(f"{first} (and {skipped - 1} more record(s) of this batch "
+                                "could not be encoded)") from first.__cause__
+            raise first
+
     def _write_lines(self) -> None:
         """Append the buffered jsonl lines to the in-progress file (one write call)."""
         lines = self.__dict__.get("_lines")
-        if not lines:
+        blocks = self.__dict__.get("_blocks")
+        if not lines and not blocks:
             return
+        text = "".join(blocks) if blocks else ""
+        if lines:
+            text += "\n".join(lines) + "\n"  # single writes come after every block
         self._lines = []
+        self._blocks = []
+        self._block_chars = 0
         try:
             if self._fh is None:
                 assert self._inprogress_path is not None
                 self._fh = open(self._inprogress_path, "xb")  # noqa: SIM115 - kept open
-            self._fh.write(("\n".join(lines) + "\n").encode("utf-8"))
+            self._fh.write(text.encode("utf-8"))
         except OSError as exc:
             raise self._fail(f"write transaction {self._txn}", exc) from exc
 
@@ -428,6 +497,8 @@ class FileSink(Sink):
                 self._txn = None
                 self._rows = []
                 self._lines = []
+                self._blocks = []
+                self._block_chars = 0
                 self._inprogress_path = None
             if _unlink_missing_ok(self._staged_path(checkpoint_id)):
                 _fsync_dir(self._own)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import sys
 import threading
 import time
 import traceback
@@ -473,16 +474,25 @@ class TaskExecutor:
         if tuple_cls is None:
             tuple_cls = self.tuple_classes[(src, stream)] = Tuple.bound(index, source, stream,
                                                                         src)
-        tuples = map(tuple_cls, payload)
+        rows = iter(payload)
+        refs = sys.getrefcount
         while True:
             try:
-                for tup in tuples:
+                for values in rows:
+                    # reuse the last Tuple if only this loop still holds it (the user kept
+                    # no reference: 2 = our variable + the argument): a slot store, not an
+                    # allocation; a Tuple the user kept is never touched again
+                    if tup is None or refs(tup) > 2:
+                        tup = tuple_cls(values)  # type: ignore[call-arg]  # Tuple.bound
+                    else:
+                        tup.values = values
                     execute(tup)
                 break
             except TaskStopped:
                 raise
             except Exception as exc:
                 self._user_error(exc, tup)
+                tup = None
         self.metrics.executed += n
         if n and timing:
             self.metrics.observe_ms((time.perf_counter() - t0) * 1000.0 / n, n)

@@ -12,10 +12,11 @@ Frame types:
 
 * ``CHALLENGE`` (1), ``RESPONSE`` (2), ``ACCEPT`` (3): the handshake
   (:mod:`jstormpy.runtime.handshake`).
-* ``DATA`` (4) client -> server, payload ``SEQ`` + ``pickle.dumps((dst_task, item),
-  protocol=5)``. ``SEQ = struct.Struct("!QQ")`` is ``(incarnation, seq)``: a random id of
-  the sending channel (one per outbound connection object, kept across reconnects) and a
-  per-channel, per-generation sequence number starting at 1.
+* ``DATA`` (4) client -> server, payload ``SEQ`` + ``(dst_task, item)`` encoded by
+  :mod:`jstormpy.runtime.codec` (a tag byte, then :mod:`marshal` for plain scalar batches
+  or :mod:`pickle` protocol 5). ``SEQ = struct.Struct("!QQ")`` is ``(incarnation, seq)``:
+  a random id of the sending channel (one per outbound connection object, kept across
+  reconnects) and a per-channel, per-generation sequence number starting at 1.
 * ``CLOSE`` (5) either way, payload a UTF-8 reason; the sender closes the connection after it.
 * ``ACK`` (6) server -> client, payload ``SEQ``: every DATA frame of that channel up to
   ``seq`` has been delivered (cumulative). The sender keeps unacknowledged frames and

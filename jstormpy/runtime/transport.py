@@ -8,7 +8,9 @@ Layout
 ------
 The wire format (frame header, types, encode/decode) is in :mod:`jstormpy.runtime.frames`,
 the mutual HMAC handshake in :mod:`jstormpy.runtime.handshake`, one outbound connection
-(queue, sender thread) in :mod:`jstormpy.runtime.outbound`; this module is the facade.
+(queue, sender thread) in :mod:`jstormpy.runtime.outbound`, the receive loop (ordering,
+de-duplication, ACKs) in :mod:`jstormpy.runtime.inbound`, the DATA payload codec in
+:mod:`jstormpy.runtime.codec`; this module is the facade.
 A bad frame is answered with ``CLOSE`` + reason where possible, the connection is closed,
 the reason is logged with the peer address and counted; every other connection keeps
 being served.
@@ -31,7 +33,6 @@ stops draining, the buffer fills and ``send()`` blocks: backpressure end to end.
 from __future__ import annotations
 
 import logging
-import pickle
 import socket
 import ssl
 import threading
@@ -40,9 +41,9 @@ from collections.abc import Callable
 from typing import Any
 
 from jstormpy.errors import AuthenticationError, FrameError
+from jstormpy.runtime.codec import encode_item
 from jstormpy.runtime.frames import (
     ACCEPT,
-    ACK,
     CHALLENGE,
     CLOSE,
     DATA,
@@ -52,13 +53,11 @@ from jstormpy.runtime.frames import (
     READ_BUFFER,
     RESPONSE,
     SEQ,
-    TYPE_NAMES,
     VERSION,
     PeerClosedError,
     close_quietly,
     decode_header,
     encode_frame,
-    read_exact,
     shutdown_quietly,
 )
 from jstormpy.runtime.handshake import (
@@ -73,6 +72,7 @@ from jstormpy.runtime.handshake_guard import (
     HandshakeGuard,
     Ticket,
 )
+from jstormpy.runtime.inbound import InboundChannels
 from jstormpy.runtime.outbound import DEAD, READY, Outbound
 from jstormpy.runtime.tls_socket import DataPlaneTls
 
@@ -98,7 +98,7 @@ _STAT_KEYS = ("frames_sent", "bytes_sent", "frames_received", "bytes_received",
               "sequence_gaps", "channels_lost")
 
 
-class Transport:
+class Transport(InboundChannels):
     """One worker's data plane: a TCP listener plus one outbound connection per peer.
 
     Args:
@@ -309,7 +309,7 @@ class Transport:
         if generation is not None and generation != gen:
             return self._dropped(worker_id, f"sender of generation {generation} is stale")
         try:
-            payload = pickle.dumps((dst_task, item), protocol=5)
+            payload = encode_item(dst_task, item)
         except Exception as exc:
             raise FrameError(f"cannot pickle item for task {dst_task} on worker {worker_id}: "
                              f"{type(exc).__name__}: {exc}") from exc
@@ -511,106 +511,6 @@ class Transport:
                 self._on_loss(worker_id, why)
             except Exception:
                 self._log.exception("worker %d: on_loss callback raised", self.worker_id)
-
-    def _ack_loop(self) -> None:
-        """Send the cumulative ACKs owed on inbound connections, batched every few ms."""
-        while not self._closed:
-            self._acks_wake.wait(0.5)
-            if self._closed:
-                return
-            self._acks_wake.clear()
-            threading.Event().wait(0.002)  # let a burst of frames share one ACK
-            with self._lock:
-                due, self._acks_due = self._acks_due, {}
-            for sock, gen, incarnation, seq in due.values():
-                try:
-                    sock.sendall(encode_frame(ACK, gen, SEQ.pack(incarnation, seq)))
-                except OSError:
-                    pass  # the reader of that connection sees the failure
-
-    def _accept_frame(self, peer_worker: int, peer: str, gen: int, incarnation: int,
-                      seq: int) -> list[Any] | None:
-        """Lock the channel and check ``seq``; None (and unlocked) for a duplicate."""
-        key = (peer_worker, incarnation, gen)
-        with self._lock:
-            chan = self._channels.get(key)
-            if chan is None:
-                chan = self._channels[key] = [threading.Lock(), 0]
-        while not chan[0].acquire(timeout=0.5):  # another connection of the channel delivers
-            if self._closed:
-                raise PeerClosedError("transport closed")
-        last = chan[1]
-        if seq <= last:
-            chan[0].release()
-            self._count("duplicate_frames_dropped")
-            return None
-        if seq != last + 1:
-            self._count("sequence_gaps")
-            self._channel_lost(peer_worker, f"sequence gap on the channel from {peer}: "
-                               f"frame {seq} after {last} ({seq - last - 1} frame(s) missing)")
-        return chan
-
-    def _read_data(self, reader: Any, peer: str, sock: socket.socket | None = None,
-                   peer_worker: int = -1) -> None:
-        max_frame = self._max_frame_bytes
-        hsize = HEADER.size
-        unpack = HEADER.unpack
-        deliver = self._deliver
-        while True:
-            header = reader.read(hsize)
-            if len(header) != hsize:
-                if header:
-                    raise FrameError(f"truncated header ({len(header)} of {hsize} bytes)")
-                self._log.debug("worker %d: %s closed the connection", self.worker_id, peer)
-                return
-            magic, version, ftype, generation, length = unpack(header)
-            if magic != MAGIC or version != VERSION or ftype != DATA or length > max_frame:
-                ftype, generation, length = decode_header(header, max_frame)
-                if ftype == CLOSE:
-                    reason = read_exact(reader, min(length, MAX_CLOSE_REASON))
-                    raise PeerClosedError(reason.decode("utf-8", "replace"))
-                raise FrameError(f"unexpected {TYPE_NAMES[ftype]} frame after authentication")
-            payload = reader.read(length)
-            if len(payload) != length:
-                raise FrameError(f"truncated DATA frame ({len(payload)} of {length} bytes)")
-            if length < SEQ.size:
-                raise FrameError(f"DATA frame of {length} bytes has no sequence prefix")
-            incarnation, seq = SEQ.unpack_from(payload)
-            if generation != self._generation:
-                self._count("stale_frames_dropped")
-                self._owe_ack(sock, generation, incarnation, seq)
-                continue
-            try:
-                dst_task, item = pickle.loads(memoryview(payload)[SEQ.size:])
-            except Exception as exc:
-                raise FrameError(f"undecodable DATA payload of {length} bytes: "
-                                 f"{type(exc).__name__}: {exc}") from exc
-            chan = self._accept_frame(peer_worker, peer, generation, incarnation, seq)
-            if chan is None:  # a retransmitted frame delivered before: acknowledge again
-                self._owe_ack(sock, generation, incarnation, seq)
-                continue
-            try:
-                self._count2("frames_received", 1, "bytes_received", hsize + length)
-                try:
-                    if self._deliver_generation:
-                        deliver(dst_task, item, generation)
-                    else:
-                        deliver(dst_task, item)
-                except Exception:
-                    self._count("deliver_errors")
-                    self._log.exception("worker %d: deliver() raised for a frame from %s to "
-                                        "task %r", self.worker_id, peer, dst_task)
-                chan[1] = seq
-            finally:
-                chan[0].release()
-            self._owe_ack(sock, generation, incarnation, seq)
-
-    def _owe_ack(self, sock: socket.socket | None, gen: int, incarnation: int, seq: int) -> None:
-        if sock is None:
-            return
-        with self._lock:
-            self._acks_due[id(sock)] = (sock, gen, incarnation, seq)
-        self._acks_wake.set()
 
     def _send_close(self, sock: socket.socket, reason: str) -> None:
         """Best effort: tell the peer why, then half-close so it sees EOF after the reason."""

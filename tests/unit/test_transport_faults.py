@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import pickle
 import struct
 import threading
 import time
@@ -12,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from jstormpy.runtime.codec import encode_item
 from jstormpy.runtime.transport import DATA, RESPONSE, Transport, encode_frame, mac_client
 from jstormpy.testing.fault_proxy import FaultProxy
 from tests.unit.test_transport import SECRET, Sink, raw_connect, read_frame, wait_until
@@ -83,7 +83,7 @@ def test_unreachable_after_reset_escalates_never_silent(net: Callable[..., Any])
 
 def _raw_data(seq: int, item: Any, incarnation: int = 77) -> bytes:
     return encode_frame(DATA, 0, struct.pack("!QQ", incarnation, seq)
-                        + pickle.dumps((3, item), protocol=5))
+                        + encode_item(3, item))
 
 
 def test_receiver_detects_gap_and_drops_duplicate() -> None:

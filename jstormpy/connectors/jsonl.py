@@ -1,0 +1,70 @@
+"""JSON-lines encoding for :class:`~jstormpy.connectors.sinks.FileSink`, a batch at a time.
+
+``FileSink`` writes one compact JSON object per tuple (``{"field": value, ...}``, keys in
+the stream's field order). Encoding a tuple at a time costs a ``Tuple``, a dict
+(``as_dict``) and a JSON encoder call per record. :func:`encode_rows` produces the same
+bytes for a whole channel batch with a handful of C-level passes: each column is encoded
+once (strings with the C string escaper, exact ``int`` values as they are, both exactly
+what :mod:`json` writes for them; anything else with the JSON encoder), and the lines are
+built by one ``%``-format per row (a format holding the keys) and one ``str.join``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from json import encoder as _json_encoder
+from typing import Any
+
+encode_value = json.JSONEncoder(separators=(",", ":")).encode
+"""``json.dumps(obj, separators=(",", ":"))`` without building an encoder per call."""
+
+_encode_str = _json_encoder.encode_basestring_ascii  # the C escaper json.dumps uses
+
+
+def encode_column(column: Sequence[Any]) -> Sequence[Any]:
+    """``column`` ready for a ``%s`` slot of the line format: each value as the JSON text
+    ``json.dumps`` writes for it (exact ``int`` values are passed through: ``%s`` of an
+    exact int is its JSON text).
+
+    Raises:
+        TypeError: a value is not JSON serialisable.
+        ValueError: a value cannot be encoded (e.g. a circular reference).
+    """
+    first = type(column[0]) if column else str
+    if first is str:
+        try:
+            return list(map(_encode_str, column))
+        except TypeError:
+            pass  # not all strings: the generic encoder below
+    elif first is int and set(map(type, column)) == {int}:
+        return column
+    return list(map(encode_value, column))
+
+
+def encode_rows(rows: Sequence[Sequence[Any]], index: Mapping[str, int]) -> str | None:
+    """The jsonl text (``"\\n"``-terminated lines) of ``rows``, keys from ``index``.
+
+    ``index`` maps field name to position, in the order the keys are written (the order
+    ``Tuple.as_dict`` uses). Returns ``None`` when the batch does not have the plain shape
+    (no fields, or a row whose length differs from the number of fields, as rows sent by
+    an older code version during a gray release can): the caller then encodes tuple by
+    tuple.
+
+    Raises:
+        TypeError: a value is not JSON serialisable.
+        ValueError: a value cannot be encoded.
+    """
+    n = len(index)
+    if not n or not rows:
+        return None
+    try:
+        columns = list(zip(*rows, strict=True))
+    except ValueError:
+        return None  # rows of different lengths
+    if len(columns) != n:
+        return None
+    keys = [encode_value(name).replace("%", "%%") for name in index]
+    line = "{" + ",".join(f"{k}:%s" for k in keys) + "}\n"
+    encoded = [encode_column(columns[pos]) for pos in index.values()]
+    return "".join(map(line.__mod__, zip(*encoded, strict=True)))

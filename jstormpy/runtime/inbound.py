@@ -1,0 +1,160 @@
+"""The receiving half of the data plane: ordered, de-duplicated delivery and batched ACKs.
+
+:class:`InboundChannels` is mixed into :class:`~jstormpy.runtime.transport.Transport`.
+After an inbound connection authenticated, :meth:`InboundChannels._read_data` reads its
+DATA frames, drops frames of other generations, checks each channel's sequence numbers
+(duplicates of retransmitted frames are dropped and acknowledged again, gaps reported),
+decodes the payload (:mod:`jstormpy.runtime.codec`) and calls ``deliver``. Cumulative
+ACKs are owed per connection and sent by one thread every few milliseconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from jstormpy.errors import FrameError
+from jstormpy.runtime.codec import decode_item
+from jstormpy.runtime.frames import (
+    ACK,
+    CLOSE,
+    DATA,
+    HEADER,
+    MAGIC,
+    MAX_CLOSE_REASON,
+    SEQ,
+    TYPE_NAMES,
+    VERSION,
+    PeerClosedError,
+    decode_header,
+    encode_frame,
+    read_exact,
+)
+
+
+class InboundChannels:
+    """Receive-side state and loops of a transport (see the module docstring)."""
+
+    worker_id: int
+    _closed: bool
+    _generation: int
+    _max_frame_bytes: int
+    _deliver: Callable[..., None]
+    _deliver_generation: bool
+    _log: logging.Logger
+    _lock: threading.Lock
+    _channels: dict[tuple[int, int, int], list[Any]]
+    _acks_due: dict[int, tuple[socket.socket, int, int, int]]
+    _acks_wake: threading.Event
+
+    def _count(self, key: str, n: int = 1) -> None:
+        raise NotImplementedError
+
+    def _count2(self, k1: str, n1: int, k2: str, n2: int) -> None:
+        raise NotImplementedError
+
+    def _channel_lost(self, worker_id: int, why: str) -> None:
+        raise NotImplementedError
+
+    def _ack_loop(self) -> None:
+        """Send the cumulative ACKs owed on inbound connections, batched every few ms."""
+        while not self._closed:
+            self._acks_wake.wait(0.5)
+            if self._closed:
+                return
+            self._acks_wake.clear()
+            threading.Event().wait(0.002)  # let a burst of frames share one ACK
+            with self._lock:
+                due, self._acks_due = self._acks_due, {}
+            for sock, gen, incarnation, seq in due.values():
+                try:
+                    sock.sendall(encode_frame(ACK, gen, SEQ.pack(incarnation, seq)))
+                except OSError:
+                    pass  # the reader of that connection sees the failure
+
+    def _accept_frame(self, peer_worker: int, peer: str, gen: int, incarnation: int,
+                      seq: int) -> list[Any] | None:
+        """Lock the channel and check ``seq``; None (and unlocked) for a duplicate."""
+        key = (peer_worker, incarnation, gen)
+        with self._lock:
+            chan = self._channels.get(key)
+            if chan is None:
+                chan = self._channels[key] = [threading.Lock(), 0]
+        while not chan[0].acquire(timeout=0.5):  # another connection of the channel delivers
+            if self._closed:
+                raise PeerClosedError("transport closed")
+        last = chan[1]
+        if seq <= last:
+            chan[0].release()
+            self._count("duplicate_frames_dropped")
+            return None
+        if seq != last + 1:
+            self._count("sequence_gaps")
+            self._channel_lost(peer_worker, f"sequence gap on the channel from {peer}: "
+                               f"frame {seq} after {last} ({seq - last - 1} frame(s) missing)")
+        return chan
+
+    def _read_data(self, reader: Any, peer: str, sock: socket.socket | None = None,
+                   peer_worker: int = -1) -> None:
+        max_frame = self._max_frame_bytes
+        hsize = HEADER.size
+        unpack = HEADER.unpack
+        deliver = self._deliver
+        while True:
+            header = reader.read(hsize)
+            if len(header) != hsize:
+                if header:
+                    raise FrameError(f"truncated header ({len(header)} of {hsize} bytes)")
+                self._log.debug("worker %d: %s closed the connection", self.worker_id, peer)
+                return
+            magic, version, ftype, generation, length = unpack(header)
+            if magic != MAGIC or version != VERSION or ftype != DATA or length > max_frame:
+                ftype, generation, length = decode_header(header, max_frame)
+                if ftype == CLOSE:
+                    reason = read_exact(reader, min(length, MAX_CLOSE_REASON))
+                    raise PeerClosedError(reason.decode("utf-8", "replace"))
+                raise FrameError(f"unexpected {TYPE_NAMES[ftype]} frame after authentication")
+            payload = reader.read(length)
+            if len(payload) != length:
+                raise FrameError(f"truncated DATA frame ({len(payload)} of {length} bytes)")
+            if length < SEQ.size:
+                raise FrameError(f"DATA frame of {length} bytes has no sequence prefix")
+            incarnation, seq = SEQ.unpack_from(payload)
+            if generation != self._generation:
+                self._count("stale_frames_dropped")
+                self._owe_ack(sock, generation, incarnation, seq)
+                continue
+            try:
+                dst_task, item = decode_item(memoryview(payload)[SEQ.size:])
+            except Exception as exc:
+                raise FrameError(f"undecodable DATA payload of {length} bytes: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+            chan = self._accept_frame(peer_worker, peer, generation, incarnation, seq)
+            if chan is None:  # a retransmitted frame delivered before: acknowledge again
+                self._owe_ack(sock, generation, incarnation, seq)
+                continue
+            try:
+                self._count2("frames_received", 1, "bytes_received", hsize + length)
+                try:
+                    if self._deliver_generation:
+                        deliver(dst_task, item, generation)
+                    else:
+                        deliver(dst_task, item)
+                except Exception:
+                    self._count("deliver_errors")
+                    self._log.exception("worker %d: deliver() raised for a frame from %s to "
+                                        "task %r", self.worker_id, peer, dst_task)
+                chan[1] = seq
+            finally:
+                chan[0].release()
+            self._owe_ack(sock, generation, incarnation, seq)
+
+    def _owe_ack(self, sock: socket.socket | None, gen: int, incarnation: int, seq: int) -> None:
+        if sock is None:
+            return
+        with self._lock:
+            self._acks_due[id(sock)] = (sock, gen, incarnation, seq)
+        self._acks_wake.set()
