@@ -25,16 +25,22 @@ commit: its directory is gone and every such step fails with
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
-import re
 import uuid
-from pathlib import Path
 from typing import IO, Any
 
 from jstormpy.barrier.twophase import Sink
 from jstormpy.component import TopologyContext, Tuple
+from jstormpy.connectors.file_parts import (
+    WORK_RE,
+    committed_files,
+    committed_names,
+    fsync_dir,
+    part_name,
+    read_committed,
+    unlink_missing_ok,
+)
 from jstormpy.connectors.jsonl import encode_rows, encode_value
 from jstormpy.errors import FencedError, SinkError
 
@@ -52,34 +58,6 @@ _encode_json = encode_value
 
 STAGING_DIR = "_staging"
 INPROGRESS_DIR = "_inprogress"
-
-_PART_RE = re.compile(r"^part-(\d{10,})-(\d{5,})\.(jsonl|parquet)$")
-_WORK_RE = re.compile(r"^part-(\d+)-(\d+)\.(jsonl|parquet)(?:\..*)?$")
-
-
-def _part_name(checkpoint_id: int, task_id: int, fmt: str) -> str:
-    return f"part-{checkpoint_id:010d}-{task_id:05d}.{fmt}"
-
-
-def _fsync_dir(path: str) -> None:
-    """fsync a directory so renames/links/unlinks in it are durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError as exc:  # some file systems refuse fsync on directories
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
-            raise
-    finally:
-        os.close(fd)
-
-
-def _unlink_missing_ok(path: str) -> bool:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        return False
-    return True
-
 
 class FileSink(Sink):
     """Exactly-once sink writing one file per (checkpoint, task) into ``directory``.
@@ -147,7 +125,7 @@ class FileSink(Sink):
         return self._task_id
 
     def _name(self, checkpoint_id: int) -> str:
-        return _part_name(checkpoint_id, self._task(), self.format)
+        return part_name(checkpoint_id, self._task(), self.format)
 
     @property
     def _own(self) -> str:
@@ -198,7 +176,7 @@ class FileSink(Sink):
                                 "writable; choose another directory or fix its permissions")
         try:
             os.mkdir(self._own)
-            _fsync_dir(self._staging)
+            fsync_dir(self._staging)
             self._adopt_staged()
         except OSError as exc:
             raise self._fail("take over the task's staged transactions", exc) from exc
@@ -227,11 +205,11 @@ class FileSink(Sink):
                         if exc.errno != errno.ENOTEMPTY:
                             raise
             else:
-                m = _WORK_RE.match(name)
+                m = WORK_RE.match(name)
                 if m and int(m.group(2)) == task and os.path.isfile(path):
                     os.replace(path, os.path.join(self._own, name))
-        _fsync_dir(self._own)
-        _fsync_dir(self._staging)
+        fsync_dir(self._own)
+        fsync_dir(self._staging)
 
     def cleanup(self) -> None:
         """Close the open in-progress file (its content is discarded by the next recover)."""
@@ -409,8 +387,8 @@ class FileSink(Sink):
                     os.replace(inprogress, self._staged_path(checkpoint_id))
                 except FileNotFoundError:  # retired (or our in-progress file removed)
                     raise self._fenced(f"stage transaction {checkpoint_id}") from None
-                _fsync_dir(self._own)
-                _fsync_dir(self._inprogress)
+                fsync_dir(self._own)
+                fsync_dir(self._inprogress)
             else:
                 self._empty.add(checkpoint_id)
         except OSError as exc:
@@ -456,8 +434,8 @@ class FileSink(Sink):
             if os.path.exists(target):
                 # already committed; a staged copy may be left by a commit interrupted
                 # between publishing and cleaning up
-                if _unlink_missing_ok(staged):
-                    _fsync_dir(self._own)
+                if unlink_missing_ok(staged):
+                    fsync_dir(self._own)
                 return
             if not os.path.isdir(self._own):
                 raise self._fenced(f"commit transaction {checkpoint_id}")
@@ -480,9 +458,9 @@ class FileSink(Sink):
                     raise
                 # no hard links on this file system: rename (target checked above)
                 os.rename(staged, target)
-            _fsync_dir(self.directory)
-            if _unlink_missing_ok(staged):
-                _fsync_dir(self._own)
+            fsync_dir(self.directory)
+            if unlink_missing_ok(staged):
+                fsync_dir(self._own)
         except OSError as exc:
             raise self._fail(f"commit transaction {checkpoint_id}", exc) from exc
         self._logger().debug("FileSink task %s committed %s", self._task_id, target)
@@ -493,15 +471,15 @@ class FileSink(Sink):
             if self._txn == checkpoint_id:
                 self._close_file()
                 if self._inprogress_path is not None:
-                    _unlink_missing_ok(self._inprogress_path)
+                    unlink_missing_ok(self._inprogress_path)
                 self._txn = None
                 self._rows = []
                 self._lines = []
                 self._blocks = []
                 self._block_chars = 0
                 self._inprogress_path = None
-            if _unlink_missing_ok(self._staged_path(checkpoint_id)):
-                _fsync_dir(self._own)
+            if unlink_missing_ok(self._staged_path(checkpoint_id)):
+                fsync_dir(self._own)
         except OSError as exc:
             raise self._fail(f"abort transaction {checkpoint_id}", exc) from exc
         self._empty.discard(checkpoint_id)
@@ -520,7 +498,7 @@ class FileSink(Sink):
 
     def _refuse_earlier_output(self) -> None:
         try:
-            earlier = _committed_names(self.directory)
+            earlier = committed_names(self.directory)
         except OSError as exc:
             raise self._fail("list its output directory", exc) from exc
         if earlier:
@@ -556,81 +534,30 @@ class FileSink(Sink):
         try:
             removed = 0
             for name in os.listdir(self._inprogress):
-                m = _WORK_RE.match(name)
+                m = WORK_RE.match(name)
                 if m and int(m.group(2)) == task:
-                    removed += _unlink_missing_ok(os.path.join(self._inprogress, name))
+                    removed += unlink_missing_ok(os.path.join(self._inprogress, name))
             if removed:
-                _fsync_dir(self._inprogress)
+                fsync_dir(self._inprogress)
             dropped = 0
             for name in os.listdir(self._own):
-                m = _WORK_RE.match(name)
+                m = WORK_RE.match(name)
                 if not m or int(m.group(2)) != task:
                     continue
                 checkpoint_id = int(m.group(1))
                 path = os.path.join(self._own, name)
                 if completed_id is None or checkpoint_id > completed_id:
-                    dropped += _unlink_missing_ok(path)
+                    dropped += unlink_missing_ok(path)
                 elif os.path.exists(os.path.join(self.directory, name)):
-                    dropped += _unlink_missing_ok(path)
+                    dropped += unlink_missing_ok(path)
                 else:
                     log.warning("FileSink task %s: staged transaction %s (<= restored "
                                 "checkpoint %s) was never committed; keeping %s",
                                 task, checkpoint_id, completed_id, path)
             if dropped:
-                _fsync_dir(self._own)
+                fsync_dir(self._own)
         except OSError as exc:
             raise self._fail("discard leftover transactions", exc) from exc
         if removed or dropped:
             log.info("FileSink task %s recovered to checkpoint %s: discarded %d in-progress "
                      "and %d staged file(s)", task, completed_id, removed, dropped)
-
-
-def _committed_names(directory: str) -> list[str]:
-    return sorted(n for n in os.listdir(directory) if _PART_RE.match(n))
-
-
-def committed_files(directory: str | os.PathLike[str]) -> list[Path]:
-    """The committed part files of a :class:`FileSink` directory, in (checkpoint, task) order.
-
-    Raises:
-        SinkError: ``directory`` does not exist or cannot be listed.
-    """
-    root = Path(directory)
-    try:
-        names = os.listdir(root)
-    except OSError as exc:
-        raise SinkError(f"cannot list FileSink output directory {os.fspath(root)!r}: "
-                        f"{exc.strerror or exc}") from exc
-    parts = []
-    for name in names:
-        m = _PART_RE.match(name)
-        if m:
-            parts.append((int(m.group(1)), int(m.group(2)), name))
-    parts.sort()
-    return [root / name for _c, _t, name in parts]
-
-
-def read_committed(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Every committed record of a :class:`FileSink` directory.
-
-    Part files are read in (checkpoint id, task id) order, records within a file in arrival
-    order. JSON-lines and Parquet parts are both read. Staged and in-progress files are
-    never read.
-
-    Raises:
-        SinkError: The directory is missing or a part file cannot be read or decoded.
-    """
-    records: list[dict[str, Any]] = []
-    for path in committed_files(directory):
-        try:
-            if path.suffix == ".parquet":
-                import pyarrow.parquet as pq
-
-                records.extend(pq.read_table(path).to_pylist())
-            else:
-                with open(path, encoding="utf-8") as fh:
-                    records.extend(json.loads(line) for line in fh if line.strip())
-        except (OSError, ValueError) as exc:
-            raise SinkError(f"cannot read committed part file {os.fspath(path)!r}: "
-                            f"{exc}") from exc
-    return records
