@@ -4,6 +4,7 @@ output stays exactly-once, through the Python API and the CLI."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -54,3 +55,58 @@ def test_rescale_up_then_down_under_load_keeps_every_key_exactly_once(tmp_path: 
         assert committed(out) < KEYS * PER_KEY, "the run ended before the rescale down"
         handle.wait(timeout=180)
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
+
+
+def test_rescale_refusals_name_the_component_and_change_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    conf = Config(workers=1, checkpoint_interval_ms=300, max_parallelism=4)
+    with LocalCluster() as cluster:
+        handle = cluster.submit(linear(out, 2, keys=4, per_key=400, rate=400), conf)
+        wait_for(lambda: committed(out) > 0, 60, "some committed output")
+        pid = handle.workers()[0].pid
+        refusals = {
+            "events": "'events' \\(SequenceSpout\\) keeps non-keyed state .* no "
+                      "redistribute_state",
+            "out": "'out' is a two-phase-commit sink",
+            "nope": "no component 'nope'",
+        }
+        for component, message in refusals.items():
+            with pytest.raises(JStormError, match=message):
+                handle.rescale({component: 3})
+        with pytest.raises(JStormError, match="'sum': parallelism 5 exceeds the job's "
+                                              "max_parallelism 4"):
+            handle.rescale({"sum": 5})
+        status = handle.status()
+        assert status["rescale"]["requested"] == 0 and status["generation"] == 1
+        assert handle.workers()[0].pid == pid
+        handle.wait(timeout=120)
+    assert check_keyed_sums(out, 4, 400) == ""
+
+
+@pytest.mark.slow
+def test_cli_rescales_spout_splits_and_keyed_state(tmp_path: Path, capsys) -> None:
+    from jstormpy.cli import main
+    from tests.integration.rescale_components import file_pipeline, write_event_files
+
+    data, out = tmp_path / "data", tmp_path / "out"
+    keys = write_event_files(data, files=6, keys_per_file=2, per_key=400)
+    conf = Config(workers=2, checkpoint_interval_ms=300)
+    with LocalCluster() as cluster:
+        handle = cluster.submit(file_pipeline(data, out), conf)
+        wait_for(lambda: committed(out) > 600, 60, "some committed output")
+        assert main(["rescale", "rs-files", "lines=3", "sum=3"]) == 0
+        assert "rescaled rs-files to lines=3, sum=3: spouts paused" in capsys.readouterr().out
+        assert parallelism(handle, "lines") == 3 and parallelism(handle, "sum") == 3
+        assert committed(out) < keys * 400, "the run ended before the rescale"
+        assert main(["rescale", "rs-files", "lines=1"]) == 0
+        assert main(["status", "rs-files", "--json"]) == 0
+        shown = capsys.readouterr().out
+        assert shown.startswith("rescaled rs-files to lines=1")
+        status = json.loads(shown[shown.index("{"):])
+        assert [c["parallelism"] for c in status["components"]] == [1, 1, 3, 1]
+        assert [r["changes"] for r in status["rescale"]["history"]] == \
+            [{"lines": 3, "sum": 3}, {"lines": 1}]
+        assert main(["rescale", "rs-files", "parse=2x"]) != 0
+        assert "is not COMPONENT=PARALLELISM" in capsys.readouterr().err
+        handle.wait(timeout=180)
+    assert check_keyed_sums(out, keys, 400) == ""
