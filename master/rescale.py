@@ -35,6 +35,7 @@ import cloudpickle
 
 from jstormpy.codepkg import UPGRADE_EXIT_CODE
 from jstormpy.errors import BackendError, JStormError
+from jstormpy.faults import fault_point
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.rescale_state import job_max_parallelism, plan_rescale, rescale_checkpoint
 from jstormpy.state_backends import StateBackend
@@ -305,6 +306,7 @@ class RescaleController:
             (self.run_dir / PENDING).unlink(missing_ok=True)
             self._abort(f"cannot commit the rescaled checkpoint {new_id}: {exc}", resume=True)
             return
+        fault_point("rescale_after_commit", 0)
         _adopt(self.run_dir, layout)
         (self.run_dir / PENDING).unlink(missing_ok=True)
         self.layout_generation = layout

@@ -5,6 +5,9 @@ output stays exactly-once, through the Python API and the CLI."""
 from __future__ import annotations
 
 import json
+import os
+import random
+import signal
 import time
 from pathlib import Path
 
@@ -110,3 +113,65 @@ def test_cli_rescales_spout_splits_and_keyed_state(tmp_path: Path, capsys) -> No
         assert "is not COMPONENT=PARALLELISM" in capsys.readouterr().err
         handle.wait(timeout=180)
     assert check_keyed_sums(out, keys, 400) == ""
+
+
+def kill_now(handle, victim: str, worker: int) -> None:
+    """SIGKILL the TM or worker ``worker`` (its replacement if it is restarting)."""
+    deadline = time.monotonic() + 30
+    while True:
+        pid = handle.master_pid if victim == "master" else next(
+            (w.pid for w in handle.workers() if w.id == worker and w.alive), None)
+        try:
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                return
+        except ProcessLookupError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no live {victim} {worker} to kill")
+        time.sleep(0.02)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_sigkill_during_rescale_keeps_exactly_once(tmp_path: Path, seed: int) -> None:
+    """SIGKILL the Topology Master or a worker at a seeded moment of the rescale (quiesce,
+    redistribution, commit, restart): the rescale happens or not, never half."""
+    rng = random.Random(seed)
+    victim = "master" if seed % 2 else "worker"
+    delay = rng.uniform(0.0, 1.0)
+    out = tmp_path / "out"
+    conf = Config(workers=2, checkpoint_interval_ms=300)
+    with LocalCluster() as cluster:
+        handle = cluster.submit(linear(out, 2, rate=700), conf)
+        wait_for(lambda: committed(out) > 1500, 60, "some committed output")
+        worker = rng.randrange(2)
+        handle.rescale({"sum": 4}, wait=False)
+        time.sleep(delay)  # the seeded moment of the kill, not a wait for a condition
+        kill_now(handle, victim, worker)
+        handle.wait(timeout=180)
+        assert parallelism(handle, "sum") in (2, 4)
+    assert check_keyed_sums(out, KEYS, PER_KEY) == ""
+
+
+@pytest.mark.slow
+def test_master_killed_right_after_the_rescale_commit_adopts_the_new_layout(
+        tmp_path: Path) -> None:
+    """The TM dies after writing the rescaled checkpoint, before switching its files or
+    telling any worker: the restarted TM adopts the layout, and the workers that survived
+    with the old topology are restarted on the new one."""
+    out = tmp_path / "out"
+    env = {"JSTORM_FAULTS": "rescale_after_commit", "JSTORM_FAULT_DIR": str(tmp_path)}
+    conf = Config(workers=2, checkpoint_interval_ms=300)
+    with LocalCluster(env=env) as cluster:
+        handle = cluster.submit(linear(out, 2, rate=700), conf)
+        wait_for(lambda: committed(out) > 1500, 60, "some committed output")
+        old_master = handle.master_pid
+        handle.rescale({"sum": 4})
+        assert (tmp_path / "rescale_after_commit@0@None").exists(), "the fault did not fire"
+        assert handle.master_pid != old_master
+        status = handle.status()
+        assert status["rescale"]["layout_generation"] >= 2
+        assert parallelism(handle, "sum") == 4
+        handle.wait(timeout=180)
+    assert check_keyed_sums(out, KEYS, PER_KEY) == ""
