@@ -405,9 +405,13 @@ class SparkCluster:
         return config, driver, ""
 
     def submit(self, topology: Topology, config: Config | None = None, *,
-               resume: bool = False) -> TopologyHandle:
+               resume: bool = False, from_savepoint: str | None = None,
+               allow_non_restored_state: bool = False) -> TopologyHandle:
         """Start ``topology``: the TM on the driver, then the workers' barrier job; returns
         the handle once the TM is up (the job starts in a driver thread).
+
+        ``from_savepoint`` starts from a savepoint (possibly another parallelism or new
+        code), as ``LocalCluster.submit`` does (docs/savepoints.md).
 
         Raises:
             ConfigError: Too few task slots for ``Config.workers``, dynamic allocation on, or
@@ -431,6 +435,11 @@ class SparkCluster:
             log.warning("state_backend %s on a cluster master: it must be a file system every "
                         "executor and the driver share (else use hdfs://)", config.state_backend)
         refuse_if_running(name, self.home)
+        if from_savepoint:
+            from jstormpy.savepoints import prepare_restore
+
+            prepare_restore(from_savepoint, topology, config, allow_non_restored_state)
+            resume = True
         tm_config, tm_host, worker_host = self._hosts(config)
         run_dir = write_run_dir(self.home, topology, tm_config)
         secret = new_secret()
