@@ -112,7 +112,7 @@ class RescaleController:
         self.topology_blob: bytes | None = None   # what GetTopology serves after a rescale
         self.config_json: str | None = None
         self.descriptor_json: str | None = None
-        self.sinks_waiting: set[int] = set()
+        self.sink_commits: dict[int, tuple[int, int]] = {}  # task -> (generation, id)
         self.max_parallelism = 0
         self.old_topology: Topology | None = None
 
@@ -146,12 +146,20 @@ class RescaleController:
             self._abort(f"recovery during the rescale: {reason}", resume=False)
 
     def on_sink_committed(self, msg: Any) -> None:
-        """A sink committed a checkpoint (step 3 waits for the quiescent one)."""
-        if self.phase == "sinks" and msg.generation == self.core.generation \
-                and self.checkpoint_id is not None and msg.checkpoint_id >= self.checkpoint_id:
-            self.sinks_waiting.discard(msg.task_id)
-            if not self.sinks_waiting:
-                self._start_redistribution()
+        """A sink committed a checkpoint (step 3 waits for the quiescent one; a commit may
+        arrive before the tick that notices the checkpoint completed)."""
+        generation, last = self.sink_commits.get(msg.task_id, (0, 0))
+        if msg.generation != generation or msg.checkpoint_id > last:
+            self.sink_commits[msg.task_id] = (msg.generation, msg.checkpoint_id)
+        if self.phase == "sinks":
+            self._check_sinks()
+
+    def _check_sinks(self) -> None:
+        core = self.core
+        assert self.checkpoint_id is not None
+        if all(self.sink_commits.get(t, (0, 0)) >= (core.generation, self.checkpoint_id)
+               for t in core.sink_tasks):
+            self._start_redistribution()
 
     def tick(self, now: float) -> None:
         """Drive the rescale: quiesce, watch the checkpoint, time-outs, completion."""
@@ -251,9 +259,7 @@ class RescaleController:
                 now = time.monotonic()
                 self.marks["quiesced"] = self.t_step = now
                 self.phase = "sinks"
-                self.sinks_waiting = set(core.sink_tasks)
-                if not self.sinks_waiting:
-                    self._start_redistribution()
+                self._check_sinks()
                 return
 
     def _start_redistribution(self) -> None:
