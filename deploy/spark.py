@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy.client import MasterClient, Registration, jstorm_home
+from jstormpy.codepkg import UPGRADE_EXIT_CODE
 from jstormpy.config import Config
 from jstormpy.deploy.local import (
     TopologyHandle,
@@ -179,15 +180,22 @@ def worker_task(spec: dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[tupl
         log_path = os.path.join(log_dir, f"worker-{wid}.log")
         args = [sys.executable, "-m", "jstormpy.runtime.worker", "--tm", spec["tm"],
                 "--worker-id", str(wid), "--log-level", spec["log_level"]]
-        with open(log_path, "ab") as out:
-            proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL,
-                                    preexec_fn=_die_with_parent)  # noqa: PLW1509 (prctl only)
         try:
-            code = proc.wait()
+            while True:
+                with open(log_path, "ab") as out:
+                    proc = subprocess.Popen(args, env=env, stdout=out,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            preexec_fn=_die_with_parent)  # noqa: PLW1509
+                try:
+                    code = proc.wait()
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+                if code != UPGRADE_EXIT_CODE:
+                    break
+                # told to restart on other code or a new layout (gray release, rescale):
+                # not a failure, so the stage goes on
         finally:
-            if proc.poll() is None:
-                proc.kill()
             if env[TLS_DIR_ENV]:
                 shutil.rmtree(env[TLS_DIR_ENV], ignore_errors=True)
         if code != 0:
