@@ -164,6 +164,9 @@ class RescaleController:
     def tick(self, now: float) -> None:
         """Drive the rescale: quiesce, watch the checkpoint, time-outs, completion."""
         core = self.core
+        if self.phase in BEFORE_COMMIT and core.state in ("drained", "killed", "failed"):
+            self._abort(f"the topology is {core.state}", resume=False)
+            return
         if self.phase in BEFORE_COMMIT and core.state == "running" and self.phase != \
                 "redistributing":
             limit = core.config.upgrade_step_timeout_ms / 1000.0
@@ -196,6 +199,9 @@ class RescaleController:
                 raise JStormError("rescale needs checkpoints: the topology runs at_most_once")
             if self.phase != "idle":
                 raise JStormError(f"a rescale is in progress ({self.phase}); wait for it")
+            if core.final_checkpoint is not None:
+                raise JStormError("every spout has finished and the topology is draining: "
+                                  "nothing is left to rescale")
             up = core.upgrade
             if up.phase not in ("idle", "completed", "rolled_back") or up.stable != "v1":
                 raise JStormError("the topology runs upgraded code (gray release, phase "
@@ -284,7 +290,10 @@ class RescaleController:
         except Exception as exc:  # user hooks run here: never kill the TM
             meta, failure = {}, f"{type(exc).__name__}: {exc}"
         with core.lock:
-            if self.phase != "redistributing" or self.requested != request:
+            if self.phase != "redistributing" or self.requested != request \
+                    or core.state != "running":
+                if self.phase == "redistributing" and self.requested == request:
+                    self._abort(f"the topology is {core.state}", resume=False)
                 return  # aborted meanwhile (a recovery restores the old layout)
             if failure:
                 self._abort(failure, resume=True)

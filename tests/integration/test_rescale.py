@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from jstormpy import Config, LocalCluster, read_committed
+from jstormpy.cli_status import format_status
 from jstormpy.errors import JStormError
 from tests.chaos.topologies import check_keyed_sums
 from tests.integration.savepoint_components import linear
@@ -173,5 +174,29 @@ def test_master_killed_right_after_the_rescale_commit_adopts_the_new_layout(
         status = handle.status()
         assert status["rescale"]["layout_generation"] >= 2
         assert parallelism(handle, "sum") == 4
+        handle.wait(timeout=180)
+    assert check_keyed_sums(out, KEYS, PER_KEY) == ""
+
+
+@pytest.mark.slow
+def test_savepoint_new_code_other_parallelism_then_rescale_in_place(tmp_path: Path) -> None:
+    """Savepoint, restart with new code (migrate_state) at parallelism 3, then rescale the
+    migrated state in place to 1: every key's sums continue exactly once."""
+    from tests.integration.savepoint_components import RunningSumV2
+
+    out = tmp_path / "out"
+    conf = Config(workers=2, checkpoint_interval_ms=300)
+    with LocalCluster() as cluster:
+        handle = cluster.submit(linear(out, 2, rate=700), conf)
+        wait_for(lambda: committed(out) > 1500, 60, "some committed output")
+        uri = handle.savepoint(f"file://{tmp_path / 'sp'}", stop=True)
+    with LocalCluster() as cluster:
+        handle = cluster.submit(linear(out, 3, RunningSumV2, rate=700), conf,
+                                from_savepoint=uri)
+        before = committed(out)
+        wait_for(lambda: committed(out) > before + 1000, 60, "output on the new code")
+        assert handle.rescale({"sum": 1})["error"] == ""
+        assert committed(out) < KEYS * PER_KEY, "the run ended before the rescale"
+        assert "rescale    sum=1: spouts paused" in format_status(handle.status())
         handle.wait(timeout=180)
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
