@@ -134,7 +134,7 @@ def kill_now(handle, victim: str, worker: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+@pytest.mark.parametrize("seed", [1, 2, 3])
 def test_sigkill_during_rescale_keeps_exactly_once(tmp_path: Path, seed: int) -> None:
     """SIGKILL the Topology Master or a worker at a seeded moment of the rescale (quiesce,
     redistribution, commit, restart): the rescale happens or not, never half."""
