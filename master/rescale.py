@@ -330,6 +330,7 @@ class RescaleController:
         self.descriptor_json = json.dumps(descriptor)
         core.config = config
         core.set_descriptor(descriptor)
+        core.upgrade.infos.clear()  # a later upgrade compares packages with the new layout
         core.id_floor = max(core.id_floor, new_id)
         try:  # checkpoints of the old layout cannot be restored by the new one
             core.backend.garbage_collect(1)
