@@ -184,8 +184,9 @@ class MasterClient:
             except JStormError:
                 status = {}
             state = status.get("rescale") or {}
-            running = status.get("state") == "running" and state.get("phase") == "idle"
-            if running and (state.get("done", 0) >= request
+            settled = status.get("state") in ("running", "drained") \
+                and state.get("phase") == "idle"
+            if settled and (state.get("done", 0) >= request
                             or state.get("requested", 0) < request):
                 now = {c["name"]: c["parallelism"] for c in status["components"]}
                 ours = [r for r in state.get("history", []) if r.get("request") == request]

@@ -135,7 +135,6 @@ class RescaleController:
             log.warning("worker %d ran generation %d, before the rescale of generation %d: "
                         "restarting it on the new layout", session.worker_id,
                         reported_generation, self.layout_generation)
-            self.core.sessions[session.worker_id] = session
             self._restart(session)
             return True
         return False
@@ -180,7 +179,8 @@ class RescaleController:
         elif self.phase == "quiescing":
             self._watch_checkpoint()
         elif self.phase == "restarting":
-            if core.state == "running" and core.generation >= self.layout_generation:
+            if core.state in ("running", "drained") \
+                    and core.generation >= self.layout_generation:
                 self._finish()
             elif core.state in ("failed", "killed", "drained"):
                 self._finish(f"topology {core.state} while the new layout started")
