@@ -172,6 +172,17 @@ class TopologyHandle:
         state = self.client.upgrade(action, package, entry, workers, component, n)
         return self.client.wait_upgrade(timeout_s) if wait else state
 
+    def rescale(self, parallelism: dict[str, int], *, wait: bool = True,
+                timeout_s: float = 180.0) -> dict[str, Any]:
+        """Change the parallelism of running components, keeping every key's state
+        (docs/rescaling.md), e.g. ``handle.rescale({"count": 4, "split": 1})``. With
+        ``wait``, returns once the new layout runs: the rescale's record (``pause_ms``,
+        ``total_ms``, ...). JStormError names the component when it is refused."""
+        state = self.client.rescale(dict(parallelism))
+        if not wait:
+            return state
+        return self.client.wait_rescale(int(state["requested"]), dict(parallelism), timeout_s)
+
     def wait(self, timeout: float | None = None, poll_s: float = 0.01) -> dict[str, Any]:
         """Block until the topology is drained (every spout finished and all output
         committed); returns the final status. Raises TimeoutError or JStormError."""

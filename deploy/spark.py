@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy.client import MasterClient, Registration, jstorm_home
+from jstormpy.codepkg import UPGRADE_EXIT_CODE
 from jstormpy.config import Config
 from jstormpy.deploy.local import (
     TopologyHandle,
@@ -180,15 +181,22 @@ def worker_task(spec: dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[tupl
         log_path = os.path.join(log_dir, f"worker-{wid}.log")
         args = [sys.executable, "-m", "jstormpy.runtime.worker", "--tm", spec["tm"],
                 "--worker-id", str(wid), "--log-level", spec["log_level"]]
-        with open(log_path, "ab") as out:
-            proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL,
-                                    preexec_fn=_die_with_parent)  # noqa: PLW1509 (prctl only)
         try:
-            code = proc.wait()
+            while True:
+                with open(log_path, "ab") as out:
+                    proc = subprocess.Popen(args, env=env, stdout=out,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            preexec_fn=_die_with_parent)  # noqa: PLW1509
+                try:
+                    code = proc.wait()
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+                if code != UPGRADE_EXIT_CODE:
+                    break
+                # told to restart on other code or a new layout (gray release, rescale):
+                # not a failure, so the stage goes on
         finally:
-            if proc.poll() is None:
-                proc.kill()
             if env[TLS_DIR_ENV]:
                 shutil.rmtree(env[TLS_DIR_ENV], ignore_errors=True)
         if code != 0:
@@ -406,9 +414,13 @@ class SparkCluster:
         return config, driver, ""
 
     def submit(self, topology: Topology, config: Config | None = None, *,
-               resume: bool = False) -> TopologyHandle:
+               resume: bool = False, from_savepoint: str | None = None,
+               allow_non_restored_state: bool = False) -> TopologyHandle:
         """Start ``topology``: the TM on the driver, then the workers' barrier job; returns
         the handle once the TM is up (the job starts in a driver thread).
+
+        ``from_savepoint`` starts from a savepoint (possibly another parallelism or new
+        code), as ``LocalCluster.submit`` does (docs/savepoints.md).
 
         Raises:
             ConfigError: Too few task slots for ``Config.workers``, dynamic allocation on, or
@@ -432,6 +444,11 @@ class SparkCluster:
             log.warning("state_backend %s on a cluster master: it must be a file system every "
                         "executor and the driver share (else use hdfs://)", config.state_backend)
         refuse_if_running(name, self.home)
+        if from_savepoint:
+            from jstormpy.savepoints import prepare_restore
+
+            prepare_restore(from_savepoint, topology, config, allow_non_restored_state)
+            resume = True
         if not resume:
             check_fresh_output(topology)
         tm_config, tm_host, worker_host = self._hosts(config)

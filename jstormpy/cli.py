@@ -11,6 +11,8 @@
     jstorm upgrade NAME --code PKG [--workers 1,3 | --component C | -n N]
                    NAME --continue | --complete | --rollback | --status
                                                    gray release (docs/upgrade.md)
+    jstorm rescale NAME count=4 [split=1 ...]      change running parallelisms
+                                                   (docs/rescaling.md)
     jstorm kill NAME                               stop a topology
     jstorm ui NAME [--open]                        web UI URL (and /metrics for Prometheus)
     jstorm loglevel NAME COMPONENT LEVEL           change task log level at run time
@@ -266,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_run_flags(r)  # --from-savepoint, --allow-non-restored-state
     add_savepoint_parsers(sub)  # savepoint NAME | savepoint inspect URI
+    from jstormpy.cli_rescale import add_parsers as add_rescale_parsers
+
+    add_rescale_parsers(sub)  # rescale NAME COMPONENT=N ...
     from jstormpy.deploy.verify import add_verify_parser
 
     add_verify_parser(sub)

@@ -62,6 +62,22 @@ def format_status(status: dict[str, Any]) -> str:
         restored = "fresh state" if r["checkpoint"] is None else f"checkpoint {r['checkpoint']}"
         lines.append(f"recovery   gen {r['generation']}: {r['reason']} -> restored "
                      f"{restored} ({r['duration_ms']} ms)")
+    lines.extend(_rescale_lines(status.get("rescale") or {}))
     for e in status.get("errors", [])[-5:]:
         lines.append(f"error      task {e['task']} {e['component']}: {e['message']}")
     return "\n".join(lines)
+
+
+def _rescale_lines(rescale: dict[str, Any]) -> list[str]:
+    """The rescale in progress and the last ones (docs/rescaling.md)."""
+    lines = []
+    if rescale.get("phase", "idle") != "idle":
+        lines.append(f"rescale    {rescale['phase']} to {rescale['changes']}")
+    for r in rescale.get("history", [])[-3:]:
+        shown = ", ".join(f"{n}={p}" for n, p in r["changes"].items())
+        if r.get("error"):
+            lines.append(f"rescale    {shown}: {r['error']}")
+        else:
+            lines.append(f"rescale    {shown}: spouts paused {r['pause_ms']:.0f} ms, total "
+                         f"{r['total_ms']:.0f} ms")
+    return lines

@@ -161,6 +161,47 @@ class MasterClient:
             if time.monotonic() > deadline:
                 raise JStormError(f"upgrade still {state.get('phase')} after {timeout_s} s")
             time.sleep(0.05)
+
+    def rescale(self, parallelism: dict[str, int]) -> dict[str, Any]:
+        """Ask for a rescale (component -> new parallelism); returns the rescale state,
+        whose ``requested`` numbers this request. JStormError (with the reason) if refused."""
+        reply = self._call("Rescale", pb.RescaleRequest(parallelism=parallelism),
+                           timeout=60.0)
+        if not reply.ok:
+            raise JStormError(f"rescale refused: {reply.error}")
+        result: dict[str, Any] = json.loads(reply.state_json)
+        return result
+
+    def wait_rescale(self, request: int, parallelism: dict[str, int],
+                     timeout_s: float = 180.0) -> dict[str, Any]:
+        """Wait until rescale ``request`` is over and the topology runs; returns its record
+        (pause and step timings). JStormError if it was aborted; a Topology Master restarted
+        meanwhile either adopted it (the components run at ``parallelism``) or not."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                status = self.status(timeout=5.0)
+            except JStormError:
+                status = {}
+            state = status.get("rescale") or {}
+            settled = status.get("state") in ("running", "drained") \
+                and state.get("phase") == "idle"
+            if settled and (state.get("done", 0) >= request
+                            or state.get("requested", 0) < request):
+                now = {c["name"]: c["parallelism"] for c in status["components"]}
+                ours = [r for r in state.get("history", []) if r.get("request") == request]
+                if all(now.get(n) == p for n, p in parallelism.items()):
+                    return ours[-1] if ours and state.get("requested", 0) >= request \
+                        else {"request": request, "changes": parallelism, "error": ""}
+                why = ours[-1]["error"] if ours and state.get("requested", 0) >= request \
+                    else "the Topology Master restarted before the rescale committed"
+                raise JStormError(f"rescale to {parallelism} did not happen: {why}")
+            if status.get("state") in ("failed", "killed", "drained"):
+                raise JStormError(f"the topology is {status['state']} (rescale {request})")
+            if time.monotonic() > deadline:
+                raise JStormError(f"rescale still {state.get('phase')} after {timeout_s} s")
+            time.sleep(0.05)
+
     def set_log_level(self, component: str, level: str) -> int:
         """Set a component's task log level ("" = every component); returns workers told."""
         reply = self._call("SetLogLevel", pb.SetLogLevelRequest(component=component,

@@ -168,7 +168,34 @@ class Spout(Component):
     Replayable-source contract (needed for exactly-once): ``snapshot()`` returns the
     position reached (e.g. an offset), ``restore(snap)`` rewinds to it. ``restore`` runs
     before ``open``; set defaults in ``__init__``.
+
+    Split contract (needed to change the spout's parallelism, docs/rescaling.md): the
+    source is a set of *splits* (files, partitions, ranges), each read in order up to an
+    *offset*. Task ``i`` of ``n`` reads the splits it owns (e.g. every ``n``-th of the
+    sorted list, :func:`jstormpy.connectors.splits.owned_splits`); ``snapshot()`` returns
+    ``{"offsets": {split: offset}}`` for the splits it owns; ``open`` keeps the restored
+    offsets of the splits it owns and drops the rest; and the class sets
+    ``redistribute_state = Spout.redistribute_splits``. On a rescale every new task is
+    restored with the offsets of all splits, so each split continues, on whichever task
+    now owns it, right after the last record the checkpoint covers.
+    ``ReplayableSpout`` and ``FileSpout`` implement it.
     """
+
+    @staticmethod
+    def redistribute_splits(old_states: Sequence[Any],
+                            new_parallelism: int) -> list[dict[str, Any]]:
+        """The split contract's ``redistribute_state`` hook: the offsets of every split of
+        the old tasks, given to each of the ``new_parallelism`` new tasks (each keeps the
+        splits it owns in ``open``).
+
+        Example:
+            >>> Spout.redistribute_splits([{"offsets": {"a": 3}}, {"offsets": {"b": 7}}], 3)[2]
+            {'offsets': {'a': 3, 'b': 7}}
+        """
+        merged: dict[Any, Any] = {}
+        for state in old_states:
+            merged.update((state or {}).get("offsets", {}))
+        return [{"offsets": dict(merged)} for _ in range(new_parallelism)]
 
     def open(self, conf: dict[str, Any], context: TopologyContext) -> None:
         """Called once per task, after any state restore."""

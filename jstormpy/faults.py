@@ -10,7 +10,9 @@ release; spouts must resume when their lease expires).
 Points: ``after_snapshot`` (a task stored its snapshot, the checkpoint is in flight),
 ``sink_before_commit`` / ``sink_after_commit`` (a sink got complete(n)),
 ``master_after_metadata`` (the TM wrote checkpoint n's metadata — the commit point — but
-has not told anyone).
+has not told anyone), ``rescale_after_commit`` (the TM wrote the rescaled checkpoint's
+metadata, the new layout's files are still pending, no worker was told: arm it without a
+checkpoint id).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import os
 import signal
 from functools import lru_cache
 
-POINTS = ("after_snapshot", "sink_before_commit", "sink_after_commit", "master_after_metadata")
+POINTS = ("after_snapshot", "sink_before_commit", "sink_after_commit", "master_after_metadata",
+          "rescale_after_commit")
 
 
 def fault_enabled(flag: str) -> bool:

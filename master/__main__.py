@@ -19,6 +19,7 @@ from pathlib import Path
 from jstormpy.config import Config
 from jstormpy.master.core import MasterCore
 from jstormpy.master.http import start_ops_server
+from jstormpy.master.rescale import finish_pending_rescale
 from jstormpy.master.service import TopologyMasterService, serve
 from jstormpy.security import secret_from_env
 from jstormpy.state_backends import open_backend
@@ -41,13 +42,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format=f"%(asctime)s %(levelname)s master pid={os.getpid()} "
                                "%(name)s: %(message)s")
-    descriptor_json = (run_dir / "descriptor.json").read_text()
-    descriptor = json.loads(descriptor_json)
     backend = DeadlineBackend(open_backend(config.state_backend,
                                            **config.state_backend_options),
                               config.state_backend_timeout_ms)
+    if finish_pending_rescale(run_dir, backend):  # a rescale committed before a crash
+        config = Config.from_dict(json.loads((run_dir / "config.json").read_text()))
+    descriptor_json = (run_dir / "descriptor.json").read_text()
+    descriptor = json.loads(descriptor_json)
     core = MasterCore(descriptor["name"], config, descriptor, backend, resume=args.resume)
     core.upgrade.attach_run_dir(run_dir)  # code packages for gray release
+    core.rescale.attach_run_dir(run_dir)  # topology files for in-place rescale
     stop = threading.Event()
     service = TopologyMasterService(core, (run_dir / "topology.pkl").read_bytes(),
                                     json.dumps(config.to_dict()), descriptor_json, stop.set)

@@ -103,7 +103,8 @@ class CheckpointCoordination:
     def trigger_checkpoint(self: MasterCore, force: bool = False) -> int | None:
         """Start a checkpoint now (if running and within the concurrency limit)."""
         with self.lock:
-            if self.state != "running" or self.upgrade.holds_checkpoints():  # upgrade hook
+            if self.state != "running" or self.upgrade.holds_checkpoints() \
+                    or self.rescale.holds_checkpoints():  # upgrade/rescale hooks
                 return None
             if len(self._alive()) < self.config.workers or self.pending_partial_start is not None:
                 return None  # at_most_once with a worker being respawned: it could not ack
@@ -238,6 +239,7 @@ class CheckpointCoordination:
         with self.lock:
             if msg.generation != self.generation:
                 return
+            self.rescale.on_sink_committed(msg)  # rescale hook
             if self.final_checkpoint is not None and msg.checkpoint_id >= self.final_checkpoint:
                 self.commits_needed.discard(msg.task_id)
                 self._maybe_drained()

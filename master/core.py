@@ -20,6 +20,7 @@ from jstormpy.errors import BackendError, CorruptSnapshotError, JStormError, Sna
 from jstormpy.master.backpressure import BackpressureCoordinator
 from jstormpy.master.checkpoints import BackendIO, CheckpointCoordination, PendingCheckpoint
 from jstormpy.master.metrics import MetricsStore
+from jstormpy.master.rescale import RescaleController
 from jstormpy.master.upgrade import UpgradeController
 from jstormpy.metrics import CHECKPOINT_BUCKETS_MS, CumulativeHistogram
 from jstormpy.proto import jstorm_pb2 as pb
@@ -65,21 +66,12 @@ class MasterCore(CheckpointCoordination):
                  backend: StateBackend, resume: bool = False) -> None:
         self.name = name
         self.config = config
-        self.descriptor = descriptor
         self.backend = backend
         self.lock = threading.RLock()
         self.sessions: dict[int, WorkerSession] = {}
         self.state = "starting"
         self.state_changed = threading.Condition(self.lock)
-        self.component_tasks = {c["name"]: list(c["tasks"]) for c in descriptor["components"]}
-        self.all_tasks = sorted(t for ts in self.component_tasks.values() for t in ts)
-        self.spout_tasks = sorted(t for c in descriptor["components"] if c["kind"] == "spout"
-                                  for t in c["tasks"])
-        self.sink_tasks = sorted(t for c in descriptor["components"] if c.get("is_sink")
-                                 for t in c["tasks"])
-        self.task_component = {t: n for n, ts in self.component_tasks.items() for t in ts}
-        workers = config.workers
-        self.plan = assign_tasks(self.component_tasks, workers)
+        self.set_descriptor(descriptor)
         self.generation = 0
         self.target_checkpoint: int | None = None
         self.bad_checkpoints: set[int] = set()
@@ -109,10 +101,6 @@ class MasterCore(CheckpointCoordination):
         self.recovery_reason = ""
         self.timed_out_in_a_row = 0
         self.errors: deque[dict[str, Any]] = deque(maxlen=50)
-        self.metrics = MetricsStore(self.task_component, self.plan)
-        self.backpressure = BackpressureCoordinator(
-            descriptor, config.backpressure_high_watermark, config.backpressure_low_watermark,
-            config.throttle_lease_ms, self._send_throttle)
         self.started_at = time.time()
         self.finished_spouts: set[int] = set()
         self.stateful = config.guarantee != "at_most_once"
@@ -128,6 +116,24 @@ class MasterCore(CheckpointCoordination):
                 backend.delete_objects("chk-")
         self.resume = resume
         self.upgrade = UpgradeController(self)  # gray release (master/upgrade.py)
+        self.rescale = RescaleController(self)  # in-place rescale (master/rescale.py)
+
+    def set_descriptor(self, descriptor: dict[str, Any]) -> None:
+        """The task layout: components, their tasks, the plan (again after a rescale)."""
+        self.descriptor = descriptor
+        self.component_tasks = {c["name"]: list(c["tasks"]) for c in descriptor["components"]}
+        self.all_tasks = sorted(t for ts in self.component_tasks.values() for t in ts)
+        self.spout_tasks = sorted(t for c in descriptor["components"] if c["kind"] == "spout"
+                                  for t in c["tasks"])
+        self.sink_tasks = sorted(t for c in descriptor["components"] if c.get("is_sink")
+                                 for t in c["tasks"])
+        self.task_component = {t: n for n, ts in self.component_tasks.items() for t in ts}
+        self.plan = assign_tasks(self.component_tasks, self.config.workers)
+        self.metrics = MetricsStore(self.task_component, self.plan)
+        self.backpressure = BackpressureCoordinator(
+            descriptor, self.config.backpressure_high_watermark,
+            self.config.backpressure_low_watermark, self.config.throttle_lease_ms,
+            self._send_throttle)
 
     # -- helpers -------------------------------------------------------------------------------
     def _set_state(self, state: str) -> None:
@@ -176,6 +182,8 @@ class MasterCore(CheckpointCoordination):
                      session.pid, session.port)
             if self.state in ("killed", "drained", "failed"):
                 session.send(shutdown=pb.Shutdown(reason=f"topology is {self.state}"))
+                return
+            if self.rescale.on_register(session, reported_generation):  # rescale hook
                 return
             if self.upgrade.on_register(session):  # upgrade hook
                 return
@@ -246,6 +254,7 @@ class MasterCore(CheckpointCoordination):
 
     def _begin_generation(self, reason: str, target: int | None, count_restart: bool) -> None:
         self.upgrade.on_new_generation(reason)  # upgrade hook
+        self.rescale.on_new_generation(reason)  # rescale hook
         if count_restart:
             self.restarts += 1
             if self.restarts > self.config.max_restarts:
@@ -464,6 +473,7 @@ class MasterCore(CheckpointCoordination):
                     and now >= self.retry_prepare_at:
                 self._maybe_prepare_all()
             self.upgrade.tick(now)  # upgrade hook
+            self.rescale.tick(now)  # rescale hook
             if self.state != "running":
                 return
             self.backpressure.evaluate(now)
@@ -546,4 +556,5 @@ class MasterCore(CheckpointCoordination):
                 "components": self.descriptor["components"],
                 "plan": {str(t): w for t, w in self.plan.items()},
                 "upgrade": self.upgrade.status(),
+                "rescale": self.rescale.status(),
             }

@@ -26,8 +26,8 @@ log = logging.getLogger("jstormpy.master.service")
 
 
 #: Calls that change the topology or run code: only the CLI/launcher identity may make them.
-STATE_CHANGING = frozenset({"Kill", "Rollback", "Upgrade", "Checkpoint", "SetLogLevel",
-                            "SetConfig"})
+STATE_CHANGING = frozenset({"Kill", "Rollback", "Upgrade", "Rescale", "Checkpoint",
+                            "SetLogLevel", "SetConfig"})
 #: What each certificate role may call (mutual TLS; docs/security.md).
 ALLOWED_CALLS: dict[str, frozenset[str] | None] = {
     ROLE_CLI: None,  # everything
@@ -189,9 +189,12 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
     def GetTopology(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         # the code version assigned to this worker (gray release: master/upgrade.py)
         version, package, entry, digest = self.core.upgrade.package_for(request.worker_id)
-        return pb.TopologyBlob(topology=self.topology_blob if not package else b"",
-                               config_json=self.config_json,
-                               name=self.core.name, descriptor_json=self.descriptor_json,
+        rescaled = self.core.rescale  # after a rescale: the new layout (master/rescale.py)
+        return pb.TopologyBlob(topology=(rescaled.topology_blob or self.topology_blob)
+                               if not package else b"",
+                               config_json=rescaled.config_json or self.config_json,
+                               name=self.core.name,
+                               descriptor_json=rescaled.descriptor_json or self.descriptor_json,
                                code_version=version, package=package, entry=entry,
                                digest=digest)
 
@@ -206,6 +209,16 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
             return pb.UpgradeReply(ok=False, error=str(exc),
                                    state_json=json.dumps(self.core.upgrade.status()))
         return pb.UpgradeReply(ok=True, state_json=json.dumps(state, default=str))
+
+    def Rescale(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        try:
+            state = self.core.rescale.request(dict(request.parallelism))
+        except JStormError as exc:
+            log.warning("refused Rescale %s from %s: %s", dict(request.parallelism),
+                        context.peer(), exc)
+            return pb.RescaleReply(ok=False, error=str(exc),
+                                   state_json=json.dumps(self.core.rescale.status()))
+        return pb.RescaleReply(ok=True, state_json=json.dumps(state, default=str))
 
     def Status(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         return pb.StatusReply(json=json.dumps(self.core.status(), default=str))

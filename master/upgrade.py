@@ -228,6 +228,8 @@ class UpgradeController:
             raise JStormError(f"the topology is {self.core.state}; try again when running")
         if self.phase in SWITCHING:
             raise JStormError(f"a switch is in progress ({self.phase}); wait for it")
+        if self.core.rescale.phase != "idle":
+            raise JStormError(f"a rescale is in progress ({self.core.rescale.phase}); wait")
         if self.store is None:
             raise JStormError("this Topology Master has no run directory for code packages")
 

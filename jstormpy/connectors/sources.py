@@ -53,6 +53,10 @@ class FileSpout(Spout):
     current file) is snapshotted, so a restore resumes exactly after the last emitted line.
     The file list must not change between a snapshot and its restore.
 
+    Each file is a split and its byte offset the split's offset (the split contract of
+    :class:`~jstormpy.component.Spout`), so the spout's parallelism can change with
+    ``jstorm rescale``: every file continues on its new owner after the last line read.
+
     Args:
         paths: A file path, a glob pattern, or a list of either.
         field: The name of the single output field.
@@ -61,6 +65,8 @@ class FileSpout(Spout):
     Example:
         >>> spout = FileSpout("/data/logs/*.txt", field="text")  # doctest: +SKIP
     """
+
+    redistribute_state = Spout.redistribute_splits  # rescalable: files are the splits
 
     def __init__(self, paths: str | os.PathLike[str] | list[str], field: str = "line",
                  batch: int = 256) -> None:
@@ -85,6 +91,8 @@ class FileSpout(Spout):
         every = _expand(self.paths)
         n = context.parallelism
         self._files = [p for i, p in enumerate(every) if i % n == context.task_index]
+        mine = set(self._files)  # after a rescale: offsets of every file; keep our own
+        self._offsets = {p: o for p, o in self._offsets.items() if p in mine}
         _log.debug("FileSpout task %s reads %d of %d file(s)", context.task_id,
                    len(self._files), len(every))
 

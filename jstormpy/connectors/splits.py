@@ -152,6 +152,7 @@ class ReplayableSpout(Spout):
 
     batch: int = 500
     bounded: bool = False
+    redistribute_state = Spout.redistribute_splits  # the split contract: rescalable
     idle_timeout_ms: float | None = 10_000.0
     max_lag_ms: float = 0.0
 

@@ -427,6 +427,29 @@ class UpgradeReply(_message.Message):
     state_json: str
     def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., state_json: _Optional[str] = ...) -> None: ...
 
+class RescaleRequest(_message.Message):
+    __slots__ = ("parallelism",)
+    class ParallelismEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    parallelism: _containers.ScalarMap[str, int]
+    def __init__(self, parallelism: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class RescaleReply(_message.Message):
+    __slots__ = ("ok", "error", "state_json")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    STATE_JSON_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    error: str
+    state_json: str
+    def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., state_json: _Optional[str] = ...) -> None: ...
+
 class SetLogLevelRequest(_message.Message):
     __slots__ = ("component", "level")
     COMPONENT_FIELD_NUMBER: _ClassVar[int]

@@ -74,6 +74,11 @@ class TopologyMasterStub:
                 request_serializer=jstorm__pb2.UpgradeRequest.SerializeToString,
                 response_deserializer=jstorm__pb2.UpgradeReply.FromString,
                 _registered_method=True)
+        self.Rescale = channel.unary_unary(
+                '/jstormpy.TopologyMaster/Rescale',
+                request_serializer=jstorm__pb2.RescaleRequest.SerializeToString,
+                response_deserializer=jstorm__pb2.RescaleReply.FromString,
+                _registered_method=True)
         self.SetLogLevel = channel.unary_unary(
                 '/jstormpy.TopologyMaster/SetLogLevel',
                 request_serializer=jstorm__pb2.SetLogLevelRequest.SerializeToString,
@@ -140,6 +145,13 @@ class TopologyMasterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Rescale(self, request, context):
+        """Rescale: change the parallelism of running components (docs/rescaling.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SetLogLevel(self, request, context):
         """Operations: change a component's log level / a live-safe setting at run time.
         """
@@ -195,6 +207,11 @@ def add_TopologyMasterServicer_to_server(servicer, server):
                     servicer.Upgrade,
                     request_deserializer=jstorm__pb2.UpgradeRequest.FromString,
                     response_serializer=jstorm__pb2.UpgradeReply.SerializeToString,
+            ),
+            'Rescale': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rescale,
+                    request_deserializer=jstorm__pb2.RescaleRequest.FromString,
+                    response_serializer=jstorm__pb2.RescaleReply.SerializeToString,
             ),
             'SetLogLevel': grpc.unary_unary_rpc_method_handler(
                     servicer.SetLogLevel,
@@ -423,6 +440,33 @@ class TopologyMaster:
             '/jstormpy.TopologyMaster/Upgrade',
             jstorm__pb2.UpgradeRequest.SerializeToString,
             jstorm__pb2.UpgradeReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rescale(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jstormpy.TopologyMaster/Rescale',
+            jstorm__pb2.RescaleRequest.SerializeToString,
+            jstorm__pb2.RescaleReply.FromString,
             options,
             channel_credentials,
             insecure,

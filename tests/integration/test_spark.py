@@ -250,3 +250,51 @@ def test_kill_stops_the_job(spark: Any, tmp_path: Path) -> None:
         assert not launcher.gave_up
     # the session is still usable for other jobs
     assert spark.sparkContext.parallelize(range(10), 2).sum() == 45
+
+
+@pytest.mark.parametrize("spark", ["local[4]"], indirect=True)
+def test_spark_submit_from_savepoint_at_another_parallelism(spark: Any, tmp_path: Path) -> None:
+    """A savepoint of a local run continues on Spark at another parallelism, exactly once."""
+    from jstormpy import LocalCluster
+    from jstormpy.deploy.spark import SparkCluster
+    from tests.chaos.topologies import check_keyed_sums
+    from tests.integration.savepoint_components import linear
+
+    out = tmp_path / "out"
+    conf = Config(workers=2, checkpoint_interval_ms=300)
+    with LocalCluster() as cluster:
+        handle = cluster.submit(linear(out, 2, keys=6, per_key=600, rate=500), conf)
+        deadline = time.monotonic() + 120
+        while not (out.exists() and len(read_committed(out)) > 300):
+            assert time.monotonic() < deadline, "no committed output"
+            time.sleep(0.05)
+        uri = handle.savepoint(f"file://{tmp_path / 'sp'}", stop=True)
+    assert len(read_committed(out)) < 6 * 600, "the run ended before the savepoint"
+    with SparkCluster(spark) as cluster:
+        handle = cluster.submit(linear(out, 3, keys=6, per_key=600, rate=None), conf,
+                                from_savepoint=uri)
+        handle.wait(timeout=600)
+    assert check_keyed_sums(out, 6, 600) == ""
+
+
+@pytest.mark.parametrize("spark", ["local[4]"], indirect=True)
+def test_spark_rescale_in_place(spark: Any, tmp_path: Path) -> None:
+    """handle.rescale on Spark: the workers restart inside their barrier tasks (exit 75 is
+    not a task failure), keyed state follows its key groups, exactly once."""
+    from jstormpy.deploy.spark import SparkCluster
+    from tests.chaos.topologies import check_keyed_sums
+    from tests.integration.savepoint_components import linear
+
+    out = tmp_path / "out"
+    with SparkCluster(spark) as cluster:
+        handle = cluster.submit(linear(out, 2, keys=6, per_key=1200, rate=400),
+                                Config(workers=2, checkpoint_interval_ms=300))
+        deadline = time.monotonic() + 300
+        while not (out.exists() and len(read_committed(out)) > 300):
+            assert time.monotonic() < deadline, "no committed output"
+            time.sleep(0.05)
+        record = handle.rescale({"sum": 3})
+        assert record["error"] == "" and handle.status()["restarts"] == 0
+        assert len(read_committed(out)) < 6 * 1200, "the run ended before the rescale"
+        handle.wait(timeout=600)
+    assert check_keyed_sums(out, 6, 1200) == ""

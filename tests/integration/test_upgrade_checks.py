@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import cloudpickle
 import pytest
@@ -45,6 +46,7 @@ class _Core:
         self.resume = False
         self.component_tasks: dict[str, list[int]] = {}
         self.plan: dict[int, int] = {}
+        self.rescale = SimpleNamespace(phase="idle")  # no rescale running (master/rescale.py)
 
 
 def _write(path: Path, out: Path, outputs: tuple[str, ...]) -> Path:

@@ -1,0 +1,56 @@
+"""CLI for in-place rescaling (docs/rescaling.md).
+
+    jstorm rescale NAME COMPONENT=N [COMPONENT=N ...]   change running parallelisms
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from jstormpy.client import MasterClient, Registration
+from jstormpy.errors import JStormError
+
+
+def parse_changes(items: list[str]) -> dict[str, int]:
+    """``["count=4", "split=1"]`` -> ``{"count": 4, "split": 1}``.
+
+    Raises:
+        JStormError: an item is not COMPONENT=N with N an int >= 1.
+    """
+    changes: dict[str, int] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value.strip().isdigit() or int(value) < 1:
+            raise JStormError(f"rescale: {item!r} is not COMPONENT=PARALLELISM "
+                              "(e.g. count=4, parallelism an int >= 1)")
+        changes[name] = int(value)
+    if not changes:
+        raise JStormError("rescale needs at least one COMPONENT=PARALLELISM (e.g. count=4)")
+    return changes
+
+
+def cmd_rescale(args: argparse.Namespace) -> int:
+    """``jstorm rescale NAME COMPONENT=N ...``: returns once the new layout runs."""
+    changes = parse_changes(args.changes)
+    client = MasterClient.for_registration(Registration.load(args.name))
+    state = client.rescale(changes)
+    if args.no_wait:
+        print(f"rescale of {args.name} to {changes} started ({state['phase']})")
+        return 0
+    record = client.wait_rescale(int(state["requested"]), changes, args.timeout)
+    shown = ", ".join(f"{n}={p}" for n, p in changes.items())
+    extra = (f": spouts paused {record['pause_ms']:.0f} ms, total {record['total_ms']:.0f} ms"
+             if "pause_ms" in record else "")
+    print(f"rescaled {args.name} to {shown}{extra}")
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    """Add ``rescale`` to the CLI."""
+    r = sub.add_parser("rescale", help="change the parallelism of running components")
+    r.add_argument("name")
+    r.add_argument("changes", nargs="+", metavar="COMPONENT=N")
+    r.add_argument("--no-wait", action="store_true", help="return once the rescale started")
+    r.add_argument("--timeout", type=float, default=180.0)
+    r.set_defaults(func=cmd_rescale)

@@ -1,0 +1,395 @@
+"""In-place rescale in the Topology Master (``jstorm rescale``, docs/rescaling.md).
+
+One rescale changes the parallelism of running components and keeps every key's state:
+
+1. **hold** — no periodic checkpoint is triggered; wait until none is in flight;
+2. **quiesce** — checkpoint ``n`` with ``pause`` (the gray-release cut, master/upgrade.py):
+   every spout emits barrier ``n`` and stops, so when ``n`` completes nothing is in flight;
+3. **sinks** — wait until every sink task has committed ``n`` (its staged files belong to
+   its old task id);
+4. **redistribute** — on a thread, outside the lock: write checkpoint ``m`` for the new
+   layout from ``n`` (:func:`jstormpy.rescale_state.rescale_checkpoint`), key groups to
+   their new owners, non-keyed state through ``redistribute_state`` hooks;
+5. **commit** — write the new topology files as *pending* in the run directory, then
+   checkpoint ``m``'s metadata (the commit point), then adopt the pending files;
+6. **restart** — every worker restarts (exit 75) and fetches the new topology; a new
+   generation restores checkpoint ``m``; spouts start unpaused.
+
+Before the commit point any failure (a worker lost, the quiescent checkpoint failing, a
+hook raising, a time-out) aborts: the spouts resume (or a normal recovery restores ``n``)
+and the old layout runs on. After it, the new layout is the topology's: a Topology Master
+restarted after a SIGKILL adopts the pending files when checkpoint ``m`` completed
+(:func:`finish_pending_rescale`) and restarts any worker still running the old layout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import cloudpickle
+
+from jstormpy.codepkg import UPGRADE_EXIT_CODE
+from jstormpy.errors import BackendError, JStormError
+from jstormpy.faults import fault_point
+from jstormpy.proto import jstorm_pb2 as pb
+from jstormpy.rescale_state import job_max_parallelism, plan_rescale, rescale_checkpoint
+from jstormpy.state_backends import StateBackend
+from jstormpy.topology import Topology
+
+if TYPE_CHECKING:
+    from jstormpy.master.core import MasterCore, WorkerSession
+
+log = logging.getLogger("jstormpy.master.rescale")
+
+PENDING = "rescale-pending.json"
+LAYOUT = "rescale.json"
+FILES = ("topology.pkl", "descriptor.json", "config.json")
+BEFORE_COMMIT = ("holding", "quiescing", "sinks", "redistributing")
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def finish_pending_rescale(run_dir: Path, backend: StateBackend) -> bool:
+    """At Topology Master start: adopt a rescale whose checkpoint committed, or drop one
+    that did not. True if a rescale was adopted."""
+    pending = run_dir / PENDING
+    if not pending.exists():
+        return False
+    info = json.loads(pending.read_text())
+    done = info["checkpoint"] in backend.list_completed()
+    if done:
+        persisted = backend.get_meta("generation")
+        layout = max(int(info["layout_generation"]),
+                     int(persisted.decode()) + 1 if persisted else 0)
+        _adopt(run_dir, layout)
+        log.info("adopted the rescale committed as checkpoint %d", info["checkpoint"])
+    else:
+        for name in FILES:
+            (run_dir / f"{name}.rescale").unlink(missing_ok=True)
+        log.warning("dropped an uncommitted rescale (checkpoint %d never completed)",
+                    info["checkpoint"])
+    pending.unlink()
+    return done
+
+
+def _adopt(run_dir: Path, layout_generation: int) -> None:
+    _write_atomic(run_dir / LAYOUT, json.dumps({"layout_generation": layout_generation})
+                  .encode())
+    for name in FILES:
+        staged = run_dir / f"{name}.rescale"
+        if staged.exists():
+            staged.replace(run_dir / name)
+
+
+class RescaleController:
+    """The rescale state machine of one topology (everything under ``core.lock``)."""
+
+    def __init__(self, core: MasterCore) -> None:
+        self.core = core
+        self.run_dir: Path | None = None
+        self.phase = "idle"
+        self.requested = 0                 # ids of requests; done = the last one finished
+        self.done = 0
+        self.changes: dict[str, int] = {}
+        self.new_topology: Topology | None = None
+        self.checkpoint_id: int | None = None
+        self.restored_id: int | None = None
+        self.generation = 0                # generation the rescale started in
+        self.layout_generation = 0         # workers of older generations run the old layout
+        self.t_start = self.t_step = 0.0
+        self.marks: dict[str, float] = {}
+        self.error = ""
+        self.history: list[dict[str, Any]] = []
+        self.topology_blob: bytes | None = None   # what GetTopology serves after a rescale
+        self.config_json: str | None = None
+        self.descriptor_json: str | None = None
+        self.sink_commits: dict[int, tuple[int, int]] = {}  # task -> (generation, id)
+        self.max_parallelism = 0
+        self.old_topology: Topology | None = None
+
+    def attach_run_dir(self, run_dir: str | Path) -> None:
+        """Where the topology files live (called by the TM's main)."""
+        self.run_dir = Path(run_dir)
+        layout = self.run_dir / LAYOUT
+        if layout.exists():
+            self.layout_generation = int(json.loads(layout.read_text())["layout_generation"])
+
+    # -- hooks called by MasterCore (under core.lock) ------------------------------------
+    def holds_checkpoints(self) -> bool:
+        """Periodic checkpoints wait while a rescale runs."""
+        return self.phase in BEFORE_COMMIT
+
+    def on_register(self, session: WorkerSession, reported_generation: int) -> bool:
+        """A worker that ran a generation before the current layout still holds the old
+        topology (it survived a Topology Master restart): restart it. True = handled."""
+        if 0 < reported_generation < self.layout_generation:
+            log.warning("worker %d ran generation %d, before the rescale of generation %d: "
+                        "restarting it on the new layout", session.worker_id,
+                        reported_generation, self.layout_generation)
+            self._restart(session)
+            return True
+        return False
+
+    def on_new_generation(self, reason: str) -> None:
+        """A recovery starts: a rescale before its commit point cannot go on."""
+        if self.phase in BEFORE_COMMIT:
+            self._abort(f"recovery during the rescale: {reason}", resume=False)
+
+    def on_sink_committed(self, msg: Any) -> None:
+        """A sink committed a checkpoint (step 3 waits for the quiescent one; a commit may
+        arrive before the tick that notices the checkpoint completed)."""
+        generation, last = self.sink_commits.get(msg.task_id, (0, 0))
+        if msg.generation != generation or msg.checkpoint_id > last:
+            self.sink_commits[msg.task_id] = (msg.generation, msg.checkpoint_id)
+        if self.phase == "sinks":
+            self._check_sinks()
+
+    def _check_sinks(self) -> None:
+        core = self.core
+        assert self.checkpoint_id is not None
+        if all(self.sink_commits.get(t, (0, 0)) >= (core.generation, self.checkpoint_id)
+               for t in core.sink_tasks):
+            self._start_redistribution()
+
+    def tick(self, now: float) -> None:
+        """Drive the rescale: quiesce, watch the checkpoint, time-outs, completion."""
+        core = self.core
+        if self.phase in BEFORE_COMMIT and core.state in ("drained", "killed", "failed"):
+            self._abort(f"the topology is {core.state}", resume=False)
+            return
+        if self.phase in BEFORE_COMMIT and core.state == "running" and self.phase != \
+                "redistributing":
+            limit = core.config.upgrade_step_timeout_ms / 1000.0
+            if now - self.t_step > limit:
+                self._abort(f"rescale step {self.phase!r} took longer than "
+                            f"upgrade_step_timeout_ms={core.config.upgrade_step_timeout_ms}",
+                            resume=True)
+                return
+        if self.phase == "holding" and core.state == "running" and not core.inflight:
+            self._quiesce()
+        elif self.phase == "quiescing":
+            self._watch_checkpoint()
+        elif self.phase == "restarting":
+            if core.state in ("running", "drained") \
+                    and core.generation >= self.layout_generation:
+                self._finish()
+            elif core.state in ("failed", "killed", "drained"):
+                self._finish(f"topology {core.state} while the new layout started")
+
+    # -- the user's request (gRPC) ---------------------------------------------------------
+    def request(self, changes: dict[str, int]) -> dict[str, Any]:
+        """Start a rescale (empty ``changes``: just the state); JStormError = refused."""
+        if not changes:
+            return self.status()
+        core = self.core
+        old = self._running_topology()
+        with core.lock:
+            if core.state != "running":
+                raise JStormError(f"the topology is {core.state}; rescale when it is running")
+            if not core.stateful:
+                raise JStormError("rescale needs checkpoints: the topology runs at_most_once")
+            if self.phase != "idle":
+                raise JStormError(f"a rescale is in progress ({self.phase}); wait for it")
+            if core.final_checkpoint is not None:
+                raise JStormError("every spout has finished and the topology is draining: "
+                                  "nothing is left to rescale")
+            up = core.upgrade
+            if up.phase not in ("idle", "completed", "rolled_back") or up.stable != "v1":
+                raise JStormError("the topology runs upgraded code (gray release, phase "
+                                  f"{up.phase}): rescale is refused; savepoint it and run the "
+                                  "new code --from-savepoint at the new parallelism")
+            max_p = job_max_parallelism(old, core.config.max_parallelism)
+            new = plan_rescale(old, changes, max_p)
+            effective = {n: p for n, p in changes.items()
+                         if old.components[n].parallelism != p}
+            if not effective:
+                raise JStormError("nothing to change: the components already run at "
+                                  f"{changes}")
+            self.requested += 1
+            self.changes = effective
+            self.new_topology = new
+            self.max_parallelism = max_p
+            self.old_topology = old
+            self.error = ""
+            self.checkpoint_id = self.restored_id = None
+            self.generation = core.generation
+            self.t_start = self.t_step = time.monotonic()
+            self.marks = {"start": self.t_start}
+            self.phase = "holding"
+            log.info("rescale %s: %s", self.requested, effective)
+            self.tick(self.t_start)
+            return self.status()
+
+    def _running_topology(self) -> Topology:
+        if self.run_dir is None:
+            raise JStormError("this Topology Master has no run directory: rescale needs the "
+                              "local launcher (jstorm run / submit, LocalCluster)")
+        blob = self.topology_blob or (self.run_dir / "topology.pkl").read_bytes()
+        topology: Topology = cloudpickle.loads(blob)
+        return topology
+
+    # -- the steps ---------------------------------------------------------------------------
+    def _quiesce(self) -> None:
+        core = self.core
+        from jstormpy.master.core import PendingCheckpoint
+
+        cid = core.next_checkpoint_id
+        core.next_checkpoint_id += 1
+        now = time.monotonic()
+        core.inflight[cid] = PendingCheckpoint(cid, core.generation, now, time.time())
+        core.last_trigger = now
+        self.checkpoint_id = cid
+        self.t_step = now
+        self.marks["pause"] = now
+        self.phase = "quiescing"
+        core._broadcast(trigger=pb.TriggerCheckpoint(checkpoint_id=cid,  # noqa: SLF001
+                                                     generation=core.generation, pause=True))
+
+    def _watch_checkpoint(self) -> None:
+        core = self.core
+        for entry in reversed(core.history):
+            if entry["id"] == self.checkpoint_id and entry["generation"] == core.generation:
+                if entry["status"] != "completed":
+                    self._abort(f"quiescent checkpoint {self.checkpoint_id} "
+                                f"{entry['status']}: {entry['error']}", resume=True)
+                    return
+                now = time.monotonic()
+                self.marks["quiesced"] = self.t_step = now
+                self.phase = "sinks"
+                self._check_sinks()
+                return
+
+    def _start_redistribution(self) -> None:
+        now = time.monotonic()
+        self.marks["sinks"] = self.t_step = now
+        self.phase = "redistributing"
+        self.restored_id = self.core.next_checkpoint_id
+        self.core.next_checkpoint_id += 1
+        threading.Thread(target=self._redistribute, name="rescale", daemon=True,
+                         args=(self.requested, self.checkpoint_id, self.restored_id)).start()
+
+    def _redistribute(self, request: int, cid: int, new_id: int) -> None:
+        """Thread: write checkpoint ``new_id`` for the new layout, then commit under the lock."""
+        core = self.core
+        assert self.new_topology is not None and self.old_topology is not None
+        try:
+            meta = rescale_checkpoint(core.backend, cid, self.old_topology, self.new_topology,
+                                      self.max_parallelism, new_id)
+            failure = ""
+        except (JStormError, BackendError) as exc:
+            meta, failure = {}, str(exc)
+        except Exception as exc:  # user hooks run here: never kill the TM
+            meta, failure = {}, f"{type(exc).__name__}: {exc}"
+        with core.lock:
+            if self.phase != "redistributing" or self.requested != request \
+                    or core.state != "running":
+                if self.phase == "redistributing" and self.requested == request:
+                    self._abort(f"the topology is {core.state}", resume=False)
+                return  # aborted meanwhile (a recovery restores the old layout)
+            if failure:
+                self._abort(failure, resume=True)
+                return
+            self._commit(meta, new_id)
+
+    def _commit(self, meta: dict[str, Any], new_id: int) -> None:
+        core = self.core
+        assert self.run_dir is not None and self.new_topology is not None
+        new = self.new_topology
+        config = core.config.replace(max_parallelism=self.max_parallelism)
+        blob = cloudpickle.dumps(new)
+        descriptor = new.descriptor()
+        texts = {"topology.pkl": blob, "descriptor.json": json.dumps(descriptor).encode(),
+                 "config.json": json.dumps(config.to_dict()).encode()}
+        layout = core.generation + 1
+        try:
+            for name, data in texts.items():
+                _write_atomic(self.run_dir / f"{name}.rescale", data)
+            _write_atomic(self.run_dir / PENDING, json.dumps(
+                {"checkpoint": new_id, "layout_generation": layout}).encode())
+            meta["completed_at"] = time.time()
+            core.backend.write_metadata(new_id, meta)   # the commit point
+        except (OSError, BackendError) as exc:
+            (self.run_dir / PENDING).unlink(missing_ok=True)
+            self._abort(f"cannot commit the rescaled checkpoint {new_id}: {exc}", resume=True)
+            return
+        fault_point("rescale_after_commit", 0)
+        _adopt(self.run_dir, layout)
+        (self.run_dir / PENDING).unlink(missing_ok=True)
+        self.layout_generation = layout
+        self.topology_blob = blob
+        self.config_json = json.dumps(config.to_dict())
+        self.descriptor_json = json.dumps(descriptor)
+        core.config = config
+        core.set_descriptor(descriptor)
+        core.upgrade.infos.clear()  # a later upgrade compares packages with the new layout
+        core.id_floor = max(core.id_floor, new_id)
+        try:  # checkpoints of the old layout cannot be restored by the new one
+            core.backend.garbage_collect(1)
+        except BackendError as exc:
+            log.warning("could not drop the checkpoints of the old layout: %s", exc)
+        self.marks["committed"] = self.t_step = time.monotonic()
+        self.phase = "restarting"
+        for s in core._alive():  # noqa: SLF001
+            self._restart(s)
+        core._begin_generation(  # noqa: SLF001
+            f"rescale to {self.changes}", new_id, count_restart=False)
+
+    def _restart(self, session: WorkerSession) -> None:
+        session.alive = False  # its stream closing is expected: not a failure
+        session.send(shutdown=pb.Shutdown(reason="rescale: restart on the new layout",
+                                          exit_code=UPGRADE_EXIT_CODE))
+
+    def _finish(self, error: str = "") -> None:
+        now = time.monotonic()
+        m = self.marks
+        record = {
+            "request": self.requested, "changes": dict(self.changes),
+            "checkpoint": self.checkpoint_id, "restored_checkpoint": self.restored_id,
+            "generation": self.core.generation, "time": time.time(), "error": error,
+            "pause_ms": round((now - m.get("pause", now)) * 1000, 1),
+            "total_ms": round((now - m["start"]) * 1000, 1),
+            "quiesce_ms": round((m.get("quiesced", now) - m.get("pause", now)) * 1000, 1),
+            "redistribute_ms": round((m.get("committed", now) - m.get("sinks", now)) * 1000, 1),
+            "restart_ms": round((now - m.get("committed", now)) * 1000, 1),
+        }
+        self.history.append(record)
+        self.error = error
+        self.phase = "idle"
+        self.done = self.requested
+        log.info("rescale %s done: spouts paused %.0f ms, total %.0f ms", self.changes,
+                 record["pause_ms"], record["total_ms"])
+
+    def _abort(self, reason: str, resume: bool) -> None:
+        core = self.core
+        log.error("rescale aborted: %s", reason)
+        core.errors.append({"time": time.time(), "task": -1, "component": "rescale",
+                            "message": f"rescale aborted: {reason}", "traceback": "",
+                            "tuple": ""})
+        paused = self.phase not in ("holding",)
+        self.history.append({"request": self.requested, "changes": dict(self.changes),
+                             "checkpoint": self.checkpoint_id, "time": time.time(),
+                             "error": f"aborted: {reason}"})
+        self.error = f"aborted: {reason}"
+        self.phase = "idle"
+        self.done = self.requested
+        if resume and paused and core.state == "running":
+            core._broadcast(resume=pb.ResumeSpouts(generation=core.generation))  # noqa: SLF001
+
+    # -- reporting -----------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        """``status()["rescale"]``."""
+        return {"phase": self.phase, "requested": self.requested, "done": self.done,
+                "changes": dict(self.changes), "checkpoint": self.checkpoint_id,
+                "restored_checkpoint": self.restored_id, "error": self.error,
+                "layout_generation": self.layout_generation,
+                "history": self.history[-20:]}
+
