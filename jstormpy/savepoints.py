@@ -37,6 +37,7 @@ from jstormpy.keygroups import (
 )
 from jstormpy.state_backends import StateBackend, open_backend
 from jstormpy.state_backends.base import open_blob, seal_blob
+from jstormpy.state_backends.changelog import load_task_snapshot
 from jstormpy.topology import Topology
 
 FORMAT = "jstormpy-savepoint/1"
@@ -72,7 +73,9 @@ def write_savepoint(source: StateBackend, checkpoint_id: int, topology: Topology
                 if not entry or not entry.get("handle"):
                     raise JStormError(f"checkpoint {checkpoint_id} has no snapshot of task "
                                       f"{task_id} ({name!r}); cannot write a savepoint")
-                snap = pickle.loads(source.get_snapshot(entry["handle"]))
+                # incremental chains are replayed here: a savepoint never references them
+                snap = load_task_snapshot(source, entry["handle"])
+                snap.pop("incremental", None)
                 check_max_parallelism(snap.get("max_parallelism"), max_p,
                                       f"component {name!r}, task {task_id}")
                 for g, part in split_by_key_group(snap.pop("states", {}), max_p).items():

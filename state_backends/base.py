@@ -8,7 +8,9 @@ is implemented once here, on top of those primitives.
 Layout (keys, "/"-separated):
 
     chk-0000000042/task-00007-g3.snap   one task's snapshot (checksummed envelope)
+    chk-0000000042/task-00007-g3.refs    segment keys that snapshot references (incremental)
     chk-0000000042/_metadata             JSON; its presence marks checkpoint 42 complete
+    inc/task-00007/seg-0000000042-g3.*   incremental segments (state_backends/changelog.py)
     meta/<name>                          small named objects (e.g. the generation counter)
 """
 
@@ -80,9 +82,15 @@ class StateBackend(ABC):
 
     # -- checkpoint operations (shared) -------------------------------------------------
     def put_snapshot(self, checkpoint_id: int, task_id: int, data: bytes,
-                     generation: int = 0) -> str:
-        """Store one task's snapshot for a checkpoint; returns its handle (the key)."""
+                     generation: int = 0, refs: bytes | None = None) -> str:
+        """Store one task's snapshot for a checkpoint; returns its handle (the key).
+
+        ``refs`` (incremental checkpoints) is the JSON list of segment keys the snapshot
+        references; it is written first, so a snapshot never exists without it.
+        """
         key = f"{checkpoint_prefix(checkpoint_id)}task-{task_id:05d}-g{generation}.snap"
+        if refs is not None:
+            self.put_object(key[:-5] + ".refs", seal_blob(refs))
         self.put_object(key, seal_blob(data))
         return key
 
@@ -147,6 +155,48 @@ class StateBackend(ABC):
         doomed = sorted(c for c in seen if c not in keep_ids and c <= newest)
         for cid in doomed:
             self.discard_checkpoint(cid)
+        self.collect_segments(sorted(keep_ids), newest)
+        return doomed
+
+    def collect_segments(self, retained: list[int], newest: int) -> list[str]:
+        """Delete incremental segments no retained checkpoint references.
+
+        Reference counting by recomputation (crash-safe: no counter can drift when a
+        process dies mid-way): the live set is the union of the ``.refs`` of every task
+        snapshot of the ``retained`` checkpoints; a segment written for a checkpoint
+        newer than ``newest`` belongs to one still in flight and is kept. Returns the
+        segment keys deleted.
+        """
+        from jstormpy.state_backends.changelog import (
+            SEGMENT_PREFIX,
+            referenced_segments,
+            segment_checkpoint,
+        )
+
+        segments = self.list_objects(SEGMENT_PREFIX)
+        if not segments:
+            return []
+        cache: dict[str, frozenset[str]] = self.__dict__.setdefault("_refs_cache", {})
+        handles: list[str] = []
+        for cid in retained:
+            try:
+                meta = self.read_metadata(cid)
+            except SnapshotNotFoundError:
+                continue
+            handles += [t["handle"] for t in meta.get("tasks", {}).values()
+                        if t.get("handle")]
+        live = referenced_segments(self, handles, cache)
+        live_handles = set(handles)
+        for handle in [h for h in cache if h not in live_handles]:
+            del cache[handle]
+        doomed = [k for k in segments if k not in live
+                  and (segment_checkpoint(k) or newest + 1) <= newest]
+        from jstormpy.faults import fault_point
+
+        for i, key in enumerate(doomed):
+            if i == len(doomed) // 2:
+                fault_point("master_during_segment_gc", newest)
+            self.delete_objects(key)
         return doomed
 
     def put_meta(self, name: str, data: bytes) -> None:

@@ -1,0 +1,237 @@
+"""Incremental checkpoints: dirty tracking, base/delta chains, compaction, restore by key
+group, a damaged increment, and retention by reference (jstormpy/runtime/incremental.py,
+state_backends/changelog.py)."""
+
+from __future__ import annotations
+
+import pickle
+import uuid
+from typing import Any
+
+import pytest
+
+from jstormpy import Bolt, Config
+from jstormpy.errors import BackendError, CorruptSnapshotError
+from jstormpy.keygroups import key_group
+from jstormpy.runtime.incremental import TrackedState, make_incremental
+from jstormpy.runtime.snapshots import capture, serialise
+from jstormpy.state_backends import StateBackend, open_backend
+from jstormpy.state_backends.changelog import (
+    SEGMENT_PREFIX,
+    load_task_snapshot,
+    restore_key_groups,
+)
+
+MAX_P = 128
+
+
+class Counter(Bolt):
+    def prepare(self, conf: dict[str, Any], context: Any) -> None:
+        self.counts = self.state("counts")
+
+
+class TaskSim:
+    """One task's checkpoint path without processes: what the executor and worker do."""
+
+    def __init__(self, backend: StateBackend, config: Config, task_id: int = 0,
+                 restored: dict[str, Any] | None = None, generation: int = 0) -> None:
+        self.backend = backend
+        self.task_id = task_id
+        self.generation = generation
+        self.comp = Counter()
+        if restored is not None:
+            self.comp.__dict__["_jstorm_states"] = restored.get("states", {})
+        self.inc = make_incremental(self.comp, task_id, range(0, MAX_P), MAX_P, config,
+                                    restored)
+        self.comp.prepare({}, None)
+
+    def checkpoint(self, cid: int) -> tuple[str, int]:
+        """Snapshot like the executor, commit like the TM; returns (handle, bytes)."""
+        assert self.inc is not None
+        snap = {"states": self.comp.__dict__["_jstorm_states"], "max_parallelism": MAX_P}
+        cap = self.inc.capture(snap)
+        view = capture(snap)
+        entry, refs, size = self.inc.write(self.backend, cap, cid, self.generation)
+        view.extra = {"incremental": entry}
+        handle = self.backend.put_snapshot(cid, self.task_id, serialise(view),
+                                           self.generation, refs)
+        self.backend.write_metadata(cid, {"tasks": {str(self.task_id): {"handle": handle}}})
+        return handle, size
+
+
+def _config(**kw: Any) -> Config:
+    return Config(incremental_checkpoints=True, **kw)
+
+
+@pytest.fixture
+def backend() -> StateBackend:
+    return open_backend(f"memory://inc-{uuid.uuid4().hex}")
+
+
+def test_tracked_state_records_every_kind_of_write() -> None:
+    d = TrackedState({"a": 1, "b": 2, "c": 3})
+    assert d.dirty == set()
+    d["x"] = 1
+    del d["a"]
+    d.pop("b")
+    d.setdefault("y", 5)
+    d.setdefault("x", 9)  # present: not a write
+    d.update({"z": 1}, w=2)
+    d |= {"v": 3}
+    assert d.dirty == {"x", "a", "b", "y", "z", "w", "v"}
+    d.dirty = set()
+    d.clear()
+    assert d.dirty == {"c", "x", "y", "z", "w", "v"}
+    assert pickle.loads(pickle.dumps(TrackedState({"k": 1}))).__class__ is dict
+
+
+def test_delta_holds_only_changes_and_restore_equals_state(backend: StateBackend) -> None:
+    task = TaskSim(backend, _config())
+    counts = task.comp.counts
+    assert isinstance(counts, TrackedState)
+    counts.update({f"k{i}": i for i in range(5000)})
+    _h1, base_bytes = task.checkpoint(1)
+    counts["k1"] = -1
+    del counts["k2"]
+    counts["new"] = 7
+    h2, delta_bytes = task.checkpoint(2)
+    assert delta_bytes < base_bytes / 20, (delta_bytes, base_bytes)
+    snap = load_task_snapshot(backend, h2)
+    assert snap["states"]["counts"] == dict(counts)
+    assert [s["kind"] for s in snap["incremental"]["chain"]] == ["base", "delta"]
+
+
+def test_compaction_after_n_increments_and_by_ratio(backend: StateBackend) -> None:
+    task = TaskSim(backend, _config(incremental_compaction_every=3,
+                                    incremental_compaction_ratio=100.0))
+    counts = task.comp.counts
+    kinds = []
+    for cid in range(1, 9):
+        counts[f"k{cid}"] = cid
+        handle, _ = task.checkpoint(cid)
+        kinds.append(load_task_snapshot(backend, handle)["incremental"]["chain"][-1]["kind"])
+    assert kinds == ["base", "delta", "delta", "delta", "base", "delta", "delta", "delta"]
+    ratio = TaskSim(open_backend(f"memory://inc-{uuid.uuid4().hex}"),
+                    _config(incremental_compaction_every=100,
+                            incremental_compaction_ratio=0.5))
+    ratio.comp.counts.update({i: i for i in range(100)})
+    h, _ = ratio.checkpoint(1)
+    ratio.comp.counts.update({i: -i for i in range(100)})  # rewrites everything
+    ratio.checkpoint(2)  # a delta as large as the base ...
+    h, _ = ratio.checkpoint(3)  # ... so the next one compacts
+    assert [s["kind"] for s in load_task_snapshot(ratio.backend, h)["incremental"]["chain"]] \
+        == ["base"]
+
+
+def test_restore_continues_the_chain(backend: StateBackend) -> None:
+    task = TaskSim(backend, _config())
+    task.comp.counts.update({i: i for i in range(1000)})
+    task.checkpoint(1)
+    task.comp.counts[5] = 50
+    h2, _ = task.checkpoint(2)
+    again = TaskSim(backend, _config(), restored=load_task_snapshot(backend, h2),
+                    generation=1)
+    assert dict(again.comp.counts) == dict(task.comp.counts)
+    assert again.comp.counts.dirty == set()
+    again.comp.counts[6] = 60
+    h3, size = again.checkpoint(3)
+    chain = load_task_snapshot(backend, h3)["incremental"]["chain"]
+    assert [s["kind"] for s in chain] == ["base", "delta", "delta"]
+    assert load_task_snapshot(backend, h3)["states"]["counts"][6] == 60
+
+
+def test_restore_a_range_of_key_groups(backend: StateBackend) -> None:
+    task = TaskSim(backend, _config())
+    task.comp.counts.update({f"w{i}": i for i in range(3000)})
+    task.checkpoint(1)
+    for i in range(0, 3000, 7):
+        task.comp.counts[f"w{i}"] = -i
+    handle, _ = task.checkpoint(2)
+    wanted = range(32, 64)
+    snap = load_task_snapshot(backend, handle, groups=wanted)
+    expect = {k: v for k, v in task.comp.counts.items() if key_group(k, MAX_P) in wanted}
+    assert snap["states"]["counts"] == expect
+    chain = snap["incremental"]["chain"]
+    assert restore_key_groups(backend, chain, range(0, 32), MAX_P)["counts"] == {
+        k: v for k, v in task.comp.counts.items() if key_group(k, MAX_P) < 32}
+
+
+def test_a_damaged_increment_names_checkpoint_and_key_group(backend: StateBackend) -> None:
+    task = TaskSim(backend, _config())
+    task.comp.counts.update({i: i for i in range(100)})
+    task.checkpoint(1)
+    task.comp.counts[42] = 4200
+    handle, _ = task.checkpoint(2)
+    seg = load_task_snapshot(backend, handle)["incremental"]["chain"][-1]["key"]
+    data = bytearray(backend.get_object(seg))
+    data[-3] ^= 0xFF  # the last section: key group of key 42 (the only one)
+    backend.put_object(seg, bytes(data))
+    with pytest.raises(CorruptSnapshotError) as err:
+        load_task_snapshot(backend, handle)
+    msg = str(err.value)
+    assert "checkpoint 2" in msg and f"key group {key_group(42, MAX_P)}" in msg
+    assert handle in msg
+    # the checkpoint before the damaged increment still restores
+    prev = backend.read_metadata(1)["tasks"]["0"]["handle"]
+    assert load_task_snapshot(backend, prev)["states"]["counts"][42] == 42
+
+
+def test_a_failed_upload_is_carried_into_the_next_checkpoint(backend: StateBackend) -> None:
+    task = TaskSim(backend, _config())
+    task.comp.counts.update({i: i for i in range(100)})
+    task.checkpoint(1)
+    task.comp.counts[1] = 10
+    real_put = backend.put_object
+
+    def failing(key: str, data: bytes) -> None:
+        raise BackendError("disk full")
+
+    backend.put_object = failing  # type: ignore[method-assign]
+    with pytest.raises(BackendError):
+        task.checkpoint(2)
+    backend.put_object = real_put  # type: ignore[method-assign]
+    task.comp.counts[2] = 20
+    handle, _ = task.checkpoint(3)
+    assert load_task_snapshot(backend, handle)["states"]["counts"] == dict(task.comp.counts)
+
+
+def test_mutable_values_make_the_state_whole(backend: StateBackend) -> None:
+    task = TaskSim(backend, _config())
+    task.comp.counts["a"] = 1
+    task.checkpoint(1)
+    task.comp.counts["lst"] = [1]
+    task.checkpoint(2)
+    task.comp.counts["lst"].append(2)  # in place: only a whole snapshot sees it
+    handle, _ = task.checkpoint(3)
+    assert load_task_snapshot(backend, handle)["states"]["counts"] == {"a": 1, "lst": [1, 2]}
+
+
+def test_retention_keeps_segments_retained_checkpoints_reference(backend: StateBackend) -> None:
+    task = TaskSim(backend, _config(incremental_compaction_every=2,
+                                    incremental_compaction_ratio=100.0))
+    for cid in range(1, 8):
+        task.comp.counts[cid] = cid
+        task.checkpoint(cid)
+        backend.garbage_collect(keep=2)
+        for kept in backend.list_completed():
+            handle = backend.read_metadata(kept)["tasks"]["0"]["handle"]
+            assert load_task_snapshot(backend, handle)["states"]["counts"] == {
+                i: i for i in range(1, kept + 1)}
+    assert backend.list_completed() == [6, 7]
+    # 1 base, 2-3 deltas, 4 base, 5-6 deltas, 7 base: checkpoint 6 needs 4, 5, 6 and
+    # checkpoint 7 needs 7; segments 1..3 are gone
+    segs = sorted(k.rsplit("/", 1)[1] for k in backend.list_objects(SEGMENT_PREFIX))
+    assert [s[4:14] for s in segs] == [f"{c:010d}" for c in (4, 5, 6, 7)]
+
+
+def test_retention_keeps_in_flight_segments(backend: StateBackend) -> None:
+    task = TaskSim(backend, _config())
+    task.comp.counts[1] = 1
+    task.checkpoint(1)
+    # checkpoint 2's segment is written but its metadata is not (still in flight)
+    snap = {"states": task.comp.__dict__["_jstorm_states"]}
+    task.comp.counts[2] = 2
+    assert task.inc is not None
+    task.inc.write(backend, task.inc.capture(snap), 2, 0)
+    backend.garbage_collect(keep=1)
+    assert len(backend.list_objects(SEGMENT_PREFIX)) == 2
