@@ -4,59 +4,27 @@ state_backends/changelog.py)."""
 
 from __future__ import annotations
 
+import json
 import pickle
 import uuid
 from typing import Any
 
 import pytest
 
-from jstormpy import Bolt, Config
+from jstormpy import Config
 from jstormpy.errors import BackendError, CorruptSnapshotError
 from jstormpy.keygroups import key_group
-from jstormpy.runtime.incremental import TrackedState, make_incremental
-from jstormpy.runtime.snapshots import capture, serialise
+from jstormpy.runtime.incremental import TrackedState
 from jstormpy.state_backends import StateBackend, open_backend
+from jstormpy.state_backends.base import open_blob
 from jstormpy.state_backends.changelog import (
     SEGMENT_PREFIX,
     load_task_snapshot,
     restore_key_groups,
 )
+from jstormpy.testing.incremental import KeyedCounter, TaskCheckpointer
 
 MAX_P = 128
-
-
-class Counter(Bolt):
-    def prepare(self, conf: dict[str, Any], context: Any) -> None:
-        self.counts = self.state("counts")
-
-
-class TaskSim:
-    """One task's checkpoint path without processes: what the executor and worker do."""
-
-    def __init__(self, backend: StateBackend, config: Config, task_id: int = 0,
-                 restored: dict[str, Any] | None = None, generation: int = 0) -> None:
-        self.backend = backend
-        self.task_id = task_id
-        self.generation = generation
-        self.comp = Counter()
-        if restored is not None:
-            self.comp.__dict__["_jstorm_states"] = restored.get("states", {})
-        self.inc = make_incremental(self.comp, task_id, range(0, MAX_P), MAX_P, config,
-                                    restored)
-        self.comp.prepare({}, None)
-
-    def checkpoint(self, cid: int) -> tuple[str, int]:
-        """Snapshot like the executor, commit like the TM; returns (handle, bytes)."""
-        assert self.inc is not None
-        snap = {"states": self.comp.__dict__["_jstorm_states"], "max_parallelism": MAX_P}
-        cap = self.inc.capture(snap)
-        view = capture(snap)
-        entry, refs, size = self.inc.write(self.backend, cap, cid, self.generation)
-        view.extra = {"incremental": entry}
-        handle = self.backend.put_snapshot(cid, self.task_id, serialise(view),
-                                           self.generation, refs)
-        self.backend.write_metadata(cid, {"tasks": {str(self.task_id): {"handle": handle}}})
-        return handle, size
 
 
 def _config(**kw: Any) -> Config:
@@ -86,15 +54,17 @@ def test_tracked_state_records_every_kind_of_write() -> None:
 
 
 def test_delta_holds_only_changes_and_restore_equals_state(backend: StateBackend) -> None:
-    task = TaskSim(backend, _config())
+    task = TaskCheckpointer(backend, _config())
     counts = task.comp.counts
     assert isinstance(counts, TrackedState)
     counts.update({f"k{i}": i for i in range(5000)})
-    _h1, base_bytes = task.checkpoint(1)
+    base_bytes = task.checkpoint(1).bytes_written
     counts["k1"] = -1
     del counts["k2"]
     counts["new"] = 7
-    h2, delta_bytes = task.checkpoint(2)
+    r2 = task.checkpoint(2)
+    h2, delta_bytes = r2.handle, r2.bytes_written
+    assert r2.kind == "delta"
     assert delta_bytes < base_bytes / 20, (delta_bytes, base_bytes)
     snap = load_task_snapshot(backend, h2)
     assert snap["states"]["counts"] == dict(counts)
@@ -102,51 +72,51 @@ def test_delta_holds_only_changes_and_restore_equals_state(backend: StateBackend
 
 
 def test_compaction_after_n_increments_and_by_ratio(backend: StateBackend) -> None:
-    task = TaskSim(backend, _config(incremental_compaction_every=3,
+    task = TaskCheckpointer(backend, _config(incremental_compaction_every=3,
                                     incremental_compaction_ratio=100.0))
     counts = task.comp.counts
     kinds = []
     for cid in range(1, 9):
         counts[f"k{cid}"] = cid
-        handle, _ = task.checkpoint(cid)
+        handle = task.checkpoint(cid).handle
         kinds.append(load_task_snapshot(backend, handle)["incremental"]["chain"][-1]["kind"])
     assert kinds == ["base", "delta", "delta", "delta", "base", "delta", "delta", "delta"]
-    ratio = TaskSim(open_backend(f"memory://inc-{uuid.uuid4().hex}"),
+    ratio = TaskCheckpointer(open_backend(f"memory://inc-{uuid.uuid4().hex}"),
                     _config(incremental_compaction_every=100,
                             incremental_compaction_ratio=0.5))
     ratio.comp.counts.update({i: i for i in range(100)})
-    h, _ = ratio.checkpoint(1)
+    h = ratio.checkpoint(1).handle
     ratio.comp.counts.update({i: -i for i in range(100)})  # rewrites everything
     ratio.checkpoint(2)  # a delta as large as the base ...
-    h, _ = ratio.checkpoint(3)  # ... so the next one compacts
+    h = ratio.checkpoint(3).handle  # ... so the next one compacts
     assert [s["kind"] for s in load_task_snapshot(ratio.backend, h)["incremental"]["chain"]] \
         == ["base"]
 
 
 def test_restore_continues_the_chain(backend: StateBackend) -> None:
-    task = TaskSim(backend, _config())
+    task = TaskCheckpointer(backend, _config())
     task.comp.counts.update({i: i for i in range(1000)})
     task.checkpoint(1)
     task.comp.counts[5] = 50
-    h2, _ = task.checkpoint(2)
-    again = TaskSim(backend, _config(), restored=load_task_snapshot(backend, h2),
+    h2 = task.checkpoint(2).handle
+    again = TaskCheckpointer(backend, _config(), restored=load_task_snapshot(backend, h2),
                     generation=1)
     assert dict(again.comp.counts) == dict(task.comp.counts)
     assert again.comp.counts.dirty == set()
     again.comp.counts[6] = 60
-    h3, size = again.checkpoint(3)
+    h3 = again.checkpoint(3).handle
     chain = load_task_snapshot(backend, h3)["incremental"]["chain"]
     assert [s["kind"] for s in chain] == ["base", "delta", "delta"]
     assert load_task_snapshot(backend, h3)["states"]["counts"][6] == 60
 
 
 def test_restore_a_range_of_key_groups(backend: StateBackend) -> None:
-    task = TaskSim(backend, _config())
+    task = TaskCheckpointer(backend, _config())
     task.comp.counts.update({f"w{i}": i for i in range(3000)})
     task.checkpoint(1)
     for i in range(0, 3000, 7):
         task.comp.counts[f"w{i}"] = -i
-    handle, _ = task.checkpoint(2)
+    handle = task.checkpoint(2).handle
     wanted = range(32, 64)
     snap = load_task_snapshot(backend, handle, groups=wanted)
     expect = {k: v for k, v in task.comp.counts.items() if key_group(k, MAX_P) in wanted}
@@ -157,11 +127,11 @@ def test_restore_a_range_of_key_groups(backend: StateBackend) -> None:
 
 
 def test_a_damaged_increment_names_checkpoint_and_key_group(backend: StateBackend) -> None:
-    task = TaskSim(backend, _config())
+    task = TaskCheckpointer(backend, _config())
     task.comp.counts.update({i: i for i in range(100)})
     task.checkpoint(1)
     task.comp.counts[42] = 4200
-    handle, _ = task.checkpoint(2)
+    handle = task.checkpoint(2).handle
     seg = load_task_snapshot(backend, handle)["incremental"]["chain"][-1]["key"]
     data = bytearray(backend.get_object(seg))
     data[-3] ^= 0xFF  # the last section: key group of key 42 (the only one)
@@ -177,7 +147,7 @@ def test_a_damaged_increment_names_checkpoint_and_key_group(backend: StateBacken
 
 
 def test_a_failed_upload_is_carried_into_the_next_checkpoint(backend: StateBackend) -> None:
-    task = TaskSim(backend, _config())
+    task = TaskCheckpointer(backend, _config())
     task.comp.counts.update({i: i for i in range(100)})
     task.checkpoint(1)
     task.comp.counts[1] = 10
@@ -191,23 +161,23 @@ def test_a_failed_upload_is_carried_into_the_next_checkpoint(backend: StateBacke
         task.checkpoint(2)
     backend.put_object = real_put  # type: ignore[method-assign]
     task.comp.counts[2] = 20
-    handle, _ = task.checkpoint(3)
+    handle = task.checkpoint(3).handle
     assert load_task_snapshot(backend, handle)["states"]["counts"] == dict(task.comp.counts)
 
 
 def test_mutable_values_make_the_state_whole(backend: StateBackend) -> None:
-    task = TaskSim(backend, _config())
+    task = TaskCheckpointer(backend, _config())
     task.comp.counts["a"] = 1
     task.checkpoint(1)
     task.comp.counts["lst"] = [1]
     task.checkpoint(2)
     task.comp.counts["lst"].append(2)  # in place: only a whole snapshot sees it
-    handle, _ = task.checkpoint(3)
+    handle = task.checkpoint(3).handle
     assert load_task_snapshot(backend, handle)["states"]["counts"] == {"a": 1, "lst": [1, 2]}
 
 
 def test_retention_keeps_segments_retained_checkpoints_reference(backend: StateBackend) -> None:
-    task = TaskSim(backend, _config(incremental_compaction_every=2,
+    task = TaskCheckpointer(backend, _config(incremental_compaction_every=2,
                                     incremental_compaction_ratio=100.0))
     for cid in range(1, 8):
         task.comp.counts[cid] = cid
@@ -225,7 +195,7 @@ def test_retention_keeps_segments_retained_checkpoints_reference(backend: StateB
 
 
 def test_retention_keeps_in_flight_segments(backend: StateBackend) -> None:
-    task = TaskSim(backend, _config())
+    task = TaskCheckpointer(backend, _config())
     task.comp.counts[1] = 1
     task.checkpoint(1)
     # checkpoint 2's segment is written but its metadata is not (still in flight)
@@ -235,3 +205,45 @@ def test_retention_keeps_in_flight_segments(backend: StateBackend) -> None:
     task.inc.write(backend, task.inc.capture(snap), 2, 0)
     backend.garbage_collect(keep=1)
     assert len(backend.list_objects(SEGMENT_PREFIX)) == 2
+
+
+def test_a_savepoint_of_an_incremental_checkpoint_is_self_contained(tmp_path: Any) -> None:
+    from jstormpy import Spout, TopologyBuilder
+    from jstormpy.savepoints import import_savepoint, old_task_snapshots, write_savepoint
+
+    class Src(Spout):
+        outputs = ("word",)
+
+    def topology(n: int) -> Any:
+        b = TopologyBuilder("wc")
+        b.set_spout("src", Src)
+        b.set_bolt("count", KeyedCounter, parallelism=n).fields_grouping("src", ["word"])
+        return b.build()
+
+    t = topology(1)
+    tasks = t.task_ids()
+    source = open_backend(f"file://{tmp_path}/ckpt")
+    task = TaskCheckpointer(source, _config(), task_id=tasks["count"][0])
+    task.comp.counts.update({f"w{i}": i for i in range(2000)})
+    task.checkpoint(1)
+    task.comp.counts["w1"] = 100
+    del task.comp.counts["w2"]
+    handle = task.checkpoint(2).handle
+    src = source.put_snapshot(2, tasks["src"][0], pickle.dumps({"states": {}, "custom": 5}))
+    source.write_metadata(2, {"tasks": {str(tasks["count"][0]): {"handle": handle},
+                                        str(tasks["src"][0]): {"handle": src}}})
+    uri = write_savepoint(source, 2, t, f"file://{tmp_path}/sp")
+    saved = open_backend(uri)
+    assert not saved.list_objects(SEGMENT_PREFIX)
+    manifest = json.loads(open_blob(saved.get_object("savepoint.json"), "manifest"))
+    old = old_task_snapshots(saved, manifest, "count")
+    assert "incremental" not in old[0]
+    assert old[0]["states"]["counts"] == dict(task.comp.counts)
+    # the checkpoint's segments can go: the savepoint does not need them
+    source.delete_objects(SEGMENT_PREFIX)
+    target = open_backend(f"file://{tmp_path}/new")
+    cid = import_savepoint(uri, topology(2), target)
+    restored: dict[str, Any] = {}
+    for entry in target.read_metadata(cid)["tasks"].values():
+        restored.update(load_task_snapshot(target, entry["handle"])["states"].get("counts", {}))
+    assert restored == dict(task.comp.counts)
