@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from jstormpy.errors import JStormError
@@ -104,10 +105,16 @@ class TrackedState(dict):  # type: ignore[type-arg]
         dict.clear(self)
 
 
-def _is_immutable(value: Any) -> bool:
-    if value.__class__ in _ATOMIC:
+def _immutable_values_of(d: dict[Any, Any], keys: set[Any]) -> bool:
+    """Whether the values of ``keys`` in ``d`` (absent ones count as None) are all
+    atomic-immutable or tuples of such values."""
+    values = list(map(d.get, keys))
+    types = set(map(type, values))
+    if types <= _ATOMIC:
         return True
-    return value.__class__ is tuple and all(v.__class__ in _ATOMIC for v in value)
+    if types <= _ATOMIC | {tuple}:
+        return all(v.__class__ in _ATOMIC for t in values if t.__class__ is tuple for v in t)
+    return False
 
 
 @dataclass
@@ -177,7 +184,7 @@ class IncrementalKeyedState:
         kept: dict[str, Any] = {}
         for name, d in states.items():
             if isinstance(d, TrackedState) and not d.whole:
-                if any(not _is_immutable(dict.get(d, k, None)) for k in d.dirty):
+                if not _immutable_values_of(d, d.dirty):
                     d.whole = True  # a mutable value: write this dict whole from now on
                     log.info("task %s: state %r holds mutable values; it is checkpointed "
                              "whole from now on", self.task_id, name)
@@ -195,8 +202,9 @@ class IncrementalKeyedState:
         else:
             changes: dict[str, dict[Any, Any]] = {}
             for name, d in tracked.items():
-                get = dict.get
-                changes[name] = {k: get(d, k, DELETED) for k in d.dirty}
+                dirty = d.dirty
+                changes[name] = dict(zip(dirty, map(d.get, dirty, repeat(DELETED)),
+                                         strict=True))
             cap = IncrementalCapture("delta", changes)
         for d in tracked.values():
             d.dirty = set()

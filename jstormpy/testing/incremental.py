@@ -41,6 +41,9 @@ class CheckpointResult:
     """Capture, serialisation, upload and metadata."""
     kind: str
     """"full" (no incremental checkpoints), "base" or "delta"."""
+    cpu_s: float = 0.0
+    """CPU time of this process over the whole checkpoint (less sensitive to a loaded
+    machine than ``total_s``)."""
 
 
 class TaskCheckpointer:
@@ -72,6 +75,7 @@ class TaskCheckpointer:
     def checkpoint(self, checkpoint_id: int, commit: bool = True) -> CheckpointResult:
         """Snapshot, upload and (if ``commit``) write the checkpoint metadata."""
         t0 = time.perf_counter()
+        c0 = time.process_time()
         snap: dict[str, Any] = {"states": self.states, "max_parallelism": self.max_parallelism}
         cap = self.inc.capture(snap) if self.inc is not None else None
         view = capture(snap)
@@ -91,7 +95,13 @@ class TaskCheckpointer:
             self.backend.write_metadata(checkpoint_id, {
                 "tasks": {str(self.task_id): {"handle": handle, "size": len(data)}}})
         t2 = time.perf_counter()
-        return CheckpointResult(handle, len(data) + seg_bytes, t1 - t0, t2 - t0, kind)
+        return CheckpointResult(handle, len(data) + seg_bytes, t1 - t0, t2 - t0, kind,
+                                time.process_time() - c0)
+
+    def compact_next(self) -> None:
+        """Make the next checkpoint write a new base (a compaction)."""
+        if self.inc is not None:
+            self.inc.need_base = True
 
     def restore(self, checkpoint_id: int, groups: range | None = None) -> dict[str, Any]:
         """The task snapshot of a committed checkpoint, chain replayed."""

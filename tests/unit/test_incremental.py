@@ -247,3 +247,13 @@ def test_a_savepoint_of_an_incremental_checkpoint_is_self_contained(tmp_path: An
     for entry in target.read_metadata(cid)["tasks"].values():
         restored.update(load_task_snapshot(target, entry["handle"])["states"].get("counts", {}))
     assert restored == dict(task.comp.counts)
+
+
+def test_batch_key_groups_agree_with_key_hash() -> None:
+    from jstormpy.keygroups import key_hash
+    from jstormpy.state_backends.changelog import key_groups_of
+
+    keys: list[Any] = [f"w{i}" for i in range(500)] + ["", "é", "\ud800", 1, 1.0, True,
+                                                        2.5, None, b"x", (1, "a")]
+    for max_p in (128, 1000, 32768):
+        assert key_groups_of(keys, max_p) == [key_hash(k) % max_p for k in keys]
