@@ -102,7 +102,7 @@ def key_groups_of(keys: Iterable[Any], max_parallelism: int) -> list[int]:
     (the same canonical encoding and finaliser as :func:`~jstormpy.keygroups.key_hash`,
     without a Python call per key: about half the cost)."""
     crc = zlib.crc32
-    out = []
+    out: list[int] = []
     append = out.append
     for k in keys:
         if k.__class__ is str:
