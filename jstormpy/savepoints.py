@@ -60,6 +60,18 @@ def write_savepoint(source: StateBackend, checkpoint_id: int, topology: Topology
     Returns ``target_uri``. The manifest is written last: a savepoint without one is
     incomplete and refused on read.
     """
+    # retention (in the TM) keeps a pinned checkpoint and the incremental segments it
+    # references until the copy is done
+    pin = source.pin_checkpoint(checkpoint_id)
+    try:
+        return _write_savepoint(source, checkpoint_id, topology, target_uri, max_parallelism,
+                                **target_options)
+    finally:
+        source.unpin(pin)
+
+
+def _write_savepoint(source: StateBackend, checkpoint_id: int, topology: Topology,
+                     target_uri: str, max_parallelism: int, **target_options: Any) -> str:
     meta = source.read_metadata(checkpoint_id)
     tasks = topology.task_ids()
     max_p = resolve_max_parallelism(max_parallelism, (len(t) for t in tasks.values()))
@@ -250,6 +262,7 @@ def prepare_restore(uri: str, topology: Topology, config: Any,
     backend = open_backend(config.state_backend, **config.state_backend_options)
     try:
         backend.delete_objects("chk-")
+        backend.delete_objects("inc/")  # incremental segments of the dropped checkpoints
         return import_savepoint(uri, topology, backend, config.max_parallelism,
                                 allow_non_restored_state)
     finally:

@@ -12,6 +12,7 @@ Layout (keys, "/"-separated):
     chk-0000000042/_metadata             JSON; its presence marks checkpoint 42 complete
     inc/task-00007/seg-0000000042-g3.*   incremental segments (state_backends/changelog.py)
     meta/<name>                          small named objects (e.g. the generation counter)
+    meta/pins/<checkpoint>-<id>          a pin: retention keeps that checkpoint (savepoints)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ _MAGIC = b"JSNP"
 _HEADER = struct.Struct("!4sBIQ")  # magic, version, crc32, length
 _VERSION = 1
 METADATA_NAME = "_metadata"
+PINS_PREFIX = "meta/pins/"
 
 
 def checkpoint_prefix(checkpoint_id: int) -> str:
@@ -145,6 +147,7 @@ class StateBackend(ABC):
         if not done:
             return []
         keep_ids = set(done[-keep:]) if keep > 0 else set()
+        keep_ids |= self.pinned_checkpoints() & set(done)
         newest = done[-1]
         seen: set[int] = set()
         for key in self.list_objects("chk-"):
@@ -157,6 +160,40 @@ class StateBackend(ABC):
             self.discard_checkpoint(cid)
         self.collect_segments(sorted(keep_ids), newest)
         return doomed
+
+    def pin_checkpoint(self, checkpoint_id: int, ttl_s: float = 3600.0) -> str:
+        """Keep checkpoint ``checkpoint_id`` (and every segment it references) out of
+        retention until :meth:`unpin` or ``ttl_s`` seconds (a pin of a process that died
+        expires). Returns the pin's name. Used while a savepoint copies a checkpoint."""
+        import time
+        import uuid
+
+        name = f"{PINS_PREFIX}{checkpoint_id:010d}-{uuid.uuid4().hex[:12]}"
+        self.put_object(name, seal_blob(json.dumps(
+            {"checkpoint_id": checkpoint_id, "expires_at": time.time() + ttl_s}).encode()))
+        return name
+
+    def unpin(self, pin: str) -> None:
+        """Release a pin made by :meth:`pin_checkpoint`."""
+        self.delete_objects(pin)
+
+    def pinned_checkpoints(self) -> set[int]:
+        """Checkpoint ids with a live pin (expired pins are deleted)."""
+        import time
+
+        out: set[int] = set()
+        for key in self.list_objects(PINS_PREFIX):
+            try:
+                pin = json.loads(open_blob(self.get_object(key), key))
+            except SnapshotNotFoundError:
+                continue  # unpinned meanwhile
+            except (CorruptSnapshotError, ValueError):
+                continue  # half-written by a process that died: expires like any pin
+            if pin.get("expires_at", 0) < time.time():
+                self.delete_objects(key)
+                continue
+            out.add(int(pin["checkpoint_id"]))
+        return out
 
     def collect_segments(self, retained: list[int], newest: int) -> list[str]:
         """Delete incremental segments no retained checkpoint references.

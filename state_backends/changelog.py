@@ -38,7 +38,7 @@ import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from jstormpy.errors import CorruptSnapshotError, SnapshotNotFoundError
+from jstormpy.errors import CorruptSnapshotError, MissingSegmentError, SnapshotNotFoundError
 from jstormpy.keygroups import key_hash
 from jstormpy.state_backends.base import StateBackend
 
@@ -209,8 +209,9 @@ def restore_key_groups(backend: StateBackend, chain: list[dict[str, Any]],
         try:
             data = backend.get_object(seg["key"])
         except SnapshotNotFoundError as exc:
-            raise CorruptSnapshotError(f"{label} is missing{at}: {exc}; the state of key "
-                                       f"groups {lo}..{hi - 1} after it is lost") from exc
+            raise MissingSegmentError(f"{label} is missing{at}: {exc}; the state of key "
+                                      f"groups {lo}..{hi - 1} cannot be restored from "
+                                      "this checkpoint") from exc
         _header, sections = decode_segment(data, label + at, wanted)
         for group, payload in sections:
             if group < 0:  # base chunk: whole dicts, filter by key group if asked

@@ -257,3 +257,37 @@ def test_batch_key_groups_agree_with_key_hash() -> None:
                                                         2.5, None, b"x", (1, "a")]
     for max_p in (128, 1000, 32768):
         assert key_groups_of(keys, max_p) == [key_hash(k) % max_p for k in keys]
+
+
+def test_a_pinned_checkpoint_and_its_segments_survive_retention(backend: StateBackend) -> None:
+    task = TaskCheckpointer(backend, _config(incremental_compaction_every=2,
+                                             incremental_compaction_ratio=100.0))
+    task.comp.counts[0] = 0
+    task.checkpoint(1)
+    pin = backend.pin_checkpoint(1)
+    for cid in range(2, 6):
+        task.comp.counts[cid] = cid
+        task.checkpoint(cid)
+        backend.garbage_collect(keep=1)
+    assert backend.list_completed() == [1, 5]
+    assert task.restore(1)["states"]["counts"] == {0: 0}
+    backend.unpin(pin)
+    backend.garbage_collect(keep=1)
+    assert backend.list_completed() == [5]
+    expired = backend.pin_checkpoint(5, ttl_s=-1)
+    assert backend.pinned_checkpoints() == set()
+    assert expired not in backend.list_objects("meta/pins/")
+
+
+def test_a_missing_segment_is_both_corrupt_and_not_found(backend: StateBackend) -> None:
+    from jstormpy.errors import MissingSegmentError, SnapshotNotFoundError
+
+    task = TaskCheckpointer(backend, _config())
+    task.comp.counts[1] = 1
+    task.checkpoint(1)
+    backend.delete_objects(SEGMENT_PREFIX)
+    with pytest.raises(MissingSegmentError) as err:
+        task.restore(1)
+    assert isinstance(err.value, CorruptSnapshotError)  # recovery falls back
+    assert isinstance(err.value, SnapshotNotFoundError)  # a savepoint copy retries
+    assert "base of checkpoint 1" in str(err.value) and "missing" in str(err.value)
