@@ -87,3 +87,30 @@ def test_corrupt_increment_falls_back_and_names_what_was_lost(tmp_path: Path) ->
     assert all(r["count"] == PER_KEY for r in last.values()), last
     seen = {(r["key"], r["seq"]) for r in read_committed(out)}
     assert len(seen) == KEYS * PER_KEY
+
+
+def test_savepoint_of_incremental_run_then_new_code_at_another_parallelism(
+        tmp_path: Path) -> None:
+    """Savepoint (--stop) a run with incremental checkpoints, restart from it with
+    ``migrate_state`` to dict values (mutated in place: written whole from then on) and
+    parallelism 3: every key's sequence stays exactly-once."""
+    from jstormpy.savepoints import read_manifest
+    from tests.chaos.topologies import check_keyed_sums
+    from tests.integration.savepoint_components import RunningSumV2
+    from tests.integration.savepoint_components import linear as sp_linear
+
+    keys, per_key = 12, 1500
+    out = tmp_path / "out"
+    conf = Config(workers=2, checkpoint_interval_ms=300, incremental_checkpoints=True,
+                  incremental_compaction_every=3)
+    with LocalCluster() as cluster:
+        handle = cluster.submit(sp_linear(out, 2), conf)
+        wait_for(lambda: out.exists() and len(read_committed(out)) > 2000, 60,
+                 "some committed output")
+        uri = handle.savepoint(f"file://{tmp_path / 'sp'}", stop=True)
+    assert not list((tmp_path / "sp").rglob("seg-*")), "a savepoint references no segment"
+    assert read_manifest(uri)["components"]["sum"]["parallelism"] == 2
+    with LocalCluster() as cluster:
+        handle = cluster.submit(sp_linear(out, 3, RunningSumV2), conf, from_savepoint=uri)
+        handle.wait(timeout=120)
+    assert check_keyed_sums(out, keys, per_key) == ""
