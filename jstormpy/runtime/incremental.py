@@ -154,6 +154,8 @@ class IncrementalKeyedState:
         self.chain = ChainState()
         states: dict[str, Any] = component.__dict__.setdefault("_jstorm_states", {})
         inc = (restored or {}).get("incremental") or {}
+        if inc and inc.get("key_groups") != [key_groups.start, key_groups.stop]:
+            inc = {}  # another task's chain (a rescale moved key groups): start a new base
         from_chain = set(inc.get("states", ()))
         self.need_base = not inc or any(
             name not in from_chain for name, d in states.items() if d)

@@ -291,3 +291,18 @@ def test_a_missing_segment_is_both_corrupt_and_not_found(backend: StateBackend) 
     assert isinstance(err.value, CorruptSnapshotError)  # recovery falls back
     assert isinstance(err.value, SnapshotNotFoundError)  # a savepoint copy retries
     assert "base of checkpoint 1" in str(err.value) and "missing" in str(err.value)
+
+
+def test_a_task_owning_other_key_groups_starts_a_new_base(backend: StateBackend) -> None:
+    """After a rescale a task may be handed a snapshot whose chain covers other key groups:
+    it must not continue that chain."""
+    task = TaskCheckpointer(backend, _config(), key_groups=range(0, 64))
+    task.comp.counts.update({i: i for i in range(50)})
+    task.checkpoint(1)
+    restored = task.restore(1)
+    same = TaskCheckpointer(backend, _config(), key_groups=range(0, 64), restored=restored)
+    assert same.inc is not None and not same.inc.need_base
+    moved = TaskCheckpointer(backend, _config(), key_groups=range(0, 32),
+                             restored=task.restore(1))
+    assert moved.inc is not None and moved.inc.need_base
+    assert moved.checkpoint(2).kind == "base"
