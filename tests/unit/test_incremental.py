@@ -306,3 +306,20 @@ def test_a_task_owning_other_key_groups_starts_a_new_base(backend: StateBackend)
                              restored=task.restore(1))
     assert moved.inc is not None and moved.inc.need_base
     assert moved.checkpoint(2).kind == "base"
+
+
+@pytest.mark.slow
+def test_incremental_bench_runs_small() -> None:
+    """bench/incremental_bench.py works at a small size (the lead runs it at 10M keys)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "bench" / "incremental_bench.py"
+    done = subprocess.run([sys.executable, str(script), "--keys", "4000", "--intervals", "2",
+                           "--json"], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("BENCH_JSON "))
+    figures = json.loads(line[len("BENCH_JSON "):])
+    assert figures["keys"] == 4000
+    assert figures["incremental_bytes"] < figures["full_bytes"] / 5, figures
