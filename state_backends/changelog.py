@@ -49,10 +49,12 @@ _VERSION = 1
 _HEAD = struct.Struct("!4sBII")  # magic, version, header length, header crc32
 
 
-def segment_key(task_id: int, checkpoint_id: int, generation: int, kind: str) -> str:
-    """Where the segment of ``task_id`` for ``checkpoint_id`` lives."""
-    return (f"{SEGMENT_PREFIX}task-{task_id:05d}/seg-{checkpoint_id:010d}-g{generation}."
-            f"{kind}")
+def segment_key(task_id: int, checkpoint_id: int, generation: int, kind: str,
+                attempt: str = "") -> str:
+    """Where the segment of ``task_id`` for ``checkpoint_id`` lives (``attempt``, the
+    writing worker process's incarnation, fences a zombie of the same generation)."""
+    token = f"g{generation}-a{attempt}" if attempt else f"g{generation}"
+    return f"{SEGMENT_PREFIX}task-{task_id:05d}/seg-{checkpoint_id:010d}-{token}.{kind}"
 
 
 def segment_checkpoint(key: str) -> int | None:

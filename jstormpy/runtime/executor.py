@@ -305,11 +305,12 @@ class TaskExecutor:
             if inc is not None and self.incremental is not None:
                 entry, refs, size = self.incremental.write(
                     getattr(self.host, "backend", None), inc, checkpoint_id,
-                    self.host.generation)
+                    self.host.generation, str(getattr(self.host, "incarnation", "") or ""))
                 fault_point("after_segment", checkpoint_id, self.host.worker_id)
                 view.extra = {"incremental": entry}
                 data = serialise(view)
-                handle = self.host.write_snapshot(checkpoint_id, self.task_id, data, refs)
+                handle = self.host.write_snapshot(checkpoint_id, self.task_id, data,
+                                                  refs=refs)
             else:
                 data = serialise(view)
                 handle = self.host.write_snapshot(checkpoint_id, self.task_id, data)

@@ -222,7 +222,7 @@ class IncrementalKeyedState:
 
     # -- snapshot thread -----------------------------------------------------------------
     def write(self, backend: StateBackend | None, cap: IncrementalCapture, checkpoint_id: int,
-              generation: int) -> tuple[dict[str, Any], bytes, int]:
+              generation: int, attempt: str = "") -> tuple[dict[str, Any], bytes, int]:
         """Write ``cap``'s segment; returns the snapshot's ``incremental`` entry, the
         ``.refs`` body and the bytes written. On failure the capture is carried over into
         the next checkpoint's, so no change is ever dropped."""
@@ -235,7 +235,7 @@ class IncrementalKeyedState:
         header = {"checkpoint_id": checkpoint_id, "task_id": self.task_id,
                   "generation": generation, "max_parallelism": self.max_parallelism,
                   "groups": [self.key_groups.start, self.key_groups.stop]}
-        key = segment_key(self.task_id, checkpoint_id, generation, cap.kind)
+        key = segment_key(self.task_id, checkpoint_id, generation, cap.kind, attempt)
         try:
             if cap.kind == "base":
                 data = build_base(cap.states, header)

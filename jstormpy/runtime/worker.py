@@ -245,7 +245,8 @@ class Worker(TaskHost):
                        refs: bytes | None = None) -> str:
         if self.backend is None:
             raise JStormError("no state backend configured")
-        return self.backend.put_snapshot(checkpoint_id, task_id, data, self.generation, refs)
+        return self.backend.put_snapshot(checkpoint_id, task_id, data, self.generation,
+                                         refs=refs)
 
     def ack_checkpoint(self, checkpoint_id: int, task_id: int, handle: str, size: int,
                        finished: bool, alignment_ms: float, snapshot_ms: float) -> None:

@@ -90,7 +90,7 @@ class TaskCheckpointer:
             kind = cap.kind
         data = serialise(view)
         handle = self.backend.put_snapshot(checkpoint_id, self.task_id, data,
-                                           self.generation, refs)
+                                           self.generation, refs=refs)
         if commit:
             self.backend.write_metadata(checkpoint_id, {
                 "tasks": {str(self.task_id): {"handle": handle, "size": len(data)}}})

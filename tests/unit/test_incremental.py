@@ -323,3 +323,13 @@ def test_incremental_bench_runs_small() -> None:
     figures = json.loads(line[len("BENCH_JSON "):])
     assert figures["keys"] == 4000
     assert figures["incremental_bytes"] < figures["full_bytes"] / 5, figures
+
+
+def test_segment_keys_are_fenced_by_the_writer_attempt() -> None:
+    from jstormpy.state_backends.changelog import segment_checkpoint, segment_key
+
+    live = segment_key(7, 42, 3, "delta", "123-ab")
+    zombie = segment_key(7, 42, 3, "delta", "99-cd")
+    assert live != zombie and live.startswith(SEGMENT_PREFIX + "task-00007/")
+    assert segment_checkpoint(live) == segment_checkpoint(zombie) == 42
+    assert segment_checkpoint("inc/task-00007/not-a-segment") is None
