@@ -28,6 +28,7 @@ SUITE: list[tuple[str, list[str], float]] = [
     ("recovery.py", ["--rounds", "5", "--settle", "2.0"], 150),
     ("transport_bench.py", ["--tuples", "1000000"], 90),
     ("backend_bench.py", ["--keys", "200000", "--repeat", "1"], 90),
+    ("incremental_bench.py", ["--keys", "1000000"], 240),
     ("window_bench.py", ["--records", "400000"], 180),
     ("backpressure.py", ["--seconds", "10"], 120),
     ("backpressure.py", ["--seconds", "10", "--queue-capacity", "8"], 120),
@@ -138,6 +139,16 @@ def table(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                      f"({big['snapshot_bytes'] / 1e6:.0f} MB)", "", ""))
         rows.append(("pickle the same 1M-key dict in-process", num(big["pickle_ms"], " ms"),
                      "", ""))
+    inc = res.get("incremental_bench")
+    if inc:
+        rows.append((f"incremental checkpoint, {inc['keys']:,} keys, "
+                     f"{100 * inc['changed']:g} % changed: bytes / duration vs full",
+                     f"{num(inc['incremental_bytes_pct'], ' %', 1)} / "
+                     f"{num(inc['incremental_duration_pct'], ' %', 1)}", "≤ 10 %",
+                     verdict(inc["incremental_duration_pct"], 10.0, False)))
+        rows.append((f"restore, full vs base + {inc['chain_length'] - 1} deltas",
+                     f"{num(inc['restore_full_s'] * 1000, ' ms')} / "
+                     f"{num(inc['restore_incremental_s'] * 1000, ' ms')}", "", ""))
     if rec and "tm_ms" in rec:
         rows.append(("recovery after SIGKILL, TM-side p50 / max",
                      f"{num(rec['tm_ms']['p50'], ' ms')} / {num(rec['tm_ms']['max'], ' ms')}",

@@ -153,7 +153,8 @@ class Component:
         """
         states: dict[str, dict[Any, Any]] = self.__dict__.setdefault("_jstorm_states", {})
         if name not in states:
-            states[name] = {}
+            # incremental checkpoints install a dict that tracks changed keys
+            states[name] = self.__dict__.get("_jstorm_state_factory", dict)()
         return states[name]
 
     @property

@@ -44,6 +44,15 @@ class Config:
     """Checkpoints in flight at once."""
     checkpoints_retained: int = 3
     """Completed checkpoints kept by garbage collection (the newest K)."""
+    incremental_checkpoints: bool = False
+    """Managed keyed state (``self.state(...)``) writes only the keys changed since the last
+    checkpoint: a changelog per key group on top of a base, compacted into a new base
+    from time to time (docs/checkpointing.md, incremental checkpoints)."""
+    incremental_compaction_every: int = 10
+    """With incremental checkpoints, write a new full base after this many increments."""
+    incremental_compaction_ratio: float = 0.5
+    """... or as soon as the increments since the base add up to more than this fraction
+    of the base's bytes (whichever comes first)."""
     state_backend: str = ""
     """Where snapshots live: memory://, file:///dir (default: a run directory), hdfs://, hbase://."""
     state_backend_options: dict[str, Any] = field(default_factory=dict)
@@ -145,7 +154,8 @@ class Config:
                      "max_concurrent_checkpoints", "checkpoints_retained", "batch_size",
                      "queue_capacity", "send_buffer_bytes", "max_frame_bytes",
                      "heartbeat_interval_ms", "worker_timeout_ms", "throttle_lease_ms",
-                     "upgrade_expiry_ms", "upgrade_step_timeout_ms", "state_backend_timeout_ms"):
+                     "upgrade_expiry_ms", "upgrade_step_timeout_ms", "state_backend_timeout_ms",
+                     "incremental_compaction_every"):
             value = getattr(self, name)
             need(isinstance(value, int) and not isinstance(value, bool), name, "must be an int")
             need(value >= 1, name, "must be >= 1")
@@ -179,6 +189,12 @@ class Config:
         need(isinstance(self.ui_port, int) and 0 <= self.ui_port <= 65535, "ui_port",
              "must be an int in 0..65535 (0 = pick a free port)")
         need(isinstance(self.latency_timing, bool), "latency_timing", "must be a bool")
+        need(isinstance(self.incremental_checkpoints, bool), "incremental_checkpoints",
+             "must be a bool")
+        need(isinstance(self.incremental_compaction_ratio, (int, float))
+             and not isinstance(self.incremental_compaction_ratio, bool)
+             and self.incremental_compaction_ratio > 0, "incremental_compaction_ratio",
+             "must be a number > 0 (increments' bytes as a fraction of the base's)")
         need(isinstance(self.tls, bool), "tls", "must be a bool")
         for name in ("tls_ca_cert", "tls_ca_key", "tls_certs_dir"):
             need(isinstance(getattr(self, name), str), name, "must be a path string")

@@ -31,6 +31,12 @@ class CorruptSnapshotError(BackendError):
     """A snapshot failed its checksum or could not be decoded."""
 
 
+class MissingSegmentError(CorruptSnapshotError, SnapshotNotFoundError):
+    """A segment of an incremental checkpoint chain is gone: the snapshot that references it
+    cannot be restored (corrupt, for recovery) and was probably removed by retention
+    (not found, for a savepoint copy that can retry with a newer checkpoint)."""
+
+
 class AuthenticationError(JStormError):
     """A peer failed the per-topology HMAC challenge."""
 

@@ -13,6 +13,11 @@ Points: ``after_snapshot`` (a task stored its snapshot, the checkpoint is in fli
 has not told anyone), ``rescale_after_commit`` (the TM wrote the rescaled checkpoint's
 metadata, the new layout's files are still pending, no worker was told: arm it without a
 checkpoint id).
+Incremental checkpoints add ``after_segment`` (a task wrote its
+segment for checkpoint n — a base when compacting — but not its snapshot) and
+``master_during_segment_gc`` (the TM, after checkpoint n completed, deleted some of the
+unreferenced segments but not all). These two are not in :data:`POINTS`, so seeded
+random schedules stay as they were.
 """
 
 from __future__ import annotations

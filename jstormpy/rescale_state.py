@@ -22,6 +22,7 @@ from typing import Any
 from jstormpy.errors import JStormError
 from jstormpy.keygroups import redistribute, resolve_max_parallelism
 from jstormpy.state_backends import StateBackend
+from jstormpy.state_backends.changelog import load_task_snapshot
 from jstormpy.topology import Topology
 
 __all__ = ["job_max_parallelism", "plan_rescale", "rescale_checkpoint"]
@@ -84,7 +85,10 @@ def plan_rescale(topology: Topology, changes: Mapping[str, int],
 
 
 def _load_snapshot(backend: StateBackend, handle: str) -> dict[str, Any]:
-    snap: dict[str, Any] = pickle.loads(backend.get_snapshot(handle))
+    """A task snapshot with incremental keyed state replayed into it; the rescaled
+    snapshot is written whole, so the chain it came from is not carried over."""
+    snap = load_task_snapshot(backend, handle)
+    snap.pop("incremental", None)
     return snap
 
 

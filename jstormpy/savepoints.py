@@ -37,6 +37,7 @@ from jstormpy.keygroups import (
 )
 from jstormpy.state_backends import StateBackend, open_backend
 from jstormpy.state_backends.base import open_blob, seal_blob
+from jstormpy.state_backends.changelog import load_task_snapshot
 from jstormpy.topology import Topology
 
 FORMAT = "jstormpy-savepoint/1"
@@ -59,6 +60,18 @@ def write_savepoint(source: StateBackend, checkpoint_id: int, topology: Topology
     Returns ``target_uri``. The manifest is written last: a savepoint without one is
     incomplete and refused on read.
     """
+    # retention (in the TM) keeps a pinned checkpoint and the incremental segments it
+    # references until the copy is done
+    pin = source.pin_checkpoint(checkpoint_id)
+    try:
+        return _write_savepoint(source, checkpoint_id, topology, target_uri, max_parallelism,
+                                **target_options)
+    finally:
+        source.unpin(pin)
+
+
+def _write_savepoint(source: StateBackend, checkpoint_id: int, topology: Topology,
+                     target_uri: str, max_parallelism: int, **target_options: Any) -> str:
     meta = source.read_metadata(checkpoint_id)
     tasks = topology.task_ids()
     max_p = resolve_max_parallelism(max_parallelism, (len(t) for t in tasks.values()))
@@ -72,7 +85,9 @@ def write_savepoint(source: StateBackend, checkpoint_id: int, topology: Topology
                 if not entry or not entry.get("handle"):
                     raise JStormError(f"checkpoint {checkpoint_id} has no snapshot of task "
                                       f"{task_id} ({name!r}); cannot write a savepoint")
-                snap = pickle.loads(source.get_snapshot(entry["handle"]))
+                # incremental chains are replayed here: a savepoint never references them
+                snap = load_task_snapshot(source, entry["handle"])
+                snap.pop("incremental", None)
                 check_max_parallelism(snap.get("max_parallelism"), max_p,
                                       f"component {name!r}, task {task_id}")
                 for g, part in split_by_key_group(snap.pop("states", {}), max_p).items():
@@ -247,6 +262,7 @@ def prepare_restore(uri: str, topology: Topology, config: Any,
     backend = open_backend(config.state_backend, **config.state_backend_options)
     try:
         backend.delete_objects("chk-")
+        backend.delete_objects("inc/")  # incremental segments of the dropped checkpoints
         return import_savepoint(uri, topology, backend, config.max_parallelism,
                                 allow_non_restored_state)
     finally:

@@ -114,6 +114,7 @@ class MasterCore(CheckpointCoordination):
                 log.warning("fresh run: discarding %d checkpoint(s) left in %s by an earlier "
                             "run (use resume to continue from them)", len(stale), backend.uri)
                 backend.delete_objects("chk-")
+                backend.delete_objects("inc/")  # incremental segments of those checkpoints
         self.resume = resume
         self.upgrade = UpgradeController(self)  # gray release (master/upgrade.py)
         self.rescale = RescaleController(self)  # in-place rescale (master/rescale.py)

@@ -11,8 +11,12 @@ Layout (keys, "/"-separated):
                                          one task's snapshot (checksummed envelope),
                                          fenced by generation + attempt (the writing
                                          worker process's incarnation)
+    chk-0000000042/task-00007-g3-a<attempt>.refs
+                                         segment keys that snapshot references (incremental)
     chk-0000000042/_metadata             JSON; its presence marks checkpoint 42 complete
+    inc/task-00007/seg-0000000042-g3.*   incremental segments (state_backends/changelog.py)
     meta/<name>                          small named objects (e.g. the generation counter)
+    meta/pins/<checkpoint>-<id>          a pin: retention keeps that checkpoint (savepoints)
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ _MAGIC = b"JSNP"
 _HEADER = struct.Struct("!4sBIQ")  # magic, version, crc32, length
 _VERSION = 1
 METADATA_NAME = "_metadata"
+PINS_PREFIX = "meta/pins/"
 
 
 def checkpoint_prefix(checkpoint_id: int) -> str:
@@ -83,15 +88,20 @@ class StateBackend(ABC):
 
     # -- checkpoint operations (shared) -------------------------------------------------
     def put_snapshot(self, checkpoint_id: int, task_id: int, data: bytes,
-                     generation: int = 0, attempt: str = "") -> str:
+                     generation: int = 0, attempt: str = "",
+                     refs: bytes | None = None) -> str:
         """Store one task's snapshot for a checkpoint; returns its handle (the key).
 
         The key carries the fencing token (``generation`` and the writer's ``attempt``), so
         a zombie of the same generation never overwrites the live incarnation's snapshot;
-        the TM keeps only handles acked by live workers.
+        the TM keeps only handles acked by live workers. ``refs`` (incremental checkpoints)
+        is the JSON list of segment keys the snapshot references; it is written first, so a
+        snapshot never exists without it.
         """
         token = f"g{generation}-a{attempt}" if attempt else f"g{generation}"
         key = f"{checkpoint_prefix(checkpoint_id)}task-{task_id:05d}-{token}.snap"
+        if refs is not None:
+            self.put_object(key[:-5] + ".refs", seal_blob(refs))
         self.put_object(key, seal_blob(data))
         return key
 
@@ -146,6 +156,7 @@ class StateBackend(ABC):
         if not done:
             return []
         keep_ids = set(done[-keep:]) if keep > 0 else set()
+        keep_ids |= self.pinned_checkpoints() & set(done)
         newest = done[-1]
         seen: set[int] = set()
         for key in self.list_objects("chk-"):
@@ -156,6 +167,82 @@ class StateBackend(ABC):
         doomed = sorted(c for c in seen if c not in keep_ids and c <= newest)
         for cid in doomed:
             self.discard_checkpoint(cid)
+        self.collect_segments(sorted(keep_ids), newest)
+        return doomed
+
+    def pin_checkpoint(self, checkpoint_id: int, ttl_s: float = 3600.0) -> str:
+        """Keep checkpoint ``checkpoint_id`` (and every segment it references) out of
+        retention until :meth:`unpin` or ``ttl_s`` seconds (a pin of a process that died
+        expires). Returns the pin's name. Used while a savepoint copies a checkpoint."""
+        import time
+        import uuid
+
+        name = f"{PINS_PREFIX}{checkpoint_id:010d}-{uuid.uuid4().hex[:12]}"
+        self.put_object(name, seal_blob(json.dumps(
+            {"checkpoint_id": checkpoint_id, "expires_at": time.time() + ttl_s}).encode()))
+        return name
+
+    def unpin(self, pin: str) -> None:
+        """Release a pin made by :meth:`pin_checkpoint`."""
+        self.delete_objects(pin)
+
+    def pinned_checkpoints(self) -> set[int]:
+        """Checkpoint ids with a live pin (expired pins are deleted)."""
+        import time
+
+        out: set[int] = set()
+        for key in self.list_objects(PINS_PREFIX):
+            try:
+                pin = json.loads(open_blob(self.get_object(key), key))
+            except SnapshotNotFoundError:
+                continue  # unpinned meanwhile
+            except (CorruptSnapshotError, ValueError):
+                continue  # half-written by a process that died: expires like any pin
+            if pin.get("expires_at", 0) < time.time():
+                self.delete_objects(key)
+                continue
+            out.add(int(pin["checkpoint_id"]))
+        return out
+
+    def collect_segments(self, retained: list[int], newest: int) -> list[str]:
+        """Delete incremental segments no retained checkpoint references.
+
+        Reference counting by recomputation (crash-safe: no counter can drift when a
+        process dies mid-way): the live set is the union of the ``.refs`` of every task
+        snapshot of the ``retained`` checkpoints; a segment written for a checkpoint
+        newer than ``newest`` belongs to one still in flight and is kept. Returns the
+        segment keys deleted.
+        """
+        from jstormpy.state_backends.changelog import (
+            SEGMENT_PREFIX,
+            referenced_segments,
+            segment_checkpoint,
+        )
+
+        segments = self.list_objects(SEGMENT_PREFIX)
+        if not segments:
+            return []
+        cache: dict[str, frozenset[str]] = self.__dict__.setdefault("_refs_cache", {})
+        handles: list[str] = []
+        for cid in retained:
+            try:
+                meta = self.read_metadata(cid)
+            except SnapshotNotFoundError:
+                continue
+            handles += [t["handle"] for t in meta.get("tasks", {}).values()
+                        if t.get("handle")]
+        live = referenced_segments(self, handles, cache)
+        live_handles = set(handles)
+        for handle in [h for h in cache if h not in live_handles]:
+            del cache[handle]
+        doomed = [k for k in segments if k not in live
+                  and (segment_checkpoint(k) or newest + 1) <= newest]
+        from jstormpy.faults import fault_point
+
+        for i, key in enumerate(doomed):
+            if i == len(doomed) // 2:
+                fault_point("master_during_segment_gc", newest)
+            self.delete_objects(key)
         return doomed
 
     def put_meta(self, name: str, data: bytes) -> None:

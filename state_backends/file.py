@@ -55,10 +55,13 @@ class FileBackend(StateBackend):
             raise BackendError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
 
     def list_objects(self, prefix: str) -> list[str]:
-        if not self.root.is_dir():
+        # every key under "a/b/c" lies below the directory "a/b": walk only that
+        head = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        start = self._path(head) if head else self.root
+        if not start.is_dir():
             return []
         out = []
-        for dirpath, _dirs, files in os.walk(self.root):
+        for dirpath, _dirs, files in os.walk(start):
             rel = os.path.relpath(dirpath, self.root)
             for name in files:
                 if name.startswith(".tmp-"):

@@ -28,6 +28,7 @@ from jstormpy.errors import SinkUnavailableError
 from jstormpy.faults import fault_point
 from jstormpy.metrics import LATENCY_BUCKETS_MS
 from jstormpy.runtime.credits import TaskInbox
+from jstormpy.runtime.incremental import IncrementalCapture, IncrementalKeyedState
 from jstormpy.runtime.routing import (
     BARRIER,
     DATA,
@@ -74,8 +75,9 @@ class TaskHost(Protocol):
     guarantee: str
     worker_id: int
 
-    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes) -> str:
-        """Store a task snapshot; returns its handle."""
+    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes,
+                       refs: bytes | None = None) -> str:
+        """Store a task snapshot (and the segment keys it references); returns its handle."""
 
     def ack_checkpoint(self, checkpoint_id: int, task_id: int, handle: str, size: int,
                        finished: bool, alignment_ms: float, snapshot_ms: float) -> None:
@@ -105,8 +107,10 @@ class TaskExecutor:
                  linger_s: float = 0.005, restored: dict[str, Any] | None = None,
                  start_hook: Callable[[], None] | None = None,
                  credit_batch: dict[int, int] | None = None,
-                 restored_checkpoint: int = 0) -> None:
+                 restored_checkpoint: int = 0,
+                 incremental: IncrementalKeyedState | None = None) -> None:
         self.task_id = task_id
+        self.incremental = incremental  # Config.incremental_checkpoints (runtime/incremental.py)
         self.component_name = component_name
         self.kind = kind
         self.component = component
@@ -279,7 +283,14 @@ class TaskExecutor:
         noted = getattr(self.component, "before_snapshot", None)  # connectors: learn the id
         if callable(noted):
             noted(checkpoint_id)
-        view = capture(self._snapshot_dict()) if stateful else None
+        inc = None
+        if stateful:
+            snap = self._snapshot_dict()
+            if self.incremental is not None:  # tracked keyed state: a delta or a base
+                inc = self.incremental.capture(snap)
+            view = capture(snap)
+        else:
+            view = None
         if emit_barrier:  # as received: a quiescent barrier stays one downstream
             self.collector.broadcast(BARRIER, barrier)
         # "finished" tells the TM this barrier follows the spout's end of stream, so the
@@ -294,15 +305,28 @@ class TaskExecutor:
         if self.snapshotter is None:
             self.snapshotter = Snapshotter(f"snapshot-{self.task_id}-{self.component_name}")
         self.snapshotter.submit(lambda: self._upload_snapshot(
-            checkpoint_id, view, alignment_ms, finished, t0))
+            checkpoint_id, view, alignment_ms, finished, t0, inc))
 
     def _upload_snapshot(self, checkpoint_id: int, view: SnapshotView, alignment_ms: float,
-                         finished: bool, t0: float) -> None:
+                         finished: bool, t0: float,
+                         inc: IncrementalCapture | None = None) -> None:
         """Snapshot thread: serialise, upload, ack (not if the task was stopped meanwhile:
-        a rollback or shutdown voids the checkpoint)."""
+        a rollback or shutdown voids the checkpoint). With incremental checkpoints the
+        segment is written first, then the snapshot naming the chain."""
         try:
-            data = serialise(view)
-            handle = self.host.write_snapshot(checkpoint_id, self.task_id, data)
+            size = 0
+            if inc is not None and self.incremental is not None:
+                entry, refs, size = self.incremental.write(
+                    getattr(self.host, "backend", None), inc, checkpoint_id,
+                    self.host.generation, str(getattr(self.host, "incarnation", "") or ""))
+                fault_point("after_segment", checkpoint_id, self.host.worker_id)
+                view.extra = {"incremental": entry}
+                data = serialise(view)
+                handle = self.host.write_snapshot(checkpoint_id, self.task_id, data,
+                                                  refs=refs)
+            else:
+                data = serialise(view)
+                handle = self.host.write_snapshot(checkpoint_id, self.task_id, data)
         except Exception as exc:
             log.error("task %s: snapshot for checkpoint %s failed: %s", self.task_id,
                       checkpoint_id, exc)
@@ -312,8 +336,8 @@ class TaskExecutor:
         if self.stopping:
             return  # a rollback replaced this task meanwhile: the checkpoint is void
         fault_point("after_snapshot", checkpoint_id, self.host.worker_id)
-        self.host.ack_checkpoint(checkpoint_id, self.task_id, handle, len(data), finished,
-                                 alignment_ms, (time.monotonic() - t0) * 1000.0)
+        self.host.ack_checkpoint(checkpoint_id, self.task_id, handle, len(data) + size,
+                                 finished, alignment_ms, (time.monotonic() - t0) * 1000.0)
 
     def _spout_checkpoint(self, checkpoint_id: int) -> None:
         self.collector.flush()

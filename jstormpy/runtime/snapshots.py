@@ -55,6 +55,8 @@ class SnapshotView:
     """The snapshot dict without the copied states, already pickled."""
     copies: dict[str, dict[Any, Any]]
     """Private copies of the managed-state dicts with immutable values."""
+    extra: dict[str, Any] | None = None
+    """Entries added to the snapshot dict on the snapshot thread (the incremental chain)."""
 
 
 def capture(snap: dict[str, Any]) -> SnapshotView:
@@ -79,8 +81,11 @@ def _dict_from_chunks(chunks: list[bytes]) -> dict[Any, Any]:
     return out
 
 
-def _assemble(rest: bytes, chunked: dict[str, list[bytes]]) -> dict[str, Any]:
+def _assemble(rest: bytes, chunked: dict[str, list[bytes]],
+              extra: dict[str, Any] | None = None) -> dict[str, Any]:
     snap: dict[str, Any] = pickle.loads(rest)
+    if extra:
+        snap.update(extra)
     states = snap.setdefault("states", {})
     for name, chunks in chunked.items():
         states[name] = _dict_from_chunks(chunks)
@@ -90,17 +95,21 @@ def _assemble(rest: bytes, chunked: dict[str, list[bytes]]) -> dict[str, Any]:
 class _Assembled:
     """Pickles as a call to :func:`_assemble`, so loading yields the plain snapshot dict."""
 
-    def __init__(self, rest: bytes, chunked: dict[str, list[bytes]]) -> None:
+    def __init__(self, rest: bytes, chunked: dict[str, list[bytes]],
+                 extra: dict[str, Any] | None = None) -> None:
         self.rest = rest
         self.chunked = chunked
+        self.extra = extra
 
     def __reduce__(self) -> tuple[Any, ...]:
+        if self.extra:
+            return (_assemble, (self.rest, self.chunked, self.extra))
         return (_assemble, (self.rest, self.chunked))
 
 
 def serialise(view: SnapshotView) -> bytes:
     """Snapshot-thread part: chunked pickling of the copies; one loadable pickle."""
-    if not view.copies:
+    if not view.copies and not view.extra:
         return view.rest
     chunked: dict[str, list[bytes]] = {}
     for name, d in view.copies.items():
@@ -112,7 +121,8 @@ def serialise(view: SnapshotView) -> bytes:
                 break
             chunks.append(pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
         chunked[name] = chunks
-    return pickle.dumps(_Assembled(view.rest, chunked), protocol=pickle.HIGHEST_PROTOCOL)
+    return pickle.dumps(_Assembled(view.rest, chunked, view.extra),
+                        protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class Snapshotter:

@@ -18,7 +18,6 @@ import argparse
 import json
 import logging
 import os
-import pickle
 import queue
 import socket
 import sys
@@ -36,17 +35,19 @@ from jstormpy.codepkg import migrate_snapshot
 from jstormpy.component import TopologyContext
 from jstormpy.config import Config
 from jstormpy.errors import CorruptSnapshotError, JStormError
-from jstormpy.keygroups import check_max_parallelism, resolve_max_parallelism
+from jstormpy.keygroups import check_max_parallelism, key_group_range, resolve_max_parallelism
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.runtime import taskops
 from jstormpy.runtime.credits import CREDIT_TASK, CreditGate, Stopped, TaskInbox
 from jstormpy.runtime.executor import TaskExecutor, TaskHost, TaskStopped
 from jstormpy.runtime.heartbeat import heartbeat_message
+from jstormpy.runtime.incremental import make_incremental
 from jstormpy.runtime.routing import OutputCollector, build_routes
 from jstormpy.runtime.transport import Transport
 from jstormpy.security import auth_metadata, secret_from_env
 from jstormpy.state_backends import StateBackend, open_backend
+from jstormpy.state_backends.changelog import load_task_snapshot
 from jstormpy.state_backends.deadline import DeadlineBackend
 from jstormpy.tls import grpc_channel, tls_dir_from_env
 from jstormpy.topology import Topology
@@ -244,11 +245,12 @@ class Worker(TaskHost):
         self.report_error(-1, "transport", exc, None)
 
     # -- TaskHost ------------------------------------------------------------------------------
-    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes) -> str:
+    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes,
+                       refs: bytes | None = None) -> str:
         if self.backend is None:
             raise JStormError("no state backend configured")
         return self.backend.put_snapshot(checkpoint_id, task_id, data, self.generation,
-                                         self.incarnation)
+                                         self.incarnation, refs=refs)
 
     def ack_checkpoint(self, checkpoint_id: int, task_id: int, handle: str, size: int,
                        finished: bool, alignment_ms: float, snapshot_ms: float) -> None:
@@ -342,7 +344,7 @@ class Worker(TaskHost):
             if handle:
                 if self.backend is None:
                     raise JStormError("restore requested but no state backend configured")
-                snapshots[task_id] = pickle.loads(self.backend.get_snapshot(handle))
+                snapshots[task_id] = load_task_snapshot(self.backend, handle)
         self.task_inputs = {}
         for name, spec in topo.components.items():
             n_inputs = len({t for g in spec.inputs for t in component_tasks[g.source]})
@@ -375,7 +377,10 @@ class Worker(TaskHost):
             if snap is not None:
                 check_max_parallelism(snap.get("max_parallelism"), self.max_parallelism,
                                       f"component {name!r}, task {task_id}")
-                snap = migrate_snapshot(comp, snap)  # gray release: state_version changed
+                migrated = migrate_snapshot(comp, snap)  # gray release: state_version changed
+                if migrated is not snap:  # new state: the old chain no longer describes it
+                    migrated.pop("incremental", None)
+                snap = migrated
                 comp.__dict__["_jstorm_states"] = snap.get("states", {})
                 if "custom" in snap and callable(getattr(comp, "restore", None)):
                     comp.restore(snap["custom"])
@@ -388,6 +393,10 @@ class Worker(TaskHost):
                 for t in component_tasks[g.source]:
                     source_index[(t, g.stream)] = (g.source, index)
             # markers (barrier/watermark/eos) use stream "" and need no index
+            incremental = None if self.guarantee == "at_most_once" else make_incremental(
+                comp, task_id, key_group_range(self.max_parallelism, context.parallelism,
+                                               context.task_index),
+                self.max_parallelism, conf, snap)
             if spec.kind == "spout":
                 comp.open(user_conf, context)
             else:
@@ -406,7 +415,8 @@ class Worker(TaskHost):
                               input_channels=inputs, source_index=source_index,
                               linger_s=conf.batch_linger_ms / 1000.0, restored=snap,
                               credit_batch=credit_batch,
-                              restored_checkpoint=checkpoint_id or 0)
+                              restored_checkpoint=checkpoint_id or 0,
+                              incremental=incremental)
             self.gate.reset({(task_id, dst): self.channel_credits(dst)
                              for dst in collector.channels})
             with self.credit_lock:  # a rebuilt task's input channels count from 0 again

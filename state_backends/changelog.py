@@ -1,0 +1,291 @@
+"""Incremental checkpoints on disk: changelog segments of managed keyed state, and chains.
+
+With ``Config(incremental_checkpoints=True)`` a task does not rewrite its whole keyed
+state at every checkpoint. It writes one *segment* object per checkpoint, next to (not
+inside) the checkpoint's directory, so later checkpoints can keep referencing it:
+
+    inc/task-00007/seg-0000000042-g3.base    every key of the task's key groups
+    inc/task-00007/seg-0000000043-g3.delta   keys written or deleted since checkpoint 42
+
+A *base* holds full copies of the task's tracked state dicts; a *delta* holds, per key
+group, the keys put since the previous segment and the keys deleted. The task snapshot
+of checkpoint ``n`` (the usual ``chk-n/task-*.snap``) then carries the *chain*: the base
+and every delta after it, oldest first, under ``snapshot["incremental"]``; a ``.refs``
+object beside it lists the same segment keys, so retention can tell which segments a
+retained checkpoint still needs (:func:`referenced_segments`).
+
+Segment layout (every part checksummed, so a damaged key group is named, not guessed):
+
+    b"JSEG" | version u8 | header length u32 | header crc32 u32 | header JSON | sections
+
+The header is ``{"kind", "checkpoint_id", "task_id", "generation", "max_parallelism",
+"groups": [first, end), "sections": [[group, offset, length, crc32], ...]}``. A delta
+has one section per key group it touches (``group`` = the key group; its payload is a
+pickled ``{state: (puts_dict, deleted_keys)}``); a base has chunk sections (``group`` =
+-1, payload a pickled ``{state: {key: value}}`` of up to ``CHUNK_KEYS`` keys of one
+state) covering the whole key-group range ``groups`` (bases are not split by key group:
+hashing every key at every compaction would cost more than it saves; restoring a subset
+of key groups from a base filters by :func:`~jstormpy.keygroups.key_group`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import pickle
+import struct
+import zlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from jstormpy.errors import CorruptSnapshotError, MissingSegmentError, SnapshotNotFoundError
+from jstormpy.keygroups import key_hash
+from jstormpy.state_backends.base import StateBackend
+
+SEGMENT_PREFIX = "inc/"
+CHUNK_KEYS = 20000
+_MAGIC = b"JSEG"
+_VERSION = 1
+_HEAD = struct.Struct("!4sBII")  # magic, version, header length, header crc32
+
+
+def segment_key(task_id: int, checkpoint_id: int, generation: int, kind: str,
+                attempt: str = "") -> str:
+    """Where the segment of ``task_id`` for ``checkpoint_id`` lives (``attempt``, the
+    writing worker process's incarnation, fences a zombie of the same generation)."""
+    token = f"g{generation}-a{attempt}" if attempt else f"g{generation}"
+    return f"{SEGMENT_PREFIX}task-{task_id:05d}/seg-{checkpoint_id:010d}-{token}.{kind}"
+
+
+def segment_checkpoint(key: str) -> int | None:
+    """The checkpoint id a segment key was written for (None if ``key`` is not one)."""
+    name = key.rsplit("/", 1)[-1]
+    if not name.startswith("seg-"):
+        return None
+    try:
+        return int(name[4:14])
+    except ValueError:
+        return None
+
+
+def _pickle(obj: Any) -> bytes:
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def encode_segment(kind: str, header: dict[str, Any], sections: list[tuple[int, bytes]]
+                   ) -> bytes:
+    """Assemble a segment from ``(group, payload)`` sections (group -1 for base chunks)."""
+    offset = 0
+    index = []
+    for group, payload in sections:
+        index.append([group, offset, len(payload), zlib.crc32(payload)])
+        offset += len(payload)
+    head = json.dumps({**header, "kind": kind, "sections": index},
+                      sort_keys=True).encode()
+    return b"".join([_HEAD.pack(_MAGIC, _VERSION, len(head), zlib.crc32(head)), head,
+                     *(p for _g, p in sections)])
+
+
+def build_base(states: Mapping[str, Mapping[Any, Any]], header: dict[str, Any]) -> bytes:
+    """A base segment: full copies of ``states``, chunked (runs on the snapshot thread)."""
+    sections: list[tuple[int, bytes]] = []
+    for name, entries in states.items():
+        it = iter(entries.items())
+        while True:
+            part = dict(itertools.islice(it, CHUNK_KEYS))
+            if not part:
+                break
+            sections.append((-1, _pickle({name: part})))
+    return encode_segment("base", {**header, "states": sorted(states)}, sections)
+
+
+def key_groups_of(keys: Iterable[Any], max_parallelism: int) -> list[int]:
+    """``[key_group(k, max_parallelism) for k in keys]``, with ``str`` keys hashed inline
+    (the same canonical encoding and finaliser as :func:`~jstormpy.keygroups.key_hash`,
+    without a Python call per key: about half the cost)."""
+    crc = zlib.crc32
+    out: list[int] = []
+    append = out.append
+    for k in keys:
+        if k.__class__ is str:
+            h = crc(b"s%d:%s" % (len(k), k.encode("utf-8", "surrogatepass")))
+            h ^= h >> 16
+            h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+            h ^= h >> 13
+            h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+            append((h ^ (h >> 16)) % max_parallelism)
+        else:
+            append(key_hash(k) % max_parallelism)
+    return out
+
+
+def build_delta(changes: Mapping[str, Mapping[Any, Any]], deleted_marker: object,
+                header: dict[str, Any]) -> bytes:
+    """A delta segment: per key group, the keys put and deleted (``deleted_marker`` as the
+    value of a key in ``changes`` means it was deleted)."""
+    max_p = header["max_parallelism"]
+    groups: dict[int, dict[str, tuple[dict[Any, Any], list[Any]]]] = {}
+    for name, entries in changes.items():
+        buckets: dict[int, tuple[dict[Any, Any], list[Any]]] = {}
+        for g, (key, value) in zip(key_groups_of(entries, max_p), entries.items(),
+                                   strict=True):
+            bucket = buckets.get(g)
+            if bucket is None:
+                bucket = buckets[g] = ({}, [])
+            if value is deleted_marker:
+                bucket[1].append(key)
+            else:
+                bucket[0][key] = value
+        for g, bucket in buckets.items():
+            groups.setdefault(g, {})[name] = bucket
+    sections = [(g, _pickle(groups[g])) for g in sorted(groups)]
+    return encode_segment("delta", {**header, "states": sorted(changes)}, sections)
+
+
+def _read_header(data: bytes, where: str) -> tuple[dict[str, Any], int]:
+    if len(data) < _HEAD.size:
+        raise CorruptSnapshotError(f"{where}: truncated ({len(data)} bytes, no header)")
+    magic, version, hlen, hcrc = _HEAD.unpack_from(data)
+    if magic != _MAGIC or version != _VERSION:
+        raise CorruptSnapshotError(f"{where}: not a jstormpy segment (bad magic/version)")
+    head = data[_HEAD.size:_HEAD.size + hlen]
+    if len(head) != hlen or zlib.crc32(head) != hcrc:
+        raise CorruptSnapshotError(f"{where}: header damaged (truncated or checksum mismatch)")
+    try:
+        header: dict[str, Any] = json.loads(head)
+    except ValueError as exc:
+        raise CorruptSnapshotError(f"{where}: header is not JSON: {exc}") from exc
+    return header, _HEAD.size + hlen
+
+
+def decode_segment(data: bytes, where: str, wanted: Iterable[int] | None = None
+                   ) -> tuple[dict[str, Any], list[tuple[int, Any]]]:
+    """The header and the unpickled ``(group, payload)`` sections of a segment.
+
+    Only delta sections of the key groups in ``wanted`` are read (all if None).
+
+    Raises:
+        CorruptSnapshotError: naming the key group (or base range) that is damaged.
+    """
+    header, start = _read_header(data, where)
+    want = None if wanted is None else set(wanted)
+    out: list[tuple[int, Any]] = []
+    lo, hi = header.get("groups", [0, 0])
+    for group, offset, length, crc in header["sections"]:
+        if group >= 0 and want is not None and group not in want:
+            continue
+        payload = data[start + offset:start + offset + length]
+        if len(payload) != length or zlib.crc32(payload) != crc:
+            what = (f"key group {group}" if group >= 0 else
+                    f"a base chunk of key groups {lo}..{hi - 1}")
+            why = "truncated" if len(payload) != length else "checksum mismatch"
+            raise CorruptSnapshotError(f"{where}: {what} is damaged ({why})")
+        out.append((group, pickle.loads(payload)))
+    return header, out
+
+
+def restore_key_groups(backend: StateBackend, chain: list[dict[str, Any]],
+                       groups: Iterable[int] | None, max_parallelism: int,
+                       where: str = "") -> dict[str, dict[Any, Any]]:
+    """The keyed state of key groups ``groups`` (all of the chain's if None), replayed
+    from an incremental chain: the base, then every delta in checkpoint order.
+
+    ``chain`` is ``snapshot["incremental"]["chain"]`` (several tasks' chains may be
+    concatenated, e.g. after a rescale: segments are applied in checkpoint order and
+    each only holds its own task's key groups). Pass ``groups=range(a, b)`` to restore
+    key groups ``[a, b)`` only.
+
+    Raises:
+        CorruptSnapshotError: a segment is missing or damaged; the message names the
+            checkpoint whose segment it is and the key group(s) that cannot be restored.
+    """
+    wanted = None if groups is None else set(groups)
+    states: dict[str, dict[Any, Any]] = {}
+    at = f" (restoring {where})" if where else ""
+    for seg in sorted(chain, key=lambda s: (s["cid"], s["kind"] != "base")):
+        lo, hi = seg.get("groups", [0, max_parallelism])
+        if wanted is not None and not wanted.intersection(range(lo, hi)):
+            continue
+        label = (f"{seg['kind']} of checkpoint {seg['cid']} ({seg['key']}, key groups "
+                 f"{lo}..{hi - 1})")
+        try:
+            data = backend.get_object(seg["key"])
+        except SnapshotNotFoundError as exc:
+            raise MissingSegmentError(f"{label} is missing{at}: {exc}; the state of key "
+                                      f"groups {lo}..{hi - 1} cannot be restored from "
+                                      "this checkpoint") from exc
+        _header, sections = decode_segment(data, label + at, wanted)
+        for group, payload in sections:
+            if group < 0:  # base chunk: whole dicts, filter by key group if asked
+                for name, entries in payload.items():
+                    target = states.setdefault(name, {})
+                    if wanted is None or wanted.issuperset(range(lo, hi)):
+                        target.update(entries)
+                    else:
+                        target.update((k, v) for k, v in entries.items()
+                                      if key_hash(k) % max_parallelism in wanted)
+                continue
+            for name, (puts, dels) in payload.items():
+                target = states.setdefault(name, {})
+                for k in dels:
+                    target.pop(k, None)
+                target.update(puts)
+    return states
+
+
+def load_task_snapshot(backend: StateBackend, handle: str,
+                       groups: Iterable[int] | None = None) -> dict[str, Any]:
+    """A task snapshot as a plain dict, with incremental keyed state replayed into
+    ``snapshot["states"]`` (every reader of task snapshots goes through this).
+
+    ``groups`` limits the replayed keyed state to those key groups. The chain stays
+    under ``snapshot["incremental"]`` so the restored task can continue it.
+    """
+    snap: dict[str, Any] = pickle.loads(backend.get_snapshot(handle))
+    inc = snap.get("incremental")
+    if inc:
+        replayed = restore_key_groups(backend, inc["chain"], groups, inc["max_parallelism"],
+                                      f"task snapshot {handle}")
+        states = snap.setdefault("states", {})
+        for name in inc.get("states", ()):
+            if name not in states:  # a state written whole meanwhile is newer: keep it
+                states[name] = replayed.get(name, {})
+    return snap
+
+
+def refs_key(handle: str) -> str:
+    """The ``.refs`` object beside a task snapshot handle."""
+    return handle[:-5] + ".refs" if handle.endswith(".snap") else handle + ".refs"
+
+
+def encode_refs(chain: list[dict[str, Any]]) -> bytes:
+    """The body of a ``.refs`` object: the segment keys a snapshot needs."""
+    return json.dumps(sorted({s["key"] for s in chain})).encode()
+
+
+def referenced_segments(backend: StateBackend, handles: Iterable[str],
+                        cache: dict[str, frozenset[str]] | None = None) -> set[str]:
+    """Every segment key the task snapshots ``handles`` reference (their ``.refs``).
+
+    Raises:
+        CorruptSnapshotError: a ``.refs`` object is unreadable (retention must then keep
+            every segment rather than guess).
+    """
+    from jstormpy.state_backends.base import open_blob
+
+    out: set[str] = set()
+    for handle in handles:
+        if cache is not None and handle in cache:
+            out |= cache[handle]
+            continue
+        try:
+            raw = open_blob(backend.get_object(refs_key(handle)), f"refs of {handle}")
+            refs = frozenset(json.loads(raw))
+        except SnapshotNotFoundError:
+            refs = frozenset()
+        except ValueError as exc:
+            raise CorruptSnapshotError(f"refs of {handle} are not JSON: {exc}") from exc
+        if cache is not None:
+            cache[handle] = refs
+        out |= refs
+    return out
