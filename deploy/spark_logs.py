@@ -29,14 +29,23 @@ QUIET_LOGGERS = {
 }
 
 _lock = threading.Lock()
-_users: dict[int, tuple[int, dict[str, Any]]] = {}  # id(SparkContext) -> (count, saved)
+_users: dict[int, tuple[int, dict[str, str | None]]] = {}  # id(SparkContext) -> (count, saved)
 
 
 def _log4j(sc: Any) -> tuple[Any, Any, Any]:
+    """(the log4j2 core LoggerContext, Configurator, Level) of the driver JVM."""
     jvm = sc._jvm
-    return (jvm.org.apache.logging.log4j.LogManager,
+    return (jvm.org.apache.logging.log4j.core.LoggerContext.getContext(False),
             jvm.org.apache.logging.log4j.core.config.Configurator,
             jvm.org.apache.logging.log4j.Level)
+
+
+def _own_level(context: Any, name: str) -> str | None:
+    """The level configured for exactly ``name``, or None if it only inherits one. (A
+    logger with its own configuration escapes the console filter of Spark's shells, so
+    restoring must remove ours, not set an inherited level on it.)"""
+    config = context.getConfiguration().getLoggerConfig(name)
+    return str(config.getLevel().name()) if config.getName() == name else None
 
 
 def quiet_task_failures(sc: Any) -> None:
@@ -45,8 +54,8 @@ def quiet_task_failures(sc: Any) -> None:
         count, saved = _users.get(id(sc), (0, {}))
         if count == 0:
             try:
-                manager, configurator, level = _log4j(sc)
-                saved = {name: manager.getLogger(name).getLevel() for name in QUIET_LOGGERS}
+                context, configurator, level = _log4j(sc)
+                saved = {name: _own_level(context, name) for name in QUIET_LOGGERS}
                 for name, lvl in QUIET_LOGGERS.items():
                     configurator.setLevel(name, level.toLevel(lvl))
             except Exception as exc:  # no log4j2 in this Spark: keep its logging as is
@@ -62,9 +71,13 @@ def restore_task_logging(sc: Any) -> None:
         if count <= 1:
             _users.pop(id(sc), None)
             try:
-                _, configurator, _ = _log4j(sc)
+                context, configurator, level = _log4j(sc)
                 for name, lvl in saved.items():
-                    configurator.setLevel(name, lvl)
+                    if lvl is None:
+                        context.getConfiguration().removeLogger(name)
+                    else:
+                        configurator.setLevel(name, level.toLevel(lvl))
+                context.updateLoggers()
             except Exception as exc:  # the session may be stopped already
                 log.debug("cannot restore Spark's log levels: %s", exc)
         else:

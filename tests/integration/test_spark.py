@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from jstormpy import Config, read_committed
+from jstormpy.deploy.spark_logs import QUIET_LOGGERS, _log4j, _own_level
 from jstormpy.errors import ConfigError, JStormError
 
 from .spark_topologies import wordcount, write_corpus
@@ -32,6 +33,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 # each test takes its masters by indirect parametrization of the module-scoped `spark`
 # fixture; pytest groups the tests per master, so one session per master is started
 MASTERS = ["local[4]", "local-cluster[2,1,1024]"]
+QUIET_LOGGERS_TASKSET = "org.apache.spark.scheduler.TaskSetManager"  # logs "Lost task"
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +92,8 @@ def test_kill_worker_exactly_once(spark: Any, tmp_path: Path) -> None:
     from jstormpy.deploy.verify import verify_wordcount
 
     victim = 1 if spark.sparkContext.master == "local[4]" else 0
+    log4j, _, _ = _log4j(spark.sparkContext)
+    levels_before = {name: _own_level(log4j, name) for name in QUIET_LOGGERS}
     expected = write_corpus(tmp_path / "corpus")
     out = tmp_path / "out"
     topo = wordcount(out, tmp_path / "corpus", pause_s=0.02)
@@ -114,6 +118,9 @@ def test_kill_worker_exactly_once(spark: Any, tmp_path: Path) -> None:
         assert len(status["recoveries"]) == 1, status["recoveries"]
         assert status["recoveries"][0]["reason"].startswith(f"worker {victim} lost: "), \
             status["recoveries"]
+        assert _own_level(log4j, QUIET_LOGGERS_TASKSET) == "ERROR"  # quiet while it runs
+    # the session's Spark logging is as it was once the topology stopped
+    assert {name: _own_level(log4j, name) for name in QUIET_LOGGERS} == levels_before
     _check_exactly_once(out, expected)
 
     # the PySpark recomputation agrees, in this session (on local-cluster: on the executors)
