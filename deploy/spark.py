@@ -63,6 +63,7 @@ from jstormpy.deploy.local import (
     refuse_if_running,
     write_run_dir,
 )
+from jstormpy.deploy.spark_logs import quiet_task_failures, restore_task_logging
 from jstormpy.errors import ConfigError, JStormError
 from jstormpy.runtime.worker import WORKER_HOST_ENV, topology_hash_seed
 from jstormpy.security import SECRET_ENV, new_secret
@@ -149,6 +150,16 @@ def _log_tail(path: str, limit: int = 2000) -> str:
         return ""
 
 
+def _exit_text(code: int) -> str:
+    """``was killed by SIGKILL`` / ``exited with code 1``."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            pass
+    return f"exited with code {code}"
+
+
 def worker_task(spec: dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[tuple[int, int]]]:
     """The barrier task function: run worker ``partitionId`` as a child process until it
     exits; raise (failing the task and so the stage) if it exits non-zero."""
@@ -199,9 +210,10 @@ def worker_task(spec: dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[tupl
         finally:
             if env[TLS_DIR_ENV]:
                 shutil.rmtree(env[TLS_DIR_ENV], ignore_errors=True)
-        if code != 0:
-            raise RuntimeError(f"jstorm worker {wid} (pid {proc.pid}) exited with code {code}; "
-                               f"log {log_path} ends with:\n{_log_tail(log_path)}")
+        if code != 0:  # the first line is what the launcher reports (_job_failure)
+            raise RuntimeError(f"jstorm worker {wid} (pid {proc.pid}) {_exit_text(code)}; "
+                               f"log {log_path}\nlast lines of the log:\n"
+                               f"{_log_tail(log_path)}")
         yield (wid, code)
 
     return run
@@ -236,6 +248,7 @@ class _SparkSupervisor(_Supervisor):
         self.job_errors: list[str] = []
         self.early_failures = 0
         self.seen_pids: set[int] = set()
+        self.quieted = False
         self.job_thread = threading.Thread(target=self._job_loop, name=f"spark-job-{name}",
                                            daemon=True)
 
@@ -268,6 +281,8 @@ class _SparkSupervisor(_Supervisor):
             if time.monotonic() > deadline:
                 raise JStormError("Topology Master did not start within 60 s")
             time.sleep(0.02)
+        quiet_task_failures(self.spark.sparkContext)  # one line per failure (spark_logs.py)
+        self.quieted = True
         self.job_thread.start()
         self.thread.start()
 
@@ -320,7 +335,6 @@ class _SparkSupervisor(_Supervisor):
                 return
             if failure:
                 self.job_errors.append(failure)
-                log.warning("Spark job of %s failed (%s); resubmitting", self.name, failure)
                 # a worker that cannot even start (not installed on the executors, bad
                 # environment) fails every attempt at once: give up instead of looping
                 pids = self._registered_pids()
@@ -334,6 +348,11 @@ class _SparkSupervisor(_Supervisor):
                                     f"submission; last: {failure}")
                     log.error(self.gave_up)
                     return
+                if self.restarts < self.config.max_restarts:  # else gave_up says it below
+                    # one line: which worker, why, and what is done about it
+                    log.warning("%s: %s; resubmitting the workers' Spark job (restart %d of "
+                                "max_restarts=%d)", self.name, failure, self.restarts + 1,
+                                self.config.max_restarts)
             if failure.startswith(_SLOTS_ERROR):
                 try:
                     self.wait_for_slots()
@@ -367,6 +386,9 @@ class _SparkSupervisor(_Supervisor):
             self.spark.sparkContext.cancelJobGroup(self.group)
         if self.job_thread.is_alive():
             self.job_thread.join(30)
+        if self.quieted:
+            self.quieted = False
+            restore_task_logging(self.spark.sparkContext)
 
 
 class SparkCluster:

@@ -151,31 +151,41 @@ def test_garbage_and_hostile_frames_on_data_ports_are_closed(running):
     ports = [w["port"] for w in handle.status()["workers"]]
     assert all(ports)
     stats_before = handle.status()["restarts"]
+    expected_logs: list[str] = []  # each refusal is logged naming the peer (its address)
+
+    def peer(sock: socket.socket) -> str:
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
     for port in ports:
         # 0. plaintext (no TLS, no certificate): refused by the TLS handshake
         raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+        expected_logs.append(f"TLS handshake with {peer(raw)} failed")
         raw.sendall(os.urandom(512))
         closed_by_peer(raw)
         raw.close()
         # 1. raw garbage instead of a handshake
         sock, _ = connect(port)
+        expected_logs.append(f"closing connection from {peer(sock)}: bad magic")
         sock.sendall(os.urandom(512))
         reply = closed_by_peer(sock)
         sock.close()
         assert b"bad magic" in reply  # CLOSE frame with the reason
         # 2. an oversized length in an otherwise valid header: refused before reading it
         sock, _ = connect(port)
+        expected_logs.append(f"closing connection from {peer(sock)}: ")
         sock.sendall(HEADER.pack(MAGIC, VERSION, RESPONSE, 0, 0xFFFFFFF0))
         reply = closed_by_peer(sock)
         sock.close()
         assert b"exceeds max_frame_bytes" in reply
         # 3. a DATA frame before authenticating
         sock, _ = connect(port)
+        expected_logs.append(f"closing connection from {peer(sock)}: unexpected DATA frame")
         sock.sendall(encode_frame(DATA, 1, b"\x80\x05N."))
         assert b"unexpected DATA frame" in closed_by_peer(sock)
         sock.close()
         # 4. a well-formed RESPONSE with a wrong HMAC
         sock, _ = connect(port)
+        expected_logs.append(f"authentication failed for {peer(sock)}: ")
         sock.sendall(encode_frame(RESPONSE, 0, struct.pack("!I", 0) + os.urandom(64)))
         reply = closed_by_peer(sock)
         sock.close()
@@ -190,6 +200,10 @@ def test_garbage_and_hostile_frames_on_data_ports_are_closed(running):
     assert status["restarts"] == stats_before
     assert [w["alive"] for w in status["workers"]] == [True, True]
     assert [w["port"] for w in status["workers"]] == ports
-    logs = "".join(p.read_text() for p in (handle.run_dir / "logs").glob("worker-*.log"))
-    assert "TLS handshake with 127.0.0.1:" in logs, "the refusal names the peer"
+
+    def logs() -> str:
+        return "".join(p.read_text() for p in (handle.run_dir / "logs").glob("worker-*.log"))
+
+    wait_until(lambda: all(line in logs() for line in expected_logs), timeout=10,
+               what="every refusal logged naming the peer")
     check_unaffected(handle, out)

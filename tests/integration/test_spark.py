@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from jstormpy import Config, read_committed
+from jstormpy.deploy.spark_logs import QUIET_LOGGERS, _log4j, _own_level
 from jstormpy.errors import ConfigError, JStormError
 
 from .spark_topologies import wordcount, write_corpus
@@ -32,6 +33,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 # each test takes its masters by indirect parametrization of the module-scoped `spark`
 # fixture; pytest groups the tests per master, so one session per master is started
 MASTERS = ["local[4]", "local-cluster[2,1,1024]"]
+QUIET_LOGGERS_TASKSET = "org.apache.spark.scheduler.TaskSetManager"  # logs "Lost task"
 
 
 @pytest.fixture(scope="module")
@@ -82,27 +84,43 @@ def _check_exactly_once(out: Path, expected: Counter[str]) -> None:
 
 @pytest.mark.parametrize("spark", MASTERS, indirect=True)
 def test_kill_worker_exactly_once(spark: Any, tmp_path: Path) -> None:
-    """FileSpout → split → count (managed state) → FileSink, worker 1 SIGKILLed inside its
-    Spark task: the stage is resubmitted, the TM rolls back, nothing is lost or doubled."""
+    """FileSpout → split → count (managed state) → FileSink, one worker SIGKILLed inside
+    its Spark task (worker 1 on local[4], worker 0 on local-cluster): the stage is
+    resubmitted once, the TM rolls back once and records the killed worker as the reason
+    (not the other worker the failed barrier stage took down), nothing lost or doubled."""
     from jstormpy.deploy.spark import SparkCluster
     from jstormpy.deploy.verify import verify_wordcount
 
+    victim = 1 if spark.sparkContext.master == "local[4]" else 0
+    log4j, _, _ = _log4j(spark.sparkContext)
+    levels_before = {name: _own_level(log4j, name) for name in QUIET_LOGGERS}
     expected = write_corpus(tmp_path / "corpus")
     out = tmp_path / "out"
     topo = wordcount(out, tmp_path / "corpus", pause_s=0.02)
     t0 = time.monotonic()
     with SparkCluster(spark) as cluster:
         handle = cluster.submit(topo, Config(workers=2, checkpoint_interval_ms=300))
-        pid = _kill_worker_mid_run(handle, worker=1)
+        pid = _kill_worker_mid_run(handle, worker=victim)
         status = handle.wait(timeout=600)
         launcher = handle._launcher
         assert launcher is not None
         print(f"{spark.sparkContext.master}: killed pid {pid}; drained in "
               f"{time.monotonic() - t0:.1f} s, generation {status['generation']}, "
-              f"job attempts {launcher.job_attempts}, job errors {launcher.job_errors}")
-        assert status["restarts"] >= 1
-        assert launcher.job_attempts >= 2, "the barrier job was not resubmitted"
-        assert any(f"exited with code {-signal.SIGKILL}" in e for e in launcher.job_errors)
+              f"job attempts {launcher.job_attempts}, job errors {launcher.job_errors}, "
+              f"recoveries {status['recoveries']}")
+        # one killed worker: one failed job, one resubmission, one restart
+        assert status["restarts"] == 1, status["recoveries"]
+        assert launcher.restarts == 1 and launcher.job_attempts == 2, launcher.job_errors
+        assert len(launcher.job_errors) == 1
+        assert launcher.job_errors[0].startswith(
+            f"jstorm worker {victim} (pid {pid}) was killed by SIGKILL; log "), launcher.job_errors
+        # status()["recoveries"]: one entry, naming the killed worker
+        assert len(status["recoveries"]) == 1, status["recoveries"]
+        assert status["recoveries"][0]["reason"].startswith(f"worker {victim} lost: "), \
+            status["recoveries"]
+        assert _own_level(log4j, QUIET_LOGGERS_TASKSET) == "ERROR"  # quiet while it runs
+    # the session's Spark logging is as it was once the topology stopped
+    assert {name: _own_level(log4j, name) for name in QUIET_LOGGERS} == levels_before
     _check_exactly_once(out, expected)
 
     # the PySpark recomputation agrees, in this session (on local-cluster: on the executors)
@@ -139,6 +157,32 @@ def test_kill_worker_exactly_once(spark: Any, tmp_path: Path) -> None:
         assert "OK" in good_out
         assert procs[1].returncode == 1, bad_out + bad_err
         assert f"missing     {lost!r}" in bad_out
+
+
+def test_a_killed_worker_is_one_line_on_the_console(tmp_path: Path) -> None:
+    """What a user sees on the driver's console when a worker is SIGKILLed: one line
+    naming the worker, the signal and what the launcher does; no stack traces (Spark
+    logs the failed task's exception and its stack traces up to three times otherwise)."""
+    victim = 1
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.integration.spark_kill_console", "local[2]",
+         str(victim), str(tmp_path)], check=False, capture_output=True, text=True,
+        timeout=800,
+        cwd=Path(__file__).resolve().parents[2])
+    err = proc.stderr
+    assert proc.returncode == 0, err[-5000:]
+    marker = next(ln for ln in err.splitlines() if ln.startswith("=== KILLED "))
+    pid = int(marker.split()[3])
+    after = err.split(marker, 1)[1].split("=== DONE ", 1)
+    console, done = after[0], json.loads(after[1].splitlines()[0])
+    assert done["restarts"] == 1
+    assert "Traceback" not in console and "\tat org.apache" not in console, console
+    lines = [ln for ln in console.splitlines() if ln.strip()]
+    said = [ln for ln in lines if f"jstorm worker {victim} (pid {pid}) was killed by SIGKILL"
+            in ln]
+    assert len(said) == 1, console
+    assert "resubmitting the workers' Spark job (restart 1 of max_restarts=" in said[0]
+    assert len(lines) <= 3, console  # the one line, and at most a couple of Spark's own
 
 
 @pytest.mark.parametrize("spark", MASTERS, indirect=True)

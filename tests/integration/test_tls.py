@@ -31,7 +31,15 @@ from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.security import AUTH_HEADER, _mac, auth_metadata, body_digest
 from jstormpy.testing.semantics import check_sequences
-from jstormpy.tls import ROLE_TM, create_topology_tls, grpc_channel, issue, new_ca
+from jstormpy.tls import (
+    ROLE_TM,
+    ROLE_WORKER,
+    client_context,
+    create_topology_tls,
+    grpc_channel,
+    issue,
+    new_ca,
+)
 
 from .components import NumberSpout, PassThrough
 from .helpers import fast_config, wait_until
@@ -221,7 +229,9 @@ def test_worker_decodes_nothing_from_an_impostor_tm(tmp_path, monkeypatch, impos
 
 @pytest.mark.slow
 def test_data_port_flood_and_slow_loris_lose_nothing(tmp_path):
-    """The attack is refused, and the topology keeps its throughput and loses nothing."""
+    """A connection flood, slow-loris handshakes, wrong certificates and garbage bytes on the
+    data ports at once: each is refused and logged naming the peer, and the topology keeps
+    its throughput and loses nothing."""
     n, keys = 8000, 7
     out = tmp_path / "out"
     b = TopologyBuilder("flood")
@@ -251,8 +261,25 @@ def test_data_port_flood_and_slow_loris_lose_nothing(tmp_path):
                     sock.sendall(b"\x16")
                 sock.close()
 
+        foreign = client_context(create_topology_tls(tmp_path / "foreign", "x"))
+        hostile_peers: list[str] = []
+
+        def hostile(port: int) -> None:  # wrong certificates and garbage, over and over
+            while not stop.wait(0.05):
+                with contextlib.suppress(OSError):
+                    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                    hostile_peers.append(f"127.0.0.1:{sock.getsockname()[1]}")
+                    with contextlib.suppress(OSError):
+                        foreign.wrap_socket(sock, server_hostname=ROLE_WORKER).close()
+                    sock.close()
+                with contextlib.suppress(OSError):
+                    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                    sock.sendall(os.urandom(300))  # not even TLS
+                    sock.close()
+
         lorises = [threading.Thread(target=slow_loris, args=(p,), daemon=True)
                    for p in ports for _ in range(3)]
+        lorises += [threading.Thread(target=hostile, args=(p,), daemon=True) for p in ports]
         for t in lorises:
             t.start()
         flood = []
@@ -274,6 +301,10 @@ def test_data_port_flood_and_slow_loris_lose_nothing(tmp_path):
     assert rate_during >= 0.5 * rate_before, (rate_before, rate_during)
     text = "".join(p.read_text() for p in logs.glob("worker-*.log"))
     assert "refused connection from 127.0.0.1:" in text
+    # wrong-certificate handshakes that got past the caps were refused, naming the peer
+    # (those the caps refused at accept are logged at most once a second, rate-limited)
+    refused = [peer for peer in hostile_peers if f"TLS handshake with {peer} failed" in text]
+    assert refused, hostile_peers[:20]
     records = [{"key": r["key"], "i": r["seq"] // keys} for r in read_committed(out)]
     expected = {f"k{k}": len(range(k, n, keys)) for k in range(keys)}
     report = check_sequences(records, key="key", seq="i", expected=expected)
