@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from jstormpy.batch import Batch
 from jstormpy.component import Bolt, TopologyContext, Tuple
 from jstormpy.errors import CheckpointError
 from jstormpy.window.assigners import CountWindows, WindowAssigner
@@ -29,6 +30,8 @@ from jstormpy.window.watermarks import BoundedOutOfOrderness, ChannelWatermarks
 
 _SNAPSHOT_FORMAT = 1
 _NEG_INF = -math.inf
+_INF = math.inf
+_NUMBERS = frozenset((int, float))
 
 
 class _DataError(Exception):
@@ -263,7 +266,18 @@ class WindowedBolt(Bolt):
             else:
                 key = self._jw_key(rt, tup)
             if mode == "event":
-                ts = self._jw_timestamp(rt, tup)
+                field = rt.ts_field
+                ts = None
+                if field is not None:  # the common case, inlined: a plain number field
+                    try:
+                        ts = tup[field]
+                    except (KeyError, IndexError):
+                        pass
+                    cls = ts.__class__
+                    if not ((cls is int or cls is float) and -_INF < ts < _INF):
+                        ts = None
+                if ts is None:
+                    ts = self._jw_timestamp(rt, tup)
             elif mode == "count":
                 ts = 0
             else:  # ingestion / processing: arrival time, never behind the clock
@@ -279,15 +293,69 @@ class WindowedBolt(Bolt):
             if tracker.observe(tup.task, ts):
                 wm = tracker.current()
                 if wm > op.watermark:
-                    results += op.advance_watermark(wm)
+                    more = op.advance_watermark(wm)
+                    if more:
+                        results += more
                     advanced = True
         elif mode == "ingestion":
-            results += op.advance_watermark(ts - 1)
+            more = op.advance_watermark(ts - 1)
+            if more:
+                results += more
             advanced = True
         if results:
             self._jw_emit(rt, results)
             if advanced:
                 self._jw_forward(rt)
+
+    def execute_batch(self, batch: Batch) -> None:
+        """Window a whole channel batch: the same output as ``execute`` per tuple.
+
+        With event time from a timestamp field, the key and timestamp columns are
+        taken once, the timestamps checked in one pass, the per-record watermarks
+        computed in one pass, and the records added in one loop of the operator
+        (sliced windows: one dict update per record). Firings go out with one
+        ``emit_batch`` per run; the watermark is forwarded once, after them. Anything
+        else (other time modes, ``timestamp()`` overridden, a bad key or timestamp in
+        the batch) goes through ``execute`` tuple by tuple.
+        """
+        rt = self.__dict__.get("_jw_rt") or self._jw_runtime()
+        cols = self._jw_columns(rt, batch) if rt.mode == "event" else None
+        if cols is None:
+            execute = self.execute
+            for tup in batch:
+                execute(tup)
+            return
+        keys, tss = cols
+        tracker = rt.tracker
+        wms = tracker.observe_batch(batch.task, tss) if tracker is not None else None
+        op = rt.op
+        before = op.watermark
+        results = op.process_batch(keys, tss, list(batch), wms)
+        if results:
+            self._jw_emit_runs(rt, results)
+            if op.watermark > before:
+                self._jw_forward(rt)
+
+    def _jw_columns(self, rt: _Runtime, batch: Batch) -> tuple[list[Any], list[Any]] | None:
+        """(keys, timestamps) of a batch, or None if some tuple needs the per-tuple path."""
+        field = rt.ts_field
+        if field is None:
+            return None
+        try:
+            tss = batch[field]
+            fields = rt.key_fields
+            if fields is None:
+                keys: list[Any] = [None] * len(tss)
+            elif fields.__class__ is str:
+                keys = batch[fields]  # type: ignore[index]
+            else:
+                keys = list(zip(*(batch[f] for f in fields), strict=True))
+        except (KeyError, IndexError):
+            return None
+        kinds = set(map(type, tss))
+        if not kinds <= _NUMBERS or (float in kinds and not math.isfinite(sum(tss))):
+            return None
+        return keys, tss
 
     def _jw_emit(self, rt: _Runtime, results: list[Any]) -> None:
         emit = self.emit
@@ -297,6 +365,21 @@ class WindowedBolt(Bolt):
             else:
                 rt.late_records += 1
                 emit(tuple(res.record.values), stream=rt.late_stream)
+
+    def _jw_emit_runs(self, rt: _Runtime, results: list[Any]) -> None:
+        """Like :meth:`_jw_emit`, each run of firings as one ``emit_batch``."""
+        run: list[Any] = []
+        for res in results:
+            if res.__class__ is Firing:
+                run.append(res)
+                continue
+            if run:
+                self.emit_batch(list(zip(*run, strict=True)))
+                run = []
+            rt.late_records += 1
+            self.emit(tuple(res.record.values), stream=rt.late_stream)
+        if run:
+            self.emit_batch(list(zip(*run, strict=True)))
 
     def _jw_forward(self, rt: _Runtime) -> None:
         if rt.mode in ("processing", "count"):

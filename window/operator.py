@@ -20,7 +20,7 @@ Semantics (time windows; the watermark ``wm`` means "no more timestamps ≤ wm")
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Protocol
 
 import cloudpickle
@@ -210,6 +210,35 @@ class WindowOperator:
             return self._late(key, timestamp, record)
         return self._process_aligned(key, timestamp, record)
 
+    def process_batch(self, keys: Sequence[Any], timestamps: Sequence[float],
+                      records: Sequence[Any],
+                      watermarks: Sequence[float] | None = None) -> list[Firing | LateRecord]:
+        """Add many records: the same results, in the same order, as calling
+        ``process(keys[i], timestamps[i], records[i])`` and then (if ``watermarks`` is
+        given) ``advance_watermark(watermarks[i])`` for each ``i`` in turn.
+
+        Sliced windows take a fast path: one loop adding each record to its slice's
+        dict, with rounds fired inline when a watermark makes one due.
+        """
+        sliced = self._sliced
+        if sliced is not None:
+            out: list[Firing | LateRecord] = []
+            self._wm, late = sliced.process_batch(keys, timestamps, records, watermarks,
+                                                  self._wm, out)
+            self.late_records += late
+            return out
+        res: list[Firing | LateRecord] = []
+        process = self.process
+        if watermarks is None:
+            for key, ts, rec in zip(keys, timestamps, records, strict=True):
+                res += process(key, ts, rec)
+            return res
+        advance = self.advance_watermark
+        for key, ts, rec, wm in zip(keys, timestamps, records, watermarks, strict=True):
+            res += process(key, ts, rec)
+            res += advance(wm)
+        return res
+
     def _late(self, key: Any, timestamp: float, record: Any) -> list[Firing | LateRecord]:
         self.late_records += 1
         return [LateRecord(key, timestamp, record)]
@@ -319,10 +348,12 @@ class WindowOperator:
             return []
         self._wm = watermark
         out: list[Firing] = []
-        if self._sliced is not None:
-            if watermark < self._sliced.next_due():
+        sliced = self._sliced
+        if sliced is not None:
+            if watermark < sliced.next_due():
+                sliced.set_watermark(watermark)
                 return out  # nothing due: skip the fire/purge pass
-            self._sliced.advance(watermark, out)
+            sliced.advance(watermark, out)
             return out
         wins = self._wins
         for wid in self._fire_timers.pop_due(watermark):
@@ -431,4 +462,4 @@ class WindowOperator:
         if self._sliced is not None:
             if state["sliced"] is None:
                 raise CheckpointError("window snapshot was taken without slicing")
-            self._sliced.restore_state(state["sliced"])
+            self._sliced.restore_state(state["sliced"], self._wm)
