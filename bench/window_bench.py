@@ -29,7 +29,7 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from itertools import islice
+from itertools import accumulate, islice
 from typing import Any
 
 import psutil
@@ -207,10 +207,11 @@ def run_operator_batch(args: argparse.Namespace, traced: bool) -> RunResult:
         keys, tss, values = zip(*rows, strict=True)
         # the watermark after each record, as the per-record run advances it (every
         # 1000 records to the maximum timestamp seen minus the lag)
-        wms = []
-        for i, ts in enumerate(tss, done):
-            max_ts = max(max_ts, ts)
-            wms.append(max_ts - lag if i % 1000 == 999 else -math.inf)
+        running = list(accumulate(tss, max, initial=max_ts))
+        max_ts = running[-1]
+        wms = [-math.inf] * len(tss)
+        for j in range((999 - done) % 1000, len(tss), 1000):
+            wms[j] = running[j + 1] - lag
         firings += len(op.process_batch(keys, tss, values, wms))
         before = done
         done += len(rows)

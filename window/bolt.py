@@ -25,7 +25,13 @@ from jstormpy.errors import CheckpointError
 from jstormpy.window.assigners import CountWindows, WindowAssigner
 from jstormpy.window.config import default_tick_interval, validate_window_config
 from jstormpy.window.operator import WindowOperator
-from jstormpy.window.types import ERROR_FIELDS, ERRORS_STREAM, FIRING_FIELDS, Firing
+from jstormpy.window.types import (
+    ERROR_FIELDS,
+    ERRORS_STREAM,
+    FIRING_FIELDS,
+    Firing,
+    FiringRun,
+)
 from jstormpy.window.watermarks import BoundedOutOfOrderness, ChannelWatermarks
 
 _SNAPSHOT_FORMAT = 1
@@ -48,8 +54,8 @@ class _MissingMerge:
 class _Runtime:
     """Per-task state of a WindowedBolt (built lazily: subclasses may skip super().__init__)."""
 
-    __slots__ = ("error_records", "forwarded", "key_fields", "late_records", "late_stream",
-                 "mode", "op", "ts_field", "tracker")
+    __slots__ = ("batched", "error_records", "forwarded", "key_fields", "late_records",
+                 "late_stream", "mode", "op", "ts_field", "tracker")
 
     def __init__(self, bolt: WindowedBolt) -> None:
         validate_window_config(bolt, type(bolt).__name__)
@@ -77,6 +83,8 @@ class _Runtime:
         self.ts_field: str | None = ts if isinstance(ts, str) else None
         self.late_stream: str = bolt.late_stream
         self.forwarded = _NEG_INF
+        self.batched = False
+        """execute_batch was called: emit the final firings with emit_batch too."""
         self.late_records = 0
         self.error_records = 0
 
@@ -330,7 +338,8 @@ class WindowedBolt(Bolt):
         wms = tracker.observe_batch(batch.task, tss) if tracker is not None else None
         op = rt.op
         before = op.watermark
-        results = op.process_batch(keys, tss, list(batch), wms)
+        rt.batched = True
+        results = op.process_batch(keys, tss, list(batch), wms, columnar=True)
         if results:
             self._jw_emit_runs(rt, results)
             if op.watermark > before:
@@ -370,14 +379,18 @@ class WindowedBolt(Bolt):
         """Like :meth:`_jw_emit`, each run of firings as one ``emit_batch``."""
         run: list[Any] = []
         for res in results:
-            if res.__class__ is Firing:
+            cls = res.__class__
+            if cls is Firing:
                 run.append(res)
                 continue
             if run:
                 self.emit_batch(list(zip(*run, strict=True)))
                 run = []
-            rt.late_records += 1
-            self.emit(tuple(res.record.values), stream=rt.late_stream)
+            if cls is FiringRun:
+                self.emit_batch(res.columns())
+            else:
+                rt.late_records += 1
+                self.emit(tuple(res.record.values), stream=rt.late_stream)
         if run:
             self.emit_batch(list(zip(*run, strict=True)))
 
@@ -422,7 +435,10 @@ class WindowedBolt(Bolt):
     def on_inputs_finished(self) -> None:
         """Every input ended: the watermark goes to +inf and every window fires."""
         rt = self._jw_runtime()
-        self._jw_emit(rt, rt.op.finish())
+        if rt.batched:  # fed by batches: emit by batches
+            self._jw_emit_runs(rt, rt.op.finish(columnar=True))
+        else:
+            self._jw_emit(rt, rt.op.finish())
         if rt.forwarded < math.inf:
             rt.forwarded = math.inf
             self.emit_watermark(math.inf)

@@ -211,20 +211,28 @@ class WindowOperator:
         return self._process_aligned(key, timestamp, record)
 
     def process_batch(self, keys: Sequence[Any], timestamps: Sequence[float],
-                      records: Sequence[Any],
-                      watermarks: Sequence[float] | None = None) -> list[Firing | LateRecord]:
+                      records: Sequence[Any], watermarks: Sequence[float] | None = None,
+                      *, columnar: bool = False) -> list[Any]:
         """Add many records: the same results, in the same order, as calling
         ``process(keys[i], timestamps[i], records[i])`` and then (if ``watermarks`` is
         given) ``advance_watermark(watermarks[i])`` for each ``i`` in turn.
 
         Sliced windows take a fast path: one loop adding each record to its slice's
-        dict, with rounds fired inline when a watermark makes one due.
+        dict, with rounds fired inline when a watermark makes one due. With
+        ``columnar=True`` their on-time firings come as one
+        :class:`~jstormpy.window.types.FiringRun` per window end instead of a
+        ``Firing`` per key (what ``WindowedBolt.execute_batch`` emits with one
+        ``emit_batch``).
         """
         sliced = self._sliced
         if sliced is not None:
-            out: list[Firing | LateRecord] = []
-            self._wm, late = sliced.process_batch(keys, timestamps, records, watermarks,
-                                                  self._wm, out)
+            out: list[Any] = []
+            sliced.columnar = columnar
+            try:
+                self._wm, late = sliced.process_batch(keys, timestamps, records, watermarks,
+                                                      self._wm, out)
+            finally:
+                sliced.columnar = False
             self.late_records += late
             return out
         res: list[Firing | LateRecord] = []
@@ -397,10 +405,18 @@ class WindowOperator:
             self._next_early = (now_ms // every + 1) * every
         return out
 
-    def finish(self) -> list[Firing]:
+    def finish(self, *, columnar: bool = False) -> list[Any]:
         """End of input: the watermark goes to +inf, every remaining window fires
-        ``on_time`` (count windows: the partly filled next window of each key)."""
-        out = self.advance_watermark(INF)
+        ``on_time`` (count windows: the partly filled next window of each key).
+        ``columnar`` as in :meth:`process_batch`."""
+        sliced = self._sliced
+        if sliced is not None:
+            sliced.columnar = columnar
+        try:
+            out: list[Any] = self.advance_watermark(INF)
+        finally:
+            if sliced is not None:
+                sliced.columnar = False
         if self._count is not None:
             logic = self._count
             for key, state in self._counts.items():

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from jstormpy.errors import CheckpointError
-from jstormpy.window.types import Firing, LateRecord, Window
+from jstormpy.window.types import Firing, FiringRun, LateRecord, Window
 
 _MISSING = object()
 _INF = math.inf
@@ -78,6 +78,8 @@ class SlicedWindows:
         """End of the next on-time round (due at ``next_end - 1``)."""
         self.safe_ts = -_INF
         """Records at or after this timestamp are on time for all their windows."""
+        self.columnar = False
+        """Rounds append one :class:`FiringRun` instead of a Firing per key."""
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -213,12 +215,14 @@ class SlicedWindows:
         add = self._add
         create = self._create
         safe = self.safe_ts
-        due = self.next_due()
+        # below ``limit`` a higher watermark changes nothing here (no round or purge
+        # due, same safe_ts): just remember it
+        limit = self._limit()
         cur_ps: Any = None
         d: dict[Any, Any] = {}
         late = 0
         missing = _MISSING
-        wms: Any = watermarks if watermarks is not None else ()
+        wms: Any = watermarks if watermarks else ()
         for i, (key, ts, rec) in enumerate(zip(keys, timestamps, records, strict=True)):
             if ts >= safe:
                 ps = ts - ts % pane
@@ -226,7 +230,7 @@ class SlicedWindows:
                     d = slices.get(ps)  # type: ignore[assignment]
                     if d is None:
                         d = self._new_slice(ps)
-                        due = self.next_due()
+                        limit = self._limit()
                     cur_ps = ps
                 acc = d.get(key, missing)
                 d[key] = add(create() if acc is missing else acc, rec)
@@ -234,20 +238,32 @@ class SlicedWindows:
                 if not self._process_late(key, ts, rec, wm, out):
                     late += 1
                     out.append(LateRecord(key, ts, rec))
-                due = self.next_due()
+                limit = self._limit()
                 cur_ps = None
             if wms:
                 w = wms[i]
                 if w > wm:
                     wm = w
-                    if w >= due:
-                        self.advance(w, out)
-                        due = self.next_due()
-                        cur_ps = None
-                    else:
-                        self.set_watermark(w)
-                    safe = self.safe_ts
+                    if w >= limit:
+                        if w >= self.next_due():
+                            self.advance(w, out)
+                            cur_ps = None
+                        else:
+                            self.set_watermark(w)
+                        safe = self.safe_ts
+                        limit = self._limit()
+        if wms:
+            self.set_watermark(wm)
         return wm, late
+
+    def _limit(self) -> float:
+        """The lowest watermark that makes a round or purge due or moves safe_ts."""
+        due = self.next_due()
+        safe = self.safe_ts
+        if safe == _INF:
+            return _INF
+        move = -_INF if safe == -_INF else safe + self.slide - 1
+        return due if due < move else move
 
     # ------------------------------------------------------------------ time
     def advance(self, wm: float, out: list[Any]) -> None:
@@ -313,16 +329,12 @@ class SlicedWindows:
         start = end - size
         window = tuple.__new__(Window, (start, end))
         result = self._result
-        new_firing = tuple.__new__
-        append = out.append
         starts, slices = self.starts, self.slices
         if self._tumbling:
             self.evicted = start
             d = slices.get(start)
-            if d is not None:
-                for key, acc in d.items():
-                    append(new_firing(Firing, (key, start, end, result(key, window, acc),
-                                               "on_time")))
+            keys: list[Any] = list(d) if d is not None else []
+            results = [result(key, window, acc) for key, acc in d.items()] if d else []
         else:
             self._evict_below(start)
             queues = self.queues
@@ -341,14 +353,17 @@ class SlicedWindows:
                         q.agg = acc
                     q.back.append(acc)
                 i += 1
-            for key, q in queues.items():
-                front = q.front
-                if front:
-                    acc = merge(front[-1], q.agg) if q.back else front[-1]
-                else:
-                    acc = q.agg
-                append(new_firing(Firing, (key, start, end, result(key, window, acc),
-                                           "on_time")))
+            keys = list(queues)
+            results = [result(key, window, (merge(q.front[-1], q.agg) if q.back
+                                            else q.front[-1]) if q.front else q.agg)
+                       for key, q in queues.items()]
+        if keys:
+            if self.columnar:
+                out.append(FiringRun(start, end, keys, results, "on_time"))
+            else:
+                new_firing = tuple.__new__
+                out += [new_firing(Firing, (key, start, end, res, "on_time"))
+                        for key, res in zip(keys, results, strict=True)]
         self.fired_end = end
         # next round: the first window after this one that holds a live slice
         nxt = end + self.slide
