@@ -275,7 +275,7 @@ class WindowedBolt(Bolt):
                 key = self._jw_key(rt, tup)
             if mode == "event":
                 field = rt.ts_field
-                ts = None
+                ts: Any = None
                 if field is not None:  # the common case, inlined: a plain number field
                     try:
                         ts = tup[field]

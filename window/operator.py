@@ -231,6 +231,10 @@ class WindowOperator:
             try:
                 self._wm, late = sliced.process_batch(keys, timestamps, records, watermarks,
                                                       self._wm, out)
+            except BaseException:
+                # aggregation code raised mid-batch: keep the watermark the slices are at
+                self._wm = max(self._wm, sliced.wm)
+                raise
             finally:
                 sliced.columnar = False
             self.late_records += late

@@ -80,6 +80,8 @@ class SlicedWindows:
         """Records at or after this timestamp are on time for all their windows."""
         self.columnar = False
         """Rounds append one :class:`FiringRun` instead of a Firing per key."""
+        self.wm = -_INF
+        """The watermark :attr:`safe_ts` and the rounds are up to date with."""
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -97,6 +99,7 @@ class SlicedWindows:
         """Recompute :attr:`safe_ts` for watermark ``wm``: a record is on time for all
         its windows iff its first window's end is above ``wm + 1``, i.e. iff it is at or
         after the start of the first window end above ``wm + 1`` minus one slide."""
+        self.wm = wm
         if wm == -_INF:
             self.safe_ts = -_INF
         elif wm == _INF:
