@@ -323,11 +323,13 @@ class WindowedBolt(Bolt):
         computed in one pass, and the records added in one loop of the operator
         (sliced windows: one dict update per record). Firings go out with one
         ``emit_batch`` per run; the watermark is forwarded once, after them. Anything
-        else (other time modes, ``timestamp()`` overridden, a bad key or timestamp in
-        the batch) goes through ``execute`` tuple by tuple.
+        else (other time modes, ``timestamp()`` or ``execute`` overridden, a bad key or
+        timestamp in the batch) goes through ``execute`` tuple by tuple.
         """
         rt = self.__dict__.get("_jw_rt") or self._jw_runtime()
-        cols = self._jw_columns(rt, batch) if rt.mode == "event" else None
+        # a subclass that overrides execute() keeps getting every tuple through it
+        own = type(self).execute is WindowedBolt.execute
+        cols = self._jw_columns(rt, batch) if own and rt.mode == "event" else None
         if cols is None:
             execute = self.execute
             for tup in batch:

@@ -174,3 +174,18 @@ def test_late_record_in_a_batch_goes_to_the_late_stream() -> None:
     assert col.take() == [("default", (1, 0, 10, (0,), "on_time")), ("late", (1, 3, 2))]
     assert bolt.late_records == 1
     assert isinstance(LateRecord(1, 3, None), LateRecord)
+
+
+def test_subclass_overriding_execute_still_sees_every_tuple() -> None:
+    base = type(make_bolt(TumblingWindows(10), 0, 0))
+
+    class Filtered(base):  # type: ignore[misc, valid-type]
+        def execute(self, tup: Tuple) -> None:
+            if tup["temp"] != 1:  # user pre-filtering in execute()
+                super().execute(tup)
+
+    bolt = Filtered()
+    col = attach(bolt)
+    rows = [(1, 5, 0), (1, 6, 1), (1, 25, 2)]
+    bolt.execute_batch(Batch(rows, {"sensor": 0, "ts": 1, "temp": 2}, "src", "default", 1))
+    assert col.stream("default") == [(1, 0, 10, (0,), "on_time")]  # record 1 filtered out
