@@ -38,6 +38,7 @@ _SNAPSHOT_FORMAT = 1
 _NEG_INF = -math.inf
 _INF = math.inf
 _NUMBERS = frozenset((int, float))
+_NO_RESULTS: list[Any] = []  # never mutated: results are concatenated, not extended
 
 
 class _DataError(Exception):
@@ -294,7 +295,8 @@ class WindowedBolt(Bolt):
             rt.error_records += 1
             self.emit((str(exc), tuple(tup.values)), stream=ERRORS_STREAM)
             return
-        results: list[Any] = op.process(key, ts, tup)
+        results: list[Any] = _NO_RESULTS if op.try_add(key, ts, tup) else op.process(
+            key, ts, tup)
         advanced = False
         tracker = rt.tracker
         if tracker is not None:
@@ -303,12 +305,12 @@ class WindowedBolt(Bolt):
                 if wm > op.watermark:
                     more = op.advance_watermark(wm)
                     if more:
-                        results += more
+                        results = results + more
                     advanced = True
         elif mode == "ingestion":
             more = op.advance_watermark(ts - 1)
             if more:
-                results += more
+                results = results + more
             advanced = True
         if results:
             self._jw_emit(rt, results)

@@ -45,6 +45,11 @@ WindowId = tuple[Any, float, float]
 """``(key, start, end)``."""
 
 
+def _never(key: Any, ts: float, record: Any) -> bool:
+    """``try_add`` of operators without a fast path."""
+    return False
+
+
 class Aggregator(Protocol):
     """Incremental aggregation: only accumulators are stored, never records."""
 
@@ -175,6 +180,11 @@ class WindowOperator:
         if self._slicing:
             self._sliced = SlicedWindows(int(self._size), int(self._slide), self._lateness,
                                          self._aggregator)
+        self.try_add: Callable[[Any, float, Any], bool] = (
+            self._sliced.try_add if self._sliced is not None else _never)
+        """``try_add(key, ts, record)``: the per-record fast path of sliced windows: adds
+        a record that is on time for all its windows and returns True; otherwise does
+        nothing and returns False (call :meth:`process`)."""
         self.late_records = 0
         """Records returned as LateRecord so far."""
 

@@ -165,6 +165,19 @@ class SlicedWindows:
             queues.pop(key, None)
 
     # ------------------------------------------------------------------ input
+    def try_add(self, key: Any, ts: float, record: Any) -> bool:
+        """Add a record on time for all its windows (True); False (nothing done) if
+        it needs :meth:`process`."""
+        if ts >= self.safe_ts:
+            ps = ts - ts % self.pane
+            d = self.slices.get(ps)
+            if d is None:
+                d = self._new_slice(ps)
+            acc = d.get(key, _MISSING)
+            d[key] = self._add(self._create() if acc is _MISSING else acc, record)
+            return True
+        return False
+
     def process(self, key: Any, ts: float, record: Any, wm: float,
                 out: list[Firing | LateRecord]) -> bool:
         """Add a record; appends late firings to ``out``; False if it is a LateRecord."""
