@@ -55,7 +55,7 @@ class _MissingMerge:
 class _Runtime:
     """Per-task state of a WindowedBolt (built lazily: subclasses may skip super().__init__)."""
 
-    __slots__ = ("batched", "error_records", "forwarded", "key_fields", "late_records",
+    __slots__ = ("batched", "columnar", "error_records", "forwarded", "key_fields", "late_records",
                  "late_stream", "mode", "op", "ts_field", "tracker")
 
     def __init__(self, bolt: WindowedBolt) -> None:
@@ -85,6 +85,8 @@ class _Runtime:
         self.late_stream: str = bolt.late_stream
         self.forwarded = _NEG_INF
         self.batched = False
+        self.columnar = False
+        """The collector has emit_batch: each on-time round goes out as one batch."""
         """execute_batch was called: emit the final firings with emit_batch too."""
         self.late_records = 0
         self.error_records = 0
@@ -201,6 +203,8 @@ class WindowedBolt(Bolt):
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
         """Validate the configuration and set up (or keep restored) window state."""
         rt = self._jw_runtime()
+        collector = getattr(self, "_jstorm_collector", None)
+        rt.columnar = callable(getattr(collector, "emit_batch", None))
         if rt.tracker is not None:
             rt.tracker.add_channels(context.input_tasks)
         if not type(self)._jw_explicit_tick:
@@ -303,12 +307,12 @@ class WindowedBolt(Bolt):
             if tracker.observe(tup.task, ts):
                 wm = tracker.current()
                 if wm > op.watermark:
-                    more = op.advance_watermark(wm)
+                    more = op.advance_watermark(wm, columnar=rt.columnar)
                     if more:
                         results = results + more
                     advanced = True
         elif mode == "ingestion":
-            more = op.advance_watermark(ts - 1)
+            more = op.advance_watermark(ts - 1, columnar=rt.columnar)
             if more:
                 results = results + more
             advanced = True
@@ -373,8 +377,11 @@ class WindowedBolt(Bolt):
     def _jw_emit(self, rt: _Runtime, results: list[Any]) -> None:
         emit = self.emit
         for res in results:
-            if res.__class__ is Firing:
+            cls = res.__class__
+            if cls is Firing:
                 emit(tuple(res))  # a Firing's values are the default-stream tuple
+            elif cls is FiringRun:
+                self.emit_batch(res.columns())  # one on-time round
             else:
                 rt.late_records += 1
                 emit(tuple(res.record.values), stream=rt.late_stream)
@@ -417,7 +424,7 @@ class WindowedBolt(Bolt):
             return
         if rt.mode != "event" or rt.tracker is not None:
             return
-        self._jw_emit(rt, rt.op.advance_watermark(watermark_ms))
+        self._jw_emit(rt, rt.op.advance_watermark(watermark_ms, columnar=rt.columnar))
         self._jw_forward(rt)
 
     def on_tick(self, now_ms: float) -> None:
@@ -428,9 +435,9 @@ class WindowedBolt(Bolt):
         results: list[Any] = []
         if rt.tracker is not None:
             rt.tracker.tick(now_ms)
-            results += op.advance_watermark(rt.tracker.current())
+            results += op.advance_watermark(rt.tracker.current(), columnar=rt.columnar)
         elif rt.mode == "ingestion":
-            results += op.advance_watermark(now_ms - 1)
+            results += op.advance_watermark(now_ms - 1, columnar=rt.columnar)
         results += op.on_processing_time(now_ms)
         if results:
             self._jw_emit(rt, results)
@@ -442,7 +449,7 @@ class WindowedBolt(Bolt):
         if rt.batched:  # fed by batches: emit by batches
             self._jw_emit_runs(rt, rt.op.finish(columnar=True))
         else:
-            self._jw_emit(rt, rt.op.finish())
+            self._jw_emit(rt, rt.op.finish(columnar=rt.columnar))
         if rt.forwarded < math.inf:
             rt.forwarded = math.inf
             self.emit_watermark(math.inf)

@@ -364,18 +364,23 @@ class WindowOperator:
         return [Firing(key, start, end, self._result(key, Window(start, end), acc), "on_time")]
 
     # ------------------------------------------------------------------ time
-    def advance_watermark(self, watermark: float) -> list[Firing]:
-        """Move the watermark forward (never back); fire and purge what it passed."""
+    def advance_watermark(self, watermark: float, *, columnar: bool = False) -> list[Any]:
+        """Move the watermark forward (never back); fire and purge what it passed.
+        ``columnar`` as in :meth:`process_batch`."""
         if not watermark > self._wm:
             return []
         self._wm = watermark
-        out: list[Firing] = []
+        out: list[Any] = []
         sliced = self._sliced
         if sliced is not None:
             if watermark < sliced.next_due():
                 sliced.set_watermark(watermark)
                 return out  # nothing due: skip the fire/purge pass
-            sliced.advance(watermark, out)
+            sliced.columnar = columnar
+            try:
+                sliced.advance(watermark, out)
+            finally:
+                sliced.columnar = False
             return out
         wins = self._wins
         for wid in self._fire_timers.pop_due(watermark):
@@ -423,14 +428,7 @@ class WindowOperator:
         """End of input: the watermark goes to +inf, every remaining window fires
         ``on_time`` (count windows: the partly filled next window of each key).
         ``columnar`` as in :meth:`process_batch`."""
-        sliced = self._sliced
-        if sliced is not None:
-            sliced.columnar = columnar
-        try:
-            out: list[Any] = self.advance_watermark(INF)
-        finally:
-            if sliced is not None:
-                sliced.columnar = False
+        out: list[Any] = self.advance_watermark(INF, columnar=columnar)
         if self._count is not None:
             logic = self._count
             for key, state in self._counts.items():
