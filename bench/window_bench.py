@@ -1,13 +1,19 @@
 """Keyed sliding-window aggregation benchmark (60 s windows sliding by 1 s, 10k keys).
 
 Measures records/s through the pure WindowOperator and through WindowedBolt (with a
-BoundedOutOfOrderness watermark, a null collector and one Tuple built per record), and
-samples memory at intervals to show it stays flat in the number of records: RSS
-(psutil) during the timed runs, and tracemalloc's traced size in a separate, slower
-pass (``--tracemalloc``).
+BoundedOutOfOrderness watermark and a null collector), and samples memory at intervals
+to show it stays flat in the number of records: RSS (psutil) during the timed runs, and
+tracemalloc's traced size in a separate, slower pass (``--tracemalloc``).
+
+``--api tuple`` (the default) feeds one record at a time: ``WindowOperator.process`` /
+``WindowedBolt.execute`` with one ``Tuple`` built per record. ``--api batch`` feeds
+channel batches of ``--batch`` records, as the engine delivers them:
+``WindowOperator.process_batch`` / ``WindowedBolt.execute_batch`` (the batch API);
+``--api both`` runs both.
 
 Usage:
     python bench/window_bench.py                      # 2M records, operator + bolt
+    python bench/window_bench.py --api batch          # the batch API
     python bench/window_bench.py --records 200000 --no-slicing   # per-window path
     python bench/window_bench.py --tracemalloc --only operator
 """
@@ -17,21 +23,25 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import sys
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import accumulate, islice
 from typing import Any
 
 import psutil
 
+from jstormpy.batch import Batch, rows_from_columns
 from jstormpy.component import Tuple
 from jstormpy.window import BoundedOutOfOrderness, SlidingWindows, WindowedBolt, WindowOperator
 
 SIZE_MS = 60_000
 SLIDE_MS = 1_000
 INDEX = {"sensor": 0, "ts": 1, "temp": 2}
+FIELDS = ("key", "window_start", "window_end", "result", "kind")
 
 
 class Avg:
@@ -81,6 +91,10 @@ class NullCollector:
 
     def emit_direct(self, task: int, values: Any, stream: str = "default") -> None:
         self.tuples += 1
+
+    def emit_batch(self, columns: Any, stream: str = "default") -> None:
+        # the rows are built as the engine's collector builds them
+        self.tuples += len(rows_from_columns(columns, FIELDS, "avg", stream))
 
     def emit_watermark(self, watermark_ms: float) -> None:
         self.watermarks += 1
@@ -170,6 +184,69 @@ def run_bolt(args: argparse.Namespace, traced: bool) -> RunResult:
     return RunResult("bolt", args.records, time.perf_counter() - t0, col.tuples, samples)
 
 
+def batches(args: argparse.Namespace) -> Iterator[list[tuple[int, int, float]]]:
+    """The same stream as :func:`records`, cut into channel batches of ``args.batch``."""
+    it = records(args.records, args.keys, args.rate, args.lag)
+    while True:
+        rows = list(islice(it, args.batch))
+        if not rows:
+            return
+        yield rows
+
+
+def run_operator_batch(args: argparse.Namespace, traced: bool) -> RunResult:
+    op = WindowOperator(SlidingWindows(SIZE_MS, SLIDE_MS), Avg(),
+                        slicing=None if args.slicing else False)
+    lag = args.lag
+    firings = 0
+    max_ts = 0
+    done = 0
+    samples = []
+    t0 = time.perf_counter()
+    for rows in batches(args):
+        keys, tss, values = zip(*rows, strict=True)
+        # the watermark after each record, as the per-record run advances it (every
+        # 1000 records to the maximum timestamp seen minus the lag)
+        running = list(accumulate(tss, max, initial=max_ts))
+        max_ts = running[-1]
+        wms = [-math.inf] * len(tss)
+        for j in range((999 - done) % 1000, len(tss), 1000):
+            wms[j] = running[j + 1] - lag
+        firings += len(op.process_batch(keys, tss, values, wms))
+        before = done
+        done += len(rows)
+        if done // args.sample_every > before // args.sample_every:
+            samples.append(_sample(done, t0, traced, op.window_count))
+    elapsed = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    firings += len(op.finish())
+    elapsed += time.perf_counter() - t1
+    return RunResult("operator, process_batch", args.records, elapsed, firings, samples)
+
+
+def run_bolt_batch(args: argparse.Namespace, traced: bool) -> RunResult:
+    bolt = AvgTemp()
+    col = NullCollector()
+    bolt._jstorm_collector = col  # noqa: SLF001 - what the engine does
+    from jstormpy.component import TopologyContext
+    bolt.prepare({}, TopologyContext("bench", "avg", 1, 0, 0, input_tasks=(0,)))
+    execute_batch = bolt.execute_batch
+    tuple_cls = Tuple.bound(INDEX, "src", "default", 0)
+    samples = []
+    done = 0
+    t0 = time.perf_counter()
+    for rows in batches(args):
+        execute_batch(Batch(rows, INDEX, "src", "default", 0, tuple_cls))
+        before = done
+        done += len(rows)
+        if done // args.sample_every > before // args.sample_every:
+            live = bolt.__dict__["_jw_rt"].op.window_count
+            samples.append(_sample(done, t0, traced, live))
+    bolt.on_inputs_finished()
+    return RunResult("bolt, execute_batch", args.records, time.perf_counter() - t0,
+                     col.tuples, samples)
+
+
 def report(res: RunResult, out: Callable[[str], Any]) -> None:
     out(f"\n{res.name}: {res.records:,} records in {res.seconds:.1f} s = "
         f"{res.rate:,.0f} records/s; {res.firings:,} firings "
@@ -193,6 +270,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lag", type=int, default=2_000, help="out-of-orderness, ms")
     parser.add_argument("--sample-every", type=int, default=200_000)
     parser.add_argument("--only", choices=["operator", "bolt"])
+    parser.add_argument("--api", choices=["tuple", "batch", "both"], default="tuple",
+                        help="feed records one by one (process / execute), in channel "
+                        "batches (process_batch / execute_batch), or both")
+    parser.add_argument("--batch", type=int, default=512,
+                        help="records per batch with --api batch (the engine's default "
+                        "Config.batch_size)")
     parser.add_argument("--no-slicing", dest="slicing", action="store_false",
                         help="operator: one accumulator per window (Flink's layout)")
     parser.add_argument("--json", action="store_true",
@@ -204,10 +287,15 @@ def main(argv: list[str] | None = None) -> None:
     out(f"sliding {SIZE_MS // 1000} s / {SLIDE_MS // 1000} s, {args.keys:,} keys, "
         f"{args.rate:,} records per event-time second, lag {args.lag} ms, "
         f"python {sys.version.split()[0]}\n")
-    runners = {"operator": run_operator, "bolt": run_bolt}
+    runners = []
+    if args.api in ("tuple", "both"):
+        runners += [("operator", "operator", run_operator), ("bolt", "bolt", run_bolt)]
+    if args.api in ("batch", "both"):
+        runners += [("operator", "operator_batch", run_operator_batch),
+                    ("bolt", "bolt_batch", run_bolt_batch)]
     summary: dict[str, float] = {}
-    for name, run in runners.items():
-        if args.only and name != args.only:
+    for kind, name, run in runners:
+        if args.only and kind != args.only:
             continue
         gc.collect()
         result = run(args, traced=False)

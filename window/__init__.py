@@ -28,6 +28,7 @@ from jstormpy.window.types import (
     FIRING_FIELDS,
     Firing,
     FiringKind,
+    FiringRun,
     LateRecord,
     Window,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "CountWindows",
     "Firing",
     "FiringKind",
+    "FiringRun",
     "LateRecord",
     "SessionWindows",
     "SlidingWindows",

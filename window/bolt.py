@@ -19,16 +19,26 @@ import time
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from jstormpy.batch import Batch
 from jstormpy.component import Bolt, TopologyContext, Tuple
 from jstormpy.errors import CheckpointError
 from jstormpy.window.assigners import CountWindows, WindowAssigner
 from jstormpy.window.config import default_tick_interval, validate_window_config
 from jstormpy.window.operator import WindowOperator
-from jstormpy.window.types import ERROR_FIELDS, ERRORS_STREAM, FIRING_FIELDS, Firing
+from jstormpy.window.types import (
+    ERROR_FIELDS,
+    ERRORS_STREAM,
+    FIRING_FIELDS,
+    Firing,
+    FiringRun,
+)
 from jstormpy.window.watermarks import BoundedOutOfOrderness, ChannelWatermarks
 
 _SNAPSHOT_FORMAT = 1
 _NEG_INF = -math.inf
+_INF = math.inf
+_NUMBERS = frozenset((int, float))
+_NO_RESULTS: list[Any] = []  # never mutated: results are concatenated, not extended
 
 
 class _DataError(Exception):
@@ -45,8 +55,8 @@ class _MissingMerge:
 class _Runtime:
     """Per-task state of a WindowedBolt (built lazily: subclasses may skip super().__init__)."""
 
-    __slots__ = ("error_records", "forwarded", "key_fields", "late_records", "late_stream",
-                 "mode", "op", "ts_field", "tracker")
+    __slots__ = ("batched", "columnar", "error_records", "forwarded", "key_fields", "late_records",
+                 "late_stream", "mode", "op", "ts_field", "tracker")
 
     def __init__(self, bolt: WindowedBolt) -> None:
         validate_window_config(bolt, type(bolt).__name__)
@@ -74,6 +84,10 @@ class _Runtime:
         self.ts_field: str | None = ts if isinstance(ts, str) else None
         self.late_stream: str = bolt.late_stream
         self.forwarded = _NEG_INF
+        self.batched = False
+        self.columnar = False
+        """The collector has emit_batch: each on-time round goes out as one batch."""
+        """execute_batch was called: emit the final firings with emit_batch too."""
         self.late_records = 0
         self.error_records = 0
 
@@ -189,6 +203,8 @@ class WindowedBolt(Bolt):
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
         """Validate the configuration and set up (or keep restored) window state."""
         rt = self._jw_runtime()
+        collector = getattr(self, "_jstorm_collector", None)
+        rt.columnar = callable(getattr(collector, "emit_batch", None))
         if rt.tracker is not None:
             rt.tracker.add_channels(context.input_tasks)
         if not type(self)._jw_explicit_tick:
@@ -263,7 +279,18 @@ class WindowedBolt(Bolt):
             else:
                 key = self._jw_key(rt, tup)
             if mode == "event":
-                ts = self._jw_timestamp(rt, tup)
+                field = rt.ts_field
+                ts: Any = None
+                if field is not None:  # the common case, inlined: a plain number field
+                    try:
+                        ts = tup[field]
+                    except (KeyError, IndexError):
+                        pass
+                    cls = ts.__class__
+                    if not ((cls is int or cls is float) and -_INF < ts < _INF):
+                        ts = None
+                if ts is None:
+                    ts = self._jw_timestamp(rt, tup)
             elif mode == "count":
                 ts = 0
             else:  # ingestion / processing: arrival time, never behind the clock
@@ -272,31 +299,111 @@ class WindowedBolt(Bolt):
             rt.error_records += 1
             self.emit((str(exc), tuple(tup.values)), stream=ERRORS_STREAM)
             return
-        results: list[Any] = op.process(key, ts, tup)
+        results: list[Any] = _NO_RESULTS if op.try_add(key, ts, tup) else op.process(
+            key, ts, tup)
         advanced = False
         tracker = rt.tracker
         if tracker is not None:
             if tracker.observe(tup.task, ts):
                 wm = tracker.current()
                 if wm > op.watermark:
-                    results += op.advance_watermark(wm)
+                    more = op.advance_watermark(wm, columnar=rt.columnar)
+                    if more:
+                        results = results + more
                     advanced = True
         elif mode == "ingestion":
-            results += op.advance_watermark(ts - 1)
+            more = op.advance_watermark(ts - 1, columnar=rt.columnar)
+            if more:
+                results = results + more
             advanced = True
         if results:
             self._jw_emit(rt, results)
             if advanced:
                 self._jw_forward(rt)
 
+    def execute_batch(self, batch: Batch) -> None:
+        """Window a whole channel batch: the same output as ``execute`` per tuple.
+
+        With event time from a timestamp field, the key and timestamp columns are
+        taken once, the timestamps checked in one pass, the per-record watermarks
+        computed in one pass, and the records added in one loop of the operator
+        (sliced windows: one dict update per record). Firings go out with one
+        ``emit_batch`` per run; the watermark is forwarded once, after them. Anything
+        else (other time modes, ``timestamp()`` or ``execute`` overridden, a bad key or
+        timestamp in the batch) goes through ``execute`` tuple by tuple.
+        """
+        rt = self.__dict__.get("_jw_rt") or self._jw_runtime()
+        # a subclass that overrides execute() keeps getting every tuple through it
+        own = type(self).execute is WindowedBolt.execute
+        cols = self._jw_columns(rt, batch) if own and rt.mode == "event" else None
+        if cols is None:
+            execute = self.execute
+            for tup in batch:
+                execute(tup)
+            return
+        keys, tss = cols
+        tracker = rt.tracker
+        wms = tracker.observe_batch(batch.task, tss) if tracker is not None else None
+        op = rt.op
+        before = op.watermark
+        rt.batched = True
+        results = op.process_batch(keys, tss, list(batch), wms, columnar=True)
+        if results:
+            self._jw_emit_runs(rt, results)
+            if op.watermark > before:
+                self._jw_forward(rt)
+
+    def _jw_columns(self, rt: _Runtime, batch: Batch) -> tuple[list[Any], list[Any]] | None:
+        """(keys, timestamps) of a batch, or None if some tuple needs the per-tuple path."""
+        field = rt.ts_field
+        if field is None:
+            return None
+        try:
+            tss = batch[field]
+            fields = rt.key_fields
+            if fields is None:
+                keys: list[Any] = [None] * len(tss)
+            elif fields.__class__ is str:
+                keys = batch[fields]  # type: ignore[index]
+            else:
+                keys = list(zip(*(batch[f] for f in fields), strict=True))
+        except (KeyError, IndexError):
+            return None
+        kinds = set(map(type, tss))
+        if not kinds <= _NUMBERS or (float in kinds and not math.isfinite(sum(tss))):
+            return None
+        return keys, tss
+
     def _jw_emit(self, rt: _Runtime, results: list[Any]) -> None:
         emit = self.emit
         for res in results:
-            if res.__class__ is Firing:
+            cls = res.__class__
+            if cls is Firing:
                 emit(tuple(res))  # a Firing's values are the default-stream tuple
+            elif cls is FiringRun:
+                self.emit_batch(res.columns())  # one on-time round
             else:
                 rt.late_records += 1
                 emit(tuple(res.record.values), stream=rt.late_stream)
+
+    def _jw_emit_runs(self, rt: _Runtime, results: list[Any]) -> None:
+        """Like :meth:`_jw_emit`, each run of firings as one ``emit_batch``."""
+        run: list[Any] = []
+        for res in results:
+            cls = res.__class__
+            if cls is Firing:
+                run.append(res)
+                continue
+            if run:
+                self.emit_batch(list(zip(*run, strict=True)))
+                run = []
+            if cls is FiringRun:
+                self.emit_batch(res.columns())
+            else:
+                rt.late_records += 1
+                self.emit(tuple(res.record.values), stream=rt.late_stream)
+        if run:
+            self.emit_batch(list(zip(*run, strict=True)))
 
     def _jw_forward(self, rt: _Runtime) -> None:
         if rt.mode in ("processing", "count"):
@@ -317,7 +424,7 @@ class WindowedBolt(Bolt):
             return
         if rt.mode != "event" or rt.tracker is not None:
             return
-        self._jw_emit(rt, rt.op.advance_watermark(watermark_ms))
+        self._jw_emit(rt, rt.op.advance_watermark(watermark_ms, columnar=rt.columnar))
         self._jw_forward(rt)
 
     def on_tick(self, now_ms: float) -> None:
@@ -328,9 +435,9 @@ class WindowedBolt(Bolt):
         results: list[Any] = []
         if rt.tracker is not None:
             rt.tracker.tick(now_ms)
-            results += op.advance_watermark(rt.tracker.current())
+            results += op.advance_watermark(rt.tracker.current(), columnar=rt.columnar)
         elif rt.mode == "ingestion":
-            results += op.advance_watermark(now_ms - 1)
+            results += op.advance_watermark(now_ms - 1, columnar=rt.columnar)
         results += op.on_processing_time(now_ms)
         if results:
             self._jw_emit(rt, results)
@@ -339,7 +446,10 @@ class WindowedBolt(Bolt):
     def on_inputs_finished(self) -> None:
         """Every input ended: the watermark goes to +inf and every window fires."""
         rt = self._jw_runtime()
-        self._jw_emit(rt, rt.op.finish())
+        if rt.batched:  # fed by batches: emit by batches
+            self._jw_emit_runs(rt, rt.op.finish(columnar=True))
+        else:
+            self._jw_emit(rt, rt.op.finish(columnar=rt.columnar))
         if rt.forwarded < math.inf:
             rt.forwarded = math.inf
             self.emit_watermark(math.inf)

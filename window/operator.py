@@ -20,7 +20,7 @@ Semantics (time windows; the watermark ``wm`` means "no more timestamps ≤ wm")
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Protocol
 
 import cloudpickle
@@ -43,6 +43,11 @@ INF = math.inf
 
 WindowId = tuple[Any, float, float]
 """``(key, start, end)``."""
+
+
+def _never(key: Any, ts: float, record: Any) -> bool:
+    """``try_add`` of operators without a fast path."""
+    return False
 
 
 class Aggregator(Protocol):
@@ -175,6 +180,11 @@ class WindowOperator:
         if self._slicing:
             self._sliced = SlicedWindows(int(self._size), int(self._slide), self._lateness,
                                          self._aggregator)
+        self.try_add: Callable[[Any, float, Any], bool] = (
+            self._sliced.try_add if self._sliced is not None else _never)
+        """``try_add(key, ts, record)``: the per-record fast path of sliced windows: adds
+        a record that is on time for all its windows and returns True; otherwise does
+        nothing and returns False (call :meth:`process`)."""
         self.late_records = 0
         """Records returned as LateRecord so far."""
 
@@ -209,6 +219,47 @@ class WindowOperator:
                 return out
             return self._late(key, timestamp, record)
         return self._process_aligned(key, timestamp, record)
+
+    def process_batch(self, keys: Sequence[Any], timestamps: Sequence[float],
+                      records: Sequence[Any], watermarks: Sequence[float] | None = None,
+                      *, columnar: bool = False) -> list[Any]:
+        """Add many records: the same results, in the same order, as calling
+        ``process(keys[i], timestamps[i], records[i])`` and then (if ``watermarks`` is
+        given) ``advance_watermark(watermarks[i])`` for each ``i`` in turn.
+
+        Sliced windows take a fast path: one loop adding each record to its slice's
+        dict, with rounds fired inline when a watermark makes one due. With
+        ``columnar=True`` their on-time firings come as one
+        :class:`~jstormpy.window.types.FiringRun` per window end instead of a
+        ``Firing`` per key (what ``WindowedBolt.execute_batch`` emits with one
+        ``emit_batch``).
+        """
+        sliced = self._sliced
+        if sliced is not None:
+            out: list[Any] = []
+            sliced.columnar = columnar
+            try:
+                self._wm, late = sliced.process_batch(keys, timestamps, records, watermarks,
+                                                      self._wm, out)
+            except BaseException:
+                # aggregation code raised mid-batch: keep the watermark the slices are at
+                self._wm = max(self._wm, sliced.wm)
+                raise
+            finally:
+                sliced.columnar = False
+            self.late_records += late
+            return out
+        res: list[Firing | LateRecord] = []
+        process = self.process
+        if watermarks is None:
+            for key, ts, rec in zip(keys, timestamps, records, strict=True):
+                res += process(key, ts, rec)
+            return res
+        advance = self.advance_watermark
+        for key, ts, rec, wm in zip(keys, timestamps, records, watermarks, strict=True):
+            res += process(key, ts, rec)
+            res += advance(wm)
+        return res
 
     def _late(self, key: Any, timestamp: float, record: Any) -> list[Firing | LateRecord]:
         self.late_records += 1
@@ -313,16 +364,23 @@ class WindowOperator:
         return [Firing(key, start, end, self._result(key, Window(start, end), acc), "on_time")]
 
     # ------------------------------------------------------------------ time
-    def advance_watermark(self, watermark: float) -> list[Firing]:
-        """Move the watermark forward (never back); fire and purge what it passed."""
+    def advance_watermark(self, watermark: float, *, columnar: bool = False) -> list[Any]:
+        """Move the watermark forward (never back); fire and purge what it passed.
+        ``columnar`` as in :meth:`process_batch`."""
         if not watermark > self._wm:
             return []
         self._wm = watermark
-        out: list[Firing] = []
-        if self._sliced is not None:
-            if watermark < self._sliced.next_due():
+        out: list[Any] = []
+        sliced = self._sliced
+        if sliced is not None:
+            if watermark < sliced.next_due():
+                sliced.set_watermark(watermark)
                 return out  # nothing due: skip the fire/purge pass
-            self._sliced.advance(watermark, out)
+            sliced.columnar = columnar
+            try:
+                sliced.advance(watermark, out)
+            finally:
+                sliced.columnar = False
             return out
         wins = self._wins
         for wid in self._fire_timers.pop_due(watermark):
@@ -366,10 +424,11 @@ class WindowOperator:
             self._next_early = (now_ms // every + 1) * every
         return out
 
-    def finish(self) -> list[Firing]:
+    def finish(self, *, columnar: bool = False) -> list[Any]:
         """End of input: the watermark goes to +inf, every remaining window fires
-        ``on_time`` (count windows: the partly filled next window of each key)."""
-        out = self.advance_watermark(INF)
+        ``on_time`` (count windows: the partly filled next window of each key).
+        ``columnar`` as in :meth:`process_batch`."""
+        out: list[Any] = self.advance_watermark(INF, columnar=columnar)
         if self._count is not None:
             logic = self._count
             for key, state in self._counts.items():
@@ -431,4 +490,4 @@ class WindowOperator:
         if self._sliced is not None:
             if state["sliced"] is None:
                 raise CheckpointError("window snapshot was taken without slicing")
-            self._sliced.restore_state(state["sliced"])
+            self._sliced.restore_state(state["sliced"], self._wm)

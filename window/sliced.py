@@ -1,70 +1,58 @@
-"""Pane-sliced aligned windows: one accumulator per (key, pane), two-stacks for sliding.
+"""Slice-based aligned windows: one accumulator per (slice, key), fired per window end.
 
 Used by :class:`~jstormpy.window.operator.WindowOperator` for tumbling and sliding
 windows with integer sizes when no early firing is configured. Windows are never
-materialised: a record is added to exactly one pane (``pane = gcd(size, slide)``), and
-the on-time result of window ``[S, S + size)`` is the merge of its panes, kept
-incrementally per key with the two-stacks FIFO aggregation (amortised ~3 merges per
-firing instead of ``size / slide`` adds per record). Late updates are merged directly.
+materialised. Time is cut into slices (panes) of ``gcd(size, slide)``; each live slice
+is a plain dict ``key -> accumulator``, so a record costs one dict lookup and one
+``add`` (and a record whose slice is already there needs nothing else: no per-record
+timer, no per-record list insert).
+
+Firing happens in *rounds*, one per window end ``E`` the watermark passes (ends with no
+record in their window are skipped): the slices that left the window ``[E - size, E)``
+are evicted from each of their keys' queues, the slices that entered it are pushed,
+and every key whose queue is not empty fires. A key's queue is a two-stacks FIFO
+aggregation over its slices in the window (amortised ~3 ``merge`` calls per firing,
+whatever ``size / slide`` is); tumbling windows need no queue (one slice per window).
+The only timers are the next round's end, found with one bisect over the sorted slice
+starts (O(log n)), and slice expiry, which is in slice order (O(1) per slice).
 
 Semantics are exactly those of the per-window path (the property tests run both
 against the reference): on-time at ``wm >= end - 1`` for every window holding records,
 late firings while ``wm < end + lateness``, a LateRecord when the newest window of a
-record is beyond lateness. A pane is dropped once every window containing it is.
+record is beyond lateness. A slice is dropped once every window containing it is.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 from bisect import bisect_left, insort
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from jstormpy.window.timers import TimerQueue
-from jstormpy.window.types import Firing, LateRecord, Window
+from jstormpy.errors import CheckpointError
+from jstormpy.window.types import Firing, FiringRun, LateRecord, Window
+
+_MISSING = object()
+_INF = math.inf
 
 
-class _Key:
-    """Panes and the incremental on-time aggregation of one key."""
+class _Queue:
+    """A key's two-stacks FIFO over the accumulators of its slices in the window.
 
-    __slots__ = ("back", "back_agg", "front", "hi", "hot_first", "hot_pane", "lo",
-                 "next_end", "panes", "starts", "valid")
+    ``front`` holds suffix aggregates with the oldest slice's on top (last), ``back``
+    the newer slices' accumulators and ``agg`` their running aggregate.
+    """
+
+    __slots__ = ("agg", "back", "front")
 
     def __init__(self) -> None:
-        self.panes: dict[float, Any] = {}
-        self.starts: list[float] = []
-        """Sorted pane starts."""
-        self.next_end: float | None = None
-        """End of the next window to fire on time (its timer is pending)."""
-        # two-stacks over the panes in [lo, hi): front (oldest on top) holds suffix
-        # aggregates, back holds newer panes with their running aggregate
-        self.front: list[tuple[float, Any]] = []
-        self.back: list[float] = []
-        self.back_agg: Any = None
-        self.lo = -math.inf
-        self.hi = -math.inf
-        self.valid = False
-        # the pane the key last added to and the end of its earliest window: while the
-        # watermark is before that end and the key's timer is no later, adding to the same
-        # pane needs nothing else (process() fast path; not part of snapshots)
-        self.hot_pane: float | None = None
-        self.hot_first = -math.inf
-
-    def dump(self) -> tuple[Any, ...]:
-        return (dict(self.panes), list(self.starts), self.next_end, list(self.front),
-                list(self.back), self.back_agg, self.lo, self.hi, self.valid)
-
-    @classmethod
-    def load(cls, data: tuple[Any, ...]) -> _Key:
-        st = cls()
-        (st.panes, st.starts, st.next_end, st.front, st.back, st.back_agg, st.lo, st.hi,
-         st.valid) = data
-        return st
+        self.front: list[Any] = []
+        self.back: list[Any] = []
+        self.agg: Any = None
 
 
 class SlicedWindows:
-    """State and logic of pane-sliced tumbling/sliding windows (see module doc)."""
+    """State and logic of slice-based tumbling/sliding windows (see module doc)."""
 
     def __init__(self, size: int, slide: int, lateness: float, aggregator: Any) -> None:
         self.size = size
@@ -75,238 +63,353 @@ class SlicedWindows:
         self._add: Callable[[Any, Any], Any] = aggregator.add
         self._merge: Callable[[Any, Any], Any] = aggregator.merge
         self._result: Callable[[Any, Window, Any], Any] = aggregator.result
-        self.keys: dict[Any, _Key] = {}
-        self.fire_timers = TimerQueue()
-        """(end - 1) -> (key, end): next on-time firing per key."""
-        self.purge_timers = TimerQueue()
-        """expiry -> (key, pane start): when every window of the pane is beyond lateness."""
+        self._tumbling = size == slide
+        self.slices: dict[float, dict[Any, Any]] = {}
+        """Live slices: slice start -> {key: accumulator}."""
+        self.starts: list[float] = []
+        """Sorted starts of the live slices."""
+        self.queues: dict[Any, _Queue] = {}
+        """Keys with a slice in the last fired window (sliding only), in firing order."""
+        self.fired_end = -_INF
+        """End of the last window fired on time: slices below it entered the queues."""
+        self.evicted = -_INF
+        """Slices below this left the queues (entered range: ``[evicted, fired_end)``)."""
+        self.next_end = _INF
+        """End of the next on-time round (due at ``next_end - 1``)."""
+        self.safe_ts = -_INF
+        """Records at or after this timestamp are on time for all their windows."""
+        self.columnar = False
+        """Rounds append one :class:`FiringRun` instead of a Firing per key."""
+        self.wm = -_INF
+        """The watermark :attr:`safe_ts` and the rounds are up to date with."""
 
+    # ------------------------------------------------------------------ helpers
     @property
     def pane_count(self) -> int:
-        """Live panes over all keys."""
-        return sum(len(st.panes) for st in self.keys.values())
+        """Live (slice, key) accumulators."""
+        return sum(map(len, self.slices.values()))
 
     def _first_end(self, t: float) -> float:
-        """End of the earliest window containing timestamp (or pane start) ``t``: its
+        """End of the earliest window containing timestamp (or slice start) ``t``: its
         start is the smallest multiple of slide above ``t - size``."""
         bound = t - self.size
         return bound - bound % self.slide + self.slide + self.size
 
-    def _merged(self, st: _Key, start: float, end: float) -> Any:
-        """Direct merge of the panes in ``[start, end)`` (oldest first)."""
-        starts = st.starts
-        i = bisect_left(starts, start)
-        panes = st.panes
-        acc = panes[starts[i]]
+    def set_watermark(self, wm: float) -> None:
+        """Recompute :attr:`safe_ts` for watermark ``wm``: a record is on time for all
+        its windows iff its first window's end is above ``wm + 1``, i.e. iff it is at or
+        after the start of the first window end above ``wm + 1`` minus one slide."""
+        self.wm = wm
+        if wm == -_INF:
+            self.safe_ts = -_INF
+        elif wm == _INF:
+            self.safe_ts = _INF
+        else:
+            self.safe_ts = self._first_end(wm + 1) - self.slide
+
+    def next_due(self) -> float:
+        """The earliest watermark that fires or purges something (inf if none)."""
+        fire = self.next_end - 1
+        starts = self.starts
+        if starts:
+            ps = starts[0]
+            expiry = ps - ps % self.slide + self.size + self.lateness
+            return expiry if expiry < fire else fire
+        return fire
+
+    def _new_slice(self, ps: float) -> dict[Any, Any]:
+        """Create slice ``ps`` (its first window is still to fire on time)."""
+        d: dict[Any, Any] = {}
+        self.slices[ps] = d
+        starts = self.starts
+        if not starts or ps > starts[-1]:
+            starts.append(ps)
+        else:
+            insort(starts, ps)
+        first = self._first_end(ps)
+        self.next_end = min(self.next_end, first)
+        return d
+
+    def _merged(self, key: Any, start: float, end: float) -> Any:
+        """Direct merge (oldest first) of ``key``'s slices in ``[start, end)``."""
+        starts, slices = self.starts, self.slices
+        acc: Any = _MISSING
         merge = self._merge
-        i += 1
+        i = bisect_left(starts, start)
         n = len(starts)
         while i < n and starts[i] < end:
-            acc = merge(acc, panes[starts[i]])
+            val = slices[starts[i]].get(key, _MISSING)
+            if val is not _MISSING:
+                acc = val if acc is _MISSING else merge(acc, val)
             i += 1
         return acc
+
+    def _rebuild(self, key: Any) -> None:
+        """Rebuild ``key``'s queue from the entered slices (after a late update)."""
+        starts, slices = self.starts, self.slices
+        q = _Queue()
+        merge = self._merge
+        i = bisect_left(starts, self.evicted)
+        n = len(starts)
+        hi = self.fired_end
+        while i < n and starts[i] < hi:
+            val = slices[starts[i]].get(key, _MISSING)
+            if val is not _MISSING:
+                q.agg = merge(q.agg, val) if q.back else val
+                q.back.append(val)
+            i += 1
+        queues = self.queues
+        if q.back:
+            queues[key] = q
+        else:
+            queues.pop(key, None)
+
+    # ------------------------------------------------------------------ input
+    def try_add(self, key: Any, ts: float, record: Any) -> bool:
+        """Add a record on time for all its windows (True); False (nothing done) if
+        it needs :meth:`process`."""
+        if ts >= self.safe_ts:
+            ps = ts - ts % self.pane
+            d = self.slices.get(ps)
+            if d is None:
+                d = self._new_slice(ps)
+            acc = d.get(key, _MISSING)
+            d[key] = self._add(self._create() if acc is _MISSING else acc, record)
+            return True
+        return False
 
     def process(self, key: Any, ts: float, record: Any, wm: float,
                 out: list[Firing | LateRecord]) -> bool:
         """Add a record; appends late firings to ``out``; False if it is a LateRecord."""
-        st = self.keys.get(key)
-        if st is not None:
+        if ts >= self.safe_ts:  # on time for every window: add to its slice, that's all
             ps = ts - ts % self.pane
-            if ps == st.hot_pane and st.hot_first - 1 > wm and st.next_end is not None \
-                    and st.next_end <= st.hot_first:
-                panes = st.panes
-                panes[ps] = self._add(panes[ps], record)
-                if st.lo <= ps < st.hi:
-                    st.valid = False
-                return True
-        slide = self.slide
-        size = self.size
+            d = self.slices.get(ps)
+            if d is None:
+                d = self._new_slice(ps)
+            acc = d.get(key, _MISSING)
+            d[key] = self._add(self._create() if acc is _MISSING else acc, record)
+            return True
+        return self._process_late(key, ts, record, wm, out)
+
+    def _process_late(self, key: Any, ts: float, record: Any, wm: float,
+                      out: list[Firing | LateRecord]) -> bool:
+        """A record some of whose windows the watermark already passed."""
+        slide, size, lateness = self.slide, self.size, self.lateness
         last_end = ts - ts % slide + size
-        lateness = self.lateness
         if wm >= last_end + lateness:
             return False
-        if st is None:
-            st = self.keys[key] = _Key()
         ps = ts - ts % self.pane
-        panes = st.panes
-        acc = panes.get(ps)
-        if acc is None and ps not in panes:
-            acc = self._create()
-            insort(st.starts, ps)
-            expiry = ps - ps % slide + size + lateness
-            self.purge_timers.add(expiry, (key, ps))
-        panes[ps] = self._add(acc, record)
-        if st.lo <= ps < st.hi:
-            st.valid = False  # a pane inside the two-stacks changed
-        bound = ts - size
-        first_end = bound - bound % slide + slide + size  # = self._first_end(ts)
-        st.hot_pane = ps
-        st.hot_first = first_end
-        if last_end - 1 > wm:  # some window of this record is still open
-            first = first_end
-            if first - 1 <= wm:  # earliest open end: first end with end - 1 > wm
-                k = math.floor((wm + 1 - size) / slide) + 1
-                first = k * slide + size
-            if st.next_end is None or first < st.next_end:
-                st.next_end = first
-                self.fire_timers.add(first - 1, (key, first))
-        end = first_end
-        if end - 1 <= wm:  # windows the watermark passed but lateness keeps alive
-            while end <= last_end and end - 1 <= wm:
-                if wm < end + lateness:
-                    start = end - size
-                    res = self._result(key, Window(start, end), self._merged(st, start, end))
-                    out.append(Firing(key, start, end, res, "late"))
-                end += slide
+        d = self.slices.get(ps)
+        new = d is None
+        if d is None:
+            d = self.slices[ps] = {}
+            insort(self.starts, ps)
+        acc = d.get(key, _MISSING)
+        d[key] = self._add(self._create() if acc is _MISSING else acc, record)
+        if not self._tumbling and self.evicted <= ps < self.fired_end:
+            self._rebuild(key)  # a slice inside the key's queue changed
+        end = self._first_end(ts)
+        result = self._result
+        while end <= last_end and end - 1 <= wm:  # windows the watermark passed
+            if wm < end + lateness:
+                start = end - size
+                out.append(Firing(key, start, end, result(
+                    key, Window(start, end), self._merged(key, start, end)), "late"))
+            end += slide
+        if new and end <= last_end and end < self.next_end:
+            self.next_end = end  # the slice's first window still to fire on time
         return True
 
-    def _aggregate(self, st: _Key, start: float, end: float) -> Any:
-        """The accumulator of window ``[start, end)`` from the key's two-stacks, which
-        slide forward to it (rebuilt if a pane inside them changed or the window jumped
-        past them)."""
-        merge = self._merge
-        front, back, panes = st.front, st.back, st.panes
-        if not st.valid or start > st.hi or start < st.lo:
-            front.clear()
-            back.clear()
-            st.lo = st.hi = start
-            st.valid = True
-        # evict panes older than the window
-        while True:
-            if not front:
-                if not back or back[0] >= start:
-                    break
-                agg = None
-                for i in range(len(back) - 1, -1, -1):
-                    if back[i] < start:
-                        break  # older panes leave anyway (and may be purged already)
-                    acc = panes[back[i]]
-                    agg = merge(acc, agg) if front else acc
-                    front.append((back[i], agg))
-                back.clear()
-                if not front:
-                    break
-            if front[-1][0] < start:
-                front.pop()
+    def process_batch(self, keys: Sequence[Any], timestamps: Sequence[float],
+                      records: Sequence[Any], watermarks: Sequence[float] | None,
+                      wm: float, out: list[Any]) -> tuple[float, int]:
+        """``process`` each record, advancing to ``watermarks[i]`` after record ``i``
+        (if given and higher); returns ``(watermark, late records)``. Same results, in
+        the same order, as the per-record calls."""
+        slices = self.slices
+        pane = self.pane
+        add = self._add
+        create = self._create
+        safe = self.safe_ts
+        # below ``limit`` a higher watermark changes nothing here (no round or purge
+        # due, same safe_ts): just remember it
+        limit = self._limit()
+        cur_ps: Any = None
+        d: dict[Any, Any] = {}
+        late = 0
+        missing = _MISSING
+        wms: Any = watermarks if watermarks else ()
+        for i, (key, ts, rec) in enumerate(zip(keys, timestamps, records, strict=True)):
+            if ts >= safe:
+                ps = ts - ts % pane
+                if ps != cur_ps:
+                    d = slices.get(ps)  # type: ignore[assignment]
+                    if d is None:
+                        d = self._new_slice(ps)
+                        limit = self._limit()
+                    cur_ps = ps
+                acc = d.get(key, missing)
+                d[key] = add(create() if acc is missing else acc, rec)
             else:
-                break
-        st.lo = start
-        # push the panes that entered the window
-        starts = st.starts
-        hi = st.hi
-        i = bisect_left(starts, hi if hi > start else start)
-        n = len(starts)
-        if i < n and starts[i] < end:
-            back_agg = st.back_agg
-            while i < n and starts[i] < end:
-                acc = panes[starts[i]]
-                back_agg = merge(back_agg, acc) if back else acc
-                back.append(starts[i])
-                i += 1
-            st.back_agg = back_agg
-        st.hi = end
-        if front:
-            return merge(front[-1][1], st.back_agg) if back else front[-1][1]
-        return st.back_agg
+                if not self._process_late(key, ts, rec, wm, out):
+                    late += 1
+                    out.append(LateRecord(key, ts, rec))
+                limit = self._limit()
+                cur_ps = None
+            if wms:
+                w = wms[i]
+                if w > wm:
+                    wm = w
+                    if w >= limit:
+                        if w >= self.next_due():
+                            self.advance(w, out)
+                            cur_ps = None
+                        else:
+                            self.set_watermark(w)
+                        safe = self.safe_ts
+                        limit = self._limit()
+        if wms:
+            self.set_watermark(wm)
+        return wm, late
 
-    def next_due(self) -> float:
-        """The earliest pending fire or purge time (inf if none): a watermark below it
-        fires and purges nothing."""
-        fire = self.fire_timers._heap  # noqa: SLF001
-        purge = self.purge_timers._heap  # noqa: SLF001
-        a = fire[0] if fire else math.inf
-        b = purge[0] if purge else math.inf
-        return a if a < b else b
+    def _limit(self) -> float:
+        """The lowest watermark that makes a round or purge due or moves safe_ts."""
+        due = self.next_due()
+        safe = self.safe_ts
+        if safe == _INF:
+            return _INF
+        move = -_INF if safe == -_INF else safe + self.slide - 1
+        return due if due < move else move
 
-    def advance(self, wm: float, out: list[Firing]) -> None:
-        """Fire every window the watermark passed (in end order), then purge.
-
-        Timers are taken one due time (= one window end) at a time: every key firing
-        at that end shares one ``Window`` object, results are appended to ``out`` in one
-        pass, and each key's next timer goes straight into the queue's bucket (one heap
-        push per new time, not per key)."""
-        keys = self.keys
-        timers = self.fire_timers
-        buckets = timers._due  # noqa: SLF001 - the hot loop adds timers inline
-        heap = timers._heap  # noqa: SLF001
-        size = self.size
-        slide = self.slide
-        result = self._result
-        aggregate = self._aggregate
-        first_end = self._first_end
-        new_firing = tuple.__new__
-        append = out.append
-        while True:
-            group = timers.pop_earliest(wm)
-            if group is None:
-                break
-            due_time, due = group
-            end = due_time + 1
-            start = end - size
-            window = new_firing(Window, (start, end))
-            nxt = end + slide
-            nxt_due = nxt - 1
-            nxt_bucket: list[Any] | None = None
-            lo_bound = nxt - size
-            for key, key_end in due:  # type: ignore[misc]
-                st = keys.get(key)
-                if st is None or st.next_end != key_end:
-                    continue  # superseded by an earlier window
-                if key_end != end:  # (not produced by this operator; kept general)
-                    self._fire_one(st, key, key_end, out)
-                    continue
-                acc = aggregate(st, start, end)
-                append(new_firing(Firing, (key, start, end, result(key, window, acc),
-                                           "on_time")))
-                # schedule the key's next window that holds a pane
-                starts = st.starts
-                i = bisect_left(starts, lo_bound)
-                if i == len(starts):
-                    st.next_end = None
-                    continue
-                if starts[i] >= nxt:
-                    later = first_end(starts[i])
-                    st.next_end = later
-                    timers.add(later - 1, (key, later))
-                    continue
-                st.next_end = nxt
-                if nxt_bucket is None:
-                    nxt_bucket = buckets.get(nxt_due)
-                    if nxt_bucket is None:
-                        nxt_bucket = buckets[nxt_due] = []
-                        heapq.heappush(heap, nxt_due)
-                nxt_bucket.append((key, nxt))
-        for key, ps in self.purge_timers.pop_due(wm):  # type: ignore[misc]
-            st = keys[key]
-            del st.panes[ps]
-            st.starts.remove(ps)  # no window to come contains it: the stacks skip it
-            if not st.panes and st.next_end is None:
-                del keys[key]
-
-    def _fire_one(self, st: _Key, key: Any, end: float, out: list[Firing]) -> None:
-        """Fire one key's window ending at ``end`` and schedule its next one."""
-        start = end - self.size
-        acc = self._aggregate(st, start, end)
-        out.append(Firing(key, start, end, self._result(key, Window(start, end), acc),
-                          "on_time"))
-        nxt = end + self.slide
-        starts = st.starts
-        i = bisect_left(starts, nxt - self.size)
-        if i == len(starts):
-            st.next_end = None
+    # ------------------------------------------------------------------ time
+    def advance(self, wm: float, out: list[Any]) -> None:
+        """The watermark moved to ``wm``: run every due round (in end order), then
+        drop the slices no window needs any more."""
+        self.set_watermark(wm)
+        while self.next_end - 1 <= wm and self.next_end != _INF:
+            self._round(self.next_end, out)
+        starts = self.starts
+        if not starts:
             return
-        if starts[i] >= nxt:
-            nxt = self._first_end(starts[i])
-        st.next_end = nxt
-        self.fire_timers.add(nxt - 1, (key, nxt))
+        slide, size, lateness = self.slide, self.size, self.lateness
+        n = 0
+        for ps in starts:
+            if wm < ps - ps % slide + size + lateness:
+                break
+            n += 1
+        if n:
+            if self.evicted < starts[n - 1] + 1:
+                self._evict_below(starts[n - 1] + 1)
+            slices = self.slices
+            for ps in starts[:n]:
+                del slices[ps]
+            del starts[:n]
 
+    def _evict_below(self, bound: float) -> None:
+        """Take the entered slices below ``bound`` out of their keys' queues."""
+        lo = self.evicted
+        if bound <= lo:
+            return
+        self.evicted = bound
+        if self._tumbling:
+            return
+        starts, slices, queues, merge = self.starts, self.slices, self.queues, self._merge
+        i = bisect_left(starts, lo)
+        n = len(starts)
+        hi = min(bound, self.fired_end)
+        while i < n and starts[i] < hi:
+            for key in slices[starts[i]]:
+                q = queues[key]
+                front = q.front
+                if not front:
+                    back = q.back
+                    if len(back) == 1:
+                        del queues[key]
+                        continue
+                    # flip: suffix aggregates of back[1:], oldest on top
+                    agg = back[-1]
+                    front.append(agg)
+                    for j in range(len(back) - 2, 0, -1):
+                        agg = merge(back[j], agg)
+                        front.append(agg)
+                    back.clear()
+                    continue  # back[0] (the evicted slice) is not kept
+                front.pop()
+                if not front and not q.back:
+                    del queues[key]
+            i += 1
+
+    def _round(self, end: float, out: list[Any]) -> None:
+        """Fire every key's window ``[end - size, end)`` on time; schedule the next."""
+        size = self.size
+        start = end - size
+        window = tuple.__new__(Window, (start, end))
+        result = self._result
+        starts, slices = self.starts, self.slices
+        if self._tumbling:
+            self.evicted = start
+            d = slices.get(start)
+            keys: list[Any] = list(d) if d is not None else []
+            results = [result(key, window, acc) for key, acc in d.items()] if d else []
+        else:
+            self._evict_below(start)
+            queues = self.queues
+            merge = self._merge
+            i = bisect_left(starts, max(self.fired_end, start))
+            n = len(starts)
+            while i < n and starts[i] < end:  # push the slices that entered the window
+                for key, acc in slices[starts[i]].items():
+                    q = queues.get(key)
+                    if q is None:
+                        q = queues[key] = _Queue()
+                        q.agg = acc
+                    elif q.back:
+                        q.agg = merge(q.agg, acc)
+                    else:
+                        q.agg = acc
+                    q.back.append(acc)
+                i += 1
+            keys = list(queues)
+            results = [result(key, window, (merge(q.front[-1], q.agg) if q.back
+                                            else q.front[-1]) if q.front else q.agg)
+                       for key, q in queues.items()]
+        if keys:
+            if self.columnar:
+                out.append(FiringRun(start, end, keys, results, "on_time"))
+            else:
+                new_firing = tuple.__new__
+                out += [new_firing(Firing, (key, start, end, res, "on_time"))
+                        for key, res in zip(keys, results, strict=True)]
+        self.fired_end = end
+        # next round: the first window after this one that holds a live slice
+        nxt = end + self.slide
+        i = bisect_left(starts, nxt - size)
+        if i == len(starts):
+            self.next_end = _INF
+        else:
+            first = self._first_end(starts[i])
+            self.next_end = first if first > nxt else nxt
+
+    # ------------------------------------------------------------------ state
     def snapshot_state(self) -> dict[str, Any]:
         """Plain data (to be pickled by the operator)."""
-        return {"keys": {k: st.dump() for k, st in self.keys.items()},
-                "fire": self.fire_timers.snapshot(), "purge": self.purge_timers.snapshot()}
+        return {"slices": self.slices, "starts": self.starts,
+                "queues": {k: (q.front, q.back, q.agg) for k, q in self.queues.items()},
+                "fired_end": self.fired_end, "evicted": self.evicted,
+                "next_end": self.next_end}
 
-    def restore_state(self, data: dict[str, Any]) -> None:
-        """Reload :meth:`snapshot_state` output."""
-        self.keys = {k: _Key.load(v) for k, v in data["keys"].items()}
-        self.fire_timers = TimerQueue.from_snapshot(data["fire"])
-        self.purge_timers = TimerQueue.from_snapshot(data["purge"])
+    def restore_state(self, data: dict[str, Any], wm: float) -> None:
+        """Reload :meth:`snapshot_state` output (taken at watermark ``wm``)."""
+        if "slices" not in data:
+            raise CheckpointError("window snapshot has the pre-slice sliced layout; "
+                                  "it cannot be restored by this version")
+        self.slices = data["slices"]
+        self.starts = data["starts"]
+        self.queues = {}
+        for key, (front, back, agg) in data["queues"].items():
+            q = self.queues[key] = _Queue()
+            q.front, q.back, q.agg = front, back, agg
+        self.fired_end = data["fired_end"]
+        self.evicted = data["evicted"]
+        self.next_end = data["next_end"]
+        self.set_watermark(wm)

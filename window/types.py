@@ -49,6 +49,33 @@ class Firing(NamedTuple):
         return (self.key, self.window_start, self.window_end, self.result, self.kind)
 
 
+class FiringRun(NamedTuple):
+    """The on-time firings of one window end for many keys, column by column.
+
+    What sliced windows return from ``WindowOperator.process_batch(..., columnar=True)``
+    instead of one :class:`Firing` per key: the batch path emits it with one
+    ``emit_batch`` and builds no per-firing object.
+    """
+
+    window_start: float
+    window_end: float
+    keys: list[Any]
+    results: list[Any]
+    kind: FiringKind
+
+    def firings(self) -> list[Firing]:
+        """The same firings, one :class:`Firing` per key (in key order)."""
+        start, end, kind = self.window_start, self.window_end, self.kind
+        return [Firing(key, start, end, res, kind)
+                for key, res in zip(self.keys, self.results, strict=True)]
+
+    def columns(self) -> list[list[Any]]:
+        """The default-stream columns ``(key, window_start, window_end, result, kind)``."""
+        n = len(self.keys)
+        return [self.keys, [self.window_start] * n, [self.window_end] * n, self.results,
+                [self.kind] * n]
+
+
 @dataclass(frozen=True, slots=True)
 class LateRecord:
     """A record that arrived after every window it belongs to was purged.

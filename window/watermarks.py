@@ -7,8 +7,9 @@ state lives in :class:`ChannelWatermarks`.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from jstormpy.errors import TopologyError
@@ -62,7 +63,7 @@ class ChannelWatermarks:
         (True, 40)
     """
 
-    __slots__ = ("_active", "_idle", "_idle_timeout", "_last_active", "_lag", "_max")
+    __slots__ = ("_active", "_cur", "_idle", "_idle_timeout", "_last_active", "_lag", "_max")
 
     def __init__(self, max_lag_ms: float, idle_timeout_ms: float | None,
                  channels: Iterable[Hashable] = ()) -> None:
@@ -72,12 +73,15 @@ class ChannelWatermarks:
         self._last_active: dict[Hashable, float] = {}
         self._active: set[Hashable] = set()
         self._idle: set[Hashable] = set()
+        self._cur: float | None = None
+        """Cached :meth:`current` (None: recompute)."""
         self.add_channels(channels)
 
     def add_channels(self, channels: Iterable[Hashable]) -> None:
         """Declare input channels (a channel that never delivers holds the watermark back)."""
         for ch in channels:
             self._max.setdefault(ch, NEG_INF)
+        self._cur = None
 
     @property
     def channels(self) -> tuple[Hashable, ...]:
@@ -98,17 +102,41 @@ class ChannelWatermarks:
         if self._idle and channel in self._idle:
             self._idle.discard(channel)
             woke = True
+            self._cur = None
         if timestamp > prev:
             self._max[channel] = timestamp
+            cur = self._cur
+            if cur is not None and prev - self._lag <= cur:
+                self._cur = None  # the channel may have been holding the minimum
             return True
         if channel not in self._max:
             self._max[channel] = prev
+            self._cur = None
             return True
         return woke
+
+    def observe_batch(self, channel: Hashable, timestamps: Sequence[float]) -> list[float]:
+        """:meth:`observe` each timestamp of one channel in turn; returns the
+        :meth:`current` watermark after each one (one list, computed in one pass)."""
+        if not timestamps:
+            return []
+        self.observe(channel, timestamps[0])
+        idle = self._idle
+        others = [m for ch, m in self._max.items() if ch != channel and ch not in idle]
+        floor = min(others) if others else math.inf
+        lag = self._lag
+        running = accumulate(timestamps, max, initial=self._max[channel])
+        next(running)
+        wms = [(m if m < floor else floor) - lag for m in running]
+        top = max(timestamps)
+        self._max[channel] = max(self._max[channel], top)
+        self._cur = None
+        return wms
 
     def tick(self, now_ms: float) -> bool:
         """Advance processing time: update activity and idleness; True if the idle set changed."""
         last = self._last_active
+        self._cur = None
         for ch in self._active:
             last[ch] = now_ms
         self._active.clear()
@@ -125,12 +153,18 @@ class ChannelWatermarks:
     def current(self) -> float:
         """Minimum over non-idle channels of ``max_ts − lag``; if every channel is idle,
         the furthest any channel got (nothing holds the watermark back)."""
+        cur = self._cur
+        if cur is not None:
+            return cur
         live = [m for ch, m in self._max.items() if ch not in self._idle]
         if live:
-            return min(live) - self._lag
-        if self._max:
-            return max(self._max.values()) - self._lag
-        return NEG_INF
+            cur = min(live) - self._lag
+        elif self._max:
+            cur = max(self._max.values()) - self._lag
+        else:
+            cur = NEG_INF
+        self._cur = cur
+        return cur
 
     def snapshot(self) -> dict[str, Any]:
         """Per-channel maxima (activity is processing-time state and restarts fresh)."""
@@ -140,6 +174,7 @@ class ChannelWatermarks:
         """Reload per-channel maxima; every channel counts as active from the next tick."""
         for ch, m in snap["max"].items():
             self._max[ch] = max(m, self._max.get(ch, NEG_INF))
+        self._cur = None
         self._last_active.clear()
         self._active.clear()
         self._idle.clear()

@@ -7,8 +7,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from jstormpy.batch import rows_from_columns
 from jstormpy.component import TopologyContext, Tuple
 from jstormpy.window import (
+    FIRING_FIELDS,
     CountWindows,
     SessionWindows,
     SlidingWindows,
@@ -60,6 +62,11 @@ class ListCollector:
 
     def emit_direct(self, task: int, values: Any, stream: str = "default") -> None:
         self.emitted.append((stream, tuple(values)))
+
+    def emit_batch(self, columns: Any, stream: str = "default") -> None:
+        fields = FIRING_FIELDS if stream == "default" else tuple(range(len(columns)))
+        for row in rows_from_columns(columns, fields, "w", stream):  # type: ignore[arg-type]
+            self.emitted.append((stream, tuple(row)))
 
     def emit_watermark(self, watermark_ms: float) -> None:
         self.watermarks.append(watermark_ms)

@@ -75,3 +75,25 @@ def test_matches_definition(observations, lag) -> None:
 def test_strategy_rejects_bad_values(args) -> None:
     with pytest.raises(TopologyError):
         BoundedOutOfOrderness(*args)
+
+
+@given(steps=st.lists(st.tuples(st.sampled_from([1, 2, 3]),
+                                st.lists(st.integers(-50, 500), max_size=8),
+                                st.integers(0, 700)), max_size=12),
+       lag=st.integers(0, 20))
+def test_observe_batch_equals_observe_then_current(steps, lag) -> None:
+    """Per-record watermarks of a batch, also with idle channels waking up."""
+    one = ChannelWatermarks(lag, 1000, channels=(1, 2, 3))
+    many = ChannelWatermarks(lag, 1000, channels=(1, 2, 3))
+    now = 0
+    for channel, timestamps, advance in steps:
+        expected = []
+        for ts in timestamps:
+            one.observe(channel, ts)
+            expected.append(one.current())
+        assert many.observe_batch(channel, timestamps) == expected
+        assert many.current() == one.current()
+        now += advance
+        assert many.tick(now) == one.tick(now)
+        assert many.idle_channels == one.idle_channels
+        assert many.current() == one.current()
