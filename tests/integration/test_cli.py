@@ -208,8 +208,9 @@ def test_sigkill_of_jstorm_run_stops_its_topology(tmp_path):
                         timeout=60, what="the topology to run")
         children = [psutil.Process(p.pid)
                     for p in psutil.Process(run.pid).children(recursive=True)]
-        # the fork server (zygote), and forked from it the TM and 2 workers
-        assert len(children) == 4, children
+        # the fork server (zygote), and forked from it the TM and 2 workers; on a loaded
+        # machine a worker may be mid-restart (heartbeat timeout), so count at least those
+        assert len(children) >= 4, children
         assert {w["pid"] for w in st["workers"]} <= {c.pid for c in children}
         run.send_signal(signal.SIGKILL)
         run.wait(10)
