@@ -5,7 +5,13 @@ address for that peer) and it forwards bytes both ways until told otherwise:
 
 * :meth:`FaultProxy.reset` — abort every live connection with a TCP RST (``SO_LINGER 0``);
 * :meth:`FaultProxy.partition` — stop forwarding and refuse new connections (bytes sent
-  meanwhile are held back, as a network that has stopped delivering), until :meth:`heal`.
+  meanwhile are held back, as a network that has stopped delivering), until :meth:`heal`;
+* :meth:`FaultProxy.hang` — accept connections but answer nothing (a server that hangs),
+  until :meth:`heal`;
+* :attr:`FaultProxy.delay_s` — forward every chunk this much later (a slow server).
+
+``upstream`` may be a callable returning the address (or None: refuse), asked at every
+accepted connection: a peer that restarts on another port is followed.
 
 Example:
     >>> proxy = FaultProxy(("127.0.0.1", receiver_port))     # doctest: +SKIP
@@ -18,6 +24,8 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
+from collections.abc import Callable
 
 _CHUNK = 64 << 10
 
@@ -41,14 +49,18 @@ class FaultProxy:
     """Forward TCP connections from a local port to ``upstream``, injecting faults.
 
     Args:
-        upstream: ``(host, port)`` every accepted connection is forwarded to.
+        upstream: ``(host, port)`` every accepted connection is forwarded to, or a callable
+            returning it (None: refuse the connection), asked at each connection.
         host: Address to listen on.
     """
 
-    def __init__(self, upstream: tuple[str, int], host: str = "127.0.0.1") -> None:
+    def __init__(self, upstream: tuple[str, int] | Callable[[], tuple[str, int] | None],
+                 host: str = "127.0.0.1") -> None:
         self.upstream = upstream
         self.host = host
         self.port = 0
+        self.delay_s = 0.0
+        self._refusing = False
         self.resets = 0
         self.connections_accepted = 0
         self._lock = threading.Lock()
@@ -82,10 +94,17 @@ class FaultProxy:
 
     def partition(self) -> None:
         """Stop forwarding bytes and refuse new connections until :meth:`heal`."""
+        self._refusing = True
+        self._flowing.clear()
+
+    def hang(self) -> None:
+        """Accept connections but forward nothing either way until :meth:`heal`."""
+        self._refusing = False
         self._flowing.clear()
 
     def heal(self) -> None:
-        """Resume forwarding after :meth:`partition`."""
+        """Resume forwarding after :meth:`partition` or :meth:`hang`."""
+        self._refusing = False
         self._flowing.set()
 
     @property
@@ -111,11 +130,14 @@ class FaultProxy:
                 continue
             except OSError:
                 return
-            if not self._flowing.is_set():
+            if self._refusing:
                 _abort(client)  # partitioned: the peer is unreachable
                 continue
             try:
-                server = socket.create_connection(self.upstream, timeout=5)
+                upstream = self.upstream() if callable(self.upstream) else self.upstream
+                if upstream is None:
+                    raise ConnectionRefusedError("no upstream address")
+                server = socket.create_connection(upstream, timeout=5)
                 server.settimeout(None)
             except OSError:
                 _abort(client)
@@ -135,6 +157,8 @@ class FaultProxy:
                 if not data:
                     dst.shutdown(socket.SHUT_WR)
                     return
+                if self.delay_s > 0:
+                    time.sleep(self.delay_s)
                 self._flowing.wait()
                 dst.sendall(data)
         except OSError:
