@@ -148,7 +148,7 @@ class Scenario:
         elif kind == "tm_kill_during_upgrade":
             fault = Fault(kind, at, duration_s=round(rng.uniform(0.0, 0.8), 2))
         else:
-            fault = Fault(kind, 0.0, w, duration_s=round(rng.uniform(0.0, 0.15), 2))
+            fault = Fault(kind, 0.0, w, duration_s=round(rng.uniform(0.0, 0.05), 2))
         return cls(seed, topology, fault)
 
     def describe(self) -> str:
@@ -214,6 +214,7 @@ class _Injector:
         self.recovery_s: float | None = None
         self._stop = threading.Event()
         self._last_status: dict[str, Any] = {}
+        self._drained_at: float | None = None
         self.thread = threading.Thread(target=self._run, name="chaos-injector", daemon=True)
 
     # -- helpers ----------------------------------------------------------------------------
@@ -387,11 +388,16 @@ class _Injector:
                 if self._finished_state():
                     return
             self._stop.wait(0.05)
+        if self._drained_at is not None:  # drained before a status call showed it
+            self.recovery_s = round(max(self._drained_at - end, 0.0), 2)
 
     def start(self) -> None:
         self.thread.start()
 
-    def stop(self) -> None:
+    def stop(self, drained: bool = False) -> None:
+        """Stop; ``drained``: the job has just drained (ends a recovery still measured)."""
+        if drained:
+            self._drained_at = time.monotonic()
         self._stop.set()
         self.thread.join(30)
 
@@ -502,7 +508,7 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
                 with contextlib.suppress(Exception):
                     status = handle.status()
             finally:
-                injector.stop()
+                injector.stop(drained=status.get("state") == "drained")
         if disk is not None:
             disk.release()
         verdict = check_output(scenario.topology, work)

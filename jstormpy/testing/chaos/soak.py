@@ -23,7 +23,8 @@ from typing import TextIO
 from jstormpy.testing.chaos.scenarios import FAULT_KINDS, Scenario, ScenarioResult, run_scenario
 from jstormpy.testing.chaos.topologies import TOPOLOGIES
 
-_ROW = "{seed:>6} {topology:<10} {fault:<40} {lost:>5} {dup:>5} {reord:>6} {state:>6} {rec:>9}"
+_ROW = ("{seed:>6} {topology:<10} {fault:<40} {lost:>5} {dup:>5} {reord:>6} {state:>6} "
+        "{rec:>9} {secs:>6}")
 
 
 def plan_scenarios(count: int, seed: int = 1, fault: str | None = None,
@@ -38,7 +39,8 @@ def plan_scenarios(count: int, seed: int = 1, fault: str | None = None,
 def format_header() -> str:
     """The table's header line."""
     return _ROW.format(seed="seed", topology="topology", fault="fault", lost="lost",
-                       dup="dup", reord="reord", state="state", rec="recovery")
+                       dup="dup", reord="reord", state="state", rec="recovery",
+                       secs="run")
 
 
 def format_row(result: ScenarioResult) -> str:
@@ -50,7 +52,8 @@ def format_row(result: ScenarioResult) -> str:
         state = "HUNG" if not result.error.startswith("not drained") else "STUCK"
     return _ROW.format(seed=result.scenario.seed, topology=result.scenario.topology,
                        fault=result.scenario.fault.describe()[:40], lost=v.lost,
-                       dup=v.duplicated, reord=v.reordered, state=state, rec=rec)
+                       dup=v.duplicated, reord=v.reordered, state=state, rec=rec,
+                       secs=f"{result.seconds:.0f}s")
 
 
 def format_summary(results: Sequence[ScenarioResult]) -> list[str]:

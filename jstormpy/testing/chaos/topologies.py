@@ -140,12 +140,12 @@ class PacedFileSpout(FileSpout):
     """A :class:`~jstormpy.FileSpout` reading a few lines per call with a short pause, so
     the run lasts long enough for faults to land in its middle."""
 
-    def __init__(self, paths: Any, per_call: int = 4) -> None:
+    def __init__(self, paths: Any, per_call: int = 2) -> None:
         super().__init__(paths, batch=per_call)
 
     def next_tuple(self) -> None:
         super().next_tuple()
-        time.sleep(0.002)
+        time.sleep(0.004)
 
 
 def _corpus_lines(f: int) -> list[str]:
@@ -197,7 +197,7 @@ class Readings(Spout):
 
     outputs = ("sensor", "ts", "value")
 
-    def __init__(self, per_call: int = 20) -> None:
+    def __init__(self, per_call: int = 10) -> None:
         self.offset = 0
         self.per_call = per_call
 
