@@ -33,6 +33,6 @@ def test_exactly_once_under_fault(tmp_path, scenario) -> None:
     assert result.drained, context
     assert result.fired, f"the fault never happened: {context}"
     v = result.verdict
-    assert (v.lost, v.duplicated, v.reordered) == (0, 0, 0), context
+    assert (v.lost, v.duplicated, v.reordered) == (0, 0, 0), f"{context}\n{v.detail}"
     assert not v.state_problems, f"{context}\n" + "\n".join(v.state_problems)
     assert result.recovery_s is not None, f"no checkpoint completed after the fault: {context}"

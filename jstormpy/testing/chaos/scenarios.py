@@ -15,6 +15,8 @@ Fault classes (:data:`FAULT_KINDS`):
     TCP RST, three times, on the connections between two workers: ``on="data"`` (A's
     frames to B), ``"credit"`` (B's connection back to A, which carries B's credit returns)
     or ``"both"`` — through :class:`~jstormpy.testing.chaos.network.ChaosNetwork` proxies.
+    If the drawn pair carries no traffic (small topologies do not connect every pair), the
+    first busy pair in an order drawn from the seed is used instead.
 ``partition``
     A worker cut off from its peers, the TM or both for a while (bytes stop flowing, new
     connections are refused), then healed.
@@ -28,8 +30,8 @@ Fault classes (:data:`FAULT_KINDS`):
     The sink's output directory runs out of space (a small tmpfs filled by a ballast file,
     when run as root) or becomes unwritable (read-only permissions, otherwise) for a while.
 ``tm_kill_during_upgrade``
-    A gray release (``handle.upgrade(..., n=1)``) is started and the TM is SIGKILLed while
-    it runs.
+    A gray release (``handle.upgrade(..., n=1)``) is started and the TM is SIGKILLed once
+    the switch has begun (0-0.4 s into it).
 ``kill_during_drain``
     A worker is SIGKILLed after a spout has finished its input, while the job drains.
 
@@ -145,8 +147,8 @@ class Scenario:
             fault = Fault(kind, at, w, duration_s=round(timeout_s + rng.uniform(0.3, 1.2), 2))
         elif kind in ("backend_hang", "backend_slow", "disk_full"):
             fault = Fault(kind, at, duration_s=round(rng.uniform(0.5, 2.0), 2))
-        elif kind == "tm_kill_during_upgrade":
-            fault = Fault(kind, at, duration_s=round(rng.uniform(0.0, 0.8), 2))
+        elif kind == "tm_kill_during_upgrade":  # early: the compatibility check takes time
+            fault = Fault(kind, round(at / 3, 2), duration_s=round(rng.uniform(0.0, 0.4), 2))
         else:
             fault = Fault(kind, 0.0, w, duration_s=round(rng.uniform(0.0, 0.05), 2))
         return cls(seed, topology, fault)
@@ -280,9 +282,10 @@ class _Injector:
             self.fired = self._signal(f.worker, signal.SIGKILL)
         elif kind == "reset":
             assert self.net is not None and f.worker is not None and f.peer is not None
+            a, b = self._busy_pair(f.worker, f.peer, f.on)
             for i in range(3):
-                cut = self.net.reset(f.worker, f.peer, f.on)
-                self.events.append(f"reset {f.worker}>{f.peer} {f.on}: {cut} connection(s)")
+                cut = self.net.reset(a, b, f.on)
+                self.events.append(f"reset {a}>{b} {f.on}: {cut} connection(s)")
                 self.fired = self.fired or cut > 0
                 if i < 2 and self._stop.wait(0.3):
                     return
@@ -315,6 +318,27 @@ class _Injector:
             self._upgrade_then_kill()
         elif kind == "kill_during_drain":
             self._kill_during_drain()
+
+    def _busy_pair(self, a: int, b: int, on: str) -> tuple[int, int]:
+        """``(a, b)`` if the connections ``on`` names carry traffic; else the first pair
+        (in an order drawn from the seed) that does: a small topology does not connect
+        every pair of workers."""
+        assert self.net is not None
+        net = self.net
+
+        def live(x: int, y: int) -> bool:
+            data = net.pairs[(x, y)].live_connections
+            credit = net.pairs[(y, x)].live_connections
+            return bool({"data": data, "credit": credit, "both": data or credit}[on])
+
+        pairs = [(x, y) for x in range(net.workers) for y in range(net.workers) if x != y]
+        random.Random(self.scenario.seed).shuffle(pairs)
+        for x, y in [(a, b), *pairs]:
+            if live(x, y):
+                if (x, y) != (a, b):
+                    self.events.append(f"{a}>{b} carries nothing ({on}); using {x}>{y}")
+                return x, y
+        return a, b
 
     def _undo(self) -> None:
         """End a lasting fault (also when the run is stopped early)."""
@@ -349,6 +373,15 @@ class _Injector:
 
         caller = threading.Thread(target=upgrade, daemon=True)
         caller.start()
+        deadline = time.monotonic() + 30
+        phase = "idle"
+        while not self._stop.is_set() and time.monotonic() < deadline:  # the switch began
+            st = self.status()
+            phase = (st or {}).get("upgrade", {}).get("phase", phase)
+            if phase not in ("idle", "completed", "rolled_back") or self._finished_state():
+                break
+            self._stop.wait(0.02)
+        self.events.append(f"upgrade phase {phase!r}")
         self._stop.wait(self.fault.duration_s)
         self.fired = self._signal(None, signal.SIGKILL)
         caller.join(30)

@@ -92,6 +92,8 @@ def run_soak(scenarios: Iterable[Scenario], out: TextIO = sys.stdout,
         if verbose or not result.ok:
             for event in result.events:
                 print(f"{'':>7} {event}", file=out)
+            if result.verdict.detail:
+                print(f"{'':>7} {result.verdict.detail}", file=out)
             for problem in result.verdict.state_problems[:3]:
                 print(f"{'':>7} state: {problem}", file=out)
             if result.error:

@@ -46,12 +46,14 @@ class Verdict:
         duplicated: Events committed more than once.
         reordered: Events committed after a later event of the same key.
         state_problems: Where the final state differs from a batch recomputation.
+        detail: Which keys and sequence numbers were lost, duplicated or reordered.
     """
 
     lost: int = 0
     duplicated: int = 0
     reordered: int = 0
     state_problems: tuple[str, ...] = field(default_factory=tuple)
+    detail: str = ""
 
     @property
     def ok(self) -> bool:
@@ -64,7 +66,8 @@ def _verdict(report: SemanticsReport, problems: list[str]) -> Verdict:
                    duplicated=sum(len(v) for v in report.duplicated.values())
                    + sum(len(v) for v in report.unexpected.values()),
                    reordered=sum(len(v) for v in report.reordered.values()),
-                   state_problems=tuple(problems[:10]))
+                   state_problems=tuple(problems[:10]),
+                   detail="" if report.ok else report.summary())
 
 
 # -- stateful -------------------------------------------------------------------------------
