@@ -19,14 +19,31 @@ pytestmark = pytest.mark.slow
 
 SCENARIOS = plan_scenarios(30, seed=101)
 
+# Known hole (issue 13, hole 3, "drain race"; fixed on the faults branch): when the final
+# checkpoint is taken between a spout's last emit and its end of stream, the windows that
+# fire at watermark +inf on end of input land in a transaction that is never committed and
+# the job still reports drained. Seen as "lost 8 event(s) on 8 key(s): s0 [34]; s1 [34]..."
+# (the last window of every sensor) in 118-windowed-kill_during_drain and
+# 122-windowed-stall: a recovery near the end of the input replays into the race. Only the
+# windowed topology has output caused by end of input, so only its scenarios of those two
+# classes are marked; every other scenario must pass.
+DRAIN_RACE = pytest.mark.xfail(
+    strict=False, reason="issue 13 hole 3: end-of-input windows lost to the drain race")
+
+
+def _param(scenario):
+    marks = [DRAIN_RACE] if scenario.topology == "windowed" and \
+        scenario.fault.kind in ("kill_during_drain", "stall") else []
+    return pytest.param(scenario, marks=marks,
+                        id=f"{scenario.seed}-{scenario.topology}-{scenario.fault.kind}")
+
 
 def test_the_plan_covers_every_fault_class_three_times() -> None:
     kinds = [s.fault.kind for s in SCENARIOS]
     assert all(kinds.count(k) >= 3 for k in FAULT_KINDS), kinds
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS,
-                         ids=[f"{s.seed}-{s.topology}-{s.fault.kind}" for s in SCENARIOS])
+@pytest.mark.parametrize("scenario", [_param(s) for s in SCENARIOS])
 def test_exactly_once_under_fault(tmp_path, scenario) -> None:
     result = run_scenario(scenario, tmp_path, timeout_s=150)
     context = f"{scenario.describe()}\nevents: {list(result.events)}\nerror: {result.error}"
