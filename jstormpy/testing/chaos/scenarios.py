@@ -489,7 +489,7 @@ def _rundir_tm_port(home: Path, topology_name: str) -> Path:
 
 
 def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
-                 timeout_s: float = 120.0) -> ScenarioResult:
+                 timeout_s: float = 120.0, fork: bool = False) -> ScenarioResult:
     """Run ``scenario`` on real processes and check its committed output.
 
     Args:
@@ -497,6 +497,7 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
         workdir: Where output, checkpoints and logs go (a fresh temp dir if None; it is
             removed afterwards unless given).
         timeout_s: Longest wait for the job to drain.
+        fork: Start the TM and workers from the fork server (``LocalCluster(fork=)``).
     """
     from jstormpy.deploy.local import LocalCluster
     from jstormpy.testing.webhdfs import WebHdfsServer
@@ -529,7 +530,10 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
             net = ChaosNetwork(WORKERS, _rundir_tm_port(work / "home", topology.name),
                                lambda w: _worker_address(handle_box, w))
             env = net.environment()
-        with LocalCluster(home=work / "home", env=env) as cluster:
+        # cold-started processes, not the fork server: under load with fast pid reuse the
+        # fork server has mis-reported exits (a live TM reported dead, restarted in a loop
+        # that cannot bind its port) and lost them (shutdown waiting for ever)
+        with LocalCluster(home=work / "home", env=env, fork=fork) as cluster:
             handle = cluster.submit(topology, scenario_config(backend))
             handle_box["handle"] = handle
             injector = _Injector(scenario, handle, work, net, backend_proxy, disk)

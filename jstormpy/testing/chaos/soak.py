@@ -86,7 +86,11 @@ def run_soak(scenarios: Iterable[Scenario], out: TextIO = sys.stdout,
     results: list[ScenarioResult] = []
     print(format_header(), file=out, flush=True)
     for scenario in scenarios:
-        result = run(scenario)
+        try:
+            result = run(scenario)
+        except KeyboardInterrupt:  # Ctrl-C: the totals of the scenarios finished so far
+            print(f"interrupted during seed {scenario.seed}", file=out)
+            break
         results.append(result)
         print(format_row(result), file=out, flush=True)
         if verbose or not result.ok:
