@@ -489,7 +489,7 @@ def _rundir_tm_port(home: Path, topology_name: str) -> Path:
 
 
 def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
-                 timeout_s: float = 120.0, fork: bool = False) -> ScenarioResult:
+                 timeout_s: float = 120.0, fork: bool = True) -> ScenarioResult:
     """Run ``scenario`` on real processes and check its committed output.
 
     Args:
@@ -530,9 +530,9 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
             net = ChaosNetwork(WORKERS, _rundir_tm_port(work / "home", topology.name),
                                lambda w: _worker_address(handle_box, w))
             env = net.environment()
-        # cold-started processes, not the fork server: under load with fast pid reuse the
-        # fork server has mis-reported exits (a live TM reported dead, restarted in a loop
-        # that cannot bind its port) and lost them (shutdown waiting for ever)
+        # fork=False starts processes cold: slower, but immune to the fork server's exit
+        # tracking, which under heavy load has reported a live TM dead (restarted in a loop
+        # that cannot bind its port) and lost an exit (shutdown waiting for ever)
         with LocalCluster(home=work / "home", env=env, fork=fork) as cluster:
             handle = cluster.submit(topology, scenario_config(backend))
             handle_box["handle"] = handle
