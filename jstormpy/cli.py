@@ -18,6 +18,8 @@
     jstorm loglevel NAME COMPONENT LEVEL           change task log level at run time
     jstorm config NAME KEY VALUE                   change a live-safe setting
     jstorm testing webhdfs|hbase ...               protocol test servers
+    jstorm chaos [-n N] [--seed S] [--fault F] [--topology T]
+                                                   seeded exactly-once chaos soak
 
 A topology file defines ``topology`` (a Topology or TopologyBuilder) and optionally
 ``config`` (a Config) and ``verify(handle) -> bool`` (checked after the run drains).
@@ -314,6 +316,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("server", choices=["webhdfs", "hbase"])
     t.add_argument("rest", nargs=argparse.REMAINDER)
     t.set_defaults(func=cmd_testing)
+    from jstormpy.testing.chaos.soak import add_arguments as add_chaos_arguments
+    from jstormpy.testing.chaos.soak import run_from_args as run_chaos
+
+    ch = sub.add_parser("chaos", help="seeded fault scenarios with an exactly-once check "
+                                      "(docs/checkpointing.md)")
+    add_chaos_arguments(ch)
+    ch.set_defaults(func=run_chaos)
     return p
 
 

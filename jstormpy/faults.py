@@ -18,13 +18,21 @@ segment for checkpoint n — a base when compacting — but not its snapshot) an
 ``master_during_segment_gc`` (the TM, after checkpoint n completed, deleted some of the
 unreferenced segments but not all). These two are not in :data:`POINTS`, so seeded
 random schedules stay as they were.
+
+Routes (``JSTORM_CHAOS_ROUTES``, a JSON object set by :mod:`jstormpy.testing.chaos` when it
+puts fault-injecting TCP proxies on the network): ``{"A>B": [host, port], "A>tm": [...]}``
+sends worker A's data connections to worker B, or its control channel to the Topology
+Master, through that proxy instead of straight to the peer. Unset: no effect.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from functools import lru_cache
+
+ROUTES_ENV = "JSTORM_CHAOS_ROUTES"
 
 POINTS = ("after_snapshot", "sink_before_commit", "sink_after_commit", "master_after_metadata",
           "rescale_after_commit")
@@ -61,3 +69,18 @@ def fault_point(point: str, checkpoint_id: int, worker_id: int | None = None) ->
                 except FileExistsError:
                     return
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+@lru_cache(maxsize=1)
+def _routes() -> dict[str, tuple[str, int]]:
+    spec = os.environ.get(ROUTES_ENV, "")
+    if not spec:
+        return {}
+    return {k: (str(v[0]), int(v[1])) for k, v in json.loads(spec).items()}
+
+
+def chaos_route(src_worker: int, dst: int | str, address: tuple[str, int]) -> tuple[str, int]:
+    """Where worker ``src_worker`` must connect to reach ``dst`` (a worker id, or ``"tm"``):
+    a fault-injecting proxy if a route is armed (see module doc), else ``address``."""
+    routes = _routes()
+    return routes.get(f"{src_worker}>{dst}", address) if routes else address

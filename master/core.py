@@ -468,7 +468,10 @@ class MasterCore(CheckpointCoordination):
             timeout = self.config.worker_timeout_ms / 1000.0
             for s in self._alive():
                 if now - s.last_seen > timeout:
-                    s.send(shutdown=pb.Shutdown(reason="heartbeat timeout"))
+                    # non-zero: a worker that was only frozen or cut off exits when it
+                    # hears this, and its launcher restarts it for the recovery (exit 0
+                    # would leave the recovery waiting for it for ever)
+                    s.send(shutdown=pb.Shutdown(reason="heartbeat timeout", exit_code=1))
                     self.worker_lost(s, f"no heartbeat for {timeout:.1f} s")
             if self.state == "recovering" and self.retry_prepare_at is not None \
                     and now >= self.retry_prepare_at:

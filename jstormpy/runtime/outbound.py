@@ -21,6 +21,7 @@ import time
 from typing import TYPE_CHECKING
 
 from jstormpy.errors import AuthenticationError, FrameError
+from jstormpy.faults import chaos_route
 from jstormpy.runtime.frames import (
     ACK,
     MAX_BATCH_BYTES,
@@ -182,8 +183,9 @@ class Outbound:
                 break
             sock: socket.socket | None = None
             try:
-                sock = socket.create_connection(
-                    self.addr, timeout=min(remaining, t._handshake_timeout_s))
+                sock = socket.create_connection(  # a chaos test may route it via a proxy
+                    chaos_route(t.worker_id, self.worker_id, self.addr),
+                    timeout=min(remaining, t._handshake_timeout_s))
                 sock.settimeout(min(max(deadline - time.monotonic(), 0.05),
                                     t._handshake_timeout_s))
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -35,6 +35,7 @@ from jstormpy.codepkg import migrate_snapshot
 from jstormpy.component import TopologyContext
 from jstormpy.config import Config
 from jstormpy.errors import CorruptSnapshotError, JStormError
+from jstormpy.faults import chaos_route
 from jstormpy.keygroups import check_max_parallelism, key_group_range, resolve_max_parallelism
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
@@ -583,7 +584,9 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level.upper(), stream=sys.stderr,
         format=f"%(asctime)s %(levelname)s worker-{args.worker_id} pid={os.getpid()} "
                "%(name)s: %(message)s")
-    worker = Worker(args.tm, args.worker_id, secret_from_env())
+    host, _, port = args.tm.rpartition(":")
+    tm = "%s:%d" % chaos_route(args.worker_id, "tm", (host, int(port)))  # chaos tests only
+    worker = Worker(tm, args.worker_id, secret_from_env())
     worker.fetch_topology()
     assert worker.topology is not None
     seed = topology_hash_seed(worker.topology.name)

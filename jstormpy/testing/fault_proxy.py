@@ -6,8 +6,12 @@ address for that peer) and it forwards bytes both ways until told otherwise:
 * :meth:`FaultProxy.reset` — abort every live connection with a TCP RST (``SO_LINGER 0``);
 * :meth:`FaultProxy.partition` — stop forwarding and refuse new connections (bytes sent
   meanwhile are held back, as a network that has stopped delivering), until :meth:`heal`;
-* :meth:`FaultProxy.hang` — a server that hangs: stop forwarding, and *accept* new
-  connections but never answer on them, until :meth:`heal`.
+* :meth:`FaultProxy.hang` — accept connections but answer nothing (a server that hangs),
+  until :meth:`heal`;
+* :attr:`FaultProxy.delay_s` — forward every chunk this much later (a slow server).
+
+``upstream`` may be a callable returning the address (or None: refuse), asked at every
+accepted connection: a peer that restarts on another port is followed.
 
 Example:
     >>> proxy = FaultProxy(("127.0.0.1", receiver_port))     # doctest: +SKIP
@@ -20,6 +24,8 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
+from collections.abc import Callable
 
 _CHUNK = 64 << 10
 
@@ -43,14 +49,18 @@ class FaultProxy:
     """Forward TCP connections from a local port to ``upstream``, injecting faults.
 
     Args:
-        upstream: ``(host, port)`` every accepted connection is forwarded to.
+        upstream: ``(host, port)`` every accepted connection is forwarded to, or a callable
+            returning it (None: refuse the connection), asked at each connection.
         host: Address to listen on.
     """
 
-    def __init__(self, upstream: tuple[str, int], host: str = "127.0.0.1") -> None:
+    def __init__(self, upstream: tuple[str, int] | Callable[[], tuple[str, int] | None],
+                 host: str = "127.0.0.1") -> None:
         self.upstream = upstream
         self.host = host
         self.port = 0
+        self.delay_s = 0.0
+        self._refusing = False
         self.resets = 0
         self.connections_accepted = 0
         self._lock = threading.Lock()
@@ -60,8 +70,6 @@ class FaultProxy:
         self._closed = False
         self._listener: socket.socket | None = None
         self._aborted: set[socket.socket] = set()
-        self._hanging = False
-        self._held: list[socket.socket] = []
 
     def start(self) -> int:
         """Listen and start forwarding; returns the proxy's port."""
@@ -86,22 +94,17 @@ class FaultProxy:
 
     def partition(self) -> None:
         """Stop forwarding bytes and refuse new connections until :meth:`heal`."""
+        self._refusing = True
         self._flowing.clear()
 
     def hang(self) -> None:
-        """Behave like a server that accepts connections and never answers, until
-        :meth:`heal`: nothing is forwarded; new connections are accepted and left open."""
-        self._hanging = True
+        """Accept connections but forward nothing either way until :meth:`heal`."""
+        self._refusing = False
         self._flowing.clear()
 
     def heal(self) -> None:
-        """Resume forwarding after :meth:`partition` or :meth:`hang` (connections accepted
-        while hanging are cut; their clients have given up on them)."""
-        self._hanging = False
-        with self._lock:
-            held, self._held = self._held, []
-        for sock in held:
-            _abort(sock)
+        """Resume forwarding after :meth:`partition` or :meth:`hang`."""
+        self._refusing = False
         self._flowing.set()
 
     @property
@@ -127,15 +130,14 @@ class FaultProxy:
                 continue
             except OSError:
                 return
-            if self._hanging:
-                with self._lock:
-                    self._held.append(client)  # accepted, never answered
-                continue
-            if not self._flowing.is_set():
+            if self._refusing:
                 _abort(client)  # partitioned: the peer is unreachable
                 continue
             try:
-                server = socket.create_connection(self.upstream, timeout=5)
+                upstream = self.upstream() if callable(self.upstream) else self.upstream
+                if upstream is None:
+                    raise ConnectionRefusedError("no upstream address")
+                server = socket.create_connection(upstream, timeout=5)
                 server.settimeout(None)
             except OSError:
                 _abort(client)
@@ -155,6 +157,8 @@ class FaultProxy:
                 if not data:
                     dst.shutdown(socket.SHUT_WR)
                     return
+                if self.delay_s > 0:
+                    time.sleep(self.delay_s)
                 self._flowing.wait()
                 dst.sendall(data)
         except OSError:

@@ -1,4 +1,4 @@
-"""Failure injection for tests and users: seeded, reproducible SIGKILL schedules.
+"""Seeded, reproducible SIGKILL schedules (part of :mod:`jstormpy.testing.chaos`).
 
 A :class:`ChaosSchedule` is a list of :class:`Kill` events drawn from a seed:
 

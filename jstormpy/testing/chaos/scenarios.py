@@ -1,0 +1,592 @@
+"""Seeded fault scenarios: one topology, one fault, real processes, an exactly-once check.
+
+A :class:`Scenario` is drawn from a seed (:meth:`Scenario.draw`): the topology (see
+:mod:`jstormpy.testing.chaos.topologies`), the fault class and every parameter of the fault
+(which worker, when, for how long). The same seed always gives the same scenario.
+:func:`run_scenario` runs it on a :class:`~jstormpy.LocalCluster` and returns a
+:class:`ScenarioResult`: events lost, duplicated and reordered in the committed output,
+state differences against a batch recomputation, and the recovery time.
+
+Fault classes (:data:`FAULT_KINDS`):
+
+``kill``
+    SIGKILL of a worker (or, one time in four, the Topology Master).
+``reset``
+    TCP RST, three times, on the connections between two workers: ``on="data"`` (A's
+    frames to B), ``"credit"`` (B's connection back to A, which carries B's credit returns)
+    or ``"both"`` — through :class:`~jstormpy.testing.chaos.network.ChaosNetwork` proxies.
+    If the drawn pair carries no traffic (small topologies do not connect every pair), the
+    first busy pair in an order drawn from the seed is used instead.
+``partition``
+    A worker cut off from its peers, the TM or both for a while (bytes stop flowing, new
+    connections are refused), then healed.
+``stall``
+    SIGSTOP of a worker for longer than ``worker_timeout_ms``, then SIGCONT: a zombie that
+    wakes up after the TM has given up on it.
+``backend_hang`` / ``backend_slow``
+    The checkpoint store (WebHDFS test server) behind a proxy that accepts connections and
+    answers nothing for a while, or answers every chunk late.
+``disk_full``
+    The sink's output directory runs out of space (a small tmpfs filled by a ballast file,
+    when run as root) or becomes unwritable (read-only permissions, otherwise) for a while.
+``tm_kill_during_upgrade``
+    A gray release (``handle.upgrade(..., n=1)``) is started and the TM is SIGKILLed once
+    the switch has begun (0-0.4 s into it).
+``kill_during_drain``
+    A worker is SIGKILLed after a spout has finished its input, while the job drains.
+
+Recovery time: from the end of the fault (the kill, the last reset, the heal, the SIGCONT)
+until the TM next completes a checkpoint (or the job has drained): how long exactly-once
+progress stops, as a user would see it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jstormpy.config import Config
+from jstormpy.testing.chaos.network import PARTITION_FROM, RESET_ON, ChaosNetwork
+from jstormpy.testing.chaos.topologies import TOPOLOGIES, Verdict, build_topology, check_output
+
+FAULT_KINDS = ("kill", "reset", "partition", "stall", "backend_hang", "backend_slow",
+               "disk_full", "tm_kill_during_upgrade", "kill_during_drain")
+"""Every fault class :func:`run_scenario` injects."""
+
+WORKERS = 3
+WORKER_TIMEOUT_MS = 2_000
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault: its class and parameters (all drawn from the scenario's seed).
+
+    Attributes:
+        kind: One of :data:`FAULT_KINDS`.
+        at_s: When, in seconds after the topology first runs.
+        worker: The worker hit (kill, reset's sender, partition, stall, drain kill);
+            None with ``kind="kill"`` means the Topology Master.
+        peer: ``reset``: the other worker.
+        on: ``reset``: data / credit / both; ``partition``: peers / tm / both.
+        duration_s: How long a partition, stall, hang, slowness or full disk lasts; for
+            ``tm_kill_during_upgrade``, the delay between starting the upgrade and the kill.
+    """
+
+    kind: str
+    at_s: float = 0.0
+    worker: int | None = None
+    peer: int | None = None
+    on: str = ""
+    duration_s: float = 0.0
+
+    def describe(self) -> str:
+        """Short human-readable form, e.g. ``reset 0>2 credit @0.8s``."""
+        who = "" if self.worker is None else f" w{self.worker}"
+        if self.kind == "kill":
+            who = " tm" if self.worker is None else who
+        elif self.kind == "reset":
+            who = f" {self.worker}>{self.peer} {self.on}"
+        elif self.kind == "partition":
+            who += f" from {self.on}"
+        elif self.kind in ("backend_hang", "backend_slow", "disk_full",
+                           "tm_kill_during_upgrade"):
+            who = ""
+        when = "" if self.kind == "kill_during_drain" else f" @{self.at_s:.1f}s"
+        span = f" {self.duration_s:.1f}s" if self.duration_s else ""
+        return f"{self.kind}{who}{when}{span}"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A seeded scenario: a topology and a fault."""
+
+    seed: int
+    topology: str
+    fault: Fault
+
+    @classmethod
+    def draw(cls, seed: int, topology: str | None = None, kind: str | None = None,
+             workers: int = WORKERS) -> Scenario:
+        """The scenario of ``seed`` (``topology`` / ``kind`` fix those choices).
+
+        Raises:
+            ValueError: an unknown topology or fault kind.
+        """
+        if topology is not None and topology not in TOPOLOGIES:
+            raise ValueError(f"unknown chaos topology {topology!r}; choose one of "
+                             f"{', '.join(TOPOLOGIES)}")
+        if kind is not None and kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; choose one of "
+                             f"{', '.join(FAULT_KINDS)}")
+        rng = random.Random(seed)
+        topo = rng.choice(TOPOLOGIES)
+        k = rng.choice(FAULT_KINDS)
+        topology, kind = topology or topo, kind or k
+        at = round(rng.uniform(0.4, 1.6), 2)
+        w = rng.randrange(workers)
+        timeout_s = WORKER_TIMEOUT_MS / 1000
+        if kind == "kill":
+            fault = Fault(kind, at, None if rng.random() < 0.25 else w)
+        elif kind == "reset":
+            peer = rng.choice([x for x in range(workers) if x != w])
+            fault = Fault(kind, at, w, peer, rng.choice(RESET_ON))
+        elif kind == "partition":
+            fault = Fault(kind, at, w, on=rng.choice(PARTITION_FROM),
+                          duration_s=round(rng.uniform(0.3, 1.5 * timeout_s), 2))
+        elif kind == "stall":
+            fault = Fault(kind, at, w, duration_s=round(timeout_s + rng.uniform(0.3, 1.2), 2))
+        elif kind in ("backend_hang", "backend_slow", "disk_full"):
+            fault = Fault(kind, at, duration_s=round(rng.uniform(0.5, 2.0), 2))
+        elif kind == "tm_kill_during_upgrade":  # early: the compatibility check takes time
+            fault = Fault(kind, round(at / 3, 2), duration_s=round(rng.uniform(0.0, 0.4), 2))
+        else:
+            fault = Fault(kind, 0.0, w, duration_s=round(rng.uniform(0.0, 0.05), 2))
+        return cls(seed, topology, fault)
+
+    def describe(self) -> str:
+        """``seed 7 stateful: stall w1 @0.9s 2.6s``."""
+        return f"seed {self.seed} {self.topology}: {self.fault.describe()}"
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    """The outcome of one scenario.
+
+    Attributes:
+        scenario: What ran.
+        verdict: Lost / duplicated / reordered events and state differences.
+        drained: The job reached ``drained``.
+        fired: The fault was actually injected (a kill during the drain can come too late).
+        recovery_s: Seconds from the end of the fault to the next completed checkpoint
+            (None if it never came or the fault did not fire).
+        restarts: Recoveries the TM went through.
+        seconds: Wall time of the whole scenario.
+        events: What the injector did, in order.
+        error: Why the run itself failed ("" if it did not).
+    """
+
+    scenario: Scenario
+    verdict: Verdict
+    drained: bool
+    fired: bool
+    recovery_s: float | None
+    restarts: int
+    seconds: float
+    events: tuple[str, ...] = field(default_factory=tuple)
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Drained with exactly-once output and state."""
+        return self.drained and self.verdict.ok and not self.error
+
+
+def scenario_config(state_backend: str = "") -> Config:
+    """The Config every scenario runs with (short timeouts so faults are found fast)."""
+    return Config(workers=WORKERS, guarantee="exactly_once", checkpoint_interval_ms=200,
+                  worker_timeout_ms=WORKER_TIMEOUT_MS, checkpoint_timeout_ms=3_000,
+                  tolerable_failed_checkpoints=1, max_restarts=100,
+                  state_backend=state_backend)
+
+
+class _Injector:
+    """Runs a scenario's fault against a live topology and measures the recovery."""
+
+    def __init__(self, scenario: Scenario, handle: Any, workdir: Path,
+                 net: ChaosNetwork | None, backend_proxy: Any, disk: _Disk | None) -> None:
+        self.fault = scenario.fault
+        self.scenario = scenario
+        self.handle = handle
+        self.workdir = workdir
+        self.net = net
+        self.backend_proxy = backend_proxy
+        self.disk = disk
+        self.events: list[str] = []
+        self.fired = False
+        self.recovery_s: float | None = None
+        self._stop = threading.Event()
+        self._last_status: dict[str, Any] = {}
+        self._drained_at: float | None = None
+        self.thread = threading.Thread(target=self._run, name="chaos-injector", daemon=True)
+
+    # -- helpers ----------------------------------------------------------------------------
+    def status(self) -> dict[str, Any] | None:
+        try:
+            self._last_status = self.handle.client.status(timeout=2.0)
+        except Exception:
+            return None
+        return self._last_status
+
+    def _pid(self, worker: int | None) -> int | None:
+        launcher = self.handle._launcher  # noqa: SLF001 - the harness drives the local launcher
+        with launcher.lock:
+            if worker is None:
+                return launcher.master.pid if launcher.master else None
+            proc = launcher.workers.get(worker)
+            return proc.pid if proc is not None and proc.poll() is None else None
+
+    def _signal(self, worker: int | None, sig: signal.Signals) -> bool:
+        pid = self._pid(worker)
+        who = "tm" if worker is None else f"worker {worker}"
+        if pid is None:
+            self.events.append(f"skipped {sig.name} of {who}: not running")
+            return False
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            self.events.append(f"skipped {sig.name} of {who}: gone")
+            return False
+        self.events.append(f"{sig.name} {who} (pid {pid})")
+        return True
+
+    def _finished_state(self) -> bool:
+        return self._last_status.get("state") in ("drained", "killed", "failed")
+
+    # -- the run ----------------------------------------------------------------------------
+    def _run(self) -> None:
+        deadline = time.monotonic() + 60
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            st = self.status()
+            if st and st.get("state") == "running":
+                break
+            self._stop.wait(0.02)
+        t0 = time.monotonic()
+        if self.fault.kind != "kill_during_drain" and \
+                self._stop.wait(max(0.0, t0 + self.fault.at_s - time.monotonic())):
+            return
+        self.status()
+        if self._finished_state():
+            self.events.append(f"skipped: topology already {self._last_status.get('state')}")
+            return
+        try:
+            self._inject()
+        finally:
+            self._undo()
+        if self.fired:
+            self._measure_recovery()
+
+    def _inject(self) -> None:
+        f = self.fault
+        kind = f.kind
+        if kind == "kill":
+            self.fired = self._signal(f.worker, signal.SIGKILL)
+        elif kind == "reset":
+            assert self.net is not None and f.worker is not None and f.peer is not None
+            a, b = self._busy_pair(f.worker, f.peer, f.on)
+            for i in range(3):
+                cut = self.net.reset(a, b, f.on)
+                self.events.append(f"reset {a}>{b} {f.on}: {cut} connection(s)")
+                self.fired = self.fired or cut > 0
+                if i < 2 and self._stop.wait(0.3):
+                    return
+        elif kind == "partition":
+            assert self.net is not None and f.worker is not None
+            self.net.partition(f.worker, f.on)
+            self.fired = True
+            self.events.append(f"partition w{f.worker} from {f.on}")
+            self._stop.wait(f.duration_s)
+        elif kind == "stall":
+            if self._signal(f.worker, signal.SIGSTOP):
+                self.fired = True
+                self._stop.wait(f.duration_s)
+        elif kind == "backend_hang":
+            self.backend_proxy.hang()
+            self.fired = True
+            self.events.append("backend hangs")
+            self._stop.wait(f.duration_s)
+        elif kind == "backend_slow":
+            self.backend_proxy.delay_s = 0.05
+            self.fired = True
+            self.events.append("backend slow (50 ms per chunk)")
+            self._stop.wait(f.duration_s)
+        elif kind == "disk_full":
+            assert self.disk is not None
+            self.events.append(self.disk.fill())
+            self.fired = True
+            self._stop.wait(f.duration_s)
+        elif kind == "tm_kill_during_upgrade":
+            self._upgrade_then_kill()
+        elif kind == "kill_during_drain":
+            self._kill_during_drain()
+
+    def _busy_pair(self, a: int, b: int, on: str) -> tuple[int, int]:
+        """``(a, b)`` if the connections ``on`` names carry traffic; else the first pair
+        (in an order drawn from the seed) that does: a small topology does not connect
+        every pair of workers."""
+        assert self.net is not None
+        net = self.net
+
+        def live(x: int, y: int) -> bool:
+            data = net.pairs[(x, y)].live_connections
+            credit = net.pairs[(y, x)].live_connections
+            return bool({"data": data, "credit": credit, "both": data or credit}[on])
+
+        pairs = [(x, y) for x in range(net.workers) for y in range(net.workers) if x != y]
+        random.Random(self.scenario.seed).shuffle(pairs)
+        for x, y in [(a, b), *pairs]:
+            if live(x, y):
+                if (x, y) != (a, b):
+                    self.events.append(f"{a}>{b} carries nothing ({on}); using {x}>{y}")
+                return x, y
+        return a, b
+
+    def _undo(self) -> None:
+        """End a lasting fault (also when the run is stopped early)."""
+        f = self.fault
+        if f.kind == "partition" and self.net is not None:
+            self.net.heal()
+            self.events.append("healed")
+        elif f.kind == "stall" and self.fired:
+            self._signal(f.worker, signal.SIGCONT)
+        elif f.kind in ("backend_hang", "backend_slow") and self.backend_proxy is not None:
+            self.backend_proxy.delay_s = 0.0
+            self.backend_proxy.heal()
+            self.events.append("backend back to normal")
+        elif f.kind == "disk_full" and self.disk is not None:
+            self.events.append(self.disk.free())
+
+    def _upgrade_then_kill(self) -> None:
+        code = self.workdir / "v2" / "topology.py"
+        code.parent.mkdir(parents=True, exist_ok=True)
+        code.write_text(
+            "# v2 of the chaos topology (same graph): the gray release target\n"
+            "from pathlib import Path\n"
+            "from jstormpy.testing.chaos.topologies import build_topology\n"
+            f"topology = build_topology({self.scenario.topology!r}, Path({str(self.workdir)!r}))\n")
+
+        def upgrade() -> None:
+            try:
+                state = self.handle.upgrade(str(code), n=1, wait=False)
+                self.events.append(f"upgrade started: {state.get('phase', state)}")
+            except Exception as exc:
+                self.events.append(f"upgrade call failed: {type(exc).__name__}: {exc}")
+
+        caller = threading.Thread(target=upgrade, daemon=True)
+        caller.start()
+        deadline = time.monotonic() + 30
+        phase = "idle"
+        while not self._stop.is_set() and time.monotonic() < deadline:  # the switch began
+            st = self.status()
+            phase = (st or {}).get("upgrade", {}).get("phase", phase)
+            if phase not in ("idle", "completed", "rolled_back") or self._finished_state():
+                break
+            self._stop.wait(0.02)
+        self.events.append(f"upgrade phase {phase!r}")
+        self._stop.wait(self.fault.duration_s)
+        self.fired = self._signal(None, signal.SIGKILL)
+        caller.join(30)
+
+    def _kill_during_drain(self) -> None:
+        deadline = time.monotonic() + 120
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            st = self.status()
+            if st is not None:
+                if self._finished_state():
+                    self.events.append(f"skipped: {st.get('state')} before a spout finished")
+                    return
+                if st.get("spouts_finished"):
+                    break
+            self._stop.wait(0.02)
+        self.events.append(f"spout task(s) {self._last_status.get('spouts_finished')} finished")
+        self._stop.wait(self.fault.duration_s)
+        self.fired = self._signal(self.fault.worker, signal.SIGKILL)
+
+    def _measure_recovery(self) -> None:
+        """Seconds from now (the fault's end) until a checkpoint triggered after it has
+        completed, read from the TM's checkpoint history; or until the job drained."""
+        end_wall, end = time.time(), time.monotonic()
+        deadline = end + 120
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            st = self.status()
+            if st is not None:
+                done = [c["started_at"] + c["duration_ms"] / 1000.0
+                        for c in st.get("checkpoints", [])
+                        if c.get("status") == "completed" and c.get("started_at", 0) >= end_wall]
+                if done:
+                    self.recovery_s = round(max(min(done) - end_wall, 0.0), 2)
+                    return
+                if st.get("state") == "drained":
+                    self.recovery_s = round(time.monotonic() - end, 2)
+                    return
+                if self._finished_state():
+                    return
+            self._stop.wait(0.05)
+        if self._drained_at is not None:  # drained before a status call showed it
+            self.recovery_s = round(max(self._drained_at - end, 0.0), 2)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self, drained: bool = False) -> None:
+        """Stop; ``drained``: the job has just drained (ends a recovery still measured)."""
+        if drained:
+            self._drained_at = time.monotonic()
+        self._stop.set()
+        self.thread.join(30)
+
+
+class _Disk:
+    """The sink's output directory, made full (tmpfs + ballast, as root) or unwritable."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.mounted = False
+        out.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0 and shutil.which("mount"):
+            done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(out)],
+                                  capture_output=True, check=False)
+            self.mounted = done.returncode == 0
+
+    def fill(self) -> str:
+        if not self.mounted:
+            for d in [self.out, *(p for p in self.out.rglob("*") if p.is_dir())]:
+                d.chmod(0o555)
+            return f"{self.out} made read-only"
+        written = 0
+        with contextlib.suppress(OSError), open(self.out / ".ballast", "wb") as fh:
+            block = b"\0" * (1 << 20)
+            while True:
+                fh.write(block)
+                fh.flush()
+                written += len(block)
+        return f"{self.out} filled (tmpfs, {written >> 20} MiB ballast; ENOSPC)"
+
+    def free(self) -> str:
+        if not self.mounted:
+            for d in [self.out, *(p for p in self.out.rglob("*") if p.is_dir())]:
+                d.chmod(0o755)
+            return f"{self.out} writable again"
+        with contextlib.suppress(FileNotFoundError):
+            (self.out / ".ballast").unlink()
+        return f"{self.out} has space again"
+
+    def release(self) -> None:
+        """Unmount the tmpfs, keeping its files in place (idempotent)."""
+        if not self.mounted:
+            return
+        keep = self.out.with_name(self.out.name + ".kept")
+        with contextlib.suppress(OSError):
+            shutil.copytree(self.out, keep)
+        subprocess.run(["umount", "-l", str(self.out)], capture_output=True, check=False)
+        self.mounted = False
+        shutil.rmtree(self.out, ignore_errors=True)
+        if keep.exists():
+            keep.rename(self.out)
+
+
+def _rundir_tm_port(home: Path, topology_name: str) -> Path:
+    return home / "runs" / topology_name / "master.port"
+
+
+def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
+                 timeout_s: float = 120.0, fork: bool = True) -> ScenarioResult:
+    """Run ``scenario`` on real processes and check its committed output.
+
+    Args:
+        scenario: What to run.
+        workdir: Where output, checkpoints and logs go (a fresh temp dir if None; it is
+            removed afterwards unless given).
+        timeout_s: Longest wait for the job to drain.
+        fork: Start the TM and workers from the fork server (``LocalCluster(fork=)``).
+    """
+    from jstormpy.deploy.local import LocalCluster
+    from jstormpy.testing.webhdfs import WebHdfsServer
+
+    own = workdir is None
+    work = Path(tempfile.mkdtemp(prefix="jstorm-chaos-")) if workdir is None else Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    kind = scenario.fault.kind
+    topology = build_topology(scenario.topology, work)
+    handle_box: dict[str, Any] = {}
+    net = hdfs = backend_proxy = disk = None
+    injector: _Injector | None = None
+    status: dict[str, Any] = {}
+    error = ""
+    try:
+        backend = ""
+        if kind in ("backend_hang", "backend_slow"):
+            from jstormpy.testing.fault_proxy import FaultProxy
+
+            hdfs = WebHdfsServer(work / "hdfs").start()
+            backend_proxy = FaultProxy(("127.0.0.1", hdfs.port))
+            backend = f"hdfs://127.0.0.1:{backend_proxy.start()}/ckpt"
+        else:
+            backend = f"file://{work / 'ckpt'}"
+        if kind == "disk_full":
+            disk = _Disk(work / "out")
+        env: dict[str, str] = {}
+        if kind in ("reset", "partition"):
+            net = ChaosNetwork(WORKERS, _rundir_tm_port(work / "home", topology.name),
+                               lambda w: _worker_address(handle_box, w))
+            env = net.environment()
+        # fork=False starts processes cold: slower, but immune to the fork server's exit
+        # tracking, which under heavy load has reported a live TM dead (restarted in a loop
+        # that cannot bind its port) and lost an exit (shutdown waiting for ever)
+        with LocalCluster(home=work / "home", env=env, fork=fork) as cluster:
+            handle = cluster.submit(topology, scenario_config(backend))
+            handle_box["handle"] = handle
+            injector = _Injector(scenario, handle, work, net, backend_proxy, disk)
+            injector.start()
+            try:
+                status = handle.wait(timeout=timeout_s)
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                with contextlib.suppress(Exception):
+                    status = handle.status()
+            finally:
+                injector.stop(drained=status.get("state") == "drained")
+        if disk is not None:
+            disk.release()
+        verdict = check_output(scenario.topology, work)
+    except Exception as exc:
+        error = error or f"{type(exc).__name__}: {exc}"
+        verdict = Verdict(state_problems=("not checked: the run failed",))
+    finally:
+        if net is not None:
+            net.close()
+        if backend_proxy is not None:
+            backend_proxy.close()
+        if hdfs is not None:
+            hdfs.stop()
+        if disk is not None:
+            disk.release()
+        if own:
+            shutil.rmtree(work, ignore_errors=True)
+    drained = status.get("state") == "drained"
+    if not drained and not error:
+        error = f"not drained: state {status.get('state')!r}"
+    return ScenarioResult(
+        scenario=scenario, verdict=verdict, drained=drained,
+        fired=bool(injector and injector.fired),
+        recovery_s=injector.recovery_s if injector else None,
+        restarts=int(status.get("restarts", 0)), seconds=round(time.monotonic() - started, 1),
+        events=tuple(injector.events if injector else ()), error=error)
+
+
+def _worker_address(box: dict[str, Any], worker: int) -> tuple[str, int] | None:
+    handle = box.get("handle")
+    if handle is None:
+        return None
+    try:
+        workers = handle.client.status(timeout=2.0)["workers"]
+    except Exception:
+        return None
+    for w in workers:
+        if w["id"] == worker and w.get("alive") and w.get("port"):
+            return (str(w["host"]), int(w["port"]))
+    return None
+
+
+__all__ = ["FAULT_KINDS", "Fault", "Scenario", "ScenarioResult", "run_scenario",
+           "scenario_config"]

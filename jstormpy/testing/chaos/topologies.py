@@ -1,0 +1,292 @@
+"""The topologies the chaos soak runs, each with its exactly-once check.
+
+Three small jobs, each lasting a few seconds, each checked from its committed output only:
+
+* ``stateful`` — keyed events (:class:`~jstormpy.SequenceSpout`) through a bolt keeping a
+  running sum per key in managed state, into a transactional :class:`~jstormpy.FileSink`;
+* ``wordcount`` — lines from files, split, counted (managed state), emitting the new count
+  at every occurrence;
+* ``windowed`` — per-sensor event-time tumbling windows with early firings.
+
+:func:`build_topology` makes one; :func:`check_output` returns a :class:`Verdict`: events
+lost, duplicated and reordered per key (Flink's SemanticsCheck idea, via
+:func:`jstormpy.testing.semantics.check_sequences`) and where the final state differs from a
+batch recomputation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jstormpy import Bolt, FileSink, FileSpout, SequenceSpout, Spout, TopologyBuilder
+from jstormpy.connectors.sinks import read_committed
+from jstormpy.testing.semantics import SemanticsReport, check_sequences
+from jstormpy.topology import Topology
+from jstormpy.window import BoundedOutOfOrderness, TumblingWindows, WindowedBolt
+
+TOPOLOGIES = ("stateful", "wordcount", "windowed")
+"""Names accepted by :func:`build_topology`."""
+
+KEYS, PER_KEY, RATE = 16, 1200, 3000.0          # stateful: ~3 s of input at 2 spout tasks
+CORPUS_FILES, CORPUS_LINES = 3, 700             # wordcount
+SENSORS, READINGS = 8, 700                      # windowed: 70 s of event time per sensor
+WINDOW_MS, STEP_MS = 2_000, 100
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a run's committed output shows.
+
+    Attributes:
+        lost: Events (or windows) expected but never committed.
+        duplicated: Events committed more than once.
+        reordered: Events committed after a later event of the same key.
+        state_problems: Where the final state differs from a batch recomputation.
+        detail: Which keys and sequence numbers were lost, duplicated or reordered.
+    """
+
+    lost: int = 0
+    duplicated: int = 0
+    reordered: int = 0
+    state_problems: tuple[str, ...] = field(default_factory=tuple)
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """No loss, duplicate, reordering or wrong state."""
+        return not (self.lost or self.duplicated or self.reordered or self.state_problems)
+
+
+def _verdict(report: SemanticsReport, problems: list[str]) -> Verdict:
+    return Verdict(lost=sum(len(v) for v in report.lost.values()),
+                   duplicated=sum(len(v) for v in report.duplicated.values())
+                   + sum(len(v) for v in report.unexpected.values()),
+                   reordered=sum(len(v) for v in report.reordered.values()),
+                   state_problems=tuple(problems[:10]),
+                   detail="" if report.ok else report.summary())
+
+
+# -- stateful -------------------------------------------------------------------------------
+class RunningSum(Bolt):
+    """Per key: running sum and count in managed state; one output per input."""
+
+    outputs = ("key", "seq", "value", "sum", "count")
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.sums = self.state("sums")
+
+    def execute(self, tup: Any) -> None:
+        key, value = tup["key"], tup["value"]
+        total, count = self.sums.get(key, (0, 0))
+        self.sums[key] = (total + value, count + 1)
+        self.emit((key, tup["seq"], value, total + value, count + 1))
+
+
+def _stateful(out: Path) -> Topology:
+    b = TopologyBuilder("chaos-stateful")
+    b.set_spout("events", SequenceSpout(keys=KEYS, per_key=PER_KEY, rate_per_s=RATE),
+                parallelism=2)
+    b.set_bolt("sum", RunningSum, parallelism=2).fields_grouping("events", ["key"])
+    b.set_bolt("out", FileSink(str(out)), parallelism=2).fields_grouping("sum", ["key"])
+    return b.build()
+
+
+def _check_stateful(out: Path) -> Verdict:
+    records = read_committed(out)
+    report = check_sequences(records, "key", "seq", {f"k{i}": PER_KEY for i in range(KEYS)})
+    problems: list[str] = []
+    sums: dict[str, int] = defaultdict(int)
+    counts: dict[str, int] = defaultdict(int)
+    for r in records:
+        sums[r["key"]] += r["value"]
+        counts[r["key"]] += 1
+        if (r["sum"], r["count"]) != (sums[r["key"]], counts[r["key"]]) and not problems:
+            problems.append(f"key {r['key']}: state (sum {r['sum']}, count {r['count']}) != "
+                            f"recomputed ({sums[r['key']]}, {counts[r['key']]})")
+    want = sum(SequenceSpout.value_of(s) for s in range(PER_KEY))
+    problems += [f"key k{i}: final sum {sums[f'k{i}']} != batch recomputation {want}"
+                 for i in range(KEYS) if sums[f"k{i}"] != want]
+    return _verdict(report, problems)
+
+
+# -- wordcount ------------------------------------------------------------------------------
+class SplitWords(Bolt):
+    """Line -> words."""
+
+    outputs = ("word",)
+
+    def execute(self, tup: Any) -> None:
+        for word in tup["line"].split():
+            self.emit((word,))
+
+
+class CountWords(Bolt):
+    """Word count in managed state, emitting the new count at every occurrence."""
+
+    outputs = ("word", "count")
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.counts = self.state("counts")
+
+    def execute(self, tup: Any) -> None:
+        word = tup["word"]
+        n = self.counts.get(word, 0) + 1
+        self.counts[word] = n
+        self.emit((word, n))
+
+
+class PacedFileSpout(FileSpout):
+    """A :class:`~jstormpy.FileSpout` reading a few lines per call with a short pause, so
+    the run lasts long enough for faults to land in its middle."""
+
+    def __init__(self, paths: Any, per_call: int = 2) -> None:
+        super().__init__(paths, batch=per_call)
+
+    def next_tuple(self) -> None:
+        super().next_tuple()
+        time.sleep(0.004)
+
+
+def _corpus_lines(f: int) -> list[str]:
+    vocab = [f"w{i}" for i in range(40)]
+    return [" ".join(vocab[(f * 31 + i * 7 + j * 13) % len(vocab)] for j in range(8))
+            for i in range(CORPUS_LINES)]
+
+
+def _wordcount(out: Path, corpus: Path) -> Topology:
+    corpus.mkdir(parents=True, exist_ok=True)
+    for f in range(CORPUS_FILES):
+        path = corpus / f"part-{f}.txt"
+        if not path.exists():
+            path.write_text("\n".join(_corpus_lines(f)) + "\n")
+    b = TopologyBuilder("chaos-wordcount")
+    b.set_spout("lines", PacedFileSpout(str(corpus / "*.txt")), parallelism=2)
+    b.set_bolt("split", SplitWords, parallelism=2).shuffle_grouping("lines")
+    b.set_bolt("count", CountWords, parallelism=2).fields_grouping("split", ["word"])
+    b.set_bolt("out", FileSink(str(out)), parallelism=2).fields_grouping("count", ["word"])
+    return b.build()
+
+
+def _check_wordcount(out: Path) -> Verdict:
+    expected: Counter[str] = Counter()
+    for f in range(CORPUS_FILES):
+        for line in _corpus_lines(f):
+            expected.update(line.split())
+    records = read_committed(out)
+    report = check_sequences([{"word": r["word"], "seq": r["count"] - 1} for r in records],
+                             "word", "seq", dict(expected))
+    final: dict[str, int] = {}
+    for r in records:
+        final[r["word"]] = max(final.get(r["word"], 0), r["count"])
+    problems = [f"word {w}: final count {final.get(w, 0)} != batch recomputation {n}"
+                for w, n in sorted(expected.items()) if final.get(w, 0) != n]
+    return _verdict(report, problems)
+
+
+# -- windowed -------------------------------------------------------------------------------
+def reading(i: int) -> tuple[str, int, int]:
+    """The i-th reading: sensor, event time (ms; some up to 300 ms out of order), value."""
+    sensor, step = i % SENSORS, i // SENSORS
+    ts = step * STEP_MS - (300 if i % 37 == 0 and step > 3 else 0)
+    return f"s{sensor}", ts, (sensor * 7 + step * 13) % 100
+
+
+class Readings(Spout):
+    """Replayable readings; its offset is its whole state."""
+
+    outputs = ("sensor", "ts", "value")
+
+    def __init__(self, per_call: int = 10) -> None:
+        self.offset = 0
+        self.per_call = per_call
+
+    def next_tuple(self) -> None:
+        end = min(self.offset + self.per_call, SENSORS * READINGS)
+        for i in range(self.offset, end):
+            self.emit(reading(i))
+        self.offset = end
+        if end >= SENSORS * READINGS:
+            self.finish()
+        time.sleep(0.004)
+
+    def snapshot(self) -> int:
+        return self.offset
+
+    def restore(self, snap: int) -> None:
+        self.offset = snap
+
+
+class WindowSum(WindowedBolt):
+    """Per sensor, tumbling event-time windows: sum and count, early results every 300 ms."""
+
+    window = TumblingWindows(size_ms=WINDOW_MS)
+    time = "event"
+    timestamp = "ts"
+    key = "sensor"
+    watermark = BoundedOutOfOrderness(max_lag_ms=1_000)
+    early_fire_every_ms = 300
+
+    def create(self) -> tuple[int, int]:
+        return (0, 0)
+
+    def add(self, acc: tuple[int, int], tup: Any) -> tuple[int, int]:
+        return (acc[0] + tup["value"], acc[1] + 1)
+
+    def merge(self, a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+        return (a[0] + b[0], a[1] + b[1])
+
+    def result(self, key: Any, window: Any, acc: tuple[int, int]) -> dict[str, int]:
+        return {"sum": acc[0], "n": acc[1]}
+
+
+def _windowed(out: Path) -> Topology:
+    b = TopologyBuilder("chaos-windowed")
+    b.set_spout("readings", Readings(), parallelism=1)
+    b.set_bolt("sum", WindowSum, parallelism=2).fields_grouping("readings", ["sensor"])
+    b.set_bolt("out", FileSink(str(out)), parallelism=1).global_grouping("sum")
+    return b.build()
+
+
+def _check_windowed(out: Path) -> Verdict:
+    expected: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for i in range(SENSORS * READINGS):
+        sensor, ts, value = reading(i)
+        expected[(sensor, ts // WINDOW_MS * WINDOW_MS)].append(value)
+    starts: dict[str, list[int]] = defaultdict(list)
+    for sensor, start in expected:
+        starts[sensor].append(start)
+    index = {s: {start: n for n, start in enumerate(sorted(v))} for s, v in starts.items()}
+    on_time = [r for r in read_committed(out) if r["kind"] == "on_time"]
+    report = check_sequences(
+        [{"key": r["key"], "seq": index.get(r["key"], {}).get(r["window_start"], -1)}
+         for r in on_time], "key", "seq", {s: len(v) for s, v in starts.items()})
+    problems = []
+    for r in on_time:
+        values = expected.get((r["key"], r["window_start"]), [])
+        if r["result"] != {"sum": sum(values), "n": len(values)}:
+            problems.append(f"window {r['key']}@{r['window_start']}: {r['result']} != "
+                            f"recomputed sum {sum(values)} n {len(values)}")
+    return _verdict(report, problems)
+
+
+def build_topology(name: str, workdir: Path) -> Topology:
+    """The topology ``name`` (one of :data:`TOPOLOGIES`), writing to ``workdir/out``."""
+    workdir = Path(workdir)
+    if name == "stateful":
+        return _stateful(workdir / "out")
+    if name == "wordcount":
+        return _wordcount(workdir / "out", workdir / "corpus")
+    if name == "windowed":
+        return _windowed(workdir / "out")
+    raise ValueError(f"unknown chaos topology {name!r}; choose one of {', '.join(TOPOLOGIES)}")
+
+
+def check_output(name: str, workdir: Path) -> Verdict:
+    """Check the committed output of :func:`build_topology` ``(name, workdir)``."""
+    checks = {"stateful": _check_stateful, "wordcount": _check_wordcount,
+              "windowed": _check_windowed}
+    return checks[name](Path(workdir) / "out")
