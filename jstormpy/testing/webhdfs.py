@@ -30,6 +30,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -60,6 +61,15 @@ class _Server(ThreadingHTTPServer):
         self.faults = 0
         super().__init__(addr, _Handler)
         self.port = self.server_address[1]
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-request (a reset, a proxy cut) is normal for a test
+        server under fault injection: log it, don't print socketserver's traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            log.debug("WebHDFS client %s went away: %s", client_address, exc)
+            return
+        super().handle_error(request, client_address)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self.conn_lock:
