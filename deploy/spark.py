@@ -176,6 +176,7 @@ def worker_task(spec: dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[tupl
             tls_dir = tempfile.mkdtemp(prefix=f"jstorm-tls-{spec['name']}-")  # mode 0700
             env[TLS_DIR_ENV] = str(unpack_role(spec["tls"], tls_dir))
         env["PYTHONHASHSEED"] = spec["hash_seed"]
+        env["JSTORM_LAUNCH_ATTEMPT"] = str(spec.get("launch_attempt", 0))
         paths = [p for p in spec["python_path"] if os.path.isdir(p)]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
             [*paths, *env.get("PYTHONPATH", "").split(os.pathsep)]))
@@ -292,6 +293,8 @@ class _SparkSupervisor(_Supervisor):
                 "python_path": self.env["PYTHONPATH"].split(os.pathsep),
                 "worker_host": self.worker_host, "log_dir": str(self.run_dir / "logs"),
                 "log_level": self.config.log_level,
+                # the TM drops a worker of an earlier attempt once one of this attempt registers
+                "launch_attempt": self.job_attempts,
                 # the workers' certificates travel inside the job's closure (never on a
                 # command line); each task writes them to a private 0700 directory
                 "tls": pack_role(self.tls_dir, "worker") if self.tls_dir else {}}

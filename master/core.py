@@ -53,6 +53,7 @@ class WorkerSession:
     rss_bytes: int = 0
     cpu_percent: float = 0.0
     generation: int = 0
+    launch_attempt: int = 0  # the deployer's launch attempt (Spark job attempt), 0 = untracked
 
     def send(self, **body: Any) -> None:
         """Queue one MasterMessage for this worker."""
@@ -172,6 +173,8 @@ class MasterCore(CheckpointCoordination):
                 session.alive = False
                 session.send(shutdown=pb.Shutdown(reason="fenced: stale generation"))
                 return
+            if session.launch_attempt:
+                self._supersede_older_launches(session.launch_attempt)
             if old is not None and old.alive:
                 old.alive = False
                 old.send(shutdown=pb.Shutdown(reason="replaced by a newer registration"))
@@ -197,6 +200,25 @@ class MasterCore(CheckpointCoordination):
                                        count_restart=False)
             elif self.state == "recovering":
                 self._maybe_prepare_all()
+
+    def _supersede_older_launches(self, attempt: int) -> None:
+        """On Spark a failed barrier stage is resubmitted whole: once a worker of launch
+        attempt N registers, every worker of an earlier attempt is on its way out, even if its
+        control stream has not closed yet. Each is dropped now -- a knock-on of the failure
+        under recovery (no second restart, the first reason kept) -- so that the recovery
+        waits for the new attempt's workers instead of completing with a doomed one and
+        being followed by a second recovery when it is replaced."""
+        for old in self._alive():
+            if 0 < old.launch_attempt < attempt:
+                old.alive = False
+                old.send(shutdown=pb.Shutdown(reason=f"superseded by launch attempt {attempt}"))
+                knock_on = (self.state == "recovering" and self.recovery_started is not None
+                            and old.registered_mono < self.recovery_started)
+                log.warning("worker %d (pid %d, launch attempt %d) superseded by launch "
+                            "attempt %d%s", old.worker_id, old.pid, old.launch_attempt, attempt,
+                            " (part of the failure being recovered)" if knock_on else "")
+                self._worker_failed(old.worker_id, f"worker {old.worker_id} lost: superseded "
+                                    f"by launch attempt {attempt}", knock_on)
 
     def worker_lost(self, session: WorkerSession, reason: str) -> None:
         """A control stream ended or heartbeats stopped."""

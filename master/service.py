@@ -127,7 +127,7 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
                           "the first message on a control stream must be Register")
         reg = first.register
         session = WorkerSession(reg.worker_id, reg.pid, reg.host, reg.data_port,
-                                reg.code_version)
+                                reg.code_version, launch_attempt=reg.launch_attempt)
         try:
             self.core.register(session, reg.generation)
         except JStormError as exc:

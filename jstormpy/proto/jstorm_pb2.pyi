@@ -25,20 +25,22 @@ class WorkerMessage(_message.Message):
     def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., checkpoint_ack: _Optional[_Union[CheckpointAck, _Mapping]] = ..., checkpoint_failed: _Optional[_Union[CheckpointFailed, _Mapping]] = ..., ready: _Optional[_Union[Ready, _Mapping]] = ..., task_error: _Optional[_Union[TaskError, _Mapping]] = ..., sink_committed: _Optional[_Union[SinkCommitted, _Mapping]] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("worker_id", "pid", "host", "data_port", "generation", "code_version")
+    __slots__ = ("worker_id", "pid", "host", "data_port", "generation", "code_version", "launch_attempt")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     DATA_PORT_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     CODE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     worker_id: int
     pid: int
     host: str
     data_port: int
     generation: int
     code_version: str
-    def __init__(self, worker_id: _Optional[int] = ..., pid: _Optional[int] = ..., host: _Optional[str] = ..., data_port: _Optional[int] = ..., generation: _Optional[int] = ..., code_version: _Optional[str] = ...) -> None: ...
+    launch_attempt: int
+    def __init__(self, worker_id: _Optional[int] = ..., pid: _Optional[int] = ..., host: _Optional[str] = ..., data_port: _Optional[int] = ..., generation: _Optional[int] = ..., code_version: _Optional[str] = ..., launch_attempt: _Optional[int] = ...) -> None: ...
 
 class TaskMetrics(_message.Message):
     __slots__ = ("task_id", "emitted", "executed", "queue_depth", "queue_capacity", "latency_ms_sum", "latency_samples", "latency_buckets", "finished", "errors", "late_records", "throttled")

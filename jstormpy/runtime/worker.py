@@ -74,6 +74,7 @@ class Worker(TaskHost):
         self.worker_id = worker_id
         self.secret = secret
         self.code_version = code_version or os.environ.get("JSTORM_CODE_VERSION", "v1")
+        self.launch_attempt = int(os.environ.get("JSTORM_LAUNCH_ATTEMPT") or 0)  # Spark only
         self.generation = 0
         self.max_parallelism = 0  # number of key groups, set when tasks are built
         self.guarantee = "exactly_once"
@@ -473,7 +474,7 @@ class Worker(TaskHost):
         return pb.WorkerMessage(register=pb.Register(
             worker_id=self.worker_id, pid=os.getpid(), host=self.host,
             data_port=self.transport.port, generation=self.generation,
-            code_version=self.code_version))
+            code_version=self.code_version, launch_attempt=self.launch_attempt))
 
     def serve(self, reconnect_timeout_s: float = 60.0) -> int:
         """Run the control loop until shutdown; reconnect if the TM restarts."""

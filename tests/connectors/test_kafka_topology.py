@@ -14,6 +14,7 @@ and asserts that the markers agree.
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -42,10 +43,20 @@ def produce_input(servers: str) -> str:
     return topic
 
 
+class PacedKafkaSpout(KafkaSpout):
+    """A few records per call and a short pause, so that a run spans several checkpoints
+    and the fault points at checkpoint 2 are reached (unpaced, the whole input can drain
+    within the first checkpoint interval)."""
+
+    def next_tuple(self) -> None:
+        super().next_tuple()
+        time.sleep(0.005)
+
+
 def build(servers: str, src: str, dst: str) -> Any:
     b = TopologyBuilder(f"kafka-{uuid.uuid4().hex[:6]}")
-    b.set_spout("in", KafkaSpout(src, servers, bounded=True, idle_timeout_ms=None),
-                parallelism=2)
+    b.set_spout("in", PacedKafkaSpout(src, servers, bounded=True, idle_timeout_ms=None,
+                                      batch=20), parallelism=2)
     how = "read_committed" if REAL else "markers"
     b.set_bolt("out", KafkaSink(dst, servers, key_field="key", commit_log_read=how),
                parallelism=2).fields_grouping("in", ["key"])
