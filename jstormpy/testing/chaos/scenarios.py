@@ -173,6 +173,8 @@ class ScenarioResult:
         seconds: Wall time of the whole scenario.
         events: What the injector did, in order.
         error: Why the run itself failed ("" if it did not).
+        workdir: The scenario's directory when the caller gave one ("" for a temp dir,
+            which is removed).
     """
 
     scenario: Scenario
@@ -184,6 +186,7 @@ class ScenarioResult:
     seconds: float
     events: tuple[str, ...] = field(default_factory=tuple)
     error: str = ""
+    workdir: str = ""
 
     @property
     def ok(self) -> bool:
@@ -503,7 +506,8 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
     from jstormpy.testing.webhdfs import WebHdfsServer
 
     own = workdir is None
-    work = Path(tempfile.mkdtemp(prefix="jstorm-chaos-")) if workdir is None else Path(workdir)
+    work = Path(tempfile.mkdtemp(prefix="jstorm-chaos-")) if workdir is None \
+        else Path(workdir).absolute()  # the file:// checkpoint URI needs an absolute path
     work.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     kind = scenario.fault.kind
@@ -571,7 +575,8 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
         fired=bool(injector and injector.fired),
         recovery_s=injector.recovery_s if injector else None,
         restarts=int(status.get("restarts", 0)), seconds=round(time.monotonic() - started, 1),
-        events=tuple(injector.events if injector else ()), error=error)
+        events=tuple(injector.events if injector else ()), error=error,
+        workdir="" if own else str(work))
 
 
 def _worker_address(box: dict[str, Any], worker: int) -> tuple[str, int] | None:
