@@ -65,6 +65,14 @@ FAULT_KINDS = ("kill", "reset", "partition", "stall", "backend_hang", "backend_s
 
 WORKERS = 3
 WORKER_TIMEOUT_MS = 2_000
+UPGRADE_SLOW = 4.0
+"""``tm_kill_during_upgrade`` runs its topology this many times slower: the gray release's
+compatibility check (both code versions loaded in child processes) takes seconds, and the
+switch must begin before the input ends."""
+
+
+def _slow(kind: str) -> float:
+    return UPGRADE_SLOW if kind == "tm_kill_during_upgrade" else 1.0
 
 
 @dataclass(frozen=True)
@@ -220,6 +228,8 @@ class _Injector:
         self._stop = threading.Event()
         self._last_status: dict[str, Any] = {}
         self._drained_at: float | None = None
+        self._fault_end: tuple[float, float] | None = None
+        """(wall, monotonic) time the fault ended; the recovery is measured from it."""
         self.thread = threading.Thread(target=self._run, name="chaos-injector", daemon=True)
 
     # -- helpers ----------------------------------------------------------------------------
@@ -275,6 +285,8 @@ class _Injector:
             self._inject()
         finally:
             self._undo()
+        if self._fault_end is None:
+            self._fault_end = (time.time(), time.monotonic())
         if self.fired:
             self._measure_recovery()
 
@@ -365,7 +377,8 @@ class _Injector:
             "# v2 of the chaos topology (same graph): the gray release target\n"
             "from pathlib import Path\n"
             "from jstormpy.testing.chaos.topologies import build_topology\n"
-            f"topology = build_topology({self.scenario.topology!r}, Path({str(self.workdir)!r}))\n")
+            f"topology = build_topology({self.scenario.topology!r}, Path({str(self.workdir)!r}), "
+            f"slow={_slow(self.fault.kind)!r})\n")
 
         def upgrade() -> None:
             try:
@@ -385,8 +398,15 @@ class _Injector:
                 break
             self._stop.wait(0.02)
         self.events.append(f"upgrade phase {phase!r}")
+        if phase in ("idle", "completed", "rolled_back"):  # a TM kill now tests no upgrade
+            self.events.append("skipped: the switch never began while the job ran "
+                               f"(state {self._last_status.get('state')!r})")
+            caller.join(30)
+            return
         self._stop.wait(self.fault.duration_s)
         self.fired = self._signal(None, signal.SIGKILL)
+        # the fault ends with the kill: the upgrade call may block until the new TM answers
+        self._fault_end = (time.time(), time.monotonic())
         caller.join(30)
 
     def _kill_during_drain(self) -> None:
@@ -405,9 +425,9 @@ class _Injector:
         self.fired = self._signal(self.fault.worker, signal.SIGKILL)
 
     def _measure_recovery(self) -> None:
-        """Seconds from now (the fault's end) until a checkpoint triggered after it has
+        """Seconds from the fault's end until a checkpoint triggered after it has
         completed, read from the TM's checkpoint history; or until the job drained."""
-        end_wall, end = time.time(), time.monotonic()
+        end_wall, end = self._fault_end or (time.time(), time.monotonic())
         deadline = end + 120
         while not self._stop.is_set() and time.monotonic() < deadline:
             st = self.status()
@@ -511,7 +531,7 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
     work.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     kind = scenario.fault.kind
-    topology = build_topology(scenario.topology, work)
+    topology = build_topology(scenario.topology, work, slow=_slow(kind))
     handle_box: dict[str, Any] = {}
     net = hdfs = backend_proxy = disk = None
     injector: _Injector | None = None
