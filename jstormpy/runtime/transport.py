@@ -288,14 +288,17 @@ class Transport(InboundChannels):
             return ob.queued_bytes
 
     def send(self, worker_id: int, dst_task: int, item: Any,
-             generation: int | None = None) -> bool:
+             generation: int | None = None, wait: bool = True) -> bool:
         """Queue ``(dst_task, item)`` as one DATA frame for ``worker_id``.
 
         With ``generation``, the frame is sent only if that is still the current generation
         (a task of an older generation can never inject a frame into a newer one).
 
         Blocks while that peer's buffer holds ``>= send_buffer_bytes`` and while the first
-        connection to it is being made.
+        connection to it is being made. With ``wait=False`` it never blocks: a frame the
+        channel cannot take at once (connecting, reconnecting, buffer full) is not sent
+        (False; not counted as dropped) — for frames that are sent again anyway, such as
+        the periodic credit totals of the heartbeat thread.
 
         Returns:
             True if the frame was queued; False if it was dropped (peer unknown, unreachable
@@ -353,6 +356,8 @@ class Transport(InboundChannels):
                 if ob.state == READY and ob.queued_bytes < limit:
                     ob.append_locked(gen, header, payload)
                     return True
+                if not wait:
+                    return False  # the caller sends it again later; nothing is lost
                 ob.cond.wait(1.0)  # everyone who changes a condition notifies; 1 s is a guard
         return self._dropped(worker_id, why)
 

@@ -228,14 +228,20 @@ class Worker(TaskHost):
                                 self.tasks_generation)
 
     def resend_credit_totals(self) -> None:
-        """Re-send every remote channel's credit total (heals a lost grant)."""
+        """Re-send every remote channel's credit total (heals a lost grant).
+
+        Runs on the heartbeat thread, so it never waits for a peer: a channel that is
+        (re)connecting, e.g. to a worker that was just killed, gets the total with a later
+        heartbeat. (Waiting there stopped the heartbeats for up to ``connect_timeout_s``,
+        and the TM declared the waiting worker dead too.)
+        """
         with self.credit_lock:
             totals = list(self.credit_totals.items())
         for (src, dst), total in totals:
             worker = self.task_workers.get(src)
             if worker is not None and worker != self.worker_id and self.transport is not None:
                 self.transport.send(worker, CREDIT_TASK, ("credit", src, dst, total),
-                                    self.tasks_generation)
+                                    self.tasks_generation, wait=False)
 
     def _frames_lost(self, worker: int) -> None:
         """A frame to ``worker`` was dropped (connection lost). Under exactly-/at-least-once
