@@ -167,6 +167,7 @@ class Transport(InboundChannels):
         self._acks_due: dict[int, tuple[socket.socket, int, int, int]] = {}
         self._acks_wake = threading.Event()
         self._generation = 0
+        self._sends_stopped = False  # interrupt_sends() until the next set_generation()
         self._peers: dict[int, tuple[str, int]] = {}
         self._outbound: dict[int, Outbound] = {}
         self._inbound: dict[int, tuple[socket.socket, threading.Thread]] = {}
@@ -253,6 +254,7 @@ class Transport(InboundChannels):
             raise FrameError(f"generation {gen} does not fit the uint32 wire field")
         with self._lock:
             self._generation = gen
+            self._sends_stopped = False
             self._channels = {k: v for k, v in self._channels.items() if k[2] == gen}
             outs = list(self._outbound.values())
         dropped = sum(ob.discard_other_generations(gen) for ob in outs)
@@ -260,6 +262,22 @@ class Transport(InboundChannels):
             self._count("frames_dropped", dropped)
             self._log.info("worker %d: generation %d: discarded %d queued frame(s) of older "
                            "generations", self.worker_id, gen, dropped)
+
+    def interrupt_sends(self) -> None:
+        """Stop sending until the next :meth:`set_generation`: every ``send()`` waiting for
+        a channel returns False now, later ones at once.
+
+        The worker calls it when it stops its tasks. Their frames are not needed (the next
+        generation restores a checkpoint and replays from it), and a task waiting for a
+        peer that cannot be reached would otherwise hold up the stop for
+        ``connect_timeout_s``.
+        """
+        with self._lock:
+            self._sends_stopped = True
+            outs = list(self._outbound.values())
+        for ob in outs:
+            with ob.cond:
+                ob.cond.notify_all()
 
     def set_peers(self, peers: dict[int, tuple[str, int]]) -> None:
         """Set ``worker_id -> (host, port)`` of every worker's Transport.
@@ -349,6 +367,9 @@ class Transport(InboundChannels):
                     break
                 if self._generation != gen:
                     why = f"generation changed from {gen} to {self._generation}"
+                    break
+                if self._sends_stopped:
+                    why = "sending stopped until the next generation (tasks stopping)"
                     break
                 if ob.state == DEAD:
                     why = f"connection to peer lost ({ob.why_dead})"

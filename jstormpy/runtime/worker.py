@@ -228,13 +228,9 @@ class Worker(TaskHost):
                                 self.tasks_generation)
 
     def resend_credit_totals(self) -> None:
-        """Re-send every remote channel's credit total (heals a lost grant).
-
-        Runs on the heartbeat thread, so it never waits for a peer: a channel that is
-        (re)connecting, e.g. to a worker that was just killed, gets the total with a later
-        heartbeat. (Waiting there stopped the heartbeats for up to ``connect_timeout_s``,
-        and the TM declared the waiting worker dead too.)
-        """
+        """Re-send every remote channel's credit total (heals a lost grant). Never waits
+        for a peer (it runs on the heartbeat thread): a channel still (re)connecting gets
+        its total with a later heartbeat."""
         with self.credit_lock:
             totals = list(self.credit_totals.items())
         for (src, dst), total in totals:
@@ -297,6 +293,8 @@ class Worker(TaskHost):
         if new_generation is not None and self.transport is not None:
             self.generation = new_generation
             self.transport.set_generation(new_generation)
+        elif self.transport is not None:  # a send waiting for a peer would hold us up
+            self.transport.interrupt_sends()  # the next Prepare switches sending back on
         deadline = time.monotonic() + timeout_s
         for ex in self.executors.values():
             if not ex.join(max(deadline - time.monotonic(), 0.01)):
