@@ -47,7 +47,6 @@ import os
 import random
 import shutil
 import signal
-import subprocess
 import tempfile
 import threading
 import time
@@ -56,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy.config import Config
+from jstormpy.testing.chaos.disk import FullDisk
 from jstormpy.testing.chaos.network import PARTITION_FROM, RESET_ON, ChaosNetwork
 from jstormpy.testing.chaos.topologies import TOPOLOGIES, Verdict, build_topology, check_output
 
@@ -214,7 +214,7 @@ class _Injector:
     """Runs a scenario's fault against a live topology and measures the recovery."""
 
     def __init__(self, scenario: Scenario, handle: Any, workdir: Path,
-                 net: ChaosNetwork | None, backend_proxy: Any, disk: _Disk | None) -> None:
+                 net: ChaosNetwork | None, backend_proxy: Any, disk: FullDisk | None) -> None:
         self.fault = scenario.fault
         self.scenario = scenario
         self.handle = handle
@@ -458,55 +458,6 @@ class _Injector:
         self.thread.join(30)
 
 
-class _Disk:
-    """The sink's output directory, made full (tmpfs + ballast, as root) or unwritable."""
-
-    def __init__(self, out: Path) -> None:
-        self.out = out
-        self.mounted = False
-        out.mkdir(parents=True, exist_ok=True)
-        if os.geteuid() == 0 and shutil.which("mount"):
-            done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(out)],
-                                  capture_output=True, check=False)
-            self.mounted = done.returncode == 0
-
-    def fill(self) -> str:
-        if not self.mounted:
-            for d in [self.out, *(p for p in self.out.rglob("*") if p.is_dir())]:
-                d.chmod(0o555)
-            return f"{self.out} made read-only"
-        written = 0
-        with contextlib.suppress(OSError), open(self.out / ".ballast", "wb") as fh:
-            block = b"\0" * (1 << 20)
-            while True:
-                fh.write(block)
-                fh.flush()
-                written += len(block)
-        return f"{self.out} filled (tmpfs, {written >> 20} MiB ballast; ENOSPC)"
-
-    def free(self) -> str:
-        if not self.mounted:
-            for d in [self.out, *(p for p in self.out.rglob("*") if p.is_dir())]:
-                d.chmod(0o755)
-            return f"{self.out} writable again"
-        with contextlib.suppress(FileNotFoundError):
-            (self.out / ".ballast").unlink()
-        return f"{self.out} has space again"
-
-    def release(self) -> None:
-        """Unmount the tmpfs, keeping its files in place (idempotent)."""
-        if not self.mounted:
-            return
-        keep = self.out.with_name(self.out.name + ".kept")
-        with contextlib.suppress(OSError):
-            shutil.copytree(self.out, keep)
-        subprocess.run(["umount", "-l", str(self.out)], capture_output=True, check=False)
-        self.mounted = False
-        shutil.rmtree(self.out, ignore_errors=True)
-        if keep.exists():
-            keep.rename(self.out)
-
-
 def _rundir_tm_port(home: Path, topology_name: str) -> Path:
     return home / "runs" / topology_name / "master.port"
 
@@ -548,7 +499,7 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
         else:
             backend = f"file://{work / 'ckpt'}"
         if kind == "disk_full":
-            disk = _Disk(work / "out")
+            disk = FullDisk(work / "out")
         env: dict[str, str] = {}
         if kind in ("reset", "partition"):
             net = ChaosNetwork(WORKERS, _rundir_tm_port(work / "home", topology.name),
