@@ -18,7 +18,7 @@
     jstorm loglevel NAME COMPONENT LEVEL           change task log level at run time
     jstorm config NAME KEY VALUE                   change a live-safe setting
     jstorm testing webhdfs|hbase ...               protocol test servers
-    jstorm chaos [-n N] [--seed S] [--fault F] [--topology T]
+    jstorm chaos [-n N] [--seed S] [--fault F] [--topology T] [--keep DIR]
                                                    seeded exactly-once chaos soak
 
 A topology file defines ``topology`` (a Topology or TopologyBuilder) and optionally

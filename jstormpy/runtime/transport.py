@@ -167,6 +167,7 @@ class Transport(InboundChannels):
         self._acks_due: dict[int, tuple[socket.socket, int, int, int]] = {}
         self._acks_wake = threading.Event()
         self._generation = 0
+        self._sends_stopped = False  # interrupt_sends() until the next set_generation()
         self._peers: dict[int, tuple[str, int]] = {}
         self._outbound: dict[int, Outbound] = {}
         self._inbound: dict[int, tuple[socket.socket, threading.Thread]] = {}
@@ -253,6 +254,7 @@ class Transport(InboundChannels):
             raise FrameError(f"generation {gen} does not fit the uint32 wire field")
         with self._lock:
             self._generation = gen
+            self._sends_stopped = False
             self._channels = {k: v for k, v in self._channels.items() if k[2] == gen}
             outs = list(self._outbound.values())
         dropped = sum(ob.discard_other_generations(gen) for ob in outs)
@@ -260,6 +262,22 @@ class Transport(InboundChannels):
             self._count("frames_dropped", dropped)
             self._log.info("worker %d: generation %d: discarded %d queued frame(s) of older "
                            "generations", self.worker_id, gen, dropped)
+
+    def interrupt_sends(self) -> None:
+        """Stop sending until the next :meth:`set_generation`: every ``send()`` waiting for
+        a channel returns False now, later ones at once.
+
+        The worker calls it when it stops its tasks. Their frames are not needed (the next
+        generation restores a checkpoint and replays from it), and a task waiting for a
+        peer that cannot be reached would otherwise hold up the stop for
+        ``connect_timeout_s``.
+        """
+        with self._lock:
+            self._sends_stopped = True
+            outs = list(self._outbound.values())
+        for ob in outs:
+            with ob.cond:
+                ob.cond.notify_all()
 
     def set_peers(self, peers: dict[int, tuple[str, int]]) -> None:
         """Set ``worker_id -> (host, port)`` of every worker's Transport.
@@ -288,14 +306,17 @@ class Transport(InboundChannels):
             return ob.queued_bytes
 
     def send(self, worker_id: int, dst_task: int, item: Any,
-             generation: int | None = None) -> bool:
+             generation: int | None = None, wait: bool = True) -> bool:
         """Queue ``(dst_task, item)`` as one DATA frame for ``worker_id``.
 
         With ``generation``, the frame is sent only if that is still the current generation
         (a task of an older generation can never inject a frame into a newer one).
 
         Blocks while that peer's buffer holds ``>= send_buffer_bytes`` and while the first
-        connection to it is being made.
+        connection to it is being made. With ``wait=False`` it never blocks: a frame the
+        channel cannot take at once (connecting, reconnecting, buffer full) is not sent
+        (False; not counted as dropped) — for frames that are sent again anyway, such as
+        the periodic credit totals of the heartbeat thread.
 
         Returns:
             True if the frame was queued; False if it was dropped (peer unknown, unreachable
@@ -347,12 +368,17 @@ class Transport(InboundChannels):
                 if self._generation != gen:
                     why = f"generation changed from {gen} to {self._generation}"
                     break
+                if self._sends_stopped:
+                    why = "sending stopped until the next generation (tasks stopping)"
+                    break
                 if ob.state == DEAD:
                     why = f"connection to peer lost ({ob.why_dead})"
                     break
                 if ob.state == READY and ob.queued_bytes < limit:
                     ob.append_locked(gen, header, payload)
                     return True
+                if not wait:
+                    return False  # the caller sends it again later; nothing is lost
                 ob.cond.wait(1.0)  # everyone who changes a condition notifies; 1 s is a guard
         return self._dropped(worker_id, why)
 

@@ -228,14 +228,16 @@ class Worker(TaskHost):
                                 self.tasks_generation)
 
     def resend_credit_totals(self) -> None:
-        """Re-send every remote channel's credit total (heals a lost grant)."""
+        """Re-send every remote channel's credit total (heals a lost grant). Never waits
+        for a peer (it runs on the heartbeat thread): a channel still (re)connecting gets
+        its total with a later heartbeat."""
         with self.credit_lock:
             totals = list(self.credit_totals.items())
         for (src, dst), total in totals:
             worker = self.task_workers.get(src)
             if worker is not None and worker != self.worker_id and self.transport is not None:
                 self.transport.send(worker, CREDIT_TASK, ("credit", src, dst, total),
-                                    self.tasks_generation)
+                                    self.tasks_generation, wait=False)
 
     def _frames_lost(self, worker: int) -> None:
         """A frame to ``worker`` was dropped (connection lost). Under exactly-/at-least-once
@@ -291,6 +293,8 @@ class Worker(TaskHost):
         if new_generation is not None and self.transport is not None:
             self.generation = new_generation
             self.transport.set_generation(new_generation)
+        elif self.transport is not None:  # a send waiting for a peer would hold us up
+            self.transport.interrupt_sends()  # the next Prepare switches sending back on
         deadline = time.monotonic() + timeout_s
         for ex in self.executors.values():
             if not ex.join(max(deadline - time.monotonic(), 0.01)):

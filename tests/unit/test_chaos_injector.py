@@ -25,6 +25,7 @@ from jstormpy.testing.chaos import (
     plan_scenarios,
     run_soak,
 )
+from jstormpy.testing.chaos.soak import format_summary, keeping_failed
 from jstormpy.testing.chaos.topologies import KEYS, PER_KEY
 from jstormpy.testing.fault_proxy import FaultProxy
 from tests.unit.test_transport import wait_until
@@ -277,3 +278,30 @@ def test_soak_prints_a_row_per_scenario_and_totals_per_class() -> None:
     assert "total: 9 scenarios, 3 lost, 0 duplicated, 0 reordered" in text
     stall = next(line for line in lines if line.startswith("stall "))
     assert stall.split()[1:] == ["1", "1", "1.50s", "1.50s"]
+
+
+def test_summary_gives_recovery_median_and_max_per_fault_class() -> None:
+    times = {"kill": [3.0, 1.0, 2.0, None], "reset": [0.25, 0.75]}
+    results = [ScenarioResult(Scenario.draw(i, kind=kind), Verdict(duplicated=int(kind == "reset")),
+                              drained=True, fired=t is not None, recovery_s=t, restarts=0,
+                              seconds=1.0)
+               for kind, ts in times.items() for i, t in enumerate(ts)]
+    lines = format_summary(results)
+    assert lines[0].startswith("total: 6 scenarios, 0 lost, 2 duplicated")
+    assert lines[0].endswith("1 where the fault did not fire")
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
+    assert rows == {"kill": ["4", "0", "2.00s", "3.00s"],  # a fault that never fired: no time
+                    "reset": ["2", "2", "0.50s", "0.75s"]}
+
+
+def test_keep_leaves_only_the_failed_scenarios_directories(tmp_path: Path) -> None:
+    def fake_run(s: Scenario, workdir: Path) -> ScenarioResult:
+        (workdir / "logs").mkdir(parents=True)
+        return ScenarioResult(s, Verdict(lost=s.seed % 2), drained=True, fired=True,
+                              recovery_s=0.1, restarts=0, seconds=1.0, workdir=str(workdir))
+
+    buf = io.StringIO()
+    run_soak(plan_scenarios(4, seed=1), out=buf, run=keeping_failed(tmp_path, fake_run))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["seed-1", "seed-3"]
+    assert f"kept: {tmp_path / 'seed-1'}" in buf.getvalue()
+    assert "seed-2" not in buf.getvalue()

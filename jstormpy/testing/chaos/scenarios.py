@@ -47,7 +47,6 @@ import os
 import random
 import shutil
 import signal
-import subprocess
 import tempfile
 import threading
 import time
@@ -56,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy.config import Config
+from jstormpy.testing.chaos.disk import FullDisk
 from jstormpy.testing.chaos.network import PARTITION_FROM, RESET_ON, ChaosNetwork
 from jstormpy.testing.chaos.topologies import TOPOLOGIES, Verdict, build_topology, check_output
 
@@ -65,6 +65,14 @@ FAULT_KINDS = ("kill", "reset", "partition", "stall", "backend_hang", "backend_s
 
 WORKERS = 3
 WORKER_TIMEOUT_MS = 2_000
+UPGRADE_SLOW = 4.0
+"""``tm_kill_during_upgrade`` runs its topology this many times slower: the gray release's
+compatibility check (both code versions loaded in child processes) takes seconds, and the
+switch must begin before the input ends."""
+
+
+def _slow(kind: str) -> float:
+    return UPGRADE_SLOW if kind == "tm_kill_during_upgrade" else 1.0
 
 
 @dataclass(frozen=True)
@@ -173,6 +181,8 @@ class ScenarioResult:
         seconds: Wall time of the whole scenario.
         events: What the injector did, in order.
         error: Why the run itself failed ("" if it did not).
+        workdir: The scenario's directory when the caller gave one ("" for a temp dir,
+            which is removed).
     """
 
     scenario: Scenario
@@ -184,6 +194,7 @@ class ScenarioResult:
     seconds: float
     events: tuple[str, ...] = field(default_factory=tuple)
     error: str = ""
+    workdir: str = ""
 
     @property
     def ok(self) -> bool:
@@ -203,7 +214,7 @@ class _Injector:
     """Runs a scenario's fault against a live topology and measures the recovery."""
 
     def __init__(self, scenario: Scenario, handle: Any, workdir: Path,
-                 net: ChaosNetwork | None, backend_proxy: Any, disk: _Disk | None) -> None:
+                 net: ChaosNetwork | None, backend_proxy: Any, disk: FullDisk | None) -> None:
         self.fault = scenario.fault
         self.scenario = scenario
         self.handle = handle
@@ -217,6 +228,8 @@ class _Injector:
         self._stop = threading.Event()
         self._last_status: dict[str, Any] = {}
         self._drained_at: float | None = None
+        self._fault_end: tuple[float, float] | None = None
+        """(wall, monotonic) time the fault ended; the recovery is measured from it."""
         self.thread = threading.Thread(target=self._run, name="chaos-injector", daemon=True)
 
     # -- helpers ----------------------------------------------------------------------------
@@ -272,6 +285,8 @@ class _Injector:
             self._inject()
         finally:
             self._undo()
+        if self._fault_end is None:
+            self._fault_end = (time.time(), time.monotonic())
         if self.fired:
             self._measure_recovery()
 
@@ -362,7 +377,8 @@ class _Injector:
             "# v2 of the chaos topology (same graph): the gray release target\n"
             "from pathlib import Path\n"
             "from jstormpy.testing.chaos.topologies import build_topology\n"
-            f"topology = build_topology({self.scenario.topology!r}, Path({str(self.workdir)!r}))\n")
+            f"topology = build_topology({self.scenario.topology!r}, Path({str(self.workdir)!r}), "
+            f"slow={_slow(self.fault.kind)!r})\n")
 
         def upgrade() -> None:
             try:
@@ -382,8 +398,15 @@ class _Injector:
                 break
             self._stop.wait(0.02)
         self.events.append(f"upgrade phase {phase!r}")
+        if phase in ("idle", "completed", "rolled_back"):  # a TM kill now tests no upgrade
+            self.events.append("skipped: the switch never began while the job ran "
+                               f"(state {self._last_status.get('state')!r})")
+            caller.join(30)
+            return
         self._stop.wait(self.fault.duration_s)
         self.fired = self._signal(None, signal.SIGKILL)
+        # the fault ends with the kill: the upgrade call may block until the new TM answers
+        self._fault_end = (time.time(), time.monotonic())
         caller.join(30)
 
     def _kill_during_drain(self) -> None:
@@ -402,9 +425,9 @@ class _Injector:
         self.fired = self._signal(self.fault.worker, signal.SIGKILL)
 
     def _measure_recovery(self) -> None:
-        """Seconds from now (the fault's end) until a checkpoint triggered after it has
+        """Seconds from the fault's end until a checkpoint triggered after it has
         completed, read from the TM's checkpoint history; or until the job drained."""
-        end_wall, end = time.time(), time.monotonic()
+        end_wall, end = self._fault_end or (time.time(), time.monotonic())
         deadline = end + 120
         while not self._stop.is_set() and time.monotonic() < deadline:
             st = self.status()
@@ -435,55 +458,6 @@ class _Injector:
         self.thread.join(30)
 
 
-class _Disk:
-    """The sink's output directory, made full (tmpfs + ballast, as root) or unwritable."""
-
-    def __init__(self, out: Path) -> None:
-        self.out = out
-        self.mounted = False
-        out.mkdir(parents=True, exist_ok=True)
-        if os.geteuid() == 0 and shutil.which("mount"):
-            done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(out)],
-                                  capture_output=True, check=False)
-            self.mounted = done.returncode == 0
-
-    def fill(self) -> str:
-        if not self.mounted:
-            for d in [self.out, *(p for p in self.out.rglob("*") if p.is_dir())]:
-                d.chmod(0o555)
-            return f"{self.out} made read-only"
-        written = 0
-        with contextlib.suppress(OSError), open(self.out / ".ballast", "wb") as fh:
-            block = b"\0" * (1 << 20)
-            while True:
-                fh.write(block)
-                fh.flush()
-                written += len(block)
-        return f"{self.out} filled (tmpfs, {written >> 20} MiB ballast; ENOSPC)"
-
-    def free(self) -> str:
-        if not self.mounted:
-            for d in [self.out, *(p for p in self.out.rglob("*") if p.is_dir())]:
-                d.chmod(0o755)
-            return f"{self.out} writable again"
-        with contextlib.suppress(FileNotFoundError):
-            (self.out / ".ballast").unlink()
-        return f"{self.out} has space again"
-
-    def release(self) -> None:
-        """Unmount the tmpfs, keeping its files in place (idempotent)."""
-        if not self.mounted:
-            return
-        keep = self.out.with_name(self.out.name + ".kept")
-        with contextlib.suppress(OSError):
-            shutil.copytree(self.out, keep)
-        subprocess.run(["umount", "-l", str(self.out)], capture_output=True, check=False)
-        self.mounted = False
-        shutil.rmtree(self.out, ignore_errors=True)
-        if keep.exists():
-            keep.rename(self.out)
-
-
 def _rundir_tm_port(home: Path, topology_name: str) -> Path:
     return home / "runs" / topology_name / "master.port"
 
@@ -503,11 +477,12 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
     from jstormpy.testing.webhdfs import WebHdfsServer
 
     own = workdir is None
-    work = Path(tempfile.mkdtemp(prefix="jstorm-chaos-")) if workdir is None else Path(workdir)
+    work = Path(tempfile.mkdtemp(prefix="jstorm-chaos-")) if workdir is None \
+        else Path(workdir).absolute()  # the file:// checkpoint URI needs an absolute path
     work.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     kind = scenario.fault.kind
-    topology = build_topology(scenario.topology, work)
+    topology = build_topology(scenario.topology, work, slow=_slow(kind))
     handle_box: dict[str, Any] = {}
     net = hdfs = backend_proxy = disk = None
     injector: _Injector | None = None
@@ -524,7 +499,7 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
         else:
             backend = f"file://{work / 'ckpt'}"
         if kind == "disk_full":
-            disk = _Disk(work / "out")
+            disk = FullDisk(work / "out")
         env: dict[str, str] = {}
         if kind in ("reset", "partition"):
             net = ChaosNetwork(WORKERS, _rundir_tm_port(work / "home", topology.name),
@@ -571,7 +546,8 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
         fired=bool(injector and injector.fired),
         recovery_s=injector.recovery_s if injector else None,
         restarts=int(status.get("restarts", 0)), seconds=round(time.monotonic() - started, 1),
-        events=tuple(injector.events if injector else ()), error=error)
+        events=tuple(injector.events if injector else ()), error=error,
+        workdir="" if own else str(work))
 
 
 def _worker_address(box: dict[str, Any], worker: int) -> tuple[str, int] | None:

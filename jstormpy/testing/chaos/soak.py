@@ -15,9 +15,11 @@ recomputation, or did not drain.
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import TextIO
 
 from jstormpy.testing.chaos.scenarios import FAULT_KINDS, Scenario, ScenarioResult, run_scenario
@@ -102,6 +104,8 @@ def run_soak(scenarios: Iterable[Scenario], out: TextIO = sys.stdout,
                 print(f"{'':>7} state: {problem}", file=out)
             if result.error:
                 print(f"{'':>7} error: {result.error}", file=out)
+            if result.workdir and not result.ok:
+                print(f"{'':>7} kept: {result.workdir}", file=out)
     for line in format_summary(results):
         print(line, file=out)
     return results
@@ -118,6 +122,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="only this topology (default: drawn from each seed)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="print what the injector did for every scenario")
+    p.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                   help="run scenario SEED in DIR/seed-SEED and keep that directory "
+                        "(output, checkpoints, TM and worker logs) when the scenario fails")
+
+
+def keeping_failed(keep: Path,
+                   run: Callable[..., ScenarioResult] = run_scenario
+                   ) -> Callable[[Scenario], ScenarioResult]:
+    """A scenario runner that works in ``keep/seed-SEED`` and removes that directory
+    again unless the scenario failed (so its logs can be read afterwards)."""
+
+    def run_and_keep(scenario: Scenario) -> ScenarioResult:
+        work = keep / f"seed-{scenario.seed}"
+        shutil.rmtree(work, ignore_errors=True)
+        result = run(scenario, workdir=work)
+        if result.ok:
+            shutil.rmtree(work, ignore_errors=True)
+        return result
+
+    return run_and_keep
 
 
 def run_from_args(args: argparse.Namespace) -> int:
@@ -125,8 +149,12 @@ def run_from_args(args: argparse.Namespace) -> int:
     if args.scenarios < 1:
         print("jstorm chaos: -n must be >= 1", file=sys.stderr)
         return 2
+    run: Callable[[Scenario], ScenarioResult] = run_scenario
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        run = keeping_failed(args.keep)
     results = run_soak(plan_scenarios(args.scenarios, args.seed, args.fault, args.topology),
-                       verbose=args.verbose)
+                       run=run, verbose=args.verbose)
     return 0 if all(r.ok for r in results) else 1
 
 

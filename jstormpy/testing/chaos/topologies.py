@@ -86,9 +86,9 @@ class RunningSum(Bolt):
         self.emit((key, tup["seq"], value, total + value, count + 1))
 
 
-def _stateful(out: Path) -> Topology:
+def _stateful(out: Path, slow: float = 1.0) -> Topology:
     b = TopologyBuilder("chaos-stateful")
-    b.set_spout("events", SequenceSpout(keys=KEYS, per_key=PER_KEY, rate_per_s=RATE),
+    b.set_spout("events", SequenceSpout(keys=KEYS, per_key=PER_KEY, rate_per_s=RATE / slow),
                 parallelism=2)
     b.set_bolt("sum", RunningSum, parallelism=2).fields_grouping("events", ["key"])
     b.set_bolt("out", FileSink(str(out)), parallelism=2).fields_grouping("sum", ["key"])
@@ -143,12 +143,13 @@ class PacedFileSpout(FileSpout):
     """A :class:`~jstormpy.FileSpout` reading a few lines per call with a short pause, so
     the run lasts long enough for faults to land in its middle."""
 
-    def __init__(self, paths: Any, per_call: int = 2) -> None:
+    def __init__(self, paths: Any, per_call: int = 2, pause_s: float = 0.004) -> None:
         super().__init__(paths, batch=per_call)
+        self.pause_s = pause_s
 
     def next_tuple(self) -> None:
         super().next_tuple()
-        time.sleep(0.004)
+        time.sleep(self.pause_s)
 
 
 def _corpus_lines(f: int) -> list[str]:
@@ -157,14 +158,15 @@ def _corpus_lines(f: int) -> list[str]:
             for i in range(CORPUS_LINES)]
 
 
-def _wordcount(out: Path, corpus: Path) -> Topology:
+def _wordcount(out: Path, corpus: Path, slow: float = 1.0) -> Topology:
     corpus.mkdir(parents=True, exist_ok=True)
     for f in range(CORPUS_FILES):
         path = corpus / f"part-{f}.txt"
         if not path.exists():
             path.write_text("\n".join(_corpus_lines(f)) + "\n")
     b = TopologyBuilder("chaos-wordcount")
-    b.set_spout("lines", PacedFileSpout(str(corpus / "*.txt")), parallelism=2)
+    b.set_spout("lines", PacedFileSpout(str(corpus / "*.txt"), pause_s=0.004 * slow),
+                parallelism=2)
     b.set_bolt("split", SplitWords, parallelism=2).shuffle_grouping("lines")
     b.set_bolt("count", CountWords, parallelism=2).fields_grouping("split", ["word"])
     b.set_bolt("out", FileSink(str(out)), parallelism=2).fields_grouping("count", ["word"])
@@ -200,9 +202,10 @@ class Readings(Spout):
 
     outputs = ("sensor", "ts", "value")
 
-    def __init__(self, per_call: int = 10) -> None:
+    def __init__(self, per_call: int = 10, pause_s: float = 0.004) -> None:
         self.offset = 0
         self.per_call = per_call
+        self.pause_s = pause_s
 
     def next_tuple(self) -> None:
         end = min(self.offset + self.per_call, SENSORS * READINGS)
@@ -211,7 +214,7 @@ class Readings(Spout):
         self.offset = end
         if end >= SENSORS * READINGS:
             self.finish()
-        time.sleep(0.004)
+        time.sleep(self.pause_s)
 
     def snapshot(self) -> int:
         return self.offset
@@ -243,9 +246,9 @@ class WindowSum(WindowedBolt):
         return {"sum": acc[0], "n": acc[1]}
 
 
-def _windowed(out: Path) -> Topology:
+def _windowed(out: Path, slow: float = 1.0) -> Topology:
     b = TopologyBuilder("chaos-windowed")
-    b.set_spout("readings", Readings(), parallelism=1)
+    b.set_spout("readings", Readings(pause_s=0.004 * slow), parallelism=1)
     b.set_bolt("sum", WindowSum, parallelism=2).fields_grouping("readings", ["sensor"])
     b.set_bolt("out", FileSink(str(out)), parallelism=1).global_grouping("sum")
     return b.build()
@@ -273,15 +276,19 @@ def _check_windowed(out: Path) -> Verdict:
     return _verdict(report, problems)
 
 
-def build_topology(name: str, workdir: Path) -> Topology:
-    """The topology ``name`` (one of :data:`TOPOLOGIES`), writing to ``workdir/out``."""
+def build_topology(name: str, workdir: Path, slow: float = 1.0) -> Topology:
+    """The topology ``name`` (one of :data:`TOPOLOGIES`), writing to ``workdir/out``.
+
+    ``slow`` stretches the input over ``slow`` times as long (same events, same output):
+    a fault that needs time to set up, such as a gray release, then lands mid-run.
+    """
     workdir = Path(workdir)
     if name == "stateful":
-        return _stateful(workdir / "out")
+        return _stateful(workdir / "out", slow)
     if name == "wordcount":
-        return _wordcount(workdir / "out", workdir / "corpus")
+        return _wordcount(workdir / "out", workdir / "corpus", slow)
     if name == "windowed":
-        return _windowed(workdir / "out")
+        return _windowed(workdir / "out", slow)
     raise ValueError(f"unknown chaos topology {name!r}; choose one of {', '.join(TOPOLOGIES)}")
 
 
