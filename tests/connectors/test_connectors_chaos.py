@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 import psycopg
@@ -214,8 +215,19 @@ def test_postgres_upsert_mode_is_idempotent_under_sigkill(tmp_path: Any, pg_dsn:
 
 # ------------------------------------------------------------------------- Redis Streams
 
+class PacedRedisStreamSpout(RedisStreamSpout):
+    """At most ``batch`` entries per call and a short pause: reading a task's 7,500 entries
+    takes at least ~1.9 s whatever the engine's speed, so the kills at random times below
+    0.8 s and the fault points at checkpoints 2 and 4 (every 100 ms) land in the middle of
+    the run (unpaced, a fast engine can drain the input before them)."""
+
+    def next_tuple(self) -> None:
+        super().next_tuple()
+        time.sleep(0.005)  # pacing the input, not waiting for a condition
+
+
 REDIS_SCENARIOS = [
-    # early: the bounded input (15,000 entries) is read in a few seconds
+    # early: the paced bounded input (15,000 entries) is read in a few seconds
     ChaosSchedule.random(seed=51, kills=2, workers=3, window_s=(0.2, 0.8)),
     ChaosSchedule(52, (Kill("point", point="sink_before_commit", checkpoint=2),)),
     ChaosSchedule(53, (Kill("point", point="after_snapshot", checkpoint=2, worker=0),
@@ -237,8 +249,9 @@ def test_redis_streams_exactly_once_under_sigkill(tmp_path: Any, redis_server: R
     url = redis_server.url
     _fill_input(url)
     b = TopologyBuilder("redis-chaos")
-    b.set_spout("in", RedisStreamSpout(url, ["in-0", "in-1"], fields=("key", "seq", "value"),
-                                       batch=50, bounded=True), parallelism=2)
+    b.set_spout("in", PacedRedisStreamSpout(url, ["in-0", "in-1"],
+                                            fields=("key", "seq", "value"), batch=20,
+                                            bounded=True), parallelism=2)
     b.set_bolt("sum", RunningSum, parallelism=2).fields_grouping("in", ["key"])
     staged_log = str(tmp_path / "staged.jsonl")
     b.set_bolt("out", StagedRecordingRedisSink(staged_log, url, "out"),
