@@ -9,11 +9,14 @@ Starts a throw-away PostgreSQL (initdb + pg_ctl) and redis-server on free ports,
   and out of ``RedisStreamSpout`` and ``KafkaSpout`` (into a ``FileSink``); 1 worker per
   component chain, exactly-once. Kafka is librdkafka's mock cluster hosted by this process
   (no disk, no replication; ``JSTORM_KAFKA_BOOTSTRAP`` for a real cluster);
-  ``bench/kafka_bench.py`` has Kafka's commit-visibility latency;
 * **commit visibility**: a spout stamps each record with the wall clock at emit, at a fixed
   rate; a poller reads new rows/entries every 5 ms with its own connection and records when
   each became visible. The latency is about half a checkpoint interval plus the checkpoint's
   own duration: output is visible only once the checkpoint that covers it completes.
+  Kafka: on the mock cluster (whose ``read_committed`` also returns uncommitted records) a
+  record is visible once the poller sees its transaction's COMMIT marker in the log
+  (:mod:`jstormpy.connectors.kafka_markers`, a full fetch per poll, so polls are slower
+  than 5 ms); on a real cluster the poller is a ``read_committed`` consumer.
 
 Run it on an idle machine; the figures go to docs/performance.md.
 """
@@ -42,6 +45,7 @@ from jstormpy.connectors import (
     RedisStreamSpout,
 )
 from jstormpy.connectors.kafka import kafka_bootstrap_of_mock
+from jstormpy.connectors.kafka_markers import partition_batches
 from jstormpy.testing.postgres import PostgresServer
 from jstormpy.testing.redis_server import RedisServer
 
@@ -189,7 +193,7 @@ def visibility(pg: PostgresServer, rs: RedisServer, interval_ms: int, home: str,
     pos = ["0-0"]
 
     def redis_new() -> list[float]:
-        reply = client.xread({"vis": pos[0]}, count=100_000)
+        reply: Any = client.xread({"vis": pos[0]}, count=100_000)
         got = []
         for _, entries in reply or ():
             for eid, kv in entries:
@@ -197,10 +201,13 @@ def visibility(pg: PostgresServer, rs: RedisServer, interval_ms: int, home: str,
                 got.append(float(json.loads(kv["emitted_ms"])))
         return got
 
+    kafka = _KafkaVisibility()
     for name, sink, reader in (
             ("PostgresSink 2pc", PostgresSink(dsn, "vis", ["key", "seq", "value", "emitted_ms"]),
              pg_new),
-            ("RedisStreamSink", RedisStreamSink(rs.url, "vis"), redis_new)):
+            ("RedisStreamSink", RedisStreamSink(rs.url, "vis"), redis_new),
+            ("KafkaSink", KafkaSink(kafka.topic, kafka.bootstrap, key_field="key",
+                                    value_field=None), kafka.read_new)):
         b = TopologyBuilder("bench-visibility")
         b.set_spout("s", StampedSpout(n, rate))
         b.set_bolt("out", sink).shuffle_grouping("s")
@@ -215,7 +222,62 @@ def visibility(pg: PostgresServer, rs: RedisServer, interval_ms: int, home: str,
         results.append((name, lat))
     conn.close()
     client.close()
+    kafka.close()
     return results
+
+
+class _KafkaVisibility:
+    """Emit stamps of the records of a fresh topic that became visible since the last call.
+
+    Hosts the mock cluster unless ``JSTORM_KAFKA_BOOTSTRAP`` is set. Real cluster: a
+    ``read_committed`` consumer. Mock: a ``read_uncommitted`` consumer collects every record,
+    and a record counts as visible once its batch is committed by a marker in the log.
+    """
+
+    def __init__(self) -> None:
+        import confluent_kafka as ck
+
+        self.bootstrap = os.environ.get("JSTORM_KAFKA_BOOTSTRAP", "")
+        self.handle = None
+        if not self.bootstrap:
+            self.handle, self.bootstrap = kafka_bootstrap_of_mock(1)
+        self.real = self.handle is None
+        self.topic = f"bench-vis-{int(time.time() * 1000)}"
+        probe = ck.Producer({"bootstrap.servers": self.bootstrap, "log_level": 3})
+        parts = probe.list_topics(self.topic, timeout=10).topics[self.topic].partitions
+        self.consumer = ck.Consumer({
+            "bootstrap.servers": self.bootstrap, "group.id": f"bench-{self.topic}",
+            "enable.auto.commit": False, "log_level": 3,
+            "isolation.level": "read_committed" if self.real else "read_uncommitted"})
+        self.consumer.assign([ck.TopicPartition(self.topic, p, 0) for p in sorted(parts)])
+        self.pending: dict[tuple[int, int], float] = {}
+
+    def read_new(self) -> list[float]:
+        """Stamps of the records that became visible since the last call."""
+        got: list[float] = []
+        while True:
+            msgs = self.consumer.consume(10_000, timeout=0)
+            if not msgs:
+                break
+            for m in msgs:
+                if m.error() is None:
+                    stamp = float(json.loads(m.value() or b"{}")["emitted_ms"])
+                    if self.real:
+                        got.append(stamp)
+                    else:
+                        self.pending[(int(m.partition() or 0), int(m.offset() or 0))] = stamp
+        if not self.real and self.pending:
+            for b in partition_batches(self.bootstrap, self.topic):
+                if b.state == "committed":
+                    for off in range(b.first_offset, b.last_offset + 1):
+                        if (b.partition, off) in self.pending:
+                            got.append(self.pending.pop((b.partition, off)))
+        return got
+
+    def close(self) -> None:
+        """Close the consumer; the mock cluster goes with ``handle``."""
+        self.consumer.close()
+        self.handle = None
 
 
 def main() -> int:

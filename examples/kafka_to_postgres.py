@@ -75,12 +75,16 @@ class ToRow(Bolt):
 
 
 def build(bootstrap: str = BOOTSTRAP, dsn: str = DSN, topic: str = TOPIC,
-          partitions_parallelism: int = 2) -> Any:
-    """The topology: Kafka ``topic`` at ``bootstrap`` → windowed totals → PostgreSQL ``dsn``."""
+          partitions_parallelism: int = 2, bounded: bool = False) -> Any:
+    """The topology: Kafka ``topic`` at ``bootstrap`` → windowed totals → PostgreSQL ``dsn``.
+
+    ``bounded=True`` makes a finite job: the spouts finish once the topic is drained, and
+    the end of input fires every window still open (what the example's test runs).
+    """
     from jstormpy.connectors import PostgresSink  # psycopg is imported on first use
 
     b = TopologyBuilder("kafka-to-postgres")
-    b.set_spout("orders", KafkaSpout(topic, bootstrap, idle_timeout_ms=5_000),
+    b.set_spout("orders", KafkaSpout(topic, bootstrap, idle_timeout_ms=5_000, bounded=bounded),
                 parallelism=partitions_parallelism)
     b.set_bolt("parse", ParseOrder, parallelism=2).shuffle_grouping("orders")
     b.set_bolt("window", WindowTotals, parallelism=2).fields_grouping("parse", ["customer"])

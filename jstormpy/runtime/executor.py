@@ -40,6 +40,10 @@ from jstormpy.runtime.task_host import TaskHost, TaskMetricsCounters, TaskStoppe
 
 log = logging.getLogger("jstormpy.task")
 
+COMMIT_RETRY_S = 1.0
+"""A sink commit deferred by SinkUnavailableError is retried after this long if no later
+checkpoint completes first (after a bounded job's final checkpoint none does)."""
+
 
 class TaskExecutor:
     """Runs one task (spout or bolt) in its own thread."""
@@ -85,6 +89,8 @@ class TaskExecutor:
         self.sink_pending: list[int] = list(restored.get("sink_pending", ()))
         self.inputs_finished = bool(restored.get("inputs_finished", False))
         self.sink_txn = 0  # the sink's open transaction
+        self.commit_retry_at: float | None = None  # a deferred sink commit: when to retry
+        self.commit_retry_id = 0  # ... the completion to retry
         self.aligner = BarrierAligner(list(input_channels), host.guarantee == "exactly_once")
         self.pending: deque[Any] = deque()
         self.credit_batch = credit_batch or {}
@@ -178,13 +184,17 @@ class TaskExecutor:
 
     def _complete(self, checkpoint_id: int) -> None:
         if self.is_sink:
+            self.commit_retry_at = None
             done = [p for p in self.sink_pending if p <= checkpoint_id]
             for p in done:
                 fault_point("sink_before_commit", p, self.host.worker_id)
                 try:
                     self.component.commit(p)
-                except SinkUnavailableError as exc:  # retried at the next completion
+                except SinkUnavailableError as exc:
+                    # retried at the next completion, or in COMMIT_RETRY_S if none comes
                     log.warning("task %s: commit of %s deferred: %s", self.task_id, p, exc)
+                    self.commit_retry_at = time.monotonic() + COMMIT_RETRY_S
+                    self.commit_retry_id = checkpoint_id
                     return
                 self.sink_pending.remove(p)
                 fault_point("sink_after_commit", p, self.host.worker_id)
@@ -376,6 +386,8 @@ class TaskExecutor:
                     self._return_all_credit()
                     last_flush = time.monotonic()
                     self._maybe_tick()
+                    if self.commit_retry_at is not None and last_flush >= self.commit_retry_at:
+                        self._complete(self.commit_retry_id)
                     continue
             src, kind, stream, payload = item
             if aligner.blocked and src in aligner.blocked:
@@ -400,6 +412,8 @@ class TaskExecutor:
                 last_flush = now
             if self.tick_s is not None and now >= self.next_tick:
                 self._maybe_tick()
+            if self.commit_retry_at is not None and now >= self.commit_retry_at:
+                self._complete(self.commit_retry_id)
 
     def _return_all_credit(self) -> None:
         owed = self.credit_owed

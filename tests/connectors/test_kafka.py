@@ -32,7 +32,7 @@ from jstormpy.connectors.kafka import (
     read_commit_log,
 )
 from jstormpy.connectors.kafka_markers import committed_records, records_with_states
-from tests.connectors.contract import SourceContract, context
+from tests.connectors.contract import TOPOLOGY, SourceContract, context
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -112,7 +112,16 @@ class KafkaSourceHarness:
         return (partition, key, value)
 
     def released_offsets(self) -> dict[str, Any] | None:
-        return None  # offsets live only in the checkpoint (a group commit is monitoring)
+        """The offsets committed to the spout's consumer group, read with a fresh consumer
+        (the spout commits a completed checkpoint's offsets there, for lag monitoring)."""
+        c = ck.Consumer({"bootstrap.servers": self.bootstrap, "log_level": 3,
+                         "group.id": f"jstorm-{TOPOLOGY}-c", "enable.auto.commit": False})
+        try:
+            got = c.committed([ck.TopicPartition(self.topic, int(p)) for p in self.splits],
+                              timeout=10)
+        finally:
+            c.close()
+        return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
 
 
 class TestKafkaSpoutContract(SourceContract):

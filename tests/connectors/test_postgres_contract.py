@@ -110,3 +110,39 @@ def _bad_tuple() -> Any:
     from tests.connectors.contract import INDEX
 
     return Tuple(("a", "not a number", 1), INDEX, "src")
+
+
+class UpsertHarness(PgHarness):
+    """``latest`` keyed by ``key``: the upsert mode's table."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE latest (key text PRIMARY KEY, seq int, value int)")
+
+    def make_sink(self) -> PostgresSink:
+        return PostgresSink(self.dsn, "latest", ["key", "seq", "value"], mode="upsert",
+                            key="key")
+
+    def table(self) -> dict[str, tuple[int, int]]:
+        with psycopg.connect(self.dsn) as conn:
+            return {k: (s, v) for k, s, v in conn.execute("SELECT key, seq, value FROM latest")}
+
+
+def test_upsert_keeps_the_last_row_of_each_key_across_checkpoints(pg_dsn: str) -> None:
+    """Many rows per key in one checkpoint (written as the last per key) and across
+    checkpoints: the table holds each key's last row, as row-by-row upserts would."""
+    from tests.connectors.contract import SinkDriver, rows_for
+
+    harness = UpsertHarness(pg_dsn)
+    d = SinkDriver(harness)
+    for start in (0, 500):
+        for k in ("a", "b", "c"):  # interleaved keys, 500 rows each per checkpoint
+            d.write(rows_for(k, range(start + 1, start + 500, 2)))  # odd seqs, then even:
+            d.write(rows_for(k, range(start, start + 500, 2)))  # the last is not the largest
+        d.write(rows_for("d", range(start, start + 3)))
+        d.barrier()  # upsert mode: written at the barrier
+        last = start + 498
+        assert harness.table() == {**{k: (last, last * 7 % 13) for k in "abc"},
+                                   "d": (start + 2, (start + 2) * 7 % 13)}
+    d.close()
