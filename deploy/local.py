@@ -162,13 +162,29 @@ class TopologyHandle:
 
     def upgrade(self, code: str | None = None, action: str = "start", *,
                 workers: list[int] | tuple[int, ...] = (), component: str = "", n: int = 0,
-                entry: str = "", wait: bool = True, timeout_s: float = 180.0) -> dict[str, Any]:
+                entry: str = "", wait: bool = True, timeout_s: float = 180.0,
+                rescale: bool = False) -> dict[str, Any]:
         """Gray release (docs/upgrade.md): ``action`` is start (with ``code``: a zip, a
         directory or a .py file), continue, complete or rollback. With ``wait``, returns
-        once the switch is over; the upgrade state (``status()["upgrade"]``)."""
+        once the switch is over; the upgrade state (``status()["upgrade"]``).
+
+        ``rescale=True`` (with ``code``): the new code may declare other parallelisms; every
+        worker switches to it in one in-place rescale (docs/rescaling.md). The state then
+        also has ``"rescale"`` (without ``wait``), and the last of ``switches`` is the
+        rescale's record (``pause_ms``, ``total_ms``, ``changes``)."""
         package = b""
         if code is not None:
             package, entry = build_package(code, entry)
+        if rescale:
+            if code is None or action != "start" or workers or component or n:
+                raise JStormError("upgrade(rescale=True) takes the new code only: every "
+                                  "worker switches to it at the parallelism it declares")
+            state = self.client.upgrade("rescale", package, entry)
+            if wait:
+                r = state["rescale"]
+                self.client.wait_rescale(int(r["requested"]), dict(r["changes"]), timeout_s)
+                state = self.client.status()["upgrade"]
+            return state
         state = self.client.upgrade(action, package, entry, workers, component, n)
         return self.client.wait_upgrade(timeout_s) if wait else state
 

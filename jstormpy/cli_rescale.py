@@ -1,6 +1,7 @@
 """CLI for in-place rescaling (docs/rescaling.md).
 
     jstorm rescale NAME COMPONENT=N [COMPONENT=N ...]   change running parallelisms
+    jstorm upgrade NAME --code PKG --rescale           new code at its declared parallelism
 """
 
 from __future__ import annotations
@@ -43,6 +44,24 @@ def cmd_rescale(args: argparse.Namespace) -> int:
     extra = (f": spouts paused {record['pause_ms']:.0f} ms, total {record['total_ms']:.0f} ms"
              if "pause_ms" in record else "")
     print(f"rescaled {args.name} to {shown}{extra}")
+    return 0
+
+
+def upgrade_with_rescale(args: argparse.Namespace, client: MasterClient, package: bytes,
+                         entry: str) -> int:
+    """``jstorm upgrade NAME --code PKG --rescale``: every worker switches to the package at
+    the parallelism it declares, in one in-place rescale; returns once it runs."""
+    state = client.upgrade("rescale", package, entry)
+    rescale = state["rescale"]
+    changes = {str(n): int(p) for n, p in rescale["changes"].items()}
+    shown = ", ".join(f"{n}={p}" for n, p in changes.items())
+    print(f"upgrade --rescale of {args.name} to {rescale['code']} at {shown} started",
+          flush=True)
+    record = client.wait_rescale(int(rescale["requested"]), changes, args.timeout)
+    upgrade = client.status(timeout=5.0)["upgrade"]
+    extra = (f": spouts paused {record['pause_ms']:.0f} ms, total {record['total_ms']:.0f} ms"
+             if "pause_ms" in record else "")
+    print(f"upgraded {args.name} to {upgrade['stable_version']} at {shown}{extra}")
     return 0
 
 
