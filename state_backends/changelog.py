@@ -39,8 +39,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from jstormpy.errors import CorruptSnapshotError, MissingSegmentError, SnapshotNotFoundError
-from jstormpy.keygroups import key_hash
+from jstormpy.keygroups import key_groups_of, key_hash
 from jstormpy.state_backends.base import StateBackend
+
+__all__ = ["key_groups_of"]  # re-exported: it lived here first
 
 SEGMENT_PREFIX = "inc/"
 CHUNK_KEYS = 20000
@@ -97,26 +99,6 @@ def build_base(states: Mapping[str, Mapping[Any, Any]], header: dict[str, Any]) 
                 break
             sections.append((-1, _pickle({name: part})))
     return encode_segment("base", {**header, "states": sorted(states)}, sections)
-
-
-def key_groups_of(keys: Iterable[Any], max_parallelism: int) -> list[int]:
-    """``[key_group(k, max_parallelism) for k in keys]``, with ``str`` keys hashed inline
-    (the same canonical encoding and finaliser as :func:`~jstormpy.keygroups.key_hash`,
-    without a Python call per key: about half the cost)."""
-    crc = zlib.crc32
-    out: list[int] = []
-    append = out.append
-    for k in keys:
-        if k.__class__ is str:
-            h = crc(b"s%d:%s" % (len(k), k.encode("utf-8", "surrogatepass")))
-            h ^= h >> 16
-            h = (h * 0x85EBCA6B) & 0xFFFFFFFF
-            h ^= h >> 13
-            h = (h * 0xC2B2AE35) & 0xFFFFFFFF
-            append((h ^ (h >> 16)) % max_parallelism)
-        else:
-            append(key_hash(k) % max_parallelism)
-    return out
 
 
 def build_delta(changes: Mapping[str, Mapping[Any, Any]], deleted_marker: object,
