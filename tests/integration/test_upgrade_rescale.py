@@ -110,3 +110,33 @@ def test_upgrade_with_rescale_refusals_change_nothing(tmp_path) -> None:
         assert pids(handle) == before and st["generation"] == 1
         handle.wait(timeout=120)
     assert not (problems := exactly_once_problems(out, 30, 500)), problems
+
+
+@pytest.mark.slow
+def test_master_killed_at_the_commit_of_an_upgrade_with_rescale(tmp_path) -> None:
+    """The TM dies right after writing the rescaled checkpoint, before adopting the new
+    descriptor and code assignment: the restarted TM adopts both (pending files), every
+    worker comes back on the new code at the new parallelism, exactly-once."""
+    out = tmp_path / "out"
+    env = {"JSTORM_FAULTS": "rescale_after_commit", "JSTORM_FAULT_DIR": str(tmp_path)}
+    v1 = load_topology_file(str(write_version(tmp_path / "v1.py", out, keys=KEYS,
+                                              per_key=PER_KEY)))
+    v2 = write_code(tmp_path / "v2.py", out, "v2", sum_par=4)
+    with LocalCluster(env=env) as cluster:
+        handle = cluster.submit(v1.topology, config())
+        wait_for(lambda: running_with_checkpoint(handle)
+                 and len(read_committed(out)) > 3000, 60, "committed output on v1")
+        old_master = handle.master_pid
+        state = handle.upgrade(str(v2), rescale=True)
+        assert (tmp_path / "rescale_after_commit@0@None").exists(), "the fault did not fire"
+        assert handle.master_pid != old_master
+        assert state["stable_version"] == "v2" and set(state["versions"].values()) == {"v2"}
+        assert sum_parallelism(handle) == 4
+        wait_for(lambda: len([w for w in handle.workers() if w.alive]) == 3
+                 and {w.code_version for w in handle.workers() if w.alive} == {"v2"}, 60,
+                 "every worker on v2")
+        assert len(read_committed(out)) < KEYS * PER_KEY, "the run ended before the upgrade"
+        handle.wait(timeout=240)
+    assert not (problems := exactly_once_problems(out, KEYS, PER_KEY)), problems
+    for key, r in code_runs(out).items():
+        assert r in (["v1", "v2"], ["v2"]), (key, r)
