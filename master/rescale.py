@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jstormpy.master.rescale")
 
+RESIZABLE_ENV = "JSTORM_RESIZABLE_WORKERS"
+"""Set to 1 by a launcher that starts and stops workers as config.json's count changes."""
 PENDING = "rescale-pending.json"
 LAYOUT = "rescale.json"
 FILES = ("topology.pkl", "descriptor.json", "config.json", "code/assignment.json")
@@ -132,6 +135,7 @@ class RescaleController:
         self.sink_commits: dict[int, tuple[int, int]] = {}  # task -> (generation, id)
         self.max_parallelism = 0
         self.old_topology: Topology | None = None
+        self.workers = 0                   # the new worker count (0 = unchanged)
         self.code = ""                     # upgrade --rescale: the package the layout runs
         self.code_descriptor: dict[str, Any] | None = None
         self._loaded: dict[str, Topology] = {}  # stable package label -> its topology
@@ -207,15 +211,25 @@ class RescaleController:
 
     # -- the user's request (gRPC) ---------------------------------------------------------
     def request(self, changes: dict[str, int], code: str = "",
-                descriptor: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Start a rescale (empty ``changes``: just the state); JStormError = refused.
+                descriptor: dict[str, Any] | None = None, workers: int = 0) -> dict[str, Any]:
+        """Start a rescale (empty ``changes`` and no ``workers``: just the state);
+        JStormError = refused.
 
-        With ``code`` (a package label of the upgrade store) and its ``descriptor``, the new
-        layout runs that package (``upgrade --rescale``); ``changes`` are its parallelisms.
+        ``workers`` (0 = unchanged) is the new number of worker processes. With ``code`` (a
+        package label of the upgrade store) and its ``descriptor``, the new layout runs
+        that package (``upgrade --rescale``); ``changes`` are its parallelisms.
         """
-        if not changes:
+        if not changes and not workers:
             return self.status()
         core = self.core
+        if workers < 0:
+            raise JStormError(f"rescale: the worker count must be >= 1, got {workers}")
+        if workers and workers != core.config.workers and \
+                os.environ.get(RESIZABLE_ENV) != "1":
+            raise JStormError("rescale: this launcher cannot change the number of workers "
+                              "(on Spark every worker holds a task slot of one barrier "
+                              "stage); keep --workers at the current count "
+                              f"({core.config.workers})")
         if not code and core.upgrade.stable != "v1":
             raise JStormError(
                 f"the topology runs code {core.upgrade.stable} from a package, which declares "
@@ -237,16 +251,18 @@ class RescaleController:
                 raise JStormError("a gray release is in progress (phase "
                                   f"{up.phase}): complete or roll it back, then rescale")
             max_p = job_max_parallelism(old, core.config.max_parallelism)
-            new = plan_rescale(old, changes, max_p)
+            new = plan_rescale(old, changes, max_p) if changes else old
             if code:
                 _check_same_tasks(new, descriptor or {}, code)
             effective = {n: p for n, p in changes.items()
                          if old.components[n].parallelism != p}
-            if not effective:
+            new_workers = workers if workers and workers != core.config.workers else 0
+            if not effective and not new_workers:
                 raise JStormError("nothing to change: the components already run at "
-                                  f"{changes}")
+                                  f"{changes}" + (f" on {workers} workers" if workers else ""))
             self.requested += 1
             self.changes = effective
+            self.workers = new_workers
             self.new_topology = new
             self.max_parallelism = max_p
             self.old_topology = old
@@ -257,7 +273,8 @@ class RescaleController:
             self.t_start = self.t_step = time.monotonic()
             self.marks = {"start": self.t_start}
             self.phase = "holding"
-            log.info("rescale %s: %s%s", self.requested, effective,
+            log.info("rescale %s: %s%s%s", self.requested, effective,
+                     f" on {new_workers} workers" if new_workers else "",
                      f" with code {code}" if code else "")
             self.tick(self.t_start)
             return self.status()
@@ -360,7 +377,8 @@ class RescaleController:
         core = self.core
         assert self.run_dir is not None and self.new_topology is not None
         new = self.new_topology
-        config = core.config.replace(max_parallelism=self.max_parallelism)
+        config = core.config.replace(max_parallelism=self.max_parallelism,
+                                     workers=self.workers or core.config.workers)
         descriptor = self.code_descriptor if self.code else new.descriptor()
         assert descriptor is not None
         texts = {"descriptor.json": json.dumps(descriptor).encode(),
@@ -402,7 +420,13 @@ class RescaleController:
         self.marks["committed"] = self.t_step = time.monotonic()
         self.phase = "restarting"
         for s in core._alive():  # noqa: SLF001
-            self._restart(s)
+            if s.worker_id < config.workers:
+                self._restart(s)
+            else:  # fewer workers: it stops for good (the launcher does not restart it)
+                s.alive = False
+                s.send(shutdown=pb.Shutdown(reason="rescale: fewer workers", exit_code=0))
+        for wid in [w for w in core.sessions if w >= config.workers]:
+            del core.sessions[wid]
         core._begin_generation(  # noqa: SLF001
             f"rescale to {self.changes}" + (f" with code {self.code}" if self.code else ""),
             new_id, count_restart=False)
@@ -424,7 +448,7 @@ class RescaleController:
             "quiesce_ms": round((m.get("quiesced", now) - m.get("pause", now)) * 1000, 1),
             "redistribute_ms": round((m.get("committed", now) - m.get("sinks", now)) * 1000, 1),
             "restart_ms": round((now - m.get("committed", now)) * 1000, 1),
-            "code": self.code,
+            "code": self.code, "workers": self.core.config.workers,
         }
         self.history.append(record)
         if self.code:  # upgrade --rescale: also a switch of every worker to the package
@@ -459,7 +483,8 @@ class RescaleController:
     def status(self) -> dict[str, Any]:
         """``status()["rescale"]``."""
         return {"phase": self.phase, "requested": self.requested, "done": self.done,
-                "changes": dict(self.changes), "code": self.code, "checkpoint": self.checkpoint_id,
+                "changes": dict(self.changes), "code": self.code, "new_workers": self.workers,
+                "checkpoint": self.checkpoint_id,
                 "restored_checkpoint": self.restored_id, "error": self.error,
                 "layout_generation": self.layout_generation,
                 "history": self.history[-20:]}
