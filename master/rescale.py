@@ -449,6 +449,7 @@ class RescaleController:
             "redistribute_ms": round((m.get("committed", now) - m.get("sinks", now)) * 1000, 1),
             "restart_ms": round((now - m.get("committed", now)) * 1000, 1),
             "code": self.code, "workers": self.core.config.workers,
+            "new_workers": self.workers,
         }
         self.history.append(record)
         if self.code:  # upgrade --rescale: also a switch of every worker to the package
@@ -470,7 +471,8 @@ class RescaleController:
         paused = self.phase not in ("holding",)
         self.history.append({"request": self.requested, "changes": dict(self.changes),
                              "checkpoint": self.checkpoint_id, "time": time.time(),
-                             "code": self.code, "error": f"aborted: {reason}"})
+                             "code": self.code, "new_workers": self.workers,
+                             "error": f"aborted: {reason}"})
         if self.code:
             core.upgrade.error = f"upgrade --rescale to {self.code} aborted: {reason}"
         self.error = f"aborted: {reason}"

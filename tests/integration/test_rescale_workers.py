@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from jstormpy import Config, LocalCluster, read_committed
+from jstormpy.cli_status import format_status
 from jstormpy.errors import JStormError
 from tests.chaos.topologies import check_keyed_sums
 from tests.integration.savepoint_components import linear
@@ -59,6 +60,9 @@ def test_rescale_changes_the_worker_count_up_then_down(tmp_path: Path, capsys) -
         assert record["error"] == "" and record["workers"] == 1
         assert layout(handle)[0] == [0]
         assert len(handle.status()["workers"]) == 1
+        shown = format_status(handle.status())
+        assert "rescale    sum=4, 3 workers: spouts paused" in shown, shown
+        assert "rescale    1 workers: spouts paused" in shown, shown
         assert committed(out) < KEYS * PER_KEY, "the run ended before the second rescale"
         with pytest.raises(JStormError, match="nothing to change"):
             handle.rescale({"sum": 4}, workers=1)
