@@ -351,8 +351,8 @@ class _Supervisor:
                     self._restart("Topology Master", master.returncode,
                                   lambda: self.start_master(resume=True))
                 exited = [(w, p) for w, p in self.workers.items() if p.poll() is not None]
-                if exited:
-                    self._sync_worker_count()  # a rescale may have changed it
+                if any(p.returncode != 0 for _w, p in exited):
+                    self._sync_worker_count()  # a rescale (exit 75) may have changed it
                 for wid, proc in exited:
                     if wid >= self.config.workers:
                         del self.workers[wid]  # the rescale stopped it: not a failure
