@@ -153,7 +153,8 @@ class TopologyHandle:
 
         if self.run_dir is None:
             raise JStormError("savepoint() needs the handle returned by submit()")
-        return savepoint_run(self.run_dir, self.checkpoint, uri, jstorm_home(),
+        force = self.client.checkpoint_committed if stop else self.checkpoint
+        return savepoint_run(self.run_dir, force, uri, jstorm_home(),
                              self.kill if stop else None)
 
     def rollback(self, to: int | None = None) -> int:

@@ -120,6 +120,21 @@ class MasterClient:
                               f"{reply.error}")
         return int(reply.checkpoint_id)
 
+    def checkpoint_committed(self, timeout_s: float = 30.0) -> int:
+        """Force a checkpoint and wait until every sink task committed it (its output is
+        visible); returns its id. ``savepoint --stop`` stops only then, so no staged
+        transaction is left behind under a task id a restore may give to another task."""
+        cid = self.checkpoint(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            floor = self.status(timeout=5.0).get("rescale", {}).get("sinks_committed")
+            if floor is None or floor >= cid:
+                return cid
+            if time.monotonic() > deadline:
+                raise JStormError(f"the sinks did not commit checkpoint {cid} within "
+                                  f"{timeout_s:.0f} s")
+            time.sleep(0.02)  # polling interval of a condition
+
     def rollback(self, checkpoint_id: int | None = None) -> tuple[int, int]:
         """Roll back to a completed checkpoint; returns (checkpoint id, new generation)."""
         reply = self._call("Rollback", pb.RollbackRequest(checkpoint_id=checkpoint_id or 0))

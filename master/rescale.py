@@ -484,7 +484,14 @@ class RescaleController:
     # -- reporting -----------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         """``status()["rescale"]``."""
+        core = self.core
+        commits = [self.sink_commits.get(t, (0, 0)) for t in core.sink_tasks]
+        floor = min((cid if gen == core.generation else 0) for gen, cid in commits) \
+            if commits else None
         return {"phase": self.phase, "requested": self.requested, "done": self.done,
+                # the newest checkpoint every sink task committed in this generation (None:
+                # no sinks); jstorm savepoint --stop waits for it (jstormpy/client.py)
+                "sinks_committed": floor,
                 "changes": dict(self.changes), "code": self.code, "new_workers": self.workers,
                 "checkpoint": self.checkpoint_id,
                 "restored_checkpoint": self.restored_id, "error": self.error,
