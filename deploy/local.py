@@ -153,7 +153,8 @@ class TopologyHandle:
 
         if self.run_dir is None:
             raise JStormError("savepoint() needs the handle returned by submit()")
-        return savepoint_run(self.run_dir, self.checkpoint, uri, jstorm_home(),
+        force = self.client.checkpoint_committed if stop else self.checkpoint
+        return savepoint_run(self.run_dir, force, uri, jstorm_home(),
                              self.kill if stop else None)
 
     def rollback(self, to: int | None = None) -> int:
@@ -162,26 +163,44 @@ class TopologyHandle:
 
     def upgrade(self, code: str | None = None, action: str = "start", *,
                 workers: list[int] | tuple[int, ...] = (), component: str = "", n: int = 0,
-                entry: str = "", wait: bool = True, timeout_s: float = 180.0) -> dict[str, Any]:
+                entry: str = "", wait: bool = True, timeout_s: float = 180.0,
+                rescale: bool = False) -> dict[str, Any]:
         """Gray release (docs/upgrade.md): ``action`` is start (with ``code``: a zip, a
         directory or a .py file), continue, complete or rollback. With ``wait``, returns
-        once the switch is over; the upgrade state (``status()["upgrade"]``)."""
+        once the switch is over; the upgrade state (``status()["upgrade"]``).
+
+        ``rescale=True`` (with ``code``): the new code may declare other parallelisms; every
+        worker switches to it in one in-place rescale (docs/rescaling.md). The state then
+        also has ``"rescale"`` (without ``wait``), and the last of ``switches`` is the
+        rescale's record (``pause_ms``, ``total_ms``, ``changes``)."""
         package = b""
         if code is not None:
             package, entry = build_package(code, entry)
+        if rescale:
+            if code is None or action != "start" or workers or component or n:
+                raise JStormError("upgrade(rescale=True) takes the new code only: every "
+                                  "worker switches to it at the parallelism it declares")
+            state = self.client.upgrade("rescale", package, entry)
+            if wait:
+                r = state["rescale"]
+                self.client.wait_rescale(int(r["requested"]), dict(r["changes"]), timeout_s)
+                state = self.client.status()["upgrade"]
+            return state
         state = self.client.upgrade(action, package, entry, workers, component, n)
         return self.client.wait_upgrade(timeout_s) if wait else state
 
-    def rescale(self, parallelism: dict[str, int], *, wait: bool = True,
+    def rescale(self, parallelism: dict[str, int], *, workers: int = 0, wait: bool = True,
                 timeout_s: float = 180.0) -> dict[str, Any]:
         """Change the parallelism of running components, keeping every key's state
-        (docs/rescaling.md), e.g. ``handle.rescale({"count": 4, "split": 1})``. With
-        ``wait``, returns once the new layout runs: the rescale's record (``pause_ms``,
-        ``total_ms``, ...). JStormError names the component when it is refused."""
-        state = self.client.rescale(dict(parallelism))
+        (docs/rescaling.md), e.g. ``handle.rescale({"count": 4, "split": 1})``;
+        ``workers=3`` also changes the number of worker processes. With ``wait``, returns
+        once the new layout runs: the rescale's record (``pause_ms``, ``total_ms``, ...).
+        JStormError names the component when it is refused."""
+        state = self.client.rescale(dict(parallelism), workers)
         if not wait:
             return state
-        return self.client.wait_rescale(int(state["requested"]), dict(parallelism), timeout_s)
+        return self.client.wait_rescale(int(state["requested"]), dict(parallelism), timeout_s,
+                                        workers)
 
     def wait(self, timeout: float | None = None, poll_s: float = 0.01) -> dict[str, Any]:
         """Block until the topology is drained (every spout finished and all output
@@ -243,6 +262,7 @@ class _Supervisor:
         self.tls_dir = str(run_dir / "tls") if config.tls else ""
         self.env[TLS_DIR_ENV] = self.tls_dir  # TM and workers find their certificates here
         self.env["JSTORM_RUN_DIR"] = str(run_dir)  # ops: per-task logs under run_dir/logs/tasks
+        self.env["JSTORM_RESIZABLE_WORKERS"] = "1"  # a rescale may change the worker count
         from jstormpy.runtime.worker import topology_hash_seed
 
         self.env["PYTHONHASHSEED"] = topology_hash_seed(name)
@@ -331,10 +351,30 @@ class _Supervisor:
                         return
                     self._restart("Topology Master", master.returncode,
                                   lambda: self.start_master(resume=True))
-                for wid, proc in list(self.workers.items()):
-                    if proc.poll() is not None and proc.returncode != 0:
+                exited = [(w, p) for w, p in self.workers.items() if p.poll() is not None]
+                if any(p.returncode != 0 for _w, p in exited):
+                    self._sync_worker_count()  # a rescale (exit 75) may have changed it
+                for wid, proc in exited:
+                    if wid >= self.config.workers:
+                        del self.workers[wid]  # the rescale stopped it: not a failure
+                    elif proc.returncode != 0:
                         self._restart(f"worker {wid}", proc.returncode,
                                       lambda wid=wid: self.start_worker(wid))
+
+    def _sync_worker_count(self) -> None:
+        """Follow ``config.json``'s worker count (a rescale with ``workers`` commits a new
+        one, then restarts the workers): start the new ids, forget the removed ones."""
+        try:
+            count = int(json.loads((self.run_dir / "config.json").read_text())["workers"])
+        except (OSError, ValueError, KeyError):
+            return
+        if count == self.config.workers:
+            return
+        log.info("worker count %d -> %d (rescale)", self.config.workers, count)
+        self.config = self.config.replace(workers=count)
+        for wid in range(count):
+            if wid not in self.workers:
+                self.start_worker(wid)
 
     def _restart(self, what: str, code: int, start: Any) -> None:
         if code == UPGRADE_EXIT_CODE:  # told to restart on other code: not a failure

@@ -240,6 +240,7 @@ class _SparkSupervisor(_Supervisor):
                  port: int, resume: bool, tm_host: str, worker_host: str,
                  slot_wait_s: float, extra_env: dict[str, str] | None = None) -> None:
         super().__init__(name, run_dir, config, secret, port, resume, extra_env)
+        self.env["JSTORM_RESIZABLE_WORKERS"] = "0"  # one barrier stage: a fixed worker count
         self.spark = spark
         self.address = f"{tm_host}:{port}"
         self.worker_host = worker_host

@@ -8,7 +8,7 @@
     jstorm metrics NAME [--component C] [--watch]  metrics per component/worker/topology
     jstorm checkpoint NAME                         force a checkpoint
     jstorm rollback NAME [--to ID]                 roll back to a completed checkpoint
-    jstorm upgrade NAME --code PKG [--workers 1,3 | --component C | -n N]
+    jstorm upgrade NAME --code PKG [--workers 1,3 | --component C | -n N | --rescale]
                    NAME --continue | --complete | --rollback | --status
                                                    gray release (docs/upgrade.md)
     jstorm rescale NAME count=4 [split=1 ...]      change running parallelisms
@@ -217,6 +217,13 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     action = actions[0] if actions else "start"
     workers = [int(w) for w in args.workers.split(",") if w.strip()] if args.workers else []
     package, entry = build_package(args.code, args.entry) if args.code else (b"", "")
+    if args.rescale:
+        from jstormpy.cli_rescale import upgrade_with_rescale
+
+        if action != "start" or workers or args.component or args.n:
+            raise JStormError("--rescale goes with --code only: every worker switches to the "
+                              "new code at the parallelism it declares")
+        return upgrade_with_rescale(args, client, package, entry)
     state = client.upgrade(action, package, entry, workers, args.component or "", args.n)
 
     def show(st: dict[str, Any]) -> None:
@@ -305,6 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--workers", help="comma-separated worker ids, e.g. 1,3")
     up.add_argument("--component", help="the workers hosting this component")
     up.add_argument("-n", type=int, default=0, help="this many workers")
+    up.add_argument("--rescale", action="store_true",
+                    help="the new code may change parallelism: switch every worker to it in "
+                         "one in-place rescale (docs/rescaling.md)")
     for flag in ("continue", "complete", "rollback", "status"):
         up.add_argument(f"--{flag}", action="store_true")
     up.add_argument("--timeout", type=float, default=180.0)

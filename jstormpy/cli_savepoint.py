@@ -45,7 +45,8 @@ def cmd_savepoint(args: argparse.Namespace) -> int:
         raise JStormError(f"unexpected argument {args.uri!r} (use --to URI)")
     reg = Registration.load(args.target)
     client = MasterClient.for_registration(reg)
-    uri = savepoint_run(reg.run_dir, lambda: client.checkpoint(args.timeout), args.to,
+    force = client.checkpoint_committed if args.stop else client.checkpoint
+    uri = savepoint_run(reg.run_dir, lambda: force(args.timeout), args.to,
                         jstorm_home(), _stopper(client) if args.stop else None)
     print(f"savepoint written to {uri}" + (f"; {args.target} stopped" if args.stop else ""))
     return 0

@@ -74,7 +74,9 @@ def _rescale_lines(rescale: dict[str, Any]) -> list[str]:
     if rescale.get("phase", "idle") != "idle":
         lines.append(f"rescale    {rescale['phase']} to {rescale['changes']}")
     for r in rescale.get("history", [])[-3:]:
-        shown = ", ".join(f"{n}={p}" for n, p in r["changes"].items())
+        shown = ", ".join([f"{n}={p}" for n, p in r["changes"].items()]
+                          + ([f"{r['new_workers']} workers"] if r.get("new_workers") else [])
+                          + ([f"code {r['code']}"] if r.get("code") else []))
         if r.get("error"):
             lines.append(f"rescale    {shown}: {r['error']}")
         else:

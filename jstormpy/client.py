@@ -120,6 +120,21 @@ class MasterClient:
                               f"{reply.error}")
         return int(reply.checkpoint_id)
 
+    def checkpoint_committed(self, timeout_s: float = 30.0) -> int:
+        """Force a checkpoint and wait until every sink task committed it (its output is
+        visible); returns its id. ``savepoint --stop`` stops only then, so no staged
+        transaction is left behind under a task id a restore may give to another task."""
+        cid = self.checkpoint(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            floor = self.status(timeout=5.0).get("rescale", {}).get("sinks_committed")
+            if floor is None or floor >= cid:
+                return cid
+            if time.monotonic() > deadline:
+                raise JStormError(f"the sinks did not commit checkpoint {cid} within "
+                                  f"{timeout_s:.0f} s")
+            time.sleep(0.02)  # polling interval of a condition
+
     def rollback(self, checkpoint_id: int | None = None) -> tuple[int, int]:
         """Roll back to a completed checkpoint; returns (checkpoint id, new generation)."""
         reply = self._call("Rollback", pb.RollbackRequest(checkpoint_id=checkpoint_id or 0))
@@ -162,18 +177,19 @@ class MasterClient:
                 raise JStormError(f"upgrade still {state.get('phase')} after {timeout_s} s")
             time.sleep(0.05)
 
-    def rescale(self, parallelism: dict[str, int]) -> dict[str, Any]:
-        """Ask for a rescale (component -> new parallelism); returns the rescale state,
-        whose ``requested`` numbers this request. JStormError (with the reason) if refused."""
-        reply = self._call("Rescale", pb.RescaleRequest(parallelism=parallelism),
-                           timeout=60.0)
+    def rescale(self, parallelism: dict[str, int], workers: int = 0) -> dict[str, Any]:
+        """Ask for a rescale (component -> new parallelism; ``workers``: a new number of
+        worker processes, 0 = unchanged); returns the rescale state, whose ``requested``
+        numbers this request. JStormError (with the reason) if refused."""
+        reply = self._call("Rescale", pb.RescaleRequest(parallelism=parallelism,
+                                                        workers=workers), timeout=60.0)
         if not reply.ok:
             raise JStormError(f"rescale refused: {reply.error}")
         result: dict[str, Any] = json.loads(reply.state_json)
         return result
 
     def wait_rescale(self, request: int, parallelism: dict[str, int],
-                     timeout_s: float = 180.0) -> dict[str, Any]:
+                     timeout_s: float = 180.0, workers: int = 0) -> dict[str, Any]:
         """Wait until rescale ``request`` is over and the topology runs; returns its record
         (pause and step timings). JStormError if it was aborted; a Topology Master restarted
         meanwhile either adopted it (the components run at ``parallelism``) or not."""
@@ -190,7 +206,9 @@ class MasterClient:
                             or state.get("requested", 0) < request):
                 now = {c["name"]: c["parallelism"] for c in status["components"]}
                 ours = [r for r in state.get("history", []) if r.get("request") == request]
-                if all(now.get(n) == p for n, p in parallelism.items()):
+                count = len(status.get("workers", []))
+                if all(now.get(n) == p for n, p in parallelism.items()) \
+                        and (not workers or count == workers):
                     return ours[-1] if ours and state.get("requested", 0) >= request \
                         else {"request": request, "changes": parallelism, "error": ""}
                 why = ours[-1]["error"] if ours and state.get("requested", 0) >= request \

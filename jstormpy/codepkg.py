@@ -246,10 +246,19 @@ def inspect_topology(package: str = "", entry: str = "", pickle_path: str = "",
     return result
 
 
-def check_compatible(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def parallelism_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, int]:
+    """Component -> the parallelism ``new`` declares, where it differs from ``old``'s."""
+    was = {c["name"]: c["parallelism"] for c in old["descriptor"]["components"]}
+    return {c["name"]: int(c["parallelism"]) for c in new["descriptor"]["components"]
+            if c["name"] in was and was[c["name"]] != c["parallelism"]}
+
+
+def check_compatible(old: dict[str, Any], new: dict[str, Any],
+                     allow_parallelism: bool = False) -> list[str]:
     """Why ``new`` cannot replace ``old`` in a running topology ([] = compatible).
 
-    The wiring must be the same (components, kinds, parallelism, sinks, subscriptions);
+    The wiring must be the same (components, kinds, parallelism unless
+    ``allow_parallelism``: a rescaling upgrade, sinks, subscriptions);
     every stream must still exist and new fields may only be appended (tasks of both
     versions exchange tuples, positions of existing fields must not move); a changed
     ``state_version`` needs ``migrate_state`` in the new class.
@@ -267,7 +276,7 @@ def check_compatible(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     for name in [n for n in oc if n in nc]:
         a, b = oc[name], nc[name]
         for key in ("kind", "parallelism", "is_sink"):
-            if a[key] != b[key]:
+            if a[key] != b[key] and not (key == "parallelism" and allow_parallelism):
                 problems.append(f"component {name!r}: {key} {a[key]!r} -> {b[key]!r}")
         if a["inputs"] != b["inputs"]:
             problems.append(f"component {name!r}: subscriptions changed {a['inputs']} -> "

@@ -44,7 +44,7 @@ def plan_rescale(topology: Topology, changes: Mapping[str, int],
 
     Raises:
         JStormError: an unknown component, a parallelism below 1 or above
-            ``max_parallelism``, a sink, or a component with non-keyed state
+            ``max_parallelism``, or a component with non-keyed state
             (``snapshot()``/``restore()``) and no ``redistribute_state`` hook. The message
             names the component; nothing has been changed.
     """
@@ -67,11 +67,9 @@ def plan_rescale(topology: Topology, changes: Mapping[str, int],
                 f"Config.max_parallelism instead)")
         if value == spec.parallelism:
             continue
-        if spec.is_sink:
-            raise JStormError(
-                f"rescale: component {name!r} is a two-phase-commit sink: its open "
-                f"transactions belong to its tasks, so its parallelism cannot change in "
-                f"place; use jstorm savepoint --stop, then run --from-savepoint")
+        # a two-phase-commit sink rescales too: the rescale waits until every sink task
+        # committed the quiescent checkpoint, so no transaction is open or staged when
+        # its task ids change (master/rescale.py, step 3)
         if _has_custom_state(spec.cls) and not callable(
                 getattr(spec.cls, "redistribute_state", None)):
             raise JStormError(

@@ -20,12 +20,19 @@ hook raising, a time-out) aborts: the spouts resume (or a normal recovery restor
 and the old layout runs on. After it, the new layout is the topology's: a Topology Master
 restarted after a SIGKILL adopts the pending files when checkpoint ``m`` completed
 (:func:`finish_pending_rescale`) and restarts any worker still running the old layout.
+
+``jstorm upgrade NAME --code PKG --rescale`` (master/upgrade.py) is the same rescale with
+new code: the package declares the new parallelisms, the state is redistributed by the
+running code's classes (their ``redistribute_state`` hooks; the workers then apply the new
+classes' ``migrate_state``), and the commit also makes the package the stable code of every
+worker (``code/assignment.json`` is one of the pending files).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -46,9 +53,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jstormpy.master.rescale")
 
+RESIZABLE_ENV = "JSTORM_RESIZABLE_WORKERS"
+"""Set to 1 by a launcher that starts and stops workers as config.json's count changes."""
 PENDING = "rescale-pending.json"
 LAYOUT = "rescale.json"
-FILES = ("topology.pkl", "descriptor.json", "config.json")
+FILES = ("topology.pkl", "descriptor.json", "config.json", "code/assignment.json")
 BEFORE_COMMIT = ("holding", "quiescing", "sinks", "redistributing")
 
 
@@ -90,6 +99,17 @@ def _adopt(run_dir: Path, layout_generation: int) -> None:
             staged.replace(run_dir / name)
 
 
+def _check_same_tasks(new: Topology, descriptor: dict[str, Any], code: str) -> None:
+    """The package must lay its tasks out as the rescaled running topology does (checkpoint
+    ``m`` is written for those task ids)."""
+    want = {n: list(ids) for n, ids in new.task_ids().items()}
+    got = {c["name"]: list(c["tasks"]) for c in descriptor.get("components", [])}
+    if want != got:
+        raise JStormError(f"the new code ({code}) numbers its tasks {got}, the running "
+                          f"topology at the new parallelism would be {want}: declare the "
+                          "components in the same order as the running code")
+
+
 class RescaleController:
     """The rescale state machine of one topology (everything under ``core.lock``)."""
 
@@ -115,6 +135,10 @@ class RescaleController:
         self.sink_commits: dict[int, tuple[int, int]] = {}  # task -> (generation, id)
         self.max_parallelism = 0
         self.old_topology: Topology | None = None
+        self.workers = 0                   # the new worker count (0 = unchanged)
+        self.code = ""                     # upgrade --rescale: the package the layout runs
+        self.code_descriptor: dict[str, Any] | None = None
+        self._loaded: dict[str, Topology] = {}  # stable package label -> its topology
 
     def attach_run_dir(self, run_dir: str | Path) -> None:
         """Where the topology files live (called by the TM's main)."""
@@ -186,11 +210,31 @@ class RescaleController:
                 self._finish(f"topology {core.state} while the new layout started")
 
     # -- the user's request (gRPC) ---------------------------------------------------------
-    def request(self, changes: dict[str, int]) -> dict[str, Any]:
-        """Start a rescale (empty ``changes``: just the state); JStormError = refused."""
-        if not changes:
+    def request(self, changes: dict[str, int], code: str = "",
+                descriptor: dict[str, Any] | None = None, workers: int = 0) -> dict[str, Any]:
+        """Start a rescale (empty ``changes`` and no ``workers``: just the state);
+        JStormError = refused.
+
+        ``workers`` (0 = unchanged) is the new number of worker processes. With ``code`` (a
+        package label of the upgrade store) and its ``descriptor``, the new layout runs
+        that package (``upgrade --rescale``); ``changes`` are its parallelisms.
+        """
+        if not changes and not workers:
             return self.status()
         core = self.core
+        if workers < 0:
+            raise JStormError(f"rescale: the worker count must be >= 1, got {workers}")
+        if workers and workers != core.config.workers and \
+                os.environ.get(RESIZABLE_ENV) != "1":
+            raise JStormError("rescale: this launcher cannot change the number of workers "
+                              "(on Spark every worker holds a task slot of one barrier "
+                              "stage); keep --workers at the current count "
+                              f"({core.config.workers})")
+        if not code and core.upgrade.stable != "v1":
+            raise JStormError(
+                f"the topology runs code {core.upgrade.stable} from a package, which declares "
+                "its parallelism: change it together with the code, jstorm upgrade NAME "
+                "--code PKG --rescale (docs/rescaling.md)")
         old = self._running_topology()
         with core.lock:
             if core.state != "running":
@@ -203,39 +247,68 @@ class RescaleController:
                 raise JStormError("every spout has finished and the topology is draining: "
                                   "nothing is left to rescale")
             up = core.upgrade
-            if up.phase not in ("idle", "completed", "rolled_back") or up.stable != "v1":
-                raise JStormError("the topology runs upgraded code (gray release, phase "
-                                  f"{up.phase}): rescale is refused; savepoint it and run the "
-                                  "new code --from-savepoint at the new parallelism")
+            if up.phase not in ("idle", "completed", "rolled_back"):
+                raise JStormError("a gray release is in progress (phase "
+                                  f"{up.phase}): complete or roll it back, then rescale")
             max_p = job_max_parallelism(old, core.config.max_parallelism)
-            new = plan_rescale(old, changes, max_p)
+            new = plan_rescale(old, changes, max_p) if changes else old
+            if code:
+                _check_same_tasks(new, descriptor or {}, code)
             effective = {n: p for n, p in changes.items()
                          if old.components[n].parallelism != p}
-            if not effective:
+            new_workers = workers if workers and workers != core.config.workers else 0
+            if not effective and not new_workers:
                 raise JStormError("nothing to change: the components already run at "
-                                  f"{changes}")
+                                  f"{changes}" + (f" on {workers} workers" if workers else ""))
             self.requested += 1
             self.changes = effective
+            self.workers = new_workers
             self.new_topology = new
             self.max_parallelism = max_p
             self.old_topology = old
+            self.code, self.code_descriptor = code, descriptor
             self.error = ""
             self.checkpoint_id = self.restored_id = None
             self.generation = core.generation
             self.t_start = self.t_step = time.monotonic()
             self.marks = {"start": self.t_start}
             self.phase = "holding"
-            log.info("rescale %s: %s", self.requested, effective)
+            log.info("rescale %s: %s%s%s", self.requested, effective,
+                     f" on {new_workers} workers" if new_workers else "",
+                     f" with code {code}" if code else "")
             self.tick(self.t_start)
             return self.status()
 
     def _running_topology(self) -> Topology:
+        """The running code's topology: its classes' hooks redistribute the state."""
         if self.run_dir is None:
             raise JStormError("this Topology Master has no run directory: rescale needs the "
                               "local launcher (jstorm run / submit, LocalCluster)")
+        stable = self.core.upgrade.stable
+        if stable != "v1":  # the package of an earlier rescaling upgrade or gray release
+            return self._package_topology(stable)
         blob = self.topology_blob or (self.run_dir / "topology.pkl").read_bytes()
         topology: Topology = cloudpickle.loads(blob)
         return topology
+
+    def _package_topology(self, label: str) -> Topology:
+        from jstormpy.codepkg import load_package_topology
+
+        if label not in self._loaded:
+            store = self.core.upgrade.store
+            got = store.get(label) if store is not None else None
+            if got is None or self.run_dir is None:
+                raise JStormError(f"code package {label} is not in the run directory")
+            data, entry, digest = got
+            try:
+                self._loaded[label] = load_package_topology(
+                    data, entry, digest, label, self.run_dir / "code" / "unpacked")
+            except JStormError:
+                raise
+            except Exception as exc:  # user code: never kill the TM
+                raise JStormError(f"code package {label} does not load in the Topology "
+                                  f"Master: {type(exc).__name__}: {exc}") from exc
+        return self._loaded[label]
 
     # -- the steps ---------------------------------------------------------------------------
     def _quiesce(self) -> None:
@@ -304,11 +377,17 @@ class RescaleController:
         core = self.core
         assert self.run_dir is not None and self.new_topology is not None
         new = self.new_topology
-        config = core.config.replace(max_parallelism=self.max_parallelism)
-        blob = cloudpickle.dumps(new)
-        descriptor = new.descriptor()
-        texts = {"topology.pkl": blob, "descriptor.json": json.dumps(descriptor).encode(),
+        config = core.config.replace(max_parallelism=self.max_parallelism,
+                                     workers=self.workers or core.config.workers)
+        descriptor = self.code_descriptor if self.code else new.descriptor()
+        assert descriptor is not None
+        texts = {"descriptor.json": json.dumps(descriptor).encode(),
                  "config.json": json.dumps(config.to_dict()).encode()}
+        blob = self.topology_blob
+        if self.code:  # every worker runs the package from now on; v1's pickle stays v1
+            texts["code/assignment.json"] = core.upgrade.assignment_json(self.code)
+        else:
+            blob = texts["topology.pkl"] = cloudpickle.dumps(new)
         layout = core.generation + 1
         try:
             for name, data in texts.items():
@@ -326,6 +405,8 @@ class RescaleController:
         (self.run_dir / PENDING).unlink(missing_ok=True)
         self.layout_generation = layout
         self.topology_blob = blob
+        if self.code:
+            core.upgrade.rescaled_to(self.code)
         self.config_json = json.dumps(config.to_dict())
         self.descriptor_json = json.dumps(descriptor)
         core.config = config
@@ -339,9 +420,16 @@ class RescaleController:
         self.marks["committed"] = self.t_step = time.monotonic()
         self.phase = "restarting"
         for s in core._alive():  # noqa: SLF001
-            self._restart(s)
+            if s.worker_id < config.workers:
+                self._restart(s)
+            else:  # fewer workers: it stops for good (the launcher does not restart it)
+                s.alive = False
+                s.send(shutdown=pb.Shutdown(reason="rescale: fewer workers", exit_code=0))
+        for wid in [w for w in core.sessions if w >= config.workers]:
+            del core.sessions[wid]
         core._begin_generation(  # noqa: SLF001
-            f"rescale to {self.changes}", new_id, count_restart=False)
+            f"rescale to {self.changes}" + (f" with code {self.code}" if self.code else ""),
+            new_id, count_restart=False)
 
     def _restart(self, session: WorkerSession) -> None:
         session.alive = False  # its stream closing is expected: not a failure
@@ -360,8 +448,14 @@ class RescaleController:
             "quiesce_ms": round((m.get("quiesced", now) - m.get("pause", now)) * 1000, 1),
             "redistribute_ms": round((m.get("committed", now) - m.get("sinks", now)) * 1000, 1),
             "restart_ms": round((now - m.get("committed", now)) * 1000, 1),
+            "code": self.code, "workers": self.core.config.workers,
+            "new_workers": self.workers,
         }
         self.history.append(record)
+        if self.code:  # upgrade --rescale: also a switch of every worker to the package
+            self.core.upgrade.switches.append(
+                {**record, "kind": "rescale", "to": self.code,
+                 "workers": list(range(self.core.config.workers))})
         self.error = error
         self.phase = "idle"
         self.done = self.requested
@@ -377,7 +471,10 @@ class RescaleController:
         paused = self.phase not in ("holding",)
         self.history.append({"request": self.requested, "changes": dict(self.changes),
                              "checkpoint": self.checkpoint_id, "time": time.time(),
+                             "code": self.code, "new_workers": self.workers,
                              "error": f"aborted: {reason}"})
+        if self.code:
+            core.upgrade.error = f"upgrade --rescale to {self.code} aborted: {reason}"
         self.error = f"aborted: {reason}"
         self.phase = "idle"
         self.done = self.requested
@@ -387,8 +484,16 @@ class RescaleController:
     # -- reporting -----------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         """``status()["rescale"]``."""
+        core = self.core
+        commits = [self.sink_commits.get(t, (0, 0)) for t in core.sink_tasks]
+        floor = min((cid if gen == core.generation else 0) for gen, cid in commits) \
+            if commits else None
         return {"phase": self.phase, "requested": self.requested, "done": self.done,
-                "changes": dict(self.changes), "checkpoint": self.checkpoint_id,
+                # the newest checkpoint every sink task committed in this generation (None:
+                # no sinks); jstorm savepoint --stop waits for it (jstormpy/client.py)
+                "sinks_committed": floor,
+                "changes": dict(self.changes), "code": self.code, "new_workers": self.workers,
+                "checkpoint": self.checkpoint_id,
                 "restored_checkpoint": self.restored_id, "error": self.error,
                 "layout_generation": self.layout_generation,
                 "history": self.history[-20:]}

@@ -212,7 +212,8 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
 
     def Rescale(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         try:
-            state = self.core.rescale.request(dict(request.parallelism))
+            state = self.core.rescale.request(dict(request.parallelism),
+                                              workers=request.workers)
         except JStormError as exc:
             log.warning("refused Rescale %s from %s: %s", dict(request.parallelism),
                         context.peer(), exc)

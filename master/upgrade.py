@@ -35,6 +35,7 @@ from jstormpy.codepkg import (
     PackageStore,
     check_compatible,
     inspect_topology,
+    parallelism_changes,
 )
 from jstormpy.errors import BackendError, JStormError
 from jstormpy.proto import jstorm_pb2 as pb
@@ -193,6 +194,11 @@ class UpgradeController:
             return self.status()
         if action == "start":
             return self._start(package, entry, workers or [], component, count)
+        if action == "rescale":
+            if workers or component or count:
+                raise JStormError("an upgrade that changes parallelism switches every worker "
+                                  "at once: --rescale takes no --workers, --component or -n")
+            return self._start_rescaling(package, entry)
         with self.core.lock:
             self._check_can_act()
             if self.phase != "upgrading":
@@ -262,9 +268,11 @@ class UpgradeController:
             if label not in known:
                 self.store.remove(label)
                 self.infos.pop(label, None)
+            hint = "\n(the new code changes parallelism: upgrade with --rescale to switch " \
+                "every worker to it in one step)" if parallelism_changes(old, new) else ""
             raise JStormError(f"the new code ({label}) is not compatible with the running "
                               f"topology ({self.stable}); nothing was changed:\n  - " +
-                              "\n  - ".join(problems))
+                              "\n  - ".join(problems) + hint)
         with self.core.lock:
             self._check_can_act()
             if self.phase == "upgrading":
@@ -275,6 +283,54 @@ class UpgradeController:
             self.batch_size = len(selected)
             self._begin("upgrade", selected, label)
             return self.status()
+
+    def _start_rescaling(self, package: bytes, entry: str) -> dict[str, Any]:
+        """``upgrade --rescale``: new code that may declare other parallelisms replaces the
+        running code on every worker in one quiescent step, an in-place rescale whose new
+        layout runs the new package (master/rescale.py). Returns the upgrade state plus
+        ``"rescale"`` (its ``requested`` numbers the rescale to wait for)."""
+        with self.core.lock:
+            self._check_can_act()
+            if self.phase == "upgrading":
+                raise JStormError(f"an upgrade to {self.target} is in progress: complete or "
+                                  "roll it back before an upgrade that changes parallelism")
+            if not package:
+                raise JStormError("upgrade --rescale needs a code package")
+        assert self.store is not None
+        known = set(self.store.versions)
+        label = self.store.add(package, entry)
+        if label == self.stable:
+            raise JStormError(f"the package is the code already running ({label}); change "
+                              "parallelism with jstorm rescale")
+        try:
+            new, old = self._info(label), self._info(self.stable)
+            problems = check_compatible(old, new, allow_parallelism=True)
+            changes = parallelism_changes(old, new)
+            if not problems and not changes:
+                problems = ["the new code declares the parallelism already running: upgrade "
+                            "without --rescale (a gray release keeps the other workers "
+                            "running)"]
+            if problems:
+                raise JStormError(f"the new code ({label}) cannot replace the running topology "
+                                  f"({self.stable}); nothing was changed:\n  - "
+                                  + "\n  - ".join(problems))
+            rescale = self.core.rescale.request(changes, code=label,
+                                                descriptor=new["descriptor"])
+        except JStormError:
+            if label not in known:  # forget it whole: a later upload may reuse the label
+                self.store.remove(label)
+                self.infos.pop(label, None)
+            raise
+        return {**self.status(), "rescale": rescale}
+
+    def rescaled_to(self, label: str) -> None:
+        """A rescaling upgrade committed (under the lock): every worker runs ``label``."""
+        self.stable, self.target, self.assigned = label, None, {}
+        self.phase, self.kind, self.error = "completed", "rescale", ""
+
+    def assignment_json(self, stable: str) -> bytes:
+        """``code/assignment.json`` once every worker runs ``stable``."""
+        return json.dumps({"stable": stable, "target": None, "assigned": {}}).encode()
 
     def _info(self, label: str) -> dict[str, Any]:
         if label in self.infos:

@@ -245,6 +245,12 @@ class StateBackend(ABC):
             self.delete_objects(key)
         return doomed
 
+    def get_segment(self, key: str, groups: set[int] | None = None) -> bytes:
+        """An incremental segment (state_backends/changelog.py); a backend that stores
+        a row per key group may return only the sections of ``groups`` (None = all).
+        Here: the whole object."""
+        return self.get_object(key)
+
     def put_meta(self, name: str, data: bytes) -> None:
         """Store a small named object atomically (e.g. the generation counter)."""
         self.put_object(f"meta/{name}", seal_blob(data))

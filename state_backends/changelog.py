@@ -39,8 +39,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from jstormpy.errors import CorruptSnapshotError, MissingSegmentError, SnapshotNotFoundError
-from jstormpy.keygroups import key_hash
+from jstormpy.keygroups import key_groups_of, key_hash
 from jstormpy.state_backends.base import StateBackend
+
+__all__ = ["key_groups_of"]  # re-exported: it lived here first
 
 SEGMENT_PREFIX = "inc/"
 CHUNK_KEYS = 20000
@@ -97,26 +99,6 @@ def build_base(states: Mapping[str, Mapping[Any, Any]], header: dict[str, Any]) 
                 break
             sections.append((-1, _pickle({name: part})))
     return encode_segment("base", {**header, "states": sorted(states)}, sections)
-
-
-def key_groups_of(keys: Iterable[Any], max_parallelism: int) -> list[int]:
-    """``[key_group(k, max_parallelism) for k in keys]``, with ``str`` keys hashed inline
-    (the same canonical encoding and finaliser as :func:`~jstormpy.keygroups.key_hash`,
-    without a Python call per key: about half the cost)."""
-    crc = zlib.crc32
-    out: list[int] = []
-    append = out.append
-    for k in keys:
-        if k.__class__ is str:
-            h = crc(b"s%d:%s" % (len(k), k.encode("utf-8", "surrogatepass")))
-            h ^= h >> 16
-            h = (h * 0x85EBCA6B) & 0xFFFFFFFF
-            h ^= h >> 13
-            h = (h * 0xC2B2AE35) & 0xFFFFFFFF
-            append((h ^ (h >> 16)) % max_parallelism)
-        else:
-            append(key_hash(k) % max_parallelism)
-    return out
 
 
 def build_delta(changes: Mapping[str, Mapping[Any, Any]], deleted_marker: object,
@@ -184,6 +166,58 @@ def decode_segment(data: bytes, where: str, wanted: Iterable[int] | None = None
     return header, out
 
 
+def split_delta(data: bytes) -> tuple[bytes, list[tuple[int, bytes]]] | None:
+    """``(head, [(group, payload), ...])`` of a delta segment, ``head`` being its bytes up
+    to the first payload (magic, header with the section index and checksums); None if
+    ``data`` is not a well-formed delta (then it is stored whole). A backend that keeps a
+    row per key group (HBase) stores the payloads apart; :func:`join_delta` reassembles."""
+    try:
+        header, start = _read_header(data, "segment")
+    except CorruptSnapshotError:
+        return None
+    if header.get("kind") != "delta":
+        return None
+    parts: list[tuple[int, bytes]] = []
+    at = start
+    for group, offset, length, _crc in header.get("sections", []):
+        if group < 0 or start + offset != at:
+            return None
+        parts.append((group, data[at:at + length]))
+        at += length
+    return (data[:start], parts) if at == len(data) else None
+
+
+def join_delta(head: bytes, payloads: Mapping[int, bytes],
+               wanted: Iterable[int] | None = None) -> bytes:
+    """A delta segment from its ``head`` and key-group ``payloads`` (:func:`split_delta`):
+    the original bytes when ``wanted`` is None, else a segment of the wanted key groups
+    only (offsets renumbered, each payload's original checksum kept, so damage stored in
+    a key group's row is still reported as that key group's).
+
+    Raises:
+        CorruptSnapshotError: the head is damaged, or a wanted key group has no payload.
+    """
+    header, _start = _read_header(head, "segment")
+    want = None if wanted is None else set(wanted)
+    if want is None:
+        missing = [g for g, *_ in header["sections"] if g not in payloads]
+        if missing:
+            raise CorruptSnapshotError(f"key group(s) {missing} of the segment are missing")
+        return head + b"".join(payloads[g] for g, *_ in header["sections"])
+    index, body, offset = [], [], 0
+    for group, _offset, length, crc in header["sections"]:
+        if group not in want:
+            continue
+        payload = payloads.get(group)
+        if payload is None:
+            raise CorruptSnapshotError(f"key group {group} of the segment is missing")
+        index.append([group, offset, length, crc])
+        body.append(payload)
+        offset += len(payload)
+    text = json.dumps({**header, "sections": index}, sort_keys=True).encode()
+    return b"".join([_HEAD.pack(_MAGIC, _VERSION, len(text), zlib.crc32(text)), text, *body])
+
+
 def restore_key_groups(backend: StateBackend, chain: list[dict[str, Any]],
                        groups: Iterable[int] | None, max_parallelism: int,
                        where: str = "") -> dict[str, dict[Any, Any]]:
@@ -209,7 +243,7 @@ def restore_key_groups(backend: StateBackend, chain: list[dict[str, Any]],
         label = (f"{seg['kind']} of checkpoint {seg['cid']} ({seg['key']}, key groups "
                  f"{lo}..{hi - 1})")
         try:
-            data = backend.get_object(seg["key"])
+            data = backend.get_segment(seg["key"], wanted)
         except SnapshotNotFoundError as exc:
             raise MissingSegmentError(f"{label} is missing{at}: {exc}; the state of key "
                                       f"groups {lo}..{hi - 1} cannot be restored from "

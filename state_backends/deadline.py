@@ -74,6 +74,9 @@ class DeadlineBackend(StateBackend):
     def get_object(self, key: str) -> bytes:
         return self._call(f"get {key}", lambda: self.inner.get_object(key))
 
+    def get_segment(self, key: str, groups: set[int] | None = None) -> bytes:
+        return self._call(f"get {key}", lambda: self.inner.get_segment(key, groups))
+
     def list_objects(self, prefix: str) -> list[str]:
         return self._call(f"list {prefix}", lambda: self.inner.list_objects(prefix))
 

@@ -12,6 +12,15 @@ Row layout (column family ``s`` by default)
   ``s:c`` = up to ``chunk_bytes`` of data and ``s:k`` = empty marker (so scans can find
   chunk rows without transferring their data).
 
+* Increments (``inc/...delta`` segments of incremental checkpoints,
+  state_backends/changelog.py) get **a row per key group**: row key =
+  ``<key>\x00<version>\x00g<group:05d>``, ``s:c`` = that key group's entries (its section
+  of the segment, with its checksum kept in the segment's index) and ``s:k`` = marker. The
+  manifest row holds the segment's head (header and index) in ``s:d`` and lists the
+  groups (``"groups": [...]``). A restore of some key groups (a rescaled task) reads only
+  their rows (:meth:`HBaseBackend.get_segment`); reading the whole object reassembles the
+  original bytes, checked against the manifest's size and crc32.
+
 Atomicity: a put first writes all chunk rows of a fresh ``version`` (invisible: nothing
 points at them), then makes the object visible with ONE single-row put of the manifest
 row — HBase applies a single-row mutation atomically, so readers see the old or the new
@@ -46,6 +55,7 @@ from thriftpy2.transport import TTransportException
 
 from jstormpy.errors import BackendError, CorruptSnapshotError, SnapshotNotFoundError
 from jstormpy.state_backends.base import StateBackend
+from jstormpy.state_backends.changelog import SEGMENT_PREFIX, join_delta, split_delta
 
 log = logging.getLogger(__name__)
 
@@ -195,13 +205,43 @@ class HBaseBackend(StateBackend):
                                        f"unreadable: {exc}") from exc
         return manifest
 
+    @staticmethod
+    def _group_key(row: bytes, version: str, group: int) -> bytes:
+        return row + _SEP + version.encode() + _SEP + b"g%05d" % group
+
     def _delete_chunks(self, table: Any, row: bytes, manifest: dict[str, Any]) -> None:
         n = int(manifest.get("chunks", 0))
-        if not n:
+        groups = manifest.get("groups") or []
+        if not n and not groups:
             return
+        version = str(manifest["version"])
         with table.batch(batch_size=1000) as batch:
             for i in range(n):
-                batch.delete(self._chunk_key(row, str(manifest["version"]), i))
+                batch.delete(self._chunk_key(row, version, i))
+            for g in groups:
+                batch.delete(self._group_key(row, version, int(g)))
+
+    def _split(self, key: str, data: bytes) -> tuple[bytes, list[tuple[int, bytes]]] | None:
+        """A delta segment as head + a payload per key group, if every part fits a cell."""
+        if not key.startswith(SEGMENT_PREFIX) or not key.endswith(".delta"):
+            return None
+        split = split_delta(data)
+        if split is None or len(split[0]) > self.chunk_bytes \
+                or any(len(p) > self.chunk_bytes for _g, p in split[1]):
+            return None
+        return split
+
+    def _group_rows(self, table: Any, key: str, row: bytes, manifest: dict[str, Any],
+                    groups: list[int]) -> dict[int, bytes]:
+        """The payloads of ``groups`` of a segment stored a row per key group."""
+        version = str(manifest["version"])
+        keys = [self._group_key(row, version, g) for g in groups]
+        by_key = {k: g for k, g in zip(keys, groups, strict=True)}
+        out: dict[int, bytes] = {}
+        for i in range(0, len(keys), 500):
+            for k, cols in table.rows(keys[i:i + 500], columns=[self._col_chunk]):
+                out[by_key[k]] = cols.get(self._col_chunk, b"")
+        return out
 
     # -- primitives ---------------------------------------------------------------------
     def put_object(self, key: str, data: bytes) -> None:
@@ -209,24 +249,35 @@ class HBaseBackend(StateBackend):
         row = self._row_key(key)
         data = bytes(data)
         version = uuid.uuid4().hex[:16]
-        chunked = len(data) > self.chunk_bytes
+        split = self._split(key, data)
+        chunked = len(data) > self.chunk_bytes and split is None
         nchunks = -(-len(data) // self.chunk_bytes) if chunked else 0
-        manifest = json.dumps({"v": 1, "version": version, "chunks": nchunks,
-                               "size": len(data), "crc32": zlib.crc32(data)}).encode()
+        fields: dict[str, Any] = {"v": 1, "version": version, "chunks": nchunks,
+                                  "size": len(data), "crc32": zlib.crc32(data)}
+        if split is not None:
+            fields["groups"] = [g for g, _p in split[1]]
+        manifest = json.dumps(fields).encode()
         per_batch = max(1, (8 << 20) // self.chunk_bytes)
 
         def run(table: Any) -> None:
             old = self._manifest(key, table.row(row, columns=[self._col_manifest])
                                  .get(self._col_manifest))
-            if chunked:
+            if split is not None:  # a row per key group, then the manifest row (the head)
                 with table.batch(batch_size=per_batch) as batch:
-                    for i in range(nchunks):
-                        piece = data[i * self.chunk_bytes:(i + 1) * self.chunk_bytes]
-                        batch.put(self._chunk_key(row, version, i),
-                                  {self._col_chunk: piece, self._col_marker: b""})
-            # the commit point: one single-row (atomic) put of manifest + inline data
-            table.put(row, {self._col_manifest: manifest,
-                            self._col_data: b"" if chunked else data})
+                    for group, payload in split[1]:
+                        batch.put(self._group_key(row, version, group),
+                                  {self._col_chunk: payload, self._col_marker: b""})
+                table.put(row, {self._col_manifest: manifest, self._col_data: split[0]})
+            else:
+                if chunked:
+                    with table.batch(batch_size=per_batch) as batch:
+                        for i in range(nchunks):
+                            piece = data[i * self.chunk_bytes:(i + 1) * self.chunk_bytes]
+                            batch.put(self._chunk_key(row, version, i),
+                                      {self._col_chunk: piece, self._col_marker: b""})
+                # the commit point: one single-row (atomic) put of manifest + inline data
+                table.put(row, {self._col_manifest: manifest,
+                                self._col_data: b"" if chunked else data})
             if old is not None and old.get("version") != version:
                 self._delete_chunks(table, row, old)
 
@@ -243,8 +294,19 @@ class HBaseBackend(StateBackend):
                 if manifest is None:
                     raise SnapshotNotFoundError(f"no object {key!r} in {self.uri}")
                 n = int(manifest["chunks"])
-                if n == 0:
-                    data: bytes = cells.get(self._col_data, b"")
+                if manifest.get("groups"):  # a delta stored a row per key group
+                    groups = [int(g) for g in manifest["groups"]]
+                    parts_by_group = self._group_rows(table, key, row, manifest, groups)
+                    if len(parts_by_group) < len(groups):
+                        again = table.row(row, columns=[self._col_manifest])
+                        if again.get(self._col_manifest) != cells.get(self._col_manifest):
+                            continue  # replaced while we read: read the new version
+                        lost = sorted(set(groups) - set(parts_by_group))
+                        raise CorruptSnapshotError(f"state backend {self.uri}: {key!r}: the "
+                                                   f"rows of key group(s) {lost} are missing")
+                    data: bytes = join_delta(cells.get(self._col_data, b""), parts_by_group)
+                elif n == 0:
+                    data = cells.get(self._col_data, b"")
                 else:
                     keys = [self._chunk_key(row, str(manifest["version"]), i) for i in range(n)]
                     parts: dict[bytes, bytes] = {}
@@ -268,6 +330,37 @@ class HBaseBackend(StateBackend):
             raise BackendError(f"state backend {self.uri}: {key!r} kept changing while read")
 
         return self._retry(f"get {key!r}", run)
+
+    def get_segment(self, key: str, groups: set[int] | None = None) -> bytes:
+        """An incremental segment; of a delta stored a row per key group, only the rows of
+        ``groups`` are read (the segment returned holds those key groups' sections)."""
+        if groups is None:
+            return self.get_object(key)
+        row = self._row_key(key)
+
+        def run(table: Any) -> bytes | None:
+            for _ in range(10):
+                cells = table.row(row, columns=[self._col_manifest, self._col_data])
+                manifest = self._manifest(key, cells.get(self._col_manifest))
+                if manifest is None:
+                    raise SnapshotNotFoundError(f"no object {key!r} in {self.uri}")
+                if not manifest.get("groups"):
+                    return None  # stored whole
+                stored = [int(g) for g in manifest["groups"]]
+                wanted = [g for g in stored if g in groups]
+                payloads = self._group_rows(table, key, row, manifest, wanted)
+                if len(payloads) < len(wanted):
+                    again = table.row(row, columns=[self._col_manifest])
+                    if again.get(self._col_manifest) != cells.get(self._col_manifest):
+                        continue
+                    lost = sorted(set(wanted) - set(payloads))
+                    raise CorruptSnapshotError(f"state backend {self.uri}: {key!r}: the rows "
+                                               f"of key group(s) {lost} are missing")
+                return join_delta(cells.get(self._col_data, b""), payloads, wanted)
+            raise BackendError(f"state backend {self.uri}: {key!r} kept changing while read")
+
+        got = self._retry(f"get {key!r}", run)
+        return self.get_object(key) if got is None else got
 
     def _scan_keys(self, table: Any, prefix: str, columns: list[bytes]) -> list[bytes]:
         kwargs: dict[str, Any] = {"columns": columns, "batch_size": 1000}

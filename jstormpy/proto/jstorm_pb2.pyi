@@ -430,7 +430,7 @@ class UpgradeReply(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., state_json: _Optional[str] = ...) -> None: ...
 
 class RescaleRequest(_message.Message):
-    __slots__ = ("parallelism",)
+    __slots__ = ("parallelism", "workers")
     class ParallelismEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -439,8 +439,10 @@ class RescaleRequest(_message.Message):
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
     parallelism: _containers.ScalarMap[str, int]
-    def __init__(self, parallelism: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    workers: int
+    def __init__(self, parallelism: _Optional[_Mapping[str, int]] = ..., workers: _Optional[int] = ...) -> None: ...
 
 class RescaleReply(_message.Message):
     __slots__ = ("ok", "error", "state_json")

@@ -71,7 +71,6 @@ def test_rescale_refusals_name_the_component_and_change_nothing(tmp_path: Path) 
         refusals = {
             "events": "'events' \\(SequenceSpout\\) keeps non-keyed state .* no "
                       "redistribute_state",
-            "out": "'out' is a two-phase-commit sink",
             "nope": "no component 'nope'",
         }
         for component, message in refusals.items():

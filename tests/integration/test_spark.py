@@ -337,6 +337,8 @@ def test_spark_rescale_in_place(spark: Any, tmp_path: Path) -> None:
         while not (out.exists() and len(read_committed(out)) > 300):
             assert time.monotonic() < deadline, "no committed output"
             time.sleep(0.05)
+        with pytest.raises(JStormError, match="cannot change the number of workers"):
+            handle.rescale({"sum": 3}, workers=3)  # one barrier stage: a fixed count
         record = handle.rescale({"sum": 3})
         assert record["error"] == "" and handle.status()["restarts"] == 0
         assert len(read_committed(out)) < 6 * 1200, "the run ended before the rescale"

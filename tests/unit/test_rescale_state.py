@@ -71,8 +71,7 @@ def test_plan_rescale_applies_changes_and_refuses_naming_the_component() -> None
     assert topo().components["count"].parallelism == 2  # the running one is untouched
     with pytest.raises(JStormError, match=r"'tally' \(Tally\) keeps non-keyed state"):
         plan_rescale(topo(custom=Tally), {"tally": 3}, 128)
-    with pytest.raises(JStormError, match="'sink' is a two-phase-commit sink"):
-        plan_rescale(topo(), {"sink": 2}, 128)
+    assert plan_rescale(topo(), {"sink": 2}, 128).task_ids()["sink"] == (6, 7)  # sinks too
     with pytest.raises(JStormError, match="'count': parallelism 9 exceeds the job's "
                                           "max_parallelism 8"):
         plan_rescale(topo(), {"count": 9}, 8)
