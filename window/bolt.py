@@ -387,8 +387,7 @@ class WindowedBolt(Bolt):
         results = op.process_batch(keys, [ts] * n, list(batch), [ts - 1] * n, columnar=True)
         if results:
             self._jw_emit_runs(rt, results)
-            if op.watermark > before:
-                self._jw_forward(rt)
+            self._jw_forward(rt)  # as execute: any watermark not forwarded yet goes now
         return True
 
     def _jw_columns(self, rt: _Runtime, batch: Batch) -> tuple[list[Any], list[Any]] | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from jstormpy.batch import Batch
@@ -56,6 +56,9 @@ def make_bolt(assigner: Any, key: Any, early_n: int | None, clock: list[float]) 
        early_n=st.sampled_from([None, 2]),
        batches=st.lists(st.tuples(st.integers(-3, 15), st.lists(st.tuples(
            st.integers(0, 3), st.booleans()), max_size=10)), max_size=10))
+# an early firing in a later batch forwards the watermark an earlier batch reached
+@example(assigner=TumblingWindows(1), key="sensor", early_n=2,
+         batches=[(0, [(0, False)]), (0, [(0, False)])])
 def test_ingestion_execute_batch_emits_what_execute_emits(assigner, key, early_n,
                                                           batches) -> None:
     clock = [100.0]
