@@ -148,7 +148,7 @@ def run(api: str, lines: list[str], batch_size: int = 512) -> dict[str, int]:
     r_split = Route("fields", "default", "count", [3, 4], 2, send, batch_size, (0,))
     r_counts = Route("global", "default", "sink", [4], 3, lambda d, i: None, batch_size)
     r_counts2 = Route("global", "default", "sink", [4], 4, lambda d, i: None, batch_size)
-    out_streams = {"default": ("word", "count")}
+    out_streams: dict[str, tuple[str, ...]] = {"default": ("word", "count")}
     if api == "window":  # the window bolts' final counts go to task 5's inbox
         inbox[5] = collections.deque()
         out_streams = FinalCount.resolve_outputs(split_fields)
