@@ -6,7 +6,7 @@ engine's real task code — :class:`~jstormpy.runtime.routing.OutputCollector` r
 so cProfile sees every engine call per record without sockets or scheduling noise. Used for
 the before/after notes of the data-plane work; figures are relative (a shared machine).
 
-    python bench/profile_datapath.py [--api tuple|batch] [--lines 100000] [--top 25]
+    python bench/profile_datapath.py [--api tuple|batch|window] [--lines 100000] [--top 25]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 from jstormpy import Bolt
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.routing import DATA, OutputCollector, Route
+from jstormpy.window import TumblingWindows, WindowedBolt
 
 WORDS = [f"w{i}" for i in range(10_000)]
 
@@ -86,6 +87,27 @@ class BatchCount(Bolt):
         self.emit_batch({"word": words, "count": out})
 
 
+class FinalCount(WindowedBolt):
+    """The peer script's ``--mode window`` counter (unchanged user code): one ingestion-time
+    window that fires when the input ends."""
+
+    window = TumblingWindows(2 ** 62)
+    time = "ingestion"
+    key = "word"
+
+    def create(self) -> int:
+        return 0
+
+    def add(self, acc: int, tup: Any) -> int:
+        return acc + 1
+
+    def merge(self, a: int, b: int) -> int:
+        return a + b
+
+    def result(self, key: Any, window: Any, acc: int) -> int:
+        return acc
+
+
 class _Host:
     guarantee = "exactly_once"
     worker_id = 0
@@ -93,6 +115,10 @@ class _Host:
 
     def return_credit(self, src: int, dst: int, n: int) -> None:
         pass
+
+
+class _Context:
+    input_tasks = (2,)
 
 
 def _task(task_id: int, name: str, comp: Any, streams: dict[str, tuple[str, ...]],
@@ -103,7 +129,7 @@ def _task(task_id: int, name: str, comp: Any, streams: dict[str, tuple[str, ...]
                            streams=streams)
     comp.__dict__["_jstorm_collector"] = coll
     comp.__dict__["emit"] = coll.emit
-    comp.prepare({}, None)
+    comp.prepare({}, _Context())
     return TaskExecutor(task_id, name, "bolt", comp, coll, _Host(), source_index=sources)
 
 
@@ -115,17 +141,25 @@ def run(api: str, lines: list[str], batch_size: int = 512) -> dict[str, int]:
         inbox[dst].append(item)
 
     split_c, count_c = (BatchSplit(), BatchCount()) if api == "batch" else (Split(), Count())
+    if api == "window":
+        split_c, count_c = Split(), FinalCount()
     count_c2 = type(count_c)()
     split_fields = split_c.outputs
     r_split = Route("fields", "default", "count", [3, 4], 2, send, batch_size, (0,))
     r_counts = Route("global", "default", "sink", [4], 3, lambda d, i: None, batch_size)
     r_counts2 = Route("global", "default", "sink", [4], 4, lambda d, i: None, batch_size)
+    out_streams: dict[str, tuple[str, ...]] = {"default": ("word", "count")}
+    if api == "window":  # the window bolts' final counts go to task 5's inbox
+        inbox[5] = collections.deque()
+        out_streams = FinalCount.resolve_outputs(split_fields)
+        r_counts = Route("global", "default", "sink", [5], 3, send, batch_size)
+        r_counts2 = Route("global", "default", "sink", [5], 4, send, batch_size)
     split = _task(2, "split", split_c, {"default": split_fields}, r_split,
                   {(1, "default"): ("lines", {"sentence": 0})}, send)
     idx = {f: i for i, f in enumerate(split_fields)}
-    counts = [_task(3, "count", count_c, {"default": ("word", "count")}, r_counts,
+    counts = [_task(3, "count", count_c, out_streams, r_counts,
                     {(2, "default"): ("split", idx)}, send),
-              _task(4, "count", count_c2, {"default": ("word", "count")}, r_counts2,
+              _task(4, "count", count_c2, out_streams, r_counts2,
                     {(2, "default"): ("split", idx)}, send)]
     for i in range(0, len(lines), batch_size):
         split._execute_batch(1, "default", [(s,) for s in lines[i:i + batch_size]])
@@ -137,6 +171,11 @@ def run(api: str, lines: list[str], batch_size: int = 512) -> dict[str, int]:
                 assert kind == DATA
                 ex._execute_batch(src, stream, payload)
             ex.collector.flush()
+    if api == "window":
+        for ex in counts:
+            ex._on_end_of_stream(2)  # the input ends: the one window fires
+        return {row[0]: row[3] for src, kind, stream, payload in inbox[5] if kind == DATA
+                for row in payload}
     merged: dict[str, int] = {}
     for c in (count_c, count_c2):
         merged.update(c.counts)
@@ -145,7 +184,7 @@ def run(api: str, lines: list[str], batch_size: int = 512) -> dict[str, int]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--api", choices=("tuple", "batch"), default="tuple")
+    p.add_argument("--api", choices=("tuple", "batch", "window"), default="tuple")
     p.add_argument("--lines", type=int, default=100_000)
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--no-profile", action="store_true", help="time only (relative figure)")

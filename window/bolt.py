@@ -335,6 +335,9 @@ class WindowedBolt(Bolt):
         rt = self.__dict__.get("_jw_rt") or self._jw_runtime()
         # a subclass that overrides execute() keeps getting every tuple through it
         own = type(self).execute is WindowedBolt.execute
+        if own and rt.mode == "ingestion" and rt.tracker is None and \
+                self._jw_ingest_batch(rt, batch):
+            return
         cols = self._jw_columns(rt, batch) if own and rt.mode == "event" else None
         if cols is None:
             execute = self.execute
@@ -352,6 +355,40 @@ class WindowedBolt(Bolt):
             self._jw_emit_runs(rt, results)
             if op.watermark > before:
                 self._jw_forward(rt)
+
+    def _jw_ingest_batch(self, rt: _Runtime, batch: Batch) -> bool:
+        """Ingestion time, a whole channel batch (False: nothing done, use ``execute``).
+
+        The batch arrived at one instant, so the clock is read once and every record gets
+        the arrival stamp ``execute`` would give it with that reading; each record is
+        followed by the watermark ``stamp - 1``, as in ``execute``. The records then go
+        through the operator's batch path in one call (sliced windows: one dict update
+        per record) and the firings out with ``emit_batch``; the watermark is forwarded
+        once, after them. A batch whose key cannot be taken as a column (a missing
+        field, short rows) goes through ``execute``, which reports each bad tuple.
+        """
+        n = len(batch)
+        if not n:
+            return True
+        fields = rt.key_fields
+        try:
+            if fields is None:
+                keys: list[Any] = [None] * n
+            elif fields.__class__ is str:
+                keys = batch[fields]  # type: ignore[index]
+            else:
+                keys = list(zip(*(batch[f] for f in fields), strict=True))
+        except (KeyError, IndexError):
+            return False
+        op = rt.op
+        before = op.watermark
+        ts = max(self.now_ms(), before + 1)
+        rt.batched = True
+        results = op.process_batch(keys, [ts] * n, list(batch), [ts - 1] * n, columnar=True)
+        if results:
+            self._jw_emit_runs(rt, results)
+            self._jw_forward(rt)  # as execute: any watermark not forwarded yet goes now
+        return True
 
     def _jw_columns(self, rt: _Runtime, batch: Batch) -> tuple[list[Any], list[Any]] | None:
         """(keys, timestamps) of a batch, or None if some tuple needs the per-tuple path."""

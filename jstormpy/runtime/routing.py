@@ -40,7 +40,7 @@ class Route:
 
     __slots__ = ("kind", "stream", "targets", "buffers", "rr", "n", "key_index", "custom",
                  "src", "batch_size", "send", "local_targets", "local_rr", "consumer",
-                 "target_pos", "add", "key_pos")
+                 "target_pos", "add", "key_pos", "rows_out")
 
     def __init__(self, kind: str, stream: str, consumer: str, targets: Sequence[int],
                  src: int, send: SendFn, batch_size: int, key_index: tuple[int, ...] = (),
@@ -58,6 +58,8 @@ class Route:
         self.src = src
         self.batch_size = batch_size
         self.send = send
+        self.rows_out = 0
+        """Rows this route has sent (its buffers hold the rest of what entered it)."""
         self.target_pos = {t: i for i, t in enumerate(self.targets)}
         self.local_targets = [self.target_pos[t] for t in local_targets]
         self.local_rr = itertools.cycle(self.local_targets) if self.local_targets else None
@@ -86,6 +88,7 @@ class Route:
                 buf.append(values)
                 if len(buf) >= bs:
                     bufs[i] = []
+                    self.rows_out += len(buf)
                     send(targets[i], (*head, buf))
 
             return add_fields
@@ -97,6 +100,7 @@ class Route:
                 buf.append(values)
                 if len(buf) >= bs:
                     bufs[i] = []
+                    self.rows_out += len(buf)
                     send(targets[i], (*head, buf))
 
             return add_shuffle
@@ -106,6 +110,7 @@ class Route:
                 buf.append(values)
                 if len(buf) >= bs:
                     bufs[0] = []
+                    self.rows_out += len(buf)
                     send(targets[0], (*head, buf))
 
             return add_global
@@ -197,6 +202,7 @@ class Route:
         bs = self.batch_size
         if len(buf) >= bs:
             self.buffers[i] = []
+            self.rows_out += len(buf)
             head = (self.src, DATA, self.stream)
             target = self.targets[i]
             for start in range(0, len(buf), bs):
@@ -208,6 +214,7 @@ class Route:
         buf.append(values)
         if len(buf) >= self.batch_size:
             self.buffers[i] = []
+            self.rows_out += len(buf)
             self.send(self.targets[i], (self.src, DATA, self.stream, buf))
 
     def flush(self) -> None:
@@ -216,6 +223,7 @@ class Route:
         for i, buf in enumerate(bufs):
             if buf:
                 bufs[i] = []
+                self.rows_out += len(buf)
                 self.send(self.targets[i], (self.src, DATA, self.stream, buf))
 
 
@@ -233,18 +241,38 @@ class OutputCollector:
         self.fast = {stream: rs[0].add for stream, rs in routes.items() if len(rs) == 1}
         self.channels = sorted(set(channels))
         self.send = send
-        self.emitted = 0
+        self._emitted = 0  # emits not counted by the fused route
         self.last_watermark = float("-inf")
-        self.dirty = False
+        self._dirty = False
+        self._fused: Route | None = None
         fused = self._fuse_emit()
         if fused is not None:
             self.emit = fused  # type: ignore[method-assign]
+
+    @property
+    def emitted(self) -> int:
+        """Tuples emitted so far (the fused ``emit`` keeps no per-tuple counter: its
+        route's sent rows plus the rows it still buffers)."""
+        route = self._fused
+        if route is None:
+            return self._emitted
+        return self._emitted + route.rows_out + sum(map(len, route.buffers))
+
+    @property
+    def dirty(self) -> bool:
+        """Whether some batch holds tuples not sent yet."""
+        if self._dirty:
+            return True
+        route = self._fused
+        return route is not None and any(route.buffers)
 
     def _fuse_emit(self) -> Callable[..., None] | None:
         """One closure doing ``emit`` + fields/shuffle routing for a one-route stream.
 
         The common shape (one declared stream read by one consumer) then costs one Python
-        call per emitted tuple instead of two; other shapes use the generic ``emit``.
+        call per emitted tuple instead of two; other shapes use the generic ``emit``. It
+        keeps no per-tuple counter or flag: ``emitted`` and ``dirty`` are read off the
+        route (every tuple of such a collector goes through that one route).
         """
         if len(self.routes) != 1:
             return None
@@ -258,7 +286,6 @@ class OutputCollector:
                                       route.batch_size)
         head = (route.src, DATA, route.stream)
         generic = OutputCollector.emit.__get__(self)
-        coll = self
         if route.kind == "fields":
             k = route.key_index[0]
             kget, kmiss = route.key_pos.cache.get, route.key_pos.miss
@@ -267,8 +294,6 @@ class OutputCollector:
                 if stream != only:
                     generic(values, stream)
                     return
-                coll.emitted += 1
-                coll.dirty = True
                 i = kget(values[k])
                 if i is None:
                     i = kmiss(values[k])
@@ -276,8 +301,10 @@ class OutputCollector:
                 buf.append(values)
                 if len(buf) >= bs:
                     bufs[i] = []
+                    route.rows_out += len(buf)
                     send(targets[i], (*head, buf))
 
+            self._fused = route
             return emit_fields
         if route.kind == "global" or (route.kind == "local_or_shuffle" and route.local_rr):
             pick = itertools.repeat(0).__next__ if route.kind == "global" else \
@@ -287,38 +314,38 @@ class OutputCollector:
                 if stream != only:
                     generic(values, stream)
                     return
-                coll.emitted += 1
-                coll.dirty = True
                 i = pick()
                 buf = bufs[i]
                 buf.append(values)
                 if len(buf) >= bs:
                     bufs[i] = []
+                    route.rows_out += len(buf)
                     send(targets[i], (*head, buf))
 
+            self._fused = route
             return emit_fixed
 
         def emit_shuffle(values: Sequence[Any], stream: str = "default") -> None:
             if stream != only:
                 generic(values, stream)
                 return
-            coll.emitted += 1
-            coll.dirty = True
             route.rr = i = (route.rr + 1) % n
             buf = bufs[i]
             buf.append(values)
             if len(buf) >= bs:
                 bufs[i] = []
+                route.rows_out += len(buf)
                 send(targets[i], (*head, buf))
 
+        self._fused = route
         return emit_shuffle
 
     def emit(self, values: Sequence[Any], stream: str = "default") -> None:
         """Route one tuple to every subscriber of ``stream``."""
         add = self.fast.get(stream)
         if add is not None:
-            self.emitted += 1
-            self.dirty = True
+            self._emitted += 1
+            self._dirty = True
             add(values)
             return
         try:
@@ -327,8 +354,8 @@ class OutputCollector:
             raise TopologyError(f"component {self.component!r} emitted on stream {stream!r}, "
                                 f"which it does not declare in `outputs` "
                                 f"(declared: {sorted(self.routes)})") from None
-        self.emitted += 1
-        self.dirty = True
+        self._emitted += 1
+        self._dirty = True
         for r in routes:
             r.add(values)
 
@@ -347,8 +374,9 @@ class OutputCollector:
         rows = rows_from_columns(data, fields, self.component, stream)
         if not rows:
             return
-        self.emitted += len(rows)
-        self.dirty = True
+        if self._fused is None:  # a fused collector's route counts its rows itself
+            self._emitted += len(rows)
+        self._dirty = True
         for r in routes:
             r.add_rows(rows)
 
@@ -358,8 +386,8 @@ class OutputCollector:
         if not routes:
             raise TopologyError(f"component {self.component!r}: emit_direct on stream "
                                 f"{stream!r}, which no bolt reads with direct_grouping")
-        self.emitted += 1
-        self.dirty = True
+        self._emitted += 1
+        self._dirty = True
         for r in routes:
             r.add_direct(task, values)
 
@@ -374,7 +402,7 @@ class OutputCollector:
     def flush(self) -> None:
         """Send every partly filled batch."""
         if self.dirty:
-            self.dirty = False
+            self._dirty = False
             for r in self.all_routes:
                 r.flush()
 
