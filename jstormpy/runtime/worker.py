@@ -31,12 +31,11 @@ from typing import Any
 import cloudpickle
 import grpc
 
-from jstormpy.codepkg import migrate_snapshot
 from jstormpy.component import TopologyContext
 from jstormpy.config import Config
 from jstormpy.errors import CorruptSnapshotError, JStormError
 from jstormpy.faults import chaos_route
-from jstormpy.keygroups import check_max_parallelism, key_group_range, resolve_max_parallelism
+from jstormpy.keygroups import key_group_range, resolve_max_parallelism
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.runtime import taskops
@@ -45,6 +44,7 @@ from jstormpy.runtime.executor import TaskExecutor, TaskHost, TaskStopped
 from jstormpy.runtime.heartbeat import heartbeat_message
 from jstormpy.runtime.incremental import make_incremental
 from jstormpy.runtime.routing import OutputCollector, build_routes
+from jstormpy.runtime.task_wiring import input_field_index, restore_component
 from jstormpy.runtime.transport import Transport
 from jstormpy.security import auth_metadata, secret_from_env
 from jstormpy.state_backends import StateBackend, open_backend
@@ -379,26 +379,9 @@ class Worker(TaskHost):
                 task_index=component_tasks[name].index(task_id), worker_id=self.worker_id,
                 component_tasks=component_tasks, input_tasks=inputs,
                 output_fields=spec.streams, generation=self.generation)
-            snap = snapshots.get(task_id)
-            if snap is not None:
-                check_max_parallelism(snap.get("max_parallelism"), self.max_parallelism,
-                                      f"component {name!r}, task {task_id}")
-                migrated = migrate_snapshot(comp, snap)  # gray release: state_version changed
-                if migrated is not snap:  # new state: the old chain no longer describes it
-                    migrated.pop("incremental", None)
-                snap = migrated
-                comp.__dict__["_jstorm_states"] = snap.get("states", {})
-                if "custom" in snap and callable(getattr(comp, "restore", None)):
-                    comp.restore(snap["custom"])
-                if snap.get("finished"):
-                    comp.__dict__["_jstorm_finished"] = True
-            source_index: dict[tuple[int, str], tuple[str, dict[str, int]]] = {}
-            for g in spec.inputs:
-                fields = topo.components[g.source].streams.get(g.stream, ())
-                index = {f: i for i, f in enumerate(fields)}
-                for t in component_tasks[g.source]:
-                    source_index[(t, g.stream)] = (g.source, index)
-            # markers (barrier/watermark/eos) use stream "" and need no index
+            snap = restore_component(comp, snapshots.get(task_id), self.max_parallelism,
+                                     f"component {name!r}, task {task_id}")
+            source_index = input_field_index(topo, name, component_tasks)
             incremental = None if self.guarantee == "at_most_once" else make_incremental(
                 comp, task_id, key_group_range(self.max_parallelism, context.parallelism,
                                                context.task_index),
