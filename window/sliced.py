@@ -418,101 +418,6 @@ class SlicedWindows:
                     del queues[key]
             i += 1
 
-    def _general_round(self, start: float, end: float,
-                       window: Window) -> tuple[list[Any], list[Any]]:
-        """Sliding round in three passes: evict, push, fire; returns (keys, results)."""
-        self._evict_below(start)
-        starts, slices, queues = self.starts, self.slices, self.queues
-        merge, result = self._merge, self._result
-        i = bisect_left(starts, max(self.fired_end, start))
-        n = len(starts)
-        while i < n and starts[i] < end:  # push the slices that entered the window
-            for key, acc in slices[starts[i]].items():
-                q = queues.get(key)
-                if q is None:
-                    q = queues[key] = _Queue()
-                    q.agg = acc
-                elif q.back:
-                    q.agg = merge(q.agg, acc)
-                else:
-                    q.agg = acc
-                q.back.append(acc)
-            i += 1
-        keys = list(queues)
-        if self._results is not None:  # built-in aggregate: no per-key result call
-            return keys, self._results([(merge(q.front[-1], q.agg) if q.back
-                                         else q.front[-1]) if q.front else q.agg
-                                        for q in queues.values()])
-        return keys, [result(key, window, (merge(q.front[-1], q.agg) if q.back
-                                           else q.front[-1]) if q.front else q.agg)
-                      for key, q in queues.items()]
-
-    def _fused_round(self, start: float, end: float) -> tuple[list[Any], list[Any]] | None:
-        """The steady sliding round (at most one slice leaves, at most one enters) in one
-        pass over the queues: evict, push and take the window's accumulator per key;
-        returns (keys, accumulators), or None if the round is not of that shape. Keys
-        come in the order of the three-pass round (a key whose queue emptied is
-        re-added at the end)."""
-        starts, slices = self.starts, self.slices
-        lo = bisect_left(starts, self.evicted)
-        hi = bisect_left(starts, min(start, self.fired_end))
-        if hi - lo > 1 or start <= self.evicted:
-            return None
-        i = bisect_left(starts, max(self.fired_end, start))
-        j = bisect_left(starts, end, i)
-        if j - i > 1:
-            return None
-        self.evicted = start
-        leaving: dict[Any, Any] = slices[starts[lo]] if hi > lo else {}
-        entering: dict[Any, Any] = slices[starts[i]] if j > i else {}
-        queues, merge = self.queues, self._merge
-        accs: list[Any] = []
-        put = accs.append
-        dead: list[Any] = []
-        missing = _MISSING
-        get_entering = entering.get
-        for key, q in queues.items():
-            front = q.front
-            if key in leaving:
-                if front:
-                    front.pop()
-                else:
-                    back = q.back
-                    if len(back) == 1:
-                        dead.append(key)
-                        continue
-                    # flip: suffix aggregates of back[1:], oldest on top
-                    agg = back[-1]
-                    front.append(agg)
-                    for b in range(len(back) - 2, 0, -1):
-                        agg = merge(back[b], agg)
-                        front.append(agg)
-                    back.clear()
-                if not front and not q.back:
-                    dead.append(key)  # re-added at the end if the key enters again
-                    continue
-            acc = get_entering(key, missing)
-            back = q.back
-            if acc is not missing:
-                q.agg = merge(q.agg, acc) if back else acc
-                back.append(acc)
-            if front:
-                put(merge(front[-1], q.agg) if back else front[-1])
-            elif back:
-                put(q.agg)
-            else:
-                dead.append(key)
-        for key in dead:
-            del queues[key]
-        for key, acc in entering.items():
-            if key not in queues:
-                q = queues[key] = _Queue()
-                q.agg = acc
-                q.back.append(acc)
-                put(acc)
-        # the firing order: surviving keys in queue order, then the new ones
-        return list(queues), accs
-
     def _round(self, end: float, out: list[Any]) -> None:
         """Fire every key's window ``[end - size, end)`` on time; schedule the next."""
         size = self.size
@@ -531,13 +436,32 @@ class SlicedWindows:
             else:
                 results = [result(key, window, acc) for key, acc in d.items()]
         else:
-            fused = self._fused_round(start, end)
-            if fused is not None:
-                keys, accs = fused
-                results = (self._results(accs) if self._results is not None else
-                           [result(k, window, a) for k, a in zip(keys, accs, strict=True)])
+            self._evict_below(start)
+            queues = self.queues
+            merge = self._merge
+            i = bisect_left(starts, max(self.fired_end, start))
+            n = len(starts)
+            while i < n and starts[i] < end:  # push the slices that entered the window
+                for key, acc in slices[starts[i]].items():
+                    q = queues.get(key)
+                    if q is None:
+                        q = queues[key] = _Queue()
+                        q.agg = acc
+                    elif q.back:
+                        q.agg = merge(q.agg, acc)
+                    else:
+                        q.agg = acc
+                    q.back.append(acc)
+                i += 1
+            keys = list(queues)
+            if self._results is not None:  # built-in aggregate: no per-key result call
+                results = self._results([(merge(q.front[-1], q.agg) if q.back
+                                          else q.front[-1]) if q.front else q.agg
+                                         for q in queues.values()])
             else:
-                keys, results = self._general_round(start, end, window)
+                results = [result(key, window, (merge(q.front[-1], q.agg) if q.back
+                                                else q.front[-1]) if q.front else q.agg)
+                           for key, q in queues.items()]
         if keys:
             if self.columnar:
                 out.append(FiringRun(start, end, keys, results, "on_time"))
