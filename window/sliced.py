@@ -259,7 +259,9 @@ class SlicedWindows:
         or followed by a watermark that may make a round or purge due) with one
         ``add_many`` per slice; returns how many were added."""
         n = len(keys)
-        tss = timestamps if len(timestamps) == n else list(timestamps)
+        if len(timestamps) != n or len(values) != n:
+            return 0  # the per-record loop raises the clear error (zip strict)
+        tss = timestamps
         lowest = min(tss)
         if lowest < self.safe_ts:
             return 0  # a record late for some window: keep the exact per-record order
