@@ -49,9 +49,6 @@ class BuiltinAggregate:
                                 f"None, got {field!r}")
         self.field = field
 
-    def _value(self, record: Any) -> Any:
-        return record if self.field is None else record[self.field]
-
     def column(self, batch: Any) -> Sequence[Any] | None:
         """The values this aggregate reads from a :class:`~jstormpy.batch.Batch`."""
         return None if self.field is None else batch[self.field]
@@ -122,7 +119,8 @@ class Sum(BuiltinAggregate):
         return 0
 
     def add(self, acc: Any, record: Any) -> Any:
-        return acc + self._value(record)
+        f = self.field
+        return acc + (record if f is None else record[f])
 
     def merge(self, a: Any, b: Any) -> Any:
         return a + b
@@ -143,7 +141,8 @@ class Mean(BuiltinAggregate):
         return 0j
 
     def add(self, acc: complex, record: Any) -> complex:
-        return acc + self._value(record) + 1j
+        f = self.field
+        return acc + (record if f is None else record[f]) + 1j
 
     def merge(self, a: complex, b: complex) -> complex:
         return a + b
@@ -170,7 +169,8 @@ class Min(BuiltinAggregate):
         return _EMPTY
 
     def add(self, acc: Any, record: Any) -> Any:
-        v = self._value(record)
+        f = self.field
+        v = record if f is None else record[f]
         return v if acc is _EMPTY or v < acc else acc
 
     def merge(self, a: Any, b: Any) -> Any:
@@ -196,7 +196,8 @@ class Max(BuiltinAggregate):
         return _EMPTY
 
     def add(self, acc: Any, record: Any) -> Any:
-        v = self._value(record)
+        f = self.field
+        v = record if f is None else record[f]
         return v if acc is _EMPTY or v > acc else acc
 
     def merge(self, a: Any, b: Any) -> Any:
