@@ -36,7 +36,13 @@ import psutil
 
 from jstormpy.batch import Batch, rows_from_columns
 from jstormpy.component import Tuple
-from jstormpy.window import BoundedOutOfOrderness, SlidingWindows, WindowedBolt, WindowOperator
+from jstormpy.window import (
+    BoundedOutOfOrderness,
+    Mean,
+    SlidingWindows,
+    WindowedBolt,
+    WindowOperator,
+)
 
 SIZE_MS = 60_000
 SLIDE_MS = 1_000
@@ -79,6 +85,16 @@ class AvgTemp(WindowedBolt):
         return acc[0] / acc[1]
 
 
+class MeanTemp(WindowedBolt):
+    """The same average with the built-in aggregate (``--agg builtin``)."""
+
+    window = SlidingWindows(size_ms=SIZE_MS, slide_ms=SLIDE_MS)
+    timestamp = "ts"
+    key = "sensor"
+    watermark = BoundedOutOfOrderness(max_lag_ms=2_000)
+    aggregate = Mean("temp")
+
+
 class NullCollector:
     """Counts what a bolt emits."""
 
@@ -118,6 +134,8 @@ class RunResult:
     samples: list[Sample]
     snapshot: tuple[float, float] | None = None
     """(seconds, MiB) of one snapshot() of the final (steady) state, before finish."""
+    cpu_seconds: float | None = None
+    """CPU time of the process over the same span (the figure to read on a busy machine)."""
 
     @property
     def rate(self) -> float:
@@ -132,6 +150,10 @@ def records(n: int, keys: int, rate: int, lag: int) -> Iterator[tuple[int, int, 
         yield (i * 2654435761) % keys, int(i / per_ms) - (i * 7919) % lag, float(i % 50)
 
 
+def _aggregate(args: argparse.Namespace) -> Any:
+    return Mean() if args.agg == "builtin" else Avg()
+
+
 def _sample(done: int, t0: float, traced: bool, live: int) -> Sample:
     rss = psutil.Process().memory_info().rss / 2**20
     cur = tracemalloc.get_traced_memory()[0] / 2**20 if traced else None
@@ -139,13 +161,13 @@ def _sample(done: int, t0: float, traced: bool, live: int) -> Sample:
 
 
 def run_operator(args: argparse.Namespace, traced: bool) -> RunResult:
-    op = WindowOperator(SlidingWindows(SIZE_MS, SLIDE_MS), Avg(),
+    op = WindowOperator(SlidingWindows(SIZE_MS, SLIDE_MS), _aggregate(args),
                         slicing=None if args.slicing else False)
     process, advance = op.process, op.advance_watermark
     firings = 0
     max_ts = 0
     samples = []
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i, (key, ts, value) in enumerate(records(args.records, args.keys, args.rate,
                                                  args.lag)):
         firings += len(process(key, ts, value))
@@ -154,26 +176,27 @@ def run_operator(args: argparse.Namespace, traced: bool) -> RunResult:
             firings += len(advance(max_ts - args.lag))
         if i % args.sample_every == args.sample_every - 1:
             samples.append(_sample(i + 1, t0, traced, op.window_count))
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     t1 = time.perf_counter()
     blob = op.snapshot()["blob"]
     snap = (time.perf_counter() - t1, len(blob) / 2**20)
     del blob
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     firings += len(op.finish())
     elapsed += time.perf_counter() - t1
-    return RunResult("operator", args.records, elapsed, firings, samples, snap)
+    cpu += time.process_time() - c1
+    return RunResult("operator", args.records, elapsed, firings, samples, snap, cpu)
 
 
 def run_bolt(args: argparse.Namespace, traced: bool) -> RunResult:
-    bolt = AvgTemp()
+    bolt = MeanTemp() if args.agg == "builtin" else AvgTemp()
     col = NullCollector()
     bolt._jstorm_collector = col  # noqa: SLF001 - what the engine does
     from jstormpy.component import TopologyContext
     bolt.prepare({}, TopologyContext("bench", "avg", 1, 0, 0, input_tasks=(0,)))
     execute = bolt.execute
     samples = []
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i, (key, ts, value) in enumerate(records(args.records, args.keys, args.rate,
                                                  args.lag)):
         execute(Tuple((key, ts, value), INDEX, "src", "default", 0))
@@ -181,7 +204,8 @@ def run_bolt(args: argparse.Namespace, traced: bool) -> RunResult:
             live = bolt.__dict__["_jw_rt"].op.window_count
             samples.append(_sample(i + 1, t0, traced, live))
     bolt.on_inputs_finished()
-    return RunResult("bolt", args.records, time.perf_counter() - t0, col.tuples, samples)
+    return RunResult("bolt", args.records, time.perf_counter() - t0, col.tuples, samples,
+                     cpu_seconds=time.process_time() - c0)
 
 
 def batches(args: argparse.Namespace) -> Iterator[list[tuple[int, int, float]]]:
@@ -195,14 +219,14 @@ def batches(args: argparse.Namespace) -> Iterator[list[tuple[int, int, float]]]:
 
 
 def run_operator_batch(args: argparse.Namespace, traced: bool) -> RunResult:
-    op = WindowOperator(SlidingWindows(SIZE_MS, SLIDE_MS), Avg(),
+    op = WindowOperator(SlidingWindows(SIZE_MS, SLIDE_MS), _aggregate(args),
                         slicing=None if args.slicing else False)
     lag = args.lag
     firings = 0
     max_ts = 0
     done = 0
     samples = []
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for rows in batches(args):
         keys, tss, values = zip(*rows, strict=True)
         # the watermark after each record, as the per-record run advances it (every
@@ -217,15 +241,13 @@ def run_operator_batch(args: argparse.Namespace, traced: bool) -> RunResult:
         done += len(rows)
         if done // args.sample_every > before // args.sample_every:
             samples.append(_sample(done, t0, traced, op.window_count))
-    elapsed = time.perf_counter() - t0
-    t1 = time.perf_counter()
     firings += len(op.finish())
-    elapsed += time.perf_counter() - t1
-    return RunResult("operator, process_batch", args.records, elapsed, firings, samples)
+    return RunResult("operator, process_batch", args.records, time.perf_counter() - t0,
+                     firings, samples, cpu_seconds=time.process_time() - c0)
 
 
 def run_bolt_batch(args: argparse.Namespace, traced: bool) -> RunResult:
-    bolt = AvgTemp()
+    bolt = MeanTemp() if args.agg == "builtin" else AvgTemp()
     col = NullCollector()
     bolt._jstorm_collector = col  # noqa: SLF001 - what the engine does
     from jstormpy.component import TopologyContext
@@ -234,7 +256,7 @@ def run_bolt_batch(args: argparse.Namespace, traced: bool) -> RunResult:
     tuple_cls = Tuple.bound(INDEX, "src", "default", 0)
     samples = []
     done = 0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for rows in batches(args):
         execute_batch(Batch(rows, INDEX, "src", "default", 0, tuple_cls))
         before = done
@@ -244,12 +266,14 @@ def run_bolt_batch(args: argparse.Namespace, traced: bool) -> RunResult:
             samples.append(_sample(done, t0, traced, live))
     bolt.on_inputs_finished()
     return RunResult("bolt, execute_batch", args.records, time.perf_counter() - t0,
-                     col.tuples, samples)
+                     col.tuples, samples, cpu_seconds=time.process_time() - c0)
 
 
 def report(res: RunResult, out: Callable[[str], Any]) -> None:
+    cpu = (f"; CPU {res.cpu_seconds:.1f} s = {res.records / res.cpu_seconds:,.0f} "
+           f"records per CPU second") if res.cpu_seconds else ""
     out(f"\n{res.name}: {res.records:,} records in {res.seconds:.1f} s = "
-        f"{res.rate:,.0f} records/s; {res.firings:,} firings "
+        f"{res.rate:,.0f} records/s{cpu}; {res.firings:,} firings "
         f"({res.firings / res.seconds:,.0f}/s)")
     if res.snapshot is not None:
         out(f"  snapshot() of the steady state: {res.snapshot[0]:.2f} s, "
@@ -273,6 +297,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--api", choices=["tuple", "batch", "both"], default="tuple",
                         help="feed records one by one (process / execute), in channel "
                         "batches (process_batch / execute_batch), or both")
+    parser.add_argument("--agg", choices=["user", "builtin"], default="user",
+                        help="user: create/add/merge/result written in Python (default); "
+                        "builtin: the built-in Mean aggregate (window/aggregates.py)")
     parser.add_argument("--batch", type=int, default=512,
                         help="records per batch with --api batch (the engine's default "
                         "Config.batch_size)")
@@ -307,7 +334,8 @@ def main(argv: list[str] | None = None) -> None:
             res = run(args, traced=True)
             tracemalloc.stop()
             report(RunResult(res.name + " (tracemalloc pass; slower)", res.records,
-                             res.seconds, res.firings, res.samples, res.snapshot),
+                             res.seconds, res.firings, res.samples, res.snapshot,
+                             res.cpu_seconds),
                    lambda s: out(s + "\n"))
     if args.json:
         # the bolt figure first: it is what a topology sees

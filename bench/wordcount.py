@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--latency-seconds", type=float, default=8.0,
                    help="length of the rate-limited latency run (0 = skip)")
     p.add_argument("--load", type=float, default=0.5, help="latency run load, × peak")
+    p.add_argument("--batch-linger-ms", type=float, default=None,
+                   help="Config.batch_linger_ms for the latency runs (default: the engine's)")
     p.add_argument("--repeat", type=int, default=1,
                    help="throughput runs per guarantee (alternating); the best is kept "
                         "(shared machines are noisy)")
@@ -94,14 +96,16 @@ def main(argv: list[str] | None = None) -> dict:
         for g in guarantees:
             # the stamped topology carries one more field and reads the clock per tuple:
             # measure its own peak first (unthrottled), then offer load × that peak
+            linger = ({} if args.batch_linger_ms is None
+                      else {"batch_linger_ms": args.batch_linger_ms})
             sat = run_wordcount(max(args.sentences // 2, 1000), g, args.checkpoint_interval_ms,
-                                stamp=True, timeout_s=args.timeout)
+                                stamp=True, timeout_s=args.timeout, **linger)
             peak = sat["words_per_s"]
             rate_words = peak * args.load
             rate_sent = rate_words / WORDS_PER_SENTENCE
             n = max(int(rate_sent * args.latency_seconds), 1000)
             r = run_wordcount(n, g, args.checkpoint_interval_ms, rate=rate_sent, stamp=True,
-                              timeout_s=args.timeout)
+                              timeout_s=args.timeout, **linger)
             lat = r["latency_ms"]
             lat["stamped_peak_words_per_s"] = peak
             lat["saturated"] = sat["latency_ms"]

@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+from jstormpy.window.aggregates import BuiltinAggregate, Count, Max, Mean, Min, Sum
 from jstormpy.window.assigners import (
     CountWindows,
     SessionWindows,
@@ -40,14 +41,20 @@ __all__ = [
     "FIRING_FIELDS",
     "Aggregator",
     "BoundedOutOfOrderness",
+    "BuiltinAggregate",
+    "Count",
     "ChannelWatermarks",
     "CountWindows",
     "Firing",
     "FiringKind",
     "FiringRun",
     "LateRecord",
+    "Max",
+    "Mean",
+    "Min",
     "SessionWindows",
     "SlidingWindows",
+    "Sum",
     "TumblingWindows",
     "Window",
     "WindowAssigner",

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 from jstormpy.batch import Batch
 from jstormpy.component import Bolt, TopologyContext, Tuple
 from jstormpy.errors import CheckpointError
+from jstormpy.window.aggregates import BuiltinAggregate
 from jstormpy.window.assigners import CountWindows, WindowAssigner
 from jstormpy.window.config import default_tick_interval, validate_window_config
 from jstormpy.window.operator import WindowOperator
@@ -55,16 +56,23 @@ class _MissingMerge:
 class _Runtime:
     """Per-task state of a WindowedBolt (built lazily: subclasses may skip super().__init__)."""
 
-    __slots__ = ("batched", "columnar", "error_records", "forwarded", "key_fields", "late_records",
-                 "late_stream", "mode", "op", "ts_field", "tracker")
+    __slots__ = ("batched", "builtin", "columnar", "error_records", "forwarded", "key_fields",
+                 "late_records", "late_stream", "mode", "op", "ts_field", "tracker")
 
     def __init__(self, bolt: WindowedBolt) -> None:
         validate_window_config(bolt, type(bolt).__name__)
         window: WindowAssigner = bolt.window  # type: ignore[assignment]
         self.mode = "count" if isinstance(window, CountWindows) else bolt.time
-        merge = getattr(bolt, "merge", None) or _MissingMerge()
-        aggregator = _BoundAggregator(getattr(bolt, "create"), getattr(bolt, "add"),  # noqa: B009
-                                      merge, getattr(bolt, "result"))  # noqa: B009
+        builtin = bolt.aggregate
+        aggregator: Any
+        if builtin is not None:  # a built-in aggregate (window/aggregates.py)
+            aggregator = builtin
+        else:
+            merge = getattr(bolt, "merge", None) or _MissingMerge()
+            aggregator = _BoundAggregator(getattr(bolt, "create"),  # noqa: B009
+                                          getattr(bolt, "add"), merge,  # noqa: B009
+                                          getattr(bolt, "result"))  # noqa: B009
+        self.builtin: BuiltinAggregate | None = builtin
         self.op = WindowOperator(
             window, aggregator, allowed_lateness_ms=bolt.allowed_lateness_ms,
             early_fire_every_ms=bolt.early_fire_every_ms,
@@ -90,6 +98,31 @@ class _Runtime:
         """execute_batch was called: emit the final firings with emit_batch too."""
         self.late_records = 0
         self.error_records = 0
+
+
+class _LazyTuples(Sequence[Tuple]):
+    """A batch's records as Tuples, built only when one is read (the column path of
+    built-in aggregates reads none unless a record is late)."""
+
+    __slots__ = ("_batch", "_rows")
+
+    def __init__(self, batch: Batch, rows: Sequence[Any] | None = None) -> None:
+        self._batch = batch
+        self._rows = batch.rows if rows is None else rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return _LazyTuples(self._batch, self._rows[i])
+        b = self._batch
+        return Tuple(self._rows[i], b._index, b.source, b.stream, b.task)  # noqa: SLF001
+
+    def __iter__(self) -> Iterator[Tuple]:
+        b = self._batch
+        cls = b._tuple_cls or Tuple.bound(b._index, b.source, b.stream, b.task)  # noqa: SLF001
+        return map(cls, self._rows)
 
 
 class _BoundAggregator:
@@ -121,12 +154,16 @@ class WindowedBolt(Bolt):
     * ``idle_timeout_ms``: overrides the strategy's idle timeout.
 
     Implement ``create()``, ``add(acc, tup)``, ``result(key, window, acc)`` and, for
-    session windows and sliding count windows, ``merge(a, b)``.
+    session windows and sliding count windows, ``merge(a, b)`` -- or set ``aggregate``
+    to a built-in aggregate (``jstormpy.window.aggregates``).
     """
 
     outputs: ClassVar[Sequence[str]] = FIRING_FIELDS  # type: ignore[assignment]
     """The default stream; see :meth:`resolve_outputs` for every stream."""
     window: ClassVar[WindowAssigner | None] = None
+    aggregate: ClassVar[BuiltinAggregate | None] = None
+    """A built-in aggregate (``Count()``, ``Sum("f")``, ``Min``, ``Max``, ``Mean``) instead
+    of ``create``/``add``/``merge``/``result``; sliced windows then add whole columns."""
     time: ClassVar[str] = "event"
     timestamp: ClassVar[Any] = None
     key: ClassVar[str | tuple[str, ...] | None] = None
@@ -350,7 +387,12 @@ class WindowedBolt(Bolt):
         op = rt.op
         before = op.watermark
         rt.batched = True
-        results = op.process_batch(keys, tss, list(batch), wms, columnar=True)
+        builtin = rt.builtin
+        if builtin is not None:  # whole columns; Tuples only for the records that need one
+            results = op.process_batch(keys, tss, _LazyTuples(batch), wms, columnar=True,
+                                       values=builtin.column(batch))
+        else:
+            results = op.process_batch(keys, tss, list(batch), wms, columnar=True)
         if results:
             self._jw_emit_runs(rt, results)
             if op.watermark > before:

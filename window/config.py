@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from jstormpy.errors import TopologyError
+from jstormpy.window.aggregates import BuiltinAggregate
 from jstormpy.window.assigners import (
     CountWindows,
     SessionWindows,
@@ -92,6 +93,13 @@ def validate_window_config(src: Any, name: str) -> None:
         raise TopologyError(
             f"{name}.late_stream must be a stream name other than 'default' and 'errors', "
             f"got {late!r}")
+    aggregate = getattr(src, "aggregate", None)
+    if aggregate is not None:
+        if not isinstance(aggregate, BuiltinAggregate):
+            raise TopologyError(
+                f"{name}.aggregate must be None or a built-in aggregate (Count(), Sum(f), "
+                f"Min(f), Max(f), Mean(f)), got {aggregate!r}")
+        return  # create/add/merge/result come from the aggregate
     for method in ("create", "add", "result"):
         if not callable(getattr(src, method, None)):
             raise TopologyError(f"{name} must implement {method}()")

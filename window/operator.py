@@ -222,7 +222,8 @@ class WindowOperator:
 
     def process_batch(self, keys: Sequence[Any], timestamps: Sequence[float],
                       records: Sequence[Any], watermarks: Sequence[float] | None = None,
-                      *, columnar: bool = False) -> list[Any]:
+                      *, columnar: bool = False,
+                      values: Sequence[Any] | None = None) -> list[Any]:
         """Add many records: the same results, in the same order, as calling
         ``process(keys[i], timestamps[i], records[i])`` and then (if ``watermarks`` is
         given) ``advance_watermark(watermarks[i])`` for each ``i`` in turn.
@@ -233,14 +234,22 @@ class WindowOperator:
         :class:`~jstormpy.window.types.FiringRun` per window end instead of a
         ``Firing`` per key (what ``WindowedBolt.execute_batch`` emits with one
         ``emit_batch``).
+
+        With a built-in aggregate (:mod:`jstormpy.window.aggregates`) sliced windows add
+        whole columns: ``values`` is the aggregate's input column (``records`` itself
+        when the aggregate's ``field`` is None); ``records`` is then read only for
+        records that are late or follow a due watermark.
         """
         sliced = self._sliced
         if sliced is not None:
             out: list[Any] = []
+            if values is None and getattr(self._aggregator, "add_many", None) is not None \
+                    and getattr(self._aggregator, "field", "") is None:
+                values = records
             sliced.columnar = columnar
             try:
                 self._wm, late = sliced.process_batch(keys, timestamps, records, watermarks,
-                                                      self._wm, out)
+                                                      self._wm, out, values)
             except BaseException:
                 # aggregation code raised mid-batch: keep the watermark the slices are at
                 self._wm = max(self._wm, sliced.wm)

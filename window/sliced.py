@@ -25,7 +25,7 @@ record is beyond lateness. A slice is dropped once every window containing it is
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -61,8 +61,15 @@ class SlicedWindows:
         self.lateness = lateness
         self._create: Callable[[], Any] = aggregator.create
         self._add: Callable[[Any, Any], Any] = aggregator.add
-        self._merge: Callable[[Any, Any], Any] = aggregator.merge
+        # built-in aggregates (window/aggregates.py): a C-level merge for the queues
+        # (slice accumulators are never empty), a whole-column add, results in one call
+        self._merge: Callable[[Any, Any], Any] = (getattr(aggregator, "slice_merge", None)
+                                                  or aggregator.merge)
         self._result: Callable[[Any, Window, Any], Any] = aggregator.result
+        self._results: Callable[[list[Any]], list[Any]] | None = getattr(
+            aggregator, "results", None)
+        self._add_many: Callable[[dict[Any, Any], Sequence[Any], Sequence[Any]], None] | None \
+            = getattr(aggregator, "add_many", None)
         self._tumbling = size == slide
         self.slices: dict[float, dict[Any, Any]] = {}
         """Live slices: slice start -> {key: accumulator}."""
@@ -222,10 +229,84 @@ class SlicedWindows:
 
     def process_batch(self, keys: Sequence[Any], timestamps: Sequence[float],
                       records: Sequence[Any], watermarks: Sequence[float] | None,
-                      wm: float, out: list[Any]) -> tuple[float, int]:
+                      wm: float, out: list[Any],
+                      values: Sequence[Any] | None = None) -> tuple[float, int]:
         """``process`` each record, advancing to ``watermarks[i]`` after record ``i``
         (if given and higher); returns ``(watermark, late records)``. Same results, in
-        the same order, as the per-record calls."""
+        the same order, as the per-record calls.
+
+        With a built-in aggregate (``add_many``) and its input column ``values``, the
+        longest prefix of on-time records before any watermark that makes something
+        due is added slice by slice with one ``add_many`` call each; the rest (if any)
+        goes record by record."""
+        if self._add_many is not None and values is not None and keys:
+            stop = self._column_prefix(keys, timestamps, values, watermarks)
+            if stop:
+                if watermarks:
+                    top = max(watermarks[:stop])
+                    wm = max(wm, top)
+                if stop == len(keys):
+                    if watermarks:
+                        self.set_watermark(wm)
+                    return wm, 0
+                keys, timestamps, records = keys[stop:], timestamps[stop:], records[stop:]
+                watermarks = watermarks[stop:] if watermarks else watermarks
+        return self._process_records(keys, timestamps, records, watermarks, wm, out)
+
+    def _column_prefix(self, keys: Sequence[Any], timestamps: Sequence[float],
+                       values: Sequence[Any], watermarks: Sequence[float] | None) -> int:
+        """Add the records before the first one that needs the per-record path (late,
+        or followed by a watermark that may make a round or purge due) with one
+        ``add_many`` per slice; returns how many were added."""
+        n = len(keys)
+        if len(timestamps) != n or len(values) != n:
+            return 0  # the per-record loop raises the clear error (zip strict)
+        tss = timestamps
+        lowest = min(tss)
+        if lowest < self.safe_ts:
+            return 0  # a record late for some window: keep the exact per-record order
+        pane = self.pane
+        # new slices may bring the next round forward: the earliest they can make due
+        # is the first window end of the lowest one
+        limit = self._limit()
+        first = self._first_end(lowest - lowest % pane) - 1
+        limit = min(limit, first)
+        stop = n
+        if watermarks and max(watermarks) >= limit:
+            stop = next(i for i, w in enumerate(watermarks) if w >= limit)
+            if not stop:
+                return 0
+            if stop < n:
+                tss = tss[:stop]
+                keys, values = keys[:stop], values[:stop]
+        add_many = self._add_many
+        assert add_many is not None
+        slices = self.slices
+        pss = [t - t % pane for t in tss]
+        lo_ps, hi_ps = min(pss), max(pss)
+        if lo_ps == hi_ps:  # one slice (in-order input)
+            d = slices.get(lo_ps)
+            add_many(d if d is not None else self._new_slice(lo_ps), keys, values)
+            return stop
+        # group by slice, keeping arrival order within each (a stable sort in C)
+        order = sorted(range(len(pss)), key=pss.__getitem__)
+        sk = list(map(keys.__getitem__, order))
+        sv = list(map(values.__getitem__, order))
+        sp = list(map(pss.__getitem__, order))
+        lo = 0
+        end = len(sp)
+        while lo < end:
+            ps = sp[lo]
+            hi = bisect_right(sp, ps, lo)
+            d = slices.get(ps)
+            add_many(d if d is not None else self._new_slice(ps), sk[lo:hi], sv[lo:hi])
+            lo = hi
+        return stop
+
+    def _process_records(self, keys: Sequence[Any], timestamps: Sequence[float],
+                         records: Sequence[Any], watermarks: Sequence[float] | None,
+                         wm: float, out: list[Any]) -> tuple[float, int]:
+        """:meth:`process_batch`, record by record."""
         slices = self.slices
         pane = self.pane
         add = self._add
@@ -350,7 +431,12 @@ class SlicedWindows:
             self.evicted = start
             d = slices.get(start)
             keys: list[Any] = list(d) if d is not None else []
-            results = [result(key, window, acc) for key, acc in d.items()] if d else []
+            if not d:
+                results = []
+            elif self._results is not None:
+                results = self._results(list(d.values()))
+            else:
+                results = [result(key, window, acc) for key, acc in d.items()]
         else:
             self._evict_below(start)
             queues = self.queues
@@ -370,9 +456,14 @@ class SlicedWindows:
                     q.back.append(acc)
                 i += 1
             keys = list(queues)
-            results = [result(key, window, (merge(q.front[-1], q.agg) if q.back
-                                            else q.front[-1]) if q.front else q.agg)
-                       for key, q in queues.items()]
+            if self._results is not None:  # built-in aggregate: no per-key result call
+                results = self._results([(merge(q.front[-1], q.agg) if q.back
+                                          else q.front[-1]) if q.front else q.agg
+                                         for q in queues.values()])
+            else:
+                results = [result(key, window, (merge(q.front[-1], q.agg) if q.back
+                                                else q.front[-1]) if q.front else q.agg)
+                           for key, q in queues.items()]
         if keys:
             if self.columnar:
                 out.append(FiringRun(start, end, keys, results, "on_time"))

@@ -35,7 +35,13 @@ from jstormpy.runtime.routing import (
     OutputCollector,
     QuiescentBarrier,
 )
-from jstormpy.runtime.snapshots import Snapshotter, SnapshotView, capture, serialise
+from jstormpy.runtime.snapshots import (
+    Snapshotter,
+    SnapshotView,
+    capture,
+    serialise,
+    verify,
+)
 from jstormpy.runtime.task_host import TaskHost, TaskMetricsCounters, TaskStopped
 
 log = logging.getLogger("jstormpy.task")
@@ -98,6 +104,7 @@ class TaskExecutor:
         self.credit_owed: dict[int, int] = {}
         self.tuple_classes: dict[tuple[int, str], type[Tuple]] = {}
         self.snapshotter: Snapshotter | None = None  # started at the first snapshot
+        self.verified_states: set[str] = set()  # immutable-valued at an earlier capture
         # batch API (opt-in): execute_batch(batch) per channel batch, next_batch() in spouts
         batch_execute = getattr(component, "execute_batch", None)
         self.batch_execute = batch_execute if callable(batch_execute) else None
@@ -242,7 +249,7 @@ class TaskExecutor:
             snap = self._snapshot_dict()
             if self.incremental is not None:  # tracked keyed state: a delta or a base
                 inc = self.incremental.capture(snap)
-            view = capture(snap)
+            view = capture(snap, self.verified_states)
         else:
             view = None
         if emit_barrier:  # as received: a quiescent barrier stays one downstream
@@ -269,6 +276,7 @@ class TaskExecutor:
         segment is written first, then the snapshot naming the chain."""
         try:
             size = 0
+            verify(view)  # before any segment is written
             if inc is not None and self.incremental is not None:
                 entry, refs, size = self.incremental.write(
                     getattr(self.host, "backend", None), inc, checkpoint_id,

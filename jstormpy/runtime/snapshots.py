@@ -2,7 +2,9 @@
 
 At a barrier the task thread calls :func:`capture`: every managed-state dict whose values
 are all immutable (numbers, strings, bytes, None, and tuples of those) is copied with
-``dict.copy()`` (a C-level copy, ~10-20 ms for 1M keys); everything else — the custom
+``dict.copy()`` (a C-level copy, ~10-20 ms for 1M keys; the O(n) scan of the value
+types runs on the task thread only the first time, then on the snapshot thread);
+everything else — the custom
 ``snapshot()`` result, executor fields, state dicts holding mutable values — is pickled
 right there, as before, so a later in-place mutation can never leak into the snapshot.
 
@@ -24,8 +26,10 @@ import pickle
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from jstormpy.errors import CheckpointError
 
 log = logging.getLogger("jstormpy.task")
 
@@ -57,21 +61,40 @@ class SnapshotView:
     """Private copies of the managed-state dicts with immutable values."""
     extra: dict[str, Any] | None = None
     """Entries added to the snapshot dict on the snapshot thread (the incremental chain)."""
+    unchecked: list[str] = field(default_factory=list)
+    """Copies whose values were not type-scanned on the task thread (see :func:`capture`)."""
+    verified: set[str] | None = None
+    """The caller's set of states known immutable-valued (updated by :func:`serialise`)."""
 
 
-def capture(snap: dict[str, Any]) -> SnapshotView:
-    """Task-thread part: copy immutable-valued state dicts, pickle the rest now."""
+def capture(snap: dict[str, Any], verified: set[str] | None = None) -> SnapshotView:
+    """Task-thread part: copy immutable-valued state dicts, pickle the rest now.
+
+    ``verified`` (kept by the caller across checkpoints) names the states found
+    immutable-valued at an earlier capture: they are copied without the O(n) type scan,
+    which the snapshot thread runs on the copy instead (:func:`serialise` declines the
+    checkpoint if a mutable value turned up, and the state is scanned here again next
+    time). Without it every state is scanned here."""
     states: dict[str, Any] = snap.get("states") or {}
     copies: dict[str, dict[Any, Any]] = {}
     kept: dict[str, Any] = {}
+    unchecked: list[str] = []
     for name, d in states.items():
-        if type(d) is dict and len(d) > CHUNK_KEYS // 4 and _immutable_values(d):
-            copies[name] = d.copy()
-        else:
-            kept[name] = d
+        if type(d) is dict and len(d) > CHUNK_KEYS // 4:
+            if verified is not None and name in verified:
+                copies[name] = d.copy()
+                unchecked.append(name)
+                continue
+            if _immutable_values(d):
+                copies[name] = d.copy()
+                if verified is not None:
+                    verified.add(name)
+                continue
+        kept[name] = d
     rest = dict(snap)
     rest["states"] = kept
-    return SnapshotView(pickle.dumps(rest, protocol=pickle.HIGHEST_PROTOCOL), copies)
+    return SnapshotView(pickle.dumps(rest, protocol=pickle.HIGHEST_PROTOCOL), copies,
+                        unchecked=unchecked, verified=verified)
 
 
 def _dict_from_chunks(chunks: list[bytes]) -> dict[Any, Any]:
@@ -107,8 +130,25 @@ class _Assembled:
         return (_assemble, (self.rest, self.chunked))
 
 
+def verify(view: SnapshotView) -> None:
+    """Snapshot thread: the type scan :func:`capture` skipped. Raises
+    :class:`~jstormpy.errors.CheckpointError` (the checkpoint is declined, the task keeps
+    running) if such a copy holds a mutable value: it shares that value with the live
+    state, so the bytes could show a change made after the barrier."""
+    unchecked, view.unchecked = view.unchecked, []
+    for name in unchecked:
+        if not _immutable_values(view.copies[name]):
+            if view.verified is not None:
+                view.verified.discard(name)
+            raise CheckpointError(
+                f"state {name!r} now holds mutable values; this checkpoint is declined and "
+                f"the next one pickles the state at the barrier")
+
+
 def serialise(view: SnapshotView) -> bytes:
-    """Snapshot-thread part: chunked pickling of the copies; one loadable pickle."""
+    """Snapshot-thread part: chunked pickling of the copies; one loadable pickle
+    (:func:`verify` first)."""
+    verify(view)
     if not view.copies and not view.extra:
         return view.rest
     chunked: dict[str, list[bytes]] = {}

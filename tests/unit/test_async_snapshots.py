@@ -104,3 +104,30 @@ def test_no_ack_when_the_task_was_stopped_by_a_rollback_meanwhile():
     host.release.set()
     assert ex.snapshotter is not None and ex.snapshotter.wait_idle(10)
     assert host.acks == []
+
+
+def test_type_scan_moves_off_the_task_thread_after_the_first_capture():
+    """The first capture scans a state's value types (task thread); later ones copy it
+    unscanned and the snapshot thread scans the copy, declining the checkpoint if a
+    mutable value turned up (then the task thread scans again, and pickles it)."""
+    import pytest
+
+    from jstormpy.errors import CheckpointError
+    from jstormpy.runtime.snapshots import verify
+
+    counts = {f"k{i}": i for i in range(BIG)}
+    verified: set[str] = set()
+    first = capture({"states": {"counts": counts}}, verified)
+    assert verified == {"counts"} and first.unchecked == []
+    second = capture({"states": {"counts": counts}}, verified)
+    assert second.unchecked == ["counts"]
+    assert pickle.loads(serialise(second))["states"]["counts"] == counts
+    counts["k1"] = [1]  # a mutable value now: a copy would share it with the live state
+    third = capture({"states": {"counts": counts}}, verified)
+    with pytest.raises(CheckpointError, match="'counts' now holds mutable values"):
+        verify(third)
+    assert verified == set()
+    fourth = capture({"states": {"counts": counts}}, verified)
+    assert "counts" not in fourth.copies  # pickled at the barrier
+    counts["k1"].append(2)
+    assert pickle.loads(serialise(fourth))["states"]["counts"]["k1"] == [1]
