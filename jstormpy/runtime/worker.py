@@ -586,7 +586,7 @@ def main(argv: list[str] | None = None) -> int:
     worker.start_transport()
     socket.setdefaulttimeout(None)
     # fewer GIL hand-overs between a worker's task threads (they pass whole batches)
-    sys.setswitchinterval(float(os.environ.get("JSTORM_GIL_SWITCH_MS") or 20) / 1000)
+    sys.setswitchinterval(0.02)
     return worker.serve()
 
 
