@@ -110,14 +110,20 @@ class CheckpointCoordination:
                 return None  # at_most_once with a worker being respawned: it could not ack
             if self._checkpoints_busy() >= self.config.max_concurrent_checkpoints and not force:
                 return None
-            cid = self.next_checkpoint_id
-            self.next_checkpoint_id += 1
-            self.inflight[cid] = PendingCheckpoint(cid, self.generation, time.monotonic(),
-                                                   time.time())
-            self.last_trigger = time.monotonic()
-            self._broadcast(trigger=pb.TriggerCheckpoint(checkpoint_id=cid,
-                                                         generation=self.generation))
-            return cid
+            return self._start_checkpoint()[0]
+
+    def _start_checkpoint(self: MasterCore, pause: bool = False) -> tuple[int, float]:
+        """Allocate the next checkpoint id, track it in flight and send its trigger
+        (``pause``: the spouts stop after the barrier, the gray-release/rescale cut).
+        Returns the id and the monotonic time it started. Called under the lock."""
+        cid = self.next_checkpoint_id
+        self.next_checkpoint_id += 1
+        now = time.monotonic()
+        self.inflight[cid] = PendingCheckpoint(cid, self.generation, now, time.time())
+        self.last_trigger = now
+        self._broadcast(trigger=pb.TriggerCheckpoint(checkpoint_id=cid,
+                                                     generation=self.generation, pause=pause))
+        return cid, now
 
     def on_checkpoint_ack(self: MasterCore, ack: Any) -> None:
         """A task snapshotted for a checkpoint."""

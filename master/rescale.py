@@ -312,20 +312,11 @@ class RescaleController:
 
     # -- the steps ---------------------------------------------------------------------------
     def _quiesce(self) -> None:
-        core = self.core
-        from jstormpy.master.core import PendingCheckpoint
-
-        cid = core.next_checkpoint_id
-        core.next_checkpoint_id += 1
-        now = time.monotonic()
-        core.inflight[cid] = PendingCheckpoint(cid, core.generation, now, time.time())
-        core.last_trigger = now
+        cid, now = self.core._start_checkpoint(pause=True)  # noqa: SLF001
         self.checkpoint_id = cid
         self.t_step = now
         self.marks["pause"] = now
         self.phase = "quiescing"
-        core._broadcast(trigger=pb.TriggerCheckpoint(checkpoint_id=cid,  # noqa: SLF001
-                                                     generation=core.generation, pause=True))
 
     def _watch_checkpoint(self) -> None:
         core = self.core

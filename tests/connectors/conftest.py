@@ -1,8 +1,10 @@
-"""Real servers for the connector tests: PostgreSQL and Redis, each on a free port."""
+"""Real servers for the connector tests: PostgreSQL and Redis, each on a free port, and
+librdkafka's mock Kafka cluster (or a real one from ``JSTORM_KAFKA_BOOTSTRAP``)."""
 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -35,3 +37,18 @@ def redis_server() -> Iterator[RedisServer]:
         pytest.skip("Debian's redis-server is not installed (run scripts/setup.sh as root)")
     with RedisServer() as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def bootstrap() -> Iterator[str]:
+    """A mock cluster hosted by this process, or the real one from JSTORM_KAFKA_BOOTSTRAP."""
+    real = os.environ.get("JSTORM_KAFKA_BOOTSTRAP")
+    if real:
+        yield real
+        return
+    pytest.importorskip("confluent_kafka")
+    from jstormpy.connectors.kafka import kafka_bootstrap_of_mock
+
+    handle, servers = kafka_bootstrap_of_mock(1)
+    yield servers
+    del handle

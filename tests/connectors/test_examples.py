@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from jstormpy.testing.redis_server import find_redis_server
-from tests.connectors.test_kafka import bootstrap  # noqa: F401 - fixture: the mock cluster
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +33,7 @@ def _orders(customers: int, per_customer: int, t0: int) -> list[tuple[str, int, 
 
 
 def test_kafka_to_postgres_example_is_exactly_once(tmp_path: Path, pg_dsn: str,
-                                                   bootstrap: str) -> None:  # noqa: F811
+                                                   bootstrap: str) -> None:
     """examples/kafka_to_postgres.py end to end: orders in Kafka (the mock cluster hosted
     here, or JSTORM_KAFKA_BOOTSTRAP), a sink SIGKILLed between pre-commit and commit of
     checkpoint 1 (the job rolls back: Kafka offsets and window state restored, the rest

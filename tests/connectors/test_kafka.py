@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -28,7 +28,6 @@ from jstormpy.connectors.kafka import (
     TXN_HEADER,
     KafkaSink,
     KafkaSpout,
-    kafka_bootstrap_of_mock,
     read_commit_log,
 )
 from jstormpy.connectors.kafka_markers import committed_records, records_with_states
@@ -37,17 +36,6 @@ from tests.connectors.contract import TOPOLOGY, SourceContract, context
 ck = pytest.importorskip("confluent_kafka")
 
 REAL = os.environ.get("JSTORM_KAFKA_BOOTSTRAP")
-
-
-@pytest.fixture(scope="module")
-def bootstrap() -> Iterator[str]:
-    """A mock cluster hosted by this process, or the real one from JSTORM_KAFKA_BOOTSTRAP."""
-    if REAL:
-        yield REAL
-        return
-    handle, servers = kafka_bootstrap_of_mock(1)
-    yield servers
-    del handle
 
 
 def new_topic(bootstrap: str) -> str:

@@ -27,30 +27,18 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from jstormpy.component import TopologyContext
-from jstormpy.connectors.kafka import TXN_HEADER, KafkaSink, kafka_bootstrap_of_mock
+from jstormpy.connectors.kafka import TXN_HEADER, KafkaSink
 from jstormpy.connectors.kafka_markers import committed_records, records_with_states
 from tests.connectors.contract import TOPOLOGY, SinkContract
 
 ck = pytest.importorskip("confluent_kafka")
 
 from tests.connectors.test_kafka import REAL, read_all  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def bootstrap() -> Iterator[str]:
-    """A mock cluster hosted by this process, or the real one from JSTORM_KAFKA_BOOTSTRAP."""
-    if REAL:
-        yield REAL
-        return
-    handle, servers = kafka_bootstrap_of_mock(1)
-    yield servers
-    del handle
 
 
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:

@@ -7,12 +7,10 @@ Against librdkafka's mock cluster (whose ``read_committed`` cannot), or a real c
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from jstormpy.connectors.kafka import kafka_bootstrap_of_mock
 from jstormpy.connectors.kafka_markers import (
     committed_records,
     partition_batches,
@@ -22,17 +20,6 @@ from jstormpy.connectors.kafka_markers import (
 ck = pytest.importorskip("confluent_kafka")
 
 from tests.connectors.test_kafka import REAL, read_all  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def bootstrap() -> Iterator[str]:
-    """A mock cluster hosted by this process, or the real one from JSTORM_KAFKA_BOOTSTRAP."""
-    if REAL:
-        yield REAL
-        return
-    handle, servers = kafka_bootstrap_of_mock(1)
-    yield servers
-    del handle
 
 
 def _txn_producer(bootstrap: str, tid: str) -> Any:

@@ -25,7 +25,7 @@ from jstormpy.connectors.kafka import KafkaSink, KafkaSpout
 from jstormpy.connectors.kafka_markers import committed_records, records_with_states
 from jstormpy.testing.chaos import ChaosSchedule, Kill, run_with_chaos
 from jstormpy.testing.semantics import check_sequences
-from tests.connectors.test_kafka import REAL, bootstrap, read_all  # noqa: F401 - fixture
+from tests.connectors.test_kafka import REAL, read_all
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -87,7 +87,7 @@ def run(tmp_path: Any, servers: str, schedule: ChaosSchedule) -> tuple[dict[str,
 
 
 @pytest.mark.slow
-def test_kafka_to_kafka_through_the_engine(tmp_path: Any, bootstrap: str) -> None:  # noqa: F811
+def test_kafka_to_kafka_through_the_engine(tmp_path: Any, bootstrap: str) -> None:
     _, _, dst = run(tmp_path, bootstrap, ChaosSchedule(seed=0))
     report = check_sequences(committed_output(bootstrap, dst), key="key", seq="seq",
                              expected={f"k{k}": PER_KEY for k in range(KEYS)})
@@ -105,7 +105,7 @@ SIGKILL_SCENARIOS = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize("schedule", SIGKILL_SCENARIOS, ids=lambda s: f"seed{s.seed}")
-def test_kafka_exactly_once_under_sigkill(tmp_path: Any, bootstrap: str,  # noqa: F811
+def test_kafka_exactly_once_under_sigkill(tmp_path: Any, bootstrap: str,
                                           schedule: ChaosSchedule) -> None:
     status, kills, dst = run(tmp_path, bootstrap, schedule)
     assert any(k.startswith(("SIGKILL", "fault point fired")) for k in kills), (kills, status)

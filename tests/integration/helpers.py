@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jstormpy import Config
+from jstormpy import Config, read_committed
 
 
 def wait_until(pred: Callable[[], Any], timeout: float = 20.0, what: str = "condition",
@@ -38,3 +38,8 @@ def fast_config(**changes: Any) -> Config:
                             "checkpoint_interval_ms": 200, "heartbeat_interval_ms": 100}
     base.update(changes)
     return Config(**base)
+
+
+def committed_count(out: Any) -> int:
+    """How many records a FileSink directory holds committed (0 before it exists)."""
+    return len(read_committed(out)) if out.exists() else 0

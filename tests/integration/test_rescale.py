@@ -13,25 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from jstormpy import Config, LocalCluster, read_committed
+from jstormpy import Config, LocalCluster
 from jstormpy.cli_status import format_status
 from jstormpy.errors import JStormError
 from tests.chaos.topologies import check_keyed_sums
+from tests.integration.helpers import committed_count, wait_until
 from tests.integration.savepoint_components import linear
 
 KEYS, PER_KEY = 12, 1500
-
-
-def committed(out: Path) -> int:
-    return len(read_committed(out)) if out.exists() else 0
-
-
-def wait_for(cond, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def parallelism(handle, component: str) -> int:
@@ -45,18 +34,18 @@ def test_rescale_up_then_down_under_load_keeps_every_key_exactly_once(tmp_path: 
     conf = Config(workers=2, checkpoint_interval_ms=300)
     with LocalCluster(home=tmp_path / "home") as cluster:
         handle = cluster.submit(linear(out, 2, rate=700), conf)
-        wait_for(lambda: committed(out) > 1500, 60, "some committed output")
+        wait_until(lambda: committed_count(out) > 1500, 60, "some committed output")
         up = handle.rescale({"sum": 4})
         assert parallelism(handle, "sum") == 4 and up["error"] == ""
         tasks = {c["name"]: c["tasks"] for c in handle.status()["components"]}
         assert len(tasks["sum"]) == 4
         assert sorted(t for w in handle.workers() for t in w.tasks) == \
             sorted(t for ts in tasks.values() for t in ts)
-        before = committed(out)
-        wait_for(lambda: committed(out) > before + 1500, 60, "output after the rescale up")
+        before = committed_count(out)
+        wait_until(lambda: committed_count(out) > before + 1500, 60, "output after the rescale up")
         down = handle.rescale({"sum": 1})
         assert parallelism(handle, "sum") == 1 and down["pause_ms"] > 0
-        assert committed(out) < KEYS * PER_KEY, "the run ended before the rescale down"
+        assert committed_count(out) < KEYS * PER_KEY, "the run ended before the rescale down"
         handle.wait(timeout=180)
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
 
@@ -66,7 +55,7 @@ def test_rescale_refusals_name_the_component_and_change_nothing(tmp_path: Path) 
     conf = Config(workers=1, checkpoint_interval_ms=300, max_parallelism=4)
     with LocalCluster() as cluster:
         handle = cluster.submit(linear(out, 2, keys=4, per_key=400, rate=400), conf)
-        wait_for(lambda: committed(out) > 0, 60, "some committed output")
+        wait_until(lambda: committed_count(out) > 0, 60, "some committed output")
         pid = handle.workers()[0].pid
         refusals = {
             "events": "'events' \\(SequenceSpout\\) keeps non-keyed state .* no "
@@ -96,11 +85,11 @@ def test_cli_rescales_spout_splits_and_keyed_state(tmp_path: Path, capsys) -> No
     conf = Config(workers=2, checkpoint_interval_ms=300)
     with LocalCluster() as cluster:
         handle = cluster.submit(file_pipeline(data, out), conf)
-        wait_for(lambda: committed(out) > 600, 60, "some committed output")
+        wait_until(lambda: committed_count(out) > 600, 60, "some committed output")
         assert main(["rescale", "rs-files", "lines=3", "sum=3"]) == 0
         assert "rescaled rs-files to lines=3, sum=3: spouts paused" in capsys.readouterr().out
         assert parallelism(handle, "lines") == 3 and parallelism(handle, "sum") == 3
-        assert committed(out) < keys * 400, "the run ended before the rescale"
+        assert committed_count(out) < keys * 400, "the run ended before the rescale"
         assert main(["rescale", "rs-files", "lines=1"]) == 0
         assert main(["status", "rs-files", "--json"]) == 0
         shown = capsys.readouterr().out
@@ -144,7 +133,7 @@ def test_sigkill_during_rescale_keeps_exactly_once(tmp_path: Path, seed: int) ->
     conf = Config(workers=2, checkpoint_interval_ms=300)
     with LocalCluster() as cluster:
         handle = cluster.submit(linear(out, 2, rate=700), conf)
-        wait_for(lambda: committed(out) > 1500, 60, "some committed output")
+        wait_until(lambda: committed_count(out) > 1500, 60, "some committed output")
         worker = rng.randrange(2)
         handle.rescale({"sum": 4}, wait=False)
         time.sleep(delay)  # the seeded moment of the kill, not a wait for a condition
@@ -165,7 +154,7 @@ def test_master_killed_right_after_the_rescale_commit_adopts_the_new_layout(
     conf = Config(workers=2, checkpoint_interval_ms=300)
     with LocalCluster(env=env) as cluster:
         handle = cluster.submit(linear(out, 2, rate=700), conf)
-        wait_for(lambda: committed(out) > 1500, 60, "some committed output")
+        wait_until(lambda: committed_count(out) > 1500, 60, "some committed output")
         old_master = handle.master_pid
         handle.rescale({"sum": 4})
         assert (tmp_path / "rescale_after_commit@0@None").exists(), "the fault did not fire"
@@ -187,15 +176,15 @@ def test_savepoint_new_code_other_parallelism_then_rescale_in_place(tmp_path: Pa
     conf = Config(workers=2, checkpoint_interval_ms=300)
     with LocalCluster() as cluster:
         handle = cluster.submit(linear(out, 2, rate=700), conf)
-        wait_for(lambda: committed(out) > 1500, 60, "some committed output")
+        wait_until(lambda: committed_count(out) > 1500, 60, "some committed output")
         uri = handle.savepoint(f"file://{tmp_path / 'sp'}", stop=True)
     with LocalCluster() as cluster:
         handle = cluster.submit(linear(out, 3, RunningSumV2, rate=700), conf,
                                 from_savepoint=uri)
-        before = committed(out)
-        wait_for(lambda: committed(out) > before + 1000, 60, "output on the new code")
+        before = committed_count(out)
+        wait_until(lambda: committed_count(out) > before + 1000, 60, "output on the new code")
         assert handle.rescale({"sum": 1})["error"] == ""
-        assert committed(out) < KEYS * PER_KEY, "the run ended before the rescale"
+        assert committed_count(out) < KEYS * PER_KEY, "the run ended before the rescale"
         assert "rescale    sum=1: spouts paused" in format_status(handle.status())
         handle.wait(timeout=180)
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""

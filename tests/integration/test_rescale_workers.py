@@ -8,27 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from jstormpy import Config, LocalCluster, read_committed
+from jstormpy import Config, LocalCluster
 from jstormpy.cli_status import format_status
 from jstormpy.errors import JStormError
 from tests.chaos.topologies import check_keyed_sums
+from tests.integration.helpers import committed_count, wait_until
 from tests.integration.savepoint_components import linear
 
 KEYS, PER_KEY = 12, 3000
-
-
-def committed(out: Path) -> int:
-    return len(read_committed(out)) if out.exists() else 0
-
-
-def wait_for(cond, timeout: float, what: str) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)  # polling interval of a condition
 
 
 def layout(handle) -> tuple[list[int], dict[int, list[int]]]:
@@ -46,16 +33,16 @@ def test_rescale_changes_the_worker_count_up_then_down(tmp_path: Path, capsys) -
     conf = Config(workers=2, checkpoint_interval_ms=300)
     with LocalCluster() as cluster:
         handle = cluster.submit(linear(out, 2, per_key=PER_KEY, rate=700), conf)
-        wait_for(lambda: committed(out) > 1500, 60, "some committed output")
+        wait_until(lambda: committed_count(out) > 1500, 60, "some committed output")
         assert main(["rescale", "sp-linear", "sum=4", "--workers", "3"]) == 0
         assert "rescaled sp-linear to sum=4, 3 workers: spouts paused" in \
             capsys.readouterr().out
-        wait_for(lambda: layout(handle)[0] == [0, 1, 2], 60, "three live workers")
+        wait_until(lambda: layout(handle)[0] == [0, 1, 2], 60, "three live workers")
         alive, tasks = layout(handle)
         assert all(tasks[w] for w in alive), tasks  # every worker hosts tasks
         assert sorted(t for ts in tasks.values() for t in ts) == list(range(1, 9))
-        before = committed(out)
-        wait_for(lambda: committed(out) > before + 1500, 60, "output on three workers")
+        before = committed_count(out)
+        wait_until(lambda: committed_count(out) > before + 1500, 60, "output on three workers")
         record = handle.rescale({}, workers=1)
         assert record["error"] == "" and record["workers"] == 1
         assert layout(handle)[0] == [0]
@@ -63,7 +50,7 @@ def test_rescale_changes_the_worker_count_up_then_down(tmp_path: Path, capsys) -
         shown = format_status(handle.status())
         assert "rescale    sum=4, 3 workers: spouts paused" in shown, shown
         assert "rescale    1 workers: spouts paused" in shown, shown
-        assert committed(out) < KEYS * PER_KEY, "the run ended before the second rescale"
+        assert committed_count(out) < KEYS * PER_KEY, "the run ended before the second rescale"
         with pytest.raises(JStormError, match="nothing to change"):
             handle.rescale({"sum": 4}, workers=1)
         status = handle.wait(timeout=240)
@@ -80,15 +67,15 @@ def test_two_phase_commit_sink_rescales_in_place(tmp_path: Path) -> None:
     conf = Config(workers=2, checkpoint_interval_ms=300)
     with LocalCluster() as cluster:
         handle = cluster.submit(linear(out, 2, per_key=PER_KEY, rate=700), conf)
-        wait_for(lambda: committed(out) > 1500, 60, "some committed output")
+        wait_until(lambda: committed_count(out) > 1500, 60, "some committed output")
         up = handle.rescale({"out": 3})
         assert up["error"] == "" and up["changes"] == {"out": 3}
         sinks = next(c for c in handle.status()["components"] if c["name"] == "out")
         assert len(sinks["tasks"]) == 3
-        before = committed(out)
-        wait_for(lambda: committed(out) > before + 1500, 60, "output from three sink tasks")
+        before = committed_count(out)
+        wait_until(lambda: committed_count(out) > before + 1500, 60, "output from three sink tasks")
         assert handle.rescale({"out": 1})["error"] == ""
-        assert committed(out) < KEYS * PER_KEY, "the run ended before the second rescale"
+        assert committed_count(out) < KEYS * PER_KEY, "the run ended before the second rescale"
         status = handle.wait(timeout=240)
         assert status["restarts"] == 0, status["recoveries"]
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -12,21 +11,10 @@ from jstormpy import Config, LocalCluster, SequenceSpout, TopologyBuilder, read_
 from jstormpy.errors import JStormError
 from jstormpy.savepoints import read_manifest
 from tests.chaos.topologies import check_keyed_sums
+from tests.integration.helpers import committed_count, wait_until
 from tests.integration.savepoint_components import RunningSumV2, linear
 
 KEYS, PER_KEY = 12, 1500
-
-
-def committed(out: Path) -> int:
-    return len(read_committed(out)) if out.exists() else 0
-
-
-def wait_for(cond, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.mark.slow
@@ -37,7 +25,7 @@ def test_savepoint_then_new_code_at_another_parallelism(tmp_path: Path,
     conf = Config(workers=2, checkpoint_interval_ms=300)
     with LocalCluster() as cluster:
         handle = cluster.submit(linear(out, 2), conf)
-        wait_for(lambda: committed(out) > 2000, 60, "some committed output")
+        wait_until(lambda: committed_count(out) > 2000, 60, "some committed output")
         uri = handle.savepoint(f"file://{tmp_path / 'sp'}", stop=True)
     assert uri == f"file://{tmp_path / 'sp'}"
     manifest = read_manifest(uri)
@@ -72,7 +60,7 @@ def test_cli_savepoint_inspect_and_run_from_savepoint(tmp_path: Path, capsys) ->
     uri = f"file://{tmp_path / 'sp'}"
     with LocalCluster() as cluster:
         cluster.submit(linear(out, 2), conf)
-        wait_for(lambda: committed(out) > 2000, 60, "some committed output")
+        wait_until(lambda: committed_count(out) > 2000, 60, "some committed output")
         assert main(["savepoint", "sp-linear", "--stop", "--to", uri]) == 0
     assert f"savepoint written to {uri}; sp-linear stopped" in capsys.readouterr().out
     assert main(["savepoint", "inspect", uri]) == 0

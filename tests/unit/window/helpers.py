@@ -100,12 +100,12 @@ def canon(results: list[Any]) -> list[str]:
     return sorted(map(repr, results))
 
 
-time_assigners = st.one_of(
+# tumbling and sliding windows (those that slice-major state aggregates per slice)
+aligned = st.one_of(
     st.integers(1, 20).map(TumblingWindows),
     st.integers(1, 20).flatmap(
-        lambda size: st.integers(1, size).map(lambda slide: SlidingWindows(size, slide))),
-    st.integers(1, 15).map(SessionWindows),
-)
+        lambda size: st.integers(1, size).map(lambda slide: SlidingWindows(size, slide))))
+time_assigners = st.one_of(aligned, st.integers(1, 15).map(SessionWindows))
 count_assigners = st.integers(1, 6).flatmap(
     lambda size: st.one_of(st.none(), st.integers(1, size)).map(
         lambda slide: CountWindows(size, slide)))

@@ -30,12 +30,7 @@ from jstormpy.window import (
     WindowOperator,
 )
 
-from .helpers import SENSOR_INDEX, attach
-
-aligned = st.one_of(
-    st.integers(1, 20).map(TumblingWindows),
-    st.integers(1, 20).flatmap(
-        lambda size: st.integers(1, size).map(lambda slide: SlidingWindows(size, slide))))
+from .helpers import SENSOR_INDEX, aligned, attach
 
 
 class Plain:

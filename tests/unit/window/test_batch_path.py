@@ -17,19 +17,13 @@ from jstormpy.window import (
     Firing,
     FiringRun,
     LateRecord,
-    SlidingWindows,
     TumblingWindows,
     WindowedBolt,
     WindowOperator,
 )
 from jstormpy.window.reference import ReferenceWindows
 
-from .helpers import SENSOR_INDEX, SetAgg, attach, canon, event_st, expand
-
-aligned = st.one_of(
-    st.integers(1, 20).map(TumblingWindows),
-    st.integers(1, 20).flatmap(
-        lambda size: st.integers(1, size).map(lambda slide: SlidingWindows(size, slide))))
+from .helpers import SENSOR_INDEX, SetAgg, aligned, attach, canon, event_st, expand
 
 
 def as_records(calls: list[tuple]) -> list[tuple[Any, float, Any, float]]:
