@@ -150,7 +150,8 @@ class PostgresSink(TwoPhaseCommitSink):
             if self.mode == "2pc":
                 try:
                     conn.execute(_FENCE_DDL)
-                except psycopg.errors.UniqueViolation:  # a concurrent task created it
+                except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateObject,
+                        psycopg.errors.DuplicateTable):  # a concurrent task created it
                     pass
             conn.execute(sql.SQL("SELECT {} FROM {} LIMIT 0").format(
                 self._cols(), self._table()))
