@@ -11,10 +11,15 @@ PID); ``ForkedProcess`` gives the supervisor the ``subprocess.Popen`` calls it u
 (``poll``, ``wait``, ``terminate``, ``kill``, ``send_signal``), fed by the exit statuses
 the zygote reports. If the zygote is gone, the supervisor starts processes cold.
 
+``LocalCluster()`` starts its zygote when it is created and returns once the zygote has
+imported everything (as Storm's ``LocalCluster`` returns once its daemons run), so a
+``submit`` only forks. A topology adopts that zygote when its environment is the one the
+zygote started with (``start_env``); otherwise it starts its own, as before.
+
 Protocol (one JSON object per line): launcher → zygote
-``{"id", "module", "argv", "env", "cwd", "log"}``; zygote → launcher
-``{"id", "pid"}`` once forked, ``{"exit": pid, "code": n}`` when a child ends (``-signal``
-if killed by a signal, as ``Popen.returncode``).
+``{"id", "module", "argv", "env", "cwd", "log"}``; zygote → launcher ``{"ready": 1}`` once
+the imports are done, ``{"id", "pid"}`` once forked, ``{"exit": pid, "code": n}`` when a
+child ends (``-signal`` if killed by a signal, as ``Popen.returncode``).
 """
 
 from __future__ import annotations
@@ -29,10 +34,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-PRELOAD = ("jstormpy.master.__main__", "jstormpy.runtime.worker")
+# what the TM and a worker import anyway: the engine, gRPC's channel, the file backend and
+# the windowing module (a topology's pickle refers to them)
+PRELOAD = ("jstormpy.master.__main__", "jstormpy.runtime.worker", "grpc._channel",
+           "grpc.experimental", "jstormpy.state_backends.file", "jstormpy.window",
+           "jstormpy.window.bolt", "jstormpy.window.operator", "jstormpy.window.sliced")
 
 
 class ForkedProcess:
@@ -91,11 +101,31 @@ class ForkServer:
         self._started: dict[int, int] = {}
         self._children: dict[int, ForkedProcess] = {}
         self._eof = False
+        self.ready = False
+        self.start_env = dict(env)
+        self.cwd = cwd
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jstormpy.deploy.forkserver"], env=env, cwd=cwd,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self._reader = threading.Thread(target=self._read, name="forkserver", daemon=True)
         self._reader.start()
+
+    @classmethod
+    def start_ready(cls, env: dict[str, str], cwd: str, timeout_s: float,
+                    meanwhile: Callable[[], object] | None = None) -> ForkServer | None:
+        """A zygote that has finished its imports; None if it cannot start or is not ready
+        within ``timeout_s`` (processes then start cold). ``meanwhile`` runs here while
+        the zygote imports."""
+        try:
+            zygote = cls(env, cwd)
+        except OSError:
+            return None
+        if meanwhile is not None:
+            meanwhile()
+        if zygote.wait_ready(timeout_s):
+            return zygote
+        zygote.close()
+        return None
 
     def alive(self) -> bool:
         """True while the zygote can fork and report."""
@@ -106,7 +136,9 @@ class ForkServer:
         for line in self.proc.stdout:
             msg = json.loads(line)
             with self.cond:
-                if "exit" in msg:
+                if "ready" in msg:
+                    self.ready = True
+                elif "exit" in msg:
                     child = self._children.get(int(msg["exit"]))
                     if child is not None:
                         child.returncode = int(msg["code"])
@@ -116,6 +148,18 @@ class ForkServer:
         with self.cond:
             self._eof = True
             self.cond.notify_all()
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Block until the zygote has imported its modules; False if it died or
+        ``timeout_s`` passed first."""
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while not self.ready:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._eof:
+                    return False
+                self.cond.wait(left)
+        return True
 
     def launch(self, module: str, argv: list[str], env: dict[str, str], cwd: str,
                log: Path, timeout_s: float = 10.0) -> ForkedProcess | None:
@@ -220,6 +264,7 @@ def main() -> int:
     """The zygote's loop: import once, then fork on request until stdin closes."""
     for name in PRELOAD:
         importlib.import_module(name)
+    _report({"ready": 1})
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)

@@ -33,10 +33,14 @@ from jstormpy.deploy.forkserver import ForkServer
 from jstormpy.errors import ConfigError, JStormError, TopologyError
 from jstormpy.security import SECRET_ENV, new_secret
 from jstormpy.state_backends import check_backend_options
-from jstormpy.tls import TLS_DIR_ENV, copy_certs_dir, create_topology_tls
+from jstormpy.tls import TLS_DIR_ENV, copy_certs_dir, create_topology_tls, preload_tls
 from jstormpy.topology import Topology
 
 log = logging.getLogger("jstormpy.deploy.local")
+# how long LocalCluster() waits for its zygote to import the engine before starting cold
+ZYGOTE_READY_S = 60.0
+# longest Status long poll of TopologyHandle.wait() (it notices a launcher giving up this often)
+WAIT_POLL_S = 0.5
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -204,12 +208,18 @@ class TopologyHandle:
 
     def wait(self, timeout: float | None = None, poll_s: float = 0.01) -> dict[str, Any]:
         """Block until the topology is drained (every spout finished and all output
-        committed); returns the final status. Raises TimeoutError or JStormError."""
+        committed); returns the final status. Raises TimeoutError or JStormError.
+
+        Each status call is a long poll (the TM answers when the state becomes terminal,
+        or after ``WAIT_POLL_S``); ``poll_s`` is the pause after a failed call."""
         deadline = None if timeout is None else time.monotonic() + timeout
         status: dict[str, Any] = {}
         while True:
+            hold = WAIT_POLL_S if deadline is None else \
+                max(0.0, min(WAIT_POLL_S, deadline - time.monotonic()))
+            asked = time.monotonic()
             try:
-                status = self.client.status(timeout=5.0)
+                status = self.client.status(timeout=5.0 + hold, wait_terminal_s=hold)
             except JStormError:
                 status = {"state": "unreachable"}  # the TM may be restarting
             state = status.get("state")
@@ -224,7 +234,8 @@ class TopologyHandle:
                                    f"(state: {state})")
             if self._launcher is not None and self._launcher.gave_up:
                 raise JStormError(f"topology {self.name!r}: {self._launcher.gave_up}")
-            time.sleep(poll_s)
+            if time.monotonic() - asked < hold:  # not held (a TM restarting, say)
+                time.sleep(poll_s)
 
     def kill(self) -> None:
         """Stop the topology and its processes."""
@@ -257,15 +268,12 @@ class _Supervisor:
                                        daemon=True)
         self.fork = fork
         self.forkserver: ForkServer | None = None
-        self.env = process_env(extra_env)
+        self.env = zygote_env(extra_env)
         self.env[SECRET_ENV] = secret
         self.tls_dir = str(run_dir / "tls") if config.tls else ""
         self.env[TLS_DIR_ENV] = self.tls_dir  # TM and workers find their certificates here
         self.env["JSTORM_RUN_DIR"] = str(run_dir)  # ops: per-task logs under run_dir/logs/tasks
         self.env["JSTORM_RESIZABLE_WORKERS"] = "1"  # a rescale may change the worker count
-        from jstormpy.runtime.worker import topology_hash_seed
-
-        self.env["PYTHONHASHSEED"] = topology_hash_seed(name)
 
     def _log(self, name: str) -> Any:
         logs = self.run_dir / "logs"
@@ -308,10 +316,12 @@ class _Supervisor:
     def master_pid(self) -> int | None:
         return self.master.pid if self.master else None
 
-    def start(self) -> None:
+    def start(self, zygote: ForkServer | None = None) -> None:
         """Start the TM and the workers at once (workers retry until the TM serves); return
-        once the TM serves."""
-        if self.fork and os.environ.get("JSTORM_FORKSERVER", "1") != "0":
+        once the TM serves. ``zygote``: a ready one to fork from (LocalCluster's)."""
+        if zygote is not None:
+            self.forkserver = zygote
+        elif self.fork and forkserver_enabled():
             self.forkserver = ForkServer(self.env, os.getcwd())
         self.start_master(self.resume)
         for wid in range(self.config.workers):
@@ -448,6 +458,24 @@ class LocalCluster:
         # fork the TM and workers from a pre-imported zygote (``fork=False`` or
         # JSTORM_FORKSERVER=0: start each process cold)
         self.fork = fork
+        self._zygote: ForkServer | None = None
+        if fork and forkserver_enabled():
+            self._zygote = ForkServer.start_ready(zygote_env(self.env), os.getcwd(),
+                                                ZYGOTE_READY_S, meanwhile=preload_tls)
+        else:
+            preload_tls()
+
+    def _take_zygote(self) -> ForkServer | None:
+        """The cluster's ready zygote if the launch environment is still the one it
+        started with (else it is closed: the topology starts its own)."""
+        zygote, self._zygote = self._zygote, None
+        if zygote is None:
+            return None
+        if zygote.alive() and zygote.start_env == zygote_env(self.env) \
+                and zygote.cwd == os.getcwd():
+            return zygote
+        zygote.close()
+        return None
 
     def submit(self, topology: Topology, config: Config | None = None, *,
                resume: bool = False, from_savepoint: str | None = None,
@@ -474,7 +502,7 @@ class LocalCluster:
         secret = new_secret()
         port = free_port(config.host)
         sup = _Supervisor(name, run_dir, config, secret, port, resume, self.env, self.fork)
-        sup.start()
+        sup.start(self._take_zygote() if self.fork else None)
         Registration(name, sup.address, secret, str(run_dir), os.getpid(),
                      sup.tls_dir).save(self.home)
         handle = TopologyHandle(name, MasterClient(sup.address, secret.encode(), sup.tls_dir),
@@ -483,7 +511,10 @@ class LocalCluster:
         return handle
 
     def shutdown(self) -> None:
-        """Kill every topology this cluster started."""
+        """Kill every topology this cluster started (and stop its unused zygote)."""
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
         for handle in self.handles:
             handle.kill()
             with contextlib.suppress(Exception):
@@ -506,6 +537,20 @@ def process_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
         [os.getcwd(), *path, *env.get("PYTHONPATH", "").split(os.pathsep)]))
     return env
+
+
+def zygote_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """:func:`process_env` with the engine's hash seed: what a zygote starts with."""
+    from jstormpy.runtime.worker import topology_hash_seed
+
+    env = process_env(extra_env)
+    env["PYTHONHASHSEED"] = topology_hash_seed("")
+    return env
+
+
+def forkserver_enabled() -> bool:
+    """False when ``JSTORM_FORKSERVER=0`` asks for cold process starts."""
+    return os.environ.get("JSTORM_FORKSERVER", "1") != "0"
 
 
 def refuse_if_running(name: str, home: Path | None = None) -> None:

@@ -96,9 +96,11 @@ class MasterClient:
             raise JStormError(f"Topology Master at {self.address}: {method} failed: "
                               f"{exc.code().name}: {exc.details()}") from exc
 
-    def status(self, timeout: float = 10.0) -> dict[str, Any]:
-        """The topology's status (see MasterCore.status)."""
-        result: dict[str, Any] = json.loads(self._call("Status", pb.StatusRequest(), timeout).json)
+    def status(self, timeout: float = 10.0, wait_terminal_s: float = 0.0) -> dict[str, Any]:
+        """The topology's status (see MasterCore.status). With ``wait_terminal_s`` the TM
+        answers once the topology is drained, failed or killed, or after that long."""
+        request = pb.StatusRequest(wait_terminal_s=wait_terminal_s)
+        result: dict[str, Any] = json.loads(self._call("Status", request, timeout).json)
         return result
 
     def metrics(self, component: str = "") -> dict[str, Any]:

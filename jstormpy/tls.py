@@ -78,6 +78,15 @@ def _name(common_name: str):  # type: ignore[no-untyped-def]
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
+def preload_tls() -> None:
+    """Import what issuing certificates needs (the ``cryptography`` package takes a few
+    hundred ms to import): ``LocalCluster()`` calls it so that ``submit`` does not."""
+    from cryptography import x509  # noqa: F401
+    from cryptography.hazmat.primitives import hashes, serialization  # noqa: F401
+    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: F401
+    from cryptography.x509.oid import ExtendedKeyUsageOID  # noqa: F401
+
+
 def _new_key():  # type: ignore[no-untyped-def]
     from cryptography.hazmat.primitives.asymmetric import ec
 

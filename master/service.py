@@ -26,6 +26,9 @@ log = logging.getLogger("jstormpy.master.service")
 
 
 #: Calls that change the topology or run code: only the CLI/launcher identity may make them.
+# states a topology does not leave by itself: a Status long poll answers on reaching one
+TERMINAL_STATES = ("drained", "failed", "killed")
+MAX_STATUS_WAIT_S = 5.0
 STATE_CHANGING = frozenset({"Kill", "Rollback", "Upgrade", "Rescale", "Checkpoint",
                             "SetLogLevel", "SetConfig"})
 #: What each certificate role may call (mutual TLS; docs/security.md).
@@ -222,6 +225,9 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
         return pb.RescaleReply(ok=True, state_json=json.dumps(state, default=str))
 
     def Status(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        if request.wait_terminal_s > 0:  # a long poll: at most MAX_STATUS_WAIT_S per call
+            self.core.wait_state(TERMINAL_STATES, min(request.wait_terminal_s,
+                                                      MAX_STATUS_WAIT_S))
         return pb.StatusReply(json=json.dumps(self.core.status(), default=str))
 
     def Metrics(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802

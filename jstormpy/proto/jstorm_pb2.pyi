@@ -336,8 +336,10 @@ class TopologyBlob(_message.Message):
     def __init__(self, topology: _Optional[bytes] = ..., config_json: _Optional[str] = ..., name: _Optional[str] = ..., descriptor_json: _Optional[str] = ..., code_version: _Optional[str] = ..., package: _Optional[bytes] = ..., entry: _Optional[str] = ..., digest: _Optional[str] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("wait_terminal_s",)
+    WAIT_TERMINAL_S_FIELD_NUMBER: _ClassVar[int]
+    wait_terminal_s: float
+    def __init__(self, wait_terminal_s: _Optional[float] = ...) -> None: ...
 
 class StatusReply(_message.Message):
     __slots__ = ("json",)

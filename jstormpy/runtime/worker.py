@@ -60,9 +60,13 @@ WORKER_HOST_ENV = "JSTORM_WORKER_HOST"
 
 
 def topology_hash_seed(name: str) -> str:
-    """The PYTHONHASHSEED every worker of a topology runs with, so that fields grouping
-    (``hash(key) % n``) sends a key to the same task from every worker and after restarts."""
-    return str(zlib.crc32(name.encode()) % 4_294_967_295)
+    """The PYTHONHASHSEED every worker of a topology runs with: one engine-wide value, so
+    that ``hash()`` of a ``str``/``bytes`` in user code (a custom grouping, say) agrees
+    between workers and across restarts, and so that one pre-started zygote can serve any
+    topology. The engine's own routing and key groups use ``keygroups.key_hash``, which
+    does not depend on it. (``name`` is unused; kept for callers.)"""
+    del name
+    return str(zlib.crc32(b"jstormpy") % 4_294_967_295)
 
 
 class Worker(TaskHost):
@@ -95,7 +99,7 @@ class Worker(TaskHost):
             # gRPC's default 1 s reconnect back-off
             ("grpc.initial_reconnect_backoff_ms", 10),
             ("grpc.min_reconnect_backoff_ms", 10),
-            ("grpc.max_reconnect_backoff_ms", 250)])
+            ("grpc.max_reconnect_backoff_ms", 50)])
         self.stub = pb_grpc.TopologyMasterStub(self.channel)
         self.tasks_stopping = False
         self.tasks_generation = 0
@@ -119,13 +123,16 @@ class Worker(TaskHost):
     def fetch_topology(self, timeout_s: float = 60.0) -> None:
         """Fetch the topology and config from the TM (retrying while it starts)."""
         deadline = time.monotonic() + timeout_s
-        pause = 0.005  # the TM may still be starting: short polls, growing to 0.2 s
+        pause = 0.005
         while True:
             try:
+                # the TM may still be starting: wait_for_ready sends the call the moment the
+                # channel connects (it retries every 10-50 ms) instead of failing fast
                 request = pb.TopologyRequest(worker_id=self.worker_id)
                 blob = self.stub.GetTopology(
                     request, metadata=auth_metadata(self.secret, "GetTopology", request),
-                    timeout=10)
+                    timeout=max(0.1, min(10.0, deadline - time.monotonic())),
+                    wait_for_ready=True)
                 break
             except grpc.RpcError as exc:
                 if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
