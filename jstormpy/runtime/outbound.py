@@ -13,6 +13,7 @@ dead: its frames are counted dropped and the transport's ``on_loss`` callback is
 from __future__ import annotations
 
 import collections
+import logging
 import random
 import socket
 import ssl
@@ -145,9 +146,11 @@ class Outbound:
                     self.cond.notify_all()
                 t._count("reconnects")
                 t._count("frames_retransmitted", retransmit)
-                t._log.warning("worker %d: connection to worker %d at %s:%d broke; reconnecting "
-                               "to retransmit %d unacknowledged frame(s)", t.worker_id,
-                               self.worker_id, *self.addr, retransmit)
+                # nothing in flight (a peer that stopped at the end of a run): not a warning
+                t._log.log(logging.WARNING if retransmit else logging.INFO,
+                           "worker %d: connection to worker %d at %s:%d broke; reconnecting "
+                           "to retransmit %d unacknowledged frame(s)", t.worker_id,
+                           self.worker_id, *self.addr, retransmit)
         except Exception:  # never let a sender thread die silently
             t._log.exception("worker %d: sender thread to worker %d at %s:%d crashed",
                              t.worker_id, self.worker_id, *self.addr)
