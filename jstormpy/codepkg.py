@@ -258,7 +258,8 @@ def check_compatible(old: dict[str, Any], new: dict[str, Any],
     """Why ``new`` cannot replace ``old`` in a running topology ([] = compatible).
 
     The wiring must be the same (components, kinds, parallelism unless
-    ``allow_parallelism``: a rescaling upgrade, sinks, subscriptions);
+    ``allow_parallelism``: a rescaling upgrade, sinks, subscriptions, and each component's
+    task ids, which follow the declaration order);
     every stream must still exist and new fields may only be appended (tasks of both
     versions exchange tuples, positions of existing fields must not move); a changed
     ``state_version`` needs ``migrate_state`` in the new class.
@@ -278,6 +279,13 @@ def check_compatible(old: dict[str, Any], new: dict[str, Any],
         for key in ("kind", "parallelism", "is_sink"):
             if a[key] != b[key] and not (key == "parallelism" and allow_parallelism):
                 problems.append(f"component {name!r}: {key} {a[key]!r} -> {b[key]!r}")
+        if not allow_parallelism and a["kind"] == b["kind"] \
+                and a["parallelism"] == b["parallelism"] \
+                and a.get("tasks") is not None and a.get("tasks") != b.get("tasks"):
+            # old and new workers route by task id and state is kept per task id
+            problems.append(f"component {name!r}: task ids {a['tasks']} -> {b.get('tasks')} "
+                            "(the components are declared in another order; declare them "
+                            "in the running order)")
         if a["inputs"] != b["inputs"]:
             problems.append(f"component {name!r}: subscriptions changed {a['inputs']} -> "
                             f"{b['inputs']}")
