@@ -17,6 +17,7 @@ received ``Batch``) into rows, checking the field names and column lengths.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from jstormpy.component import DEFAULT_STREAM, Tuple
@@ -54,6 +55,15 @@ class Batch:
     def __len__(self) -> int:
         return len(self.rows)
 
+    @property
+    def tuple_class(self) -> type[Tuple]:
+        """The one-argument ``Tuple`` class of this batch's channel (``cls(values)``)."""
+        cls = self._tuple_cls
+        if cls is None:
+            cls = self._tuple_cls = Tuple.bound(self._index, self.source, self.stream,
+                                                self.task)
+        return cls
+
     def __getitem__(self, key: str | int) -> list[Any]:
         """The column of field ``key`` (a name, or a position in the declared order)."""
         if key.__class__ is str:
@@ -66,7 +76,7 @@ class Batch:
             pos = int(key)
         col = self._columns.get(pos)
         if col is None:
-            col = self._columns[pos] = [r[pos] for r in self.rows]
+            col = self._columns[pos] = list(map(itemgetter(pos), self.rows))
         return col
 
     def columns(self) -> dict[str, list[Any]]:
@@ -74,8 +84,7 @@ class Batch:
         return {name: self[name] for name in self.fields}
 
     def __iter__(self) -> Iterator[Tuple]:
-        cls = self._tuple_cls or Tuple.bound(self._index, self.source, self.stream, self.task)
-        return map(cls, self.rows)
+        return map(self.tuple_class, self.rows)
 
     def __repr__(self) -> str:
         return f"Batch({self.source}:{self.task}/{self.stream} {len(self.rows)} tuples)"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 from jstormpy.batch import Batch
@@ -426,7 +426,16 @@ class WindowedBolt(Bolt):
         before = op.watermark
         ts = max(self.now_ms(), before + 1)
         rt.batched = True
-        results = op.process_batch(keys, [ts] * n, list(batch), [ts - 1] * n, columnar=True)
+        rows = batch.rows
+        make: Callable[[Any], Any] = batch.tuple_class  # Tuple.bound: cls(values)
+        # the first record and its watermark ts - 1 (which may fire rounds); the rest
+        # follow under that same watermark, so sliced windows add them in one loop,
+        # reusing one Tuple while add() keeps none (the same results as process_batch)
+        results = op.process_batch(keys[:1], [ts], [make(rows[0])], [ts - 1],
+                                   columnar=True)
+        if n > 1 and not op.add_rows_on_time(keys, rows, ts, make, 1):
+            results += op.process_batch(keys[1:], [ts] * (n - 1), list(map(make, rows[1:])),
+                                        [ts - 1] * (n - 1), columnar=True)
         if results:
             self._jw_emit_runs(rt, results)
             self._jw_forward(rt)  # as execute: any watermark not forwarded yet goes now

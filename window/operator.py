@@ -203,6 +203,16 @@ class WindowOperator:
         return len(self._counts) if self._count is not None else len(self._wins)
 
     # ------------------------------------------------------------------ input
+    def add_rows_on_time(self, keys: Sequence[Any], rows: Sequence[Any], ts: float,
+                         make_record: Callable[[Any], Any], start: int = 0) -> bool:
+        """Sliced windows: add records all stamped ``ts`` when the watermark does not move
+        (an ingestion-time batch after its first record), building a record per row
+        only when ``add`` kept the last one; False (nothing done) when they need
+        :meth:`process_batch` (see :meth:`SlicedWindows.add_rows_on_time`)."""
+        sliced = self._sliced
+        return sliced is not None and sliced.add_rows_on_time(keys, rows, ts, make_record,
+                                                              start)
+
     def process(self, key: Hashable, timestamp: float,
                 record: Any) -> list[Firing | LateRecord]:
         """Add one record; returns the early/late firings it caused, or a LateRecord.

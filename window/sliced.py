@@ -25,8 +25,10 @@ record is beyond lateness. A slice is dropped once every window containing it is
 from __future__ import annotations
 
 import math
+import sys
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Sequence
+from itertools import islice
 from typing import Any
 
 from jstormpy.errors import CheckpointError
@@ -184,6 +186,36 @@ class SlicedWindows:
             d[key] = self._add(self._create() if acc is _MISSING else acc, record)
             return True
         return False
+
+    def add_rows_on_time(self, keys: Sequence[Any], rows: Sequence[Any], ts: float,
+                         make_record: Callable[[Any], Any], start: int = 0) -> bool:
+        """Add ``rows[start:]`` (keys ``keys[start:]``), every record stamped ``ts``, under
+        an unchanged watermark: what :meth:`try_add` does per record, in one loop, with
+        the record (``make_record(row)``, a ``Tuple``) built only when ``add`` kept the
+        previous one (``sys.getrefcount``), else the previous one reused. False (nothing
+        done) unless ``ts`` is on time and its slice exists, or with a built-in aggregate
+        (those add whole columns)."""
+        if ts < self.safe_ts or self._add_many is not None:
+            return False
+        d = self.slices.get(ts - ts % self.pane)
+        if d is None:
+            return False
+        get = d.get
+        add = self._add
+        create = self._create
+        missing = _MISSING
+        refs = sys.getrefcount
+        rec: Any = None
+        for key, row in zip(islice(keys, start, None), islice(rows, start, None),
+                            strict=True):
+            # 2 references (this variable and the argument): add() kept none of it
+            if rec is None or refs(rec) > 2:
+                rec = make_record(row)
+            else:
+                rec.values = row
+            acc = get(key, missing)
+            d[key] = add(create() if acc is missing else acc, rec)
+        return True
 
     def process(self, key: Any, ts: float, record: Any, wm: float,
                 out: list[Firing | LateRecord]) -> bool:

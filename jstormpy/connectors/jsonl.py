@@ -4,17 +4,18 @@
 the stream's field order). Encoding a tuple at a time costs a ``Tuple``, a dict
 (``as_dict``) and a JSON encoder call per record. :func:`encode_rows` produces the same
 bytes for a whole channel batch with a handful of C-level passes: each column is encoded
-once (strings with the C string escaper, exact ``int`` values with ``int.__repr__``, both
-exactly what :mod:`json` writes for them; anything else with the JSON encoder), the
-columns and the constant key texts are laid into one list by slice assignment (every
-``k``-th slot, a C-level pass per column) and the lines come out of one ``str.join``.
+once (strings with the C string escaper, exactly what :mod:`json` writes for them;
+anything else with the JSON encoder) except exact ``int`` columns, which stay numbers;
+the columns are laid into one flat list by slice assignment (every ``k``-th slot, a
+C-level pass per column) and the lines come out of one ``%`` format of a template line
+(the constant key texts, ``%s`` for encoded text, ``%d`` for the exact ints: what
+``json.dumps`` writes for them) repeated once per row.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from itertools import repeat
 from json import encoder as _json_encoder
 from typing import Any
 
@@ -23,6 +24,7 @@ encode_value = json.JSONEncoder(separators=(",", ":")).encode
 
 _encode_str = _json_encoder.encode_basestring_ascii  # the C escaper json.dumps uses
 _int_repr = int.__repr__  # what json.dumps writes for an exact int
+_INT_ONLY = {int}
 
 
 def encode_column(column: Sequence[Any]) -> list[str]:
@@ -66,15 +68,19 @@ def encode_rows(rows: Sequence[Sequence[Any]], index: Mapping[str, int]) -> str 
     if len(columns) != n:
         return None
     rows_n = len(rows)
-    keys = [encode_value(name) for name in index]
-    # slots per row: "{k0:" v0 ",k1:" v1 ... v(n-1); the next row's "{k0:" closes the line
-    width = 2 * n
-    end = width * rows_n
-    parts: list[Any] = [None] * (end + 1)
+    # one template line per row ("{k0:%s,k1:%d}\n"), every value of the batch laid into
+    # one flat list (every n-th slot, a C-level pass per column) and one ``%`` format:
+    # exact ints go in raw (``%d`` writes what json.dumps writes), the rest as JSON text
+    values: list[Any] = [None] * (n * rows_n)
+    specs = []
     for j, pos in enumerate(index.values()):
-        sep = "}\n{" + keys[0] + ":" if j == 0 else "," + keys[j] + ":"
-        parts[2 * j:end:width] = repeat(sep, rows_n)
-        parts[2 * j + 1:end:width] = encode_column(columns[pos])
-    parts[0] = "{" + parts[0][3:]  # the first line has no line before it to close
-    parts[-1] = "}\n"
-    return "".join(parts)
+        column = columns[pos]
+        if type(column[0]) is int and set(map(type, column)) == _INT_ONLY:
+            values[j::n] = column
+            specs.append("%d")
+        else:
+            values[j::n] = encode_column(column)
+            specs.append("%s")
+    line = "{" + ",".join(encode_value(name).replace("%", "%%") + ":" + spec
+                          for name, spec in zip(index, specs, strict=True)) + "}\n"
+    return (line * rows_n) % tuple(values)

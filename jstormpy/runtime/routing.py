@@ -306,9 +306,25 @@ class OutputCollector:
 
             self._fused = route
             return emit_fields
-        if route.kind == "global" or (route.kind == "local_or_shuffle" and route.local_rr):
-            pick = itertools.repeat(0).__next__ if route.kind == "global" else \
-                route.local_rr.__next__  # type: ignore[union-attr]
+        one = 0 if route.kind == "global" else (
+            route.local_targets[0] if route.kind == "local_or_shuffle"
+            and len(route.local_targets) == 1 else -1)
+        if one >= 0:  # one possible target (global, or one local task): no choice per emit
+            def emit_one(values: Sequence[Any], stream: str = "default") -> None:
+                if stream != only:
+                    generic(values, stream)
+                    return
+                buf = bufs[one]
+                buf.append(values)
+                if len(buf) >= bs:
+                    bufs[one] = []
+                    route.rows_out += len(buf)
+                    send(targets[one], (*head, buf))
+
+            self._fused = route
+            return emit_one
+        if route.kind == "local_or_shuffle" and route.local_rr:
+            pick = route.local_rr.__next__
 
             def emit_fixed(values: Sequence[Any], stream: str = "default") -> None:
                 if stream != only:

@@ -57,3 +57,59 @@ class CountPerWindow(WindowedBolt):
 
     def result(self, key, window, acc):
         return acc
+
+
+WORDS_PER_TASK = 4000
+
+
+def word_at(task_index: int, i: int) -> tuple[str, int]:
+    """The ``i``-th (word, sequence number) of spout task ``task_index``."""
+    return f"w{(i * 7 + task_index * 3) % 50}", task_index * 1_000_000 + i
+
+
+class Words(Spout):
+    """Per task: WORDS_PER_TASK deterministic (word, n) tuples, 100 per call, replayable."""
+
+    outputs = ("word", "n")
+
+    def __init__(self) -> None:
+        self.offset = 0
+
+    def open(self, conf, context):
+        self.index = context.task_index
+
+    def next_tuple(self):
+        end = min(self.offset + 100, WORDS_PER_TASK)
+        for i in range(self.offset, end):
+            self.emit(word_at(self.index, i))
+        self.offset = end
+        if end >= WORDS_PER_TASK:
+            self.finish()
+
+    def snapshot(self):
+        return self.offset
+
+    def restore(self, snap):
+        self.offset = snap
+
+
+class KeptTuplesPerWord(WindowedBolt):
+    """Ingestion time, one window firing at the end of input; ``add`` keeps every Tuple
+    it is given, so a Tuple the engine reused after ``add`` kept it would change."""
+
+    window = TumblingWindows(2 ** 62)
+    time = "ingestion"
+    key = "word"
+
+    def create(self):
+        return []
+
+    def add(self, acc, tup):
+        acc.append(tup)
+        return acc
+
+    def merge(self, a, b):
+        return a + b
+
+    def result(self, key, window, acc):
+        return [len(acc), sum(t["n"] for t in acc)]

@@ -43,6 +43,8 @@ def test_emitted_and_dirty_follow_every_path_of_a_fused_collector(kind: str) -> 
     assert coll.emitted == 12
     coll.flush()
     assert not coll.dirty and coll.emitted == 12 and len(rows_sent(sent)) == 12
+    if kind in ("global", "local_or_shuffle"):  # the one target / the one local task
+        assert {dst for dst, item in sent} == {3}
     coll.flush()  # nothing left: nothing sent
     assert len(sent) == len({id(item) for _, item in sent})
     coll.emit(("z", 0))

@@ -128,3 +128,13 @@ def test_percent_in_field_names_and_bools_among_ints(tmp_path: Path) -> None:
     got = batch_bytes(tmp_path / "b", [rows], index)
     assert got == per_tuple_bytes(tmp_path / "t", rows, index)
     assert got.splitlines()[1] == b'{"p%s":"b","n%d":true}'
+
+
+def test_percent_in_names_and_values_beside_an_all_int_column(tmp_path: Path) -> None:
+    """Exact-int columns go into the batch's one format as numbers (``%d``): a ``%`` in a
+    field name or a string value must still come out as itself."""
+    index = {"100%": 0, "n%d": 1}
+    rows = [("50%s", 3), ("%d%%", -5), ("x", 2 ** 70)]
+    got = batch_bytes(tmp_path / "b", [rows], index)
+    assert got == per_tuple_bytes(tmp_path / "t", rows, index)
+    assert got.splitlines()[1] == b'{"100%":"%d%%","n%d":-5}'

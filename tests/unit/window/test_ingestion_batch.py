@@ -26,7 +26,8 @@ assigners = st.one_of(
     st.integers(1, 10).map(SessionWindows))
 
 
-def make_bolt(assigner: Any, key: Any, early_n: int | None, clock: list[float]) -> WindowedBolt:
+def make_bolt(assigner: Any, key: Any, early_n: int | None, clock: list[float],
+              keep: bool = False) -> WindowedBolt:
     class Arrivals(WindowedBolt):
         window = assigner
         time = "ingestion"
@@ -35,13 +36,15 @@ def make_bolt(assigner: Any, key: Any, early_n: int | None, clock: list[float]) 
             return ()
 
         def add(self, acc: tuple, tup: Tuple) -> tuple:
-            return (*acc, tup["temp"])  # every record, in arrival order
+            # every record in arrival order; ``keep``: the Tuple itself, so an engine
+            # that reused a Tuple the user kept would change what it holds
+            return (*acc, tup if keep else tup["temp"])
 
         def merge(self, a: tuple, b: tuple) -> tuple:
             return a + b
 
         def result(self, k: Any, window: Any, acc: tuple) -> tuple:
-            return acc
+            return tuple(t["temp"] for t in acc) if keep else acc
 
         def now_ms(self) -> float:
             return clock[0]
@@ -53,17 +56,21 @@ def make_bolt(assigner: Any, key: Any, early_n: int | None, clock: list[float]) 
 
 @settings(max_examples=150, deadline=None)
 @given(assigner=assigners, key=st.sampled_from(["sensor", ("sensor",), None]),
-       early_n=st.sampled_from([None, 2]),
+       early_n=st.sampled_from([None, 2]), keep=st.booleans(),
        batches=st.lists(st.tuples(st.integers(-3, 15), st.lists(st.tuples(
            st.integers(0, 3), st.booleans()), max_size=10)), max_size=10))
 # an early firing in a later batch forwards the watermark an earlier batch reached
-@example(assigner=TumblingWindows(1), key="sensor", early_n=2,
+@example(assigner=TumblingWindows(1), key="sensor", early_n=2, keep=False,
          batches=[(0, [(0, False)]), (0, [(0, False)])])
-def test_ingestion_execute_batch_emits_what_execute_emits(assigner, key, early_n,
+# a whole batch in one slice: the rows after the first are added without a Tuple each
+@example(assigner=TumblingWindows(10), key="sensor", early_n=None, keep=True,
+         batches=[(0, [(0, False), (1, False), (0, False), (2, False)]),
+                  (20, [(1, False), (1, False)])])
+def test_ingestion_execute_batch_emits_what_execute_emits(assigner, key, early_n, keep,
                                                           batches) -> None:
     clock = [100.0]
-    per_tuple = make_bolt(assigner, key, early_n, clock)
-    batched = make_bolt(assigner, key, early_n, clock)
+    per_tuple = make_bolt(assigner, key, early_n, clock, keep)
+    batched = make_bolt(assigner, key, early_n, clock, keep)
     col_t, col_b = attach(per_tuple), attach(batched)
     n = 0
     for step, rows in batches:
