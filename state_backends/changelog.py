@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import operator
 import pickle
 import struct
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from jstormpy.errors import CorruptSnapshotError, MissingSegmentError, SnapshotNotFoundError
@@ -101,25 +102,44 @@ def build_base(states: Mapping[str, Mapping[Any, Any]], header: dict[str, Any]) 
     return encode_segment("base", {**header, "states": sorted(states)}, sections)
 
 
+def _by_key_group(keys: list[Any], max_parallelism: int) -> dict[int, list[Any]]:
+    """``keys`` bucketed by key group (hashed in batches, :func:`key_groups_of`)."""
+    buckets: dict[int, list[Any]] = {}
+    get = buckets.get
+    for g, key in zip(key_groups_of(keys, max_parallelism), keys, strict=True):
+        bucket = get(g)
+        if bucket is None:
+            buckets[g] = [key]
+        else:
+            bucket.append(key)
+    return buckets
+
+
 def build_delta(changes: Mapping[str, Mapping[Any, Any]], deleted_marker: object,
                 header: dict[str, Any]) -> bytes:
     """A delta segment: per key group, the keys put and deleted (``deleted_marker`` as the
-    value of a key in ``changes`` means it was deleted)."""
+    value of a key in ``changes`` means it was deleted). Runs on the snapshot thread: the
+    keys are hashed in batches, each key group's puts are gathered with one C-level pass
+    and pickled with one call."""
     max_p = header["max_parallelism"]
     groups: dict[int, dict[str, tuple[dict[Any, Any], list[Any]]]] = {}
     for name, entries in changes.items():
-        buckets: dict[int, tuple[dict[Any, Any], list[Any]]] = {}
-        for g, (key, value) in zip(key_groups_of(entries, max_p), entries.items(),
-                                   strict=True):
-            bucket = buckets.get(g)
-            if bucket is None:
-                bucket = buckets[g] = ({}, [])
-            if value is deleted_marker:
-                bucket[1].append(key)
+        keys = list(entries)
+        deleted: list[Any] = []
+        if any(map(operator.is_, entries.values(), itertools.repeat(deleted_marker))):
+            gone = list(map(operator.is_, entries.values(), itertools.repeat(deleted_marker)))
+            deleted = list(itertools.compress(keys, gone))
+            keys = list(itertools.compress(keys, map(operator.not_, gone)))
+        value_of = entries.__getitem__
+        for g, bucket in _by_key_group(keys, max_p).items():
+            puts = dict(zip(bucket, map(value_of, bucket), strict=True))
+            groups.setdefault(g, {})[name] = (puts, [])
+        for g, bucket in _by_key_group(deleted, max_p).items():
+            entry = groups.setdefault(g, {}).get(name)
+            if entry is None:
+                groups[g][name] = ({}, bucket)
             else:
-                bucket[0][key] = value
-        for g, bucket in buckets.items():
-            groups.setdefault(g, {})[name] = bucket
+                entry[1].extend(bucket)
     sections = [(g, _pickle(groups[g])) for g in sorted(groups)]
     return encode_segment("delta", {**header, "states": sorted(changes)}, sections)
 
@@ -140,30 +160,48 @@ def _read_header(data: bytes, where: str) -> tuple[dict[str, Any], int]:
     return header, _HEAD.size + hlen
 
 
-def decode_segment(data: bytes, where: str, wanted: Iterable[int] | None = None
-                   ) -> tuple[dict[str, Any], list[tuple[int, Any]]]:
-    """The header and the unpickled ``(group, payload)`` sections of a segment.
+def iter_segment(data: bytes, where: str, wanted: Iterable[int] | None = None
+                 ) -> tuple[dict[str, Any], Iterator[tuple[int, Any]]]:
+    """The header of a segment and an iterator over its unpickled ``(group, payload)``
+    sections, each checked when reached (a restore applies one section before unpickling
+    the next, so a base is never held twice in memory).
 
     Only delta sections of the key groups in ``wanted`` are read (all if None).
 
     Raises:
-        CorruptSnapshotError: naming the key group (or base range) that is damaged.
+        CorruptSnapshotError: naming the key group (or base range) that is damaged (from
+            the iterator, for a damaged section).
     """
     header, start = _read_header(data, where)
     want = None if wanted is None else set(wanted)
-    out: list[tuple[int, Any]] = []
     lo, hi = header.get("groups", [0, 0])
-    for group, offset, length, crc in header["sections"]:
-        if group >= 0 and want is not None and group not in want:
-            continue
-        payload = data[start + offset:start + offset + length]
-        if len(payload) != length or zlib.crc32(payload) != crc:
-            what = (f"key group {group}" if group >= 0 else
-                    f"a base chunk of key groups {lo}..{hi - 1}")
-            why = "truncated" if len(payload) != length else "checksum mismatch"
-            raise CorruptSnapshotError(f"{where}: {what} is damaged ({why})")
-        out.append((group, pickle.loads(payload)))
-    return header, out
+    view = memoryview(data)
+
+    def sections() -> Iterator[tuple[int, Any]]:
+        for group, offset, length, crc in header["sections"]:
+            if group >= 0 and want is not None and group not in want:
+                continue
+            payload = view[start + offset:start + offset + length]
+            if len(payload) != length or zlib.crc32(payload) != crc:
+                what = (f"key group {group}" if group >= 0 else
+                        f"a base chunk of key groups {lo}..{hi - 1}")
+                why = "truncated" if len(payload) != length else "checksum mismatch"
+                raise CorruptSnapshotError(f"{where}: {what} is damaged ({why})")
+            yield group, pickle.loads(payload)
+
+    return header, sections()
+
+
+def decode_segment(data: bytes, where: str, wanted: Iterable[int] | None = None
+                   ) -> tuple[dict[str, Any], list[tuple[int, Any]]]:
+    """The header and the unpickled ``(group, payload)`` sections of a segment
+    (:func:`iter_segment`, all sections read and checked now).
+
+    Raises:
+        CorruptSnapshotError: naming the key group (or base range) that is damaged.
+    """
+    header, sections = iter_segment(data, where, wanted)
+    return header, list(sections)
 
 
 def split_delta(data: bytes) -> tuple[bytes, list[tuple[int, bytes]]] | None:
@@ -248,7 +286,7 @@ def restore_key_groups(backend: StateBackend, chain: list[dict[str, Any]],
             raise MissingSegmentError(f"{label} is missing{at}: {exc}; the state of key "
                                       f"groups {lo}..{hi - 1} cannot be restored from "
                                       "this checkpoint") from exc
-        _header, sections = decode_segment(data, label + at, wanted)
+        _header, sections = iter_segment(data, label + at, wanted)
         for group, payload in sections:
             if group < 0:  # base chunk: whole dicts, filter by key group if asked
                 for name, entries in payload.items():

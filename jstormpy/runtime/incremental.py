@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any
 
 from jstormpy.errors import JStormError
@@ -53,38 +52,47 @@ class _Deleted:
 DELETED = _Deleted()
 
 
+_dict_set = dict.__setitem__
+_dict_del = dict.__delitem__
+
+
 class TrackedState(dict):  # type: ignore[type-arg]
     """A managed keyed-state dict that records the keys changed since the last checkpoint.
 
-    Pickles as a plain ``dict``. In-place mutation of a stored value is not seen (replace
-    the value instead); see the module docs.
+    ``dirty`` maps each key written or deleted since the last checkpoint to its new value
+    (:data:`DELETED` for a deletion): at a barrier that dict *is* the delta, so the task
+    thread takes it as it is instead of looking every dirty key up again. Recording costs
+    one dict store per write, like adding the key to a set. Pickles as a plain ``dict``.
+    In-place mutation of a stored value is not seen (replace the value instead); see the
+    module docs.
     """
 
     __slots__ = ("dirty", "whole")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.dirty: set[Any] = set()
+        self.dirty: dict[Any, Any] = {}
         self.whole = False  # written whole at every checkpoint (holds mutable values)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (dict, (dict(self),))
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        dict.__setitem__(self, key, value)
-        self.dirty.add(key)
+        _dict_set(self, key, value)
+        self.dirty[key] = value
 
     def __delitem__(self, key: Any) -> None:
-        dict.__delitem__(self, key)
-        self.dirty.add(key)
+        _dict_del(self, key)
+        self.dirty[key] = DELETED
 
     def pop(self, key: Any, *default: Any) -> Any:  # noqa: D102
-        self.dirty.add(key)
+        if key in self:
+            self.dirty[key] = DELETED
         return dict.pop(self, key, *default)
 
     def popitem(self) -> tuple[Any, Any]:  # noqa: D102
         item = dict.popitem(self)
-        self.dirty.add(item[0])
+        self.dirty[item[0]] = DELETED
         return item
 
     def setdefault(self, key: Any, default: Any = None) -> Any:  # noqa: D102
@@ -101,19 +109,20 @@ class TrackedState(dict):  # type: ignore[type-arg]
         return self
 
     def clear(self) -> None:  # noqa: D102
-        self.dirty.update(self.keys())
+        self.dirty.update(dict.fromkeys(self, DELETED))
         dict.clear(self)
 
 
-def _immutable_values_of(d: dict[Any, Any], keys: set[Any]) -> bool:
-    """Whether the values of ``keys`` in ``d`` (absent ones count as None) are all
-    atomic-immutable or tuples of such values."""
-    values = list(map(d.get, keys))
-    types = set(map(type, values))
+def _immutable_values_of(changes: dict[Any, Any]) -> bool:
+    """Whether the values of ``changes`` (a ``TrackedState.dirty``) are all
+    atomic-immutable, tuples of such values, or DELETED."""
+    types = set(map(type, changes.values()))
+    types.discard(_Deleted)
     if types <= _ATOMIC:
         return True
     if types <= _ATOMIC | {tuple}:
-        return all(v.__class__ in _ATOMIC for t in values if t.__class__ is tuple for v in t)
+        return all(v.__class__ in _ATOMIC for t in changes.values()
+                   if t.__class__ is tuple for v in t)
     return False
 
 
@@ -186,7 +195,7 @@ class IncrementalKeyedState:
         kept: dict[str, Any] = {}
         for name, d in states.items():
             if isinstance(d, TrackedState) and not d.whole:
-                if not _immutable_values_of(d, d.dirty):
+                if not _immutable_values_of(d.dirty):
                     d.whole = True  # a mutable value: write this dict whole from now on
                     log.info("task %s: state %r holds mutable values; it is checkpointed "
                              "whole from now on", self.task_id, name)
@@ -195,21 +204,18 @@ class IncrementalKeyedState:
                     tracked[name] = d
             else:
                 kept[name] = d
+            if isinstance(d, TrackedState) and d.whole:
+                d.dirty = {}  # written whole: nothing to remember between checkpoints
         snap["states"] = kept
         if not tracked and not self.chain.chain and self.chain.carry is None:
             return None
         if self._base_due():
             self.need_base = False
             cap = IncrementalCapture("base", {n: dict(d) for n, d in tracked.items()})
-        else:
-            changes: dict[str, dict[Any, Any]] = {}
-            for name, d in tracked.items():
-                dirty = d.dirty
-                changes[name] = dict(zip(dirty, map(d.get, dirty, repeat(DELETED)),
-                                         strict=True))
-            cap = IncrementalCapture("delta", changes)
+        else:  # the dirty dicts are the delta: no lookup per key on the task thread
+            cap = IncrementalCapture("delta", {n: d.dirty for n, d in tracked.items()})
         for d in tracked.values():
-            d.dirty = set()
+            d.dirty = {}
         return cap
 
     def _base_due(self) -> bool:

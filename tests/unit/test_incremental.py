@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import random
 import uuid
 from typing import Any
 
@@ -37,19 +38,23 @@ def backend() -> StateBackend:
 
 
 def test_tracked_state_records_every_kind_of_write() -> None:
+    from jstormpy.runtime.incremental import DELETED
+
     d = TrackedState({"a": 1, "b": 2, "c": 3})
-    assert d.dirty == set()
+    assert d.dirty == {}
     d["x"] = 1
     del d["a"]
     d.pop("b")
+    d.pop("absent", None)  # nothing was there: nothing changed
     d.setdefault("y", 5)
     d.setdefault("x", 9)  # present: not a write
     d.update({"z": 1}, w=2)
     d |= {"v": 3}
-    assert d.dirty == {"x", "a", "b", "y", "z", "w", "v"}
-    d.dirty = set()
+    d["x"] = 4  # the last write counts
+    assert d.dirty == {"x": 4, "a": DELETED, "b": DELETED, "y": 5, "z": 1, "w": 2, "v": 3}
+    d.dirty = {}
     d.clear()
-    assert d.dirty == {"c", "x", "y", "z", "w", "v"}
+    assert d.dirty == dict.fromkeys(["c", "x", "y", "z", "w", "v"], DELETED)
     assert pickle.loads(pickle.dumps(TrackedState({"k": 1}))).__class__ is dict
 
 
@@ -102,7 +107,7 @@ def test_restore_continues_the_chain(backend: StateBackend) -> None:
     again = TaskCheckpointer(backend, _config(), restored=load_task_snapshot(backend, h2),
                     generation=1)
     assert dict(again.comp.counts) == dict(task.comp.counts)
-    assert again.comp.counts.dirty == set()
+    assert again.comp.counts.dirty == {}
     again.comp.counts[6] = 60
     h3 = again.checkpoint(3).handle
     chain = load_task_snapshot(backend, h3)["incremental"]["chain"]
@@ -124,6 +129,40 @@ def test_restore_a_range_of_key_groups(backend: StateBackend) -> None:
     chain = snap["incremental"]["chain"]
     assert restore_key_groups(backend, chain, range(0, 32), MAX_P)["counts"] == {
         k: v for k, v in task.comp.counts.items() if key_group(k, MAX_P) < 32}
+
+
+def test_random_writes_and_deletes_of_mixed_keys_restore_exactly(backend: StateBackend) -> None:
+    """Puts, deletes, re-puts and clears of str/int/tuple/bytes keys over many deltas:
+    every checkpoint restores to the live state, whole and by key-group range."""
+    rng = random.Random(15)
+    task = TaskCheckpointer(backend, _config(incremental_compaction_every=50,
+                                             incremental_compaction_ratio=100.0))
+    counts = task.comp.counts
+    universe: list[Any] = ([f"w{i}" for i in range(300)] + list(range(300))
+                           + [("t", i) for i in range(50)] + [b"b%d" % i for i in range(50)])
+    for cid in range(1, 13):
+        for _ in range(rng.randrange(0, 400)):
+            key = rng.choice(universe)
+            op = rng.random()
+            if op < 0.6:
+                counts[key] = rng.randrange(1000)
+            elif op < 0.8:
+                counts.pop(key, None)
+            elif op < 0.9 and key in counts:
+                del counts[key]
+            else:
+                counts.setdefault(key, -1)
+        if cid == 7:
+            counts.clear()
+            counts.update({k: 1 for k in universe[::3]})
+        handle = task.checkpoint(cid).handle
+        assert load_task_snapshot(backend, handle)["states"]["counts"] == dict(counts), cid
+        lo = rng.randrange(MAX_P)
+        part = load_task_snapshot(backend, handle, groups=range(lo, MAX_P))
+        assert part["states"]["counts"] == {
+            k: v for k, v in counts.items() if key_group(k, MAX_P) >= lo}, cid
+    kinds = [s["kind"] for s in load_task_snapshot(backend, handle)["incremental"]["chain"]]
+    assert kinds == ["base"] + ["delta"] * 11
 
 
 def test_a_damaged_increment_names_checkpoint_and_key_group(backend: StateBackend) -> None:
