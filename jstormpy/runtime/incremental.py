@@ -211,7 +211,8 @@ class IncrementalKeyedState:
             return None
         if self._base_due():
             self.need_base = False
-            cap = IncrementalCapture("base", {n: dict(d) for n, d in tracked.items()})
+            # dict.copy clones the table even when it has holes (dict(d) re-inserts then)
+            cap = IncrementalCapture("base", {n: dict.copy(d) for n, d in tracked.items()})
         else:  # the dirty dicts are the delta: no lookup per key on the task thread
             cap = IncrementalCapture("delta", {n: d.dirty for n, d in tracked.items()})
         for d in tracked.values():
