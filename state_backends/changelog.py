@@ -21,18 +21,19 @@ Segment layout (every part checksummed, so a damaged key group is named, not gue
 The header is ``{"kind", "checkpoint_id", "task_id", "generation", "max_parallelism",
 "groups": [first, end), "sections": [[group, offset, length, crc32], ...]}``. A delta
 has one section per key group it touches (``group`` = the key group; its payload is a
-pickled ``{state: (puts_dict, deleted_keys)}``); a base has chunk sections (``group`` =
--1, payload a pickled ``{state: {key: value}}`` of up to ``CHUNK_KEYS`` keys of one
-state) covering the whole key-group range ``groups`` (bases are not split by key group:
-hashing every key at every compaction would cost more than it saves; restoring a subset
-of key groups from a base filters by :func:`~jstormpy.keygroups.key_group`).
+pickled ``{state: ((put_keys, put_values), deleted_keys)}``, three lists, the i-th put
+value belonging to the i-th put key -- version 1 segments held a ``{key: value}`` dict of
+the puts instead, still read); a base has chunk sections (``group`` = -1, payload a
+pickled ``{state: {key: value}}`` of up to ``CHUNK_KEYS`` keys of one state) covering the
+whole key-group range ``groups`` (bases are not split by key group: hashing every key at
+every compaction would cost more than it saves; restoring a subset of key groups from a
+base filters by :func:`~jstormpy.keygroups.key_group`).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import operator
 import pickle
 import struct
 import zlib
@@ -48,7 +49,8 @@ __all__ = ["key_groups_of"]  # re-exported: it lived here first
 SEGMENT_PREFIX = "inc/"
 CHUNK_KEYS = 20000
 _MAGIC = b"JSEG"
-_VERSION = 1
+_VERSION = 2  # 2: delta puts as (keys, values) lists
+_READABLE = (1, 2)
 _HEAD = struct.Struct("!4sBII")  # magic, version, header length, header crc32
 
 
@@ -102,44 +104,34 @@ def build_base(states: Mapping[str, Mapping[Any, Any]], header: dict[str, Any]) 
     return encode_segment("base", {**header, "states": sorted(states)}, sections)
 
 
-def _by_key_group(keys: list[Any], max_parallelism: int) -> dict[int, list[Any]]:
-    """``keys`` bucketed by key group (hashed in batches, :func:`key_groups_of`)."""
-    buckets: dict[int, list[Any]] = {}
-    get = buckets.get
-    for g, key in zip(key_groups_of(keys, max_parallelism), keys, strict=True):
-        bucket = get(g)
-        if bucket is None:
-            buckets[g] = [key]
-        else:
-            bucket.append(key)
-    return buckets
-
-
 def build_delta(changes: Mapping[str, Mapping[Any, Any]], deleted_marker: object,
                 header: dict[str, Any]) -> bytes:
     """A delta segment: per key group, the keys put and deleted (``deleted_marker`` as the
-    value of a key in ``changes`` means it was deleted). Runs on the snapshot thread: the
-    keys are hashed in batches, each key group's puts are gathered with one C-level pass
-    and pickled with one call."""
+    value of a key in ``changes`` means it was deleted).
+
+    Runs on the snapshot thread, and costs what touching each dirty key and value a few
+    times costs (at 10M keys they are mostly out of the CPU cache, so every pass over
+    them counts): the keys are hashed in batches (:func:`key_groups_of`), one pass puts
+    each key and its value, or the deleted key, into its key group's lists (no dict is
+    built and no key is looked up again), and each key group is pickled with one call."""
     max_p = header["max_parallelism"]
-    groups: dict[int, dict[str, tuple[dict[Any, Any], list[Any]]]] = {}
+    groups: dict[int, dict[str, Any]] = {}
     for name, entries in changes.items():
         keys = list(entries)
-        deleted: list[Any] = []
-        if any(map(operator.is_, entries.values(), itertools.repeat(deleted_marker))):
-            gone = list(map(operator.is_, entries.values(), itertools.repeat(deleted_marker)))
-            deleted = list(itertools.compress(keys, gone))
-            keys = list(itertools.compress(keys, map(operator.not_, gone)))
-        value_of = entries.__getitem__
-        for g, bucket in _by_key_group(keys, max_p).items():
-            puts = dict(zip(bucket, map(value_of, bucket), strict=True))
-            groups.setdefault(g, {})[name] = (puts, [])
-        for g, bucket in _by_key_group(deleted, max_p).items():
-            entry = groups.setdefault(g, {}).get(name)
-            if entry is None:
-                groups[g][name] = ({}, bucket)
+        buckets: dict[int, tuple[list[Any], list[Any], list[Any]]] = {}
+        get = buckets.get
+        for g, key, value in zip(key_groups_of(keys, max_p), keys, entries.values(),
+                                 strict=True):
+            bucket = get(g)
+            if bucket is None:
+                bucket = buckets[g] = ([], [], [])
+            if value is deleted_marker:
+                bucket[2].append(key)
             else:
-                entry[1].extend(bucket)
+                bucket[0].append(key)
+                bucket[1].append(value)
+        for g, (put_keys, put_values, deleted) in buckets.items():
+            groups.setdefault(g, {})[name] = ((put_keys, put_values), deleted)
     sections = [(g, _pickle(groups[g])) for g in sorted(groups)]
     return encode_segment("delta", {**header, "states": sorted(changes)}, sections)
 
@@ -148,7 +140,7 @@ def _read_header(data: bytes, where: str) -> tuple[dict[str, Any], int]:
     if len(data) < _HEAD.size:
         raise CorruptSnapshotError(f"{where}: truncated ({len(data)} bytes, no header)")
     magic, version, hlen, hcrc = _HEAD.unpack_from(data)
-    if magic != _MAGIC or version != _VERSION:
+    if magic != _MAGIC or version not in _READABLE:
         raise CorruptSnapshotError(f"{where}: not a jstormpy segment (bad magic/version)")
     head = data[_HEAD.size:_HEAD.size + hlen]
     if len(head) != hlen or zlib.crc32(head) != hcrc:
@@ -253,7 +245,8 @@ def join_delta(head: bytes, payloads: Mapping[int, bytes],
         body.append(payload)
         offset += len(payload)
     text = json.dumps({**header, "sections": index}, sort_keys=True).encode()
-    return b"".join([_HEAD.pack(_MAGIC, _VERSION, len(text), zlib.crc32(text)), text, *body])
+    version = _HEAD.unpack_from(head)[1]  # the payloads keep the format they were written in
+    return b"".join([_HEAD.pack(_MAGIC, version, len(text), zlib.crc32(text)), text, *body])
 
 
 def restore_key_groups(backend: StateBackend, chain: list[dict[str, Any]],
@@ -301,7 +294,10 @@ def restore_key_groups(backend: StateBackend, chain: list[dict[str, Any]],
                 target = states.setdefault(name, {})
                 for k in dels:
                     target.pop(k, None)
-                target.update(puts)
+                if puts.__class__ is tuple:  # (keys, values); a version 1 segment: a dict
+                    target.update(zip(*puts, strict=True))
+                else:
+                    target.update(puts)
     return states
 
 

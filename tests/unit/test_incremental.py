@@ -165,6 +165,32 @@ def test_random_writes_and_deletes_of_mixed_keys_restore_exactly(backend: StateB
     assert kinds == ["base"] + ["delta"] * 11
 
 
+def test_a_version_1_delta_is_still_read(backend: StateBackend,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Segments written before deltas held their puts as (keys, values) lists (version 1:
+    a {key: value} dict) restore as before."""
+    from jstormpy.state_backends import changelog
+
+    task = TaskCheckpointer(backend, _config())
+    task.comp.counts.update({f"w{i}": i for i in range(500)})
+    task.checkpoint(1)
+    for i in range(0, 500, 3):
+        task.comp.counts[f"w{i}"] = -i
+    del task.comp.counts["w1"]
+    handle = task.checkpoint(2).handle
+    seg = load_task_snapshot(backend, handle)["incremental"]["chain"][-1]
+    header, sections = changelog.decode_segment(backend.get_segment(seg["key"]), "delta")
+    v1 = [(g, pickle.dumps({name: (dict(zip(*puts, strict=True)), dels)
+                            for name, (puts, dels) in payload.items()}))
+          for g, payload in sections]
+    monkeypatch.setattr(changelog, "_VERSION", 1)
+    data = changelog.encode_segment("delta", {k: v for k, v in header.items()
+                                              if k not in ("kind", "sections")}, v1)
+    assert data[4] == 1
+    backend.put_object(seg["key"], data)
+    assert load_task_snapshot(backend, handle)["states"]["counts"] == dict(task.comp.counts)
+
+
 def test_a_damaged_increment_names_checkpoint_and_key_group(backend: StateBackend) -> None:
     task = TaskCheckpointer(backend, _config())
     task.comp.counts.update({i: i for i in range(100)})
