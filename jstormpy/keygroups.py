@@ -110,19 +110,12 @@ _PREFIX_CRC = tuple(zlib.crc32(b"s%d:" % n) for n in range(256))
 _LANE_BATCH = 65536
 """Keys per batch of :func:`_fmix_lanes` (bounds the big integers, and hands the GIL back
 to the task thread between batches when the snapshot thread hashes a delta)."""
-_LANE_MASKS: dict[tuple[int, int], int] = {}
 _ORDER = sys.byteorder  # array("Q") bytes are in the machine's order
 
 
 def _lane_mask(value: int, lanes: int) -> int:
-    """``value`` in each of ``lanes`` 64-bit lanes of one integer (memoised)."""
-    mask = _LANE_MASKS.get((value, lanes))
-    if mask is None:
-        if len(_LANE_MASKS) > 64:
-            _LANE_MASKS.clear()
-        mask = _LANE_MASKS[value, lanes] = int.from_bytes(
-            array("Q", [value]).tobytes() * lanes, _ORDER)
-    return mask
+    """``value`` in each of ``lanes`` 64-bit lanes of one integer (~0.1 ms for 65536)."""
+    return int.from_bytes(array("Q", [value]).tobytes() * lanes, _ORDER)
 
 
 def _fmix_lanes(crcs: list[int], max_parallelism: int) -> list[int]:
