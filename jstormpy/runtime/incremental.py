@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jstormpy.errors import JStormError
+from jstormpy.errors import CheckpointError, JStormError
 from jstormpy.runtime.snapshots import _ATOMIC, _immutable_values
 from jstormpy.state_backends.base import StateBackend
 from jstormpy.state_backends.changelog import (
@@ -133,6 +133,8 @@ class IncrementalCapture:
     kind: str
     """"base" (full copies) or "delta" (changed entries, DELETED for deletions)."""
     states: dict[str, dict[Any, Any]]
+    unchecked: bool = False
+    """The values' types are still to be checked (a delta, on the snapshot thread)."""
 
 
 @dataclass
@@ -187,37 +189,72 @@ class IncrementalKeyedState:
 
     # -- task thread ---------------------------------------------------------------------
     def capture(self, snap: dict[str, Any]) -> IncrementalCapture | None:
-        """Move the tracked states out of ``snap["states"]`` into a capture: dirty entries
-        for a delta, copies for a base (a base is chosen here, on the task thread).
-        None while the task has no tracked state at all (nothing to write)."""
+        """Move the tracked states out of ``snap["states"]`` into a capture: the dirty
+        dicts as they are for a delta (their values' types are checked on the snapshot
+        thread, :meth:`write`), copies for a base (chosen here, on the task thread; the new
+        values are checked here, as a base's copies share them). None while the task has
+        no tracked state at all (nothing to write)."""
         states: dict[str, Any] = snap.get("states") or {}
         tracked: dict[str, TrackedState] = {}
         kept: dict[str, Any] = {}
         for name, d in states.items():
             if isinstance(d, TrackedState) and not d.whole:
-                if not _immutable_values_of(d.dirty):
-                    d.whole = True  # a mutable value: write this dict whole from now on
-                    log.info("task %s: state %r holds mutable values; it is checkpointed "
-                             "whole from now on", self.task_id, name)
-                    kept[name] = d
-                else:
-                    tracked[name] = d
+                tracked[name] = d
             else:
                 kept[name] = d
-            if isinstance(d, TrackedState) and d.whole:
+        base = self._base_due()
+        if base:
+            for name, d in list(tracked.items()):
+                if not _immutable_values_of(d.dirty):
+                    self._write_whole(name, d)
+                    kept[name] = tracked.pop(name)
+        for d in kept.values():
+            if isinstance(d, TrackedState):
                 d.dirty = {}  # written whole: nothing to remember between checkpoints
         snap["states"] = kept
         if not tracked and not self.chain.chain and self.chain.carry is None:
             return None
-        if self._base_due():
+        if base:
             self.need_base = False
             # dict.copy clones the table even when it has holes (dict(d) re-inserts then)
             cap = IncrementalCapture("base", {n: dict.copy(d) for n, d in tracked.items()})
-        else:  # the dirty dicts are the delta: no lookup per key on the task thread
-            cap = IncrementalCapture("delta", {n: d.dirty for n, d in tracked.items()})
+        else:  # the dirty dicts are the delta: no per-key work on the task thread
+            cap = IncrementalCapture("delta", {n: d.dirty for n, d in tracked.items()},
+                                     unchecked=True)
         for d in tracked.values():
             d.dirty = {}
         return cap
+
+    def _write_whole(self, name: str, d: TrackedState) -> None:
+        """A mutable value turned up in state ``name``: write it whole from now on."""
+        d.whole = True
+        log.info("task %s: state %r holds mutable values; it is checkpointed whole from "
+                 "now on", self.task_id, name)
+
+    def _check_values(self, cap: IncrementalCapture) -> None:
+        """Snapshot thread: the type scan :meth:`capture` left out of a delta.
+
+        Raises:
+            CheckpointError: a state's new values include a mutable one, which the task may
+                change in place after the barrier: the checkpoint is declined, that state is
+                written whole from the next checkpoint on (in the task snapshot), and the
+                other states' changes are carried into the next segment.
+        """
+        cap.unchecked = False
+        mutable = [n for n, changes in cap.states.items() if not _immutable_values_of(changes)]
+        if not mutable:
+            return
+        for name in mutable:
+            d = self.states.get(name)
+            if isinstance(d, TrackedState) and not d.whole:
+                self._write_whole(name, d)
+        rest = IncrementalCapture("delta", {n: changes for n, changes in cap.states.items()
+                                            if n not in mutable})
+        c = self.chain
+        c.carry = rest if c.carry is None else _merge(c.carry, rest)
+        raise CheckpointError(
+            f"state(s) {mutable} now hold mutable values; this checkpoint is declined and "
+            f"the next one writes them whole")
 
     def _base_due(self) -> bool:
         c = self.chain
@@ -235,6 +272,8 @@ class IncrementalKeyedState:
         the next checkpoint's, so no change is ever dropped."""
         if backend is None:
             raise JStormError("incremental checkpoints need a state backend")
+        if cap.unchecked:
+            self._check_values(cap)
         c = self.chain
         if c.carry is not None:
             cap = _merge(c.carry, cap)

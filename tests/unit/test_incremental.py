@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from jstormpy import Config
-from jstormpy.errors import BackendError, CorruptSnapshotError
+from jstormpy.errors import BackendError, CheckpointError, CorruptSnapshotError
 from jstormpy.keygroups import key_group
 from jstormpy.runtime.incremental import TrackedState
 from jstormpy.state_backends import StateBackend, open_backend
@@ -231,14 +231,31 @@ def test_a_failed_upload_is_carried_into_the_next_checkpoint(backend: StateBacke
 
 
 def test_mutable_values_make_the_state_whole(backend: StateBackend) -> None:
+    """A delta's values are type-checked on the snapshot thread: a mutable one declines
+    that checkpoint (the task may change it in place after the barrier), the state is
+    written whole from the next checkpoint on, and the other states' changes of the
+    declined checkpoint are carried into the next segment."""
     task = TaskCheckpointer(backend, _config())
+    other = task.comp.state("other")
     task.comp.counts["a"] = 1
     task.checkpoint(1)
     task.comp.counts["lst"] = [1]
-    task.checkpoint(2)
+    other["b"] = 2
+    with pytest.raises(CheckpointError, match=r"\['counts'\] now hold mutable values"):
+        task.checkpoint(2)
     task.comp.counts["lst"].append(2)  # in place: only a whole snapshot sees it
     handle = task.checkpoint(3).handle
-    assert load_task_snapshot(backend, handle)["states"]["counts"] == {"a": 1, "lst": [1, 2]}
+    snap = load_task_snapshot(backend, handle)
+    assert snap["states"]["counts"] == {"a": 1, "lst": [1, 2]}
+    assert snap["states"]["other"] == {"b": 2}
+    assert task.comp.counts.dirty == {}  # a state written whole records nothing
+    # a base copies the values: they are checked at the barrier, nothing is declined
+    fresh = TaskCheckpointer(open_backend(f"memory://inc-{uuid.uuid4().hex}"), _config())
+    fresh.comp.counts["l"] = [1]
+    fresh.checkpoint(1)
+    fresh.comp.counts["l"].append(2)
+    handle = fresh.checkpoint(2).handle
+    assert load_task_snapshot(fresh.backend, handle)["states"]["counts"] == {"l": [1, 2]}
 
 
 def test_retention_keeps_segments_retained_checkpoints_reference(backend: StateBackend) -> None:
