@@ -105,7 +105,8 @@ def build_base(states: Mapping[str, Mapping[Any, Any]], header: dict[str, Any]) 
 
 
 def build_delta(changes: Mapping[str, Mapping[Any, Any]], deleted_marker: object,
-                header: dict[str, Any]) -> bytes:
+                header: dict[str, Any],
+                value_types: dict[str, set[type]] | None = None) -> bytes:
     """A delta segment: per key group, the keys put and deleted (``deleted_marker`` as the
     value of a key in ``changes`` means it was deleted).
 
@@ -113,7 +114,10 @@ def build_delta(changes: Mapping[str, Mapping[Any, Any]], deleted_marker: object
     times costs (at 10M keys they are mostly out of the CPU cache, so every pass over
     them counts): the keys are hashed in batches (:func:`key_groups_of`), one pass puts
     each key and its value, or the deleted key, into its key group's lists (no dict is
-    built and no key is looked up again), and each key group is pickled with one call."""
+    built and no key is looked up again), and each key group is pickled with one call.
+    With ``value_types``, the types of each state's put values are added to
+    ``value_types[state]`` (collected just before each key group is pickled, while its
+    values are in the CPU cache: the caller's type check costs no pass of its own)."""
     max_p = header["max_parallelism"]
     groups: dict[int, dict[str, Any]] = {}
     for name, entries in changes.items():
@@ -132,7 +136,13 @@ def build_delta(changes: Mapping[str, Mapping[Any, Any]], deleted_marker: object
                 bucket[1].append(value)
         for g, (put_keys, put_values, deleted) in buckets.items():
             groups.setdefault(g, {})[name] = ((put_keys, put_values), deleted)
-    sections = [(g, _pickle(groups[g])) for g in sorted(groups)]
+    sections = []
+    for g in sorted(groups):
+        payload = groups[g]
+        if value_types is not None:
+            for name, ((_keys, put_values), _deleted) in payload.items():
+                value_types[name].update(map(type, put_values))
+        sections.append((g, _pickle(payload)))
     return encode_segment("delta", {**header, "states": sorted(changes)}, sections)
 
 

@@ -231,8 +231,11 @@ class IncrementalKeyedState:
         log.info("task %s: state %r holds mutable values; it is checkpointed whole from "
                  "now on", self.task_id, name)
 
-    def _check_values(self, cap: IncrementalCapture) -> None:
-        """Snapshot thread: the type scan :meth:`capture` left out of a delta.
+    def _check_values(self, cap: IncrementalCapture,
+                      value_types: dict[str, set[type]] | None = None) -> None:
+        """Snapshot thread: the type check :meth:`capture` left out of a delta
+        (``value_types``: the put values' types per state, collected by
+        :func:`build_delta`; without it the values are scanned here).
 
         Raises:
             CheckpointError: a state's new values include a mutable one, which the task may
@@ -241,7 +244,15 @@ class IncrementalKeyedState:
                 other states' changes are carried into the next segment.
         """
         cap.unchecked = False
-        mutable = [n for n, changes in cap.states.items() if not _immutable_values_of(changes)]
+        mutable = []
+        for name, changes in cap.states.items():
+            types = None if value_types is None else value_types.get(name)
+            if types is not None and types <= _ATOMIC:
+                continue
+            if types is None or types <= _ATOMIC | {tuple}:  # tuples: scan their items
+                if _immutable_values_of(changes):
+                    continue
+            mutable.append(name)
         if not mutable:
             return
         for name in mutable:
@@ -272,9 +283,10 @@ class IncrementalKeyedState:
         the next checkpoint's, so no change is ever dropped."""
         if backend is None:
             raise JStormError("incremental checkpoints need a state backend")
-        if cap.unchecked:
-            self._check_values(cap)
         c = self.chain
+        if cap.unchecked and c.carry is not None and c.carry.kind == "base":
+            self._check_values(cap)  # merged into a base's copies: check before merging
+        unchecked = cap.unchecked
         if c.carry is not None:
             cap = _merge(c.carry, cap)
             c.carry = None
@@ -282,11 +294,19 @@ class IncrementalKeyedState:
                   "generation": generation, "max_parallelism": self.max_parallelism,
                   "groups": [self.key_groups.start, self.key_groups.stop]}
         key = segment_key(self.task_id, checkpoint_id, generation, cap.kind, attempt)
+        value_types: dict[str, set[type]] | None = None
         try:
             if cap.kind == "base":
                 data = build_base(cap.states, header)
             else:
-                data = build_delta(cap.states, DELETED, header)
+                value_types = {n: set() for n in cap.states} if unchecked else None
+                data = build_delta(cap.states, DELETED, header, value_types)
+        except BaseException:
+            c.carry = cap
+            raise
+        if value_types is not None:
+            self._check_values(cap, value_types)  # before anything is uploaded
+        try:
             backend.put_object(key, data)
         except BaseException:
             c.carry = cap

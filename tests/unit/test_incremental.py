@@ -235,7 +235,7 @@ def test_mutable_values_make_the_state_whole(backend: StateBackend) -> None:
     that checkpoint (the task may change it in place after the barrier), the state is
     written whole from the next checkpoint on, and the other states' changes of the
     declined checkpoint are carried into the next segment."""
-    task = TaskCheckpointer(backend, _config())
+    task = TaskCheckpointer(backend, _config(incremental_compaction_ratio=100.0))
     other = task.comp.state("other")
     task.comp.counts["a"] = 1
     task.checkpoint(1)
@@ -256,6 +256,21 @@ def test_mutable_values_make_the_state_whole(backend: StateBackend) -> None:
     fresh.comp.counts["l"].append(2)
     handle = fresh.checkpoint(2).handle
     assert load_task_snapshot(fresh.backend, handle)["states"]["counts"] == {"l": [1, 2]}
+
+
+def test_tuple_values_are_checked_item_by_item(backend: StateBackend) -> None:
+    task = TaskCheckpointer(backend, _config(incremental_compaction_ratio=100.0))
+    task.comp.counts["a"] = (1, "x")
+    task.checkpoint(1)
+    task.comp.counts["b"] = (2, "y", None)
+    assert task.checkpoint(2).kind == "delta"  # tuples of immutable values: as usual
+    task.comp.counts["c"] = (3, [4])
+    with pytest.raises(CheckpointError, match="mutable values"):
+        task.checkpoint(3)
+    task.comp.counts["c"][1].append(5)
+    handle = task.checkpoint(4).handle
+    assert load_task_snapshot(backend, handle)["states"]["counts"] == {
+        "a": (1, "x"), "b": (2, "y", None), "c": (3, [4, 5])}
 
 
 def test_retention_keeps_segments_retained_checkpoints_reference(backend: StateBackend) -> None:
