@@ -2,11 +2,12 @@
 
 With ``Config(incremental_checkpoints=True)``, ``self.state(name)`` returns a
 :class:`TrackedState`: a ``dict`` that remembers which keys were written or deleted
-since the last checkpoint (reads cost what a dict read costs; a write costs one Python
-call more). At a barrier :meth:`IncrementalKeyedState.capture` takes, on the task
-thread, either the dirty entries (a *delta*) or copies of the whole dicts (a *base*, at
-compaction); the snapshot thread then writes one segment
-(``jstormpy.state_backends.changelog``) and records it in the task's chain.
+since the last checkpoint, with their new values (reads cost what a dict read costs; a
+write costs one Python call more). At a barrier :meth:`IncrementalKeyedState.capture`
+takes, on the task thread, either that dirty dict as it is (a *delta*: no per-key work)
+or copies of the whole dicts (a *base*, at compaction); the snapshot thread then checks
+a delta's value types, writes one segment (``jstormpy.state_backends.changelog``) and
+records it in the task's chain.
 
 A base is due when the task has no chain yet, after a restore that did not come from a
 chain, every ``Config.incremental_compaction_every`` deltas, or once the deltas since the
@@ -14,7 +15,8 @@ base add up to more than ``Config.incremental_compaction_ratio`` × the base's b
 
 Values must be replaced, not mutated in place, for a change to be seen: a state dict
 that holds a mutable value (list, dict, set, object) stops being incremental and is
-written whole at every checkpoint from then on (like a plain state dict).
+written whole at every checkpoint from then on (like a plain state dict); the delta in
+which such a value first shows up is declined (:meth:`IncrementalKeyedState.write`).
 """
 
 from __future__ import annotations
