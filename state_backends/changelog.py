@@ -27,7 +27,7 @@ the puts instead, still read); a base has chunk sections (``group`` = -1, payloa
 pickled ``{state: {key: value}}`` of up to ``CHUNK_KEYS`` keys of one state) covering the
 whole key-group range ``groups`` (bases are not split by key group: hashing every key at
 every compaction would cost more than it saves; restoring a subset of key groups from a
-base filters by :func:`~jstormpy.keygroups.key_group`).
+base filters by :func:`~jstormpy.keygroups.key_groups_of`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from jstormpy.errors import CorruptSnapshotError, MissingSegmentError, SnapshotNotFoundError
-from jstormpy.keygroups import key_groups_of, key_hash
+from jstormpy.keygroups import key_groups_of
 from jstormpy.state_backends.base import StateBackend
 
 __all__ = ["key_groups_of"]  # re-exported: it lived here first
@@ -297,8 +297,9 @@ def restore_key_groups(backend: StateBackend, chain: list[dict[str, Any]],
                     if wanted is None or wanted.issuperset(range(lo, hi)):
                         target.update(entries)
                     else:
-                        target.update((k, v) for k, v in entries.items()
-                                      if key_hash(k) % max_parallelism in wanted)
+                        groups = key_groups_of(entries, max_parallelism)  # batched hash
+                        target.update(itertools.compress(
+                            entries.items(), map(wanted.__contains__, groups)))
                 continue
             for name, (puts, dels) in payload.items():
                 target = states.setdefault(name, {})
