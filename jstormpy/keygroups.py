@@ -17,8 +17,11 @@ CRC-32 followed by the MurmurHash3 finaliser. Keys that compare equal in a ``dic
 
 from __future__ import annotations
 
+import itertools
 import math
+import sys
 import zlib
+from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -78,15 +81,20 @@ def _encode(value: Any, out: list[bytes]) -> None:
         out.append(text.encode("utf-8", "surrogatepass"))
 
 
+def _key_crc(key: Any) -> int:
+    """CRC-32 of the canonical encoding of ``key`` (:func:`key_hash` before its finaliser)."""
+    parts: list[bytes] = []
+    _encode(key, parts)
+    return zlib.crc32(b"".join(parts))
+
+
 def key_hash(key: Any) -> int:
     """A 32-bit hash of ``key`` that every process and Python version agrees on.
 
     Strings, ints, floats, bytes, None and tuples of these are encoded canonically; any
     other type by its type name and ``repr`` (give such keys a stable ``__repr__``).
     """
-    parts: list[bytes] = []
-    _encode(key, parts)
-    h = zlib.crc32(b"".join(parts))
+    h = _key_crc(key)
     # MurmurHash3 fmix32: spreads CRC-32's linear structure over the low bits
     h ^= h >> 16
     h = (h * 0x85EBCA6B) & 0xFFFFFFFF
@@ -96,24 +104,67 @@ def key_hash(key: Any) -> int:
     return h
 
 
+_PREFIX_CRC = tuple(zlib.crc32(b"s%d:" % n) for n in range(256))
+"""CRC-32 of a ``str`` key's encoding prefix ``s<length>:``, by length (continued with
+``zlib.crc32(utf8, prefix_crc)``, so no prefixed copy of the key is built)."""
+_LANE_BATCH = 65536
+"""Keys per batch of :func:`_fmix_lanes` (bounds the big integers, and hands the GIL back
+to the task thread between batches when the snapshot thread hashes a delta)."""
+_ORDER = sys.byteorder  # array("Q") bytes are in the machine's order
+
+
+def _lane_mask(value: int, lanes: int) -> int:
+    """``value`` in each of ``lanes`` 64-bit lanes of one integer (~0.1 ms for 65536)."""
+    return int.from_bytes(array("Q", [value]).tobytes() * lanes, _ORDER)
+
+
+def _fmix_lanes(crcs: list[int], max_parallelism: int) -> list[int]:
+    """``[fmix32(c) % max_parallelism for c in crcs]`` without a Python step per key.
+
+    Every CRC sits in its own 64-bit lane of one big integer, so the finaliser's shifts,
+    XORs and multiplications by 32-bit constants run once over the whole batch in C: a
+    product of a 32-bit lane and a 32-bit constant fits its 64-bit lane (no carry into
+    the next one), and masking each lane to 32 bits after a multiplication or a right
+    shift drops what overflowed or came down from the lane above. About 4x faster than a
+    Python loop over the keys.
+    """
+    n = len(crcs)
+    if n == 0:
+        return []
+    low = _lane_mask(0xFFFFFFFF, n)
+    x = int.from_bytes(array("Q", crcs).tobytes(), _ORDER)
+    x ^= x >> 16 & low
+    x = x * 0x85EBCA6B & low
+    x ^= x >> 13 & low
+    x = x * 0xC2B2AE35 & low
+    x ^= x >> 16 & low
+    if max_parallelism & (max_parallelism - 1) == 0:  # a power of two (the default)
+        x &= _lane_mask(max_parallelism - 1, n)
+        return array("Q", x.to_bytes(8 * n, _ORDER)).tolist()
+    return [h % max_parallelism for h in array("Q", x.to_bytes(8 * n, _ORDER))]
+
+
 def key_groups_of(keys: Iterable[Any], max_parallelism: int) -> list[int]:
-    """``[key_group(k, max_parallelism) for k in keys]``, with ``str`` keys hashed inline
-    (the same canonical encoding and finaliser as :func:`key_hash`,
-    without a Python call per key: about half the cost)."""
+    """``[key_group(k, max_parallelism) for k in keys]``, computed in batches.
+
+    ``str`` and ``int`` keys are encoded inline (the same canonical encoding as
+    :func:`key_hash`, without a Python call per key) and the finaliser runs over a whole
+    batch at once (:func:`_fmix_lanes`): about a quarter of the cost of calling
+    :func:`key_group` per key. Other keys go through :func:`key_hash`'s encoder.
+    """
     crc = zlib.crc32
+    pre = _PREFIX_CRC
     out: list[int] = []
-    append = out.append
-    for k in keys:
-        if k.__class__ is str:
-            h = crc(b"s%d:%s" % (len(k), k.encode("utf-8", "surrogatepass")))
-            h ^= h >> 16
-            h = (h * 0x85EBCA6B) & 0xFFFFFFFF
-            h ^= h >> 13
-            h = (h * 0xC2B2AE35) & 0xFFFFFFFF
-            append((h ^ (h >> 16)) % max_parallelism)
-        else:
-            append(key_hash(k) % max_parallelism)
-    return out
+    it = iter(keys)
+    while True:
+        batch = list(itertools.islice(it, _LANE_BATCH))
+        if not batch:
+            return out
+        crcs = [crc(k.encode("utf-8", "surrogatepass"), pre[len(k)])
+                if k.__class__ is str and len(k) < 256 else
+                crc(b"i%d;" % k) if k.__class__ is int else _key_crc(k)
+                for k in batch]
+        out += _fmix_lanes(crcs, max_parallelism)
 
 
 def key_group(key: Any, max_parallelism: int) -> int:

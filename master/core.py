@@ -160,9 +160,19 @@ class MasterCore(CheckpointCoordination):
     def register(self, session: WorkerSession, reported_generation: int) -> None:
         """A worker opened its control stream."""
         with self.lock:
-            if not 0 <= session.worker_id < self.config.workers:
-                raise JStormError(f"worker id {session.worker_id} outside "
-                                  f"0..{self.config.workers - 1}")
+            if session.worker_id < 0:
+                raise JStormError(f"worker id {session.worker_id} is negative")
+            if session.worker_id >= self.config.workers:
+                # not part of the plan, e.g. a surplus worker of a rescale to fewer workers
+                # that outlived a TM crash after the commit point: tell it to stop for good
+                # (exit 0: the launcher does not restart it) rather than let it retry
+                log.warning("worker %d (pid %d) is not part of the plan (%d workers): told "
+                            "to stop", session.worker_id, session.pid, self.config.workers)
+                session.alive = False
+                session.send(shutdown=pb.Shutdown(
+                    reason=f"worker id {session.worker_id} is not part of the plan: the "
+                           f"topology runs {self.config.workers} workers", exit_code=0))
+                return
             old = self.sessions.get(session.worker_id)
             if old is not None and old.alive and 0 < reported_generation < self.generation:
                 # a zombie (frozen past its timeout, replaced meanwhile) reconnecting with

@@ -21,11 +21,13 @@ Segment layout (every part checksummed, so a damaged key group is named, not gue
 The header is ``{"kind", "checkpoint_id", "task_id", "generation", "max_parallelism",
 "groups": [first, end), "sections": [[group, offset, length, crc32], ...]}``. A delta
 has one section per key group it touches (``group`` = the key group; its payload is a
-pickled ``{state: (puts_dict, deleted_keys)}``); a base has chunk sections (``group`` =
--1, payload a pickled ``{state: {key: value}}`` of up to ``CHUNK_KEYS`` keys of one
-state) covering the whole key-group range ``groups`` (bases are not split by key group:
-hashing every key at every compaction would cost more than it saves; restoring a subset
-of key groups from a base filters by :func:`~jstormpy.keygroups.key_group`).
+pickled ``{state: ((put_keys, put_values), deleted_keys)}``, three lists, the i-th put
+value belonging to the i-th put key -- version 1 segments held a ``{key: value}`` dict of
+the puts instead, still read); a base has chunk sections (``group`` = -1, payload a
+pickled ``{state: {key: value}}`` of up to ``CHUNK_KEYS`` keys of one state) covering the
+whole key-group range ``groups`` (bases are not split by key group: hashing every key at
+every compaction would cost more than it saves; restoring a subset of key groups from a
+base filters by :func:`~jstormpy.keygroups.key_groups_of`).
 """
 
 from __future__ import annotations
@@ -35,11 +37,11 @@ import json
 import pickle
 import struct
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from jstormpy.errors import CorruptSnapshotError, MissingSegmentError, SnapshotNotFoundError
-from jstormpy.keygroups import key_groups_of, key_hash
+from jstormpy.keygroups import key_groups_of
 from jstormpy.state_backends.base import StateBackend
 
 __all__ = ["key_groups_of"]  # re-exported: it lived here first
@@ -47,7 +49,8 @@ __all__ = ["key_groups_of"]  # re-exported: it lived here first
 SEGMENT_PREFIX = "inc/"
 CHUNK_KEYS = 20000
 _MAGIC = b"JSEG"
-_VERSION = 1
+_VERSION = 2  # 2: delta puts as (keys, values) lists
+_READABLE = (1, 2)
 _HEAD = struct.Struct("!4sBII")  # magic, version, header length, header crc32
 
 
@@ -102,25 +105,44 @@ def build_base(states: Mapping[str, Mapping[Any, Any]], header: dict[str, Any]) 
 
 
 def build_delta(changes: Mapping[str, Mapping[Any, Any]], deleted_marker: object,
-                header: dict[str, Any]) -> bytes:
+                header: dict[str, Any],
+                value_types: dict[str, set[type]] | None = None) -> bytes:
     """A delta segment: per key group, the keys put and deleted (``deleted_marker`` as the
-    value of a key in ``changes`` means it was deleted)."""
+    value of a key in ``changes`` means it was deleted).
+
+    Runs on the snapshot thread, and costs what touching each dirty key and value a few
+    times costs (at 10M keys they are mostly out of the CPU cache, so every pass over
+    them counts): the keys are hashed in batches (:func:`key_groups_of`), one pass puts
+    each key and its value, or the deleted key, into its key group's lists (no dict is
+    built and no key is looked up again), and each key group is pickled with one call.
+    With ``value_types``, the types of each state's put values are added to
+    ``value_types[state]`` (collected just before each key group is pickled, while its
+    values are in the CPU cache: the caller's type check costs no pass of its own)."""
     max_p = header["max_parallelism"]
-    groups: dict[int, dict[str, tuple[dict[Any, Any], list[Any]]]] = {}
+    groups: dict[int, dict[str, Any]] = {}
     for name, entries in changes.items():
-        buckets: dict[int, tuple[dict[Any, Any], list[Any]]] = {}
-        for g, (key, value) in zip(key_groups_of(entries, max_p), entries.items(),
-                                   strict=True):
-            bucket = buckets.get(g)
+        keys = list(entries)
+        buckets: dict[int, tuple[list[Any], list[Any], list[Any]]] = {}
+        get = buckets.get
+        for g, key, value in zip(key_groups_of(keys, max_p), keys, entries.values(),
+                                 strict=True):
+            bucket = get(g)
             if bucket is None:
-                bucket = buckets[g] = ({}, [])
+                bucket = buckets[g] = ([], [], [])
             if value is deleted_marker:
-                bucket[1].append(key)
+                bucket[2].append(key)
             else:
-                bucket[0][key] = value
-        for g, bucket in buckets.items():
-            groups.setdefault(g, {})[name] = bucket
-    sections = [(g, _pickle(groups[g])) for g in sorted(groups)]
+                bucket[0].append(key)
+                bucket[1].append(value)
+        for g, (put_keys, put_values, deleted) in buckets.items():
+            groups.setdefault(g, {})[name] = ((put_keys, put_values), deleted)
+    sections = []
+    for g in sorted(groups):
+        payload = groups[g]
+        if value_types is not None:
+            for name, ((_keys, put_values), _deleted) in payload.items():
+                value_types[name].update(map(type, put_values))
+        sections.append((g, _pickle(payload)))
     return encode_segment("delta", {**header, "states": sorted(changes)}, sections)
 
 
@@ -128,7 +150,7 @@ def _read_header(data: bytes, where: str) -> tuple[dict[str, Any], int]:
     if len(data) < _HEAD.size:
         raise CorruptSnapshotError(f"{where}: truncated ({len(data)} bytes, no header)")
     magic, version, hlen, hcrc = _HEAD.unpack_from(data)
-    if magic != _MAGIC or version != _VERSION:
+    if magic != _MAGIC or version not in _READABLE:
         raise CorruptSnapshotError(f"{where}: not a jstormpy segment (bad magic/version)")
     head = data[_HEAD.size:_HEAD.size + hlen]
     if len(head) != hlen or zlib.crc32(head) != hcrc:
@@ -140,30 +162,48 @@ def _read_header(data: bytes, where: str) -> tuple[dict[str, Any], int]:
     return header, _HEAD.size + hlen
 
 
-def decode_segment(data: bytes, where: str, wanted: Iterable[int] | None = None
-                   ) -> tuple[dict[str, Any], list[tuple[int, Any]]]:
-    """The header and the unpickled ``(group, payload)`` sections of a segment.
+def iter_segment(data: bytes, where: str, wanted: Iterable[int] | None = None
+                 ) -> tuple[dict[str, Any], Iterator[tuple[int, Any]]]:
+    """The header of a segment and an iterator over its unpickled ``(group, payload)``
+    sections, each checked when reached (a restore applies one section before unpickling
+    the next, so a base is never held twice in memory).
 
     Only delta sections of the key groups in ``wanted`` are read (all if None).
 
     Raises:
-        CorruptSnapshotError: naming the key group (or base range) that is damaged.
+        CorruptSnapshotError: naming the key group (or base range) that is damaged (from
+            the iterator, for a damaged section).
     """
     header, start = _read_header(data, where)
     want = None if wanted is None else set(wanted)
-    out: list[tuple[int, Any]] = []
     lo, hi = header.get("groups", [0, 0])
-    for group, offset, length, crc in header["sections"]:
-        if group >= 0 and want is not None and group not in want:
-            continue
-        payload = data[start + offset:start + offset + length]
-        if len(payload) != length or zlib.crc32(payload) != crc:
-            what = (f"key group {group}" if group >= 0 else
-                    f"a base chunk of key groups {lo}..{hi - 1}")
-            why = "truncated" if len(payload) != length else "checksum mismatch"
-            raise CorruptSnapshotError(f"{where}: {what} is damaged ({why})")
-        out.append((group, pickle.loads(payload)))
-    return header, out
+    view = memoryview(data)
+
+    def sections() -> Iterator[tuple[int, Any]]:
+        for group, offset, length, crc in header["sections"]:
+            if group >= 0 and want is not None and group not in want:
+                continue
+            payload = view[start + offset:start + offset + length]
+            if len(payload) != length or zlib.crc32(payload) != crc:
+                what = (f"key group {group}" if group >= 0 else
+                        f"a base chunk of key groups {lo}..{hi - 1}")
+                why = "truncated" if len(payload) != length else "checksum mismatch"
+                raise CorruptSnapshotError(f"{where}: {what} is damaged ({why})")
+            yield group, pickle.loads(payload)
+
+    return header, sections()
+
+
+def decode_segment(data: bytes, where: str, wanted: Iterable[int] | None = None
+                   ) -> tuple[dict[str, Any], list[tuple[int, Any]]]:
+    """The header and the unpickled ``(group, payload)`` sections of a segment
+    (:func:`iter_segment`, all sections read and checked now).
+
+    Raises:
+        CorruptSnapshotError: naming the key group (or base range) that is damaged.
+    """
+    header, sections = iter_segment(data, where, wanted)
+    return header, list(sections)
 
 
 def split_delta(data: bytes) -> tuple[bytes, list[tuple[int, bytes]]] | None:
@@ -215,7 +255,8 @@ def join_delta(head: bytes, payloads: Mapping[int, bytes],
         body.append(payload)
         offset += len(payload)
     text = json.dumps({**header, "sections": index}, sort_keys=True).encode()
-    return b"".join([_HEAD.pack(_MAGIC, _VERSION, len(text), zlib.crc32(text)), text, *body])
+    version = _HEAD.unpack_from(head)[1]  # the payloads keep the format they were written in
+    return b"".join([_HEAD.pack(_MAGIC, version, len(text), zlib.crc32(text)), text, *body])
 
 
 def restore_key_groups(backend: StateBackend, chain: list[dict[str, Any]],
@@ -248,7 +289,7 @@ def restore_key_groups(backend: StateBackend, chain: list[dict[str, Any]],
             raise MissingSegmentError(f"{label} is missing{at}: {exc}; the state of key "
                                       f"groups {lo}..{hi - 1} cannot be restored from "
                                       "this checkpoint") from exc
-        _header, sections = decode_segment(data, label + at, wanted)
+        _header, sections = iter_segment(data, label + at, wanted)
         for group, payload in sections:
             if group < 0:  # base chunk: whole dicts, filter by key group if asked
                 for name, entries in payload.items():
@@ -256,14 +297,18 @@ def restore_key_groups(backend: StateBackend, chain: list[dict[str, Any]],
                     if wanted is None or wanted.issuperset(range(lo, hi)):
                         target.update(entries)
                     else:
-                        target.update((k, v) for k, v in entries.items()
-                                      if key_hash(k) % max_parallelism in wanted)
+                        groups = key_groups_of(entries, max_parallelism)  # batched hash
+                        target.update(itertools.compress(
+                            entries.items(), map(wanted.__contains__, groups)))
                 continue
             for name, (puts, dels) in payload.items():
                 target = states.setdefault(name, {})
                 for k in dels:
                     target.pop(k, None)
-                target.update(puts)
+                if puts.__class__ is tuple:  # (keys, values); a version 1 segment: a dict
+                    target.update(zip(*puts, strict=True))
+                else:
+                    target.update(puts)
     return states
 
 

@@ -2,11 +2,12 @@
 
 With ``Config(incremental_checkpoints=True)``, ``self.state(name)`` returns a
 :class:`TrackedState`: a ``dict`` that remembers which keys were written or deleted
-since the last checkpoint (reads cost what a dict read costs; a write costs one Python
-call more). At a barrier :meth:`IncrementalKeyedState.capture` takes, on the task
-thread, either the dirty entries (a *delta*) or copies of the whole dicts (a *base*, at
-compaction); the snapshot thread then writes one segment
-(``jstormpy.state_backends.changelog``) and records it in the task's chain.
+since the last checkpoint, with their new values (reads cost what a dict read costs; a
+write costs one Python call more). At a barrier :meth:`IncrementalKeyedState.capture`
+takes, on the task thread, either that dirty dict as it is (a *delta*: no per-key work)
+or copies of the whole dicts (a *base*, at compaction); the snapshot thread then checks
+a delta's value types, writes one segment (``jstormpy.state_backends.changelog``) and
+records it in the task's chain.
 
 A base is due when the task has no chain yet, after a restore that did not come from a
 chain, every ``Config.incremental_compaction_every`` deltas, or once the deltas since the
@@ -14,7 +15,8 @@ base add up to more than ``Config.incremental_compaction_ratio`` × the base's b
 
 Values must be replaced, not mutated in place, for a change to be seen: a state dict
 that holds a mutable value (list, dict, set, object) stops being incremental and is
-written whole at every checkpoint from then on (like a plain state dict).
+written whole at every checkpoint from then on (like a plain state dict); the delta in
+which such a value first shows up is declined (:meth:`IncrementalKeyedState.write`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any
 
-from jstormpy.errors import JStormError
+from jstormpy.errors import CheckpointError, JStormError
 from jstormpy.runtime.snapshots import _ATOMIC, _immutable_values
 from jstormpy.state_backends.base import StateBackend
 from jstormpy.state_backends.changelog import (
@@ -53,38 +54,47 @@ class _Deleted:
 DELETED = _Deleted()
 
 
+_dict_set = dict.__setitem__
+_dict_del = dict.__delitem__
+
+
 class TrackedState(dict):  # type: ignore[type-arg]
     """A managed keyed-state dict that records the keys changed since the last checkpoint.
 
-    Pickles as a plain ``dict``. In-place mutation of a stored value is not seen (replace
-    the value instead); see the module docs.
+    ``dirty`` maps each key written or deleted since the last checkpoint to its new value
+    (:data:`DELETED` for a deletion): at a barrier that dict *is* the delta, so the task
+    thread takes it as it is instead of looking every dirty key up again. Recording costs
+    one dict store per write, like adding the key to a set. Pickles as a plain ``dict``.
+    In-place mutation of a stored value is not seen (replace the value instead); see the
+    module docs.
     """
 
     __slots__ = ("dirty", "whole")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.dirty: set[Any] = set()
+        self.dirty: dict[Any, Any] = {}
         self.whole = False  # written whole at every checkpoint (holds mutable values)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (dict, (dict(self),))
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        dict.__setitem__(self, key, value)
-        self.dirty.add(key)
+        _dict_set(self, key, value)
+        self.dirty[key] = value
 
     def __delitem__(self, key: Any) -> None:
-        dict.__delitem__(self, key)
-        self.dirty.add(key)
+        _dict_del(self, key)
+        self.dirty[key] = DELETED
 
     def pop(self, key: Any, *default: Any) -> Any:  # noqa: D102
-        self.dirty.add(key)
+        if key in self:
+            self.dirty[key] = DELETED
         return dict.pop(self, key, *default)
 
     def popitem(self) -> tuple[Any, Any]:  # noqa: D102
         item = dict.popitem(self)
-        self.dirty.add(item[0])
+        self.dirty[item[0]] = DELETED
         return item
 
     def setdefault(self, key: Any, default: Any = None) -> Any:  # noqa: D102
@@ -101,19 +111,20 @@ class TrackedState(dict):  # type: ignore[type-arg]
         return self
 
     def clear(self) -> None:  # noqa: D102
-        self.dirty.update(self.keys())
+        self.dirty.update(dict.fromkeys(self, DELETED))
         dict.clear(self)
 
 
-def _immutable_values_of(d: dict[Any, Any], keys: set[Any]) -> bool:
-    """Whether the values of ``keys`` in ``d`` (absent ones count as None) are all
-    atomic-immutable or tuples of such values."""
-    values = list(map(d.get, keys))
-    types = set(map(type, values))
+def _immutable_values_of(changes: dict[Any, Any]) -> bool:
+    """Whether the values of ``changes`` (a ``TrackedState.dirty``) are all
+    atomic-immutable, tuples of such values, or DELETED."""
+    types = set(map(type, changes.values()))
+    types.discard(_Deleted)
     if types <= _ATOMIC:
         return True
     if types <= _ATOMIC | {tuple}:
-        return all(v.__class__ in _ATOMIC for t in values if t.__class__ is tuple for v in t)
+        return all(v.__class__ in _ATOMIC for t in changes.values()
+                   if t.__class__ is tuple for v in t)
     return False
 
 
@@ -124,6 +135,8 @@ class IncrementalCapture:
     kind: str
     """"base" (full copies) or "delta" (changed entries, DELETED for deletions)."""
     states: dict[str, dict[Any, Any]]
+    unchecked: bool = False
+    """The values' types are still to be checked (a delta, on the snapshot thread)."""
 
 
 @dataclass
@@ -178,39 +191,83 @@ class IncrementalKeyedState:
 
     # -- task thread ---------------------------------------------------------------------
     def capture(self, snap: dict[str, Any]) -> IncrementalCapture | None:
-        """Move the tracked states out of ``snap["states"]`` into a capture: dirty entries
-        for a delta, copies for a base (a base is chosen here, on the task thread).
-        None while the task has no tracked state at all (nothing to write)."""
+        """Move the tracked states out of ``snap["states"]`` into a capture: the dirty
+        dicts as they are for a delta (their values' types are checked on the snapshot
+        thread, :meth:`write`), copies for a base (chosen here, on the task thread; the new
+        values are checked here, as a base's copies share them). None while the task has
+        no tracked state at all (nothing to write)."""
         states: dict[str, Any] = snap.get("states") or {}
         tracked: dict[str, TrackedState] = {}
         kept: dict[str, Any] = {}
         for name, d in states.items():
             if isinstance(d, TrackedState) and not d.whole:
-                if not _immutable_values_of(d, d.dirty):
-                    d.whole = True  # a mutable value: write this dict whole from now on
-                    log.info("task %s: state %r holds mutable values; it is checkpointed "
-                             "whole from now on", self.task_id, name)
-                    kept[name] = d
-                else:
-                    tracked[name] = d
+                tracked[name] = d
             else:
                 kept[name] = d
+        base = self._base_due()
+        if base:
+            for name, d in list(tracked.items()):
+                if not _immutable_values_of(d.dirty):
+                    self._write_whole(name, d)
+                    kept[name] = tracked.pop(name)
+        for d in kept.values():
+            if isinstance(d, TrackedState):
+                d.dirty = {}  # written whole: nothing to remember between checkpoints
         snap["states"] = kept
         if not tracked and not self.chain.chain and self.chain.carry is None:
             return None
-        if self._base_due():
+        if base:
             self.need_base = False
-            cap = IncrementalCapture("base", {n: dict(d) for n, d in tracked.items()})
-        else:
-            changes: dict[str, dict[Any, Any]] = {}
-            for name, d in tracked.items():
-                dirty = d.dirty
-                changes[name] = dict(zip(dirty, map(d.get, dirty, repeat(DELETED)),
-                                         strict=True))
-            cap = IncrementalCapture("delta", changes)
+            # dict.copy clones the table even when it has holes (dict(d) re-inserts then)
+            cap = IncrementalCapture("base", {n: dict.copy(d) for n, d in tracked.items()})
+        else:  # the dirty dicts are the delta: no per-key work on the task thread
+            cap = IncrementalCapture("delta", {n: d.dirty for n, d in tracked.items()},
+                                     unchecked=True)
         for d in tracked.values():
-            d.dirty = set()
+            d.dirty = {}
         return cap
+
+    def _write_whole(self, name: str, d: TrackedState) -> None:
+        """A mutable value turned up in state ``name``: write it whole from now on."""
+        d.whole = True
+        log.info("task %s: state %r holds mutable values; it is checkpointed whole from "
+                 "now on", self.task_id, name)
+
+    def _check_values(self, cap: IncrementalCapture,
+                      value_types: dict[str, set[type]] | None = None) -> None:
+        """Snapshot thread: the type check :meth:`capture` left out of a delta
+        (``value_types``: the put values' types per state, collected by
+        :func:`build_delta`; without it the values are scanned here).
+
+        Raises:
+            CheckpointError: a state's new values include a mutable one, which the task may
+                change in place after the barrier: the checkpoint is declined, that state is
+                written whole from the next checkpoint on (in the task snapshot), and the
+                other states' changes are carried into the next segment.
+        """
+        cap.unchecked = False
+        mutable = []
+        for name, changes in cap.states.items():
+            types = None if value_types is None else value_types.get(name)
+            if types is not None and types <= _ATOMIC:
+                continue
+            if types is None or types <= _ATOMIC | {tuple}:  # tuples: scan their items
+                if _immutable_values_of(changes):
+                    continue
+            mutable.append(name)
+        if not mutable:
+            return
+        for name in mutable:
+            d = self.states.get(name)
+            if isinstance(d, TrackedState) and not d.whole:
+                self._write_whole(name, d)
+        rest = IncrementalCapture("delta", {n: changes for n, changes in cap.states.items()
+                                            if n not in mutable})
+        c = self.chain
+        c.carry = rest if c.carry is None else _merge(c.carry, rest)
+        raise CheckpointError(
+            f"state(s) {mutable} now hold mutable values; this checkpoint is declined and "
+            f"the next one writes them whole")
 
     def _base_due(self) -> bool:
         c = self.chain
@@ -229,6 +286,9 @@ class IncrementalKeyedState:
         if backend is None:
             raise JStormError("incremental checkpoints need a state backend")
         c = self.chain
+        if cap.unchecked and c.carry is not None and c.carry.kind == "base":
+            self._check_values(cap)  # merged into a base's copies: check before merging
+        unchecked = cap.unchecked
         if c.carry is not None:
             cap = _merge(c.carry, cap)
             c.carry = None
@@ -236,11 +296,19 @@ class IncrementalKeyedState:
                   "generation": generation, "max_parallelism": self.max_parallelism,
                   "groups": [self.key_groups.start, self.key_groups.stop]}
         key = segment_key(self.task_id, checkpoint_id, generation, cap.kind, attempt)
+        value_types: dict[str, set[type]] | None = None
         try:
             if cap.kind == "base":
                 data = build_base(cap.states, header)
             else:
-                data = build_delta(cap.states, DELETED, header)
+                value_types = {n: set() for n in cap.states} if unchecked else None
+                data = build_delta(cap.states, DELETED, header, value_types)
+        except BaseException:
+            c.carry = cap
+            raise
+        if value_types is not None:
+            self._check_values(cap, value_types)  # before anything is uploaded
+        try:
             backend.put_object(key, data)
         except BaseException:
             c.carry = cap

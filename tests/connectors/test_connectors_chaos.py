@@ -102,9 +102,9 @@ def _expected_totals() -> dict[tuple[str, int], int]:
     return out
 
 
-def _check(rows: list[dict[str, Any]]) -> None:
+def _check(rows: list[dict[str, Any]], per_key: int = PER_KEY) -> None:
     report = check_sequences(rows, key="key", seq="seq",
-                             expected={f"k{i}": PER_KEY for i in range(KEYS)})
+                             expected={f"k{i}": per_key for i in range(KEYS)})
     assert report.ok, report.summary()
     wrong = check_running_totals(rows, key="key", seq="seq", total="total",
                                  amount_of=lambda _k, s: SequenceSpout.value_of(s))

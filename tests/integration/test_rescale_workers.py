@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psutil
 import pytest
 
 from jstormpy import Config, LocalCluster
@@ -81,3 +82,43 @@ def test_two_phase_commit_sink_rescales_in_place(tmp_path: Path) -> None:
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
     parts = {p.name.rsplit("-", 1)[-1] for p in out.iterdir() if p.name.startswith("part-")}
     assert len(parts) >= 3, parts  # files of the old, the scaled-up and the scaled-down tasks
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` still runs (an exited, unreaped child counts as gone)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.slow
+def test_surplus_worker_that_outlived_a_master_crash_stops_at_once(tmp_path: Path) -> None:
+    """3 -> 1 workers, the Topology Master SIGKILLed right after the rescale's commit point
+    (before it told any worker): the restarted TM adopts the new layout, and the surplus
+    workers 1 and 2, which survived with the old one, are told at their re-registration
+    that they are not part of the plan and stop (exit 0) -- within seconds, not after
+    their 60 s reconnect time-out -- while every key stays exactly-once."""
+    out = tmp_path / "out"
+    env = {"JSTORM_FAULTS": "rescale_after_commit", "JSTORM_FAULT_DIR": str(tmp_path)}
+    conf = Config(workers=3, checkpoint_interval_ms=300)
+    with LocalCluster(env=env) as cluster:
+        handle = cluster.submit(linear(out, 2, per_key=PER_KEY, rate=700), conf)
+        wait_until(lambda: committed_count(out) > 1500, 60, "some committed output")
+        surplus = {w.id: w.pid for w in handle.workers() if w.id > 0}
+        assert sorted(surplus) == [1, 2]
+        old_master = handle.master_pid
+        handle.rescale({}, workers=1)
+        assert (tmp_path / "rescale_after_commit@0@None").exists(), "the fault did not fire"
+        assert handle.master_pid != old_master
+        wait_until(lambda: not any(map(_running, surplus.values())), 20,
+                   "the surplus workers to stop (not after their 60 s reconnect time-out)")
+        assert layout(handle)[0] == [0]
+        run_dir = handle.run_dir
+        assert run_dir is not None
+        for wid in surplus:
+            log = (run_dir / "logs" / f"worker-{wid}.log").read_text()
+            assert f"worker id {wid} is not part of the plan" in log, log[-2000:]
+        assert committed_count(out) < KEYS * PER_KEY, "the run ended before the rescale"
+        handle.wait(timeout=240)
+    assert check_keyed_sums(out, KEYS, PER_KEY) == ""

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import pickle
+import random
 import uuid
 from typing import Any
 
 import pytest
 
 from jstormpy import Config
-from jstormpy.errors import BackendError, CorruptSnapshotError
+from jstormpy.errors import BackendError, CheckpointError, CorruptSnapshotError
 from jstormpy.keygroups import key_group
 from jstormpy.runtime.incremental import TrackedState
 from jstormpy.state_backends import StateBackend, open_backend
@@ -37,19 +38,23 @@ def backend() -> StateBackend:
 
 
 def test_tracked_state_records_every_kind_of_write() -> None:
+    from jstormpy.runtime.incremental import DELETED
+
     d = TrackedState({"a": 1, "b": 2, "c": 3})
-    assert d.dirty == set()
+    assert d.dirty == {}
     d["x"] = 1
     del d["a"]
     d.pop("b")
+    d.pop("absent", None)  # nothing was there: nothing changed
     d.setdefault("y", 5)
     d.setdefault("x", 9)  # present: not a write
     d.update({"z": 1}, w=2)
     d |= {"v": 3}
-    assert d.dirty == {"x", "a", "b", "y", "z", "w", "v"}
-    d.dirty = set()
+    d["x"] = 4  # the last write counts
+    assert d.dirty == {"x": 4, "a": DELETED, "b": DELETED, "y": 5, "z": 1, "w": 2, "v": 3}
+    d.dirty = {}
     d.clear()
-    assert d.dirty == {"c", "x", "y", "z", "w", "v"}
+    assert d.dirty == dict.fromkeys(["c", "x", "y", "z", "w", "v"], DELETED)
     assert pickle.loads(pickle.dumps(TrackedState({"k": 1}))).__class__ is dict
 
 
@@ -102,7 +107,7 @@ def test_restore_continues_the_chain(backend: StateBackend) -> None:
     again = TaskCheckpointer(backend, _config(), restored=load_task_snapshot(backend, h2),
                     generation=1)
     assert dict(again.comp.counts) == dict(task.comp.counts)
-    assert again.comp.counts.dirty == set()
+    assert again.comp.counts.dirty == {}
     again.comp.counts[6] = 60
     h3 = again.checkpoint(3).handle
     chain = load_task_snapshot(backend, h3)["incremental"]["chain"]
@@ -124,6 +129,66 @@ def test_restore_a_range_of_key_groups(backend: StateBackend) -> None:
     chain = snap["incremental"]["chain"]
     assert restore_key_groups(backend, chain, range(0, 32), MAX_P)["counts"] == {
         k: v for k, v in task.comp.counts.items() if key_group(k, MAX_P) < 32}
+
+
+def test_random_writes_and_deletes_of_mixed_keys_restore_exactly(backend: StateBackend) -> None:
+    """Puts, deletes, re-puts and clears of str/int/tuple/bytes keys over many deltas:
+    every checkpoint restores to the live state, whole and by key-group range."""
+    rng = random.Random(15)
+    task = TaskCheckpointer(backend, _config(incremental_compaction_every=50,
+                                             incremental_compaction_ratio=100.0))
+    counts = task.comp.counts
+    universe: list[Any] = ([f"w{i}" for i in range(300)] + list(range(300))
+                           + [("t", i) for i in range(50)] + [b"b%d" % i for i in range(50)])
+    for cid in range(1, 13):
+        for _ in range(rng.randrange(0, 400)):
+            key = rng.choice(universe)
+            op = rng.random()
+            if op < 0.6:
+                counts[key] = rng.randrange(1000)
+            elif op < 0.8:
+                counts.pop(key, None)
+            elif op < 0.9 and key in counts:
+                del counts[key]
+            else:
+                counts.setdefault(key, -1)
+        if cid == 7:
+            counts.clear()
+            counts.update({k: 1 for k in universe[::3]})
+        handle = task.checkpoint(cid).handle
+        assert load_task_snapshot(backend, handle)["states"]["counts"] == dict(counts), cid
+        lo = rng.randrange(MAX_P)
+        part = load_task_snapshot(backend, handle, groups=range(lo, MAX_P))
+        assert part["states"]["counts"] == {
+            k: v for k, v in counts.items() if key_group(k, MAX_P) >= lo}, cid
+    kinds = [s["kind"] for s in load_task_snapshot(backend, handle)["incremental"]["chain"]]
+    assert kinds == ["base"] + ["delta"] * 11
+
+
+def test_a_version_1_delta_is_still_read(backend: StateBackend,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Segments written before deltas held their puts as (keys, values) lists (version 1:
+    a {key: value} dict) restore as before."""
+    from jstormpy.state_backends import changelog
+
+    task = TaskCheckpointer(backend, _config())
+    task.comp.counts.update({f"w{i}": i for i in range(500)})
+    task.checkpoint(1)
+    for i in range(0, 500, 3):
+        task.comp.counts[f"w{i}"] = -i
+    del task.comp.counts["w1"]
+    handle = task.checkpoint(2).handle
+    seg = load_task_snapshot(backend, handle)["incremental"]["chain"][-1]
+    header, sections = changelog.decode_segment(backend.get_segment(seg["key"]), "delta")
+    v1 = [(g, pickle.dumps({name: (dict(zip(*puts, strict=True)), dels)
+                            for name, (puts, dels) in payload.items()}))
+          for g, payload in sections]
+    monkeypatch.setattr(changelog, "_VERSION", 1)
+    data = changelog.encode_segment("delta", {k: v for k, v in header.items()
+                                              if k not in ("kind", "sections")}, v1)
+    assert data[4] == 1
+    backend.put_object(seg["key"], data)
+    assert load_task_snapshot(backend, handle)["states"]["counts"] == dict(task.comp.counts)
 
 
 def test_a_damaged_increment_names_checkpoint_and_key_group(backend: StateBackend) -> None:
@@ -166,14 +231,46 @@ def test_a_failed_upload_is_carried_into_the_next_checkpoint(backend: StateBacke
 
 
 def test_mutable_values_make_the_state_whole(backend: StateBackend) -> None:
-    task = TaskCheckpointer(backend, _config())
+    """A delta's values are type-checked on the snapshot thread: a mutable one declines
+    that checkpoint (the task may change it in place after the barrier), the state is
+    written whole from the next checkpoint on, and the other states' changes of the
+    declined checkpoint are carried into the next segment."""
+    task = TaskCheckpointer(backend, _config(incremental_compaction_ratio=100.0))
+    other = task.comp.state("other")
     task.comp.counts["a"] = 1
     task.checkpoint(1)
     task.comp.counts["lst"] = [1]
-    task.checkpoint(2)
+    other["b"] = 2
+    with pytest.raises(CheckpointError, match=r"\['counts'\] now hold mutable values"):
+        task.checkpoint(2)
     task.comp.counts["lst"].append(2)  # in place: only a whole snapshot sees it
     handle = task.checkpoint(3).handle
-    assert load_task_snapshot(backend, handle)["states"]["counts"] == {"a": 1, "lst": [1, 2]}
+    snap = load_task_snapshot(backend, handle)
+    assert snap["states"]["counts"] == {"a": 1, "lst": [1, 2]}
+    assert snap["states"]["other"] == {"b": 2}
+    assert task.comp.counts.dirty == {}  # a state written whole records nothing
+    # a base copies the values: they are checked at the barrier, nothing is declined
+    fresh = TaskCheckpointer(open_backend(f"memory://inc-{uuid.uuid4().hex}"), _config())
+    fresh.comp.counts["l"] = [1]
+    fresh.checkpoint(1)
+    fresh.comp.counts["l"].append(2)
+    handle = fresh.checkpoint(2).handle
+    assert load_task_snapshot(fresh.backend, handle)["states"]["counts"] == {"l": [1, 2]}
+
+
+def test_tuple_values_are_checked_item_by_item(backend: StateBackend) -> None:
+    task = TaskCheckpointer(backend, _config(incremental_compaction_ratio=100.0))
+    task.comp.counts["a"] = (1, "x")
+    task.checkpoint(1)
+    task.comp.counts["b"] = (2, "y", None)
+    assert task.checkpoint(2).kind == "delta"  # tuples of immutable values: as usual
+    task.comp.counts["c"] = (3, [4])
+    with pytest.raises(CheckpointError, match="mutable values"):
+        task.checkpoint(3)
+    task.comp.counts["c"][1].append(5)
+    handle = task.checkpoint(4).handle
+    assert load_task_snapshot(backend, handle)["states"]["counts"] == {
+        "a": (1, "x"), "b": (2, "y", None), "c": (3, [4, 5])}
 
 
 def test_retention_keeps_segments_retained_checkpoints_reference(backend: StateBackend) -> None:

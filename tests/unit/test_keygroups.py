@@ -153,3 +153,19 @@ def test_state_written_with_other_max_parallelism_is_refused() -> None:
     with pytest.raises(JStormError, match="max_parallelism=256 but this run has "
                                           "max_parallelism=128"):
         redistribute("count", snaps, 4, 128)
+
+
+def test_batched_key_groups_agree_with_key_hash_across_batches() -> None:
+    """key_groups_of (inline encoding, finaliser over 64-bit lanes, batches of 65536)
+    gives every key the group key_hash gives it, for any max_parallelism."""
+    import random
+
+    from jstormpy.keygroups import key_groups_of
+
+    keys: list[Any] = [f"w{i}" for i in range(70000)] + KEYS + [
+        True, 2.0, -2**40, "x" * 300, "ü" * 255, "\ud800", (1, "a"), frozenset({1})]
+    random.Random(3).shuffle(keys)
+    for max_p in (128, 1000, 32768, 1, 3):
+        assert key_groups_of(keys, max_p) == [key_hash(k) % max_p for k in keys], max_p
+    assert key_groups_of(iter(keys[:10]), 128) == [key_group(k, 128) for k in keys[:10]]
+    assert key_groups_of([], 128) == []
