@@ -45,6 +45,21 @@ PRELOAD = ("jstormpy.master.__main__", "jstormpy.runtime.worker", "grpc._channel
            "jstormpy.window.bolt", "jstormpy.window.operator", "jstormpy.window.sliced")
 
 
+def preload_launcher() -> None:
+    """Import what ``submit()`` and the topology handle need (certificates, gRPC's
+    channel) while ``LocalCluster()`` starts, not inside ``submit()``."""
+    from jstormpy.tls import preload_tls
+
+    preload_tls()
+    import grpc._channel  # noqa: F401
+    import grpc.experimental  # noqa: F401
+
+
+def forkserver_enabled() -> bool:
+    """False when ``JSTORM_FORKSERVER=0`` asks for cold process starts."""
+    return os.environ.get("JSTORM_FORKSERVER", "1") != "0"
+
+
 class ForkedProcess:
     """A process forked by the zygote, with the ``Popen`` calls the supervisor uses."""
 

@@ -29,11 +29,11 @@ import cloudpickle
 from jstormpy.client import MasterClient, Registration, jstorm_home
 from jstormpy.codepkg import UPGRADE_EXIT_CODE, build_package
 from jstormpy.config import Config
-from jstormpy.deploy.forkserver import ForkServer
+from jstormpy.deploy.forkserver import ForkServer, forkserver_enabled, preload_launcher
 from jstormpy.errors import ConfigError, JStormError, TopologyError
 from jstormpy.security import SECRET_ENV, new_secret
 from jstormpy.state_backends import check_backend_options
-from jstormpy.tls import TLS_DIR_ENV, copy_certs_dir, create_topology_tls, preload_tls
+from jstormpy.tls import TLS_DIR_ENV, copy_certs_dir, create_topology_tls
 from jstormpy.topology import Topology
 
 log = logging.getLogger("jstormpy.deploy.local")
@@ -461,9 +461,9 @@ class LocalCluster:
         self._zygote: ForkServer | None = None
         if fork and forkserver_enabled():
             self._zygote = ForkServer.start_ready(zygote_env(self.env), os.getcwd(),
-                                                ZYGOTE_READY_S, meanwhile=preload_tls)
+                                                ZYGOTE_READY_S, meanwhile=preload_launcher)
         else:
-            preload_tls()
+            preload_launcher()
 
     def _take_zygote(self) -> ForkServer | None:
         """The cluster's ready zygote if the launch environment is still the one it
@@ -546,11 +546,6 @@ def zygote_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
     env = process_env(extra_env)
     env["PYTHONHASHSEED"] = topology_hash_seed("")
     return env
-
-
-def forkserver_enabled() -> bool:
-    """False when ``JSTORM_FORKSERVER=0`` asks for cold process starts."""
-    return os.environ.get("JSTORM_FORKSERVER", "1") != "0"
 
 
 def refuse_if_running(name: str, home: Path | None = None) -> None:

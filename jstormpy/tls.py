@@ -82,6 +82,7 @@ def preload_tls() -> None:
     """Import what issuing certificates needs (the ``cryptography`` package takes a few
     hundred ms to import): ``LocalCluster()`` calls it so that ``submit`` does not."""
     from cryptography import x509  # noqa: F401
+    from cryptography.hazmat.backends.openssl import backend  # noqa: F401
     from cryptography.hazmat.primitives import hashes, serialization  # noqa: F401
     from cryptography.hazmat.primitives.asymmetric import ec  # noqa: F401
     from cryptography.x509.oid import ExtendedKeyUsageOID  # noqa: F401
