@@ -442,7 +442,9 @@ class LocalCluster:
         env: Extra environment for the TM and worker processes.
         fork: Fork the TM and workers of each topology from one pre-imported zygote
             (``jstormpy/deploy/forkserver.py``; start-up costs one import instead of one
-            per process). False, or ``JSTORM_FORKSERVER=0``, starts each process cold.
+            per process). The cluster starts it and returns once it is ready, so
+            ``submit()`` only forks. False, or ``JSTORM_FORKSERVER=0``, starts each
+            process cold.
 
     Example:
         with LocalCluster() as cluster:
