@@ -130,32 +130,17 @@ def main() -> None:
 
         # the first capture of a state scans its value types on the task thread; later
         # ones only copy (the snapshot thread scans the copy)
-        pauses, cpus = [], []
-        for cid in (2, 3):
-            host.acked.clear()
-            t0, c0 = time.perf_counter(), time.thread_time()
-            ex._take_snapshot(cid, 0.0, emit_barrier=False)
-            pauses.append((time.perf_counter() - t0) * 1000.0)
-            cpus.append((time.thread_time() - c0) * 1000.0)
-            worst_gap, last, spins = 0.0, time.perf_counter(), 0
-            while not host.acked.is_set():  # the task keeps running meanwhile
-                now = time.perf_counter()
-                worst_gap = max(worst_gap, now - last)
-                last = now
-                spins += 1
-            total_ms = (time.perf_counter() - t0) * 1000.0
-        first_ms, pause_ms = pauses
-        handle = backend.list_snapshots() if hasattr(backend, "list_snapshots") else None
-        _ = handle
+        first = _measure(ex, host, 2)
+        pause_ms, cpu_ms, worst_gap_ms, total_ms, spins = _measure(ex, host, 3)
         restored = pickle.loads(ex._snapshot_bytes())["states"]["counts"]
         assert len(restored) == args.keys
         print(f"keys={args.keys} synchronous snapshot (pickle+upload on the task thread): "
               f"{sync_ms:.0f} ms")
         print(f"asynchronous, first checkpoint of the state (value types scanned on the "
-              f"task thread): task-thread pause {first_ms:.0f} ms (CPU {cpus[0]:.0f} ms)")
-        print(f"asynchronous: task-thread pause {pause_ms:.0f} ms (CPU {cpus[1]:.0f} ms, the "
+              f"task thread): task-thread pause {first[0]:.0f} ms (CPU {first[1]:.0f} ms)")
+        print(f"asynchronous: task-thread pause {pause_ms:.0f} ms (CPU {cpu_ms:.0f} ms, the "
               f"figure to read on a busy machine); longest task-loop gap "
-              f"while the snapshot thread worked {worst_gap * 1000:.1f} ms; ack after "
+              f"while the snapshot thread worked {worst_gap_ms:.1f} ms; ack after "
               f"{total_ms:.0f} ms ({spins} task-loop iterations meanwhile)")
 
 

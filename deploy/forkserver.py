@@ -45,6 +45,26 @@ PRELOAD = ("jstormpy.master.__main__", "jstormpy.runtime.worker", "grpc._channel
            "jstormpy.window.bolt", "jstormpy.window.operator", "jstormpy.window.sliced")
 
 
+def process_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of the TM and worker processes: ours, ``extra_env``, and a
+    PYTHONPATH that lets them import what the launcher imports (user code included)."""
+    env = dict(os.environ)
+    env.update(extra_env or {})
+    path = [p for p in sys.path if p and os.path.isdir(p)]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
+        [os.getcwd(), *path, *env.get("PYTHONPATH", "").split(os.pathsep)]))
+    return env
+
+
+def zygote_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """:func:`process_env` with the engine's hash seed: what a zygote starts with."""
+    from jstormpy.runtime.worker import topology_hash_seed
+
+    env = process_env(extra_env)
+    env["PYTHONHASHSEED"] = topology_hash_seed("")
+    return env
+
+
 def preload_launcher() -> None:
     """Import what ``submit()`` and the topology handle need (certificates, gRPC's
     channel) while ``LocalCluster()`` starts, not inside ``submit()``."""

@@ -29,7 +29,12 @@ import cloudpickle
 from jstormpy.client import MasterClient, Registration, jstorm_home
 from jstormpy.codepkg import UPGRADE_EXIT_CODE, build_package
 from jstormpy.config import Config
-from jstormpy.deploy.forkserver import ForkServer, forkserver_enabled, preload_launcher
+from jstormpy.deploy.forkserver import (
+    ForkServer,
+    forkserver_enabled,
+    preload_launcher,
+    zygote_env,
+)
 from jstormpy.errors import ConfigError, JStormError, TopologyError
 from jstormpy.security import SECRET_ENV, new_secret
 from jstormpy.state_backends import check_backend_options
@@ -268,7 +273,8 @@ class _Supervisor:
                                        daemon=True)
         self.fork = fork
         self.forkserver: ForkServer | None = None
-        self.env = zygote_env(extra_env)
+        self.base_env = zygote_env(extra_env)  # what a zygote for this topology starts with
+        self.env = dict(self.base_env)
         self.env[SECRET_ENV] = secret
         self.tls_dir = str(run_dir / "tls") if config.tls else ""
         self.env[TLS_DIR_ENV] = self.tls_dir  # TM and workers find their certificates here
@@ -467,13 +473,13 @@ class LocalCluster:
         else:
             preload_launcher()
 
-    def _take_zygote(self) -> ForkServer | None:
-        """The cluster's ready zygote if the launch environment is still the one it
-        started with (else it is closed: the topology starts its own)."""
+    def _take_zygote(self, env: dict[str, str]) -> ForkServer | None:
+        """The cluster's ready zygote if it started with the launch environment ``env``
+        (else it is closed: the topology starts its own)."""
         zygote, self._zygote = self._zygote, None
         if zygote is None:
             return None
-        if zygote.alive() and zygote.start_env == zygote_env(self.env) \
+        if zygote.alive() and zygote.start_env == env \
                 and zygote.cwd == os.getcwd():
             return zygote
         zygote.close()
@@ -504,7 +510,7 @@ class LocalCluster:
         secret = new_secret()
         port = free_port(config.host)
         sup = _Supervisor(name, run_dir, config, secret, port, resume, self.env, self.fork)
-        sup.start(self._take_zygote() if self.fork else None)
+        sup.start(self._take_zygote(sup.base_env) if self.fork else None)
         Registration(name, sup.address, secret, str(run_dir), os.getpid(),
                      sup.tls_dir).save(self.home)
         handle = TopologyHandle(name, MasterClient(sup.address, secret.encode(), sup.tls_dir),
@@ -528,26 +534,6 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
-
-
-def process_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of the TM and worker processes: ours, ``extra_env``, and a
-    PYTHONPATH that lets them import what the launcher imports (user code included)."""
-    env = dict(os.environ)
-    env.update(extra_env or {})
-    path = [p for p in sys.path if p and os.path.isdir(p)]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
-        [os.getcwd(), *path, *env.get("PYTHONPATH", "").split(os.pathsep)]))
-    return env
-
-
-def zygote_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
-    """:func:`process_env` with the engine's hash seed: what a zygote starts with."""
-    from jstormpy.runtime.worker import topology_hash_seed
-
-    env = process_env(extra_env)
-    env["PYTHONHASHSEED"] = topology_hash_seed("")
-    return env
 
 
 def refuse_if_running(name: str, home: Path | None = None) -> None:

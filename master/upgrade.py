@@ -259,20 +259,16 @@ class UpgradeController:
             new = self._info(label)   # runs user code, in a child process, without the lock
             old = self._info(self.stable)
             problems = check_compatible(old, new)
+            if problems:
+                hint = "\n(the new code changes parallelism: upgrade with --rescale to " \
+                    "switch every worker to it in one step)" \
+                    if parallelism_changes(old, new) else ""
+                raise JStormError(f"the new code ({label}) is not compatible with the running "
+                                  f"topology ({self.stable}); nothing was changed:\n  - " +
+                                  "\n  - ".join(problems) + hint)
         except JStormError:
-            if label not in known:  # forget it whole: a later upload may reuse the label
-                self.store.remove(label)
-                self.infos.pop(label, None)
+            self._forget_unless(label, known)
             raise
-        if problems:
-            if label not in known:
-                self.store.remove(label)
-                self.infos.pop(label, None)
-            hint = "\n(the new code changes parallelism: upgrade with --rescale to switch " \
-                "every worker to it in one step)" if parallelism_changes(old, new) else ""
-            raise JStormError(f"the new code ({label}) is not compatible with the running "
-                              f"topology ({self.stable}); nothing was changed:\n  - " +
-                              "\n  - ".join(problems) + hint)
         with self.core.lock:
             self._check_can_act()
             if self.phase == "upgrading":
@@ -317,11 +313,17 @@ class UpgradeController:
             rescale = self.core.rescale.request(changes, code=label,
                                                 descriptor=new["descriptor"])
         except JStormError:
-            if label not in known:  # forget it whole: a later upload may reuse the label
-                self.store.remove(label)
-                self.infos.pop(label, None)
+            self._forget_unless(label, known)
             raise
         return {**self.status(), "rescale": rescale}
+
+    def _forget_unless(self, label: str, known: set[str]) -> None:
+        """Drop a refused package whole unless it was known before this request (a later
+        upload may then reuse the label)."""
+        if label not in known:
+            assert self.store is not None
+            self.store.remove(label)
+            self.infos.pop(label, None)
 
     def rescaled_to(self, label: str) -> None:
         """A rescaling upgrade committed (under the lock): every worker runs ``label``."""

@@ -26,6 +26,7 @@ addition; its arithmetic is float arithmetic (``count`` is exact up to 2**53).
 from __future__ import annotations
 
 import operator
+from abc import ABC, abstractmethod
 from collections import _count_elements  # type: ignore[attr-defined]
 from collections.abc import MutableMapping, Sequence
 from typing import Any
@@ -36,7 +37,7 @@ _EMPTY: Any = None
 """Min/Max accumulator before the first record (records are never None)."""
 
 
-class BuiltinAggregate:
+class BuiltinAggregate(ABC):
     """Base of the built-in aggregates (see the module doc)."""
 
     field: str | None
@@ -53,22 +54,22 @@ class BuiltinAggregate:
         """The values this aggregate reads from a :class:`~jstormpy.batch.Batch`."""
         return None if self.field is None else batch[self.field]
 
+    @abstractmethod
     def create(self) -> Any:
         """A fresh accumulator."""
-        raise NotImplementedError
 
+    @abstractmethod
     def add(self, acc: Any, record: Any) -> Any:
         """``acc`` with ``record`` added."""
-        raise NotImplementedError
 
+    @abstractmethod
     def merge(self, a: Any, b: Any) -> Any:
         """Two accumulators combined (``a`` older)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def add_many(self, slice_accs: MutableMapping[Any, Any], keys: Sequence[Any],
                  values: Sequence[Any]) -> None:
         """Add ``values[i]`` to ``slice_accs[keys[i]]`` for every ``i``, in order."""
-        raise NotImplementedError
 
     def result(self, key: Any, window: Any, acc: Any) -> Any:
         """The emitted value of one window."""

@@ -412,14 +412,8 @@ class WindowedBolt(Bolt):
         n = len(batch)
         if not n:
             return True
-        fields = rt.key_fields
         try:
-            if fields is None:
-                keys: list[Any] = [None] * n
-            elif fields.__class__ is str:
-                keys = batch[fields]  # type: ignore[index]
-            else:
-                keys = list(zip(*(batch[f] for f in fields), strict=True))
+            keys = self._jw_keys(rt, batch, n)
         except (KeyError, IndexError):
             return False
         op = rt.op
@@ -441,6 +435,16 @@ class WindowedBolt(Bolt):
             self._jw_forward(rt)  # as execute: any watermark not forwarded yet goes now
         return True
 
+    @staticmethod
+    def _jw_keys(rt: _Runtime, batch: Batch, n: int) -> list[Any]:
+        """The key column of ``n`` rows (KeyError/IndexError: not takeable as a column)."""
+        fields = rt.key_fields
+        if fields is None:
+            return [None] * n
+        if fields.__class__ is str:
+            return batch[fields]  # type: ignore[index,no-any-return]
+        return list(zip(*(batch[f] for f in fields), strict=True))
+
     def _jw_columns(self, rt: _Runtime, batch: Batch) -> tuple[list[Any], list[Any]] | None:
         """(keys, timestamps) of a batch, or None if some tuple needs the per-tuple path."""
         field = rt.ts_field
@@ -448,13 +452,7 @@ class WindowedBolt(Bolt):
             return None
         try:
             tss = batch[field]
-            fields = rt.key_fields
-            if fields is None:
-                keys: list[Any] = [None] * len(tss)
-            elif fields.__class__ is str:
-                keys = batch[fields]  # type: ignore[index]
-            else:
-                keys = list(zip(*(batch[f] for f in fields), strict=True))
+            keys = self._jw_keys(rt, batch, len(tss))
         except (KeyError, IndexError):
             return None
         kinds = set(map(type, tss))

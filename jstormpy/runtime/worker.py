@@ -60,11 +60,9 @@ WORKER_HOST_ENV = "JSTORM_WORKER_HOST"
 
 
 def topology_hash_seed(name: str) -> str:
-    """The PYTHONHASHSEED every worker of a topology runs with: one engine-wide value, so
-    that ``hash()`` of a ``str``/``bytes`` in user code (a custom grouping, say) agrees
-    between workers and across restarts, and so that one pre-started zygote can serve any
-    topology. The engine's own routing and key groups use ``keygroups.key_hash``, which
-    does not depend on it. (``name`` is unused; kept for callers.)"""
+    """The PYTHONHASHSEED of every worker: one engine-wide value (``name`` is unused), so a
+    user's ``hash()`` of a ``str`` agrees between workers and restarts and one pre-started
+    zygote serves any topology. Routing uses ``keygroups.key_hash``, not ``hash()``."""
     del name
     return str(zlib.crc32(b"jstormpy") % 4_294_967_295)
 
