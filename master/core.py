@@ -236,6 +236,11 @@ class MasterCore(CheckpointCoordination):
             if self.sessions.get(session.worker_id) is not session or not session.alive:
                 return
             session.alive = False
+            if self.state in ("killed", "drained", "failed"):
+                # the topology ended and told its workers to go: leaving is expected
+                log.info("worker %d left: %s (topology %s)", session.worker_id, reason,
+                         self.state)
+                return
             # a worker that registered before the recovery under way began goes down with
             # the failure that recovery handles (on Spark a lost task fails the whole
             # barrier stage): it costs no second restart and keeps the first reason

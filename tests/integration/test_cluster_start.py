@@ -115,3 +115,21 @@ def test_wait_long_polls_instead_of_asking_a_hundred_times_a_second(tmp_path: Pa
     # one held call per 0.5 s at most (plus the last one), not one per 10 ms
     assert len(calls) <= took / 0.5 + 2, (len(calls), took)
     assert all(hold > 0 for hold in calls)
+
+
+def test_a_clean_run_logs_no_warning(tmp_path: Path) -> None:
+    """A run that drains normally says nothing an operator must look at: the workers
+    leaving after ``drained`` is logged at INFO, not as "worker lost" WARNINGs."""
+    out = tmp_path / "out"
+    home = tmp_path / "home"
+    with LocalCluster(home=home) as cluster:
+        handle = cluster.submit(build(out, "clean-logs"), fast_config())
+        assert handle.wait(timeout=60)["state"] == "drained"
+    assert sorted(r["seq"] for r in rows(out)) == list(range(40))
+    logs = sorted((home / "runs" / "clean-logs" / "logs").glob("*.log"))
+    assert {p.name for p in logs} >= {"master.log", "worker-0.log", "worker-1.log"}
+    noisy = [f"{p.name}: {line}" for p in logs for line in p.read_text().splitlines()
+             if " WARNING " in line or " ERROR " in line]
+    assert noisy == []
+    master = (home / "runs" / "clean-logs" / "logs" / "master.log").read_text()
+    assert "worker 0 left" in master and "worker 1 left" in master
