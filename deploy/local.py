@@ -35,6 +35,7 @@ from jstormpy.deploy.forkserver import (
     preload_launcher,
     zygote_env,
 )
+from jstormpy.deploy.launch_lock import submit_lock
 from jstormpy.errors import ConfigError, JStormError, TopologyError
 from jstormpy.security import SECRET_ENV, new_secret
 from jstormpy.state_backends import check_backend_options
@@ -496,23 +497,24 @@ class LocalCluster:
         config = config or Config()
         check_submission(topology, config)
         name = topology.name
-        refuse_if_running(name, self.home)
-        if not config.state_backend:
-            config = config.replace(state_backend=f"file://{self.home / 'checkpoints' / name}")
-        if from_savepoint:
-            from jstormpy.savepoints import prepare_restore
+        with submit_lock(self.home, name):  # one launcher at a time: deploy/launch_lock.py
+            refuse_if_running(name, self.home)
+            if not config.state_backend:
+                config = config.replace(state_backend=f"file://{self.home / 'checkpoints' / name}")
+            if from_savepoint:
+                from jstormpy.savepoints import prepare_restore
 
-            prepare_restore(from_savepoint, topology, config, allow_non_restored_state)
-            resume = True
-        if not resume:
-            check_fresh_output(topology)
-        run_dir = write_run_dir(self.home, topology, config)
-        secret = new_secret()
-        port = free_port(config.host)
-        sup = _Supervisor(name, run_dir, config, secret, port, resume, self.env, self.fork)
-        sup.start(self._take_zygote(sup.base_env) if self.fork else None)
-        Registration(name, sup.address, secret, str(run_dir), os.getpid(),
-                     sup.tls_dir).save(self.home)
+                prepare_restore(from_savepoint, topology, config, allow_non_restored_state)
+                resume = True
+            if not resume:
+                check_fresh_output(topology)
+            run_dir = write_run_dir(self.home, topology, config)
+            secret = new_secret()
+            port = free_port(config.host)
+            sup = _Supervisor(name, run_dir, config, secret, port, resume, self.env, self.fork)
+            sup.start(self._take_zygote(sup.base_env) if self.fork else None)
+            Registration(name, sup.address, secret, str(run_dir), os.getpid(),
+                         sup.tls_dir).save(self.home)
         handle = TopologyHandle(name, MasterClient(sup.address, secret.encode(), sup.tls_dir),
                                 sup)
         self.handles.append(handle)

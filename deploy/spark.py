@@ -54,6 +54,7 @@ from typing import Any
 from jstormpy.client import MasterClient, Registration, jstorm_home
 from jstormpy.codepkg import UPGRADE_EXIT_CODE
 from jstormpy.config import Config
+from jstormpy.deploy.launch_lock import submit_lock
 from jstormpy.deploy.local import (
     TopologyHandle,
     _Supervisor,
@@ -469,23 +470,24 @@ class SparkCluster:
         elif config.state_backend.startswith("file://") and not self.local:
             log.warning("state_backend %s on a cluster master: it must be a file system every "
                         "executor and the driver share (else use hdfs://)", config.state_backend)
-        refuse_if_running(name, self.home)
-        if from_savepoint:
-            from jstormpy.savepoints import prepare_restore
+        with submit_lock(self.home, name):  # see deploy/launch_lock.py
+            refuse_if_running(name, self.home)
+            if from_savepoint:
+                from jstormpy.savepoints import prepare_restore
 
-            prepare_restore(from_savepoint, topology, config, allow_non_restored_state)
-            resume = True
-        if not resume:
-            check_fresh_output(topology)
-        tm_config, tm_host, worker_host = self._hosts(config)
-        run_dir = write_run_dir(self.home, topology, tm_config)
-        secret = new_secret()
-        port = free_port(tm_config.host)
-        sup = _SparkSupervisor(self.spark, name, run_dir, tm_config, secret, port, resume,
-                               tm_host, worker_host, self.slot_wait_s, self.env)
-        sup.start()
-        Registration(name, sup.address, secret, str(run_dir), os.getpid(),
-                     sup.tls_dir).save(self.home)
+                prepare_restore(from_savepoint, topology, config, allow_non_restored_state)
+                resume = True
+            if not resume:
+                check_fresh_output(topology)
+            tm_config, tm_host, worker_host = self._hosts(config)
+            run_dir = write_run_dir(self.home, topology, tm_config)
+            secret = new_secret()
+            port = free_port(tm_config.host)
+            sup = _SparkSupervisor(self.spark, name, run_dir, tm_config, secret, port, resume,
+                                   tm_host, worker_host, self.slot_wait_s, self.env)
+            sup.start()
+            Registration(name, sup.address, secret, str(run_dir), os.getpid(),
+                         sup.tls_dir).save(self.home)
         handle = TopologyHandle(name, MasterClient(sup.address, secret.encode(), sup.tls_dir),
                                 sup)
         self.handles.append(handle)
