@@ -34,6 +34,10 @@ class TaskSample:
     at: float = 0.0
     emit_rate: float = 0.0
     execute_rate: float = 0.0
+    cpu_seconds: float = 0.0
+    cpu_busy: float = 0.0
+    """CPU seconds per second of the task's thread since the previous heartbeat (0..1:
+    how busy the task keeps a core; Flink's busy time, Storm's capacity)."""
 
 
 def aggregate(samples: Iterable[TaskSample]) -> dict[str, Any]:
@@ -42,7 +46,7 @@ def aggregate(samples: Iterable[TaskSample]) -> dict[str, Any]:
     lat_sum = 0.0
     lat_n = 0
     buckets = [0] * len(LATENCY_BUCKETS_MS)
-    emit_rate = execute_rate = 0.0
+    emit_rate = execute_rate = cpu = busy = 0.0
     fill = 0.0
     for s in samples:
         emitted += s.emitted
@@ -56,6 +60,8 @@ def aggregate(samples: Iterable[TaskSample]) -> dict[str, Any]:
         buckets = [a + b for a, b in zip(buckets, s.buckets, strict=False)]
         emit_rate += s.emit_rate
         execute_rate += s.execute_rate
+        cpu += s.cpu_seconds
+        busy += s.cpu_busy
         if s.queue_capacity:
             fill = max(fill, s.queue_depth / s.queue_capacity)
     return {
@@ -63,6 +69,7 @@ def aggregate(samples: Iterable[TaskSample]) -> dict[str, Any]:
         "queue_capacity": capacity, "max_queue_fill": round(fill, 3), "errors": errors,
         "late_records": late, "emit_rate": round(emit_rate, 1),
         "execute_rate": round(execute_rate, 1),
+        "cpu_seconds": round(cpu, 3), "cpu_busy": round(busy, 3),
         "latency_ms_mean": round(lat_sum / lat_n, 4) if lat_n else None,
         "latency_ms_p50": percentile_from_buckets(buckets, 0.5),
         "latency_ms_p99": percentile_from_buckets(buckets, 0.99),
@@ -85,12 +92,15 @@ class MetricsStore:
         s = TaskSample(tm.task_id, tm.emitted, tm.executed, tm.queue_depth, tm.queue_capacity,
                        tm.latency_ms_sum, tm.latency_samples,
                        list(tm.latency_buckets) or [0] * len(LATENCY_BUCKETS_MS),
-                       tm.errors, tm.late_records, tm.finished, tm.throttled, now)
+                       tm.errors, tm.late_records, tm.finished, tm.throttled, now,
+                       cpu_seconds=tm.cpu_seconds)
         if old is not None and now > old.at and s.emitted >= old.emitted \
                 and s.executed >= old.executed:
             dt = now - old.at
             s.emit_rate = (s.emitted - old.emitted) / dt
             s.execute_rate = (s.executed - old.executed) / dt
+            if s.cpu_seconds >= old.cpu_seconds:  # (a rebuilt task's thread starts at 0)
+                s.cpu_busy = min(1.0, (s.cpu_seconds - old.cpu_seconds) / dt)
         self.tasks[tm.task_id] = s
 
     def snapshot(self, component: str = "") -> dict[str, Any]:

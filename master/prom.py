@@ -73,7 +73,11 @@ class MasterCollector(Collector):
                                           labels=tl),
             "late_records": CounterMetricFamily(f"{PREFIX}_task_late_records",
                                                 "Records later than allowed lateness", labels=tl),
+            "cpu_seconds": CounterMetricFamily(f"{PREFIX}_task_cpu_seconds",
+                                               "CPU time of the task's thread (s)", labels=tl),
         }
+        busy = GaugeMetricFamily(f"{PREFIX}_task_cpu_busy",
+                                 "CPU seconds per second of the task's thread (0..1)", labels=tl)
         fill = GaugeMetricFamily(f"{PREFIX}_task_queue_fill",
                                  "Input queue fill (depth / capacity, 0..1)", labels=tl)
         depth = GaugeMetricFamily(f"{PREFIX}_task_queue_depth", "Batches in the input queue",
@@ -91,10 +95,11 @@ class MasterCollector(Collector):
             fill.add_metric(labels, t["queue_depth"] / cap if cap else 0.0)
             depth.add_metric(labels, float(t["queue_depth"]))
             throttled.add_metric(labels, 1.0 if t["throttled"] else 0.0)
+            busy.add_metric(labels, float(t["cpu_busy"]))
             lat_task.add_metric(labels, histogram_buckets(t["latency_buckets"]),
                                 lat_sums.get(tid, 0.0))
         yield from fams.values()
-        yield from (fill, depth, throttled, lat_task)
+        yield from (fill, depth, throttled, busy, lat_task)
 
         # -- per component and per worker (sums; histograms merged bucket-wise) -----------
         for level, key in (("component", "components"), ("worker", "workers")):
@@ -109,6 +114,12 @@ class MasterCollector(Collector):
                                      f"Tuples executed per second per {level}", labels=labels_l)
             erate = GaugeMetricFamily(f"{PREFIX}_{level}_emit_rate",
                                       f"Tuples emitted per second per {level}", labels=labels_l)
+            cs = CounterMetricFamily(f"{PREFIX}_{level}_cpu_seconds",
+                                     f"CPU time of the task threads per {level} (s)",
+                                     labels=labels_l)
+            cb = GaugeMetricFamily(f"{PREFIX}_{level}_cpu_busy",
+                                   f"Cores kept busy by the task threads per {level}",
+                                   labels=labels_l)
             qf = GaugeMetricFamily(f"{PREFIX}_{level}_max_queue_fill",
                                    f"Highest input queue fill of a task per {level}",
                                    labels=labels_l)
@@ -123,10 +134,12 @@ class MasterCollector(Collector):
                 rate.add_metric(ls, float(agg["execute_rate"]))
                 erate.add_metric(ls, float(agg["emit_rate"]))
                 qf.add_metric(ls, float(agg["max_queue_fill"]))
+                cs.add_metric(ls, float(agg["cpu_seconds"]))
+                cb.add_metric(ls, float(agg["cpu_busy"]))
                 members = [tid for tid, t in tasks.items() if str(t[level]) == str(lv)]
                 lat.add_metric(ls, histogram_buckets(agg["latency_buckets"]),
                                sum(lat_sums.get(tid, 0.0) for tid in members))
-            yield from (em, ex, er, rate, erate, qf, lat)
+            yield from (em, ex, er, rate, erate, cs, cb, qf, lat)
 
         # -- workers (processes) -----------------------------------------------------------
         wl = ["topology", "worker"]

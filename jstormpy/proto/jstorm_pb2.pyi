@@ -43,7 +43,7 @@ class Register(_message.Message):
     def __init__(self, worker_id: _Optional[int] = ..., pid: _Optional[int] = ..., host: _Optional[str] = ..., data_port: _Optional[int] = ..., generation: _Optional[int] = ..., code_version: _Optional[str] = ..., launch_attempt: _Optional[int] = ...) -> None: ...
 
 class TaskMetrics(_message.Message):
-    __slots__ = ("task_id", "emitted", "executed", "queue_depth", "queue_capacity", "latency_ms_sum", "latency_samples", "latency_buckets", "finished", "errors", "late_records", "throttled")
+    __slots__ = ("task_id", "emitted", "executed", "queue_depth", "queue_capacity", "latency_ms_sum", "latency_samples", "latency_buckets", "finished", "errors", "late_records", "throttled", "cpu_seconds")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     EMITTED_FIELD_NUMBER: _ClassVar[int]
     EXECUTED_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +56,7 @@ class TaskMetrics(_message.Message):
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     LATE_RECORDS_FIELD_NUMBER: _ClassVar[int]
     THROTTLED_FIELD_NUMBER: _ClassVar[int]
+    CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     emitted: int
     executed: int
@@ -68,7 +69,8 @@ class TaskMetrics(_message.Message):
     errors: int
     late_records: int
     throttled: bool
-    def __init__(self, task_id: _Optional[int] = ..., emitted: _Optional[int] = ..., executed: _Optional[int] = ..., queue_depth: _Optional[int] = ..., queue_capacity: _Optional[int] = ..., latency_ms_sum: _Optional[float] = ..., latency_samples: _Optional[int] = ..., latency_buckets: _Optional[_Iterable[int]] = ..., finished: _Optional[bool] = ..., errors: _Optional[int] = ..., late_records: _Optional[int] = ..., throttled: _Optional[bool] = ...) -> None: ...
+    cpu_seconds: float
+    def __init__(self, task_id: _Optional[int] = ..., emitted: _Optional[int] = ..., executed: _Optional[int] = ..., queue_depth: _Optional[int] = ..., queue_capacity: _Optional[int] = ..., latency_ms_sum: _Optional[float] = ..., latency_samples: _Optional[int] = ..., latency_buckets: _Optional[_Iterable[int]] = ..., finished: _Optional[bool] = ..., errors: _Optional[int] = ..., late_records: _Optional[int] = ..., throttled: _Optional[bool] = ..., cpu_seconds: _Optional[float] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("worker_id", "generation", "tasks", "rss_bytes", "cpu_percent")

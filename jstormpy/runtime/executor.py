@@ -104,6 +104,7 @@ class TaskExecutor:
         self.credit_owed: dict[int, int] = {}
         self.tuple_classes: dict[tuple[int, str], type[Tuple]] = {}
         self.snapshotter: Snapshotter | None = None  # started at the first snapshot
+        self.cpu_final = 0.0  # CPU time of the ended task thread (heartbeat.task_cpu_seconds)
         self.verified_states: set[str] = set()  # immutable-valued at an earlier capture
         # batch API (opt-in): execute_batch(batch) per channel batch, next_batch() in spouts
         batch_execute = getattr(component, "execute_batch", None)
@@ -149,6 +150,7 @@ class TaskExecutor:
                 self.failed = True
                 self.host.report_error(self.task_id, self.component_name, exc, None)
         finally:
+            self.cpu_final = time.thread_time()
             if self.snapshotter is not None:
                 self.snapshotter.close()  # after the snapshots already queued
             try:

@@ -1,18 +1,37 @@
 """The worker's heartbeat: liveness plus every task's metrics, as one ``WorkerMessage``.
 
 Tasks report their input-queue fill (topology-level backpressure), counters, latency
-buckets, and for spouts whether end of stream went out (the TM triggers the final
-checkpoint when every spout reports it; see docs/checkpointing.md, *Drain*).
+buckets, the CPU time of their thread, and for spouts whether end of stream went out
+(the TM triggers the final checkpoint when every spout reports it; see
+docs/checkpointing.md, *Drain*).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Iterable
 from typing import Any
 
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.runtime.executor import TaskExecutor
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def task_cpu_seconds(ex: TaskExecutor) -> float:
+    """CPU time the task's thread has used (s): user + system time of the thread from
+    ``/proc/self/task/TID/stat`` (clock-tick resolution; a thread that is gone is never
+    touched, unlike a ``pthread`` CPU clock); the figure it ended with once it has ended."""
+    thread = ex.thread
+    tid = getattr(thread, "native_id", None)
+    if thread is not None and tid is not None and thread.is_alive():
+        with contextlib.suppress(OSError, ValueError, IndexError):  # gone, or no /proc
+            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    return ex.cpu_final
 
 
 def heartbeat_message(worker_id: int, generation: int, executors: Iterable[TaskExecutor],
@@ -33,7 +52,7 @@ def heartbeat_message(worker_id: int, generation: int, executors: Iterable[TaskE
             # follow it (issue 13 hole 3)
             finished=ex.kind == "spout" and ex.eos_sent,
             late_records=int(getattr(ex.component, "late_records", 0) or 0),
-            throttled=ex.throttled_until > now))
+            throttled=ex.throttled_until > now, cpu_seconds=task_cpu_seconds(ex)))
     try:
         rss = proc.memory_info().rss
         cpu = proc.cpu_percent(None)

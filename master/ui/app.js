@@ -150,7 +150,7 @@ function renderTasks(metrics, status) {
       `<td>${fmtNum(t.emit_rate)}</td><td>${fmtNum(t.execute_rate)}</td>` +
       `<td>${t.latency_ms_p50 ?? "-"}</td><td>${t.latency_ms_p99 ?? "-"}</td>` +
       `<td style="color:${fillColor(fill)}">${Math.round(fill * 100)}%${t.throttled ? " ⏸" : ""}</td>` +
-      `<td>${t.errors}</td>` +
+      `<td>${Math.round((t.cpu_busy || 0) * 100)}%</td><td>${t.errors}</td>` +
       `<td class="exc" title="${esc(e ? e.traceback || e.message : "")}">${esc(e ? e.message : "")}</td></tr>`;
   });
   setRows($("#tasks tbody"), rows);

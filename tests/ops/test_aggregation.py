@@ -51,7 +51,7 @@ def task_message(task_id: int, latencies: list[float], emitted: int, executed: i
                            queue_depth=depth, queue_capacity=64,
                            latency_ms_sum=c.latency_sum_ms, latency_samples=c.latency_samples,
                            latency_buckets=c.buckets, errors=errors, late_records=0,
-                           finished=False, throttled=False)
+                           finished=False, throttled=False, cpu_seconds=0.0)
 
 
 latency = st.floats(min_value=0.001, max_value=2000.0, allow_nan=False)
@@ -137,7 +137,8 @@ def feed(core: MasterCore, rng: random.Random) -> dict[int, list[float]]:
                                         queue_depth=tid, queue_capacity=64,
                                         latency_ms_sum=c.latency_sum_ms,
                                         latency_samples=c.latency_samples,
-                                        latency_buckets=c.buckets, errors=tid % 2))
+                                        latency_buckets=c.buckets, errors=tid % 2,
+                                        cpu_seconds=tid * 1.5))
         core.on_heartbeat(core.sessions[wid], pb.Heartbeat(
             worker_id=wid, generation=core.generation, tasks=tasks, rss_bytes=50_000_000 + wid,
             cpu_percent=12.5))
@@ -186,6 +187,10 @@ def test_prometheus_output_matches_direct_computation(tmp_path):
         labels = {"component": comp_of[tid], "task": str(tid), "worker": str(core.plan[tid])}
         assert value("jstorm_task_executed_total", **labels) == len(raw[tid])
         assert value("jstorm_task_queue_fill", **labels) == pytest.approx(tid / 64)
+        assert value("jstorm_task_cpu_seconds_total", **labels) == tid * 1.5
+    for comp in ("spout", "split", "count"):
+        assert value("jstorm_component_cpu_seconds_total", component=comp) == \
+            pytest.approx(sum(t * 1.5 for t in raw if comp_of[t] == comp))
     assert value("jstorm_worker_rss_bytes", worker="1") == 50_000_001
     assert value("jstorm_worker_up", worker="0") == 1.0
     topo_exec = sum(len(v) for v in raw.values())
@@ -285,3 +290,21 @@ def test_http_server_in_process(tmp_path):
                 raise AssertionError("404 expected")
         finally:
             server.stop()
+
+
+def test_cpu_busy_is_cpu_seconds_per_second_between_heartbeats(monkeypatch):
+    """A task's ``cpu_busy`` is the CPU time its thread used per second of wall time
+    since its previous heartbeat; a component's is the sum (cores kept busy)."""
+    clock = iter([100.0, 102.0, 102.0, 104.0])
+    monkeypatch.setattr("jstormpy.master.metrics.time.monotonic", lambda: next(clock))
+    store = MetricsStore({1: "count", 2: "count"}, {1: 0, 2: 1})
+    for tid, cpu in ((1, 10.0), (2, 3.0)):
+        store.update(pb.TaskMetrics(task_id=tid, cpu_seconds=cpu))
+    store.update(pb.TaskMetrics(task_id=1, cpu_seconds=11.5))  # 1.5 s of CPU in 2 s
+    store.update(pb.TaskMetrics(task_id=2, cpu_seconds=3.5))   # 0.5 s in 2 s
+    snap = store.snapshot()
+    assert snap["tasks"]["1"]["cpu_busy"] == 0.75
+    assert snap["tasks"]["2"]["cpu_busy"] == 0.25
+    assert snap["components"]["count"]["cpu_busy"] == 1.0
+    assert snap["components"]["count"]["cpu_seconds"] == 15.0
+    assert snap["workers"]["0"]["cpu_seconds"] == 11.5
