@@ -75,12 +75,15 @@ def table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
     return "\n".join(lines)
 
 
-_AGG_HEAD = ["emitted", "executed", "emit/s", "exec/s", "queue", "p50 ms", "p99 ms", "errors"]
+_AGG_HEAD = ["emitted", "executed", "emit/s", "exec/s", "queue", "busy", "p50 ms", "p99 ms",
+             "errors"]
 
 
 def _agg_cells(a: dict[str, Any]) -> list[str]:
+    busy = a.get("cpu_busy")  # cores the tasks keep busy (absent from an older TM)
     return [human(a["emitted"]), human(a["executed"]), human(a["emit_rate"]),
             human(a["execute_rate"]), f"{a['max_queue_fill'] * 100:.0f}%",
+            "-" if busy is None else f"{busy * 100:.0f}%",
             _ms(a["latency_ms_p50"]), _ms(a["latency_ms_p99"]), str(a["errors"])]
 
 
