@@ -518,10 +518,18 @@ class KafkaSink(Sink):
         self._start_buffered()
 
     def recover(self, completed_id: int | None) -> None:
-        """Nothing left to do: ``init_transactions`` in :meth:`prepare` already aborted
-        whatever the previous producer of this task had open; pre-committed ids above
-        ``completed_id`` are dropped from the restored snapshot."""
-        for cid in [c for c in self._pending_rows if completed_id is None or c > completed_id]:
+        """Drop the pre-committed records still in the restored state; nothing else to do
+        (``init_transactions`` in :meth:`prepare` already aborted whatever the previous
+        producer of this task had open).
+
+        The engine calls :meth:`commit` for every pending id the restored checkpoint lists
+        before this, which takes their records out. What is left is either above
+        ``completed_id`` (aborted by the fencing, recomputed by the replay) or already
+        committed: after a rescale the tasks restore the quiescent checkpoint with nothing
+        pending (the old tasks committed it), yet its records, keyed by the checkpoint id,
+        moved with their key group into one new task -- kept, they would be written into
+        every later snapshot of that task (each rescale adding another transaction's)."""
+        for cid in list(self._pending_rows):
             self._pending_rows.pop(cid, None)
 
     def cleanup(self) -> None:

@@ -17,12 +17,15 @@ that ``read_committed`` agrees).
 from __future__ import annotations
 
 import os
+import pickle
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from jstormpy import SequenceSpout, TopologyBuilder
 from jstormpy.component import Tuple
 from jstormpy.connectors.kafka import (
     TXN_HEADER,
@@ -31,6 +34,8 @@ from jstormpy.connectors.kafka import (
     read_commit_log,
 )
 from jstormpy.connectors.kafka_markers import committed_records, records_with_states
+from jstormpy.rescale_state import plan_rescale, rescale_checkpoint
+from jstormpy.state_backends import open_backend
 from tests.connectors.contract import TOPOLOGY, SourceContract, context
 
 ck = pytest.importorskip("confluent_kafka")
@@ -140,12 +145,12 @@ class SinkTask:
 
     def __init__(self, bootstrap: str, topic: str, restored: int | None = None,
                  pending: Sequence[int] = (), state: dict[Any, Any] | None = None,
-                 generation: int = 1) -> None:
+                 generation: int = 1, task_id: int = 1) -> None:
         self.sink = KafkaSink(topic, bootstrap, key_field="key",
                               commit_log_read="read_committed" if REAL else "markers")
         if state is not None:  # the restored managed state (the task snapshot)
             self.sink.__dict__["_jstorm_states"] = {"kafka_sink_pending": dict(state)}
-        self.sink.prepare({}, context(generation=generation))
+        self.sink.prepare({}, context(task_id=task_id, generation=generation))
         for p in pending:
             self.sink.commit(p)
         self.sink.recover(restored)
@@ -221,6 +226,57 @@ def test_crash_between_pre_commit_and_commit_is_resolved(bootstrap: str) -> None
     assert [(m.key().decode(), m.value().decode())
             for m in committed_records(bootstrap, topic)] == expected, (
         "commit of an already committed transaction re-sent it")
+
+
+def test_rescale_leaves_no_committed_records_in_the_sink_state(bootstrap: str,
+                                                              tmp_path: Path) -> None:
+    """The real rescale path (``rescale_checkpoint``) restores every new task from the
+    quiescent checkpoint with nothing pending: the old tasks committed it. Its records sit
+    in each old task's state under the checkpoint id, a key like any other, so they move
+    by key group into a new task; they must not stay there (they would be written into
+    every later snapshot of that task), nor be re-sent."""
+    topic = new_topic(bootstrap)
+    b = TopologyBuilder("rescale-sink")
+    b.set_spout("in", SequenceSpout(keys=2, per_key=1), parallelism=1)
+    b.set_bolt("out", KafkaSink(topic, bootstrap), parallelism=2).fields_grouping("in",
+                                                                                   ["key"])
+    old = b.build()
+    backend = open_backend(f"file://{tmp_path}")
+    tasks: dict[str, Any] = {}
+    expected = []
+    for task_id in old.task_ids()["out"]:  # checkpoint 1: pre-committed, snapshot, commit
+        t = SinkTask(bootstrap, topic, task_id=task_id)
+        expected.append((f"k{task_id}", "before"))
+        t.write([expected[-1]])
+        n, state = t.barrier()
+        t.sink.commit(n)
+        t.sink.cleanup()
+        snap = {"max_parallelism": 16, "states": {"kafka_sink_pending": state},
+                "sink_pending": [n], "eos_channels": [], "channel_wm": {}}
+        tasks[str(task_id)] = {"handle": backend.put_snapshot(1, task_id, pickle.dumps(snap))}
+    (spout_id,) = old.task_ids()["in"]
+    tasks[str(spout_id)] = {"handle": backend.put_snapshot(1, spout_id, pickle.dumps(
+        {"max_parallelism": 16, "states": {}, "finished": False}))}
+    backend.write_metadata(1, {"generation": 1, "tasks": tasks})
+    new = plan_rescale(old, {"out": 3}, 16)
+    meta = rescale_checkpoint(backend, 1, old, new, 16, 2)
+    snaps = [pickle.loads(backend.get_snapshot(meta["tasks"][str(t)]["handle"]))
+             for t in new.task_ids()["out"]]
+    assert [s["states"]["kafka_sink_pending"] for s in snaps
+            if s["states"].get("kafka_sink_pending")] != [], "nothing moved: test is moot"
+    for task_id, snap in zip(new.task_ids()["out"], snaps, strict=True):
+        t = SinkTask(bootstrap, topic, restored=2, pending=snap["sink_pending"],
+                     state=snap["states"].get("kafka_sink_pending", {}), generation=2,
+                     task_id=task_id)
+        assert dict(t.sink.state("kafka_sink_pending")) == {}, \
+            f"task {task_id} kept records of a committed transaction"
+        expected.append((f"k{task_id}", "after"))
+        t.write([expected[-1]])
+        m, state = t.barrier()
+        assert list(state) == [m], "the snapshot holds another transaction's records"
+        t.sink.commit(m)
+    got = [(m.key().decode(), m.value().decode()) for m in committed_records(bootstrap, topic)]
+    assert sorted(got) == sorted(expected)
 
 
 @pytest.mark.skipif(not REAL, reason="librdkafka's mock cluster does not fence: an EndTxn "

@@ -1,26 +1,38 @@
 """Rescaling a topology whose sink writes into a real external system (docs/rescaling.md).
 
 PostgresSink (true two-phase commit: PREPARE TRANSACTION per task and checkpoint, a fencing
-row per task) and RedisStreamSink (staged transactions per task) go 2 -> 3 -> 1 tasks
-together with their upstream stateful bolt, under load. Task ids shift with each layout,
-so a transaction left prepared by an old task id, or a fence of the old layout, would show
-up as a lost, duplicated or stuck row. A fresh connection then reads what the system
-holds: every key's sequence complete, in order and once, running totals recomputed from
-the input, and no prepared/staged transaction left behind.
+row per task), RedisStreamSink (staged transactions per task) and KafkaSink (a Kafka
+transaction per task and checkpoint, ``transactional.id`` named after the task id) go
+2 -> 3 -> 1 tasks together with their upstream stateful bolt, under load. Task ids shift
+with each layout, so a transaction left prepared by an old task id, or a fence of the old
+layout, would show up as a lost, duplicated or stuck row. A fresh connection then reads
+what the system holds: every key's sequence complete, in order and once, running totals
+recomputed from the input, and no prepared/staged/open transaction left behind.
+
+Kafka runs on librdkafka's mock cluster hosted by the test process (or the real cluster of
+``JSTORM_KAFKA_BOOTSTRAP``); what is committed is read as in test_kafka_topology.py: from
+the transaction markers on the mock, whose ``read_committed`` consumer does not filter
+aborted records, and with a ``read_committed`` consumer, checked against the markers, on
+a real cluster (docs/kafka.md).
 """
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka
 import psycopg
 import pytest
 import redis
 
 from jstormpy import Config, LocalCluster, SequenceSpout, TopologyBuilder
-from jstormpy.connectors import PostgresSink, RedisStreamSink
+from jstormpy.connectors import KafkaSink, PostgresSink, RedisStreamSink
+from jstormpy.connectors.kafka import COMMIT_LOG_SUFFIX
+from jstormpy.connectors.kafka_markers import partition_batches, transaction_states
 from jstormpy.testing.redis_server import RedisServer, read_json_stream
 from tests.connectors.contract import wait_for
 from tests.connectors.test_connectors_chaos import (
@@ -31,6 +43,8 @@ from tests.connectors.test_connectors_chaos import (
     _pg_rows,
     _pg_table,
 )
+from tests.connectors.test_kafka import REAL
+from tests.connectors.test_kafka_topology import committed_output
 
 pytestmark = pytest.mark.slow
 
@@ -103,3 +117,25 @@ def test_redis_sink_rescales_with_its_upstream(tmp_path: Path,
     with redis.Redis.from_url(url, decode_responses=True) as client:
         assert list(client.scan_iter("jstorm:2pc:*:txn:*")) == [], \
             "staged transactions left behind"
+
+
+def test_kafka_sink_rescales_with_its_upstream(tmp_path: Path, bootstrap: str) -> None:
+    topic = f"rescale-{uuid.uuid4().hex[:8]}"
+    log = topic + COMMIT_LOG_SUFFIX
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "log_level": 3})
+    for t in (topic, log):
+        producer.list_topics(t, timeout=10)  # auto-creates it: the probe below reads it
+
+    def committed() -> int:
+        return sum(1 for state in transaction_states(bootstrap, topic).values()
+                   if state == "committed")
+
+    sink = KafkaSink(topic, bootstrap, key_field="key", value_field=None,
+                     commit_log_read="read_committed" if REAL else "markers")
+    _rescale_up_then_down(tmp_path, _topology("kafka-rescale", sink), committed)
+    rows = committed_output(bootstrap, topic, decode=lambda m: json.loads(m.value()))
+    assert len(rows) == KEYS * PER_KEY
+    _check(rows, PER_KEY)
+    left = [(t, b) for t in (topic, log) for b in partition_batches(bootstrap, t)
+            if b.state == "open"]
+    assert left == [], "Kafka transactions left open (neither committed nor aborted)"
