@@ -70,6 +70,10 @@ class Config:
     """Longest a partly filled batch waits before it is flushed."""
     queue_capacity: int = 64
     """Batches a task's input queue holds before the producer blocks."""
+    chaining: bool = True
+    """Run a bolt in its source's thread when it reads only that source with
+    ``local_or_shuffle`` and their tasks pair up one per worker (Flink's operator
+    chaining; docs/performance.md). False: every task in its own thread."""
     send_buffer_bytes: int = 1024 * 1024
     """Bytes of encoded frames queued per outbound connection before the producer blocks."""
     max_frame_bytes: int = 64 * 1024 * 1024
@@ -189,6 +193,7 @@ class Config:
         need(isinstance(self.ui_port, int) and 0 <= self.ui_port <= 65535, "ui_port",
              "must be an int in 0..65535 (0 = pick a free port)")
         need(isinstance(self.latency_timing, bool), "latency_timing", "must be a bool")
+        need(isinstance(self.chaining, bool), "chaining", "must be True or False")
         need(isinstance(self.incremental_checkpoints, bool), "incremental_checkpoints",
              "must be a bool")
         need(isinstance(self.incremental_compaction_ratio, (int, float))

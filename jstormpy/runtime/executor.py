@@ -25,6 +25,7 @@ from jstormpy.batch import Batch
 from jstormpy.component import Tuple
 from jstormpy.errors import SinkUnavailableError
 from jstormpy.faults import fault_point
+from jstormpy.runtime.chained import ChainedTask
 from jstormpy.runtime.credits import TaskInbox
 from jstormpy.runtime.incremental import IncrementalCapture, IncrementalKeyedState
 from jstormpy.runtime.routing import (
@@ -51,8 +52,9 @@ COMMIT_RETRY_S = 1.0
 checkpoint completes first (after a bounded job's final checkpoint none does)."""
 
 
-class TaskExecutor:
-    """Runs one task (spout or bolt) in its own thread."""
+class TaskExecutor(ChainedTask):
+    """Runs one task (spout or bolt) in its own thread (a chained bolt: in its source's,
+    see ``runtime/chained.py``)."""
 
     def __init__(self, task_id: int, component_name: str, kind: str, component: Any,
                  collector: OutputCollector, host: TaskHost, *, is_sink: bool = False,
@@ -104,6 +106,7 @@ class TaskExecutor:
         self.credit_owed: dict[int, int] = {}
         self.tuple_classes: dict[tuple[int, str], type[Tuple]] = {}
         self.snapshotter: Snapshotter | None = None  # started at the first snapshot
+        self._init_chain()
         self.cpu_final = 0.0  # CPU time of the ended task thread (heartbeat.task_cpu_seconds)
         self.verified_states: set[str] = set()  # immutable-valued at an earlier capture
         # batch API (opt-in): execute_batch(batch) per channel batch, next_batch() in spouts
@@ -116,7 +119,8 @@ class TaskExecutor:
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
         """Start the task thread."""
-        target = self._run_spout if self.kind == "spout" else self._run_bolt
+        target = self._run_spout if self.kind == "spout" else \
+            self._run_chain_owner if self.chained else self._run_bolt
         self.thread = threading.Thread(target=self._guarded, args=(target,),
                                        name=f"task-{self.task_id}-{self.component_name}",
                                        daemon=True)

@@ -9,12 +9,13 @@ append: everything else is per batch.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jstormpy.batch import rows_from_columns
 from jstormpy.errors import JStormError, TopologyError
 from jstormpy.keygroups import KeyRouter, default_max_parallelism
+from jstormpy.runtime.channel_plan import output_targets
 
 # In-band item kinds: every item on a channel is (src_task, kind, stream, payload).
 DATA = 0
@@ -432,13 +433,16 @@ class OutputCollector:
 def build_routes(task_id: int, component: str, streams: dict[str, tuple[str, ...]],
                  consumers: list[tuple[str, Any]], component_tasks: dict[str, tuple[int, ...]],
                  task_workers: dict[int, int], send: SendFn,
-                 batch_size: int, max_parallelism: int = 0
+                 batch_size: int, max_parallelism: int = 0,
+                 chained: Mapping[int, int] | None = None
                  ) -> tuple[dict[str, list[Route]], list[int]]:
     """Compile the groupings that read from ``component`` into routes for ``task_id``.
 
     ``consumers`` is ``[(consumer_name, Grouping), ...]``. Returns (routes by stream,
     every output channel's task id). ``max_parallelism`` is the topology's number of key
-    groups (0: the default for each consumer's parallelism).
+    groups (0: the default for each consumer's parallelism). ``chained``: consumer task →
+    the task it runs chained into (``runtime/channel_plan.py``); such a subscription has
+    a channel to the pair only.
     """
     import copy
 
@@ -447,7 +451,7 @@ def build_routes(task_id: int, component: str, streams: dict[str, tuple[str, ...
     my_worker = task_workers.get(task_id)
     for consumer, g in consumers:
         targets = sorted(component_tasks[consumer])
-        channels.update(targets)
+        channels.update(output_targets(task_id, targets, chained or {}))
         key_index: tuple[int, ...] = ()
         if g.kind == "fields":
             fields = streams[g.stream]

@@ -39,6 +39,7 @@ from jstormpy.keygroups import key_group_range, resolve_max_parallelism
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.runtime import taskops
+from jstormpy.runtime.channel_plan import chain_plan, input_channels
 from jstormpy.runtime.credits import CREDIT_TASK, CreditGate, Stopped, TaskInbox
 from jstormpy.runtime.executor import TaskExecutor, TaskHost, TaskStopped
 from jstormpy.runtime.heartbeat import heartbeat_message
@@ -84,6 +85,7 @@ class Worker(TaskHost):
         self.queues: dict[int, TaskInbox] = {}
         self.gate = CreditGate()
         self.task_inputs: dict[int, int] = {}
+        self.chained: dict[int, TaskExecutor] = {}  # chained consumer tasks (channel_plan.py)
         self.task_workers: dict[int, int] = {}
         self.outbox: queue.Queue[Any] = queue.Queue()
         # With TLS the channel verifies the server is the topology's TM (certificate
@@ -164,16 +166,13 @@ class Worker(TaskHost):
         """The address this worker binds and advertises: ``$JSTORM_WORKER_HOST`` if set (a
         launcher whose workers run on other machines than the TM, e.g. Spark executors,
         sets it), else ``Config.host``."""
-        override = os.environ.get(WORKER_HOST_ENV)
-        if override:
-            return override
-        return self.config.host if self.config else "127.0.0.1"
+        return os.environ.get(WORKER_HOST_ENV) or (self.config.host if self.config
+                                                   else "127.0.0.1")
 
     def start_transport(self) -> None:
         """Bind the data-plane server."""
         assert self.config is not None
-        self.transport = Transport(self.worker_id, self.secret, self._deliver,
-                                   host=self.host,
+        self.transport = Transport(self.worker_id, self.secret, self._deliver, host=self.host,
                                    max_frame_bytes=self.config.max_frame_bytes,
                                    send_buffer_bytes=self.config.send_buffer_bytes,
                                    deliver_generation=True,
@@ -204,6 +203,10 @@ class Worker(TaskHost):
     def send(self, dst: int, item: Any) -> None:
         """Send an item to task ``dst`` (in memory if local, else over the transport),
         after spending one credit of the channel (blocks while it has none)."""
+        chained = self.chained.get(dst)
+        if chained is not None:  # a chained consumer: run it here, in the sender's thread
+            chained.run_chained(item)
+            return
         try:
             self.gate.acquire(item[0], dst, self._stopping)
         except Stopped:
@@ -307,6 +310,7 @@ class Worker(TaskHost):
                           "exiting so the worker is restarted", ex.task_id, timeout_s)
                 os._exit(3)
         self.executors = {}
+        self.chained = {}
         self.queues = {}
         self.gate = CreditGate()
         with self.credit_lock:
@@ -356,11 +360,9 @@ class Worker(TaskHost):
                 if self.backend is None:
                     raise JStormError("restore requested but no state backend configured")
                 snapshots[task_id] = load_task_snapshot(self.backend, handle)
-        self.task_inputs = {}
-        for name, spec in topo.components.items():
-            n_inputs = len({t for g in spec.inputs for t in component_tasks[g.source]})
-            for t in component_tasks[name]:
-                self.task_inputs[t] = n_inputs
+        chained = chain_plan(topo.components, component_tasks, self.task_workers, conf.chaining)
+        channels_in = input_channels(topo.components, component_tasks, chained)
+        self.task_inputs = {t: len(srcs) for t, srcs in channels_in.items()}
         for task_id in task_ids:
             self.queues[task_id] = TaskInbox(conf.queue_capacity)
         executors: dict[int, TaskExecutor] = {}
@@ -372,13 +374,13 @@ class Worker(TaskHost):
             consumers = [(c.name, g) for c, g in topo.consumers(name)]
             routes, channels = build_routes(task_id, name, spec.streams, consumers,
                                             component_tasks, self.task_workers, self.send,
-                                            conf.batch_size, self.max_parallelism)
+                                            conf.batch_size, self.max_parallelism, chained)
             collector = OutputCollector(task_id, name, routes, channels, self.send,
                                         streams=dict(spec.streams))
             comp.__dict__["_jstorm_collector"] = collector
             comp.__dict__["emit"] = collector.emit
             comp.__dict__["_jstorm_log"] = taskops.task_logger(self, name, task_id)  # ops
-            inputs = tuple(sorted({t for g in spec.inputs for t in component_tasks[g.source]}))
+            inputs = channels_in[task_id]
             context = TopologyContext(
                 topology=topo.name, component=name, task_id=task_id,
                 task_index=component_tasks[name].index(task_id), worker_id=self.worker_id,
@@ -417,6 +419,10 @@ class Worker(TaskHost):
                 for key in [k for k in self.credit_totals if k[1] == task_id]:
                     del self.credit_totals[key]
             executors[task_id] = ex
+            if task_id in chained:  # runs in its source task's thread (channel_plan.py)
+                ex.chained = True
+                self.chained[task_id] = ex
+                log.info("task %d (%s) runs chained into task %d", task_id, name, chained[task_id])
         self.executors.update(executors)
 
     def start_tasks(self) -> None:
@@ -448,16 +454,13 @@ class Worker(TaskHost):
             self.resend_credit_totals()
 
     def spout_finished(self, task_id: int) -> None:
-        """A spout task just finished: report it now, so the TM can trigger the final
-        checkpoint without waiting for the next periodic heartbeat."""
+        """A spout finished: report it now (the TM then triggers the final checkpoint)."""
         self.heartbeat_now.set()
 
     def _heartbeat(self) -> Any:
         """A Heartbeat message with every task's current metrics."""
         if self._proc is None:
-            import psutil
-
-            self._proc = psutil.Process()
+            self._proc = __import__("psutil").Process()
         return heartbeat_message(self.worker_id, self.generation, self.executors.values(),
                                  self._proc)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 from topologies import (
+    chained,
     check_keyed_sums,
     check_word_counts,
     diamond,
@@ -46,6 +47,12 @@ SCENARIOS = [
     ("diamond", ChaosSchedule(15, (Kill("point", point="sink_before_commit", checkpoint=2),))),
     ("diamond", ChaosSchedule(16, (Kill("master", at_s=1.1), Kill("worker", at_s=1.8, worker=1)))),
     ("diamond", ChaosSchedule.random(seed=17, kills=3, workers=3, master=True)),
+    ("chained", ChaosSchedule.random(seed=31, kills=2, workers=3)),
+    ("chained", ChaosSchedule.random(seed=32, kills=2, workers=3, points=True)),
+    ("chained", ChaosSchedule(33, (Kill("point", point="sink_before_commit", checkpoint=2),))),
+    ("chained", ChaosSchedule(34, (Kill("point", point="after_snapshot", checkpoint=2,
+                                        worker=2),))),
+    ("chained", ChaosSchedule(35, (Kill("master", at_s=0.9),))),
     ("wordcount", ChaosSchedule.random(seed=21, kills=1, workers=3)),
     ("wordcount", ChaosSchedule.random(seed=22, kills=2, workers=3)),
     ("wordcount", ChaosSchedule.random(seed=23, kills=2, workers=3, points=True)),
@@ -69,8 +76,8 @@ def test_exactly_once_under_sigkill(tmp_path, kind, schedule):
         expected = write_corpus(tmp_path / "corpus")
         topo = wordcount(out, tmp_path / "corpus")
     else:
-        topo = {"linear": linear, "linear_batch": linear_batch,
-                "diamond": diamond}[kind](out, KEYS, PER_KEY)
+        topo = {"linear": linear, "linear_batch": linear_batch, "diamond": diamond,
+                "chained": chained}[kind](out, KEYS, PER_KEY)
     status, kills, _ = run_with_chaos(topo, _config(tmp_path), schedule, timeout=120,
                                       home=str(tmp_path / "home"))
     assert status["state"] == "drained"
@@ -82,3 +89,8 @@ def test_exactly_once_under_sigkill(tmp_path, kind, schedule):
     else:
         problems = check_keyed_sums(out, KEYS, PER_KEY, per_parity_order=kind == "diamond")
     assert not problems, f"{schedule.describe()}\nkills: {kills}\n{problems}"
+    if kind == "chained":  # the run did chain (forward into events, out into sum)
+        logs = "".join(p.read_text() for p in
+                       (tmp_path / "home" / "runs" / "chaos-chained" / "logs").glob("worker-*.log"))
+        assert "(forward) runs chained into task" in logs
+        assert "(out) runs chained into task" in logs

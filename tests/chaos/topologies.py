@@ -136,6 +136,28 @@ def linear(out: Path, keys: int = 20, per_key: int = 2000, rate: float | None = 
     return b.build()
 
 
+class Forward(Bolt):
+    """Passes every event on."""
+
+    outputs = ("key", "seq", "value")
+
+    def execute(self, tup):
+        self.emit((tup["key"], tup["seq"], tup["value"]))
+
+
+def chained(out: Path, keys: int = 20, per_key: int = 2000, rate: float | None = 8000):
+    """events -> forward -> sum -> out, 3 tasks each (one per worker of 3): ``forward``
+    runs chained into the spout's thread and ``out`` into ``sum``'s (local_or_shuffle,
+    paired one per worker; runtime/channel_plan.py)."""
+    b = TopologyBuilder("chaos-chained")
+    b.set_spout("events", SequenceSpout(keys=keys, per_key=per_key, rate_per_s=rate),
+                parallelism=3)
+    b.set_bolt("forward", Forward, parallelism=3).local_or_shuffle_grouping("events")
+    b.set_bolt("sum", RunningSum, parallelism=3).fields_grouping("forward", ["key"])
+    b.set_bolt("out", FileSink(str(out)), parallelism=3).local_or_shuffle_grouping("sum")
+    return b.build()
+
+
 def diamond(out: Path, keys: int = 20, per_key: int = 2000, rate: float | None = 8000):
     b = TopologyBuilder("chaos-diamond")
     b.set_spout("events", SequenceSpout(keys=keys, per_key=per_key, rate_per_s=rate),
