@@ -5,8 +5,9 @@ bolt, one FileSink) ``--runs`` times and prints, per run, the wall-clock offsets
 since ``submit()`` was called) of the milestones the Topology Master and the workers log:
 TM serving, each worker registered, running, drained, and ``wait()``/``__exit__``
 returning; ``cluster_ready`` is how long ``LocalCluster()`` itself took (it starts the
-zygote the processes are forked from, before ``submit()``); and the CPU time (ms) the TM and worker processes used (``children_cpu``: the
-figure to compare on a shared machine). Log timestamps have millisecond resolution.
+zygote the processes are forked from, before ``submit()``); and the CPU time (ms) the TM
+and worker processes used (``children_cpu``: the figure to compare on a shared machine).
+Log timestamps have millisecond resolution.
 
     .venv/bin/python -m bench.startup_bench --runs 3
 """
@@ -117,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(tempfile.mkdtemp(prefix="startup-home-"))
     os.environ.setdefault("JSTORM_HOME", str(home))
     runs = [one_run(home, a.workers) for _ in range(a.runs)]
-    keys = ["cluster_ready", "tm_serving", "first_register", "running", "submit_returned", "drained",
-            "wait_returned", "exit_returned", "children_cpu"]
+    keys = ["cluster_ready", "tm_serving", "first_register", "running", "submit_returned",
+            "drained", "wait_returned", "exit_returned", "children_cpu"]
     for k in keys:
         vals = [r[k] for r in runs if k in r]
         if vals:
