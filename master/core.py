@@ -34,6 +34,7 @@ LATEST = -1
 the backend) when the workers are prepared, so an unreachable backend delays the recovery
 instead of making it start from scratch."""
 PREPARE_RETRY_S = 1.0
+TERMINAL_STATES = ("drained", "failed", "killed")  # a topology never leaves them by itself
 
 
 @dataclass
@@ -194,7 +195,7 @@ class MasterCore(CheckpointCoordination):
             self.generation = max(self.generation, reported_generation)
             log.info("worker %d registered (pid %d, data port %d)", session.worker_id,
                      session.pid, session.port)
-            if self.state in ("killed", "drained", "failed"):
+            if self.state in TERMINAL_STATES:
                 session.send(shutdown=pb.Shutdown(reason=f"topology is {self.state}"))
                 return
             if self.rescale.on_register(session, reported_generation):  # rescale hook
@@ -236,10 +237,8 @@ class MasterCore(CheckpointCoordination):
             if self.sessions.get(session.worker_id) is not session or not session.alive:
                 return
             session.alive = False
-            if self.state in ("killed", "drained", "failed"):
-                # the topology ended and told its workers to go: leaving is expected
-                log.info("worker %d left: %s (topology %s)", session.worker_id, reason,
-                         self.state)
+            if self.state in TERMINAL_STATES:  # it told its workers to go: expected
+                log.info("worker %d left: %s (topology %s)", session.worker_id, reason, self.state)
                 return
             # a worker that registered before the recovery under way began goes down with
             # the failure that recovery handles (on Spark a lost task fails the whole
@@ -252,7 +251,7 @@ class MasterCore(CheckpointCoordination):
                                 knock_on)
 
     def _worker_failed(self, worker_id: int, reason: str, knock_on: bool = False) -> None:
-        if self.state in ("killed", "drained", "failed"):
+        if self.state in TERMINAL_STATES:
             return
         self.upgrade.on_worker_failed(worker_id, reason)  # upgrade hook
         if not self.stateful:

@@ -26,6 +26,19 @@ from jstormpy.metrics import LATENCY_BUCKETS_MS
 PREFIX = "jstorm"
 
 
+LEVEL_SERIES: tuple[tuple[str, type[CounterMetricFamily] | type[GaugeMetricFamily], str], ...] = (
+    ("emitted", CounterMetricFamily, "Tuples emitted per {level}"),
+    ("executed", CounterMetricFamily, "Tuples executed per {level}"),
+    ("errors", CounterMetricFamily, "Exceptions per {level}"),
+    ("execute_rate", GaugeMetricFamily, "Tuples executed per second per {level}"),
+    ("emit_rate", GaugeMetricFamily, "Tuples emitted per second per {level}"),
+    ("cpu_seconds", CounterMetricFamily, "CPU time of the task threads per {level} (s)"),
+    ("cpu_busy", GaugeMetricFamily, "Cores kept busy by the task threads per {level}"),
+    ("max_queue_fill", GaugeMetricFamily, "Highest input queue fill of a task per {level}"),
+)
+"""Per component and per worker: (aggregate key = series suffix, family, help)."""
+
+
 def histogram_buckets(buckets: list[int]) -> list[tuple[str, float]]:
     """Per-bucket counts → Prometheus cumulative ``(le, count)`` pairs (ending in +Inf)."""
     out: list[tuple[str, float]] = []
@@ -104,42 +117,20 @@ class MasterCollector(Collector):
         # -- per component and per worker (sums; histograms merged bucket-wise) -----------
         for level, key in (("component", "components"), ("worker", "workers")):
             labels_l = ["topology", level]
-            em = CounterMetricFamily(f"{PREFIX}_{level}_emitted", f"Tuples emitted per {level}",
-                                     labels=labels_l)
-            ex = CounterMetricFamily(f"{PREFIX}_{level}_executed",
-                                     f"Tuples executed per {level}", labels=labels_l)
-            er = CounterMetricFamily(f"{PREFIX}_{level}_errors", f"Exceptions per {level}",
-                                     labels=labels_l)
-            rate = GaugeMetricFamily(f"{PREFIX}_{level}_execute_rate",
-                                     f"Tuples executed per second per {level}", labels=labels_l)
-            erate = GaugeMetricFamily(f"{PREFIX}_{level}_emit_rate",
-                                      f"Tuples emitted per second per {level}", labels=labels_l)
-            cs = CounterMetricFamily(f"{PREFIX}_{level}_cpu_seconds",
-                                     f"CPU time of the task threads per {level} (s)",
-                                     labels=labels_l)
-            cb = GaugeMetricFamily(f"{PREFIX}_{level}_cpu_busy",
-                                   f"Cores kept busy by the task threads per {level}",
-                                   labels=labels_l)
-            qf = GaugeMetricFamily(f"{PREFIX}_{level}_max_queue_fill",
-                                   f"Highest input queue fill of a task per {level}",
-                                   labels=labels_l)
+            fams_l = {k: family(f"{PREFIX}_{level}_{k}", help_.format(level=level),
+                                labels=labels_l) for k, family, help_ in LEVEL_SERIES}
             lat = HistogramMetricFamily(f"{PREFIX}_{level}_execute_latency_ms",
                                         f"Per-tuple execute latency (ms) merged per {level}",
                                         labels=labels_l)
             for lv, agg in snap[key].items():
                 ls = [name, str(lv)]
-                em.add_metric(ls, float(agg["emitted"]))
-                ex.add_metric(ls, float(agg["executed"]))
-                er.add_metric(ls, float(agg["errors"]))
-                rate.add_metric(ls, float(agg["execute_rate"]))
-                erate.add_metric(ls, float(agg["emit_rate"]))
-                qf.add_metric(ls, float(agg["max_queue_fill"]))
-                cs.add_metric(ls, float(agg["cpu_seconds"]))
-                cb.add_metric(ls, float(agg["cpu_busy"]))
+                for k, fam in fams_l.items():
+                    fam.add_metric(ls, float(agg[k]))
                 members = [tid for tid, t in tasks.items() if str(t[level]) == str(lv)]
                 lat.add_metric(ls, histogram_buckets(agg["latency_buckets"]),
                                sum(lat_sums.get(tid, 0.0) for tid in members))
-            yield from (em, ex, er, rate, erate, cs, cb, qf, lat)
+            yield from fams_l.values()
+            yield lat
 
         # -- workers (processes) -----------------------------------------------------------
         wl = ["topology", "worker"]

@@ -15,7 +15,7 @@ import grpc
 
 from jstormpy.errors import JStormError
 from jstormpy.master import ops
-from jstormpy.master.core import MasterCore, WorkerSession
+from jstormpy.master.core import TERMINAL_STATES, MasterCore, WorkerSession
 from jstormpy.master.metrics import metrics_reply
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
@@ -25,10 +25,9 @@ from jstormpy.tls import ROLE_CLI, ROLE_WORKER, grpc_server_credentials, peer_ro
 log = logging.getLogger("jstormpy.master.service")
 
 
-#: Calls that change the topology or run code: only the CLI/launcher identity may make them.
-# states a topology does not leave by itself: a Status long poll answers on reaching one
-TERMINAL_STATES = ("drained", "failed", "killed")
 MAX_STATUS_WAIT_S = 5.0
+"""Longest a Status long poll waits for a terminal state (``core.TERMINAL_STATES``)."""
+#: Calls that change the topology or run code: only the CLI/launcher identity may make them.
 STATE_CHANGING = frozenset({"Kill", "Rollback", "Upgrade", "Rescale", "Checkpoint",
                             "SetLogLevel", "SetConfig"})
 #: What each certificate role may call (mutual TLS; docs/security.md).

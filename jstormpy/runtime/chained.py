@@ -1,10 +1,10 @@
 """A bolt task chained into its source task's thread (``runtime/channel_plan.py``).
 
 The source task's sends to it call :meth:`ChainedTask.run_chained`, which runs the batch
-or marker through the task's usual code (``_execute_batch``, ``_on_barrier``,
-``_on_watermark``, ``_on_end_of_stream``) right there: no queue, no credit, no hand-off
-between threads, and so nothing for the GIL to switch on. Barriers, watermarks and
-end-of-stream stay in order with the data because they travel the same call path.
+or marker through the task's usual code (``TaskExecutor._handle``) right there: no
+queue, no credit, no hand-off between threads, and so nothing for the GIL to switch on.
+Barriers, watermarks and end-of-stream stay in order with the data because they travel
+the same call path.
 
 The chained task keeps a thread of its own for what does not arrive on its input: the
 Topology Master's commands (a sink's commit when a checkpoint completes, stop), ticks,
@@ -19,7 +19,6 @@ import threading
 import time
 from typing import Any
 
-from jstormpy.runtime.routing import BARRIER, DATA, END_OF_STREAM, WATERMARK
 from jstormpy.runtime.task_host import TaskStopped
 
 READY_POLL_S = 0.05
@@ -33,18 +32,12 @@ class ChainedTask:
 
     # provided by TaskExecutor
     collector: Any
-    component: Any
     ctrl: Any
     wake: threading.Event
     stopping: bool
-    is_sink: bool
     linger_s: float
     tick_s: float | None
     next_tick: float
-    commit_retry_at: float | None
-    commit_retry_id: int
-    sink_txn: int
-    start_hook: Any
 
     def _init_chain(self) -> None:
         self.chain_lock = threading.Lock()
@@ -63,28 +56,19 @@ class ChainedTask:
         with self.chain_lock:
             if self.stopping:
                 raise TaskStopped
-            src, kind, stream, payload = item
-            if kind == DATA:
-                self._execute_batch(src, stream, payload)  # type: ignore[attr-defined]
-            elif kind == BARRIER:
-                self._on_barrier(src, payload)  # type: ignore[attr-defined]
-            elif kind == WATERMARK:
-                self._on_watermark(src, payload)  # type: ignore[attr-defined]
-            elif kind == END_OF_STREAM:
-                self._on_end_of_stream(src)  # type: ignore[attr-defined]
-            now = time.monotonic()
-            if self.collector.dirty and now - self.chain_flushed >= self.linger_s:
-                self.collector.flush()
-                self.chain_flushed = now
+            self._handle(*item)  # type: ignore[attr-defined]
+            self._flush_lingered(time.monotonic())
+
+    def _flush_lingered(self, now: float) -> None:
+        """Send the task's partly filled output batches once they waited ``linger_s``."""
+        if self.collector.dirty and now - self.chain_flushed >= self.linger_s:
+            self.collector.flush()
+            self.chain_flushed = now
 
     def _run_chain_owner(self) -> None:
         """The chained task's own thread: commands, ticks, commit retries, idle flushes."""
-        if self.start_hook:
-            self.start_hook()
         with self.chain_lock:
-            if self.is_sink:
-                self.sink_txn = self._next_txn_id()  # type: ignore[attr-defined]
-                self.component.begin(self.sink_txn)
+            self._begin_sink()  # type: ignore[attr-defined]
         self.chain_ready.set()
         coll = self.collector
         while True:
@@ -97,10 +81,5 @@ class ChainedTask:
                 if self.ctrl or self.stopping:
                     self._process_ctrl()  # type: ignore[attr-defined]
                 now = time.monotonic()
-                if coll.dirty and now - self.chain_flushed >= self.linger_s:
-                    coll.flush()
-                    self.chain_flushed = now
-                if self.tick_s is not None and now >= self.next_tick:
-                    self._maybe_tick()  # type: ignore[attr-defined]
-                if self.commit_retry_at is not None and now >= self.commit_retry_at:
-                    self._complete(self.commit_retry_id)  # type: ignore[attr-defined]
+                self._flush_lingered(now)
+                self._run_due(now)  # type: ignore[attr-defined]

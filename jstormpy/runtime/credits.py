@@ -91,6 +91,34 @@ class CreditGate:
         return self.waiting
 
 
+class GrantTotals:
+    """The receiving side's running totals: credits returned per remote channel into this
+    worker's tasks since the channel's generation began (what CREDIT frames carry, and
+    what the heartbeat re-sends). Thread-safe."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.totals: dict[tuple[int, int], int] = {}
+
+    def add(self, src: int, dst: int, n: int) -> int:
+        """Count ``n`` more credits returned on ``src → dst``; returns the new total."""
+        with self.lock:
+            total = self.totals[(src, dst)] = self.totals.get((src, dst), 0) + n
+        return total
+
+    def items(self) -> list[tuple[tuple[int, int], int]]:
+        """Every channel's total (a copy)."""
+        with self.lock:
+            return list(self.totals.items())
+
+    def forget(self, channel: Callable[[int, int], bool]) -> None:
+        """Drop the totals of the channels ``channel(src, dst)`` selects (they count from
+        0 again: a rebuilt receiver, or a restarted sender)."""
+        with self.lock:
+            for key in [k for k in self.totals if channel(*k)]:
+                del self.totals[key]
+
+
 class TaskInbox:
     """A task's input queue. Unbounded as a data structure; bounded by credits."""
 

@@ -61,7 +61,6 @@ class TaskExecutor(ChainedTask):
                  inq: TaskInbox | None = None, input_channels: tuple[int, ...] = (),
                  source_index: dict[tuple[int, str], tuple[str, dict[str, int]]] | None = None,
                  linger_s: float = 0.005, restored: dict[str, Any] | None = None,
-                 start_hook: Callable[[], None] | None = None,
                  credit_batch: dict[int, int] | None = None,
                  restored_checkpoint: int = 0,
                  incremental: IncrementalKeyedState | None = None) -> None:
@@ -79,7 +78,6 @@ class TaskExecutor(ChainedTask):
         self.linger_s = linger_s
         # ops: Config.latency_timing=False skips the per-batch clock reads (docs/operations.md)
         self.timing = bool(getattr(getattr(host, "config", None), "latency_timing", True))
-        self.start_hook = start_hook
         self.ctrl: deque[tuple[str, Any]] = deque()
         self.wake = threading.Event()
         self.stopping = False
@@ -319,8 +317,6 @@ class TaskExecutor(ChainedTask):
         next_tuple = next_batch if callable(next_batch) else comp.next_tuple
         wake = self.wake
         last_flush = time.monotonic()
-        if self.start_hook:
-            self.start_hook()
         while True:
             if self.ctrl or self.stopping:
                 self._process_ctrl()
@@ -378,11 +374,7 @@ class TaskExecutor(ChainedTask):
         coll = self.collector
         pending = self.pending
         aligner = self.aligner
-        if self.start_hook:
-            self.start_hook()
-        if self.is_sink:
-            self.sink_txn = self._next_txn_id()
-            self.component.begin(self.sink_txn)
+        self._begin_sink()
         last_flush = time.monotonic()
         while True:
             if self.ctrl or self.stopping:
@@ -399,9 +391,7 @@ class TaskExecutor(ChainedTask):
                     coll.flush()
                     self._return_all_credit()
                     last_flush = time.monotonic()
-                    self._maybe_tick()
-                    if self.commit_retry_at is not None and last_flush >= self.commit_retry_at:
-                        self._complete(self.commit_retry_id)
+                    self._run_due(last_flush)
                     continue
             src, kind, stream, payload = item
             if aligner.blocked and src in aligner.blocked:
@@ -412,22 +402,36 @@ class TaskExecutor(ChainedTask):
                 self.host.return_credit(src, self.task_id, owed)
                 owed = 0
             self.credit_owed[src] = owed
-            if kind == DATA:
-                self._execute_batch(src, stream, payload)
-            elif kind == BARRIER:
-                self._on_barrier(src, payload)
-            elif kind == WATERMARK:
-                self._on_watermark(src, payload)
-            elif kind == END_OF_STREAM:
-                self._on_end_of_stream(src)
+            self._handle(src, kind, stream, payload)
             now = time.monotonic()
             if coll.dirty and (now - last_flush >= self.linger_s or (not pending and q.empty())):
                 coll.flush()
                 last_flush = now
-            if self.tick_s is not None and now >= self.next_tick:
-                self._maybe_tick()
-            if self.commit_retry_at is not None and now >= self.commit_retry_at:
-                self._complete(self.commit_retry_id)
+            self._run_due(now)
+
+    def _begin_sink(self) -> None:
+        """A sink opens its first transaction when its task starts."""
+        if self.is_sink:
+            self.sink_txn = self._next_txn_id()
+            self.component.begin(self.sink_txn)
+
+    def _handle(self, src: int, kind: int, stream: str, payload: Any) -> None:
+        """Process one item of input channel ``src``: a batch or a marker."""
+        if kind == DATA:
+            self._execute_batch(src, stream, payload)
+        elif kind == BARRIER:
+            self._on_barrier(src, payload)
+        elif kind == WATERMARK:
+            self._on_watermark(src, payload)
+        elif kind == END_OF_STREAM:
+            self._on_end_of_stream(src)
+
+    def _run_due(self, now: float) -> None:
+        """A tick and a deferred sink commit, when due."""
+        if self.tick_s is not None and now >= self.next_tick:
+            self._maybe_tick()
+        if self.commit_retry_at is not None and now >= self.commit_retry_at:
+            self._complete(self.commit_retry_id)
 
     def _return_all_credit(self) -> None:
         owed = self.credit_owed

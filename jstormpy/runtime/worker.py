@@ -40,7 +40,7 @@ from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.runtime import taskops
 from jstormpy.runtime.channel_plan import chain_plan, input_channels
-from jstormpy.runtime.credits import CREDIT_TASK, CreditGate, Stopped, TaskInbox
+from jstormpy.runtime.credits import CREDIT_TASK, CreditGate, GrantTotals, Stopped, TaskInbox
 from jstormpy.runtime.executor import TaskExecutor, TaskHost, TaskStopped
 from jstormpy.runtime.heartbeat import heartbeat_message
 from jstormpy.runtime.incremental import make_incremental
@@ -105,8 +105,7 @@ class Worker(TaskHost):
         self.tasks_generation = 0
         self.lost_reported = -1
         self.incarnation = f"{os.getpid()}-{os.urandom(4).hex()}"  # fencing: snapshot keys
-        self.credit_lock = threading.Lock()
-        self.credit_totals: dict[tuple[int, int], int] = {}  # remote channels into my tasks
+        self.credit_totals = GrantTotals()  # remote channels into my tasks
         self.peer_addresses: dict[int, tuple[str, int]] = {}
         self.shutdown = threading.Event()
         self.heartbeat_now = threading.Event()  # set: send a heartbeat without waiting
@@ -230,8 +229,7 @@ class Worker(TaskHost):
         if worker == self.worker_id:
             self.gate.release(src, dst, n)
         elif worker is not None and self.transport is not None:
-            with self.credit_lock:
-                total = self.credit_totals[(src, dst)] = self.credit_totals.get((src, dst), 0) + n
+            total = self.credit_totals.add(src, dst, n)
             self.transport.send(worker, CREDIT_TASK, ("credit", src, dst, total),
                                 self.tasks_generation)
 
@@ -239,9 +237,7 @@ class Worker(TaskHost):
         """Re-send every remote channel's credit total (heals a lost grant). Never waits
         for a peer (it runs on the heartbeat thread): a channel still (re)connecting gets
         its total with a later heartbeat."""
-        with self.credit_lock:
-            totals = list(self.credit_totals.items())
-        for (src, dst), total in totals:
+        for (src, dst), total in self.credit_totals.items():
             worker = self.task_workers.get(src)
             if worker is not None and worker != self.worker_id and self.transport is not None:
                 self.transport.send(worker, CREDIT_TASK, ("credit", src, dst, total),
@@ -313,8 +309,7 @@ class Worker(TaskHost):
         self.chained = {}
         self.queues = {}
         self.gate = CreditGate()
-        with self.credit_lock:
-            self.credit_totals = {}
+        self.credit_totals = GrantTotals()
         self.tasks_stopping = False
 
     def prepare(self, msg: Any) -> pb.Ready:
@@ -415,9 +410,8 @@ class Worker(TaskHost):
                               incremental=incremental)
             self.gate.reset({(task_id, dst): self.channel_credits(dst)
                              for dst in collector.channels})
-            with self.credit_lock:  # a rebuilt task's input channels count from 0 again
-                for key in [k for k in self.credit_totals if k[1] == task_id]:
-                    del self.credit_totals[key]
+            # a rebuilt task's input channels count from 0 again
+            self.credit_totals.forget(lambda _src, dst: dst == task_id)  # noqa: B023 - runs now
             executors[task_id] = ex
             if task_id in chained:  # runs in its source task's thread (channel_plan.py)
                 ex.chained = True
@@ -460,7 +454,9 @@ class Worker(TaskHost):
     def _heartbeat(self) -> Any:
         """A Heartbeat message with every task's current metrics."""
         if self._proc is None:
-            self._proc = __import__("psutil").Process()
+            import psutil
+
+            self._proc = psutil.Process()
         return heartbeat_message(self.worker_id, self.generation, self.executors.values(),
                                  self._proc)
 
@@ -546,10 +542,8 @@ class Worker(TaskHost):
                              for src, ex in self.executors.items()
                              for dst in ex.collector.channels
                              if self.task_workers.get(dst) in changed})
-            with self.credit_lock:  # a restarted sender's gate counts from 0 again
-                for key in [k for k in self.credit_totals
-                            if self.task_workers.get(k[0]) in changed]:
-                    del self.credit_totals[key]
+            # a restarted sender's gate counts from 0 again
+            self.credit_totals.forget(lambda src, _dst: self.task_workers.get(src) in changed)
         elif body == "throttle":
             until = 0.0 if msg.throttle.release else (
                 time.monotonic() + msg.throttle.lease_ms / 1000.0)
