@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from jstormpy.barrier import aligner as aligner_module
 from jstormpy.barrier.aligner import BarrierAligner
 
 
-def test_aligned_blocks_channels_until_every_barrier_arrived():
+def test_aligned_blocks_channels_until_every_barrier_arrived(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(aligner_module.time, "monotonic", lambda: now[0])
     a = BarrierAligner([1, 2, 3], aligned=True)
     assert not a.on_barrier(1, 5)
     assert a.is_blocked(1) and not a.is_blocked(2)
@@ -13,8 +16,10 @@ def test_aligned_blocks_channels_until_every_barrier_arrived():
     assert not a.on_barrier(2, 5)
     a.hold(2, "x2")
     a.hold(1, "y1")
+    now[0] = 100.25  # the last barrier arrives 250 ms after the first
     assert a.on_barrier(3, 5)
-    assert a.alignment_ms(5) >= 0.0
+    assert a.alignment_ms(5) == 250.0  # the alignment time the checkpoint reports
+    assert a.alignment_ms(5) == 0.0  # measured once, then forgotten
     assert a.release() == ["x1", "y1", "x2"]
     assert not a.blocked
 
