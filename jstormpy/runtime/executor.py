@@ -21,9 +21,19 @@ from collections.abc import Callable
 from typing import Any
 
 from jstormpy.barrier.aligner import BarrierAligner
+from jstormpy.barrier.transactions import (
+    Begin,
+    Commit,
+    FailCheckpoint,
+    PreCommit,
+    Recover,
+    ReportCommitted,
+    RetryCommit,
+    SinkStep,
+    SinkTransactions,
+)
 from jstormpy.batch import Batch
 from jstormpy.component import Tuple
-from jstormpy.errors import SinkUnavailableError
 from jstormpy.faults import fault_point
 from jstormpy.runtime.chained import ChainedTask
 from jstormpy.runtime.credits import TaskInbox
@@ -92,11 +102,10 @@ class TaskExecutor(ChainedTask):
         self.eos_channels: set[int] = set(restored.get("eos_channels", ()))
         self.channel_wm: dict[int, float] = dict(restored.get("channel_wm", {}))
         self.watermark = float(restored.get("watermark", float("-inf")))
-        self.sink_pending: list[int] = list(restored.get("sink_pending", ()))
         self.inputs_finished = bool(restored.get("inputs_finished", False))
-        self.sink_txn = 0  # the sink's open transaction
+        # a sink's two-phase commit (barrier/transactions.py): the executor performs its steps
+        self.txns = SinkTransactions(restored.get("sink_pending", ()))
         self.commit_retry_at: float | None = None  # a deferred sink commit: when to retry
-        self.commit_retry_id = 0  # ... the completion to retry
         self.aligner = BarrierAligner(list(input_channels), host.guarantee == "exactly_once")
         self.pending: deque[Any] = deque()
         self.credit_batch = credit_batch or {}
@@ -196,23 +205,47 @@ class TaskExecutor(ChainedTask):
     def _complete(self, checkpoint_id: int) -> None:
         if self.is_sink:
             self.commit_retry_at = None
-            done = [p for p in self.sink_pending if p <= checkpoint_id]
-            for p in done:
-                fault_point("sink_before_commit", p, self.host.worker_id)
-                try:
-                    self.component.commit(p)
-                except SinkUnavailableError as exc:
-                    # retried at the next completion, or in COMMIT_RETRY_S if none comes
-                    log.warning("task %s: commit of %s deferred: %s", self.task_id, p, exc)
-                    self.commit_retry_at = time.monotonic() + COMMIT_RETRY_S
-                    self.commit_retry_id = checkpoint_id
-                    return
-                self.sink_pending.remove(p)
-                fault_point("sink_after_commit", p, self.host.worker_id)
-            self.host.report_committed(checkpoint_id, self.task_id)
+            self.perform_sink_steps(self.txns.complete(checkpoint_id))
         hook = getattr(self.component, "on_checkpoint_complete", None)
         if callable(hook):
             hook(checkpoint_id)
+
+    # -- a sink's two-phase commit ---------------------------------------------------------
+    def restore_sink(self, restored: int | None) -> None:
+        """After the sink's ``prepare``: re-commit the restored snapshot's staged
+        transactions and recover to ``restored`` (the worker's restore path)."""
+        self.perform_sink_steps(self.txns.restore(restored))
+
+    def perform_sink_steps(self, steps: list[SinkStep]) -> bool:
+        """Perform steps of :class:`SinkTransactions` on this task's sink and host; False
+        if the external system was unavailable."""
+        return self.txns.run(steps, self._perform_sink_step)
+
+    def _perform_sink_step(self, step: SinkStep) -> None:
+        sink = self.component
+        worker = self.host.worker_id
+        match step:
+            case Begin(txn):
+                sink.begin(txn)
+            case PreCommit(txn):
+                sink.pre_commit(txn)
+            case Commit(txn):
+                fault_point("sink_before_commit", txn, worker)
+                sink.commit(txn)
+                fault_point("sink_after_commit", txn, worker)
+            case Recover(restored):
+                sink.recover(restored)
+            case ReportCommitted(checkpoint_id):
+                self.host.report_committed(checkpoint_id, self.task_id)
+            case FailCheckpoint(checkpoint_id, reason):
+                log.warning("task %s: checkpoint %s aborted, sink unavailable: %s",
+                            self.task_id, checkpoint_id, reason)
+                self.host.fail_checkpoint(checkpoint_id, self.task_id, reason)
+            case RetryCommit(checkpoint_id):
+                # retried at the next completion, or in COMMIT_RETRY_S if none comes
+                log.warning("task %s: commit up to %s deferred: sink unavailable",
+                            self.task_id, checkpoint_id)
+                self.commit_retry_at = time.monotonic() + COMMIT_RETRY_S
 
     # -- snapshots ------------------------------------------------------------------------
     def _snapshot_dict(self) -> dict[str, Any]:
@@ -231,7 +264,7 @@ class TaskExecutor(ChainedTask):
             snap["channel_wm"] = self.channel_wm
             snap["watermark"] = self.watermark
             snap["inputs_finished"] = self.inputs_finished
-            snap["sink_pending"] = self.sink_pending
+            snap["sink_pending"] = list(self.txns.pending)
         return snap
 
     def _snapshot_bytes(self) -> bytes:
@@ -412,8 +445,7 @@ class TaskExecutor(ChainedTask):
     def _begin_sink(self) -> None:
         """A sink opens its first transaction when its task starts."""
         if self.is_sink:
-            self.sink_txn = self._next_txn_id()
-            self.component.begin(self.sink_txn)
+            self.perform_sink_steps(self.txns.start(self.restored_checkpoint + 1))
 
     def _handle(self, src: int, kind: int, stream: str, payload: Any) -> None:
         """Process one item of input channel ``src``: a batch or a marker."""
@@ -431,7 +463,7 @@ class TaskExecutor(ChainedTask):
         if self.tick_s is not None and now >= self.next_tick:
             self._maybe_tick()
         if self.commit_retry_at is not None and now >= self.commit_retry_at:
-            self._complete(self.commit_retry_id)
+            self._complete(self.txns.retry or 0)
 
     def _return_all_credit(self) -> None:
         owed = self.credit_owed
@@ -527,34 +559,17 @@ class TaskExecutor(ChainedTask):
             self.ticks_paused = True
         alignment_ms = self.aligner.alignment_ms(checkpoint_id)
         self.collector.flush()
-        if self.is_sink:
-            try:
-                if self.sink_txn < checkpoint_id:
-                    # earlier checkpoint(s) never completed here (aborted after a worker loss
-                    # under at_most_once, a sink unavailable at that barrier, or this sink was
-                    # respawned): stage what it holds under its own id; it is committed
-                    # together with this checkpoint
-                    self.component.pre_commit(self.sink_txn)
-                    self.sink_pending.append(self.sink_txn)
-                    self.component.begin(int(checkpoint_id))
-                    self.sink_txn = int(checkpoint_id)
-                self.component.pre_commit(int(checkpoint_id))
-            except SinkUnavailableError as exc:
-                # the external system is down: give this checkpoint up, keep the open
-                # transaction (staged again at the next barrier) and keep running
-                log.warning("task %s: checkpoint %s aborted, sink unavailable: %s",
-                            self.task_id, checkpoint_id, exc)
-                self.host.fail_checkpoint(int(checkpoint_id), self.task_id, str(exc))
-                self.collector.broadcast(BARRIER, checkpoint_id)  # downstream must not stall
-                released = self.aligner.release()
-                if released:
-                    self.pending.extendleft(reversed(released))
-                return
-            self.sink_pending.append(int(checkpoint_id))
+        if self.is_sink and not self.perform_sink_steps(self.txns.barrier(int(checkpoint_id))):
+            # the external system is down: this checkpoint is given up (FailCheckpoint),
+            # the open transaction is staged at the next barrier; keep running
+            self.collector.broadcast(BARRIER, checkpoint_id)  # downstream must not stall
+            released = self.aligner.release()
+            if released:
+                self.pending.extendleft(reversed(released))
+            return
         self._take_snapshot(checkpoint_id, alignment_ms, emit_barrier=True)
         if self.is_sink:
-            self.sink_txn = checkpoint_id + 1
-            self.component.begin(self.sink_txn)
+            self.perform_sink_steps(self.txns.snapshot_taken(int(checkpoint_id)))
         released = self.aligner.release()
         if released:
             self.pending.extendleft(reversed(released))
@@ -592,6 +607,3 @@ class TaskExecutor(ChainedTask):
                 self._user_error(exc, None)
             self.collector.flush()
             self.collector.broadcast(END_OF_STREAM, None)
-
-    def _next_txn_id(self) -> int:
-        return self.restored_checkpoint + 1

@@ -392,12 +392,6 @@ class Worker(TaskHost):
                 comp.open(user_conf, context)
             else:
                 comp.prepare(user_conf, context)
-            if spec.is_sink:
-                for p in (snap or {}).get("sink_pending", []):
-                    comp.commit(p)
-                if snap is not None:
-                    snap["sink_pending"] = []
-                comp.recover(checkpoint_id or None)
             credit_batch = {
                 src: 1 if self.task_workers.get(src) == self.worker_id
                 else max(1, self.channel_credits(task_id) // 2) for src in inputs}
@@ -408,6 +402,8 @@ class Worker(TaskHost):
                               credit_batch=credit_batch,
                               restored_checkpoint=checkpoint_id or 0,
                               incremental=incremental)
+            if spec.is_sink:  # re-commit the restored staged transactions, then recover
+                ex.restore_sink(checkpoint_id or None)
             self.gate.reset({(task_id, dst): self.channel_credits(dst)
                              for dst in collector.channels})
             # a rebuilt task's input channels count from 0 again

@@ -24,6 +24,14 @@ from typing import Any, Protocol
 
 import pytest
 
+from jstormpy.barrier.transactions import (
+    Begin,
+    Commit,
+    PreCommit,
+    Recover,
+    SinkStep,
+    SinkTransactions,
+)
 from jstormpy.barrier.twophase import Sink
 from jstormpy.component import Spout, TopologyContext, Tuple
 from jstormpy.connectors.splits import owned_splits
@@ -89,7 +97,9 @@ def capability(harness: SinkHarness, name: str) -> Any:
 
 
 class SinkDriver:
-    """Drives one sink task as the engine does (see :mod:`jstormpy.barrier.twophase`).
+    """Drives one sink task as the engine does: through the engine's own protocol object,
+    :class:`~jstormpy.barrier.transactions.SinkTransactions`, whose steps it performs on
+    the sink (the host's steps -- reporting to the Topology Master -- have no host here).
 
     Like the engine, it snapshots the sink's managed state at each barrier into
     ``snapshots`` (checkpoint id -> (state, pending ids)); a driver made with ``restored=c``
@@ -105,16 +115,33 @@ class SinkDriver:
         saved = self.snapshots.get(restored) if restored is not None else None
         if saved is not None:
             self.sink.__dict__["_jstorm_states"] = copy.deepcopy(saved[0])
-        self.pending: list[int] = list(saved[1]) if saved is not None else []
+        staged: list[int] = list(saved[1]) if saved is not None else []
         if pending is not None:
-            self.pending = list(pending)
+            staged = list(pending)
+        self.txns = SinkTransactions(staged)
         self.sink.prepare({}, context(task_id=task_id, generation=generation))
-        for p in list(self.pending):  # the restored snapshot's pre-committed ids
-            self.sink.commit(p)
-        self.pending = []
-        self.sink.recover(restored)
+        self._run(self.txns.restore(restored))
         self.txn = (restored or 0) + 1
-        self.sink.begin(self.txn)
+        self._run(self.txns.start(self.txn))
+
+    @property
+    def pending(self) -> list[int]:
+        """Staged transactions not yet committed, as the task snapshot lists them."""
+        return list(self.txns.pending)
+
+    def _run(self, steps: list[SinkStep]) -> None:
+        self.txns.run(steps, self._perform)
+
+    def _perform(self, step: SinkStep) -> None:
+        match step:
+            case Begin(txn):
+                self.sink.begin(txn)
+            case PreCommit(txn):
+                self.sink.pre_commit(txn)
+            case Commit(txn):
+                self.sink.commit(txn)
+            case Recover(restored):
+                self.sink.recover(restored)
 
     def write(self, rows: Sequence[tuple[str, int, int]]) -> None:
         """Feed rows to the open transaction."""
@@ -124,19 +151,16 @@ class SinkDriver:
     def barrier(self) -> int:
         """Barrier of the open transaction: pre-commit it, open the next; its id."""
         n = self.txn
-        self.sink.pre_commit(n)
-        self.pending.append(n)
+        self._run(self.txns.barrier(n))
         self.snapshots[n] = (copy.deepcopy(self.sink.__dict__.get("_jstorm_states", {})),
-                             list(self.pending))
+                             self.pending)
+        self._run(self.txns.snapshot_taken(n))
         self.txn = n + 1
-        self.sink.begin(self.txn)
         return n
 
     def complete(self, n: int) -> None:
-        """Checkpoint ``n`` completed: commit it (the engine commits every pending id
-        ``<= n``; the tests complete in order)."""
-        self.sink.commit(n)
-        self.pending = [p for p in self.pending if p != n]
+        """Checkpoint ``n`` completed: commit every staged id ``<= n``."""
+        self._run(self.txns.complete(n))
 
     def close(self) -> None:
         """Stop the task (no commit, no abort: like a crash or a stop)."""

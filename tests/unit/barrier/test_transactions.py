@@ -1,0 +1,153 @@
+"""SinkTransactions, the I/O-free task side of a sink's two-phase commit: the steps each
+event asks for, and what each outcome changes. A recording sink performs the steps, as
+the executor does, so the tests read as the calls a sink sees."""
+
+from __future__ import annotations
+
+import pytest
+
+from jstormpy.barrier.transactions import (
+    Begin,
+    Commit,
+    FailCheckpoint,
+    PreCommit,
+    Recover,
+    ReportCommitted,
+    RetryCommit,
+    SinkStep,
+    SinkTransactions,
+)
+from jstormpy.errors import SinkError, SinkUnavailableError
+
+
+class Performer:
+    """Performs steps like the executor; ``down`` makes sink calls find it unavailable."""
+
+    def __init__(self, txns: SinkTransactions) -> None:
+        self.txns = txns
+        self.calls: list[SinkStep] = []
+        self.down = False
+
+    def run(self, steps: list[SinkStep]) -> bool:
+        return self.txns.run(steps, self.perform)
+
+    def perform(self, step: SinkStep) -> None:
+        if self.down and isinstance(step, Begin | PreCommit | Commit | Recover):
+            raise SinkUnavailableError("down")
+        self.calls.append(step)
+
+    def take(self) -> list[SinkStep]:
+        out, self.calls = self.calls, []
+        return out
+
+
+def started(first: int = 1, restored: int | None = None, pending=()) -> Performer:
+    p = Performer(SinkTransactions(pending))
+    p.run(p.txns.restore(restored))
+    p.run(p.txns.start(first))
+    return p
+
+
+def test_fresh_run_recovers_everything_then_opens_the_first_transaction() -> None:
+    p = started()
+    assert p.take() == [Recover(None), Begin(1)]
+    assert p.txns.open == 1 and p.txns.pending == []
+
+
+def test_restore_recommits_the_snapshots_staged_ids_then_recovers_to_the_restored_one() -> None:
+    p = started(first=8, restored=5, pending=[4, 5])
+    assert p.take() == [Commit(4), Commit(5), Recover(5), Begin(8)]
+    assert p.txns.pending == []
+
+
+def test_barrier_stages_the_open_transaction_and_the_snapshot_opens_the_next() -> None:
+    p = started()
+    p.take()
+    assert p.run(p.txns.barrier(1))
+    assert p.take() == [PreCommit(1)]
+    assert p.txns.pending == [1]  # what the task snapshot lists
+    p.run(p.txns.snapshot_taken(1))
+    assert p.take() == [Begin(2)] and p.txns.open == 2
+
+
+def test_completion_commits_every_staged_id_up_to_it_in_order_then_reports() -> None:
+    p = started()
+    for n in (1, 2, 3):
+        p.run(p.txns.barrier(n))
+        p.run(p.txns.snapshot_taken(n))
+    p.take()
+    p.run(p.txns.complete(2))
+    assert p.take() == [Commit(1), Commit(2), ReportCommitted(2)]
+    assert p.txns.pending == [3]
+
+
+def test_a_barrier_that_finds_an_older_open_transaction_stages_it_under_its_own_id() -> None:
+    p = started(first=4)  # barriers 4 and 5 never reached this (respawned) task
+    p.take()
+    p.run(p.txns.barrier(6))
+    assert p.take() == [PreCommit(4), Begin(6), PreCommit(6)]
+    assert p.txns.pending == [4, 6]
+    p.run(p.txns.complete(6))
+    assert p.take() == [Commit(4), Commit(6), ReportCommitted(6)]
+
+
+def test_an_unavailable_sink_at_the_barrier_fails_that_checkpoint_only() -> None:
+    p = started()
+    p.take()
+    p.down = True
+    assert not p.run(p.txns.barrier(1))
+    assert p.take() == [FailCheckpoint(1, "down")]
+    assert p.txns.open == 1 and p.txns.pending == []  # still open: staged next time
+    p.down = False
+    p.run(p.txns.barrier(2))
+    assert p.take() == [PreCommit(1), Begin(2), PreCommit(2)]
+    assert p.txns.pending == [1, 2]
+
+
+def test_an_unavailable_sink_at_commit_defers_the_rest_and_retries_the_completion() -> None:
+    p = started()
+    for n in (1, 2):
+        p.run(p.txns.barrier(n))
+        p.run(p.txns.snapshot_taken(n))
+    p.take()
+    p.down = True
+    p.run(p.txns.complete(2))
+    assert p.take() == [RetryCommit(2)]  # nothing reported committed
+    assert p.txns.pending == [1, 2] and p.txns.retry == 2
+    p.down = False
+    p.run(p.txns.complete(p.txns.retry))
+    assert p.take() == [Commit(1), Commit(2), ReportCommitted(2)]
+    assert p.txns.retry is None
+
+
+def test_an_aborted_checkpoint_leaves_its_staged_transaction_for_the_next_completion() -> None:
+    p = started()
+    p.run(p.txns.barrier(1))
+    p.run(p.txns.snapshot_taken(1))
+    p.take()
+    assert p.txns.abort(1) == []
+    p.run(p.txns.barrier(2))
+    p.run(p.txns.snapshot_taken(2))
+    p.run(p.txns.complete(2))
+    assert [s for s in p.take() if isinstance(s, Commit)] == [Commit(1), Commit(2)]
+
+
+def test_a_begin_failing_after_the_snapshot_is_not_an_outcome_it_fails_the_task() -> None:
+    p = started()
+    p.run(p.txns.barrier(1))
+    p.down = True
+    with pytest.raises(ValueError, match="Begin has no unavailable outcome"):
+        p.run(p.txns.snapshot_taken(1))
+
+
+def test_a_sink_error_other_than_unavailable_fails_the_task() -> None:
+    p = started()
+    p.run(p.txns.barrier(1))
+    p.run(p.txns.snapshot_taken(1))
+
+    def fenced(step: SinkStep) -> None:
+        raise SinkError("fenced: a newer generation owns this task")
+
+    with pytest.raises(SinkError, match="fenced"):
+        p.txns.run(p.txns.complete(1), fenced)
+    assert p.txns.pending == [1]  # not committed, still staged for the next generation
