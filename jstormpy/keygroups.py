@@ -225,6 +225,45 @@ def split_by_key_group(states: Mapping[str, Mapping[Any, Any]],
     return out
 
 
+def misplaced_key(states: Mapping[str, Mapping[Any, Any]], max_parallelism: int,
+                  parallelism: int, index: int) -> tuple[str, Any, int] | None:
+    """The first ``(state name, key, key group)`` of task ``index``'s managed state whose
+    key group that task does not own, or ``None`` when the state is partitioned by key
+    group (keyed by the fields grouping that feeds the component, as it must be to move
+    with a parallelism change). A shuffle-fed bolt's state usually is not: every task
+    holds a partial value for keys that other tasks hold too."""
+    owned = key_group_range(max_parallelism, parallelism, index)
+    for name, entries in states.items():
+        for key, g in zip(entries, key_groups_of(entries, max_parallelism), strict=True):
+            if g not in owned:
+                return name, key, g
+    return None
+
+
+def refuse_task_partitioned_state(component: str, snapshots: Sequence[Mapping[str, Any]],
+                                  max_parallelism: int, new_parallelism: int) -> None:
+    """Refuse to split managed state that is not partitioned by key group.
+
+    Raises:
+        JStormError: a task holds a key of another task's key groups; the message names
+            the component, the state, the key and what to do.
+    """
+    n = len(snapshots)
+    for index, snap in enumerate(snapshots):
+        found = misplaced_key(snap.get("states", {}), max_parallelism, n, index)
+        if found is None:
+            continue
+        name, key, group = found
+        owner = task_index_for_key_group(max_parallelism, n, group)
+        raise JStormError(
+            f"component {component!r}: its managed state {name!r} holds key {key!r} in task "
+            f"index {index}, but that key's group {group} belongs to task index {owner}: the "
+            f"state is not partitioned by its fields grouping (a shuffle-fed bolt keeps a "
+            f"partial value per task), so it cannot be split over {new_parallelism} tasks "
+            f"without losing values. Feed the component with fields_grouping on that key, "
+            f"or keep its parallelism at {n}")
+
+
 def merge_key_groups(groups: Mapping[int, Mapping[str, Mapping[Any, Any]]],
                      wanted: Iterable[int]) -> dict[str, dict[Any, Any]]:
     """The keyed state of the key groups ``wanted``, as ``{state_name: {key: value}}``."""
@@ -264,7 +303,8 @@ def redistribute(component: str, snapshots: Sequence[dict[str, Any]], new_parall
 
     Raises:
         JStormError: custom state and no hook, or the hook returned the wrong count, or
-            a snapshot was written with another ``max_parallelism``.
+            a snapshot was written with another ``max_parallelism``, or managed state is
+            not partitioned by key group (:func:`refuse_task_partitioned_state`).
     """
     old_n = len(snapshots)
     if old_n == new_parallelism:
@@ -272,6 +312,7 @@ def redistribute(component: str, snapshots: Sequence[dict[str, Any]], new_parall
     for i, snap in enumerate(snapshots):
         check_max_parallelism(snap.get("max_parallelism"), max_parallelism,
                               f"{component} task index {i}")
+    refuse_task_partitioned_state(component, snapshots, max_parallelism, new_parallelism)
     customs = [s.get("custom") for s in snapshots]
     new_customs: Sequence[Any] | None = None
     if any("custom" in s for s in snapshots):

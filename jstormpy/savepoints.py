@@ -10,7 +10,9 @@ valid; checkpoint retention never touches it (it lives outside ``chk-*``):
 - ``components/<name>/kg-<group>.state`` — managed keyed state of one key group,
   a pickled ``{state_name: {key: value}}``;
 - ``components/<name>/task-<index>.state`` — the rest of old task ``index``'s snapshot
-  (non-keyed ``custom`` state, spout/bolt progress), a pickled dict.
+  (non-keyed ``custom`` state, spout/bolt progress), a pickled dict; it also holds the
+  task's managed state whole (``states``) when the component's is not partitioned by key
+  group (manifest ``state_layout: "task"``, e.g. a shuffle-fed bolt's partial counts).
 
 Every object is sealed with a checksum like checkpoint blobs. :func:`import_savepoint`
 turns a savepoint into a completed checkpoint of a new run's backend, redistributed by
@@ -31,6 +33,7 @@ from jstormpy.keygroups import (
     check_max_parallelism,
     key_group_range,
     merge_key_groups,
+    misplaced_key,
     redistribute,
     resolve_max_parallelism,
     split_by_key_group,
@@ -42,6 +45,13 @@ from jstormpy.topology import Topology
 
 FORMAT = "jstormpy-savepoint/1"
 MANIFEST = "savepoint.json"
+STATE_BY_KEY_GROUP = "key_groups"
+"""A component's managed state is stored per key group (``kg-*.state``): it can move to
+any parallelism. Savepoints without a ``state_layout`` (before 0.1.1) are all of this kind."""
+STATE_BY_TASK = "task"
+"""A component's managed state is not partitioned by key group (some task holds keys of
+another task's groups): it stays whole in ``task-*.state`` and restores only at the same
+parallelism."""
 
 
 def _put(backend: StateBackend, key: str, obj: Any) -> None:
@@ -79,8 +89,8 @@ def _write_savepoint(source: StateBackend, checkpoint_id: int, topology: Topolog
     try:
         components: dict[str, Any] = {}
         for name, task_ids in tasks.items():
-            groups: dict[int, dict[str, dict[Any, Any]]] = {}
-            for index, task_id in enumerate(task_ids):
+            snaps = []
+            for task_id in task_ids:
                 entry = meta.get("tasks", {}).get(str(task_id))
                 if not entry or not entry.get("handle"):
                     raise JStormError(f"checkpoint {checkpoint_id} has no snapshot of task "
@@ -90,16 +100,27 @@ def _write_savepoint(source: StateBackend, checkpoint_id: int, topology: Topolog
                 snap.pop("incremental", None)
                 check_max_parallelism(snap.get("max_parallelism"), max_p,
                                       f"component {name!r}, task {task_id}")
-                for g, part in split_by_key_group(snap.pop("states", {}), max_p).items():
-                    groups.setdefault(g, {}).update(part)
                 snap["max_parallelism"] = max_p
+                snaps.append(snap)
+            # state keyed by the fields grouping moves by key group; state that is not (a
+            # shuffle-fed bolt's partial values) stays whole with its task (hole 5)
+            by_task = any(misplaced_key(snap.get("states", {}), max_p, len(snaps), index)
+                          for index, snap in enumerate(snaps))
+            groups: dict[int, dict[str, dict[Any, Any]]] = {}
+            for index, snap in enumerate(snaps):
+                if not by_task:
+                    for g, part in split_by_key_group(snap.pop("states", {}), max_p).items():
+                        group = groups.setdefault(g, {})
+                        for state_name, entries in part.items():
+                            group.setdefault(state_name, {}).update(entries)
                 _put(target, f"components/{name}/task-{index:05d}.state", snap)
             for g, part in groups.items():
                 _put(target, f"components/{name}/kg-{g:05d}.state", part)
             spec = topology.components[name]
             components[name] = {"parallelism": len(task_ids),
                                 "state_version": getattr(spec.cls, "state_version", None),
-                                "key_groups": sorted(groups)}
+                                "key_groups": sorted(groups),
+                                "state_layout": STATE_BY_TASK if by_task else STATE_BY_KEY_GROUP}
         manifest = {"format": FORMAT, "engine_version": __version__,
                     "topology": topology.descriptor(), "max_parallelism": max_p,
                     "checkpoint_id": checkpoint_id, "created_at": time.time(),
@@ -152,10 +173,12 @@ def old_task_snapshots(backend: StateBackend, manifest: dict[str, Any],
     n, max_p = info["parallelism"], manifest["max_parallelism"]
     groups = {g: _get(backend, f"components/{component}/kg-{g:05d}.state")
               for g in info["key_groups"]}
+    by_task = info.get("state_layout", STATE_BY_KEY_GROUP) == STATE_BY_TASK
     out = []
     for index in range(n):
         snap = _get(backend, f"components/{component}/task-{index:05d}.state")
-        snap["states"] = merge_key_groups(groups, key_group_range(max_p, n, index))
+        if not by_task:
+            snap["states"] = merge_key_groups(groups, key_group_range(max_p, n, index))
         out.append(snap)
     return out
 

@@ -41,3 +41,29 @@ def linear(out: Path, sum_parallelism: int, bolt: type = RunningSum, keys: int =
     b.set_bolt("sum", bolt, parallelism=sum_parallelism).fields_grouping("events", ["key"])
     b.set_bolt("out", FileSink(str(out)), parallelism=2).fields_grouping("sum", ["key"])
     return b.build()
+
+
+class PartialCount(Bolt):
+    """Counts the events of each key that reach this task. Fed by shuffle, so every task
+    keeps a partial count of every key: managed state not partitioned by key group."""
+
+    outputs = ("key", "task", "partial")
+
+    def prepare(self, conf: dict[str, Any], context: Any) -> None:
+        self.counts = self.state("counts")
+        self.task = context.task_index
+
+    def execute(self, tup: Any) -> None:
+        key = tup["key"]
+        self.counts[key] = self.counts.get(key, 0) + 1
+        self.emit((key, self.task, self.counts[key]))
+
+
+def partial_counts(out: Path, parallelism: int, keys: int = 6, per_key: int = 1500,
+                   rate: float | None = 3000) -> Topology:
+    b = TopologyBuilder("sp-partial")
+    b.set_spout("events", SequenceSpout(keys=keys, per_key=per_key, rate_per_s=rate),
+                parallelism=2)
+    b.set_bolt("count", PartialCount, parallelism=parallelism).shuffle_grouping("events")
+    b.set_bolt("out", FileSink(str(out)), parallelism=1).global_grouping("count")
+    return b.build()
