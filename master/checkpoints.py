@@ -139,8 +139,10 @@ class CheckpointCoordination:
     def on_checkpoint_failed(self: MasterCore, msg: Any) -> None:
         """A task could not snapshot: abort that checkpoint, keep running."""
         with self.lock:
+            if msg.generation != self.generation:  # a late report of a void generation
+                return
             pending = self.inflight.pop(msg.checkpoint_id, None)
-            if pending is None or msg.generation != self.generation:
+            if pending is None:
                 return
             self._record(pending, "failed", f"task {msg.task_id}: {msg.reason}")
             self._abort(msg.checkpoint_id, msg.reason)

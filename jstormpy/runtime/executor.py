@@ -276,6 +276,10 @@ class TaskExecutor(ChainedTask):
         state dicts, the rest pickled); serialising the copies, the upload and the ack run
         on the task's snapshot thread (docs/checkpointing.md, asynchronous snapshots)."""
         t0 = time.monotonic()
+        # the snapshot belongs to this barrier's generation, whenever its upload ends: a
+        # late write under a newer generation's name would be that generation's own key
+        # for the same checkpoint id (same process, same fencing token), hole 6
+        generation = self.host.generation
         barrier, checkpoint_id = checkpoint_id, int(checkpoint_id)
         stateful = self.host.guarantee != "at_most_once"
         noted = getattr(self.component, "before_snapshot", None)  # connectors: learn the id
@@ -298,15 +302,16 @@ class TaskExecutor(ChainedTask):
         if view is None:
             fault_point("after_snapshot", checkpoint_id, self.host.worker_id)
             self.host.ack_checkpoint(checkpoint_id, self.task_id, "", 0, finished,
-                                     alignment_ms, self.metrics.snapshot_pause_ms)
+                                     alignment_ms, self.metrics.snapshot_pause_ms,
+                                     generation=generation)
             return
         if self.snapshotter is None:
             self.snapshotter = Snapshotter(f"snapshot-{self.task_id}-{self.component_name}")
         self.snapshotter.submit(lambda: self._upload_snapshot(
-            checkpoint_id, view, alignment_ms, finished, t0, inc))
+            checkpoint_id, generation, view, alignment_ms, finished, t0, inc))
 
-    def _upload_snapshot(self, checkpoint_id: int, view: SnapshotView, alignment_ms: float,
-                         finished: bool, t0: float,
+    def _upload_snapshot(self, checkpoint_id: int, generation: int, view: SnapshotView,
+                         alignment_ms: float, finished: bool, t0: float,
                          inc: IncrementalCapture | None = None) -> None:
         """Snapshot thread: serialise, upload, ack (not if the task was stopped meanwhile:
         a rollback or shutdown voids the checkpoint). With incremental checkpoints the
@@ -317,26 +322,29 @@ class TaskExecutor(ChainedTask):
             if inc is not None and self.incremental is not None:
                 entry, refs, size = self.incremental.write(
                     getattr(self.host, "backend", None), inc, checkpoint_id,
-                    self.host.generation, str(getattr(self.host, "incarnation", "") or ""))
+                    generation, str(getattr(self.host, "incarnation", "") or ""))
                 fault_point("after_segment", checkpoint_id, self.host.worker_id)
                 view.extra = {"incremental": entry}
                 data = serialise(view)
                 handle = self.host.write_snapshot(checkpoint_id, self.task_id, data,
-                                                  refs=refs)
+                                                  refs=refs, generation=generation)
             else:
                 data = serialise(view)
-                handle = self.host.write_snapshot(checkpoint_id, self.task_id, data)
+                handle = self.host.write_snapshot(checkpoint_id, self.task_id, data,
+                                                  generation=generation)
         except Exception as exc:
             log.error("task %s: snapshot for checkpoint %s failed: %s", self.task_id,
                       checkpoint_id, exc)
             if not self.stopping:
-                self.host.fail_checkpoint(checkpoint_id, self.task_id, str(exc))
+                self.host.fail_checkpoint(checkpoint_id, self.task_id, str(exc),
+                                          generation=generation)
             return
         if self.stopping:
             return  # a rollback replaced this task meanwhile: the checkpoint is void
         fault_point("after_snapshot", checkpoint_id, self.host.worker_id)
         self.host.ack_checkpoint(checkpoint_id, self.task_id, handle, len(data) + size,
-                                 finished, alignment_ms, (time.monotonic() - t0) * 1000.0)
+                                 finished, alignment_ms, (time.monotonic() - t0) * 1000.0,
+                                 generation=generation)
 
     def _spout_checkpoint(self, checkpoint_id: int) -> None:
         self.collector.flush()

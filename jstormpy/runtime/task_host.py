@@ -45,15 +45,19 @@ class TaskHost(Protocol):
     worker_id: int
 
     def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes,
-                       refs: bytes | None = None) -> str:
-        """Store a task snapshot (and the segment keys it references); returns its handle."""
+                       refs: bytes | None = None, *, generation: int | None = None) -> str:
+        """Store a task snapshot (and the segment keys it references) under the fencing
+        token of ``generation`` (the barrier's; default: the worker's current one);
+        returns its handle."""
 
     def ack_checkpoint(self, checkpoint_id: int, task_id: int, handle: str, size: int,
-                       finished: bool, alignment_ms: float, snapshot_ms: float) -> None:
-        """Tell the TM this task's part of the checkpoint is done."""
+                       finished: bool, alignment_ms: float, snapshot_ms: float, *,
+                       generation: int | None = None) -> None:
+        """Tell the TM this task's part of the checkpoint (of ``generation``) is done."""
 
-    def fail_checkpoint(self, checkpoint_id: int, task_id: int, reason: str) -> None:
-        """Tell the TM this task could not snapshot."""
+    def fail_checkpoint(self, checkpoint_id: int, task_id: int, reason: str, *,
+                        generation: int | None = None) -> None:
+        """Tell the TM this task could not snapshot (for ``generation``)."""
 
     def report_error(self, task_id: int, component: str, exc: BaseException,
                      tup: Any) -> None:

@@ -254,22 +254,27 @@ class Worker(TaskHost):
 
     # -- TaskHost ------------------------------------------------------------------------------
     def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes,
-                       refs: bytes | None = None) -> str:
+                       refs: bytes | None = None, *, generation: int | None = None) -> str:
         if self.backend is None:
             raise JStormError("no state backend configured")
-        return self.backend.put_snapshot(checkpoint_id, task_id, data, self.generation,
+        gen = self.generation if generation is None else generation
+        return self.backend.put_snapshot(checkpoint_id, task_id, data, gen,
                                          self.incarnation, refs=refs)
 
     def ack_checkpoint(self, checkpoint_id: int, task_id: int, handle: str, size: int,
-                       finished: bool, alignment_ms: float, snapshot_ms: float) -> None:
+                       finished: bool, alignment_ms: float, snapshot_ms: float, *,
+                       generation: int | None = None) -> None:
+        gen = self.generation if generation is None else generation
         self.outbox.put(pb.WorkerMessage(checkpoint_ack=pb.CheckpointAck(
-            checkpoint_id=checkpoint_id, generation=self.generation, task_id=task_id,
+            checkpoint_id=checkpoint_id, generation=gen, task_id=task_id,
             handle=handle, size_bytes=size, finished=finished, alignment_ms=alignment_ms,
             snapshot_ms=snapshot_ms)))
 
-    def fail_checkpoint(self, checkpoint_id: int, task_id: int, reason: str) -> None:
+    def fail_checkpoint(self, checkpoint_id: int, task_id: int, reason: str, *,
+                        generation: int | None = None) -> None:
+        gen = self.generation if generation is None else generation
         self.outbox.put(pb.WorkerMessage(checkpoint_failed=pb.CheckpointFailed(
-            checkpoint_id=checkpoint_id, generation=self.generation, task_id=task_id,
+            checkpoint_id=checkpoint_id, generation=gen, task_id=task_id,
             reason=reason)))
 
     def report_error(self, task_id: int, component: str, exc: BaseException,

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pickle
-import threading
-from typing import Any
 
 from jstormpy import Bolt
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.routing import OutputCollector
 from jstormpy.runtime.snapshots import CHUNK_KEYS, capture, serialise
+from tests.fake_task_host import FakeTaskHost
 
 BIG = CHUNK_KEYS * 2 + 7  # several chunks
 
@@ -45,35 +44,7 @@ class Holder(Bolt):
     outputs = ("k",)
 
 
-class BlockingHost:
-    """write_snapshot blocks until released: the upload is slow."""
-
-    guarantee = "exactly_once"
-    worker_id = 0
-    generation = 1
-    config = None
-
-    def __init__(self) -> None:
-        self.release = threading.Event()
-        self.acks: list[tuple[Any, ...]] = []
-        self.acked = threading.Event()
-        self.stored: dict[str, bytes] = {}
-
-    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes) -> str:
-        assert self.release.wait(10)
-        handle = f"h{checkpoint_id}"
-        self.stored[handle] = data
-        return handle
-
-    def ack_checkpoint(self, *args: Any) -> None:
-        self.acks.append(args)
-        self.acked.set()
-
-    def fail_checkpoint(self, *args: Any) -> None:
-        raise AssertionError(args)
-
-
-def executor(host: BlockingHost) -> tuple[TaskExecutor, dict[str, int]]:
+def executor(host: FakeTaskHost) -> tuple[TaskExecutor, dict[str, int]]:
     comp = Holder()
     state = comp.state("counts")
     state.update({f"k{i}": i for i in range(BIG)})
@@ -82,22 +53,22 @@ def executor(host: BlockingHost) -> tuple[TaskExecutor, dict[str, int]]:
 
 
 def test_the_task_thread_does_not_wait_for_the_upload_but_the_ack_does():
-    host = BlockingHost()
+    host = FakeTaskHost(blocking=True)
     ex, state = executor(host)
     ex._take_snapshot(3, 1.5, emit_barrier=False)  # returns while the upload is blocked
     state["k1"] = 1000  # processing goes on
     assert host.acks == []
     host.release.set()
     assert host.acked.wait(10)
-    cid, task, handle, size, finished, alignment, _ms = host.acks[0]
-    assert (cid, task, handle, finished, alignment) == (3, 1, "h3", False, 1.5)
-    assert size == len(host.stored["h3"])
-    restored = pickle.loads(host.stored["h3"])["states"]["counts"]
+    ack = host.acks[0]
+    assert (ack.checkpoint_id, ack.task_id, ack.finished, ack.alignment_ms) == (3, 1, False, 1.5)
+    assert ack.size == len(host.stored[ack.handle])
+    restored = pickle.loads(host.stored[ack.handle])["states"]["counts"]
     assert restored["k1"] == 1 and len(restored) == BIG
 
 
 def test_no_ack_when_the_task_was_stopped_by_a_rollback_meanwhile():
-    host = BlockingHost()
+    host = FakeTaskHost(blocking=True)
     ex, _ = executor(host)
     ex._take_snapshot(4, 0.0, emit_barrier=False)
     ex.stop()  # a rollback stops the task while the upload is in flight

@@ -13,6 +13,7 @@ from jstormpy.errors import TopologyError
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.routing import BARRIER, DATA, OutputCollector, build_routes
 from jstormpy.topology import Grouping
+from tests.fake_task_host import FakeTaskHost
 from tests.unit.test_routing import Sent
 
 
@@ -98,21 +99,6 @@ def test_emit_batch_bad_input_names_the_problem(data: Any, message: str):
     assert c.emitted == 0
 
 
-class _Host:
-    guarantee = "at_most_once"
-    worker_id = 0
-    config = None
-
-    def __init__(self) -> None:
-        self.errors: list[Any] = []
-
-    def return_credit(self, src: int, dst: int, n: int) -> None:
-        pass
-
-    def report_error(self, task_id: int, component: str, exc: BaseException, tup: Any) -> None:
-        self.errors.append((exc, tup))
-
-
 class BatchCount(Bolt):
     outputs = ("word", "count")
 
@@ -142,7 +128,7 @@ class TupleCount(Bolt):
         self.emit((tup["word"], self.counts[tup["word"]]))
 
 
-def executor(comp: Bolt, sent: Sent, host: _Host) -> TaskExecutor:
+def executor(comp: Bolt, sent: Sent, host: FakeTaskHost) -> TaskExecutor:
     streams = {"default": ("word", "count")}
     routes, channels = build_routes(5, "count", streams, [("out", Grouping("global", "count",
                                                                            "default"))],
@@ -156,7 +142,7 @@ def executor(comp: Bolt, sent: Sent, host: _Host) -> TaskExecutor:
 
 
 def test_executor_calls_execute_batch_once_per_channel_batch():
-    sent, host = Sent(), _Host()
+    sent, host = Sent(), FakeTaskHost(guarantee="at_most_once", errors_fail=False)
     comp = BatchCount()
     ex = executor(comp, sent, host)
     ex._execute_batch(1, "default", [("a",), ("b",), ("a",)])
@@ -167,7 +153,7 @@ def test_executor_calls_execute_batch_once_per_channel_batch():
 
 
 def test_per_tuple_bolt_error_resumes_with_the_next_tuple_at_most_once():
-    sent, host = Sent(), _Host()
+    sent, host = Sent(), FakeTaskHost(guarantee="at_most_once", errors_fail=False)
     comp = TupleCount()
     ex = executor(comp, sent, host)
     ex._execute_batch(1, "default", [("a",), ("boom",), ("a",)])
@@ -179,11 +165,9 @@ def test_per_tuple_bolt_error_resumes_with_the_next_tuple_at_most_once():
 def test_a_batch_never_spans_a_barrier():
     """Two DATA items around a barrier reach execute_batch as two batches, and the barrier
     is forwarded after the first batch's output and before the second's."""
-    sent, host = Sent(), _Host()
+    sent, host = Sent(), FakeTaskHost(guarantee="at_most_once", errors_fail=False)
     comp = BatchCount()
     ex = executor(comp, sent, host)
-    host.write_snapshot = lambda *a: "h"  # type: ignore[attr-defined]
-    host.ack_checkpoint = lambda *a: None  # type: ignore[attr-defined]
     ex._execute_batch(1, "default", [("a",), ("b",)])
     ex._on_barrier(1, 1)
     ex._execute_batch(1, "default", [("c",)])

@@ -9,39 +9,12 @@ transaction n+1, which never commits. These tests run a real spout executor thre
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from jstormpy import Spout
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.routing import BARRIER, END_OF_STREAM, OutputCollector
-
-
-class Host:
-    """Records acks; stores snapshots in memory."""
-
-    guarantee = "exactly_once"
-    worker_id = 0
-    generation = 1
-    config = None
-
-    def __init__(self) -> None:
-        self.acks: list[tuple[int, bool]] = []
-        self.acked = threading.Event()
-
-    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes) -> str:
-        return f"h{checkpoint_id}"
-
-    def ack_checkpoint(self, checkpoint_id: int, task_id: int, handle: str, size: int,
-                       finished: bool, alignment_ms: float, snapshot_ms: float) -> None:
-        self.acks.append((checkpoint_id, finished))
-        self.acked.set()
-
-    def fail_checkpoint(self, *args: Any) -> None:
-        raise AssertionError(args)
-
-    def report_error(self, *args: Any) -> None:
-        raise AssertionError(args)
+from tests.fake_task_host import FakeTaskHost
 
 
 class LastEmitThenTrigger(Spout):
@@ -62,7 +35,7 @@ class LastEmitThenTrigger(Spout):
 
 def test_a_trigger_racing_the_last_emit_is_not_taken_as_the_final_checkpoint() -> None:
     sent: list[tuple[int, Any]] = []
-    host = Host()
+    host = FakeTaskHost()
     coll = OutputCollector(1, "spout", {"default": []}, [7],
                            lambda dst, item: sent.append((item[1], item[3])))
     comp = LastEmitThenTrigger()
@@ -76,7 +49,7 @@ def test_a_trigger_racing_the_last_emit_is_not_taken_as_the_final_checkpoint() -
         ex.stop()
         ex.join(10)
     markers = [kind for kind, _ in sent if kind in (BARRIER, END_OF_STREAM)]
-    (cid, finished), = host.acks
+    (cid, finished), = [(a.checkpoint_id, a.finished) for a in host.acks]
     assert cid == 1
     eos_first = markers.index(END_OF_STREAM) < markers.index(BARRIER)
     # the TM drains at the first checkpoint whose spout acks say "finished": that may only

@@ -6,7 +6,8 @@ from typing import Any
 
 from jstormpy import Bolt
 from jstormpy.component import Tuple
-from tests.unit.test_batch_api import Sent, _Host, executor
+from tests.fake_task_host import FakeTaskHost
+from tests.unit.test_batch_api import Sent, executor
 
 ROWS = [(f"w{i}",) for i in range(50)]
 
@@ -46,7 +47,7 @@ class Forgetter(Bolt):
 
 def test_tuples_the_user_keeps_keep_their_values() -> None:
     comp = Keeper()
-    ex = executor(comp, Sent(), _Host())
+    ex = executor(comp, Sent(), FakeTaskHost(guarantee="at_most_once", errors_fail=False))
     ex._execute_batch(1, "default", list(ROWS))
     ex._execute_batch(1, "default", [("w99",)])
     assert comp.seen == [r[0] for r in ROWS] + ["w99"]
@@ -58,7 +59,7 @@ def test_tuples_the_user_keeps_keep_their_values() -> None:
 
 def test_tuples_nobody_keeps_are_recycled_and_each_execute_sees_its_own_values() -> None:
     comp = Forgetter()
-    ex = executor(comp, Sent(), _Host())
+    ex = executor(comp, Sent(), FakeTaskHost(guarantee="at_most_once", errors_fail=False))
     ex._execute_batch(1, "default", list(ROWS))
     assert comp.seen == [r[0] for r in ROWS]
     assert len(comp.ids) == 1  # one object served the whole batch

@@ -9,7 +9,6 @@ and the resume, and must tick again after it.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -17,33 +16,7 @@ from jstormpy import Bolt, Spout
 from jstormpy.runtime.credits import TaskInbox
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.routing import BARRIER, DATA, OutputCollector, Route
-
-
-class Host:
-    guarantee = "exactly_once"
-    worker_id = 0
-    generation = 1
-    config = None
-
-    def __init__(self) -> None:
-        self.acks: list[int] = []
-        self.acked = threading.Event()
-
-    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes) -> str:
-        return f"h{checkpoint_id}"
-
-    def ack_checkpoint(self, checkpoint_id: int, *args: Any) -> None:
-        self.acks.append(checkpoint_id)
-        self.acked.set()
-
-    def fail_checkpoint(self, *args: Any) -> None:
-        raise AssertionError(args)
-
-    def report_error(self, *args: Any) -> None:
-        raise AssertionError(args)
-
-    def return_credit(self, src: int, dst: int, n: int) -> None:
-        pass
+from tests.fake_task_host import FakeTaskHost
 
 
 class Ticker(Bolt):
@@ -73,7 +46,7 @@ def wait_until(pred: Any, timeout: float = 10.0) -> None:
 
 def test_a_ticking_bolt_is_quiescent_from_the_upgrade_barrier_until_resume() -> None:
     # spout task 1 -> bolt task 2 -> sink channel 9 (recorded)
-    host = Host()
+    host = FakeTaskHost()
     out: list[tuple[int, Any]] = []
     inbox = TaskInbox(100)
     spout_coll = OutputCollector(1, "src", {"default": []}, [2],
@@ -101,7 +74,7 @@ def test_a_ticking_bolt_is_quiescent_from_the_upgrade_barrier_until_resume() -> 
         wait_until(lambda: any(kind == BARRIER for kind, _ in out))
         at_barrier = bolt.ticks
         # the worker waits for the checkpoint to complete, restarts the upgraded workers...
-        wait_until(lambda: 1 in host.acks)
+        wait_until(lambda: 1 in [a.checkpoint_id for a in host.acks])
         idle_until = time.monotonic() + 0.2  # 40 tick intervals
         while time.monotonic() < idle_until:
             time.sleep(0.01)  # the length of the upgrade pause itself
