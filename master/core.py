@@ -110,6 +110,7 @@ class MasterCore(CheckpointCoordination):
         persisted = backend.get_meta("generation") if resume else None
         if persisted:
             self.generation = int(persisted.decode())
+        self.persisted_generation = self.generation
         if not resume:
             stale = backend.list_completed()
             if stale:
@@ -300,8 +301,7 @@ class MasterCore(CheckpointCoordination):
                 self._set_state("failed")
                 self._broadcast(shutdown=pb.Shutdown(reason="topology failed"))
                 return
-        self.generation += 1
-        self.backend_io.submit(lambda g=self.generation: self._persist_generation(g))
+        self.generation += 1  # stored before any Prepare names it (_resolve_restore)
         self.inflight.clear()
         self.backpressure.reset()
         self.final_checkpoint = None
@@ -328,7 +328,16 @@ class MasterCore(CheckpointCoordination):
         self.backend_io.submit(lambda: self._resolve_restore(generation, target, bad))
 
     def _resolve_restore(self, generation: int, target: int | None, bad: set[int]) -> None:
-        """BackendIO thread: list completed checkpoints / read the target's metadata."""
+        """BackendIO thread: store the generation, list completed checkpoints / read the
+        target's metadata."""
+        if not self._persist_generation(generation):
+            with self.lock:
+                if generation == self.generation and self.state == "recovering":
+                    self.preparing = None
+                    self._retry_prepare(f"cannot persist generation {generation}; no worker "
+                                        "is prepared with a generation a restarted TM could "
+                                        "hand out again")
+            return
         listed: list[int] = []
         restores: dict[int, str] = {}
         unusable = ""
@@ -384,12 +393,20 @@ class MasterCore(CheckpointCoordination):
                 restores=[pb.TaskRestore(task_id=t, handle=restores.get(t, "")) for t in tasks],
                 peers=peers, task_workers=self.plan, partial=False))
 
-    def _persist_generation(self, generation: int) -> None:
-        """BackendIO thread: store the generation counter (a restarted TM resumes it)."""
+    def _persist_generation(self, generation: int) -> bool:
+        """BackendIO thread: store the generation counter (a restarted TM resumes above
+        it); True once it is stored. A generation is never used before: a TM restarted
+        after a failed write would hand the same one out again (hole 7)."""
+        if generation <= self.persisted_generation:
+            return True
         try:
             self.backend.put_meta("generation", str(generation).encode())
         except BackendError as exc:
             log.error("cannot persist generation %d: %s", generation, exc)
+            return False
+        with self.lock:
+            self.persisted_generation = max(self.persisted_generation, generation)
+        return True
 
     def _note_fallback(self) -> None:
         """Recovering to an older checkpoint than the newest completed one (those are
