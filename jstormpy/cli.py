@@ -18,6 +18,7 @@
     jstorm loglevel NAME COMPONENT LEVEL           change task log level at run time
     jstorm config NAME KEY VALUE                   change a live-safe setting
     jstorm testing webhdfs|hbase ...               protocol test servers
+    jstorm testing cluster up|down|list            hosts as network namespaces (root)
     jstorm chaos [-n N] [--seed S] [--fault F] [--topology T] [--keep DIR]
                                                    seeded exactly-once chaos soak
 
@@ -102,6 +103,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         config = config.replace(workers=args.workers)
     if args.no_tls:  # trusted single-host runs only (docs/security.md)
         config = config.replace(tls=False)
+    if args.state_backend:
+        config = config.replace(state_backend=args.state_backend)
     topology: Topology = module.topology
     print(f"running {topology.name!r}: {len(topology.components)} components, "
           f"{config.workers} workers, {config.guarantee}")
@@ -271,6 +274,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "('' = the master spark-submit passes)")
     r.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                    help="extra Spark setting (repeatable)")
+    r.add_argument("--state-backend", default=None, metavar="URI",
+                   help="where checkpoints go, instead of the file's Config.state_backend "
+                        "(file:///dir, hdfs://host:port/dir, hbase://host:port/table); on "
+                        "a Spark cluster it must be shared storage")
     r.set_defaults(func=cmd_run)
     from jstormpy.cli_savepoint import add_parsers as add_savepoint_parsers
     from jstormpy.cli_savepoint import add_run_flags
@@ -322,8 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
     from jstormpy.cli_ops import add_parsers as add_ops_parsers
 
     add_ops_parsers(sub)  # ui, loglevel, config (operations)
-    t = sub.add_parser("testing", help="protocol test servers (webhdfs, hbase)")
-    t.add_argument("server", choices=["webhdfs", "hbase"])
+    t = sub.add_parser("testing", help="protocol test servers (webhdfs, hbase) and a cluster "
+                                       "of network-namespace hosts (cluster up|down|list)")
+    t.add_argument("server", choices=["webhdfs", "hbase", "cluster"])
     t.add_argument("rest", nargs=argparse.REMAINDER)
     t.set_defaults(func=cmd_testing)
     from jstormpy.testing.chaos.soak import add_arguments as add_chaos_arguments

@@ -80,7 +80,8 @@ class HostCluster:
         name: The cluster's name (default: random); its namespaces are ``NAME-HOST``.
     """
 
-    def __init__(self, hosts: Sequence[str], name: str | None = None) -> None:
+    def __init__(self, hosts: Sequence[str], name: str | None = None,
+                 subnet: int | None = None) -> None:
         if not hosts or len(hosts) > 200 or len(set(hosts)) != len(hosts):
             raise JStormError(f"a host cluster needs 1..200 distinct host names, got {hosts}")
         for h in hosts:
@@ -89,7 +90,7 @@ class HostCluster:
         self.name = name or f"js{secrets.token_hex(3)}"
         token = self.name[-6:]
         self.bridge = f"jb{token}"
-        self.subnet = self._free_subnet()
+        self.subnet = self._free_subnet() if subnet is None else subnet
         self.gateway = f"{NETWORK}.{self.subnet}.1"
         self.hosts = {h: Host(h, f"{self.name}-{h}", f"{NETWORK}.{self.subnet}.{10 + i}",
                               f"jv{token}{i}") for i, h in enumerate(hosts)}
@@ -203,7 +204,19 @@ class HostCluster:
     def _record(self) -> None:
         STATE_DIR.mkdir(parents=True, exist_ok=True)
         (STATE_DIR / f"{self.name}.json").write_text(json.dumps(
-            {"hosts": list(self.hosts), "pid": os.getpid()}))
+            {"hosts": list(self.hosts), "subnet": self.subnet, "pid": os.getpid()}))
+
+    @classmethod
+    def attach(cls, name: str) -> HostCluster:
+        """The recorded cluster ``name`` (made by another process, e.g. ``jstorm testing
+        cluster up``), to use or remove."""
+        record = recorded_clusters().get(name)
+        if record is None:
+            raise JStormError(f"no host cluster {name!r} on this machine "
+                              f"(known: {', '.join(recorded_clusters()) or 'none'})")
+        cluster = cls(record["hosts"], name=name, subnet=record.get("subnet"))
+        cluster._up = True
+        return cluster
 
     @staticmethod
     def _free_subnet() -> int:
@@ -224,8 +237,4 @@ def recorded_clusters() -> dict[str, dict[str, Any]]:
 
 def remove_cluster(name: str) -> None:
     """Remove a recorded cluster by name (its creator may be gone)."""
-    record = recorded_clusters().get(name)
-    if record is None:
-        raise JStormError(f"no host cluster {name!r} on this machine "
-                          f"(known: {', '.join(recorded_clusters()) or 'none'})")
-    HostCluster(record["hosts"], name=name).down()
+    HostCluster.attach(name).down()
