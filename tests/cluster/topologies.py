@@ -26,14 +26,16 @@ def windowed(out: Path, keys: int, per_key: int, rate: float | None) -> Topology
 
 
 def topology_file(path: Path, out: Path, hdfs_url: str, keys: int, per_key: int,
-                  rate: float | None) -> Path:
-    """A file ``jstorm run`` takes: the job, its config (checkpoints on the storage host)."""
+                  rate: float | None, **config: object) -> Path:
+    """A file ``jstorm run`` takes: the job, its config (checkpoints on the storage host,
+    plus ``config``)."""
+    extra = "".join(f", {k}={v!r}" for k, v in config.items())
     path.write_text(
         "from pathlib import Path\n"
         "from jstormpy import Config\n"
         "from tests.cluster.topologies import windowed\n"
         f"topology = windowed(Path({str(out)!r}), {keys}, {per_key}, {rate!r})\n"
-        f"config = Config(workers=2, checkpoint_interval_ms=500,\n"
+        f"config = Config(workers=2, checkpoint_interval_ms=500{extra},\n"
         f"                state_backend={hdfs_url + '/jstorm/' + path.stem!r})\n")
     return path
 
