@@ -49,6 +49,16 @@ ZYGOTE_READY_S = 60.0
 WAIT_POLL_S = 0.5
 
 
+def exit_text(code: int) -> str:
+    """``was killed by SIGKILL`` / ``exited with code 1``: a process's end, in words."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            pass
+    return f"exited with code {code}"
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free right now on ``host``."""
     with socket.socket() as s:
@@ -403,7 +413,7 @@ class _Supervisor:
             self.gave_up = f"{what} died (exit {code}) and max_restarts is exhausted"
             log.error(self.gave_up)
             return
-        log.warning("%s exited with code %s; restarting it", what, code)
+        log.warning("%s %s; restarting it", what, exit_text(code))
         start()
 
     def _stop_workers(self) -> None:

@@ -60,6 +60,7 @@ from jstormpy.deploy.local import (
     _Supervisor,
     check_fresh_output,
     check_submission,
+    exit_text,
     free_port,
     refuse_if_running,
     write_run_dir,
@@ -151,16 +152,6 @@ def _log_tail(path: str, limit: int = 2000) -> str:
         return ""
 
 
-def _exit_text(code: int) -> str:
-    """``was killed by SIGKILL`` / ``exited with code 1``."""
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            pass
-    return f"exited with code {code}"
-
-
 def worker_task(spec: dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[tuple[int, int]]]:
     """The barrier task function: run worker ``partitionId`` as a child process until it
     exits; raise (failing the task and so the stage) if it exits non-zero."""
@@ -213,7 +204,7 @@ def worker_task(spec: dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[tupl
             if env[TLS_DIR_ENV]:
                 shutil.rmtree(env[TLS_DIR_ENV], ignore_errors=True)
         if code != 0:  # the first line is what the launcher reports (_job_failure)
-            raise RuntimeError(f"jstorm worker {wid} (pid {proc.pid}) {_exit_text(code)}; "
+            raise RuntimeError(f"jstorm worker {wid} (pid {proc.pid}) {exit_text(code)}; "
                                f"log {log_path}\nlast lines of the log:\n"
                                f"{_log_tail(log_path)}")
         yield (wid, code)

@@ -128,7 +128,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             schedule = ChaosSchedule.random(seed=args.chaos, kills=args.kills,
                                             window_s=(0.3, 1.5), workers=config.workers)
-            print(f"chaos: {schedule.describe()}")
+            print(f"chaos: will SIGKILL {schedule.describe().split(': ', 1)[-1]} "
+                  f"(seed {args.chaos})")
             monkey = ChaosMonkey(handle, schedule)
             monkey.start()
         try:
@@ -347,8 +348,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``jstorm`` console script."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    level = args.log_level.upper()
+    if level in ("DEBUG", "INFO"):  # asked for detail: timestamps and logger names
+        logging.basicConfig(level=level,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    else:  # the console of a run: one readable line per event
+        logging.basicConfig(level=level, format="jstorm: %(message)s")
     try:
         return int(args.func(args))
     except JStormError as exc:

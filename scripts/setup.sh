@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
-# Create .venv and install jstormpy with its test dependencies (idempotent).
-# Prints one line per step; the tools' own output goes to .venv/setup.log (shown on failure).
+# Create .venv and install jstormpy (idempotent). Prints one line per step; the tools' own
+# output goes to .venv/setup.log (shown on failure).
+#   bash scripts/setup.sh runtime   the engine and its CLI only (what the demo needs)
+#   bash scripts/setup.sh [test]    plus the test tools (pytest, pyspark, mypy, ...) and, as
+#                                   root, the Debian servers the tests run against
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-test}
+case "$mode" in
+  runtime|test) ;;
+  *) echo "setup: unknown mode '$mode' (runtime or test)" >&2; exit 2 ;;
+esac
 PY=${PYTHON:-python3}
 log=.venv/setup.log
 step() {  # step "what" command...: one line, the command's output in $log
@@ -20,14 +28,26 @@ if [ ! -x .venv/bin/python ]; then
   step "create .venv" "$PY" -m venv .venv
 fi
 : >"$log"
-stamp=.venv/.jstorm-installed
+stamp=.venv/.jstorm-installed-$mode
+if [ "$mode" = runtime ] && [ -f .venv/.jstorm-installed-test ] && \
+    ! [ pyproject.toml -nt .venv/.jstorm-installed-test ]; then
+  stamp=.venv/.jstorm-installed-test  # the test install includes the runtime
+fi
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   step "upgrade pip" .venv/bin/python -m pip install -q --upgrade pip
-  step "install jstormpy and its test dependencies (editable)" \
-    .venv/bin/python -m pip install -q -e '.[test]'
+  if [ "$mode" = runtime ]; then
+    step "install jstormpy and its runtime dependencies (editable)" \
+      .venv/bin/python -m pip install -q -e .
+  else
+    step "install jstormpy with its test tools: pytest, pyspark, mypy, ruff, playwright (editable)" \
+      .venv/bin/python -m pip install -q -e '.[test]'
+  fi
   touch "$stamp"
 else
-  echo "setup: .venv is up to date"
+  echo "setup: .venv is up to date ($mode)"
+fi
+if [ "$mode" = runtime ]; then
+  exit 0
 fi
 # apt-get with retries: another process (unattended upgrades, a parallel setup) may hold
 # the dpkg lock for a while.
@@ -45,7 +65,7 @@ apt_install() {
 # PostgreSQL (initdb + pg_ctl, run as an unprivileged user) and Redis (Redis Streams).
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v redis-server >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
-    echo "setup: installing postgresql and redis-server (apt)"
+    echo "setup: installing postgresql and redis-server (apt): the connector tests run against real servers"
     apt_install postgresql redis-server || \
       echo "setup: could not install postgresql/redis-server; connector server tests will be skipped" >&2
   else
@@ -56,7 +76,7 @@ fi
 # Debian's package; Playwright drives it and never downloads a browser of its own.
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
-    echo "setup: apt-get install chromium"
+    echo "setup: installing chromium (apt): the web UI test drives a real browser"
     apt_install chromium || \
       echo "setup: could not install chromium; the browser UI test will be skipped" >&2
   else

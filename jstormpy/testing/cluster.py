@@ -127,8 +127,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None, prog: str = "jstorm testing cluster") -> int:
-    """Entry point of ``jstorm testing cluster``."""
+def build_parser(prog: str = "jstorm testing cluster") -> argparse.ArgumentParser:
+    """The command-line parser of ``jstorm testing cluster`` (exposed for docs tests)."""
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="action", required=True)
     up = sub.add_parser("up", help="make the hosts (network namespaces on a bridge)")
@@ -145,7 +145,12 @@ def main(argv: list[str] | None = None, prog: str = "jstorm testing cluster") ->
     down.add_argument("--all", action="store_true", help="every cluster on this machine")
     down.set_defaults(func=cmd_down)
     sub.add_parser("list", help="the clusters made here").set_defaults(func=cmd_list)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None, prog: str = "jstorm testing cluster") -> int:
+    """Entry point of ``jstorm testing cluster``."""
+    args = build_parser(prog).parse_args(argv)
     try:
         return int(args.func(args))
     except JStormError as exc:

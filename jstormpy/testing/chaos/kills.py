@@ -158,7 +158,7 @@ class ChaosMonkey:
                 continue
             try:
                 os.kill(pid, signal.SIGKILL)
-                self.done.append(f"SIGKILL {kill.describe()} (pid {pid})")
+                self.done.append(f"SIGKILLed {kill.describe()} (pid {pid})")
             except ProcessLookupError:
                 self.done.append(f"skipped {kill.describe()} (already gone)")
 
