@@ -23,7 +23,6 @@ the word count's total with the corpus. Do not quote figures from a loaded machi
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -33,7 +32,14 @@ from typing import Any
 
 import cloudpickle
 
-from bench._common import BenchCount, BenchReport, BenchSentences, BenchSplit, read_results
+from bench._common import (
+    BenchCount,
+    BenchReport,
+    BenchSentences,
+    BenchSplit,
+    emit_json,
+    read_results,
+)
 from jstormpy import Bolt, Config, FileSink, LocalCluster, SequenceSpout, TopologyBuilder
 from jstormpy.connectors.sinks import read_committed
 from jstormpy.topology import Topology
@@ -151,8 +157,8 @@ def main() -> int:
           f"{sentences * 10}", flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
-        print(json.dumps({"keys": args.keys, "per_key": args.per_key, "rescales": rows,
-                          "per_key_equal": not bad, "wordcount_ok": words == sentences * 10}))
+        emit_json({"keys": args.keys, "per_key": args.per_key, "rescales": rows,
+                   "per_key_equal": not bad, "wordcount_ok": words == sentences * 10})
     return 0 if ok else 1
 
 

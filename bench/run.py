@@ -42,7 +42,9 @@ def run_script(name: str, extra: list[str], timeout: float) -> dict[str, Any] | 
     path = HERE / name
     if not path.exists():
         return None
-    cmd = [sys.executable, str(path), "--json", *extra]
+    # as a module of the bench package, from the repository root: scripts that import
+    # bench._common work (run as a file, bench/ itself would be the import root)
+    cmd = [sys.executable, "-m", f"bench.{path.stem}", "--json", *extra]
     print(f"== {name} {' '.join(extra)}", file=sys.stderr, flush=True)
     t0 = time.monotonic()
     try:
@@ -190,6 +192,10 @@ def table(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         rows.append((f"checkpoint duration under backpressure p50 / p99, queue_capacity={qc}",
                      f"{num(bp['checkpoint_p50_ms'], ' ms')} / "
                      f"{num(bp['checkpoint_p99_ms'], ' ms')}", "", ""))
+    rs = res.get("rescale_bench") or {}
+    if rs.get("rescales"):
+        pauses = ", ".join(f"→ {r['to']}: {r['pause_ms']:.0f} ms" for r in rs["rescales"])
+        rows.append((f"in-place rescale pause, {rs['keys']:,} keys of state", pauses, "", ""))
     for name, data in res.items():
         if isinstance(data, dict) and "error" in data:
             rows.append((f"{name}", "FAILED: " + data["error"], "", ""))
