@@ -158,7 +158,9 @@ class CheckpointCoordination:
                  "status": status, "started_at": pending.started_wall,
                  "duration_ms": duration_ms,
                  "alignment_ms": round(pending.alignment_ms, 2), "size_bytes": size,
-                 "error": error}
+                 "error": error,
+                 # a completed checkpoint stays restorable until retention deletes it
+                 "retained": status == "completed"}
         self.history.append(entry)
         if status == "completed":  # cumulative, unlike the bounded history
             self.checkpoint_durations.observe(duration_ms)
@@ -238,9 +240,15 @@ class CheckpointCoordination:
 
     def _garbage_collect(self: MasterCore) -> None:
         try:
-            self.backend.garbage_collect(self.config.checkpoints_retained)
+            deleted = set(self.backend.garbage_collect(self.config.checkpoints_retained))
         except BackendError as exc:
             log.warning("checkpoint garbage collection failed: %s", exc)
+            return
+        if deleted:  # status and the UI no longer offer them as restorable
+            with self.lock:
+                for entry in self.history:
+                    if entry["id"] in deleted and entry.get("retained"):
+                        entry["retained"] = False
 
     def on_sink_committed(self: MasterCore, msg: Any) -> None:
         """A sink made a checkpoint's output visible."""

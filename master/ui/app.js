@@ -163,7 +163,9 @@ function renderCheckpoints(status) {
     `<td>in progress</td><td></td><td></td><td></td><td></td></tr>`);
   setRows($("#checkpoints tbody"), inflight.concat(cks.map((c) =>
     `<tr class="${esc(c.status)}" data-checkpoint="${c.id}" data-status="${esc(c.status)}"` +
-    ` title="${esc(c.error)}"><td>${c.id}</td><td>${c.generation}</td><td>${esc(c.status)}</td>` +
+    ` data-retained="${c.retained !== false}" title="${esc(c.error)}"><td>${c.id}</td>` +
+    `<td>${c.generation}</td><td>${esc(c.status)}` +
+    `${c.status === "completed" && c.retained === false ? " (deleted by retention)" : ""}</td>` +
     `<td>${c.duration_ms.toFixed(0)} ms</td><td>${fmtBytes(c.size_bytes)}</td>` +
     `<td>${c.alignment_ms.toFixed(1)} ms</td><td>${fmtTime(c.started_at)}</td></tr>`)));
 }
