@@ -94,6 +94,21 @@ def _spark_conf(items: list[str]) -> dict[str, str]:
     return conf
 
 
+def _final_metrics(handle: Any, timeout_s: float = 10.0) -> dict[str, Any]:
+    """The metrics once every worker has left: each sends its last heartbeat (the final
+    counters) before it closes its control stream, so a table taken right at ``drained``
+    would miss the last flush."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if not any(w.get("alive") for w in handle.status().get("workers", [])):
+                break
+        except JStormError:
+            break
+        time.sleep(0.05)  # polling interval of the condition above
+    return dict(handle.metrics())
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from jstormpy.deploy.local import LocalCluster
 
@@ -141,13 +156,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             if monkey is not None:
                 monkey.stop()
         took = time.monotonic() - t0
-        metrics = handle.metrics()
+        metrics = _final_metrics(handle)
         print(f"drained in {took:.1f} s; generation {status['generation']}, "
               f"{status['restarts']} recoveries, last checkpoint "
               f"#{(status['last_completed_checkpoint'] or {}).get('id')}")
         if monkey is not None:
             for event in monkey.done:
                 print(f"chaos: {event}")
+        if status["restarts"]:
+            print(f"(the counters below cover generation {status['generation']}: the work "
+                  "since the last recovery)")
         _print_metrics(metrics)
         verify = getattr(module, "verify", None)
         if callable(verify):

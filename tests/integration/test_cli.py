@@ -83,6 +83,12 @@ def test_run_example_wordcount_verifies():
     assert "verify: OK" in out
     assert re.search(r"^\s+the \d+$", out, re.M)  # the top words table
     assert re.search(r"^\(topology\)\s+\S+\s+\S+", out, re.M)  # the metrics table
+    # the table is taken after the workers' last heartbeats: every tuple the counter
+    # emitted shows as executed by the sink (it read 0 when taken at the drain)
+    rows = {m.group(1): (m.group(2), m.group(3))
+            for m in re.finditer(r"^(\w+)\s+(\S+)\s+(\S+)\s", out, re.M)}
+    assert rows["out"][1] == rows["count"][0] != "0", rows
+    assert rows["sentences"][0] == rows["split"][1] == "20.00k", rows
 
 
 def test_operate_a_running_topology(tmp_path):
