@@ -292,14 +292,19 @@ RedistributeHook = Callable[[list[Any], int], Sequence[Any]]
 
 
 def redistribute(component: str, snapshots: Sequence[dict[str, Any]], new_parallelism: int,
-                 max_parallelism: int, hook: RedistributeHook | None = None
-                 ) -> list[dict[str, Any]]:
+                 max_parallelism: int, hook: RedistributeHook | None = None,
+                 keyed_state: bool = True) -> list[dict[str, Any]]:
     """Snapshots of ``component``'s old tasks (in task-index order) -> one per new task.
 
     Managed keyed state moves by key group. Non-keyed ``custom`` state (``snapshot()``)
     can only move through ``hook(old_customs, new_parallelism) -> new_customs`` (the
     component's ``redistribute_state`` static method); without one a parallelism change
     is refused, naming the component. Other per-task fields are taken from old task 0.
+
+    ``keyed_state=False`` (two-phase-commit sinks) skips the check that managed state is
+    partitioned by key group: a sink keeps its transactions keyed by checkpoint id, and a
+    rescale only moves them once every sink task committed the quiescent checkpoint, so
+    what moves are committed leftovers its ``recover`` drops.
 
     Raises:
         JStormError: custom state and no hook, or the hook returned the wrong count, or
@@ -312,7 +317,8 @@ def redistribute(component: str, snapshots: Sequence[dict[str, Any]], new_parall
     for i, snap in enumerate(snapshots):
         check_max_parallelism(snap.get("max_parallelism"), max_parallelism,
                               f"{component} task index {i}")
-    refuse_task_partitioned_state(component, snapshots, max_parallelism, new_parallelism)
+    if keyed_state:
+        refuse_task_partitioned_state(component, snapshots, max_parallelism, new_parallelism)
     customs = [s.get("custom") for s in snapshots]
     new_customs: Sequence[Any] | None = None
     if any("custom" in s for s in snapshots):

@@ -130,7 +130,7 @@ def rescale_checkpoint(backend: StateBackend, checkpoint_id: int, old: Topology,
         hook = getattr(spec.cls, "redistribute_state", None)
         try:
             out = redistribute(name, snaps, len(new_ids[name]), max_parallelism,
-                               hook if callable(hook) else None)
+                               hook if callable(hook) else None, keyed_state=not spec.is_sink)
         except JStormError:
             raise
         except Exception as exc:

@@ -104,8 +104,10 @@ def _write_savepoint(source: StateBackend, checkpoint_id: int, topology: Topolog
                 snaps.append(snap)
             # state keyed by the fields grouping moves by key group; state that is not (a
             # shuffle-fed bolt's partial values) stays whole with its task (hole 5)
-            by_task = any(misplaced_key(snap.get("states", {}), max_p, len(snaps), index)
-                          for index, snap in enumerate(snaps))
+            spec = topology.components[name]
+            by_task = not spec.is_sink and any(
+                misplaced_key(snap.get("states", {}), max_p, len(snaps), index)
+                for index, snap in enumerate(snaps))
             groups: dict[int, dict[str, dict[Any, Any]]] = {}
             for index, snap in enumerate(snaps):
                 if not by_task:
@@ -116,7 +118,6 @@ def _write_savepoint(source: StateBackend, checkpoint_id: int, topology: Topolog
                 _put(target, f"components/{name}/task-{index:05d}.state", snap)
             for g, part in groups.items():
                 _put(target, f"components/{name}/kg-{g:05d}.state", part)
-            spec = topology.components[name]
             components[name] = {"parallelism": len(task_ids),
                                 "state_version": getattr(spec.cls, "state_version", None),
                                 "key_groups": sorted(groups),
@@ -215,7 +216,8 @@ def import_savepoint(uri: str, topology: Topology, backend: StateBackend,
             spec = topology.components[name]
             hook = getattr(spec.cls, "redistribute_state", None)
             snaps = redistribute(name, old_task_snapshots(source, manifest, name),
-                                 len(task_ids), max_p, hook if callable(hook) else None)
+                                 len(task_ids), max_p, hook if callable(hook) else None,
+                                 keyed_state=not spec.is_sink)
             for task_id, snap in zip(task_ids, snaps, strict=True):
                 data = pickle.dumps(snap, protocol=pickle.HIGHEST_PROTOCOL)
                 handle = backend.put_snapshot(cid, task_id, data)
