@@ -106,12 +106,19 @@ def create_session(master: str | None = None, app_name: str = "jstormpy",
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
+    conf = dict(conf or {})
+    if os.environ.get("JSTORM_SPARK_LOGS") != "spark" and \
+            "spark.driver.extraJavaOptions" not in conf:
+        # a quiet console (warnings and errors; deploy/log4j2-quiet.properties); applied
+        # when the driver JVM starts, so only if this call starts it
+        quiet = Path(__file__).with_name("log4j2-quiet.properties")
+        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{quiet}"
     if master:
         builder = builder.master(master)
         if is_local_master(master):
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    for key, value in {**SESSION_DEFAULTS, **(conf or {})}.items():
+    for key, value in {**SESSION_DEFAULTS, **conf}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 

@@ -344,3 +344,21 @@ def test_spark_rescale_in_place(spark: Any, tmp_path: Path) -> None:
         assert len(read_committed(out)) < 6 * 1200, "the run ended before the rescale"
         handle.wait(timeout=600)
     assert check_keyed_sums(out, 6, 1200) == ""
+
+
+def test_a_spark_run_prints_no_log4j_chatter(tmp_path: Path) -> None:
+    """Issue 28 item 18: `jstorm run --spark-master` printed Spark's log4j banners, the
+    native-hadoop notice and a DAGScheduler warning after `verify: OK`. The driver JVM now
+    logs warnings and errors only (deploy/log4j2-quiet.properties)."""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-m", "jstormpy.cli", "run", str(root / "examples/wordcount.py"),
+         "--spark-master", "local[2]", "--timeout", "300"], check=False, capture_output=True,
+        text=True, timeout=400, cwd=tmp_path,
+        env={**os.environ, "JSTORM_HOME": str(tmp_path / "home")})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "verify: OK" in proc.stdout
+    for chatter in ("log4j", "NativeCodeLoader", "setLogLevel", "DAGScheduler",
+                    "WARN Utils"):
+        assert chatter not in out, f"{chatter!r} on the console:\n{out[-3000:]}"
