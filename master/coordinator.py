@@ -1,0 +1,368 @@
+"""The Topology Master's checkpoint coordinator, free of I/O: events in, actions out.
+
+:class:`CheckpointCoordinator` is Flink's ``CheckpointCoordinator`` for jstormpy: it
+allocates checkpoint ids, tracks the checkpoints in flight and the acks of every task,
+decides the commit point, completes, aborts and times out checkpoints, counts timeouts
+toward a recovery, and knows when the topology has drained. It holds no lock, socket,
+thread or clock: every event takes the time as an argument and returns the
+:data:`CoordinatorAction` s to perform, in order. :class:`~jstormpy.master.core.MasterCore`
+performs them (messages to workers, the metadata write on its backend thread, a
+recovery) under its lock; the deterministic simulator performs them against simulated
+workers and storage.
+
+The steps, as ``docs/checkpointing.md`` lists them:
+
+1. :meth:`start` allocates id ``n`` above every id handed out before (and above
+   :attr:`id_floor`, every id a sink may have seen) and asks for ``SendTrigger(n)``.
+2. :meth:`ack` records each task's ack of ``n`` for the current generation; the last one
+   asks for ``WriteCommitPoint(n, metadata)`` (``at_most_once``: straight to complete).
+3. :meth:`commit_point_written` is the commit point: ``n`` is complete. It asks for
+   ``SendComplete(n)`` and ``CollectGarbage``; if every spout's ack said "finished" it
+   waits for every sink's commit of ``n`` (:meth:`sink_committed`), then ``Drained``.
+4. :meth:`commit_point_failed` marks ``n`` bad (a write that timed out may still land:
+   never restore from it) and aborts it; a backend timeout counts like a checkpoint
+   timeout.
+5. :meth:`task_failed` and :meth:`expire` abort; past ``tolerable_timeouts`` checkpoint
+   timeouts in a row :meth:`expire` asks for ``StartRecovery``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from jstormpy.metrics import CHECKPOINT_BUCKETS_MS, CumulativeHistogram
+
+HISTORY = 200
+"""How many checkpoints :attr:`CheckpointCoordinator.history` keeps."""
+
+
+# -- actions --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SendTrigger:
+    """Tell every spout task to take checkpoint ``checkpoint_id`` (``pause``: and stop
+    after its barrier, the cut of a gray release or rescale)."""
+
+    checkpoint_id: int
+    generation: int
+    pause: bool = False
+
+
+@dataclass(frozen=True)
+class WriteCommitPoint:
+    """Write ``chk-n/_metadata`` atomically, then report :meth:`commit_point_written` or
+    :meth:`commit_point_failed`."""
+
+    checkpoint_id: int
+    generation: int
+    metadata: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class SendComplete:
+    """Tell every task that ``checkpoint_id`` is complete (sinks commit)."""
+
+    checkpoint_id: int
+    generation: int
+
+
+@dataclass(frozen=True)
+class SendAbort:
+    """Tell every task that ``checkpoint_id`` was given up."""
+
+    checkpoint_id: int
+    generation: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class CollectGarbage:
+    """Delete all but the newest retained checkpoints; report :meth:`retention_deleted`."""
+
+
+@dataclass(frozen=True)
+class TriggerFinal:
+    """A checkpoint finished while every spout may have finished: the performer starts the
+    final checkpoint now if the topology is still running and every spout has finished."""
+
+
+@dataclass(frozen=True)
+class Drained:
+    """Every spout finished, checkpoint ``checkpoint_id`` covers it and every sink
+    committed it: the topology is drained."""
+
+    checkpoint_id: int
+
+
+@dataclass(frozen=True)
+class StartRecovery:
+    """Roll back to the last completed checkpoint in a new generation."""
+
+    reason: str
+
+
+CoordinatorAction = (SendTrigger | WriteCommitPoint | SendComplete | SendAbort |
+                     CollectGarbage | TriggerFinal | Drained | StartRecovery)
+
+
+@dataclass(frozen=True)
+class TaskAck:
+    """One task's ack of a checkpoint: its snapshot handle and what the TM reports."""
+
+    task_id: int
+    handle: str
+    size_bytes: int
+    finished: bool
+    alignment_ms: float
+
+
+@dataclass
+class PendingCheckpoint:
+    """A checkpoint in flight."""
+
+    checkpoint_id: int
+    generation: int
+    started: float
+    started_wall: float
+    acks: dict[int, TaskAck] = field(default_factory=dict)
+    alignment_ms: float = 0.0
+
+
+class CheckpointCoordinator:
+    """Checkpoint ids, the checkpoints in flight and completed, and the drain.
+
+    Args:
+        stateful: False under ``at_most_once``: no commit point is written.
+        max_concurrent: ``Config.max_concurrent_checkpoints``.
+        timeout_s: ``Config.checkpoint_timeout_ms`` in seconds.
+        tolerable_timeouts: ``Config.tolerable_failed_checkpoints``.
+    """
+
+    def __init__(self, *, stateful: bool, max_concurrent: int, timeout_s: float,
+                 tolerable_timeouts: int) -> None:
+        self.stateful = stateful
+        self.max_concurrent = max_concurrent
+        self.timeout_s = timeout_s
+        self.tolerable_timeouts = tolerable_timeouts
+        self.generation = 0
+        self.next_id = 1
+        self.inflight: dict[int, PendingCheckpoint] = {}
+        # every task acked; the commit point (metadata) is being written
+        self.committing: dict[int, PendingCheckpoint] = {}
+        # the highest id any sink may have seen: ids after a recovery stay above it, so a
+        # fallback to an older checkpoint never reuses a committed transaction's id
+        self.id_floor = 0
+        # the newest checkpoint this run saw complete: a recovery never restores below it
+        # because a listing came back short (issue 23, hole 1)
+        self.completed_floor = 0
+        self.bad: set[int] = set()  # never restore from these
+        self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY)
+        self.durations = CumulativeHistogram(CHECKPOINT_BUCKETS_MS)
+        self.last_completed: dict[str, Any] | None = None
+        self.timed_out_in_a_row = 0
+        self.final_checkpoint: int | None = None
+        self.commits_needed: set[int] = set()
+        self.last_trigger = 0.0
+        self.all_tasks: list[int] = []
+        self.spout_tasks: list[int] = []
+        self.sink_tasks: list[int] = []
+        self.task_component: dict[int, str] = {}
+
+    # -- layout and generations ------------------------------------------------------------
+    def set_layout(self, task_component: Mapping[int, str], spout_tasks: Iterable[int],
+                   sink_tasks: Iterable[int]) -> None:
+        """The tasks that must ack (again after a rescale)."""
+        self.task_component = dict(task_component)
+        self.all_tasks = sorted(self.task_component)
+        self.spout_tasks = sorted(spout_tasks)
+        self.sink_tasks = sorted(sink_tasks)
+
+    def new_generation(self, generation: int) -> None:
+        """A recovery began: checkpoints in flight are void, the drain starts over."""
+        self.generation = generation
+        self.inflight.clear()
+        self.final_checkpoint = None
+        self.commits_needed = set()
+
+    def resume_after(self, base: int, now: float) -> None:
+        """The generation runs: the next checkpoint id is ``base + 1``."""
+        self.next_id = base + 1
+        self.last_trigger = now
+
+    def busy(self) -> int:
+        """Checkpoints in flight or whose commit point is being written."""
+        return len(self.inflight) + len(self.committing)
+
+    def may_start(self, force: bool = False) -> bool:
+        """Whether :meth:`start` stays within ``max_concurrent`` (or is forced)."""
+        return force or self.busy() < self.max_concurrent
+
+    # -- events ----------------------------------------------------------------------------
+    def start(self, now: float, wall: float, pause: bool = False) -> tuple[int, list[
+            CoordinatorAction]]:
+        """Start the next checkpoint; returns its id and the trigger to send."""
+        cid = self.next_id
+        self.next_id += 1
+        self.inflight[cid] = PendingCheckpoint(cid, self.generation, now, wall)
+        self.last_trigger = now
+        return cid, [SendTrigger(cid, self.generation, pause)]
+
+    def ack(self, generation: int, checkpoint_id: int, ack: TaskAck, now: float,
+            wall: float) -> list[CoordinatorAction]:
+        """A task snapshotted for ``checkpoint_id``."""
+        pending = self.inflight.get(checkpoint_id)
+        if pending is None or generation != self.generation:
+            return []
+        pending.acks[ack.task_id] = ack
+        pending.alignment_ms = max(pending.alignment_ms, ack.alignment_ms)
+        if len(pending.acks) < len(self.all_tasks):
+            return []
+        del self.inflight[checkpoint_id]
+        size = sum(a.size_bytes for a in pending.acks.values())
+        if not self.stateful:
+            return self._completed(pending, self._finished(pending), size, now, wall)
+        self.committing[checkpoint_id] = pending
+        meta = {"generation": pending.generation,
+                "tasks": {str(t): {"handle": a.handle, "size": a.size_bytes}
+                          for t, a in pending.acks.items()},
+                "spouts_finished": self._finished(pending), "size_bytes": size,
+                "completed_at": wall, "duration_ms": (now - pending.started) * 1000}
+        return [WriteCommitPoint(checkpoint_id, pending.generation, meta)]
+
+    def task_failed(self, generation: int, checkpoint_id: int, task_id: int, reason: str,
+                    now: float) -> list[CoordinatorAction]:
+        """A task could not snapshot: abort that checkpoint, keep running."""
+        if generation != self.generation:  # a late report of a void generation
+            return []
+        pending = self.inflight.pop(checkpoint_id, None)
+        if pending is None:
+            return []
+        self._record(pending, "failed", now, f"task {task_id}: {reason}")
+        return [SendAbort(checkpoint_id, self.generation, reason)]
+
+    def commit_point_written(self, checkpoint_id: int, running: bool, now: float,
+                             wall: float) -> list[CoordinatorAction]:
+        """The metadata of ``checkpoint_id`` is on storage: it is complete. ``running``:
+        the topology still runs (no recovery began meanwhile)."""
+        pending = self.committing.pop(checkpoint_id, None)
+        if pending is None:
+            return []
+        self.id_floor = max(self.id_floor, checkpoint_id)
+        self.completed_floor = max(self.completed_floor, checkpoint_id)
+        if pending.generation != self.generation or not running:
+            return []  # complete on storage; the recovery under way lists it
+        size = sum(a.size_bytes for a in pending.acks.values())
+        return self._completed(pending, self._finished(pending), size, now, wall)
+
+    def commit_point_failed(self, checkpoint_id: int, error: str, timed_out: bool,
+                            now: float) -> list[CoordinatorAction]:
+        """The metadata write of ``checkpoint_id`` failed (``timed_out``: the backend did
+        not answer in time, so the write may still land later)."""
+        pending = self.committing.pop(checkpoint_id, None)
+        if pending is None:
+            return []
+        self.id_floor = max(self.id_floor, checkpoint_id)  # its id is never reused
+        self.bad.add(checkpoint_id)  # whether or not it lands: never restore from it
+        if pending.generation != self.generation:
+            return []
+        self._record(pending, "failed", now, f"metadata write failed: {error}")
+        actions: list[CoordinatorAction] = [
+            SendAbort(checkpoint_id, self.generation, f"metadata write failed: {error}")]
+        if timed_out:
+            actions += self._count_timeout(checkpoint_id,
+                                           f"the state backend did not answer: {error}")
+        return actions
+
+    def expire(self, now: float) -> list[CoordinatorAction]:
+        """Abort checkpoints in flight longer than the timeout; past the tolerance the
+        last action is a :class:`StartRecovery`."""
+        actions: list[CoordinatorAction] = []
+        for cid, pending in list(self.inflight.items()):
+            if now - pending.started <= self.timeout_s:
+                continue
+            del self.inflight[cid]
+            stalled = self.stalled_tasks(pending)
+            self._record(pending, "timed_out", now,
+                         f"{len(pending.acks)}/{len(self.all_tasks)} tasks acked; "
+                         f"stalled: {stalled}")
+            actions.append(SendAbort(cid, self.generation, "timeout"))
+            recovery = self._count_timeout(cid, f"stalled: {stalled}")
+            if recovery:
+                return actions + recovery
+        return actions
+
+    def sink_committed(self, generation: int, checkpoint_id: int,
+                       task_id: int) -> list[CoordinatorAction]:
+        """A sink task made ``checkpoint_id``'s output visible."""
+        if generation != self.generation or self.final_checkpoint is None \
+                or checkpoint_id < self.final_checkpoint:
+            return []
+        self.commits_needed.discard(task_id)
+        return self._maybe_drained()
+
+    def retention_deleted(self, checkpoint_ids: Iterable[int]) -> None:
+        """Retention deleted these checkpoints: they are no longer restorable."""
+        deleted = set(checkpoint_ids)
+        for entry in self.history:
+            if entry["id"] in deleted and entry.get("retained"):
+                entry["retained"] = False
+
+    # -- helpers ---------------------------------------------------------------------------
+    def stalled_tasks(self, pending: PendingCheckpoint) -> str:
+        """The tasks that never acked ``pending``, by component name and task id."""
+        missing = [t for t in self.all_tasks if t not in pending.acks]
+        return ", ".join(f"{self.task_component.get(t, '?')}[task {t}]"
+                         for t in missing) or "none"
+
+    def _finished(self, pending: PendingCheckpoint) -> bool:
+        """Every spout's ack says its end of stream precedes this checkpoint's barrier."""
+        return bool(self.spout_tasks) and all(
+            pending.acks[t].finished for t in self.spout_tasks if t in pending.acks)
+
+    def _completed(self, pending: PendingCheckpoint, finished: bool, size: int, now: float,
+                   wall: float) -> list[CoordinatorAction]:
+        cid = pending.checkpoint_id
+        self.timed_out_in_a_row = 0
+        self.last_completed = self._record(pending, "completed", now, size=size)
+        actions: list[CoordinatorAction] = [SendComplete(cid, self.generation)]
+        if finished and self.final_checkpoint is None:
+            self.final_checkpoint = cid
+            self.commits_needed = set(self.sink_tasks)
+            actions += self._maybe_drained()
+        else:
+            actions.append(TriggerFinal())  # spouts may have finished while it was in flight
+        if self.stateful:
+            actions.append(CollectGarbage())
+        return actions
+
+    def _maybe_drained(self) -> list[CoordinatorAction]:
+        if self.final_checkpoint is not None and not self.commits_needed:
+            return [Drained(self.final_checkpoint)]
+        return []
+
+    def _count_timeout(self, checkpoint_id: int, why: str) -> list[CoordinatorAction]:
+        self.timed_out_in_a_row += 1
+        if self.timed_out_in_a_row <= self.tolerable_timeouts:
+            return []
+        self.timed_out_in_a_row = 0
+        tolerable = self.tolerable_timeouts
+        return [StartRecovery(f"checkpoint {checkpoint_id} timed out, {tolerable + 1} "
+                              f"timeout(s) in a row (tolerable_failed_checkpoints="
+                              f"{tolerable}); {why}")]
+
+    def _record(self, pending: PendingCheckpoint, status: str, now: float, error: str = "",
+                size: int = 0) -> dict[str, Any]:
+        duration_ms = round((now - pending.started) * 1000, 2)
+        entry = {"id": pending.checkpoint_id, "generation": pending.generation,
+                 "status": status, "started_at": pending.started_wall,
+                 "duration_ms": duration_ms,
+                 "alignment_ms": round(pending.alignment_ms, 2), "size_bytes": size,
+                 "error": error,
+                 # a completed checkpoint stays restorable until retention deletes it
+                 "retained": status == "completed"}
+        self.history.append(entry)
+        if status == "completed":  # cumulative, unlike the bounded history
+            self.durations.observe(duration_ms)
+        return entry

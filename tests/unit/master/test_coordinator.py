@@ -1,0 +1,158 @@
+"""The checkpoint coordinator in isolation (issue 24 item 5): ids, acks, the commit point,
+completion, aborts, timeouts and their escalation, the drain. Time is an argument, so
+every test is exact."""
+
+from __future__ import annotations
+
+from jstormpy.master.coordinator import (
+    CheckpointCoordinator,
+    CollectGarbage,
+    Drained,
+    SendAbort,
+    SendComplete,
+    SendTrigger,
+    StartRecovery,
+    TaskAck,
+    TriggerFinal,
+    WriteCommitPoint,
+)
+
+TASKS = {1: "spout", 2: "count", 3: "sink"}
+
+
+def coordinator(tolerable: int = 1, stateful: bool = True) -> CheckpointCoordinator:
+    c = CheckpointCoordinator(stateful=stateful, max_concurrent=1, timeout_s=10.0,
+                              tolerable_timeouts=tolerable)
+    c.set_layout(TASKS, spout_tasks=[1], sink_tasks=[3])
+    c.new_generation(1)
+    c.resume_after(0, now=0.0)
+    return c
+
+
+def ack_all(c: CheckpointCoordinator, cid: int, now: float, finished: bool = False,
+            generation: int = 1) -> list:
+    out: list = []
+    for task in TASKS:
+        out += c.ack(generation, cid, TaskAck(task, f"h{cid}-{task}", 10, finished, 1.5),
+                     now, 1000.0 + now)
+    return out
+
+
+def test_the_last_ack_asks_for_the_commit_point_and_only_its_write_completes() -> None:
+    c = coordinator()
+    cid, actions = c.start(now=1.0, wall=1001.0)
+    assert (cid, actions) == (1, [SendTrigger(1, 1)])
+    assert not c.may_start()  # one at a time
+    out = ack_all(c, cid, now=1.5)
+    (write,) = out
+    assert isinstance(write, WriteCommitPoint) and write.checkpoint_id == 1
+    assert write.metadata["tasks"]["2"] == {"handle": "h1-2", "size": 10}
+    assert c.last_completed is None  # not complete before the commit point
+    out = c.commit_point_written(1, running=True, now=2.0, wall=1002.0)
+    assert out == [SendComplete(1, 1), TriggerFinal(), CollectGarbage()]
+    assert c.last_completed is not None and c.last_completed["id"] == 1
+    assert c.last_completed["duration_ms"] == 1000.0
+    assert c.id_floor == c.completed_floor == 1
+
+
+def test_acks_of_another_generation_or_checkpoint_are_ignored() -> None:
+    c = coordinator()
+    cid, _ = c.start(now=0.0, wall=0.0)
+    assert ack_all(c, cid, now=1.0, generation=0) == []
+    assert ack_all(c, cid + 7, now=1.0) == []
+    assert cid in c.inflight
+
+
+def test_a_failed_metadata_write_marks_the_checkpoint_bad_and_never_reuses_its_id() -> None:
+    c = coordinator(tolerable=0)
+    cid, _ = c.start(now=0.0, wall=0.0)
+    ack_all(c, cid, now=1.0)
+    out = c.commit_point_failed(cid, "connection refused", timed_out=False, now=2.0)
+    assert out == [SendAbort(cid, 1, "metadata write failed: connection refused")]
+    assert cid in c.bad and c.id_floor == cid and c.completed_floor == 0
+    assert c.last_completed is None
+
+
+def test_a_timed_out_metadata_write_counts_toward_the_tolerance() -> None:
+    c = coordinator(tolerable=0)
+    cid, _ = c.start(now=0.0, wall=0.0)
+    ack_all(c, cid, now=1.0)
+    out = c.commit_point_failed(cid, "no answer in 20 s", timed_out=True, now=30.0)
+    assert isinstance(out[-1], StartRecovery) and "tolerable_failed_checkpoints=0" in \
+        out[-1].reason
+
+
+def test_timeouts_escalate_to_a_recovery_past_the_tolerance_and_name_stalled_tasks() -> None:
+    c = coordinator(tolerable=1)
+    first, _ = c.start(now=0.0, wall=0.0)
+    c.ack(1, first, TaskAck(1, "h", 1, False, 0.0), 1.0, 1.0)
+    assert c.expire(now=5.0) == []  # not yet
+    out = c.expire(now=10.5)
+    assert out == [SendAbort(first, 1, "timeout")]  # the first is tolerated
+    assert c.history[-1]["status"] == "timed_out"
+    assert "count[task 2], sink[task 3]" in c.history[-1]["error"]
+    second, _ = c.start(now=11.0, wall=11.0)
+    out = c.expire(now=22.0)
+    assert out[0] == SendAbort(second, 1, "timeout")
+    assert isinstance(out[1], StartRecovery) and "2 timeout(s) in a row" in out[1].reason
+    assert c.timed_out_in_a_row == 0
+
+
+def test_a_completed_checkpoint_resets_the_timeout_count() -> None:
+    c = coordinator(tolerable=1)
+    first, _ = c.start(now=0.0, wall=0.0)
+    c.expire(now=11.0)
+    second, _ = c.start(now=12.0, wall=12.0)
+    ack_all(c, second, now=13.0)
+    c.commit_point_written(second, running=True, now=13.5, wall=13.5)
+    third, _ = c.start(now=14.0, wall=14.0)
+    assert c.expire(now=25.0) == [SendAbort(third, 1, "timeout")]  # tolerated again
+
+
+def test_a_task_failure_aborts_only_its_own_generations_checkpoint() -> None:
+    c = coordinator()
+    cid, _ = c.start(now=0.0, wall=0.0)
+    assert c.task_failed(0, cid, 2, "late", now=1.0) == []  # stale: ignored
+    assert c.task_failed(1, cid, 2, "disk full", now=1.0) == [SendAbort(cid, 1, "disk full")]
+    assert cid not in c.inflight and c.history[-1]["error"] == "task 2: disk full"
+
+
+def test_a_commit_point_reached_during_a_recovery_completes_nothing_here() -> None:
+    c = coordinator()
+    cid, _ = c.start(now=0.0, wall=0.0)
+    ack_all(c, cid, now=1.0)
+    c.new_generation(2)  # a worker died while the metadata was being written
+    assert c.commit_point_written(cid, running=False, now=2.0, wall=2.0) == []
+    assert c.completed_floor == cid  # on storage: the recovery's listing must show it
+    assert c.last_completed is None
+
+
+def test_the_drain_waits_for_every_sink_to_commit_the_final_checkpoint() -> None:
+    c = coordinator()
+    cid, _ = c.start(now=0.0, wall=0.0)
+    ack_all(c, cid, now=1.0, finished=True)
+    out = c.commit_point_written(cid, running=True, now=2.0, wall=2.0)
+    assert out == [SendComplete(cid, 1), CollectGarbage()]
+    assert c.final_checkpoint == cid
+    assert c.sink_committed(1, cid - 1, 3) == []  # an older commit does not count
+    assert c.sink_committed(1, cid, 3) == [Drained(cid)]
+
+
+def test_at_most_once_completes_without_a_commit_point() -> None:
+    c = coordinator(stateful=False)
+    cid, _ = c.start(now=0.0, wall=0.0)
+    out = ack_all(c, cid, now=1.0)
+    assert out == [SendComplete(cid, 1), TriggerFinal()]
+    assert not c.committing
+
+
+def test_ids_resume_above_the_restored_base_after_a_recovery() -> None:
+    c = coordinator()
+    for _ in range(3):
+        cid, _ = c.start(now=0.0, wall=0.0)
+        ack_all(c, cid, now=1.0)
+        c.commit_point_written(cid, running=True, now=1.0, wall=1.0)
+    c.new_generation(2)
+    c.resume_after(max(2, c.id_floor), now=5.0)  # restored 2, but 3 completed: above it
+    cid, actions = c.start(now=6.0, wall=6.0)
+    assert cid == 4 and actions == [SendTrigger(4, 2)]
