@@ -19,6 +19,8 @@ touch its own transactions, told apart by ``context.task_id`` (given to ``prepar
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from jstormpy.component import Bolt, Tuple
 
 
@@ -94,3 +96,17 @@ class Sink(Bolt):
     def execute(self, tup: Tuple) -> None:
         """Add ``tup`` to the open transaction (calls :meth:`write`)."""
         self.write(tup)
+
+
+def restore_sink(sink: Sink, pending: Iterable[int], restored: int | None,
+                 id_floor: int) -> None:
+    """The engine's restore of a sink task, between ``prepare`` and the first ``begin``.
+
+    Commits every id of ``pending`` (what the restored snapshot lists as pre-committed but
+    not yet committed), then calls ``recover``. ``restored`` is the checkpoint whose state
+    the task restored (``None``: none); ``id_floor`` is the id new transactions start
+    above (``id_floor + 1``).
+    """
+    for p in pending:
+        sink.commit(p)
+    sink.recover(max(restored or 0, id_floor) or None)

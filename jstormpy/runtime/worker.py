@@ -31,6 +31,7 @@ from typing import Any
 import cloudpickle
 import grpc
 
+from jstormpy.barrier.twophase import restore_sink
 from jstormpy.component import TopologyContext
 from jstormpy.config import Config
 from jstormpy.errors import CorruptSnapshotError, JStormError
@@ -393,11 +394,10 @@ class Worker(TaskHost):
             else:
                 comp.prepare(user_conf, context)
             if spec.is_sink:
-                for p in (snap or {}).get("sink_pending", []):
-                    comp.commit(p)
+                restore_sink(comp, (snap or {}).get("sink_pending", []), checkpoint_id or None,
+                             checkpoint_id)
                 if snap is not None:
                     snap["sink_pending"] = []
-                comp.recover(checkpoint_id or None)
             credit_batch = {
                 src: 1 if self.task_workers.get(src) == self.worker_id
                 else max(1, self.channel_credits(task_id) // 2) for src in inputs}
