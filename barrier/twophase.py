@@ -6,8 +6,9 @@ The engine (not the sink) drives the protocol:
 
 * fresh start, or restore to completed checkpoint ``c`` (``c`` is ``None`` on a fresh start):
   ``prepare()``; ``commit(p)`` for every ``p`` the restored snapshot lists as
-  pre-committed but not yet committed (all ``<= c``); ``recover(c)``; ``begin(c + 1)``
-  (``begin(1)`` on a fresh start).
+  pre-committed but not yet committed (all ``<= c``); ``recover(c)``; ``begin(f + 1)``
+  where ``f >= c`` is the Topology Master's id floor (``begin(1)`` on a fresh start):
+  ids handed out above ``c`` before the recovery are never reused (:func:`restore_sink`).
 * barrier ``n`` reaches the sink: ``pre_commit(n)``; the task snapshot is taken;
   ``begin(n + 1)``.
 * checkpoint ``n`` completes (every task snapshotted): ``commit(p)`` for each pending
@@ -90,6 +91,11 @@ class Sink(Bolt):
         Args:
             completed_id: The checkpoint the task was restored to, or ``None`` on a fresh
                 start (then every open or staged transaction of this task is discarded).
+                ``0``: a recovery that restored no checkpoint of a run that already handed
+                out ids (everything open or staged is discarded, as on a fresh start, but
+                committed output is this run's, not an earlier one's). Transactions
+                above ``completed_id`` must be discarded even when the engine opens its
+                next transaction further up (see :func:`restore_sink`).
         """
         raise NotImplementedError(f"{type(self).__name__} must implement Sink.recover")
 
@@ -103,10 +109,23 @@ def restore_sink(sink: Sink, pending: Iterable[int], restored: int | None,
     """The engine's restore of a sink task, between ``prepare`` and the first ``begin``.
 
     Commits every id of ``pending`` (what the restored snapshot lists as pre-committed but
-    not yet committed), then calls ``recover``. ``restored`` is the checkpoint whose state
-    the task restored (``None``: none); ``id_floor`` is the id new transactions start
-    above (``id_floor + 1``).
+    not yet committed), then calls ``recover`` with the *restored* checkpoint: a
+    transaction staged above it is covered by no checkpoint the task restores, and the
+    replay produces its rows again, so it must be discarded, even when its id is at or
+    below ``id_floor`` (e.g. its checkpoint's metadata write failed: issue 23 hole 2).
+
+    Args:
+        sink: The prepared sink.
+        pending: The restored snapshot's pre-committed, not yet committed ids.
+        restored: The checkpoint whose state the task restored (``None``: none).
+        id_floor: New transactions start at ``id_floor + 1`` (above every id the Topology
+            Master handed out before), so no id a sink may have seen is reused. When no
+            checkpoint is restored but ids were handed out (``id_floor > 0``), ``recover(0)``:
+            nothing of the task is covered, yet it is not a fresh run (output committed
+            earlier in this run is not an earlier run's).
     """
     for p in pending:
         sink.commit(p)
-    sink.recover(max(restored or 0, id_floor) or None)
+    if restored is None and id_floor > 0:
+        restored = 0
+    sink.recover(restored)

@@ -328,9 +328,10 @@ class Worker(TaskHost):
         self.tasks_generation = msg.generation
         handles = {r.task_id: r.handle for r in msg.restores}
         try:
-            self._build_tasks(list(msg.task_ids), handles, msg.checkpoint_id)
+            self._build_tasks(list(msg.task_ids), handles, msg.checkpoint_id,
+                              msg.restored_checkpoint_id)
         except CorruptSnapshotError as exc:
-            log.error("restore of checkpoint %s failed: %s", msg.checkpoint_id, exc)
+            log.error("restore of checkpoint %s failed: %s", msg.restored_checkpoint_id, exc)
             return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=False,
                             error=str(exc), corrupt_snapshot=True)
         except Exception as exc:
@@ -340,7 +341,9 @@ class Worker(TaskHost):
         return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=True)
 
     def _build_tasks(self, task_ids: list[int], handles: dict[int, str],
-                     checkpoint_id: int) -> None:
+                     checkpoint_id: int, restored_checkpoint: int) -> None:
+        """``checkpoint_id``: the id floor (new transactions start above it);
+        ``restored_checkpoint``: the checkpoint the handles belong to (0: none)."""
         topo = self.topology
         conf = self.config
         assert topo is not None and conf is not None
@@ -394,8 +397,8 @@ class Worker(TaskHost):
             else:
                 comp.prepare(user_conf, context)
             if spec.is_sink:
-                restore_sink(comp, (snap or {}).get("sink_pending", []), checkpoint_id or None,
-                             checkpoint_id)
+                restore_sink(comp, (snap or {}).get("sink_pending", []),
+                             restored_checkpoint or None, checkpoint_id)
                 if snap is not None:
                     snap["sink_pending"] = []
             credit_batch = {
