@@ -26,6 +26,7 @@ from tests.connectors.test_connectors_chaos import (
     PER_KEY,
     RunningSum,
     _check,
+    _left_behind,
     _pg_prepared,
     _pg_rows,
     _pg_table,
@@ -86,9 +87,15 @@ def _restored_below(status: dict[str, Any], failed: list[int], gen: int) -> None
 
 def test_postgres_failed_metadata_write_then_worker_kill(tmp_path: Path, pg_dsn: str) -> None:
     _pg_table(pg_dsn)
+    staged_log = str(tmp_path / "staged.jsonl")
     # ~7.5 s of input per spout task: the failure and the kill land mid-run
-    status, failed, gen = _run(tmp_path, _pg_topology(pg_dsn, "pg-meta-fail", rate=1000))
+    status, failed, gen = _run(tmp_path, _pg_topology(pg_dsn, "pg-meta-fail", rate=1000,
+                                                      staged_log=staged_log))
     _restored_below(status, failed, gen)
+    # the recovery found transactions staged for the checkpoint(s) that never completed
+    uncovered = [s for s in _left_behind(staged_log) if any(t >= min(failed)
+                                                              for t in s["staged"])]
+    assert uncovered, "no transaction of a failed checkpoint was left staged: test is moot"
     _check(_pg_rows(pg_dsn))
     assert _pg_prepared(pg_dsn) == [], "prepared transactions left behind"
 
