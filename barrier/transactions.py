@@ -13,8 +13,9 @@ The protocol (``docs/checkpointing.md``; the sink contract is :mod:`jstormpy.bar
 * restore to completed checkpoint ``c`` (``None``: a fresh run), whose snapshot lists the
   staged ids ``pending`` (all ``<= c``): ``Commit(p)`` for each (idempotent: some may be
   committed already), then ``Recover(c)`` (the sink discards whatever else of this task
-  is open or staged, whoever left it); then, when the task starts, ``Begin(first)``, where
-  ``first`` is above every id any sink may have seen (the Topology Master's id floor + 1);
+  is open or staged above ``c``, whoever left it, even ids below the floor); then, when
+  the task starts, ``Begin(f + 1)``, where ``f`` is the Topology Master's id floor, above
+  every id any sink may have seen;
 * barrier ``n``: ``PreCommit(n)`` of the open transaction (if earlier barriers never
   reached this task, the open transaction is older: it is staged under its own id first,
   and committed together with ``n``); then the task snapshot, which lists the staged ids;
@@ -113,16 +114,22 @@ class SinkTransactions:
         self._in_barrier = False  # a Begin that fails within a barrier fails the checkpoint
 
     # -- events ----------------------------------------------------------------------------
-    def restore(self, restored: int | None) -> list[SinkStep]:
+    def restore(self, restored: int | None, id_floor: int = 0) -> list[SinkStep]:
         """After the sink's ``prepare``: re-commit the restored snapshot's staged ids, then
-        recover to ``restored``."""
+        recover to the *restored* checkpoint.
+
+        A transaction staged above ``restored`` is covered by no checkpoint the task
+        restores, and the replay produces its records again, so ``Recover`` must discard
+        it even when its id is at or below ``id_floor`` (its checkpoint's metadata write
+        failed: issue 23, hole 2). ``id_floor`` only names new transactions (:meth:`start`
+        with ``id_floor + 1``). When nothing is restored but ids were handed out before
+        (``id_floor > 0``), the step is ``Recover(0)``: nothing of the task is covered, yet
+        this is not a fresh run, so output committed earlier in it is not an earlier run's.
+        """
         staged, self.pending = self.pending, []
-        steps: list[SinkStep] = []
-        for p in staged:
-            if restored is not None and p <= restored:
-                steps.append(Commit(p))
-            # a restored snapshot lists only ids at or below its own checkpoint; anything
-            # else is discarded by Recover like any leftover above the restored checkpoint
+        steps: list[SinkStep] = [Commit(p) for p in staged]  # all at or below ``restored``
+        if restored is None and id_floor > 0:
+            restored = 0
         steps.append(Recover(restored))
         return steps
 

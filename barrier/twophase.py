@@ -6,8 +6,10 @@ The engine (not the sink) drives the protocol:
 
 * fresh start, or restore to completed checkpoint ``c`` (``c`` is ``None`` on a fresh start):
   ``prepare()``; ``commit(p)`` for every ``p`` the restored snapshot lists as
-  pre-committed but not yet committed (all ``<= c``); ``recover(c)``; ``begin(c + 1)``
-  (``begin(1)`` on a fresh start).
+  pre-committed but not yet committed (all ``<= c``); ``recover(c)``; ``begin(f + 1)``
+  where ``f >= c`` is the Topology Master's id floor (``begin(1)`` on a fresh start):
+  ids handed out above ``c`` before the recovery are never reused. The engine's side of
+  every step lives in :class:`jstormpy.barrier.transactions.SinkTransactions`.
 * barrier ``n`` reaches the sink: ``pre_commit(n)``; the task snapshot is taken;
   ``begin(n + 1)``.
 * checkpoint ``n`` completes (every task snapshotted): ``commit(p)`` for each pending
@@ -88,6 +90,12 @@ class Sink(Bolt):
         Args:
             completed_id: The checkpoint the task was restored to, or ``None`` on a fresh
                 start (then every open or staged transaction of this task is discarded).
+                ``0``: a recovery that restored no checkpoint of a run that already handed
+                out ids (everything open or staged is discarded, as on a fresh start, but
+                committed output is this run's, not an earlier one's). Transactions
+                above ``completed_id`` must be discarded even when the engine opens its
+                next transaction further up (``SinkTransactions.restore`` in
+                :mod:`jstormpy.barrier.transactions`).
         """
         raise NotImplementedError(f"{type(self).__name__} must implement Sink.recover")
 

@@ -281,7 +281,8 @@ class MasterCore(CheckpointCoordination):
         last = self.last_completed["id"] if self.last_completed else 0
         session.send(prepare=pb.Prepare(
             generation=self.generation, checkpoint_id=last, task_ids=tasks,
-            peers=self._peers(), task_workers=self.plan, partial=True))
+            peers=self._peers(), task_workers=self.plan, partial=True,
+            restored_checkpoint_id=last))
         self._broadcast(peers=pb.Peers(peers=self._peers(), generation=self.generation))
         self.pending_partial_start = session.worker_id
 
@@ -373,7 +374,7 @@ class MasterCore(CheckpointCoordination):
                 return
             self.target_checkpoint = target
             if listed:
-                self._note_fallback()
+                self._note_fallback(listed)
             self._send_prepares(restores)
 
     def _send_prepares(self, restores: dict[int, str]) -> None:
@@ -382,14 +383,17 @@ class MasterCore(CheckpointCoordination):
             return  # one died meanwhile: its re-registration prepares again
         peers = self._peers()
         # the id the tasks resume after (sinks open transaction base + 1); the restored state
-        # itself comes from the handles of target_checkpoint
-        base = max(self.target_checkpoint or 0, self.id_floor) if self.stateful else 0
+        # itself comes from the handles of target_checkpoint, and sinks recover to it: a
+        # transaction staged above it (up to the floor) is covered by no completed
+        # checkpoint, and the replay produces its rows again (issue 23 hole 2)
+        restored = (self.target_checkpoint or 0) if self.stateful else 0
+        base = max(restored, self.id_floor) if self.stateful else 0
         self.prepared_base = base
         for s in alive:
             tasks = [t for t, w in self.plan.items() if w == s.worker_id]
             s.send(prepare=pb.Prepare(
                 generation=self.generation, checkpoint_id=base,
-                task_ids=tasks,
+                restored_checkpoint_id=restored, task_ids=tasks,
                 restores=[pb.TaskRestore(task_id=t, handle=restores.get(t, "")) for t in tasks],
                 peers=peers, task_workers=self.plan, partial=False))
 
@@ -408,16 +412,20 @@ class MasterCore(CheckpointCoordination):
             self.persisted_generation = max(self.persisted_generation, generation)
         return True
 
-    def _note_fallback(self) -> None:
+    def _note_fallback(self, listed: list[int]) -> None:
         """Recovering to an older checkpoint than the newest completed one (those are
-        unusable) replays output sinks may already have committed: say so in status."""
+        unusable) replays output sinks may already have committed: say so in status.
+
+        Only completed checkpoints count: what sinks staged for a checkpoint that never
+        completed (e.g. its metadata write failed) is discarded by their recovery."""
         target = self.target_checkpoint or 0
-        skipped = sorted(c for c in self.bad_checkpoints if c > target)
-        if not skipped or self.id_floor <= target:
+        skipped = [c for c in listed if c > target]
+        if not skipped:
             return
-        message = (f"fell back to checkpoint {target or 'none'} past unusable checkpoint(s) "
-                   f"{skipped}: output committed for checkpoints {target + 1}..{self.id_floor} "
-                   "is emitted again under new checkpoint ids (at-least-once for that span)")
+        message = (f"fell back to checkpoint {target or 'none'} past unusable completed "
+                   f"checkpoint(s) {skipped}: output sinks already committed for checkpoints "
+                   f"{target + 1}..{skipped[-1]} is emitted again under new checkpoint ids "
+                   "(at-least-once for that span)")
         log.error("%s", message)
         self.errors.append({"time": time.time(), "task": -1, "component": "",
                             "message": message, "traceback": "", "tuple": ""})

@@ -450,7 +450,8 @@ class UpgradeController:
             core.sessions[w].send(prepare=pb.Prepare(
                 generation=core.generation, checkpoint_id=self.checkpoint_id, task_ids=tasks,
                 restores=[pb.TaskRestore(task_id=t, handle=restores.get(t, "")) for t in tasks],
-                peers=peers, task_workers=core.plan, partial=True))
+                peers=peers, task_workers=core.plan, partial=True,
+                restored_checkpoint_id=self.checkpoint_id))
 
     def _resume(self) -> None:
         core = self.core

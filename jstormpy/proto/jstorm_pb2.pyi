@@ -205,7 +205,7 @@ class TaskRestore(_message.Message):
     def __init__(self, task_id: _Optional[int] = ..., handle: _Optional[str] = ...) -> None: ...
 
 class Prepare(_message.Message):
-    __slots__ = ("generation", "checkpoint_id", "task_ids", "restores", "peers", "task_workers", "partial")
+    __slots__ = ("generation", "checkpoint_id", "task_ids", "restores", "peers", "task_workers", "partial", "restored_checkpoint_id")
     class TaskWorkersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -220,6 +220,7 @@ class Prepare(_message.Message):
     PEERS_FIELD_NUMBER: _ClassVar[int]
     TASK_WORKERS_FIELD_NUMBER: _ClassVar[int]
     PARTIAL_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     generation: int
     checkpoint_id: int
     task_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -227,7 +228,8 @@ class Prepare(_message.Message):
     peers: _containers.RepeatedCompositeFieldContainer[WorkerAddress]
     task_workers: _containers.ScalarMap[int, int]
     partial: bool
-    def __init__(self, generation: _Optional[int] = ..., checkpoint_id: _Optional[int] = ..., task_ids: _Optional[_Iterable[int]] = ..., restores: _Optional[_Iterable[_Union[TaskRestore, _Mapping]]] = ..., peers: _Optional[_Iterable[_Union[WorkerAddress, _Mapping]]] = ..., task_workers: _Optional[_Mapping[int, int]] = ..., partial: _Optional[bool] = ...) -> None: ...
+    restored_checkpoint_id: int
+    def __init__(self, generation: _Optional[int] = ..., checkpoint_id: _Optional[int] = ..., task_ids: _Optional[_Iterable[int]] = ..., restores: _Optional[_Iterable[_Union[TaskRestore, _Mapping]]] = ..., peers: _Optional[_Iterable[_Union[WorkerAddress, _Mapping]]] = ..., task_workers: _Optional[_Mapping[int, int]] = ..., partial: _Optional[bool] = ..., restored_checkpoint_id: _Optional[int] = ...) -> None: ...
 
 class Start(_message.Message):
     __slots__ = ("generation",)

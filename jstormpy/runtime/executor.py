@@ -72,7 +72,7 @@ class TaskExecutor(ChainedTask):
                  source_index: dict[tuple[int, str], tuple[str, dict[str, int]]] | None = None,
                  linger_s: float = 0.005, restored: dict[str, Any] | None = None,
                  credit_batch: dict[int, int] | None = None,
-                 restored_checkpoint: int = 0,
+                 id_floor: int = 0,
                  incremental: IncrementalKeyedState | None = None) -> None:
         self.task_id = task_id
         self.incremental = incremental  # Config.incremental_checkpoints (runtime/incremental.py)
@@ -109,7 +109,7 @@ class TaskExecutor(ChainedTask):
         self.aligner = BarrierAligner(list(input_channels), host.guarantee == "exactly_once")
         self.pending: deque[Any] = deque()
         self.credit_batch = credit_batch or {}
-        self.restored_checkpoint = restored_checkpoint
+        self.id_floor = id_floor  # a sink's first transaction is id_floor + 1
         self.credit_owed: dict[int, int] = {}
         self.tuple_classes: dict[tuple[int, str], type[Tuple]] = {}
         self.snapshotter: Snapshotter | None = None  # started at the first snapshot
@@ -211,10 +211,11 @@ class TaskExecutor(ChainedTask):
             hook(checkpoint_id)
 
     # -- a sink's two-phase commit ---------------------------------------------------------
-    def restore_sink(self, restored: int | None) -> None:
+    def restore_sink(self, restored: int | None, id_floor: int) -> None:
         """After the sink's ``prepare``: re-commit the restored snapshot's staged
-        transactions and recover to ``restored`` (the worker's restore path)."""
-        self.perform_sink_steps(self.txns.restore(restored))
+        transactions and recover to ``restored`` (the worker's restore path); new
+        transactions start at ``id_floor + 1``."""
+        self.perform_sink_steps(self.txns.restore(restored, id_floor))
 
     def perform_sink_steps(self, steps: list[SinkStep]) -> bool:
         """Perform steps of :class:`SinkTransactions` on this task's sink and host; False
@@ -453,7 +454,7 @@ class TaskExecutor(ChainedTask):
     def _begin_sink(self) -> None:
         """A sink opens its first transaction when its task starts."""
         if self.is_sink:
-            self.perform_sink_steps(self.txns.start(self.restored_checkpoint + 1))
+            self.perform_sink_steps(self.txns.start(self.id_floor + 1))
 
     def _handle(self, src: int, kind: int, stream: str, payload: Any) -> None:
         """Process one item of input channel ``src``: a batch or a marker."""

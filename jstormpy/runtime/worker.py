@@ -332,9 +332,10 @@ class Worker(TaskHost):
         self.tasks_generation = msg.generation
         handles = {r.task_id: r.handle for r in msg.restores}
         try:
-            self._build_tasks(list(msg.task_ids), handles, msg.checkpoint_id)
+            self._build_tasks(list(msg.task_ids), handles, msg.checkpoint_id,
+                              msg.restored_checkpoint_id)
         except CorruptSnapshotError as exc:
-            log.error("restore of checkpoint %s failed: %s", msg.checkpoint_id, exc)
+            log.error("restore of checkpoint %s failed: %s", msg.restored_checkpoint_id, exc)
             return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=False,
                             error=str(exc), corrupt_snapshot=True)
         except Exception as exc:
@@ -344,7 +345,9 @@ class Worker(TaskHost):
         return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=True)
 
     def _build_tasks(self, task_ids: list[int], handles: dict[int, str],
-                     checkpoint_id: int) -> None:
+                     checkpoint_id: int, restored_checkpoint: int) -> None:
+        """``checkpoint_id``: the id floor (new transactions start above it);
+        ``restored_checkpoint``: the checkpoint the handles belong to (0: none)."""
         topo = self.topology
         conf = self.config
         assert topo is not None and conf is not None
@@ -405,10 +408,10 @@ class Worker(TaskHost):
                               input_channels=inputs, source_index=source_index,
                               linger_s=conf.batch_linger_ms / 1000.0, restored=snap,
                               credit_batch=credit_batch,
-                              restored_checkpoint=checkpoint_id or 0,
+                              id_floor=checkpoint_id or 0,
                               incremental=incremental)
             if spec.is_sink:  # re-commit the restored staged transactions, then recover
-                ex.restore_sink(checkpoint_id or None)
+                ex.restore_sink(restored_checkpoint or None, checkpoint_id)
             self.gate.reset({(task_id, dst): self.channel_credits(dst)
                              for dst in collector.channels})
             # a rebuilt task's input channels count from 0 again

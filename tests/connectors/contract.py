@@ -105,11 +105,13 @@ class SinkDriver:
     ``snapshots`` (checkpoint id -> (state, pending ids)); a driver made with ``restored=c``
     and the previous driver's ``snapshots`` restores checkpoint ``c``'s state into the new
     sink before ``prepare``. ``pending=None``: the pending ids the restored snapshot lists.
+    ``floor``: the id floor the Topology Master sends with the restore (the highest
+    checkpoint id it handed out before); new transactions start above it.
     """
 
     def __init__(self, harness: SinkHarness, task_id: int = 1, generation: int = 1,
                  restored: int | None = None, pending: Sequence[int] | None = (),
-                 snapshots: dict[int, Any] | None = None) -> None:
+                 snapshots: dict[int, Any] | None = None, floor: int = 0) -> None:
         self.sink = harness.make_sink()
         self.snapshots: dict[int, Any] = snapshots if snapshots is not None else {}
         saved = self.snapshots.get(restored) if restored is not None else None
@@ -120,8 +122,8 @@ class SinkDriver:
             staged = list(pending)
         self.txns = SinkTransactions(staged)
         self.sink.prepare({}, context(task_id=task_id, generation=generation))
-        self._run(self.txns.restore(restored))
-        self.txn = (restored or 0) + 1
+        self._run(self.txns.restore(restored, floor))
+        self.txn = max(restored or 0, floor) + 1
         self._run(self.txns.start(self.txn))
 
     @property
@@ -175,6 +177,31 @@ def rows_for(key: str, seqs: range) -> list[tuple[str, int, int]]:
 def triples(rows: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
     """Committed rows as comparable ``(key, seq, value)`` triples."""
     return [(str(r["key"]), int(r["seq"]), int(r["value"])) for r in rows]
+
+
+def check_recovery_below_the_id_floor(harness: SinkHarness) -> None:
+    """Checkpoint 2's commit point (its ``_metadata``) could not be written, then a worker
+    died: the Topology Master restores checkpoint 1 and hands out ids above 2 (its id
+    floor). Transaction 2, staged by the sink, is covered by no completed checkpoint and the
+    replay produces its rows again, so the recovery must discard it, not publish it."""
+    d = SinkDriver(harness)
+    d.write(rows_for("a", range(4)))
+    first = d.barrier()
+    d.complete(first)
+    d.write(rows_for("a", range(4, 8)))
+    failed = d.barrier()  # staged; the checkpoint's metadata write then failed
+    d.close()  # a worker dies
+    d2 = SinkDriver(harness, generation=2, restored=first, pending=None,
+                    snapshots=d.snapshots, floor=failed)
+    assert triples(harness.committed()) == rows_for("a", range(4)), (
+        f"recovery to checkpoint {first} published transaction {failed}, which no "
+        "completed checkpoint covers")
+    assert harness.staged() == [], "recovery left a staged transaction behind"
+    assert d2.txn == failed + 1, "a new transaction reuses an id handed out before"
+    d2.write(rows_for("a", range(4, 8)))  # the replay of checkpoint 2's input
+    d2.complete(d2.barrier())
+    assert triples(harness.committed()) == rows_for("a", range(8))
+    d2.close()
 
 
 class SinkContract:
@@ -265,6 +292,10 @@ class SinkContract:
         d2.complete(d2.barrier())
         assert triples(harness.committed()) == rows_for("a", range(12))
         d2.close()
+
+    def test_recovery_below_the_id_floor_discards_the_uncovered_transaction(
+            self, harness: SinkHarness) -> None:
+        check_recovery_below_the_id_floor(harness)
 
     def test_fresh_start_aborts_every_staged_transaction(self, harness: SinkHarness) -> None:
         d = SinkDriver(harness)

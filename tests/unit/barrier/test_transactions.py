@@ -151,3 +151,21 @@ def test_a_sink_error_other_than_unavailable_fails_the_task() -> None:
     with pytest.raises(SinkError, match="fenced"):
         p.txns.run(p.txns.complete(1), fenced)
     assert p.txns.pending == [1]  # not committed, still staged for the next generation
+
+
+def test_restore_below_the_id_floor_recovers_to_the_restored_checkpoint() -> None:
+    """Hole 2: checkpoint 6's metadata write failed (floor 6), the task restores 5: staged
+    transaction 6 is covered by nothing restored, so Recover(5) discards it; new ids start
+    above the floor."""
+    p = Performer(SinkTransactions([5]))
+    p.run(p.txns.restore(5, id_floor=6))
+    p.run(p.txns.start(7))
+    assert p.take() == [Commit(5), Recover(5), Begin(7)]
+
+
+def test_nothing_restored_after_ids_were_handed_out_recovers_to_zero() -> None:
+    p = Performer(SinkTransactions())
+    p.run(p.txns.restore(None, id_floor=4))
+    assert p.take() == [Recover(0)]  # not a fresh run: this run's output is its own
+    p.run(p.txns.restore(None, id_floor=0))
+    assert p.take() == [Recover(None)]  # a fresh run
