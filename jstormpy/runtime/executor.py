@@ -35,7 +35,6 @@ from jstormpy.barrier.transactions import (
 from jstormpy.batch import Batch
 from jstormpy.component import Tuple
 from jstormpy.faults import fault_point
-from jstormpy.runtime.chained import ChainedTask
 from jstormpy.runtime.credits import TaskInbox
 from jstormpy.runtime.incremental import IncrementalCapture, IncrementalKeyedState
 from jstormpy.runtime.routing import (
@@ -62,9 +61,14 @@ COMMIT_RETRY_S = 1.0
 checkpoint completes first (after a bounded job's final checkpoint none does)."""
 
 
-class TaskExecutor(ChainedTask):
+READY_POLL_S = 0.05
+"""How often a chained task's thread looks at its commands and its source waits for
+the chained task's start-up."""
+
+
+class TaskExecutor:
     """Runs one task (spout or bolt) in its own thread (a chained bolt: in its source's,
-    see ``runtime/chained.py``)."""
+    see "chained mode" below)."""
 
     def __init__(self, task_id: int, component_name: str, kind: str, component: Any,
                  collector: OutputCollector, host: TaskHost, *, is_sink: bool = False,
@@ -113,7 +117,11 @@ class TaskExecutor(ChainedTask):
         self.credit_owed: dict[int, int] = {}
         self.tuple_classes: dict[tuple[int, str], type[Tuple]] = {}
         self.snapshotter: Snapshotter | None = None  # started at the first snapshot
-        self._init_chain()
+        # chained mode (set by the worker before start(); see "chained mode" below)
+        self.chained = False
+        self.chain_lock = threading.Lock()
+        self.chain_ready = threading.Event()  # the task's own start-up (a sink's begin) ran
+        self.chain_flushed = time.monotonic()
         self.cpu_final = 0.0  # CPU time of the ended task thread (heartbeat.task_cpu_seconds)
         self.verified_states: set[str] = set()  # immutable-valued at an earlier capture
         # batch API (opt-in): execute_batch(batch) per channel batch, next_batch() in spouts
@@ -616,3 +624,53 @@ class TaskExecutor(ChainedTask):
                 self._user_error(exc, None)
             self.collector.flush()
             self.collector.broadcast(END_OF_STREAM, None)
+
+    # -- chained mode ---------------------------------------------------------------------
+    # A bolt task chained into its source task's thread (``runtime/channel_plan.py``): the
+    # source's sends to it call run_chained, which runs the batch or marker through
+    # _handle right there: no queue, no credit, no hand-off between threads. Barriers,
+    # watermarks and end-of-stream stay in order with the data because they travel the
+    # same call path. The task keeps a thread of its own (_run_chain_owner) for what does
+    # not arrive on its input: the Topology Master's commands (a sink's commit when a
+    # checkpoint completes, stop), ticks, deferred sink commits and the linger flush of
+    # its own output when its source is idle. chain_lock serialises that thread and the
+    # source's calls, so the component never runs in two threads at once.
+    def run_chained(self, item: Any) -> None:
+        """Process one item of the task's only input channel in the caller's thread.
+
+        Raises:
+            TaskStopped: the task is stopping (or failed under exactly-once).
+        """
+        while not self.chain_ready.wait(READY_POLL_S):
+            if self.stopping:
+                raise TaskStopped
+        with self.chain_lock:
+            if self.stopping:
+                raise TaskStopped
+            self._handle(*item)
+            self._flush_lingered(time.monotonic())
+
+    def _flush_lingered(self, now: float) -> None:
+        """Send the task's partly filled output batches once they waited ``linger_s``."""
+        if self.collector.dirty and now - self.chain_flushed >= self.linger_s:
+            self.collector.flush()
+            self.chain_flushed = now
+
+    def _run_chain_owner(self) -> None:
+        """The chained task's own thread: commands, ticks, commit retries, idle flushes."""
+        with self.chain_lock:
+            self._begin_sink()
+        self.chain_ready.set()
+        coll = self.collector
+        while True:
+            timeout = self.linger_s if coll.dirty else READY_POLL_S
+            if self.tick_s is not None:
+                timeout = min(timeout, max(self.next_tick - time.monotonic(), 0.0))
+            self.wake.wait(timeout)
+            self.wake.clear()
+            with self.chain_lock:
+                if self.ctrl or self.stopping:
+                    self._process_ctrl()
+                now = time.monotonic()
+                self._flush_lingered(now)
+                self._run_due(now)
