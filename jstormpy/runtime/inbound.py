@@ -18,6 +18,7 @@ from typing import Any
 
 from jstormpy.errors import FrameError
 from jstormpy.runtime.codec import decode_item
+from jstormpy.runtime.dataplane_counters import DataPlaneCounters
 from jstormpy.runtime.frames import (
     ACK,
     CLOSE,
@@ -50,13 +51,10 @@ class InboundChannels:
     _acks_due: dict[int, tuple[socket.socket, int, int, int]]
     _acks_wake: threading.Event
 
-    def _count(self, key: str, n: int = 1) -> None:
-        raise NotImplementedError
+    counters: DataPlaneCounters
 
-    def _count2(self, k1: str, n1: int, k2: str, n2: int) -> None:
-        raise NotImplementedError
-
-    def _channel_lost(self, worker_id: int, why: str) -> None:
+    def channel_lost(self, worker_id: int, why: str) -> None:
+        """A channel from ``worker_id`` lost frames (the transport logs and escalates)."""
         raise NotImplementedError
 
     def _ack_loop(self) -> None:
@@ -89,11 +87,11 @@ class InboundChannels:
         last = chan[1]
         if seq <= last:
             chan[0].release()
-            self._count("duplicate_frames_dropped")
+            self.counters.count("duplicate_frames_dropped")
             return None
         if seq != last + 1:
-            self._count("sequence_gaps")
-            self._channel_lost(peer_worker, f"sequence gap on the channel from {peer}: "
+            self.counters.count("sequence_gaps")
+            self.channel_lost(peer_worker, f"sequence gap on the channel from {peer}: "
                                f"frame {seq} after {last} ({seq - last - 1} frame(s) missing)")
         return chan
 
@@ -124,7 +122,7 @@ class InboundChannels:
                 raise FrameError(f"DATA frame of {length} bytes has no sequence prefix")
             incarnation, seq = SEQ.unpack_from(payload)
             if generation != self._generation:
-                self._count("stale_frames_dropped")
+                self.counters.count("stale_frames_dropped")
                 self._owe_ack(sock, generation, incarnation, seq)
                 continue
             try:
@@ -137,14 +135,14 @@ class InboundChannels:
                 self._owe_ack(sock, generation, incarnation, seq)
                 continue
             try:
-                self._count2("frames_received", 1, "bytes_received", hsize + length)
+                self.counters.count2("frames_received", 1, "bytes_received", hsize + length)
                 try:
                     if self._deliver_generation:
                         deliver(dst_task, item, generation)
                     else:
                         deliver(dst_task, item)
                 except Exception:
-                    self._count("deliver_errors")
+                    self.counters.count("deliver_errors")
                     self._log.exception("worker %d: deliver() raised for a frame from %s to "
                                         "task %r", self.worker_id, peer, dst_task)
                 chan[1] = seq

@@ -19,7 +19,8 @@ import socket
 import ssl
 import threading
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jstormpy.errors import AuthenticationError, FrameError
 from jstormpy.faults import chaos_route
@@ -38,7 +39,7 @@ from jstormpy.runtime.handshake import client_handshake
 from jstormpy.runtime.tls_socket import send_buffers
 
 if TYPE_CHECKING:
-    from jstormpy.runtime.transport import Transport
+    from jstormpy.runtime.dataplane_counters import DataPlaneCounters
 
 # Outbound connection states.
 CONNECTING = "connecting"
@@ -49,11 +50,42 @@ Frame = tuple[int, int, bytes, bytes]
 """A queued frame: (generation, seq, header + SEQ prefix, pickled payload)."""
 
 
+@dataclass(frozen=True)
+class OutboundSettings:
+    """What every outbound connection of one worker needs to know (set at transport start)."""
+
+    worker_id: int  # this worker, sent in the handshake
+    secret: bytes
+    max_frame_bytes: int
+    connect_timeout_s: float
+    handshake_timeout_s: float
+    tls: Any  # DataPlaneTls or None: mutual TLS first, then the HMAC handshake inside it
+    log: logging.Logger
+
+
+class OutboundOwner(Protocol):
+    """What a connection tells the transport that opened it, and reads from it."""
+
+    counters: DataPlaneCounters
+
+    @property
+    def generation(self) -> int:
+        """The current generation (sent in the handshake)."""
+
+    def forget_outbound(self, ob: Outbound) -> None:
+        """``ob`` gave up: the next send to its peer opens a new connection."""
+
+    def channel_lost(self, worker_id: int, why: str) -> None:
+        """Frames to ``worker_id`` were lost: log, count, escalate."""
+
+
 class Outbound:
     """One outbound channel to a peer worker: bounded queue, sender thread, ack reader."""
 
-    def __init__(self, transport: Transport, worker_id: int, addr: tuple[str, int]) -> None:
-        self.transport = transport
+    def __init__(self, settings: OutboundSettings, owner: OutboundOwner, worker_id: int,
+                 addr: tuple[str, int]) -> None:
+        self.settings = settings
+        self.owner = owner
         self.worker_id = worker_id
         self.addr = addr
         self.incarnation = random.getrandbits(63) + 1
@@ -68,7 +100,7 @@ class Outbound:
         self.sock: socket.socket | None = None
         self.thread = threading.Thread(
             target=self._run, daemon=True,
-            name=f"jstorm-send-{transport.worker_id}->{worker_id}")
+            name=f"jstorm-send-{settings.worker_id}->{worker_id}")
 
     # -- called with self.cond held ------------------------------------------------------------
     def append_locked(self, gen: int, header: bytes, payload: bytes) -> None:
@@ -113,12 +145,12 @@ class Outbound:
             dropped = self._kill_locked(why)
             sock = self.sock
         if dropped:
-            self.transport._count("frames_dropped", dropped)
+            self.owner.counters.count("frames_dropped", dropped)
         shutdown_quietly(sock)  # unblocks a sender thread stuck in sendmsg
 
     # -- sender thread -------------------------------------------------------------------------
     def _run(self) -> None:
-        t = self.transport
+        t = self.settings
         try:
             while True:
                 sock = self._connect()
@@ -144,37 +176,36 @@ class Outbound:
                     self.broken = False
                     self.sock = None
                     self.cond.notify_all()
-                t._count("reconnects")
-                t._count("frames_retransmitted", retransmit)
+                self.owner.counters.count("reconnects")
+                self.owner.counters.count("frames_retransmitted", retransmit)
                 # nothing in flight (a peer that stopped at the end of a run): not a warning
-                t._log.log(logging.WARNING if retransmit else logging.INFO,
+                t.log.log(logging.WARNING if retransmit else logging.INFO,
                            "worker %d: connection to worker %d at %s:%d broke; reconnecting "
                            "to retransmit %d unacknowledged frame(s)", t.worker_id,
                            self.worker_id, *self.addr, retransmit)
         except Exception:  # never let a sender thread die silently
-            t._log.exception("worker %d: sender thread to worker %d at %s:%d crashed",
+            t.log.exception("worker %d: sender thread to worker %d at %s:%d crashed",
                              t.worker_id, self.worker_id, *self.addr)
             self._declare_lost("sender thread crashed")
         finally:
-            t._forget_outbound(self)
+            self.owner.forget_outbound(self)
 
     def _declare_lost(self, why: str) -> None:
         """The channel cannot deliver its frames: drop them, count, and escalate."""
-        t = self.transport
         with self.cond:
             was_dead = self.state == DEAD
             dropped = self._kill_locked(why)
         if dropped:
-            t._count("frames_dropped", dropped)
+            self.owner.counters.count("frames_dropped", dropped)
         if not was_dead:
-            t._channel_lost(self.worker_id, f"channel to worker {self.worker_id} at "
+            self.owner.channel_lost(self.worker_id, f"channel to worker {self.worker_id} at "
                             f"{self.addr[0]}:{self.addr[1]} lost: {why} "
                             f"({dropped} frame(s) undelivered)")
 
     def _connect(self) -> socket.socket | None:
         """Connect and authenticate, retrying until ``connect_timeout_s``; None on failure."""
-        t = self.transport
-        deadline = time.monotonic() + t._connect_timeout_s
+        t = self.settings
+        deadline = time.monotonic() + t.connect_timeout_s
         backoff = 0.02
         last_error = "no attempt made"
         while True:
@@ -188,20 +219,20 @@ class Outbound:
             try:
                 sock = socket.create_connection(  # a chaos test may route it via a proxy
                     chaos_route(t.worker_id, self.worker_id, self.addr),
-                    timeout=min(remaining, t._handshake_timeout_s))
+                    timeout=min(remaining, t.handshake_timeout_s))
                 sock.settimeout(min(max(deadline - time.monotonic(), 0.05),
-                                    t._handshake_timeout_s))
+                                    t.handshake_timeout_s))
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                if t._tls is not None:  # mutual TLS first, then the HMAC handshake inside it
-                    sock = t._tls.wrap_connected(sock)
-                client_handshake(sock, t._secret, t.worker_id, t._generation,
-                                 t._max_frame_bytes)
+                if t.tls is not None:  # mutual TLS first, then the HMAC handshake inside it
+                    sock = t.tls.wrap_connected(sock)
+                client_handshake(sock, t.secret, t.worker_id, self.owner.generation,
+                                 t.max_frame_bytes)
                 sock.settimeout(None)
             except (OSError, FrameError, AuthenticationError, PeerClosedError) as exc:
                 close_quietly(sock)
                 if isinstance(exc, (AuthenticationError, ssl.SSLCertVerificationError)):
-                    t._count("auth_failures")
-                    t._log.error("worker %d: authentication with worker %d at %s:%d failed: %s",
+                    self.owner.counters.count("auth_failures")
+                    t.log.error("worker %d: authentication with worker %d at %s:%d failed: %s",
                                  t.worker_id, self.worker_id, *self.addr, exc)
                 last_error = f"{type(exc).__name__}: {exc}"
                 with self.cond:
@@ -217,21 +248,21 @@ class Outbound:
                 self.sock = sock
                 self.state = READY
                 self.cond.notify_all()
-            t._log.debug("worker %d: connected to worker %d at %s:%d",
+            t.log.debug("worker %d: connected to worker %d at %s:%d",
                          t.worker_id, self.worker_id, *self.addr)
             return sock
-        t._log.warning("worker %d: cannot reach worker %d at %s:%d within %.1fs (last error: %s)",
-                       t.worker_id, self.worker_id, *self.addr, t._connect_timeout_s, last_error)
-        self._declare_lost(f"unreachable within {t._connect_timeout_s}s ({last_error})")
+        t.log.warning("worker %d: cannot reach worker %d at %s:%d within %.1fs (last error: %s)",
+                       t.worker_id, self.worker_id, *self.addr, t.connect_timeout_s, last_error)
+        self._declare_lost(f"unreachable within {t.connect_timeout_s}s ({last_error})")
         return None
 
     def _read_acks(self, sock: socket.socket) -> None:
         """Apply the receiver's cumulative ACKs; mark the connection broken at EOF/error."""
-        t = self.transport
+        t = self.settings
         reader = sock.makefile("rb")
         try:
             while True:
-                _, gen, payload, _ = read_frame(reader, t._max_frame_bytes, (ACK,))
+                _, gen, payload, _ = read_frame(reader, t.max_frame_bytes, (ACK,))
                 assert payload is not None
                 incarnation, seq = SEQ.unpack(payload)
                 if incarnation != self.incarnation:
@@ -246,7 +277,7 @@ class Outbound:
                         self.queued_bytes -= freed
                         self.cond.notify_all()
         except (OSError, FrameError, PeerClosedError, ValueError) as exc:
-            t._log.debug("worker %d: ack stream from worker %d ended: %s",
+            t.log.debug("worker %d: ack stream from worker %d ended: %s",
                          t.worker_id, self.worker_id, exc)
         finally:
             close_quietly(reader)
@@ -257,7 +288,7 @@ class Outbound:
 
     def _drain(self, sock: socket.socket) -> None:
         """Send queued frames until the connection breaks or the channel is killed."""
-        t = self.transport
+        t = self.settings
         while True:
             with self.cond:
                 while not self.queue and self.state == READY and not self.broken:
@@ -276,12 +307,12 @@ class Outbound:
                     nbytes += len(frame[2]) + len(frame[3])
                 self.unacked.extend(sent)  # acks only ever cover frames already sent
             try:
-                if t._tls is not None:
+                if t.tls is not None:
                     send_buffers(sock, buffers)
                 else:
                     sendmsg_all(sock, buffers)
             except OSError as exc:
-                t._log.info("worker %d: send to worker %d at %s:%d failed: %s",
+                t.log.info("worker %d: send to worker %d at %s:%d failed: %s",
                             t.worker_id, self.worker_id, *self.addr, exc)
                 return
-            t._count2("frames_sent", len(sent), "bytes_sent", nbytes)
+            self.owner.counters.count2("frames_sent", len(sent), "bytes_sent", nbytes)

@@ -42,6 +42,7 @@ from typing import Any
 
 from jstormpy.errors import AuthenticationError, FrameError
 from jstormpy.runtime.codec import encode_item
+from jstormpy.runtime.dataplane_counters import DataPlaneCounters
 from jstormpy.runtime.frames import (
     ACCEPT,
     CHALLENGE,
@@ -73,7 +74,7 @@ from jstormpy.runtime.handshake_guard import (
     Ticket,
 )
 from jstormpy.runtime.inbound import InboundChannels
-from jstormpy.runtime.outbound import DEAD, READY, Outbound
+from jstormpy.runtime.outbound import DEAD, READY, Outbound, OutboundSettings
 from jstormpy.runtime.tls_socket import DataPlaneTls
 
 __all__ = [
@@ -91,11 +92,6 @@ __all__ = [
     "mac_client",
     "mac_server",
 ]
-
-_STAT_KEYS = ("frames_sent", "bytes_sent", "frames_received", "bytes_received",
-              "auth_failures", "malformed_frames", "stale_frames_dropped", "frames_dropped",
-              "deliver_errors", "reconnects", "frames_retransmitted", "duplicate_frames_dropped",
-              "sequence_gaps", "channels_lost")
 
 
 class Transport(InboundChannels):
@@ -177,8 +173,12 @@ class Transport(InboundChannels):
         self._accept_thread: threading.Thread | None = None
         self._ack_thread: threading.Thread | None = None
         self._port = 0
-        self._stats_lock = threading.Lock()
-        self._stats = dict.fromkeys(_STAT_KEYS, 0)
+        self.counters = DataPlaneCounters()
+        # what every outbound connection needs of this side, read-only
+        self.outbound_settings = OutboundSettings(
+            worker_id=worker_id, secret=self._secret, max_frame_bytes=max_frame_bytes,
+            connect_timeout_s=connect_timeout_s, handshake_timeout_s=handshake_timeout_s,
+            tls=self._tls, log=self._log)
 
     # -- properties ----------------------------------------------------------------------------
     @property
@@ -193,24 +193,8 @@ class Transport(InboundChannels):
 
     @property
     def stats(self) -> dict[str, int]:
-        """A snapshot of the counters.
-
-        ``frames_*``/``bytes_*`` count DATA frames (bytes include the 12-byte header);
-        ``frames_dropped`` counts frames this side dropped before sending (``send()``
-        returned False, or queued frames discarded by a generation change, reset, address
-        change or broken connection); ``deliver_errors`` counts ``deliver()`` exceptions.
-        """
-        with self._stats_lock:
-            return dict(self._stats)
-
-    def _count(self, key: str, n: int = 1) -> None:
-        with self._stats_lock:
-            self._stats[key] += n
-
-    def _count2(self, k1: str, n1: int, k2: str, n2: int) -> None:
-        with self._stats_lock:
-            self._stats[k1] += n1
-            self._stats[k2] += n2
+        """A snapshot of the counters (``dataplane_counters.COUNTER_KEYS``)."""
+        return self.counters.snapshot()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> int:
@@ -259,7 +243,7 @@ class Transport(InboundChannels):
             outs = list(self._outbound.values())
         dropped = sum(ob.discard_other_generations(gen) for ob in outs)
         if dropped:
-            self._count("frames_dropped", dropped)
+            self.counters.count("frames_dropped", dropped)
             self._log.info("worker %d: generation %d: discarded %d queued frame(s) of older "
                            "generations", self.worker_id, gen, dropped)
 
@@ -350,7 +334,7 @@ class Transport(InboundChannels):
             else:
                 ob = self._outbound.get(worker_id)
                 if ob is None:
-                    ob = Outbound(self, worker_id, self._peers[worker_id])
+                    ob = Outbound(self.outbound_settings, self, worker_id, self._peers[worker_id])
                     self._outbound[worker_id] = ob
                     self._threads = [t for t in self._threads if t.is_alive()]
                     self._threads.append(ob.thread)
@@ -383,11 +367,12 @@ class Transport(InboundChannels):
         return self._dropped(worker_id, why)
 
     def _dropped(self, worker_id: int, why: str) -> bool:
-        self._count("frames_dropped")
+        self.counters.count("frames_dropped")
         self._log.debug("worker %d: frame to worker %d dropped: %s", self.worker_id, worker_id, why)
         return False
 
-    def _forget_outbound(self, ob: Outbound) -> None:
+    def forget_outbound(self, ob: Outbound) -> None:
+        """A connection that gave up: the next send to its peer opens a new one."""
         with self._lock:
             if self._outbound.get(ob.worker_id) is ob:
                 del self._outbound[ob.worker_id]
@@ -486,7 +471,7 @@ class Transport(InboundChannels):
             try:
                 peer_worker = self._server_handshake(sock, reader, peer)
             except AuthenticationError as exc:
-                self._count("auth_failures")
+                self.counters.count("auth_failures")
                 self._log.warning("worker %d: authentication failed for %s: %s",
                                   self.worker_id, peer, exc)
                 self._send_close(sock, "authentication failed")
@@ -498,14 +483,14 @@ class Transport(InboundChannels):
             self._log.debug("worker %d: accepted %s", self.worker_id, peer)
             self._read_data(reader, peer, sock, peer_worker)
         except FrameError as exc:
-            self._count("malformed_frames")
+            self.counters.count("malformed_frames")
             self._log.warning("worker %d: closing connection from %s: %s",
                               self.worker_id, peer, exc)
             self._send_close(sock, str(exc))
         except PeerClosedError as exc:
             self._log.debug("worker %d: %s closed: %s", self.worker_id, peer, exc)
         except ssl.SSLError as exc:
-            self._count("auth_failures")
+            self.counters.count("auth_failures")
             self._log.warning("worker %d: TLS handshake with %s failed: %s",
                               self.worker_id, peer, exc)
         except TimeoutError:
@@ -528,9 +513,9 @@ class Transport(InboundChannels):
         return server_handshake(sock, reader, self._secret, self._generation,
                                 self._max_frame_bytes)
 
-    def _channel_lost(self, worker_id: int, why: str) -> None:
+    def channel_lost(self, worker_id: int, why: str) -> None:
         """A channel to or from ``worker_id`` lost frames: log, count, escalate."""
-        self._count("channels_lost")
+        self.counters.count("channels_lost")
         self._log.error("worker %d: %s", self.worker_id, why)
         if self._on_loss is not None and not self._closed:
             try:
