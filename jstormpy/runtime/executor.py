@@ -52,7 +52,7 @@ from jstormpy.runtime.snapshots import (
     serialise,
     verify,
 )
-from jstormpy.runtime.task_host import TaskHost, TaskMetricsCounters, TaskStopped
+from jstormpy.runtime.task_host import TaskCommand, TaskHost, TaskMetricsCounters, TaskStopped
 
 log = logging.getLogger("jstormpy.task")
 
@@ -92,7 +92,7 @@ class TaskExecutor:
         self.linger_s = linger_s
         # ops: Config.latency_timing=False skips the per-batch clock reads (docs/operations.md)
         self.timing = bool(getattr(getattr(host, "config", None), "latency_timing", True))
-        self.ctrl: deque[tuple[str, Any]] = deque()
+        self.ctrl: deque[tuple[TaskCommand, Any]] = deque()
         self.wake = threading.Event()
         self.stopping = False
         self.failed = False
@@ -153,8 +153,8 @@ class TaskExecutor:
         self.thread.join(timeout)
         return not self.thread.is_alive()
 
-    def command(self, name: str, arg: Any) -> None:
-        """Queue a control command (trigger/complete/throttle) for the task thread."""
+    def command(self, name: TaskCommand, arg: Any) -> None:
+        """Queue a command for the task thread (it runs between two user calls)."""
         self.ctrl.append((name, arg))
         self.wake.set()
 
@@ -195,16 +195,16 @@ class TaskExecutor:
     def _process_ctrl(self) -> None:
         while self.ctrl:
             name, arg = self.ctrl.popleft()
-            if name == "trigger":
+            if name is TaskCommand.TRIGGER:
                 self._spout_checkpoint(arg)
-            elif name == "complete":
+            elif name is TaskCommand.COMPLETE:
                 self._complete(arg)
-            elif name == "throttle":
+            elif name is TaskCommand.THROTTLE:
                 self.throttled_until = arg
-            elif name == "trigger_pause":  # barrier, then emit nothing until "resume"
+            elif name is TaskCommand.TRIGGER_PAUSE:  # barrier, then nothing until RESUME
                 self._spout_checkpoint(QuiescentBarrier(arg))
                 self.paused = True
-            elif name == "resume":
+            elif name is TaskCommand.RESUME:
                 self.paused = False
                 self.ticks_paused = False
         if self.stopping:

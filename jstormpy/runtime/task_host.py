@@ -4,11 +4,22 @@ heartbeat reads, and the exception that stops a task thread."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Protocol
 
 from jstormpy.metrics import LATENCY_BUCKETS_MS
 
-__all__ = ["TaskHost", "TaskMetricsCounters", "TaskStopped"]
+__all__ = ["TaskCommand", "TaskHost", "TaskMetricsCounters", "TaskStopped"]
+
+
+class TaskCommand(Enum):
+    """What a worker asks of a task's thread (``TaskExecutor.command``)."""
+
+    TRIGGER = "trigger"  # a spout takes checkpoint n: snapshot, barrier on every channel
+    TRIGGER_PAUSE = "trigger_pause"  # ... then emits nothing until RESUME (gray release)
+    RESUME = "resume"  # the quiescent pause is over: spouts emit, bolts tick again
+    COMPLETE = "complete"  # checkpoint n is complete: sinks commit
+    THROTTLE = "throttle"  # a spout emits nothing until the given monotonic time
 
 
 class TaskStopped(Exception):

@@ -41,10 +41,11 @@ from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.runtime import taskops
 from jstormpy.runtime.channel_plan import chain_plan, input_channels
 from jstormpy.runtime.credits import CREDIT_TASK, CreditGate, GrantTotals, Stopped, TaskInbox
-from jstormpy.runtime.executor import TaskExecutor, TaskHost, TaskStopped
+from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.heartbeat import heartbeat_message
 from jstormpy.runtime.incremental import make_incremental
 from jstormpy.runtime.routing import OutputCollector, build_routes
+from jstormpy.runtime.task_host import TaskCommand, TaskHost, TaskStopped
 from jstormpy.runtime.task_wiring import input_field_index, restore_component
 from jstormpy.runtime.transport import Transport
 from jstormpy.security import auth_metadata, secret_from_env
@@ -520,7 +521,7 @@ class Worker(TaskHost):
                 self.start_tasks()
         elif body == "trigger":
             if msg.trigger.generation == self.generation:
-                cmd = "trigger_pause" if msg.trigger.pause else "trigger"  # pause: upgrade
+                cmd = TaskCommand.TRIGGER_PAUSE if msg.trigger.pause else TaskCommand.TRIGGER
                 for ex in self.executors.values():
                     if ex.kind == "spout":
                         ex.command(cmd, msg.trigger.checkpoint_id)
@@ -530,11 +531,11 @@ class Worker(TaskHost):
                 # during the pause are expected; a later real drop must be reported again
                 self.lost_reported = -1
                 for ex in self.executors.values():
-                    ex.command("resume", None)  # spouts emit, bolts tick again
+                    ex.command(TaskCommand.RESUME, None)  # spouts emit, bolts tick again
         elif body == "complete":
             if msg.complete.generation == self.generation:
                 for ex in self.executors.values():
-                    ex.command("complete", msg.complete.checkpoint_id)
+                    ex.command(TaskCommand.COMPLETE, msg.complete.checkpoint_id)
         elif body == "peers":
             assert self.transport is not None
             new = {p.worker_id: (p.host, p.port) for p in msg.peers.peers}
@@ -554,7 +555,7 @@ class Worker(TaskHost):
             for t in msg.throttle.spout_tasks:
                 spout = self.executors.get(t)
                 if spout is not None:
-                    spout.command("throttle", until)
+                    spout.command(TaskCommand.THROTTLE, until)
         elif body == "shutdown":
             log.info("shutdown requested: %s", msg.shutdown.reason)
             # final metrics: without this, `metrics()` after a drain shows the counts of

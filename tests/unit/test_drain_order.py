@@ -14,6 +14,7 @@ from typing import Any
 from jstormpy import Spout
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.routing import BARRIER, END_OF_STREAM, OutputCollector
+from jstormpy.runtime.task_host import TaskCommand
 from tests.fake_task_host import FakeTaskHost
 
 
@@ -30,7 +31,7 @@ class LastEmitThenTrigger(Spout):
         self.emit((1,))
         self.finish()
         assert self.executor is not None
-        self.executor.command("trigger", 1)
+        self.executor.command(TaskCommand.TRIGGER, 1)
 
 
 def test_a_trigger_racing_the_last_emit_is_not_taken_as_the_final_checkpoint() -> None:

@@ -16,6 +16,7 @@ from jstormpy import Bolt, Spout
 from jstormpy.runtime.credits import TaskInbox
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.routing import BARRIER, DATA, OutputCollector, Route
+from jstormpy.runtime.task_host import TaskCommand
 from tests.fake_task_host import FakeTaskHost
 
 
@@ -69,7 +70,7 @@ def test_a_ticking_bolt_is_quiescent_from_the_upgrade_barrier_until_resume() -> 
         wait_until(lambda: bolt.ticks >= 3)
         # what the worker does with TriggerCheckpoint(pause=True): the spout sends the
         # quiescent barrier and stops
-        spout_ex.command("trigger_pause", 1)
+        spout_ex.command(TaskCommand.TRIGGER_PAUSE, 1)
         spout_ex._process_ctrl()
         wait_until(lambda: any(kind == BARRIER for kind, _ in out))
         at_barrier = bolt.ticks
@@ -83,7 +84,7 @@ def test_a_ticking_bolt_is_quiescent_from_the_upgrade_barrier_until_resume() -> 
         assert DATA in before  # ticks before the barrier do reach the channel
         assert bolt.ticks == at_barrier and after == [], \
             f"ticked {bolt.ticks - at_barrier} times after the quiescent barrier"
-        ex.command("resume", None)  # ResumeSpouts reaches every task
+        ex.command(TaskCommand.RESUME, None)  # ResumeSpouts reaches every task
         wait_until(lambda: bolt.ticks >= at_barrier + 3)
         barrier_at = [k for k, _ in out].index(BARRIER)
         wait_until(lambda: any(k == DATA for k, _ in out[barrier_at + 1:]))
