@@ -13,11 +13,12 @@ checkpoint completes, its offsets are written to the hash
 checkpoint).
 
 **Sink.** Per sink task, keys under ``jstorm:2pc:<topology>:<task>:``: ``fence`` (the
-generation holding the task; per run, under ``jstorm:2pc:<topology>@<job_id>:<task>:``,
-so a fresh run never meets an earlier run's token), ``staged`` (set of staged checkpoint ids) and ``txn:<n>``
-(a list of the encoded entries of transaction ``n``). Pre-commit stages the list with a
-script that first checks the fence; commit runs a script that, if ``n`` is still staged,
-``XADD``s its entries to the stream, deletes the list and removes ``n`` from ``staged``.
+generation holding the task; per run, under ``jstorm:2pc:<topology>@<job_id>:<task>:``, so
+a fresh run never meets an earlier run's token), ``staged`` (set of staged checkpoint ids)
+and ``txn:<n>`` (a list of the encoded entries of transaction ``n``). Pre-commit stages
+the list with a script that first checks the fence; commit runs a script that, if ``n`` is
+still staged, ``XADD``s its entries to the stream, deletes the list and removes ``n`` from
+``staged``.
 Durability of a staged transaction is the server's: run it with ``appendonly yes`` and
 ``appendfsync always`` (or ``everysec``, accepting up to a second of loss on a server crash).
 """
