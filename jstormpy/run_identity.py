@@ -130,14 +130,20 @@ def store_run_identity(store: MetaStore, run: RunIdentity) -> None:
     store.put_meta(RUN_META, json.dumps(run.to_dict(), sort_keys=True).encode())
 
 
-def take_over_run(store: MetaStore, resume: bool) -> RunIdentity:
+def take_over_run(store: MetaStore, resume: bool) -> RunIdentity | None:
     """What a starting Topology Master runs as, stored before it serves any worker.
 
     ``resume`` (a TM restart, or a savepoint restore prepared by the launcher): the stored
-    run, one epoch later (a new run if none is stored: a backend of an older version).
-    Otherwise a fresh run.
+    run, one epoch later. Otherwise a fresh run. None when resuming a run that an older
+    version started (nothing stored): it continues under the names it started with (no
+    run namespace) until its next fresh start.
     """
-    current = load_run_identity(store) if resume else None
-    run = current.taken_over() if current is not None else RunIdentity.fresh()
+    if resume:
+        current = load_run_identity(store)
+        if current is None:
+            return None
+        run = current.taken_over()
+    else:
+        run = RunIdentity.fresh()
     store_run_identity(store, run)
     return run

@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     core = MasterCore(descriptor["name"], config, descriptor, backend, resume=args.resume)
     # before serving: workers read it from the backend once GetTopology answers
     core.run = take_over_run(backend, args.resume)
-    logging.getLogger("jstormpy.master").info("%s: %s", descriptor["name"], core.run)
+    logging.getLogger("jstormpy.master").info(
+        "%s: %s", descriptor["name"],
+        core.run or "a run started before run identities (no run namespace)")
     core.upgrade.attach_run_dir(run_dir)  # code packages for gray release
     core.rescale.attach_run_dir(run_dir)  # topology files for in-place rescale
     stop = threading.Event()
