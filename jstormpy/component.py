@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from jstormpy.run_identity import RunIdentity
+
 DEFAULT_STREAM = "default"
 
 
@@ -103,6 +105,10 @@ class TopologyContext:
     """This component's declared streams and their fields."""
     generation: int = 0
     """The topology generation the task runs in (bumped by every rollback)."""
+    run: RunIdentity | None = None
+    """Which run of the topology this is (:mod:`jstormpy.run_identity`); None when the task
+    is driven outside a Topology Master (tests, ``run_inline``). Sinks namespace what they
+    leave in external systems with it."""
 
     @property
     def parallelism(self) -> int:

@@ -38,6 +38,7 @@ from jstormpy.keygroups import (
     resolve_max_parallelism,
     split_by_key_group,
 )
+from jstormpy.run_identity import RunIdentity, load_run_identity, store_run_identity
 from jstormpy.state_backends import StateBackend, open_backend
 from jstormpy.state_backends.base import open_blob, seal_blob
 from jstormpy.state_backends.changelog import load_task_snapshot
@@ -122,10 +123,11 @@ def _write_savepoint(source: StateBackend, checkpoint_id: int, topology: Topolog
                                 "state_version": getattr(spec.cls, "state_version", None),
                                 "key_groups": sorted(groups),
                                 "state_layout": STATE_BY_TASK if by_task else STATE_BY_KEY_GROUP}
+        run = RunIdentity.from_dict(meta.get("run")) or load_run_identity(source)
         manifest = {"format": FORMAT, "engine_version": __version__,
                     "topology": topology.descriptor(), "max_parallelism": max_p,
                     "checkpoint_id": checkpoint_id, "created_at": time.time(),
-                    "components": components}
+                    "components": components, "run": run.to_dict() if run else None}
         target.put_object(MANIFEST, seal_blob(json.dumps(manifest, sort_keys=True).encode()))
     finally:
         target.close()
@@ -280,16 +282,43 @@ def savepoint_run(run_dir: Any, force_checkpoint: Any, uri: str | None, home: An
         backend.close()
 
 
+def check_restore_output(topology: Topology, checkpoint_id: int) -> None:
+    """Before a savepoint restore touches anything: refuse sinks whose output already holds
+    what the restored run would write (``FileSink.check_savepoint_restore``: part files
+    committed after the savepoint's checkpoint ``checkpoint_id``, whose names the restored
+    run's checkpoint ids would take again).
+
+    Raises:
+        SinkError: A sink's output is in use past the savepoint; the message names it.
+    """
+    for spec in topology.components.values():
+        check = getattr(spec.obj, "check_savepoint_restore", None)
+        if callable(check) and not isinstance(spec.obj, type):
+            check(checkpoint_id)
+
+
 def prepare_restore(uri: str, topology: Topology, config: Any,
                     allow_non_restored_state: bool = False) -> int:
-    """Make ``config.state_backend`` start from the savepoint: drop its old checkpoints and
-    import the savepoint as its only completed checkpoint (then submit with resume)."""
+    """Make ``config.state_backend`` start from the savepoint: drop its old checkpoints,
+    import the savepoint as its only completed checkpoint and record the new run it starts
+    (:meth:`RunIdentity.from_savepoint`); then submit with resume.
+
+    Raises:
+        SinkError: A sink's output already holds output written after the savepoint
+            (:func:`check_restore_output`); nothing was changed.
+        JStormError: The savepoint cannot be read or does not fit the topology.
+    """
+    manifest = read_manifest(uri)
+    check_restore_output(topology, int(manifest["checkpoint_id"]))
     backend = open_backend(config.state_backend, **config.state_backend_options)
     try:
         backend.delete_objects("chk-")
         backend.delete_objects("inc/")  # incremental segments of the dropped checkpoints
-        return import_savepoint(uri, topology, backend, config.max_parallelism,
-                                allow_non_restored_state)
+        cid = import_savepoint(uri, topology, backend, config.max_parallelism,
+                               allow_non_restored_state)
+        store_run_identity(backend, RunIdentity.from_savepoint(
+            RunIdentity.from_dict(manifest.get("run")), int(manifest["checkpoint_id"])))
+        return cid
     finally:
         backend.close()
 

@@ -21,6 +21,7 @@ from jstormpy.master.core import MasterCore
 from jstormpy.master.http import start_ops_server
 from jstormpy.master.rescale import finish_pending_rescale
 from jstormpy.master.service import TopologyMasterService, serve
+from jstormpy.run_identity import take_over_run
 from jstormpy.security import secret_from_env
 from jstormpy.state_backends import open_backend
 from jstormpy.state_backends.deadline import DeadlineBackend
@@ -50,6 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     descriptor_json = (run_dir / "descriptor.json").read_text()
     descriptor = json.loads(descriptor_json)
     core = MasterCore(descriptor["name"], config, descriptor, backend, resume=args.resume)
+    # before serving: workers read it from the backend once GetTopology answers
+    core.run = take_over_run(backend, args.resume)
+    logging.getLogger("jstormpy.master").info(
+        "%s: %s", descriptor["name"],
+        core.run or "a run started before run identities (no run namespace)")
     core.upgrade.attach_run_dir(run_dir)  # code packages for gray release
     core.rescale.attach_run_dir(run_dir)  # topology files for in-place rescale
     stop = threading.Event()

@@ -190,6 +190,8 @@ class CheckpointCoordination:
                 "spouts_finished": finished, "size_bytes": size,
                 "completed_at": time.time(),
                 "duration_ms": (time.monotonic() - pending.started) * 1000}
+        if self.run is not None:  # which run completed it (run_identity.py)
+            meta["run"] = self.run.to_dict()
         self.committing[cid] = pending
         self.backend_io.submit(lambda: self._write_commit_point(pending, meta, finished, size))
 

@@ -24,6 +24,7 @@ from jstormpy.master.rescale import RescaleController
 from jstormpy.master.upgrade import UpgradeController
 from jstormpy.metrics import CHECKPOINT_BUCKETS_MS, CumulativeHistogram
 from jstormpy.proto import jstorm_pb2 as pb
+from jstormpy.run_identity import RunIdentity
 from jstormpy.state_backends import StateBackend
 from jstormpy.topology import assign_tasks
 
@@ -119,6 +120,7 @@ class MasterCore(CheckpointCoordination):
                 backend.delete_objects("chk-")
                 backend.delete_objects("inc/")  # incremental segments of those checkpoints
         self.resume = resume
+        self.run: RunIdentity | None = None  # set by the TM process (run_identity.py)
         self.upgrade = UpgradeController(self)  # gray release (master/upgrade.py)
         self.rescale = RescaleController(self)  # in-place rescale (master/rescale.py)
 

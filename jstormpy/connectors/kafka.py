@@ -12,7 +12,8 @@ restarts (``jstorm-{topology}-{component}-{task_id}``), one transaction per chec
 See docs/kafka.md for the protocol and for what happens to a pre-committed transaction
 across a crash (confluent-kafka cannot resume another process's transaction, so the sink
 keeps the pre-committed records in its checkpoint and re-sends them in a new transaction,
-guarded by a commit log written inside each transaction).
+guarded by a commit log written inside each transaction, whose entries are kept per run:
+:func:`commit_log_key`).
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from jstormpy.barrier.twophase import Sink
 from jstormpy.component import TopologyContext, Tuple
 from jstormpy.connectors.splits import ReplayableSpout, SplitRecord
 from jstormpy.errors import FencedError, SinkError, SourceError
+from jstormpy.run_identity import RunIdentity
 
-__all__ = ["KafkaSink", "KafkaSpout", "kafka_bootstrap_of_mock", "read_commit_log"]
+__all__ = ["KafkaSink", "KafkaSpout", "commit_log_key", "kafka_bootstrap_of_mock",
+           "read_commit_log"]
 
 _log = logging.getLogger(__name__)
 
@@ -221,9 +224,23 @@ def _encode(value: Any) -> bytes | None:
                         "give str, bytes or something JSON-serialisable") from exc
 
 
+def commit_log_key(transactional_id: str, run: RunIdentity | str | None) -> str:
+    """The commit-log key of a sink task in one run: ``{transactional_id}@{job_id}``
+    (:mod:`jstormpy.run_identity`), or the bare ``transactional_id`` without a run (a sink
+    driven outside a Topology Master, or a run older than run identities).
+
+    Example:
+        >>> commit_log_key("jstorm-orders-out-3", "3f2a9c01b7de0a11")
+        'jstorm-orders-out-3@3f2a9c01b7de0a11'
+    """
+    job_id = run.job_id if isinstance(run, RunIdentity) else run
+    return f"{transactional_id}@{job_id}" if job_id else transactional_id
+
+
 def read_commit_log(bootstrap_servers: str, log_topic: str, transactional_id: str,
                     timeout: float = 10.0, how: str = "read_committed") -> list[int]:
-    """Checkpoint ids the sink task ``transactional_id`` committed, from its commit log.
+    """Checkpoint ids the sink task ``transactional_id`` committed, from its commit log
+    (pass :func:`commit_log_key` for the entries of one run).
 
     ``how="read_committed"``: a consumer with ``isolation.level=read_committed``; on a real
     cluster the entries of aborted transactions are not returned, on librdkafka's mock
@@ -316,6 +333,9 @@ class KafkaSink(Sink):
         self.value_field = value_field
         self.producer_conf = conf
         self.transactional_id = ""
+        self.commit_log_key = ""     # this run's key in the commit log (commit_log_key)
+        self._earlier_key = ""       # the key of the run a savepoint restore started from
+        self._earlier_through = 0    # ... and the savepoint's checkpoint id
         self._producer: Any = None
         self._open: int | None = None        # checkpoint id of the Kafka transaction open
         self._staged: int | None = None      # pre-committed (flushed, open) transaction id
@@ -332,6 +352,11 @@ class KafkaSink(Sink):
         previous producer (any earlier process) and aborts its open transaction."""
         ck = _ck()
         self.transactional_id = f"jstorm-{context.topology}-{context.component}-{context.task_id}"
+        run = context.run
+        self.commit_log_key = commit_log_key(self.transactional_id, run)
+        if run is not None and run.restored_through:
+            self._earlier_key = commit_log_key(self.transactional_id, run.restored_from or None)
+            self._earlier_through = run.restored_through
         settings: dict[str, Any] = {"transaction.timeout.ms": 60_000, "log_level": 3}
         settings.update(self.producer_conf)
         settings.update({"bootstrap.servers": self.bootstrap_servers,
@@ -345,13 +370,23 @@ class KafkaSink(Sink):
                             f"at {self.bootstrap_servers}: {exc}") from exc
         self._pending_rows = self.state("kafka_sink_pending")
 
-    def _committed_through(self) -> int:
-        """The highest checkpoint id this task's commit log holds (0: none). Transactions
-        commit in checkpoint order, so every id up to it is committed; that also makes the
-        log safe to compact (``cleanup.policy=compact``: the last entry per key suffices)."""
-        ids = read_commit_log(self.bootstrap_servers, self.commit_log_topic,
-                              self.transactional_id, how=self.commit_log_read)
+    def _committed_through(self, key: str) -> int:
+        """The highest checkpoint id the commit log holds under ``key`` (0: none).
+        Transactions commit in checkpoint order, so every id up to it is committed; that
+        also makes the log safe to compact (``cleanup.policy=compact``: the last entry per
+        key suffices)."""
+        ids = read_commit_log(self.bootstrap_servers, self.commit_log_topic, key,
+                              how=self.commit_log_read)
         return max(ids, default=0)
+
+    def _already_committed(self, checkpoint_id: int) -> bool:
+        """Whether transaction ``checkpoint_id`` is committed, by the commit log of the run
+        it belongs to: this run's entries only (a fresh run's ids restart at 1, an earlier
+        run's entries say nothing about them), except the ids up to the savepoint a restored
+        run started from, which were the earlier run's transactions."""
+        if self._earlier_through and checkpoint_id <= self._earlier_through:
+            return checkpoint_id <= self._committed_through(self._earlier_key)
+        return checkpoint_id <= self._committed_through(self.commit_log_key)
 
     # -- the transaction protocol ---------------------------------------------------------
     def begin(self, checkpoint_id: int) -> None:
@@ -432,7 +467,7 @@ class KafkaSink(Sink):
     def _log_commit(self, checkpoint_id: int) -> None:
         ck = _ck()
         try:
-            self._producer.produce(self.commit_log_topic, key=self.transactional_id.encode(),
+            self._producer.produce(self.commit_log_topic, key=self.commit_log_key.encode(),
                                    value=str(checkpoint_id).encode(),
                                    on_delivery=self._on_delivery)
         except ck.KafkaException as exc:
@@ -464,7 +499,7 @@ class KafkaSink(Sink):
             self._start_buffered()
             return
         rows = self._pending_rows.pop(checkpoint_id, None)
-        if rows is None or checkpoint_id <= self._committed_through():
+        if rows is None or self._already_committed(checkpoint_id):
             return  # already committed (or empty): idempotent no-op
         if self._staged is not None or self._open is not None:
             raise SinkError(f"KafkaSink {self.transactional_id}: cannot redo transaction "

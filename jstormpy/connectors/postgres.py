@@ -11,7 +11,9 @@ Mode ``"2pc"`` (default), per sink task and checkpoint ``n``:
 * recovery to checkpoint ``c``: every prepared transaction of this task (``pg_prepared_xacts``)
   with ``n <= c`` is committed, the others rolled back (``ROLLBACK PREPARED``); then this
   generation becomes the task's fencing token, so a zombie of an older generation can no
-  longer prepare (its fence check fails) or commit.
+  longer prepare (its fence check fails) or commit. The fencing row is the run's own
+  (``topology`` column = ``<topology>@<job_id>``, :attr:`TwoPhaseCommitSink.fence_owner`):
+  a fresh run, whose generations restart at 1, never meets an earlier run's token.
 
 Mode ``"upsert"``: rows are written in an ordinary transaction at the barrier as
 ``INSERT ... ON CONFLICT (key) DO UPDATE``; a replay rewrites the same rows, so the table
@@ -192,7 +194,7 @@ class PostgresSink(TwoPhaseCommitSink):
             conn.autocommit = False
             conn.tpc_begin(gid)
             fence = conn.execute(f"SELECT generation FROM {FENCE_TABLE} WHERE topology = %s "
-                                 "AND task = %s FOR SHARE", (self.topology, self.task_id)
+                                 "AND task = %s FOR SHARE", (self.fence_owner, self.task_id)
                                  ).fetchone()
             if fence is None or int(fence[0]) != self.generation:
                 conn.tpc_rollback()
@@ -277,7 +279,7 @@ class PostgresSink(TwoPhaseCommitSink):
 
     def _fence_token(self, conn: Any) -> int | None:
         row = conn.execute(f"SELECT generation FROM {FENCE_TABLE} WHERE topology = %s AND "
-                           "task = %s", (self.topology, self.task_id)).fetchone()
+                           "task = %s", (self.fence_owner, self.task_id)).fetchone()
         return None if row is None else int(row[0])
 
     def _finish_prepared(self, checkpoint_id: int, verb: str) -> None:
@@ -336,7 +338,7 @@ class PostgresSink(TwoPhaseCommitSink):
                 f"INSERT INTO {FENCE_TABLE} (topology, task, generation) VALUES (%s, %s, %s) "
                 f"ON CONFLICT (topology, task) DO UPDATE SET generation = EXCLUDED.generation "
                 f"WHERE {FENCE_TABLE}.generation < EXCLUDED.generation",
-                (self.topology, self.task_id, self.generation))
+                (self.fence_owner, self.task_id, self.generation))
             token = self._fence_token(conn)
         except psycopg.errors.LockNotAvailable:
             raise

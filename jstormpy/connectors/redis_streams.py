@@ -13,10 +13,12 @@ checkpoint completes, its offsets are written to the hash
 checkpoint).
 
 **Sink.** Per sink task, keys under ``jstorm:2pc:<topology>:<task>:``: ``fence`` (the
-generation holding the task), ``staged`` (set of staged checkpoint ids) and ``txn:<n>``
-(a list of the encoded entries of transaction ``n``). Pre-commit stages the list with a
-script that first checks the fence; commit runs a script that, if ``n`` is still staged,
-``XADD``s its entries to the stream, deletes the list and removes ``n`` from ``staged``.
+generation holding the task; per run, under ``jstorm:2pc:<topology>@<job_id>:<task>:``, so
+a fresh run never meets an earlier run's token), ``staged`` (set of staged checkpoint ids)
+and ``txn:<n>`` (a list of the encoded entries of transaction ``n``). Pre-commit stages
+the list with a script that first checks the fence; commit runs a script that, if ``n`` is
+still staged, ``XADD``s its entries to the stream, deletes the list and removes ``n`` from
+``staged``.
 Durability of a staged transaction is the server's: run it with ``appendonly yes`` and
 ``appendfsync always`` (or ``everysec``, accepting up to a second of loss on a server crash).
 """
@@ -244,6 +246,11 @@ class RedisStreamSink(TwoPhaseCommitSink):
     def _key(self, suffix: str) -> str:
         return f"jstorm:2pc:{self.topology}:{self.task_id}:{suffix}"
 
+    def _fence_key(self) -> str:
+        """The task's fencing token, per run (``fence_owner``): a new run's generations
+        restart at 1 and must not meet an earlier run's token."""
+        return f"jstorm:2pc:{self.fence_owner}:{self.task_id}:fence"
+
     def row_of(self, tup: Tuple) -> str:
         """The entry as JSON ``[field, value, field, value, ...]`` (values encoded)."""
         names = self.fields or tup.fields
@@ -279,13 +286,13 @@ class RedisStreamSink(TwoPhaseCommitSink):
         """Stage the entries under ``txn:<n>`` (fenced; an empty transaction stages nothing)."""
         if not rows:
             return
-        self._run("stage", [self._key("fence"), self._key("staged"),
+        self._run("stage", [self._fence_key(), self._key("staged"),
                             self._key(f"txn:{checkpoint_id}")],
                   [self.generation, checkpoint_id, *rows],
                   f"staging {self.transaction_name(checkpoint_id)}")
 
     def _finish(self, checkpoint_id: int, verb: str) -> None:
-        self._run("finish", [self._key("fence"), self._key("staged"),
+        self._run("finish", [self._fence_key(), self._key("staged"),
                              self._key(f"txn:{checkpoint_id}"), self.stream],
                   [self.generation, checkpoint_id, verb, self.maxlen or ""],
                   f"{verb}ing {self.transaction_name(checkpoint_id)}")
@@ -311,7 +318,7 @@ class RedisStreamSink(TwoPhaseCommitSink):
 
     def install_fence(self) -> None:
         """Set the task's fencing token to this generation (refused if a newer one holds it)."""
-        self._run("fence", [self._key("fence")], [self.generation], "installing the fence")
+        self._run("fence", [self._fence_key()], [self.generation], "installing the fence")
 
     def cleanup(self) -> None:
         """Close the connection."""

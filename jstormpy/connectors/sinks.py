@@ -33,6 +33,7 @@ from typing import IO, Any
 from jstormpy.barrier.twophase import Sink
 from jstormpy.component import TopologyContext, Tuple
 from jstormpy.connectors.file_parts import (
+    PART_RE,
     WORK_RE,
     committed_files,
     committed_names,
@@ -495,6 +496,36 @@ class FileSink(Sink):
         """
         if os.path.isdir(self.directory):
             self._refuse_earlier_output()
+
+    def check_savepoint_restore(self, checkpoint_id: int) -> None:
+        """Refuse a savepoint restore into a directory holding output committed after the
+        savepoint (its checkpoint ``checkpoint_id``).
+
+        The restored run continues checkpoint ids from the savepoint's, so its part files
+        would take the names of those files; a commit finding its name taken counts the
+        transaction as already committed, and the restored output would be dropped. The
+        launcher calls it before the restore changes anything (``prepare_restore``).
+
+        Raises:
+            SinkError: Such part files exist; the message names them and what to do.
+        """
+        if not os.path.isdir(self.directory):
+            return
+        try:
+            names = committed_names(self.directory)
+        except OSError as exc:
+            raise self._fail("list its output directory", exc) from exc
+        later = [n for n in names
+                 if (m := PART_RE.match(n)) is not None and int(m.group(1)) > checkpoint_id]
+        if later:
+            raise SinkError(
+                f"FileSink directory {self.directory!r} holds {len(later)} part file(s) "
+                f"committed after the savepoint's checkpoint {checkpoint_id} ({later[0]} ... "
+                f"{later[-1]}); the restored run continues checkpoint ids from "
+                f"{checkpoint_id} and would write the same names, so its output would be "
+                "dropped. Restore into an empty directory, or move the part files with a "
+                f"checkpoint id above {checkpoint_id} away (the restored run writes that "
+                "output again)")
 
     def _refuse_earlier_output(self) -> None:
         try:

@@ -12,8 +12,9 @@ storage steps a connector implements:
 ``commit_transaction``      make staged ``n`` visible; idempotent
 ``abort_transaction``       discard staged ``n`` (no-op if there is none)
 ``staged_transactions``     the ids this task has staged and not yet committed
-``install_fence``           record this instance's generation as the task's fencing token,
-                            so an older generation (a zombie) can no longer stage/commit
+``install_fence``           record this instance's generation as the task's fencing token
+                            (kept per run: :attr:`~TwoPhaseCommitSink.fence_owner`), so an
+                            older generation (a zombie) can no longer stage/commit
 ==========================  ==============================================================
 
 Recovery after restoring checkpoint ``c``: fence first, then commit every staged
@@ -103,6 +104,15 @@ class TwoPhaseCommitSink(Sink):
     def generation(self) -> int:
         """The generation this instance runs in: its fencing token (with the task id)."""
         return int(self._ctx().generation)
+
+    @property
+    def fence_owner(self) -> str:
+        """Whose fencing token this task's fence row/key holds: ``<topology>@<job_id>``
+        (:mod:`jstormpy.run_identity`), so a fresh run or a savepoint restore, whose
+        generations restart at 1, never meets an earlier run's token; the bare topology
+        name without a run identity."""
+        run = self._ctx().run
+        return f"{self.topology}@{run.job_id}" if run is not None else self.topology
 
     def _ctx(self) -> TopologyContext:
         ctx = self.__dict__.get("_jstorm_2pc_ctx")

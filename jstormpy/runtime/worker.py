@@ -38,6 +38,7 @@ from jstormpy.faults import chaos_route
 from jstormpy.keygroups import key_group_range, resolve_max_parallelism
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
+from jstormpy.run_identity import RunIdentity, load_run_identity
 from jstormpy.runtime import taskops
 from jstormpy.runtime.channel_plan import chain_plan, input_channels
 from jstormpy.runtime.credits import CREDIT_TASK, CreditGate, GrantTotals, Stopped, TaskInbox
@@ -80,6 +81,7 @@ class Worker(TaskHost):
         self.code_version = code_version or os.environ.get("JSTORM_CODE_VERSION", "v1")
         self.launch_attempt = int(os.environ.get("JSTORM_LAUNCH_ATTEMPT") or 0)  # Spark only
         self.generation = 0
+        self.run: RunIdentity | None = None  # the run the TM drives (run_identity.py)
         self.max_parallelism = 0  # number of key groups, set when tasks are built
         self.guarantee = "exactly_once"
         self.executors: dict[int, TaskExecutor] = {}
@@ -160,6 +162,8 @@ class Worker(TaskHost):
             self.backend = DeadlineBackend(  # a hung backend fails the upload, in time
                 open_backend(self.config.state_backend, **self.config.state_backend_options),
                 self.config.state_backend_timeout_ms)
+            # the TM stored the run it drives before serving GetTopology (run_identity.py)
+            self.run = load_run_identity(self.backend)
 
     @property
     def host(self) -> str:
@@ -389,7 +393,7 @@ class Worker(TaskHost):
                 topology=topo.name, component=name, task_id=task_id,
                 task_index=component_tasks[name].index(task_id), worker_id=self.worker_id,
                 component_tasks=component_tasks, input_tasks=inputs,
-                output_fields=spec.streams, generation=self.generation)
+                output_fields=spec.streams, generation=self.generation, run=self.run)
             snap = restore_component(comp, snapshots.get(task_id), self.max_parallelism,
                                      f"component {name!r}, task {task_id}")
             source_index = input_field_index(topo, name, component_tasks)

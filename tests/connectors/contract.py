@@ -36,6 +36,7 @@ from jstormpy.barrier.twophase import Sink
 from jstormpy.component import Spout, TopologyContext, Tuple
 from jstormpy.connectors.splits import owned_splits
 from jstormpy.errors import FencedError, SinkError
+from jstormpy.run_identity import RunIdentity
 
 FIELDS = ("key", "seq", "value")
 INDEX = {f: i for i, f in enumerate(FIELDS)}
@@ -43,12 +44,14 @@ TOPOLOGY = "contract"
 
 
 def context(task_id: int = 1, generation: int = 1, task_index: int = 0, parallelism: int = 1,
-            component: str = "c", topology: str = TOPOLOGY) -> TopologyContext:
+            component: str = "c", topology: str = TOPOLOGY,
+            run: RunIdentity | None = None) -> TopologyContext:
     """A task context like the worker builds (task ids ``1 .. parallelism``)."""
     tasks = tuple(range(task_id - task_index, task_id - task_index + parallelism))
     return TopologyContext(topology=topology, component=component, task_id=task_id,
                            task_index=task_index, worker_id=1,
-                           component_tasks={component: tasks}, generation=generation)
+                           component_tasks={component: tasks}, generation=generation,
+                           run=run)
 
 
 def wait_for(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:

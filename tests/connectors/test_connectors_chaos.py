@@ -297,3 +297,60 @@ def test_redis_down_aborts_checkpoints_not_the_job(tmp_path: Any,
     assert status["state"] == "drained", status
     assert status["restarts"] == 0, status["recoveries"]
     _check(read_json_stream(url, "out"))
+
+
+# ------------------------------------------------- a fresh run after an earlier run
+
+def _clean_start(status: dict[str, Any]) -> None:
+    """The run drained without a single recovery and without a fencing error."""
+    assert status["state"] == "drained", status
+    fenced = [e for e in status.get("errors", []) if "fenced" in str(e).lower()]
+    assert not fenced, f"a fresh run was fenced by an earlier run's fence rows: {fenced}"
+    assert status["restarts"] == 0, status["recoveries"]
+
+
+# the first run goes through a recovery: its sink tasks' fence rows hold generation 2
+EARLIER_RUN = ChaosSchedule(61, (Kill("point", point="after_snapshot", checkpoint=2),))
+
+
+def test_postgres_fresh_run_after_an_earlier_run_is_not_fenced(tmp_path: Any,
+                                                               pg_dsn: str) -> None:
+    """Issue 23, hole 3 (fence rows): a fresh run of the same topology name (into another
+    table) starts at generation 1 again; the earlier run's fence rows must not fence it."""
+    _pg_table(pg_dsn)
+    home = str(tmp_path / "home")
+    status, kills, _ = run_with_chaos(_pg_topology(pg_dsn, "pg-rerun"), _config(),
+                                      EARLIER_RUN, timeout=180, home=home)
+    _assert_killed(kills, status)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE totals RENAME TO totals_first_run")
+    _pg_table(pg_dsn)
+    status, _, _ = run_with_chaos(_pg_topology(pg_dsn, "pg-rerun"), _config(),
+                                  ChaosSchedule(seed=0), timeout=180, home=home)
+    _clean_start(status)
+    _check(_pg_rows(pg_dsn))
+    assert _pg_prepared(pg_dsn) == []
+
+
+def test_redis_fresh_run_after_an_earlier_run_is_not_fenced(tmp_path: Any,
+                                                            redis_server: RedisServer) -> None:
+    """Issue 23, hole 3 (fence keys): the same for RedisStreamSink's fence keys."""
+    url = redis_server.url
+    home = str(tmp_path / "home")
+
+    def topology(out: str) -> Any:
+        b = TopologyBuilder("redis-rerun")
+        b.set_spout("events", SequenceSpout(keys=KEYS, per_key=PER_KEY, rate_per_s=3000),
+                    parallelism=2)
+        b.set_bolt("sum", RunningSum, parallelism=2).fields_grouping("events", ["key"])
+        b.set_bolt("out", RedisStreamSink(url, out), parallelism=2).fields_grouping(
+            "sum", ["key"])
+        return b.build()
+
+    status, kills, _ = run_with_chaos(topology("out-1"), _config(), EARLIER_RUN,
+                                      timeout=180, home=home)
+    _assert_killed(kills, status)
+    status, _, _ = run_with_chaos(topology("out-2"), _config(), ChaosSchedule(seed=0),
+                                  timeout=180, home=home)
+    _clean_start(status)
+    _check(read_json_stream(url, "out-2"))

@@ -35,6 +35,7 @@ from jstormpy.connectors.kafka import (
 )
 from jstormpy.connectors.kafka_markers import committed_records, records_with_states
 from jstormpy.rescale_state import plan_rescale, rescale_checkpoint
+from jstormpy.run_identity import RunIdentity
 from jstormpy.state_backends import open_backend
 from tests.connectors.contract import TOPOLOGY, SourceContract, context
 
@@ -145,12 +146,12 @@ class SinkTask:
 
     def __init__(self, bootstrap: str, topic: str, restored: int | None = None,
                  pending: Sequence[int] = (), state: dict[Any, Any] | None = None,
-                 generation: int = 1, task_id: int = 1) -> None:
+                 generation: int = 1, task_id: int = 1, run: RunIdentity | None = None) -> None:
         self.sink = KafkaSink(topic, bootstrap, key_field="key",
                               commit_log_read="read_committed" if REAL else "markers")
         if state is not None:  # the restored managed state (the task snapshot)
             self.sink.__dict__["_jstorm_states"] = {"kafka_sink_pending": dict(state)}
-        self.sink.prepare({}, context(task_id=task_id, generation=generation))
+        self.sink.prepare({}, context(task_id=task_id, generation=generation, run=run))
         for p in pending:
             self.sink.commit(p)
         self.sink.recover(restored)
@@ -226,6 +227,64 @@ def test_crash_between_pre_commit_and_commit_is_resolved(bootstrap: str) -> None
     assert [(m.key().decode(), m.value().decode())
             for m in committed_records(bootstrap, topic)] == expected, (
         "commit of an already committed transaction re-sent it")
+
+
+def _committed_run(bootstrap: str, topic: str, run: RunIdentity, rows: int = 2) -> None:
+    """A run of one sink task that commits transactions 1..3 (its commit log: 1, 2, 3)."""
+    t = SinkTask(bootstrap, topic, run=run)
+    for _ in range(3):
+        t.write([("a", f"{run.job_id}-{i}") for i in range(rows)])
+        n, _snap = t.barrier()
+        t.sink.commit(n)
+    t.sink.abort(t.txn)
+    t.sink.cleanup()
+
+
+def _values(bootstrap: str, topic: str) -> list[str]:
+    return [m.value().decode() for m in committed_records(bootstrap, topic)]
+
+
+def test_a_fresh_run_does_not_take_an_earlier_runs_commit_log_entries(bootstrap: str
+                                                                       ) -> None:
+    """Issue 23 hole 3, one task: the fresh run's transaction 1, pre-committed, crashed
+    before its commit, is re-sent although the earlier run's log already holds 1..3."""
+    topic = new_topic(bootstrap)
+    _committed_run(bootstrap, topic, RunIdentity("earlier", 1))
+    fresh = RunIdentity("fresh", 1)
+    t = SinkTask(bootstrap, topic, run=fresh)
+    t.write([("a", "fresh-0"), ("a", "fresh-1")])
+    n, snap = t.barrier()
+    t.sink.cleanup()  # crash after complete(n), before commit(n)
+    SinkTask(bootstrap, topic, restored=n, pending=[n], state=snap, generation=2, run=fresh)
+    assert [v for v in _values(bootstrap, topic) if v.startswith("fresh")] == [
+        "fresh-0", "fresh-1"]
+    log = topic + ".jstorm-commits"
+    assert read_commit_log(bootstrap, log, f"{TID}@fresh", how="markers") == [n]
+    assert read_commit_log(bootstrap, log, f"{TID}@earlier", how="markers") == [1, 2, 3]
+
+
+def test_a_savepoint_restore_takes_its_pending_transaction_as_the_earlier_runs(
+        bootstrap: str) -> None:
+    """The savepoint's pending transaction (its checkpoint 3) was the earlier run's, which
+    committed it: the restored run (a new job id) must not re-send it; its own ids after the
+    savepoint are looked up under its own key."""
+    topic = new_topic(bootstrap)
+    earlier = RunIdentity("earlier", 1)
+    t = SinkTask(bootstrap, topic, run=earlier)
+    for i in range(3):
+        t.write([("a", f"earlier-{i}")])
+        n, snap = t.barrier()
+        t.sink.commit(n)
+    t.sink.abort(t.txn)
+    t.sink.cleanup()
+    restored = RunIdentity.from_savepoint(earlier, n).taken_over()
+    r = SinkTask(bootstrap, topic, restored=n + 1, pending=[n], state=snap, run=restored)
+    r.write([("a", "restored-0")])
+    m, snap2 = r.barrier()
+    r.sink.cleanup()  # crash before commit(m): m is above the savepoint, this run's own
+    SinkTask(bootstrap, topic, restored=m, pending=[m], state=snap2, generation=2,
+             run=restored)
+    assert _values(bootstrap, topic) == ["earlier-0", "earlier-1", "earlier-2", "restored-0"]
 
 
 def test_rescale_leaves_no_committed_records_in_the_sink_state(bootstrap: str,

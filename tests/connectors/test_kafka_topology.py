@@ -33,13 +33,13 @@ ck = pytest.importorskip("confluent_kafka")
 KEYS, PER_KEY = 8, 1000
 
 
-def produce_input(servers: str) -> str:
-    """``PER_KEY`` records ``(k{i}, seq)`` per key, keyed (one partition per key)."""
+def produce_input(servers: str, prefix: str = "k") -> str:
+    """``PER_KEY`` records ``({prefix}{i}, seq)`` per key, keyed (one partition per key)."""
     topic = f"in-{uuid.uuid4().hex[:8]}"
     p = ck.Producer({"bootstrap.servers": servers, "log_level": 3})
     for seq in range(PER_KEY):
         for k in range(KEYS):
-            p.produce(topic, key=f"k{k}", value=str(seq))
+            p.produce(topic, key=f"{prefix}{k}", value=str(seq))
     assert p.flush(30) == 0
     return topic
 
@@ -54,8 +54,8 @@ class PacedKafkaSpout(KafkaSpout):
         time.sleep(0.005)
 
 
-def build(servers: str, src: str, dst: str) -> Any:
-    b = TopologyBuilder(f"kafka-{uuid.uuid4().hex[:6]}")
+def build(servers: str, src: str, dst: str, name: str = "") -> Any:
+    b = TopologyBuilder(name or f"kafka-{uuid.uuid4().hex[:6]}")
     b.set_spout("in", PacedKafkaSpout(src, servers, bounded=True, idle_timeout_ms=None,
                                       batch=20), parallelism=2)
     how = "read_committed" if REAL else "markers"
@@ -128,3 +128,29 @@ def test_kafka_exactly_once_under_sigkill(tmp_path: Any, bootstrap: str,
                 for m, state in records_with_states(bootstrap, topic)
                 if state in ("open", "aborted")]
         assert left, "the crash between pre-commit and commit left no transaction behind"
+
+
+@pytest.mark.slow
+def test_fresh_run_into_a_used_commit_log_loses_nothing(tmp_path: Any, bootstrap: str) -> None:
+    """Issue 23, hole 3: a second, fresh run of the same topology into the same topic (so
+    the same transactional ids and commit log). Its checkpoint ids restart at 1 while the
+    commit log still holds the first run's entries; a crash between complete(2) and
+    commit(2) must re-send transaction 2, not take it for the first run's committed 2."""
+    name = f"kafka-{uuid.uuid4().hex[:6]}"
+    dst = f"out-{uuid.uuid4().hex[:8]}"
+    home = str(tmp_path / "home")
+    config = Config(workers=2, guarantee="exactly_once", checkpoint_interval_ms=100,
+                    worker_timeout_ms=5000)
+    first = build(bootstrap, produce_input(bootstrap, "a"), dst, name)
+    status, kills, _ = run_with_chaos(first, config, ChaosSchedule(seed=0), timeout=120,
+                                      home=home)
+    assert status["state"] == "drained", (status, kills)
+    second = build(bootstrap, produce_input(bootstrap, "b"), dst, name)
+    crash = ChaosSchedule(41, (Kill("point", point="sink_before_commit", checkpoint=2),))
+    status, kills, _ = run_with_chaos(second, config, crash, timeout=120, home=home)
+    assert status["state"] == "drained", (status, kills)
+    assert any(k.startswith("fault point fired") for k in kills), kills
+    expected = {f"{p}{k}": PER_KEY for p in "ab" for k in range(KEYS)}
+    report = check_sequences(committed_output(bootstrap, dst), key="key", seq="seq",
+                             expected=expected)
+    assert report.ok, f"{kills}\n{report.summary()}"

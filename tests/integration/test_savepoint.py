@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from jstormpy import Config, LocalCluster, SequenceSpout, TopologyBuilder, read_committed
+from jstormpy.connectors.sinks import committed_files
 from jstormpy.errors import JStormError
 from jstormpy.savepoints import read_manifest
+from jstormpy.testing.semantics import check_sequences
 from tests.chaos.topologies import check_keyed_sums
 from tests.integration.helpers import committed_count, wait_until
 from tests.integration.savepoint_components import RunningSumV2, linear, partial_counts
@@ -109,3 +112,55 @@ def test_shuffle_fed_state_survives_a_savepoint_and_refuses_another_parallelism(
     totals = {f"k{i}": sum(v for (k, _), v in final.items() if k == f"k{i}")
               for i in range(keys)}
     assert totals == {f"k{i}": per_key for i in range(keys)}
+
+
+@pytest.mark.slow
+def test_from_savepoint_into_a_used_file_sink_directory_never_drops_output(
+        tmp_path: Path) -> None:
+    """Issue 23, hole 4: savepoint a running topology, let it commit more output, stop it,
+    then restore the savepoint into the same FileSink directory. The restored run's
+    checkpoint ids continue from the savepoint's, so they name part files the first run
+    wrote after the savepoint. Either the submit is refused with an error naming the
+    directory (and nothing is touched), or every record the restored run produces is
+    committed -- it is never silently dropped."""
+    out = tmp_path / "out"
+    conf = Config(workers=2, checkpoint_interval_ms=300)
+    uri = f"file://{tmp_path / 'sp'}"
+    with LocalCluster() as cluster:
+        handle = cluster.submit(linear(out, 2, rate=1000), conf)
+        wait_until(lambda: committed_count(out) > 1500, 60, "some committed output")
+        handle.savepoint(uri)  # the topology keeps running
+        at_savepoint = read_manifest(uri)["checkpoint_id"]
+        wait_until(lambda: committed_count(out) > 4000, 60, "more output after the savepoint")
+        handle.kill()
+    parts = sorted(p.name for p in out.iterdir() if p.name.startswith("part-"))
+    assert any(int(p.split("-")[1]) > at_savepoint for p in parts), "nothing after the savepoint"
+    assert len(read_committed(out)) < KEYS * PER_KEY, "the run ended before it was stopped"
+    with LocalCluster() as cluster:
+        try:
+            handle = cluster.submit(linear(out, 2), conf, from_savepoint=uri)
+        except JStormError as exc:
+            assert str(out) in str(exc) and f"checkpoint {at_savepoint}" in str(exc), exc
+            assert sorted(p.name for p in out.iterdir() if p.name.startswith("part-")) == parts
+            refused = True
+        else:
+            handle.wait(timeout=120)
+            refused = False
+    if refused:
+        # what the error says to do: restore into an empty directory. The output up to the
+        # savepoint plus the restored run's is every record exactly once, in order
+        fresh_out = tmp_path / "restored"
+        with LocalCluster() as cluster:
+            cluster.submit(linear(fresh_out, 2), conf, from_savepoint=uri).wait(timeout=120)
+        records = [json.loads(line) for f in committed_files(out)
+                   if int(f.name.split("-")[1]) <= at_savepoint
+                   for line in f.read_text().splitlines()] + read_committed(fresh_out)
+        report = check_sequences(records, "key", "seq", {f"k{i}": PER_KEY for i in range(KEYS)})
+        assert report.ok, report.summary()
+        return
+    counts: dict[str, set[int]] = {}
+    for r in read_committed(out):
+        counts.setdefault(r["key"], set()).add(r["count"])
+    missing = {k: PER_KEY - len(c & set(range(1, PER_KEY + 1))) for k, c in counts.items()}
+    assert len(counts) == KEYS and not any(missing.values()), (
+        f"restored output silently dropped (records missing per key): {missing}")

@@ -440,3 +440,23 @@ def test_staged_files_of_an_earlier_layout_are_adopted(tmp_path: Path) -> None:
     os.replace(staged, tmp_path / "_staging" / staged.name)  # the flat layout
     start(tmp_path, restored=1, pending=(1,), generation=1)
     assert [r["seq"] for r in read_committed(tmp_path)] == [0]
+
+
+def test_a_savepoint_restore_over_output_written_after_the_savepoint_is_refused(
+        tmp_path: Path) -> None:
+    # issue 23 hole 4: the restored run's ids continue from the savepoint's checkpoint, so
+    # part files committed after it would take the restored run's names (and its output)
+    first = start(tmp_path)
+    for n in (1, 2, 3):
+        first.write(tup("a", n))
+        first.pre_commit(n)
+        first.commit(n)
+        first.begin(n + 1)
+    before = all_files(tmp_path)
+    with pytest.raises(SinkError) as err:
+        FileSink(tmp_path).check_savepoint_restore(1)
+    assert str(tmp_path) in str(err.value) and "checkpoint 1" in str(err.value)
+    assert "part-0000000002-00003.jsonl" in str(err.value)
+    assert all_files(tmp_path) == before
+    FileSink(tmp_path).check_savepoint_restore(3)  # nothing after the savepoint: fine
+    FileSink(tmp_path / "new").check_savepoint_restore(1)  # no directory yet: fine
