@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jstormpy.master")
 
+COMPLETED_META = "completed_checkpoint"
+"""Backend meta object: the newest checkpoint id whose ``_metadata`` this run wrote. A TM
+resumed on the same backend never restores below it on the say-so of a listing."""
+
 
 @dataclass
 class PendingCheckpoint:
@@ -212,6 +216,8 @@ class CheckpointCoordination:
                 if isinstance(error, BackendTimeoutError):
                     self._count_timeout(cid, f"the state backend did not answer: {error}")
                 return
+            self.completed_floor = max(self.completed_floor, cid)
+            self.backend_io.submit(lambda: self._persist_completed_floor(cid))
             fault_point("master_after_metadata", cid)
             if pending.generation != self.generation or self.state != "running":
                 return  # complete on storage; the recovery under way lists it after us
@@ -233,6 +239,16 @@ class CheckpointCoordination:
             self._maybe_final_checkpoint()  # spouts finished while this one was in flight
         if self.stateful:
             self.backend_io.submit(self._garbage_collect)
+
+    def _persist_completed_floor(self: MasterCore, cid: int) -> None:
+        """BackendIO thread: store the newest completed id beside the generation, so a
+        resumed TM also refuses a listing that lacks it (COMPLETED_META)."""
+        if cid < self.completed_floor:
+            return  # a newer one completed meanwhile and is persisted by its own job
+        try:
+            self.backend.put_meta(COMPLETED_META, str(cid).encode())
+        except BackendError as exc:
+            log.warning("cannot persist the completed checkpoint id %d: %s", cid, exc)
 
     def _garbage_collect(self: MasterCore) -> None:
         try:
