@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy import Config, LocalCluster, read_committed
+from jstormpy.master.checkpoints import COMPLETED_META
+from jstormpy.state_backends.file import FileBackend
 from jstormpy.testing.semantics import check_sequences
 from jstormpy.testing.webhdfs import WebHdfsServer
 
@@ -120,6 +122,45 @@ def test_file_checkpoint_root_empty_during_recovery(tmp_path: Path) -> None:
     _assert_exactly_once(out)
     assert final["state"] == "drained", final["state"]
     assert during["state"] == "recovering", during["recoveries"]
+    messages = [e["message"] for e in during["errors"] if uri in e["message"]]
+    assert messages and f"checkpoint {latest}" in messages[-1], during["errors"]
+    _assert_restored(final, latest)
+
+
+def test_resume_with_a_listing_missing_the_newest_checkpoint(tmp_path: Path) -> None:
+    """A restarted TM (``--resume``) knows the newest completed checkpoint from the
+    backend's meta object, not from its memory: a listing without it makes the resume
+    wait, instead of restoring the checkpoint before it (a silent restore older than
+    what the sinks committed)."""
+    out = tmp_path / "out"
+    ckpt = tmp_path / "ckpt"
+    uri = f"file://{ckpt}"
+    topo = linear(out, KEYS, PER_KEY, rate=4000)
+    with LocalCluster() as cluster:
+        handle = cluster.submit(topo, _config(uri), resume=False)
+        latest = _two_checkpoints_with_output(handle, out)
+        store = FileBackend(uri)
+        wait_until(lambda: store.get_meta(COMPLETED_META) == str(latest).encode(), 30,
+                   "the completed checkpoint id persisted")
+        handle.kill()
+    newest = ckpt / f"chk-{latest:010d}"
+    hidden = tmp_path / "hidden"
+    os.rename(newest, hidden)  # listed by nobody: as if the store lost sight of it
+    with LocalCluster() as cluster:
+        handle = cluster.submit(topo, _config(uri), resume=True)
+        try:
+            def waiting() -> dict[str, Any] | None:
+                st = handle.status()
+                if st["state"] != "recovering":
+                    return st if st["state"] != "starting" else None
+                return st if any(uri in e["message"] for e in st["errors"]) else None
+
+            during: dict[str, Any] = wait_until(waiting, 60, "the resume to wait or run")
+        finally:
+            os.rename(hidden, newest)
+        final = handle.wait(timeout=120)
+    _assert_exactly_once(out)
+    assert final["state"] == "drained", final["state"]
     messages = [e["message"] for e in during["errors"] if uri in e["message"]]
     assert messages and f"checkpoint {latest}" in messages[-1], during["errors"]
     _assert_restored(final, latest)
