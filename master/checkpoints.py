@@ -24,15 +24,12 @@ from typing import TYPE_CHECKING, Any
 from jstormpy.errors import BackendError, BackendTimeoutError
 from jstormpy.faults import fault_point
 from jstormpy.proto import jstorm_pb2 as pb
+from jstormpy.state_backends.base import COMPLETED_META
 
 if TYPE_CHECKING:
     from jstormpy.master.core import MasterCore
 
 log = logging.getLogger("jstormpy.master")
-
-COMPLETED_META = "completed_checkpoint"
-"""Backend meta object: the newest checkpoint id whose ``_metadata`` this run wrote. A TM
-resumed on the same backend never restores below it on the say-so of a listing."""
 
 
 @dataclass

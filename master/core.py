@@ -18,18 +18,14 @@ from typing import Any
 from jstormpy.config import Config
 from jstormpy.errors import BackendError, CorruptSnapshotError, JStormError, SnapshotNotFoundError
 from jstormpy.master.backpressure import BackpressureCoordinator
-from jstormpy.master.checkpoints import (
-    COMPLETED_META,
-    BackendIO,
-    CheckpointCoordination,
-    PendingCheckpoint,
-)
+from jstormpy.master.checkpoints import BackendIO, CheckpointCoordination, PendingCheckpoint
 from jstormpy.master.metrics import MetricsStore
 from jstormpy.master.rescale import RescaleController
 from jstormpy.master.upgrade import UpgradeController
 from jstormpy.metrics import CHECKPOINT_BUCKETS_MS, CumulativeHistogram
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.state_backends import StateBackend
+from jstormpy.state_backends.base import COMPLETED_META
 from jstormpy.topology import assign_tasks
 
 log = logging.getLogger("jstormpy.master")

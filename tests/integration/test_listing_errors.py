@@ -22,7 +22,7 @@ import pytest
 
 from jstormpy import Config, LocalCluster, read_committed
 from jstormpy.errors import JStormError
-from jstormpy.master.checkpoints import COMPLETED_META
+from jstormpy.state_backends.base import COMPLETED_META
 from jstormpy.state_backends.file import FileBackend
 from jstormpy.testing.semantics import check_sequences
 from jstormpy.testing.webhdfs import WebHdfsServer
@@ -171,3 +171,31 @@ def test_resume_with_a_listing_missing_the_newest_checkpoint(tmp_path: Path) -> 
     messages = [e["message"] for e in during["errors"] if uri in e["message"]]
     assert messages and f"checkpoint {latest}" in messages[-1], during["errors"]
     _assert_restored(final, latest)
+
+
+def test_savepoint_restore_below_the_newest_checkpoint_of_the_earlier_run(
+        tmp_path: Path) -> None:
+    """A savepoint restore replaces the backend's checkpoints by the savepoint: the
+    earlier run's newest completed id (meta/completed_checkpoint) must go with them, or
+    the restored run, whose checkpoint id is lower, would wait for it for ever."""
+    ckpt = tmp_path / "ckpt"
+    uri = f"file://{ckpt}"
+    out = tmp_path / "out"
+    with LocalCluster() as cluster:
+        handle = cluster.submit(linear(out, KEYS, PER_KEY, rate=4000), _config(uri))
+        _two_checkpoints_with_output(handle, out)
+        savepoint = handle.savepoint(f"file://{tmp_path / 'sp'}")
+        later = _two_checkpoints_with_output(handle, out)
+        later = max(later, _two_checkpoints_with_output(handle, out))
+        store = FileBackend(uri)
+        wait_until(lambda: store.get_meta(COMPLETED_META) == str(later).encode(), 30,
+                   "the completed checkpoint id persisted")
+        handle.kill()
+    restored_out = tmp_path / "restored"
+    with LocalCluster() as cluster:
+        handle = cluster.submit(linear(restored_out, KEYS, PER_KEY, rate=None), _config(uri),
+                                from_savepoint=savepoint)
+        final = handle.wait(timeout=120)
+    assert final["state"] == "drained", (final["state"], final["errors"])
+    restored = final["recoveries"][0]["checkpoint"]
+    assert restored is not None and restored < later, final["recoveries"]
