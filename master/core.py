@@ -395,7 +395,7 @@ class MasterCore(CheckpointCoordination):
                 f"restoring {'checkpoint ' + str(target) if target else 'empty state'}, "
                 "which would replay output the sinks committed; retrying until the "
                 f"backend lists checkpoint {floor} (to go back deliberately: jstorm "
-                "rollback --to N)")
+                f"rollback {self.name} --to ID)")
 
     def _send_prepares(self, restores: dict[int, str]) -> None:
         alive = self._alive()
