@@ -40,7 +40,7 @@ from jstormpy.keygroups import (
 )
 from jstormpy.run_identity import RunIdentity, load_run_identity, store_run_identity
 from jstormpy.state_backends import StateBackend, open_backend
-from jstormpy.state_backends.base import open_blob, seal_blob
+from jstormpy.state_backends.base import COMPLETED_META, open_blob, seal_blob
 from jstormpy.state_backends.changelog import load_task_snapshot
 from jstormpy.topology import Topology
 
@@ -314,6 +314,8 @@ def prepare_restore(uri: str, topology: Topology, config: Any,
     try:
         backend.delete_objects("chk-")
         backend.delete_objects("inc/")  # incremental segments of the dropped checkpoints
+        # and the dropped run's newest completed id: the restored run's ids start lower
+        backend.delete_objects(f"meta/{COMPLETED_META}")
         cid = import_savepoint(uri, topology, backend, config.max_parallelism,
                                allow_non_restored_state)
         store_run_identity(backend, RunIdentity.from_savepoint(

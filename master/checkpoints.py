@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from jstormpy.errors import BackendError, BackendTimeoutError
 from jstormpy.faults import fault_point
 from jstormpy.proto import jstorm_pb2 as pb
+from jstormpy.state_backends.base import COMPLETED_META
 
 if TYPE_CHECKING:
     from jstormpy.master.core import MasterCore
@@ -218,6 +219,8 @@ class CheckpointCoordination:
                 if isinstance(error, BackendTimeoutError):
                     self._count_timeout(cid, f"the state backend did not answer: {error}")
                 return
+            self.completed_floor = max(self.completed_floor, cid)
+            self.backend_io.submit(lambda: self._persist_completed_floor(cid))
             fault_point("master_after_metadata", cid)
             if pending.generation != self.generation or self.state != "running":
                 return  # complete on storage; the recovery under way lists it after us
@@ -239,6 +242,16 @@ class CheckpointCoordination:
             self._maybe_final_checkpoint()  # spouts finished while this one was in flight
         if self.stateful:
             self.backend_io.submit(self._garbage_collect)
+
+    def _persist_completed_floor(self: MasterCore, cid: int) -> None:
+        """BackendIO thread: store the newest completed id beside the generation, so a
+        resumed TM also refuses a listing that lacks it (COMPLETED_META)."""
+        if cid < self.completed_floor:
+            return  # a newer one completed meanwhile and is persisted by its own job
+        try:
+            self.backend.put_meta(COMPLETED_META, str(cid).encode())
+        except BackendError as exc:
+            log.warning("cannot persist the completed checkpoint id %d: %s", cid, exc)
 
     def _garbage_collect(self: MasterCore) -> None:
         try:

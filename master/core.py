@@ -26,6 +26,7 @@ from jstormpy.metrics import CHECKPOINT_BUCKETS_MS, CumulativeHistogram
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.run_identity import RunIdentity
 from jstormpy.state_backends import StateBackend
+from jstormpy.state_backends.base import COMPLETED_META
 from jstormpy.topology import assign_tasks
 
 log = logging.getLogger("jstormpy.master")
@@ -82,6 +83,10 @@ class MasterCore(CheckpointCoordination):
         # stay above it, so a fallback/rollback to an older checkpoint never reuses the id
         # of a transaction a sink may already have committed
         self.id_floor = 0
+        # the newest checkpoint this run saw complete (metadata written or listed): a
+        # recovery never restores below it because a listing came back short (a failing
+        # or unmounted store); only a rollback --to N may, or that checkpoint going bad
+        self.completed_floor = 0
         self.prepared_base = 0
         self.retry_prepare_at: float | None = None
         self.ready: set[int] = set()
@@ -112,7 +117,12 @@ class MasterCore(CheckpointCoordination):
         if persisted:
             self.generation = int(persisted.decode())
         self.persisted_generation = self.generation
+        floor = backend.get_meta(COMPLETED_META) if resume else None
+        if floor:
+            self.completed_floor = int(floor.decode())
         if not resume:
+            # an earlier run's floor would hold a resume of this run below it for ever
+            backend.delete_objects(f"meta/{COMPLETED_META}")
             stale = backend.list_completed()
             if stale:
                 log.warning("fresh run: discarding %d checkpoint(s) left in %s by an earlier "
@@ -351,9 +361,10 @@ class MasterCore(CheckpointCoordination):
                 listed = self.backend.list_completed()
                 done = [c for c in listed if c not in bad]
                 target = done[-1] if done else None
+                error = self._short_listing(listed, target, bad)
             elif target == LATEST:
                 target = None
-            if target is not None:
+            if target is not None and not error:
                 step = f"read checkpoint {target}"
                 meta = self.backend.read_metadata(target)
                 restores = {int(t): v["handle"] for t, v in meta["tasks"].items()}
@@ -366,6 +377,8 @@ class MasterCore(CheckpointCoordination):
                 return
             self.preparing = None
             self.id_floor = max([self.id_floor, *listed])
+            if not error:
+                self.completed_floor = max([self.completed_floor, *listed])
             if error:
                 self._retry_prepare(error)
                 return
@@ -378,6 +391,23 @@ class MasterCore(CheckpointCoordination):
             if listed:
                 self._note_fallback(listed)
             self._send_prepares(restores)
+
+    def _short_listing(self, listed: list[int], target: int | None, bad: set[int]) -> str:
+        """Why restoring ``target`` from this listing would go below a checkpoint this run
+        saw complete ('' if it does not). A listing without that checkpoint is missing
+        it (a store failing or unmounted), not proof it is gone: restoring less would
+        replay output the sinks committed. Only that checkpoint turning out unusable
+        (``bad``) or an explicit ``jstorm rollback --to N`` goes lower."""
+        floor = self.completed_floor
+        if not floor or floor in bad or (target or 0) >= floor:
+            return ""
+        return (f"state backend {self.backend.uri} lists completed checkpoints "
+                f"{_ids(listed)}, but checkpoint {floor} completed in this run: the listing "
+                f"is missing it (storage error, unmounted or replaced directory?). Not "
+                f"restoring {'checkpoint ' + str(target) if target else 'empty state'}, "
+                "which would replay output the sinks committed; retrying until the "
+                f"backend lists checkpoint {floor} (to go back deliberately: jstorm "
+                f"rollback {self.name} --to ID)")
 
     def _send_prepares(self, restores: dict[int, str]) -> None:
         alive = self._alive()
@@ -436,6 +466,10 @@ class MasterCore(CheckpointCoordination):
         log.error("recovery of generation %d waits for the state backend: %s; retrying in "
                   "%.0f s", self.generation, why, PREPARE_RETRY_S)
         self.retry_prepare_at = time.monotonic() + PREPARE_RETRY_S
+        message = f"recovery of generation {self.generation} waits: {why}"
+        if not self.errors or self.errors[-1]["message"] != message:  # once per cause
+            self.errors.append({"time": time.time(), "task": -1, "component": "",
+                                "message": message, "traceback": "", "tuple": ""})
 
     def on_ready(self, msg: Any) -> None:
         """A worker finished Prepare."""
@@ -577,6 +611,9 @@ class MasterCore(CheckpointCoordination):
             else:
                 usable = [c for c in done if c not in self.bad_checkpoints]
                 target = usable[-1] if usable else None
+                short = self._short_listing(done, target, self.bad_checkpoints)
+                if short:
+                    raise JStormError(f"rollback to the latest checkpoint refused: {short}")
             self._begin_recovery(f"rollback requested to checkpoint {target}", target,
                                  count_restart=False)
             return target, self.generation
@@ -625,3 +662,10 @@ class MasterCore(CheckpointCoordination):
                 "upgrade": self.upgrade.status(),
                 "rescale": self.rescale.status(),
             }
+
+
+def _ids(ids: list[int]) -> str:
+    """A short readable list of checkpoint ids."""
+    if not ids:
+        return "none"
+    return str(ids) if len(ids) <= 5 else f"[{ids[0]}, ..., {ids[-1]}] ({len(ids)})"

@@ -34,6 +34,10 @@ _HEADER = struct.Struct("!4sBIQ")  # magic, version, crc32, length
 _VERSION = 1
 METADATA_NAME = "_metadata"
 PINS_PREFIX = "meta/pins/"
+COMPLETED_META = "completed_checkpoint"
+"""Meta object (``meta/<name>``): the newest checkpoint id whose ``_metadata`` the run's TM
+wrote. A resumed TM never restores below it on the say-so of a listing; whatever replaces
+the backend's checkpoints (a fresh run, a savepoint restore) deletes it with them."""
 
 
 def checkpoint_prefix(checkpoint_id: int) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -55,13 +57,30 @@ class FileBackend(StateBackend):
             raise BackendError(f"cannot read {key!r} from {self.uri}: {exc}") from exc
 
     def list_objects(self, prefix: str) -> list[str]:
+        """Every key starting with ``prefix``; [] if its directory does not exist.
+
+        A directory that exists but cannot be read (EIO, EMFILE, a file in its place) is
+        a BackendError, never a short or empty list: the TM restores the newest listed
+        checkpoint, and a listing missing one would silently restore an older one.
+        """
         # every key under "a/b/c" lies below the directory "a/b": walk only that
         head = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         start = self._path(head) if head else self.root
-        if not start.is_dir():
+        try:
+            if not stat.S_ISDIR(os.stat(start).st_mode):
+                raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(start))
+        except FileNotFoundError:
             return []
+        except OSError as exc:
+            raise self._list_error(prefix, exc) from exc
+
+        def walk_error(exc: OSError) -> None:
+            if isinstance(exc, FileNotFoundError):
+                return  # deleted after its parent was listed: its keys are gone
+            raise self._list_error(prefix, exc) from exc
+
         out = []
-        for dirpath, _dirs, files in os.walk(start):
+        for dirpath, _dirs, files in os.walk(start, onerror=walk_error):
             rel = os.path.relpath(dirpath, self.root)
             for name in files:
                 if name.startswith(".tmp-"):
@@ -70,6 +89,11 @@ class FileBackend(StateBackend):
                 if key.startswith(prefix):
                     out.append(key)
         return out
+
+    def _list_error(self, prefix: str, exc: OSError) -> BackendError:
+        return BackendError(f"state backend {self.uri}: cannot list {prefix!r}: "
+                            f"{exc.strerror or exc} ({exc.filename}); the listing is "
+                            "incomplete, so it is not used")
 
     def delete_objects(self, prefix: str) -> None:
         for key in self.list_objects(prefix):

@@ -25,7 +25,9 @@ Atomicity design
 
 Failures: connection errors, timeouts and HTTP 5xx / ``RetriableException`` /
 ``StandbyException`` are retried ``retries`` times with exponential backoff; then
-:class:`~jstormpy.errors.BackendError` naming the URI is raised.
+:class:`~jstormpy.errors.BackendError` naming the URI is raised. A listing never comes
+back short: a 404 on a directory known to exist (the root once anything under it was
+seen, a ``chk-N/`` its parent just listed) is retried the same way, then a BackendError.
 """
 
 from __future__ import annotations
@@ -54,6 +56,12 @@ _TRANSIENT_REMOTE = {"RetriableException", "StandbyException", "SafeModeExceptio
 
 class _TransientHttpError(Exception):
     """An HTTP 5xx answer: worth retrying."""
+
+
+class _ListingIncomplete(Exception):
+    """A directory known to exist answered 404 while being listed (a NameNode failover,
+    a gateway losing its mount): the listing would be short, so it is retried and then
+    fails, never returned as "no checkpoints"."""
 
 
 def _raise_on_5xx(response: requests.Response, *args: Any, **kwargs: Any) -> None:
@@ -107,6 +115,9 @@ class HdfsBackend(StateBackend):
             self.client = InsecureClient(url, user=user, root=self.root, timeout=timeout_s,
                                          session=session)
         self._overwrite_rename_supported = True
+        # set once any object or directory under the root was seen: from then on a 404
+        # listing the root is a fault, not an empty backend
+        self._root_seen = False
 
     # -- helpers ------------------------------------------------------------------------
     def _path(self, key: str) -> str:
@@ -123,7 +134,7 @@ class HdfsBackend(StateBackend):
             try:
                 return fn()
             except (requests.ConnectionError, requests.Timeout, _TransientHttpError,
-                    requests.exceptions.ChunkedEncodingError) as exc:
+                    _ListingIncomplete, requests.exceptions.ChunkedEncodingError) as exc:
                 err: Exception = exc
             except HdfsError as exc:
                 if getattr(exc, "exception", None) not in _TRANSIENT_REMOTE:
@@ -146,6 +157,7 @@ class HdfsBackend(StateBackend):
         if not res:
             from hdfs.client import _to_error
             raise _to_error(res)
+        self._root_seen = True
         statuses = res.json()["FileStatuses"]["FileStatus"]
         if len(statuses) == 1 and not statuses[0]["pathSuffix"]:
             return None  # a file, not a directory
@@ -181,6 +193,7 @@ class HdfsBackend(StateBackend):
             self._retry(f"put {key!r}", lambda: self._put_versioned(target, data))
         else:
             self._retry(f"put {key!r}", lambda: self._put_once(key, target, data))
+        self._root_seen = True
 
     def _put_once(self, key: str, target: str, data: bytes) -> None:
         from hdfs import HdfsError
@@ -239,7 +252,8 @@ class HdfsBackend(StateBackend):
         try:
             with self.client.read(path) as reader:
                 data: bytes = reader.read()
-                return data
+            self._root_seen = True
+            return data
         except HdfsError as exc:
             if exc.exception == "FileNotFoundException":
                 raise SnapshotNotFoundError(f"no object {key!r} in {self.uri}") from None
@@ -257,11 +271,18 @@ class HdfsBackend(StateBackend):
                 continue  # superseded and cleaned up between list and open: re-list
         raise BackendError(f"state backend {self.uri}: {key!r} kept changing while read")
 
-    def _walk(self, rel: str, prefix: str) -> Iterator[tuple[str, str]]:
+    def _walk(self, rel: str, prefix: str, must_exist: bool) -> Iterator[tuple[str, str]]:
         """Yield ``(key, kind)`` under relative dir ``rel`` whose keys may match ``prefix``;
-        kind is "file" or "versioned" (a versioned object's directory)."""
-        entries = self._list_dir(posixpath.join(self.root, rel) if rel else self.root)
+        kind is "file" or "versioned" (a versioned object's directory). ``must_exist``:
+        ``rel`` is known to exist (its parent listed it, or it is the root and was seen),
+        so a 404 listing it is :class:`_ListingIncomplete`, not an empty directory."""
+        path = posixpath.join(self.root, rel) if rel else self.root
+        entries = self._list_dir(path)
         if entries is None:
+            if must_exist:
+                raise _ListingIncomplete(
+                    f"listing {path} answered 404 (FileNotFoundException) although it "
+                    "exists: the listing would be incomplete, so it is not used")
             return
         for name, status in entries:
             if name.startswith(TMP_PREFIX):
@@ -278,7 +299,7 @@ class HdfsBackend(StateBackend):
                 if self._versions(children):
                     yield key, "versioned"
                     continue
-            yield from self._walk(key, prefix)
+            yield from self._walk(key, prefix, must_exist=True)
 
     def _start_dir(self, prefix: str) -> str:
         return prefix.rsplit("/", 1)[0] if "/" in prefix else ""
@@ -286,8 +307,8 @@ class HdfsBackend(StateBackend):
     def list_objects(self, prefix: str) -> list[str]:
         """Every key starting with ``prefix`` (temp files and old versions excluded)."""
         start = self._start_dir(prefix)
-        return self._retry(f"list {prefix!r}",
-                           lambda: [k for k, _ in self._walk(start, prefix)])
+        return self._retry(f"list {prefix!r}", lambda: [
+            k for k, _ in self._walk(start, prefix, must_exist=not start and self._root_seen)])
 
     def delete_objects(self, prefix: str) -> None:
         """Delete every key starting with ``prefix`` (whole directories when they match)."""
@@ -306,7 +327,7 @@ class HdfsBackend(StateBackend):
                 if key.startswith(prefix):
                     self.client.delete(posixpath.join(self.root, key), recursive=True)
                 elif prefix.startswith(key + "/"):
-                    for sub, _kind in self._walk(key, prefix):
+                    for sub, _kind in self._walk(key, prefix, must_exist=False):
                         self.client.delete(posixpath.join(self.root, sub), recursive=True)
 
         self._retry(f"delete {prefix!r}", run)

@@ -59,6 +59,7 @@ class _Server(ThreadingHTTPServer):
         self.connections: set[socket.socket] = set()
         self.conn_lock = threading.Lock()
         self.faults = 0
+        self.listing_faults: dict[str, int] = {}
         super().__init__(addr, _Handler)
         self.port = self.server_address[1]
 
@@ -87,6 +88,15 @@ class _Server(ThreadingHTTPServer):
                 self.faults -= 1
                 return True
             return False
+
+    def take_listing_fault(self, hdfs_path: str) -> bool:
+        with self.conn_lock:
+            left = self.listing_faults.get(hdfs_path.rstrip("/") or "/", 0)
+            if left == 0:
+                return False
+            if left > 0:
+                self.listing_faults[hdfs_path.rstrip("/") or "/"] = left - 1
+            return True
 
     def drop_connections(self) -> None:
         with self.conn_lock:
@@ -133,6 +143,16 @@ class WebHdfsServer:
             raise RuntimeError("WebHdfsServer is not running")
         with self._httpd.conn_lock:
             self._httpd.faults = count
+
+    def fail_listings(self, hdfs_path: str, count: int) -> None:
+        """Answer the next ``count`` LISTSTATUS requests of directory ``hdfs_path`` with
+        HTTP 404 FileNotFoundException although it exists (a NameNode failover or a
+        gateway that briefly loses a mount does this). ``count=-1``: until a later call
+        with ``count=0`` heals it. Every other request is served normally."""
+        if self._httpd is None:
+            raise RuntimeError("WebHdfsServer is not running")
+        with self._httpd.conn_lock:
+            self._httpd.listing_faults[hdfs_path.rstrip("/") or "/"] = count
 
     def start(self) -> WebHdfsServer:
         """Bind and serve in a background thread (same port again after a stop)."""

@@ -291,6 +291,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._json({"FileStatus": self.ns.status(hdfs_path, self.ns.local(hdfs_path), "")})
 
     def op_liststatus(self, hdfs_path: str, params: dict[str, str]) -> None:
+        if self.server.take_listing_fault(hdfs_path):
+            raise RemoteError("FileNotFoundException", f"File {hdfs_path} does not exist. "
+                              "(injected: WebHdfsServer.fail_listings)")
         local = self.ns.local(hdfs_path)
         with self.ns.lock:
             if local.is_dir():

@@ -34,6 +34,10 @@ Fault classes (:data:`FAULT_KINDS`):
     the switch has begun (0-0.4 s into it).
 ``kill_during_drain``
     A worker is SIGKILLed after a spout has finished its input, while the job drains.
+``listing_error``
+    The checkpoint store (WebHDFS test server) answers 404 for every listing of its
+    checkpoint root for a while, and a worker is SIGKILLed as it begins: the recovery
+    must wait for the listing, not read it as "no checkpoints" (issue 23 hole 1).
 
 Recovery time: from the end of the fault (the kill, the last reset, the heal, the SIGCONT)
 until the TM next completes a checkpoint (or the job has drained): how long exactly-once
@@ -60,10 +64,12 @@ from jstormpy.testing.chaos.network import PARTITION_FROM, RESET_ON, ChaosNetwor
 from jstormpy.testing.chaos.topologies import TOPOLOGIES, Verdict, build_topology, check_output
 
 FAULT_KINDS = ("kill", "reset", "partition", "stall", "backend_hang", "backend_slow",
-               "disk_full", "tm_kill_during_upgrade", "kill_during_drain")
+               "disk_full", "tm_kill_during_upgrade", "kill_during_drain", "listing_error")
 """Every fault class :func:`run_scenario` injects."""
 
 WORKERS = 3
+LISTING_ROOT = "/ckpt"
+"""``listing_error``: the checkpoint root in the WebHDFS test server."""
 WORKER_TIMEOUT_MS = 2_000
 UPGRADE_SLOW = 4.0
 """``tm_kill_during_upgrade`` runs its topology this many times slower: the gray release's
@@ -155,6 +161,8 @@ class Scenario:
             fault = Fault(kind, at, w, duration_s=round(timeout_s + rng.uniform(0.3, 1.2), 2))
         elif kind in ("backend_hang", "backend_slow", "disk_full"):
             fault = Fault(kind, at, duration_s=round(rng.uniform(0.5, 2.0), 2))
+        elif kind == "listing_error":  # long enough for the restarted worker to register
+            fault = Fault(kind, at, w, duration_s=round(rng.uniform(1.5, 3.0), 2))
         elif kind == "tm_kill_during_upgrade":  # early: the compatibility check takes time
             fault = Fault(kind, round(at / 3, 2), duration_s=round(rng.uniform(0.0, 0.4), 2))
         else:
@@ -214,7 +222,8 @@ class _Injector:
     """Runs a scenario's fault against a live topology and measures the recovery."""
 
     def __init__(self, scenario: Scenario, handle: Any, workdir: Path,
-                 net: ChaosNetwork | None, backend_proxy: Any, disk: FullDisk | None) -> None:
+                 net: ChaosNetwork | None, backend_proxy: Any, disk: FullDisk | None,
+                 hdfs: Any = None) -> None:
         self.fault = scenario.fault
         self.scenario = scenario
         self.handle = handle
@@ -222,6 +231,7 @@ class _Injector:
         self.net = net
         self.backend_proxy = backend_proxy
         self.disk = disk
+        self.hdfs = hdfs
         self.events: list[str] = []
         self.fired = False
         self.recovery_s: float | None = None
@@ -329,6 +339,15 @@ class _Injector:
             self.events.append(self.disk.fill())
             self.fired = True
             self._stop.wait(f.duration_s)
+        elif kind == "listing_error":
+            self.hdfs.fail_listings(LISTING_ROOT, -1)
+            self.events.append(f"listing {LISTING_ROOT} answers 404")
+            self.fired = self._signal(f.worker, signal.SIGKILL)
+            self._stop.wait(f.duration_s)
+            st = self.status() or {}
+            waits = [e for e in st.get("errors", []) if "404" in e.get("message", "")]
+            self.events.append(f"recovery {'waits for the listing' if waits else 'not waiting'}"
+                               f" (state {st.get('state')!r})")
         elif kind == "tm_kill_during_upgrade":
             self._upgrade_then_kill()
         elif kind == "kill_during_drain":
@@ -369,6 +388,9 @@ class _Injector:
             self.events.append("backend back to normal")
         elif f.kind == "disk_full" and self.disk is not None:
             self.events.append(self.disk.free())
+        elif f.kind == "listing_error" and self.hdfs is not None:
+            self.hdfs.fail_listings(LISTING_ROOT, 0)
+            self.events.append("listing healed")
 
     def _upgrade_then_kill(self) -> None:
         code = self.workdir / "v2" / "topology.py"
@@ -496,6 +518,9 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
             hdfs = WebHdfsServer(work / "hdfs").start()
             backend_proxy = FaultProxy(("127.0.0.1", hdfs.port))
             backend = f"hdfs://127.0.0.1:{backend_proxy.start()}/ckpt"
+        elif kind == "listing_error":
+            hdfs = WebHdfsServer(work / "hdfs").start()
+            backend = f"hdfs://127.0.0.1:{hdfs.port}{LISTING_ROOT}"
         else:
             backend = f"file://{work / 'ckpt'}"
         if kind == "disk_full":
@@ -511,7 +536,7 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
         with LocalCluster(home=work / "home", env=env, fork=fork) as cluster:
             handle = cluster.submit(topology, scenario_config(backend))
             handle_box["handle"] = handle
-            injector = _Injector(scenario, handle, work, net, backend_proxy, disk)
+            injector = _Injector(scenario, handle, work, net, backend_proxy, disk, hdfs)
             injector.start()
             try:
                 status = handle.wait(timeout=timeout_s)

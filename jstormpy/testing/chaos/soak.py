@@ -6,10 +6,10 @@
     jstorm chaos -n 9 --fault stall --topology windowed
 
 Scenario ``i`` has seed ``seed + i``; unless ``--fault`` is given, the fault classes are
-taken in turn (scenario ``i`` gets class ``i mod 9``) so every class is covered, and the
-seed draws the topology and the fault's parameters. The exit code is 1 if any scenario
-lost, duplicated or reordered an event, ended with state different from a batch
-recomputation, or did not drain.
+taken in turn (scenario ``i`` gets class ``i mod len(FAULT_KINDS)``) so every class is
+covered, and the seed draws the topology and the fault's parameters. The exit code is 1
+if any scenario lost, duplicated or reordered an event, ended with state different from a
+batch recomputation, or did not drain.
 """
 
 from __future__ import annotations
