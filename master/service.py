@@ -198,7 +198,9 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
                                name=self.core.name,
                                descriptor_json=rescaled.descriptor_json or self.descriptor_json,
                                code_version=version, package=package, entry=entry,
-                               digest=digest)
+                               digest=digest,
+                               run_json=json.dumps(self.core.run.to_dict())
+                               if self.core.run is not None else "")
 
     def Upgrade(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         try:

@@ -320,7 +320,7 @@ class TopologyRequest(_message.Message):
     def __init__(self, worker_id: _Optional[int] = ...) -> None: ...
 
 class TopologyBlob(_message.Message):
-    __slots__ = ("topology", "config_json", "name", "descriptor_json", "code_version", "package", "entry", "digest")
+    __slots__ = ("topology", "config_json", "name", "descriptor_json", "code_version", "package", "entry", "digest", "run_json")
     TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
     CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -329,6 +329,7 @@ class TopologyBlob(_message.Message):
     PACKAGE_FIELD_NUMBER: _ClassVar[int]
     ENTRY_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
+    RUN_JSON_FIELD_NUMBER: _ClassVar[int]
     topology: bytes
     config_json: str
     name: str
@@ -337,7 +338,8 @@ class TopologyBlob(_message.Message):
     package: bytes
     entry: str
     digest: str
-    def __init__(self, topology: _Optional[bytes] = ..., config_json: _Optional[str] = ..., name: _Optional[str] = ..., descriptor_json: _Optional[str] = ..., code_version: _Optional[str] = ..., package: _Optional[bytes] = ..., entry: _Optional[str] = ..., digest: _Optional[str] = ...) -> None: ...
+    run_json: str
+    def __init__(self, topology: _Optional[bytes] = ..., config_json: _Optional[str] = ..., name: _Optional[str] = ..., descriptor_json: _Optional[str] = ..., code_version: _Optional[str] = ..., package: _Optional[bytes] = ..., entry: _Optional[str] = ..., digest: _Optional[str] = ..., run_json: _Optional[str] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ("wait_terminal_s",)

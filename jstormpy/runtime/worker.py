@@ -38,7 +38,7 @@ from jstormpy.faults import chaos_route
 from jstormpy.keygroups import key_group_range, resolve_max_parallelism
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
-from jstormpy.run_identity import RunIdentity, load_run_identity
+from jstormpy.run_identity import RunIdentity
 from jstormpy.runtime import taskops
 from jstormpy.runtime.channel_plan import chain_plan, input_channels
 from jstormpy.runtime.credits import CREDIT_TASK, CreditGate, GrantTotals, Stopped, TaskInbox
@@ -162,8 +162,9 @@ class Worker(TaskHost):
             self.backend = DeadlineBackend(  # a hung backend fails the upload, in time
                 open_backend(self.config.state_backend, **self.config.state_backend_options),
                 self.config.state_backend_timeout_ms)
-            # the TM stored the run it drives before serving GetTopology (run_identity.py)
-            self.run = load_run_identity(self.backend)
+        # the run the TM drives (run_identity.py), from the TM itself: a worker restarted
+        # while the state backend is unreachable must not fail on reading it there
+        self.run = RunIdentity.from_dict(json.loads(blob.run_json)) if blob.run_json else None
 
     @property
     def host(self) -> str:
