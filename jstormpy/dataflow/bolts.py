@@ -363,6 +363,8 @@ class WindowJoinBolt(DataflowBolt):
         self.lag = out_of_orderness_ms
         self.lateness = allowed_lateness_ms
         self.late_records = 0
+        self.error_records = 0
+        """Items whose timestamp function raised or gave no finite number (dropped)."""
 
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
         """Open the buffers (restored after a rollback or rescale) and rebuild timers."""
@@ -386,7 +388,10 @@ class WindowJoinBolt(DataflowBolt):
         """Pair the record with the other side's records of its windows, buffer it."""
         side = self.sides[(tup.source, tup.stream)]
         key, item = tup.values[0], tup.values[1]
-        ts = self.timestamps[side](item)
+        ts = event_time(self.timestamps[side], item)
+        if ts is None:
+            self.error_records += 1
+            return
         clock = self._df_clock
         wm = clock.wm
         buf = self._df_buf
@@ -487,6 +492,8 @@ class IntervalJoinBolt(DataflowBolt):
         self.timestamps = _check_timestamps(timestamps)
         self.lag = out_of_orderness_ms
         self.late_records = 0
+        self.error_records = 0
+        """Items whose timestamp function raised or gave no finite number (dropped)."""
 
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
         """Open the buffers (restored after a rollback or rescale) and rebuild timers."""
@@ -510,7 +517,10 @@ class IntervalJoinBolt(DataflowBolt):
         """Pair the record with the other side's buffered records in range, buffer it."""
         side = self.sides[(tup.source, tup.stream)]
         key, item = tup.values[0], tup.values[1]
-        ts = self.timestamps[side](item)
+        ts = event_time(self.timestamps[side], item)
+        if ts is None:
+            self.error_records += 1
+            return
         clock = self._df_clock
         if ts <= clock.wm:
             self.late_records += 1
@@ -553,6 +563,23 @@ class IntervalJoinBolt(DataflowBolt):
         """Every input ended: the watermark goes to +inf and the buffers empty."""
         self._df_clock.wm = _INF
         self._advance()
+
+
+def event_time(fn: Callable[[Any], Any], item: Any) -> float | None:
+    """``fn(item)`` if it is a finite number, else None (the function raised or returned
+    something else): such an item cannot be placed in time.
+
+    Example:
+        >>> event_time(lambda r: r["ts"], {"ts": 5}), event_time(lambda r: r["ts"], {})
+        (5, None)
+    """
+    try:
+        ts = fn(item)
+    except Exception:  # user code on bad data: counted by the caller, never a crash loop
+        return None
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
+        return None
+    return ts
 
 
 def _check_ms(name: str, value: object) -> None:
@@ -606,4 +633,4 @@ def _sink_execute_batch(self: Any, batch: Any) -> None:
 
 __all__ = ["ChainBolt", "DataflowBolt", "IntervalJoinBolt", "JoinHow", "ReduceBolt",
            "StatefulMapBolt", "Step", "StepKind", "WindowAggregateBolt", "WindowJoinBolt",
-           "dataflow_sink", "join_windows"]
+           "dataflow_sink", "event_time", "join_windows"]

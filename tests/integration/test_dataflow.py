@@ -17,7 +17,7 @@ from .dataflow_flows import (
     wordcount,
     wordcount_reference,
 )
-from .helpers import fast_config
+from .helpers import committed_count, fast_config, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -65,3 +65,24 @@ def test_dataflow_window_join_pairs_match_the_reference(tmp_path, how):
     _run(window_join(tmp_path, keys, nl, nr, how=how))
     got = Counter((r["key"], r["l"], r["r"]) for r in read_committed(tmp_path))
     assert got == window_join_reference(keys, nl, nr, how)
+
+
+@pytest.mark.slow
+def test_dataflow_window_join_rescaled_while_running_stays_exactly_once(tmp_path):
+    """The join's buffered sides are managed keyed state: `rescale {"join": 3}` mid-run
+    moves them by key group to the new tasks, and no pair is lost or repeated."""
+    keys, nl, nr = 6, 300, 150
+    out = tmp_path / "out"
+    with LocalCluster(home=tmp_path / "home") as cluster:
+        handle = cluster.submit(window_join(out, keys, nl, nr, rate=300),
+                                fast_config(checkpoint_interval_ms=300))
+        wait_until(lambda: committed_count(out) > 200, 60, "some committed pairs")
+        done = handle.rescale({"join": 3})
+        assert done["error"] == ""
+        assert next(c["parallelism"] for c in handle.status()["components"]
+                    if c["name"] == "join") == 3
+        want = window_join_reference(keys, nl, nr)
+        assert committed_count(out) < sum(want.values()), "the run ended before the rescale"
+        assert handle.wait(timeout=150)["state"] == "drained"
+    got = Counter((r["key"], r["l"], r["r"]) for r in read_committed(out))
+    assert got == want

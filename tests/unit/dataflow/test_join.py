@@ -141,3 +141,15 @@ def test_a_window_join_drops_a_window_once_the_watermark_passes_it():
     bolt.execute(keyed_tuple("k", {"ts": 4, "id": 4}, source="right", task=2))  # too late
     assert bolt.late_records == 1
     assert [(r[1]["id"], r[2]["id"]) for r in col.stream() for r in [r[0]]] == [(0, 1), (2, 3)]
+
+
+def test_an_item_without_a_usable_timestamp_is_counted_not_a_crash():
+    for bolt in (WindowJoinBolt(SIDES, TumblingWindows(size_ms=10), TS),
+                 IntervalJoinBolt(SIDES, 0, 5, TS)):
+        col = prepare(bolt, input_tasks=(1, 2))
+        bolt.execute(keyed_tuple("k", {"id": 0}, source="left", task=1))       # no "ts"
+        bolt.execute(keyed_tuple("k", {"ts": "x", "id": 1}, source="left", task=1))
+        bolt.execute(keyed_tuple("k", {"ts": 2, "id": 2}, source="left", task=1))
+        bolt.execute(keyed_tuple("k", {"ts": 3, "id": 3}, source="right", task=2))
+        assert bolt.error_records == 2
+        assert [(r[0][1]["id"], r[0][2]["id"]) for r in col.stream()] == [(2, 3)]
