@@ -104,3 +104,25 @@ def window_join_reference(keys: int, left_per_key: int, right_per_key: int,
                 if not any(lw == rw for _, lw in lefts):
                     pairs[(key, None, rs)] += 1
     return pairs
+
+
+def interval_join(out: Path, keys: int, left_per_key: int, right_per_key: int,
+                  lower: int, upper: int) -> Any:
+    """Left ts = seq * 10, right ts = seq * 20; pairs with lower <= t_r - t_l <= upper."""
+    flow = Dataflow("df-interval")
+    left = flow.source("left", SequenceSpout(keys=keys, per_key=left_per_key, batch=20),
+                       parallelism=2)
+    right = flow.source("right", SequenceSpout(keys=keys, per_key=right_per_key, batch=20))
+    left.key_by(lambda r: r["key"], name="left-by-key").interval_join(
+        right.key_by(lambda r: r["key"], name="right-by-key"), lower, upper,
+        timestamp=(lambda r: r["seq"] * 10, lambda r: r["seq"] * 20),
+        out_of_orderness_ms=200, name="interval",
+    ).map(lambda j: {"key": j.key, "l": j.left["seq"], "r": j.right["seq"]}) \
+        .sink("pairs", FileSink(out))
+    return flow.build()
+
+
+def interval_join_reference(keys: int, left_per_key: int, right_per_key: int, lower: int,
+                            upper: int) -> Counter[tuple[str, int, int]]:
+    return Counter((f"k{k}", ls, rs) for k in range(keys) for ls in range(left_per_key)
+                   for rs in range(right_per_key) if lower <= rs * 20 - ls * 10 <= upper)

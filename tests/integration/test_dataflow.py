@@ -10,6 +10,8 @@ import pytest
 from jstormpy import LocalCluster, read_committed
 
 from .dataflow_flows import (
+    interval_join,
+    interval_join_reference,
     window_join,
     window_join_reference,
     windowed,
@@ -65,6 +67,13 @@ def test_dataflow_window_join_pairs_match_the_reference(tmp_path, how):
     _run(window_join(tmp_path, keys, nl, nr, how=how))
     got = Counter((r["key"], r["l"], r["r"]) for r in read_committed(tmp_path))
     assert got == window_join_reference(keys, nl, nr, how)
+
+
+def test_dataflow_interval_join_pairs_match_the_reference(tmp_path):
+    keys, nl, nr = 5, 90, 40
+    _run(interval_join(tmp_path, keys, nl, nr, -30, 50))
+    got = Counter((r["key"], r["l"], r["r"]) for r in read_committed(tmp_path))
+    assert got == interval_join_reference(keys, nl, nr, -30, 50)
 
 
 @pytest.mark.slow
