@@ -51,6 +51,17 @@ InputKey = tuple[str, str]
 """``(source component, stream)`` of one subscription."""
 
 
+def watermark_lag(out_of_orderness_ms: float) -> float:
+    """How far the watermark trails the newest timestamp: ``out_of_orderness_ms + 1``.
+
+    As in Flink's bounded-out-of-orderness watermarks (``max - bound - 1``): a record at
+    most ``out_of_orderness_ms`` behind the newest one is on time, equal timestamps
+    included (with ``max - bound``, the default bound 0 would make every record that
+    shares the newest timestamp late).
+    """
+    return out_of_orderness_ms + 1
+
+
 class StepKind(Enum):
     """A stateless step that fuses into a chain."""
 
@@ -225,7 +236,7 @@ class WindowAggregateBolt(WindowedBolt):
         self.df_aggregator = aggregator
         if not isinstance(window, CountWindows):
             self.watermark = BoundedOutOfOrderness(  # type: ignore[misc]
-                max_lag_ms=out_of_orderness_ms)
+                max_lag_ms=watermark_lag(out_of_orderness_ms))
         self.allowed_lateness_ms = allowed_lateness_ms  # type: ignore[misc]
         self.early_fire_every_ms = early_fire_ms  # type: ignore[misc]
         for method in ("create", "add", "result"):
@@ -291,7 +302,7 @@ class _EventClock:
     reaches ``time``. Rebuilt from the managed state at ``prepare``."""
 
     def __init__(self, lag: float, channels: Iterable[int]) -> None:
-        self.marks = ChannelWatermarks(lag, None, channels)
+        self.marks = ChannelWatermarks(watermark_lag(lag), None, channels)
         self.wm = _NEG_INF
         self.timers: list[tuple[float, int, Any, Any]] = []
         self._seq = 0
@@ -633,4 +644,4 @@ def _sink_execute_batch(self: Any, batch: Any) -> None:
 
 __all__ = ["ChainBolt", "DataflowBolt", "IntervalJoinBolt", "JoinHow", "ReduceBolt",
            "StatefulMapBolt", "Step", "StepKind", "WindowAggregateBolt", "WindowJoinBolt",
-           "dataflow_sink", "event_time", "join_windows"]
+           "dataflow_sink", "event_time", "join_windows", "watermark_lag"]

@@ -192,7 +192,7 @@ class Stream:
     """
 
     def __init__(self, flow: Dataflow, op: _Op, parents: tuple[Any, ...], name: str,
-                 parallelism: int, *, step: Step | None = None, explicit: bool = False,
+                 parallelism: int, *, step: Step | None = None,
                  wire: Wire = Wire.ITEM, make: Callable[[Any], None] | None = None) -> None:
         self._flow = flow
         self._op = op
@@ -201,7 +201,6 @@ class Stream:
         self.parallelism = parallelism
         """How many tasks produce this stream's items."""
         self._step = step
-        self._explicit = explicit
         self._wire = wire
         self._make = make
         self._consumers = 0
@@ -217,7 +216,7 @@ class Stream:
         _check_parallelism(op, parallelism, optional=True)
         label = self._flow._op_name(op, fn, name)  # noqa: SLF001 - one package
         return Stream(self._flow, _Op.STEP, (self,), label, parallelism or self.parallelism,
-                      step=Step(kind, fn), explicit=parallelism is not None)
+                      step=Step(kind, fn))
 
     def map(self, f: Callable[[Any], Any], *, name: str | None = None,
             parallelism: int | None = None) -> Stream:
@@ -278,9 +277,7 @@ class Stream:
         head = self
         while True:
             parent = head._parents[0]
-            if not (parent._fusable_into(head.parallelism)
-                    and not (head._explicit and not parent._explicit
-                             and parent.parallelism != head.parallelism)):
+            if not parent._fusable_into(head.parallelism):
                 break
             head = parent
             steps.append(head._step)

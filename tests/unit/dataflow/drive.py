@@ -54,10 +54,10 @@ def keyed_tuple(key: Any, item: Any, source: str = "up", task: int = 1) -> Tuple
 
 
 def bounded_shuffle(events: Iterable[Any], ts_of: Any, lag: int, rng: random.Random) -> list:
-    """``events`` in an arrival order out of order by less than ``lag``: sorted by
-    timestamp plus a jitter in ``[0, lag)``, so no event is behind the bounded
-    out-of-orderness watermark ``max_ts - lag`` when it arrives."""
-    keyed = [(ts_of(e) + (rng.randrange(lag) if lag else 0), i, e) for i, e in enumerate(events)]
+    """``events`` in an arrival order out of order by at most ``lag``: sorted by
+    timestamp plus a jitter in ``[0, lag]``, so every event is at most ``lag`` behind the
+    newest one when it arrives (on time for ``out_of_orderness_ms=lag``)."""
+    keyed = [(ts_of(e) + rng.randint(0, lag), i, e) for i, e in enumerate(events)]
     keyed.sort(key=lambda t: (t[0], t[1]))
     return [e for _, _, e in keyed]
 

@@ -101,16 +101,11 @@ def _interval_reference(lefts, rights, lower, upper):
 def test_interval_join_equals_the_reference_across_a_restore(seed, nl, nr, bounds, lag, cut):
     rng = random.Random(seed)
     lefts, rights = _items(rng, nl, 0), _items(rng, nr, 1)
-    # timestamps strictly increase per side: a bounded-disorder arrival never has a
-    # record at or below the watermark (equal timestamps would be late with lag 0)
-    for side in (lefts, rights):
-        for i, it in enumerate(sorted(side, key=lambda it: it["ts"])):
-            it["ts"] = it["ts"] * 100 + i
-    lo, hi = bounds[0] * 100, bounds[1] * 100
-    arrival = bounded_shuffle(lefts + rights, lambda it: it["ts"], lag * 100, rng)
+    lo, hi = bounds
+    arrival = bounded_shuffle(lefts + rights, lambda it: it["ts"], lag, rng)
 
     def bolt():
-        return IntervalJoinBolt(SIDES, lo, hi, TS, out_of_orderness_ms=lag * 100)
+        return IntervalJoinBolt(SIDES, lo, hi, TS, out_of_orderness_ms=lag)
 
     def bounded(b):  # a record stays only while a future one could pair with it
         wm = b._df_clock.wm

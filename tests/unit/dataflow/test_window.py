@@ -112,3 +112,29 @@ def test_late_records_update_within_lateness_and_go_to_late_beyond_it():
         (10, 20, 2, "on_time"),  # at ts=40
         (40, 50, 8, "on_time")]  # at the end of input
     assert col.stream("late") == [("k", {"ts": 5, "v": 16})]  # beyond it: .late()
+
+
+def test_early_fire_ms_fires_partial_results_on_processing_time():
+    bolt = WindowAggregateBolt(TumblingWindows(size_ms=1000), lambda it: it["ts"], Sum("v"),
+                               early_fire_ms=50)
+    assert bolt.tick_interval_ms is not None  # the engine ticks it
+    col = prepare(bolt)
+    bolt.on_tick(0)
+    bolt.execute(keyed_tuple("k", {"ts": 1, "v": 3}))
+    bolt.on_tick(60)
+    bolt.execute(keyed_tuple("k", {"ts": 2, "v": 4}))
+    bolt.on_tick(120)
+    bolt.on_inputs_finished()
+    assert [WindowResult(*v)[3:] for v in col.stream()] == [
+        (3, "early"), (7, "early"), (7, "on_time")]
+
+
+def test_records_sharing_the_newest_timestamp_are_on_time_with_the_default_bound():
+    bolt = WindowAggregateBolt(TumblingWindows(size_ms=10), lambda it: it["ts"], Sum("v"))
+    col = prepare(bolt)
+    for key in ("a", "b", "c"):  # one event-time instant, three keys, in order
+        bolt.execute(keyed_tuple(key, {"ts": 9, "v": 1}))
+    bolt.on_inputs_finished()
+    assert col.stream("late") == []
+    assert sorted(WindowResult(*v) for v in col.stream()) == [
+        WindowResult(k, 0, 10, 1, "on_time") for k in "abc"]
