@@ -1,13 +1,18 @@
 """A dataflow API compiled onto topologies (docs/dataflow.md).
 
 Example:
+    >>> from jstormpy import FileSink
+    >>> from jstormpy.connectors.sources import SequenceSpout
     >>> from jstormpy.dataflow import Dataflow
-    >>> flow = Dataflow("wordcount")
-    >>> # lines = flow.source("lines", SomeSpout())              # items: {field: value}
-    >>> # (lines.flat_map(lambda r: r["line"].split())
-    >>> #       .key_by(lambda w: w).reduce(lambda n, _: n + 1)  # KeyedValue(key, value)
-    >>> #       .sink("counts", FileSink("out/")))
-    >>> # topology = flow.build()
+    >>> flow = Dataflow("counts")
+    >>> events = flow.source("events", SequenceSpout(keys=3, per_key=10))  # {field: value}
+    >>> (events.map(lambda r: (r["key"], r["value"]))
+    ...        .key_by(lambda kv: kv[0])
+    ...        .reduce(lambda a, b: (a[0], a[1] + b[1]))   # KeyedValue(key, value)
+    ...        .sink("sums", FileSink("/tmp/sums")))
+    >>> topology = flow.build()                            # an ordinary Topology
+    >>> list(topology.components)
+    ['events', 'map-2-lambda', 'reduce-4-lambda', 'sums']
 
 The layer sits above the API model and the window layer; neither imports it.
 """
