@@ -1,0 +1,647 @@
+"""The bolts a dataflow compiles to.
+
+* :class:`ChainBolt`: consecutive ``map`` / ``filter`` / ``flat_map`` steps fused into
+  one function per item (no tuple between them), optionally ending in a ``key_by``
+  that adds the hidden key field the next keyed operator is fields-grouped on.
+* :class:`ReduceBolt`, :class:`StatefulMapBolt`: keyed operators whose state is one
+  managed-state dict keyed by the key (``self.state(...)``), so checkpoints, savepoints
+  and rescaling split it by key group like any fields-grouped bolt.
+* :class:`WindowAggregateBolt`: a :class:`~jstormpy.window.WindowedBolt` over the items.
+* :class:`WindowJoinBolt`, :class:`IntervalJoinBolt`: two keyed inputs, both sides
+  buffered in managed state keyed by the key and dropped once the watermark passes.
+* :func:`dataflow_sink`: a user Sink that writes items as records (``as_record``).
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from enum import Enum
+from typing import Any, NamedTuple
+
+from jstormpy.component import Bolt, TopologyContext, Tuple
+from jstormpy.dataflow.records import (
+    ITEM_FIELDS,
+    KEY_FIELD,
+    KEYED_FIELDS,
+    Wire,
+    as_record,
+    decode_item,
+    record_tuple,
+)
+from jstormpy.dataflow.results import JoinResult, KeyedValue
+from jstormpy.errors import TopologyError
+from jstormpy.window import (
+    BoundedOutOfOrderness,
+    ChannelWatermarks,
+    CountWindows,
+    SlidingWindows,
+    TumblingWindows,
+    WindowAssigner,
+    WindowedBolt,
+)
+from jstormpy.window.config import default_tick_interval, validate_window_config
+
+_INF = math.inf
+_NEG_INF = -math.inf
+
+InputKey = tuple[str, str]
+"""``(source component, stream)`` of one subscription."""
+
+
+def watermark_lag(out_of_orderness_ms: float) -> float:
+    """How far the watermark trails the newest timestamp: ``out_of_orderness_ms + 1``.
+
+    As in Flink's bounded-out-of-orderness watermarks (``max - bound - 1``): a record at
+    most ``out_of_orderness_ms`` behind the newest one is on time, equal timestamps
+    included (with ``max - bound``, the default bound 0 would make every record that
+    shares the newest timestamp late).
+    """
+    return out_of_orderness_ms + 1
+
+
+class StepKind(Enum):
+    """A stateless step that fuses into a chain."""
+
+    MAP = "map"
+    FILTER = "filter"
+    FLAT_MAP = "flat_map"
+
+
+class Step(NamedTuple):
+    """One fused step: its kind and the user's function."""
+
+    kind: StepKind
+    fn: Callable[[Any], Any]
+
+
+def chain_steps(steps: Sequence[Step], out: Callable[[Any], None]) -> Callable[[Any], None]:
+    """One function running ``steps`` on an item and handing every result to ``out``.
+
+    Example:
+        >>> got = []
+        >>> run = chain_steps([Step(StepKind.FLAT_MAP, lambda s: s.split()),
+        ...                    Step(StepKind.FILTER, lambda w: w != "a"),
+        ...                    Step(StepKind.MAP, str.upper)], got.append)
+        >>> run("a cat a dog"); got
+        ['CAT', 'DOG']
+    """
+    run = out
+    for step in reversed(steps):
+        run = _fuse(step, run)
+    return run
+
+
+def _fuse(step: Step, after: Callable[[Any], None]) -> Callable[[Any], None]:
+    fn = step.fn
+    if step.kind is StepKind.MAP:
+        def run_map(item: Any) -> None:
+            after(fn(item))
+        return run_map
+    if step.kind is StepKind.FILTER:
+        def run_filter(item: Any) -> None:
+            if fn(item):
+                after(item)
+        return run_filter
+
+    def run_flat_map(item: Any) -> None:
+        for each in fn(item):
+            after(each)
+    return run_flat_map
+
+
+class DataflowBolt(Bolt):
+    """Base of the compiled bolts: decodes its inputs, runs its fused tail, emits items.
+
+    ``inputs`` maps each subscription to the layout of what it carries; ``steps`` run on
+    every item the operator produces; ``key_fn`` (a ``key_by``) makes the output keyed.
+    """
+
+    def __init__(self, inputs: Mapping[InputKey, Wire], steps: Sequence[Step] = (),
+                 key_fn: Callable[[Any], Any] | None = None) -> None:
+        self.inputs = dict(inputs)
+        self.steps = tuple(steps)
+        self.key_fn = key_fn
+        self.outputs = KEYED_FIELDS if key_fn is not None else ITEM_FIELDS  # type: ignore[misc]
+
+    def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
+        """Build the fused function that runs the tail steps and emits."""
+        emit = self.emit
+        key_fn = self.key_fn
+        if key_fn is None:
+            def out(item: Any) -> None:
+                emit((item,))
+        else:
+            def out(item: Any) -> None:
+                emit((key_fn(item), item))
+        self._df_out = chain_steps(self.steps, out)
+
+    def decode(self, tup: Tuple) -> Any:
+        """The item ``tup`` carries."""
+        return decode_item(self.inputs[(tup.source, tup.stream)], tup)
+
+
+class ChainBolt(DataflowBolt):
+    """Fused ``map`` / ``filter`` / ``flat_map`` steps (and a final ``key_by``)."""
+
+    def execute(self, tup: Tuple) -> None:
+        """Run the chain on the tuple's item."""
+        self._df_out(self.decode(tup))
+
+
+class ReduceBolt(DataflowBolt):
+    """``KeyedStream.reduce(f)``: a running value per key, ``KeyedValue(key, value)``.
+
+    State: managed dict ``"reduce"``, key -> the running value.
+    """
+
+    def __init__(self, inputs: Mapping[InputKey, Wire], fn: Callable[[Any, Any], Any],
+                 steps: Sequence[Step] = ()) -> None:
+        super().__init__(inputs, steps)
+        self.fn = fn
+
+    def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
+        """Open the running values (restored ones after a rollback or rescale)."""
+        super().prepare(conf, context)
+        self._df_values = self.state("reduce")
+
+    def execute(self, tup: Tuple) -> None:
+        """Fold the item into its key's running value and emit the new value."""
+        key, item = tup.values[0], tup.values[1]
+        values = self._df_values
+        value = self.fn(values[key], item) if key in values else item
+        values[key] = value
+        self._df_out(KeyedValue(key, value))
+
+
+class StatefulMapBolt(DataflowBolt):
+    """``KeyedStream.stateful_map(f)``: ``f(state_or_None, item) -> (state_or_None,
+    out_or_None)``; a None state deletes the key's state, a None output emits nothing.
+
+    State: managed dict ``"stateful_map"``, key -> the user's state.
+    """
+
+    def __init__(self, inputs: Mapping[InputKey, Wire],
+                 fn: Callable[[Any, Any], tuple[Any, Any]],
+                 steps: Sequence[Step] = ()) -> None:
+        super().__init__(inputs, steps)
+        self.fn = fn
+
+    def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
+        """Open the per-key states (restored ones after a rollback or rescale)."""
+        super().prepare(conf, context)
+        self._df_states = self.state("stateful_map")
+
+    def execute(self, tup: Tuple) -> None:
+        """Call ``f`` with the key's state and the item; keep the new state."""
+        key, item = tup.values[0], tup.values[1]
+        states = self._df_states
+        result = self.fn(states.get(key), item)
+        try:
+            new, out = result
+        except (TypeError, ValueError):
+            raise TopologyError(
+                f"stateful_map function must return (state_or_None, out_or_None), got "
+                f"{result!r} for key {key!r}") from None
+        if new is None:
+            if key in states:
+                del states[key]
+        else:
+            states[key] = new
+        if out is not None:
+            self._df_out(out)
+
+
+class WindowAggregateBolt(WindowedBolt):
+    """``KeyedStream.window(...).aggregate(agg)``: a WindowedBolt over the items.
+
+    Keyed on the hidden key field, timestamps from the user's function on the item,
+    watermarks per input channel with the given out-of-orderness; ``agg`` (a builtin
+    such as ``Count()`` or any create/add/merge/result aggregator) sees the items.
+    Firings leave on the default stream (read downstream as WindowResult), records
+    beyond the allowed lateness on ``"late"`` (``.late()``). State: the WindowedBolt's
+    own snapshot (accumulators, timers, watermarks).
+    """
+
+    late_stream = "late"
+
+    def __init__(self, window: WindowAssigner, timestamp_fn: Callable[[Any], float] | None,
+                 aggregator: Any, out_of_orderness_ms: float = 0,
+                 allowed_lateness_ms: float = 0, early_fire_ms: float | None = None) -> None:
+        self.window = window  # type: ignore[misc]
+        self.key = KEY_FIELD  # type: ignore[misc]
+        self.df_timestamp = timestamp_fn
+        self.df_aggregator = aggregator
+        if not isinstance(window, CountWindows):
+            self.watermark = BoundedOutOfOrderness(  # type: ignore[misc]
+                max_lag_ms=watermark_lag(out_of_orderness_ms))
+        self.allowed_lateness_ms = allowed_lateness_ms  # type: ignore[misc]
+        self.early_fire_every_ms = early_fire_ms  # type: ignore[misc]
+        for method in ("create", "add", "result"):
+            if not callable(getattr(aggregator, method, None)):
+                raise TopologyError(
+                    f"window aggregate {aggregator!r} has no {method}(): pass a builtin "
+                    "(Count(), Sum('field'), Max('field'), ...) or an object with "
+                    "create/add/merge/result")
+        if not isinstance(window, CountWindows) and not callable(timestamp_fn):
+            raise TopologyError("KeyedStream.window(...) needs timestamp=f: a function "
+                                "from an item to its event time in epoch ms")
+        self.tick_interval_ms = default_tick_interval(self)  # type: ignore[misc]
+
+    def validate_config(self) -> None:  # type: ignore[override]
+        """Raise TopologyError naming the first bad window setting."""
+        validate_window_config(self, "window")
+
+    def timestamp(self, tup: Tuple) -> float:  # type: ignore[override]
+        """The item's event time."""
+        return self.df_timestamp(tup.values[1])  # type: ignore[misc]
+
+    def create(self) -> Any:
+        """The aggregator's empty accumulator."""
+        return self.df_aggregator.create()
+
+    def add(self, acc: Any, tup: Tuple) -> Any:
+        """The item added to ``acc``."""
+        return self.df_aggregator.add(acc, tup.values[1])
+
+    def merge(self, a: Any, b: Any) -> Any:
+        """Two accumulators merged (session windows)."""
+        merge = getattr(self.df_aggregator, "merge", None)
+        if merge is None:
+            raise TopologyError(f"window aggregate {self.df_aggregator!r} needs merge(a, b) "
+                                f"for {type(self.window).__name__}")
+        return merge(a, b)
+
+    def result(self, key: Any, window: Any, acc: Any) -> Any:
+        """The aggregator's value for one window."""
+        return self.df_aggregator.result(key, window, acc)
+
+
+def join_windows(window: WindowAssigner, ts: float) -> list[tuple[float, float]]:
+    """The ``[start, end)`` windows of ``window`` (tumbling or sliding) holding ``ts``.
+
+    Example:
+        >>> join_windows(SlidingWindows(size_ms=10, slide_ms=5), 12)
+        [(5, 15), (10, 20)]
+    """
+    size, slide = window.size_ms, window.slide_ms  # type: ignore[union-attr]
+    start = ts - ts % slide
+    out = []
+    while start > ts - size:
+        out.append((start, start + size))
+        start -= slide
+    out.reverse()
+    return out
+
+
+class _EventClock:
+    """Per-channel watermarks of a join (bounded out-of-orderness), with the timers of
+    its buffered state: ``(time, key, window)`` entries fired once the watermark
+    reaches ``time``. Rebuilt from the managed state at ``prepare``."""
+
+    def __init__(self, lag: float, channels: Iterable[int]) -> None:
+        self.marks = ChannelWatermarks(watermark_lag(lag), None, channels)
+        self.wm = _NEG_INF
+        self.timers: list[tuple[float, int, Any, Any]] = []
+        self._seq = 0
+
+    def push(self, time: float, key: Any, what: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self.timers, (time, self._seq, key, what))
+
+    def observe(self, channel: int, ts: float) -> bool:
+        """Record a timestamp; True if the watermark advanced."""
+        if self.marks.observe(channel, ts):
+            wm = self.marks.current()
+            if wm > self.wm:
+                self.wm = wm
+                return True
+        return False
+
+    def due(self) -> Iterable[tuple[Any, Any]]:
+        """Pop every timer at or below the watermark, in time order."""
+        timers = self.timers
+        while timers and timers[0][0] <= self.wm:
+            _, _, key, what = heapq.heappop(timers)
+            yield key, what
+
+
+class JoinHow(Enum):
+    """Which unmatched records a window join emits (with None for the other side)."""
+
+    INNER = "inner"
+    LEFT = "left"
+    OUTER = "outer"
+
+
+def _join_sides(sides: Mapping[InputKey, int]) -> dict[InputKey, Wire]:
+    return {k: Wire.KEYED for k in sides}
+
+
+class WindowJoinBolt(DataflowBolt):
+    """``KeyedStream.join(other, window=...)``: every pair of one key in one window.
+
+    A pair is emitted as soon as its second record arrives (while the window is not
+    purged); with ``how="left"`` / ``"outer"``, a record still without a partner when
+    the watermark closes its window is emitted with None for the other side (a
+    partner that arrives later, within the allowed lateness, is still paired).
+
+    State: managed dict ``"join"``, key -> ``{(start, end): [lefts, rights, left_matched,
+    right_matched, closed]}``; a window is dropped once the watermark passes
+    ``end - 1 + allowed_lateness_ms``. Records for a dropped window are counted in
+    :attr:`late_records` and dropped.
+    """
+
+    def __init__(self, sides: Mapping[InputKey, int], window: WindowAssigner,
+                 timestamps: tuple[Callable[[Any], float], Callable[[Any], float]],
+                 out_of_orderness_ms: float = 0, allowed_lateness_ms: float = 0,
+                 how: str = "inner", steps: Sequence[Step] = ()) -> None:
+        super().__init__(_join_sides(sides), steps)
+        if not isinstance(window, TumblingWindows | SlidingWindows):
+            raise TopologyError(
+                f"join(window=...) takes TumblingWindows or SlidingWindows, got {window!r}")
+        try:
+            self.how = JoinHow(how)
+        except ValueError:
+            raise TopologyError(f"join how={how!r}: use 'inner', 'left' or 'outer'") from None
+        _check_ms("out_of_orderness_ms", out_of_orderness_ms)
+        _check_ms("allowed_lateness_ms", allowed_lateness_ms)
+        self.sides = dict(sides)
+        self.window = window
+        self.timestamps = _check_timestamps(timestamps)
+        self.lag = out_of_orderness_ms
+        self.lateness = allowed_lateness_ms
+        self.late_records = 0
+        self.error_records = 0
+        """Items whose timestamp function raised or gave no finite number (dropped)."""
+
+    def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
+        """Open the buffers (restored after a rollback or rescale) and rebuild timers."""
+        super().prepare(conf, context)
+        self._df_buf = self.state("join")
+        self._df_clock = _EventClock(self.lag, context.input_tasks)
+        for key, wins in self._df_buf.items():
+            for win, entry in wins.items():
+                self._df_clock.push(self._due(win, entry[4]), key, win)
+
+    @property
+    def buffered_records(self) -> int:
+        """Records held in the join state (both sides, all keys)."""
+        return sum(len(e[0]) + len(e[1]) for wins in self.__dict__.get("_df_buf", {}).values()
+                   for e in wins.values())
+
+    def _due(self, win: tuple[float, float], closed: bool) -> float:
+        return win[1] - 1 + self.lateness if closed else win[1] - 1
+
+    def execute(self, tup: Tuple) -> None:
+        """Pair the record with the other side's records of its windows, buffer it."""
+        side = self.sides[(tup.source, tup.stream)]
+        key, item = tup.values[0], tup.values[1]
+        ts = event_time(self.timestamps[side], item)
+        if ts is None:
+            self.error_records += 1
+            return
+        clock = self._df_clock
+        wm = clock.wm
+        buf = self._df_buf
+        wins = buf.get(key)
+        placed = False
+        for win in join_windows(self.window, ts):
+            if wm >= win[1] - 1 + self.lateness:
+                continue  # purged
+            placed = True
+            if wins is None:
+                wins = {}
+            entry = wins.get(win)
+            if entry is None:
+                closed = wm >= win[1] - 1
+                entry = wins[win] = [[], [], [], [], closed]
+                clock.push(self._due(win, closed), key, win)
+            self._add(key, entry, side, item)
+        if placed:
+            buf[key] = wins  # written back: incremental checkpoints see the change
+        else:
+            self.late_records += 1
+        if clock.observe(tup.task, ts):
+            self._advance()
+
+    def _add(self, key: Any, entry: list[Any], side: int, item: Any) -> None:
+        mine, other = entry[side], entry[1 - side]
+        my_hits, other_hits = entry[2 + side], entry[3 - side]
+        out = self._df_out
+        for j, partner in enumerate(other):
+            out(JoinResult(key, item, partner) if side == 0 else JoinResult(key, partner, item))
+            other_hits[j] = True
+        mine.append(item)
+        my_hits.append(bool(other))
+        if entry[4] and not other:  # a closed window: no partner now is final for now
+            self._emit_unmatched(key, side, item)
+
+    def _emit_unmatched(self, key: Any, side: int, item: Any) -> None:
+        if self.how is JoinHow.OUTER or (self.how is JoinHow.LEFT and side == 0):
+            self._df_out(JoinResult(key, item, None) if side == 0 else
+                         JoinResult(key, None, item))
+
+    def _advance(self) -> None:
+        buf = self._df_buf
+        clock = self._df_clock
+        for key, win in clock.due():
+            wins = buf.get(key)
+            entry = wins.get(win) if wins is not None else None
+            if wins is None or entry is None:
+                continue
+            if not entry[4]:
+                entry[4] = True
+                for side in (0, 1):
+                    for item, hit in zip(entry[side], entry[2 + side], strict=True):
+                        if not hit:
+                            self._emit_unmatched(key, side, item)
+                if self.lateness > 0:
+                    clock.push(self._due(win, True), key, win)
+                    buf[key] = wins
+                    continue
+            del wins[win]
+            if wins:
+                buf[key] = wins
+            else:
+                del buf[key]
+
+    def on_inputs_finished(self) -> None:
+        """Every input ended: the watermark goes to +inf, every window closes."""
+        self._df_clock.wm = _INF
+        self._advance()
+
+
+class IntervalJoinBolt(DataflowBolt):
+    """``KeyedStream.interval_join(other, lower_ms, upper_ms)``: pairs of one key with
+    ``lower_ms <= t_right - t_left <= upper_ms``, emitted when the second one arrives.
+
+    State: managed dict ``"interval_join"``, key -> ``[[(t, left), ...], [(t, right),
+    ...]]``. A left stays while ``t + upper_ms`` is above the watermark, a right while
+    ``t - lower_ms`` is (no future record can pair with it after that). Records at or
+    below the watermark are late: counted in :attr:`late_records` and dropped.
+    """
+
+    def __init__(self, sides: Mapping[InputKey, int], lower_ms: float, upper_ms: float,
+                 timestamps: tuple[Callable[[Any], float], Callable[[Any], float]],
+                 out_of_orderness_ms: float = 0, steps: Sequence[Step] = ()) -> None:
+        super().__init__(_join_sides(sides), steps)
+        for name, value in (("lower_ms", lower_ms), ("upper_ms", upper_ms)):
+            if isinstance(value, bool) or not isinstance(value, int | float) \
+                    or not math.isfinite(value):
+                raise TopologyError(f"interval_join {name} must be a finite number, "
+                                    f"got {value!r}")
+        if lower_ms > upper_ms:
+            raise TopologyError(f"interval_join needs lower_ms <= upper_ms, got "
+                                f"{lower_ms} > {upper_ms}")
+        _check_ms("out_of_orderness_ms", out_of_orderness_ms)
+        self.sides = dict(sides)
+        self.lower = lower_ms
+        self.upper = upper_ms
+        self.timestamps = _check_timestamps(timestamps)
+        self.lag = out_of_orderness_ms
+        self.late_records = 0
+        self.error_records = 0
+        """Items whose timestamp function raised or gave no finite number (dropped)."""
+
+    def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
+        """Open the buffers (restored after a rollback or rescale) and rebuild timers."""
+        super().prepare(conf, context)
+        self._df_buf = self.state("interval_join")
+        self._df_clock = _EventClock(self.lag, context.input_tasks)
+        for key, sides in self._df_buf.items():
+            for side in (0, 1):
+                for ts, _ in sides[side]:
+                    self._df_clock.push(self._expiry(side, ts), key, None)
+
+    @property
+    def buffered_records(self) -> int:
+        """Records held in the join state (both sides, all keys)."""
+        return sum(len(s[0]) + len(s[1]) for s in self.__dict__.get("_df_buf", {}).values())
+
+    def _expiry(self, side: int, ts: float) -> float:
+        return ts + self.upper if side == 0 else ts - self.lower
+
+    def execute(self, tup: Tuple) -> None:
+        """Pair the record with the other side's buffered records in range, buffer it."""
+        side = self.sides[(tup.source, tup.stream)]
+        key, item = tup.values[0], tup.values[1]
+        ts = event_time(self.timestamps[side], item)
+        if ts is None:
+            self.error_records += 1
+            return
+        clock = self._df_clock
+        if ts <= clock.wm:
+            self.late_records += 1
+        else:
+            buf = self._df_buf
+            sides = buf.get(key) or [[], []]
+            out = self._df_out
+            if side == 0:
+                lo, hi = ts + self.lower, ts + self.upper
+                for tr, right in sides[1]:
+                    if lo <= tr <= hi:
+                        out(JoinResult(key, item, right))
+            else:
+                lo, hi = ts - self.upper, ts - self.lower
+                for tl, left in sides[0]:
+                    if lo <= tl <= hi:
+                        out(JoinResult(key, left, item))
+            expiry = self._expiry(side, ts)
+            if expiry > clock.wm:
+                sides[side].append((ts, item))
+                buf[key] = sides
+                clock.push(expiry, key, None)
+        if clock.observe(tup.task, ts):
+            self._advance()
+
+    def _advance(self) -> None:
+        buf = self._df_buf
+        wm = self._df_clock.wm
+        for key, _ in self._df_clock.due():
+            sides = buf.get(key)
+            if sides is None:
+                continue
+            kept = [[(t, x) for t, x in sides[s] if self._expiry(s, t) > wm] for s in (0, 1)]
+            if kept[0] or kept[1]:
+                buf[key] = kept
+            else:
+                del buf[key]
+
+    def on_inputs_finished(self) -> None:
+        """Every input ended: the watermark goes to +inf and the buffers empty."""
+        self._df_clock.wm = _INF
+        self._advance()
+
+
+def event_time(fn: Callable[[Any], Any], item: Any) -> float | None:
+    """``fn(item)`` if it is a finite number, else None (the function raised or returned
+    something else): such an item cannot be placed in time.
+
+    Example:
+        >>> event_time(lambda r: r["ts"], {"ts": 5}), event_time(lambda r: r["ts"], {})
+        (5, None)
+    """
+    try:
+        ts = fn(item)
+    except Exception:  # user code on bad data: counted by the caller, never a crash loop
+        return None
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
+        return None
+    return ts
+
+
+def _check_ms(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value < 0:
+        raise TopologyError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def _check_timestamps(timestamps: Any) -> tuple[Callable[[Any], float], Callable[[Any], float]]:
+    if not (isinstance(timestamps, tuple) and len(timestamps) == 2
+            and all(callable(f) for f in timestamps)):
+        raise TopologyError("a join needs timestamp=(f_left, f_right): two functions from "
+                            f"an item to its event time in epoch ms, got {timestamps!r}")
+    return timestamps[0], timestamps[1]
+
+
+def dataflow_sink(sink: Any, inputs: Mapping[InputKey, Wire]) -> Any:
+    """A copy of the user's ``sink`` that writes every item it receives as a record.
+
+    The copy's class is a subclass of the sink's own (same slots), whose ``execute``
+    turns the incoming dataflow tuple into a Tuple with the record's fields
+    (:func:`~jstormpy.dataflow.records.as_record`) and hands it to the sink's own
+    ``execute``; its ``execute_batch`` goes tuple by tuple through that. Everything else
+    (begin / write / pre_commit / commit / abort, snapshots) is the sink's own.
+    """
+    base = type(sink)
+    sub = _SINK_CLASSES.get(base)
+    if sub is None:
+        sub = _SINK_CLASSES[base] = type(base.__name__, (base,), {
+            "__slots__": (), "__module__": base.__module__,
+            "__qualname__": base.__qualname__, "execute": _sink_execute,
+            "execute_batch": _sink_execute_batch, "_df_base": base})
+    out = copy.copy(sink)
+    out.__class__ = sub
+    out.__dict__["_df_inputs"] = dict(inputs)
+    return out
+
+
+_SINK_CLASSES: dict[type, type] = {}
+
+
+def _sink_execute(self: Any, tup: Tuple) -> None:
+    item = decode_item(self.__dict__["_df_inputs"][(tup.source, tup.stream)], tup)
+    self._df_base.execute(self, record_tuple(as_record(item), tup.source, tup.task))
+
+
+def _sink_execute_batch(self: Any, batch: Any) -> None:
+    for tup in batch:
+        self.execute(tup)
+
+
+__all__ = ["ChainBolt", "DataflowBolt", "IntervalJoinBolt", "JoinHow", "ReduceBolt",
+           "StatefulMapBolt", "Step", "StepKind", "WindowAggregateBolt", "WindowJoinBolt",
+           "dataflow_sink", "event_time", "join_windows", "watermark_lag"]
