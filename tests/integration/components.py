@@ -189,3 +189,12 @@ class StallOnce(Bolt):
                 while not os.path.exists(self.release) and time.monotonic() < deadline:
                     time.sleep(0.05)  # polls the release file (the condition), bounded
         self.emit((seq, tup["key"]))
+
+
+class ShortSquare(Bolt):
+    """A user mistake (issue 28): declares two fields and emits one value."""
+
+    outputs = ("n", "sq")
+
+    def execute(self, tup: Any) -> None:
+        self.emit((tup["seq"],))
