@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
-
 from jstormpy.client import MasterClient, Registration, jstorm_home
 from jstormpy.codepkg import UPGRADE_EXIT_CODE, build_package
 from jstormpy.config import Config
@@ -37,6 +35,7 @@ from jstormpy.deploy.forkserver import (
 )
 from jstormpy.deploy.launch_lock import submit_lock
 from jstormpy.errors import ConfigError, JStormError, TopologyError
+from jstormpy.picklecheck import dump_topology
 from jstormpy.security import SECRET_ENV, new_secret
 from jstormpy.state_backends import check_backend_options
 from jstormpy.tls import TLS_DIR_ENV, copy_certs_dir, create_topology_tls
@@ -552,12 +551,13 @@ def refuse_if_running(name: str, home: Path | None = None) -> None:
 def write_run_dir(home: Path, topology: Topology, config: Config) -> Path:
     """Create ``home/runs/NAME`` with what the Topology Master reads (topology.pkl,
     config.json, descriptor.json); logs of an earlier run of the same name are dropped."""
+    blob = dump_topology(topology)  # first: a component that cannot be pickled is named
     run_dir = home / "runs" / topology.name
     if run_dir.exists():
         shutil.rmtree(run_dir / "logs", ignore_errors=True)
         (run_dir / "master.port").unlink(missing_ok=True)
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-    (run_dir / "topology.pkl").write_bytes(cloudpickle.dumps(topology))
+    (run_dir / "topology.pkl").write_bytes(blob)
     (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
     (run_dir / "descriptor.json").write_text(json.dumps(topology.descriptor()))
     write_tls_dir(run_dir, topology.name, config)

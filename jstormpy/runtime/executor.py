@@ -25,6 +25,7 @@ from jstormpy.batch import Batch
 from jstormpy.component import Tuple
 from jstormpy.errors import SinkUnavailableError
 from jstormpy.faults import fault_point
+from jstormpy.picklecheck import snapshot_pickle_error
 from jstormpy.runtime.chained import ChainedTask
 from jstormpy.runtime.credits import TaskInbox
 from jstormpy.runtime.incremental import IncrementalCapture, IncrementalKeyedState
@@ -253,7 +254,11 @@ class TaskExecutor(ChainedTask):
             snap = self._snapshot_dict()
             if self.incremental is not None:  # tracked keyed state: a delta or a base
                 inc = self.incremental.capture(snap)
-            view = capture(snap, self.verified_states)
+            try:
+                view = capture(snap, self.verified_states)
+            except Exception as exc:  # e.g. a Lock in state: name the state and the key
+                raise snapshot_pickle_error(self.component_name, self.task_id, snap,
+                                            exc) from exc
         else:
             view = None
         if emit_barrier:  # as received: a quiescent barrier stays one downstream

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from jstormpy import FileSink, LocalCluster, TopologyBuilder, read_committed
+from jstormpy.errors import TopologyError
 
-from .components import NumberSpout, ShortSquare
-from .helpers import fast_config
+from .components import LockedCount, LockInState, NumberSpout, ShortSquare
+from .helpers import fast_config, wait_until
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -27,3 +28,31 @@ def test_wrong_number_of_emitted_values_is_reported_and_nothing_wrong_is_written
     assert messages, status["errors"]
     assert "emitted 1 value(s)" in messages[0], messages[0]
     assert "stream 'default'" in messages[0] and "('n', 'sq')" in messages[0], messages[0]
+
+
+def test_component_that_cannot_be_pickled_is_named_at_submit(tmp_path):
+    b = TopologyBuilder("locked")
+    b.set_spout("numbers", NumberSpout(20), parallelism=1)
+    b.set_bolt("count", LockedCount(), parallelism=1).shuffle_grouping("numbers")
+    with LocalCluster(home=tmp_path / "home") as cluster, \
+            pytest.raises(TopologyError) as err:
+        cluster.submit(b.build(), fast_config())
+    msg = str(err.value)
+    assert "component 'count'" in msg and "attribute 'guard'" in msg, msg
+    assert "_thread.lock" in msg and "prepare()" in msg, msg
+    assert not (tmp_path / "home" / "runs" / "locked").exists()  # nothing half-written
+
+
+def test_state_that_cannot_be_pickled_is_named_at_the_first_snapshot(tmp_path):
+    b = TopologyBuilder("lockstate")
+    b.set_spout("numbers", NumberSpout(400, per_call=2, pause_s=0.002), parallelism=1)
+    b.set_bolt("count", LockInState, parallelism=1).shuffle_grouping("numbers")
+    with LocalCluster(home=tmp_path / "home") as cluster:
+        h = cluster.submit(b.build(), fast_config(workers=1))
+        errors = wait_until(lambda: [e for e in h.status()["errors"]
+                                     if e["component"] == "count"], timeout=60,
+                            what="the snapshot error of 'count'")
+    msg = errors[0]["message"]
+    assert msg.startswith("CheckpointError: component 'count'"), msg
+    assert "state 'seen'" in msg and "_thread.lock" in msg and "['lock']" in msg, msg
+    assert "prepare()" in msg, msg
