@@ -55,6 +55,11 @@ def load_topology_file(path: str) -> Any:
         raise JStormError(f"cannot import {path!r} as Python")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    # like `python FILE.py`: modules next to the file are importable from it (and from the
+    # processes this one starts, which inherit sys.path as PYTHONPATH: deploy/forkserver.py)
+    folder = str(file.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     spec.loader.exec_module(module)
     cloudpickle.register_pickle_by_value(module)
     topo = getattr(module, "topology", None)
