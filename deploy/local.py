@@ -550,11 +550,15 @@ def refuse_if_running(name: str, home: Path | None = None) -> None:
 
 def write_run_dir(home: Path, topology: Topology, config: Config) -> Path:
     """Create ``home/runs/NAME`` with what the Topology Master reads (topology.pkl,
-    config.json, descriptor.json); logs of an earlier run of the same name are dropped."""
+    config.json, descriptor.json); logs and gray-upgrade code of an earlier run of the same
+    name are dropped."""
     blob = dump_topology(topology)  # first: a component that cannot be pickled is named
     run_dir = home / "runs" / topology.name
     if run_dir.exists():
         shutil.rmtree(run_dir / "logs", ignore_errors=True)
+        # an earlier run's gray upgrade (code/assignment.json, packages): this submit's
+        # code is the file it gives, even on --resume or from a savepoint (docs/upgrade.md)
+        shutil.rmtree(run_dir / "code", ignore_errors=True)
         (run_dir / "master.port").unlink(missing_ok=True)
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
     (run_dir / "topology.pkl").write_bytes(blob)

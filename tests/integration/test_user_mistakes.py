@@ -3,6 +3,8 @@ component and what to do, instead of silence, wrong output or a hundred restarts
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from jstormpy import FileSink, LocalCluster, TopologyBuilder, read_committed
@@ -56,3 +58,26 @@ def test_state_that_cannot_be_pickled_is_named_at_the_first_snapshot(tmp_path):
     assert msg.startswith("CheckpointError: component 'count'"), msg
     assert "state 'seen'" in msg and "_thread.lock" in msg and "['lock']" in msg, msg
     assert "prepare()" in msg, msg
+
+
+def test_a_new_submit_does_not_inherit_an_old_upgrade_assignment(tmp_path):
+    """An earlier run's gray upgrade left ``runs/NAME/code/assignment.json`` (workers 0..5
+    on v2); a new submit (here a resume, which restores) must start from its own code."""
+    home = tmp_path / "home"
+    out = tmp_path / "out"
+    b = TopologyBuilder("stale")
+    b.set_spout("numbers", NumberSpout(50), parallelism=1)
+    b.set_bolt("out", FileSink(str(out)), parallelism=1).global_grouping("numbers")
+    with LocalCluster(home=home) as cluster:
+        assert cluster.submit(b.build(), fast_config(workers=1)).wait(60)["state"] == "drained"
+    code = home / "runs" / "stale" / "code"
+    code.mkdir(parents=True, exist_ok=True)
+    (code / "assignment.json").write_text(json.dumps(
+        {"stable": "v2", "target": None, "assigned": {str(w): "v2" for w in range(6)}}))
+    with LocalCluster(home=home) as cluster:
+        status = cluster.submit(b.build(), fast_config(workers=1), resume=True).wait(60)
+    # the code this submit gave, not the old upgrade's v2
+    assert status["upgrade"]["stable_version"] == "v1", status["upgrade"]
+    assert status["upgrade"]["versions"] == {"0": "v1"}, status["upgrade"]
+    assert status["state"] == "drained", status.get("errors")
+    assert sorted(r["seq"] for r in read_committed(out)) == list(range(50))
