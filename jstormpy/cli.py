@@ -31,6 +31,7 @@ import argparse
 import importlib.util
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -71,8 +72,28 @@ def load_topology_file(path: str) -> Any:
     return module
 
 
+def _launcher_alive(reg: Registration) -> bool:
+    try:
+        os.kill(reg.launcher_pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def _gone_message(reg: Registration) -> str:
+    return (f"topology {reg.name!r} is gone: the process that launched it (pid "
+            f"{reg.launcher_pid}) has exited, so no Topology Master answers at {reg.address}; "
+            f"its logs are in {Path(reg.run_dir) / 'logs'}. `jstorm forget {reg.name}` removes "
+            f"it from `jstorm list`; `jstorm run FILE --resume` continues it from its last "
+            f"checkpoint")
+
+
 def _client(name: str) -> MasterClient:
     reg = Registration.load(name)
+    if not _launcher_alive(reg):
+        raise JStormError(_gone_message(reg))
     return MasterClient.for_registration(reg)
 
 
@@ -162,12 +183,42 @@ def cmd_list(args: argparse.Namespace) -> int:
     regs = Registration.all()
     if not regs:
         print("no topologies")
+    gone = []
     for reg in regs:
         try:
+            if not _launcher_alive(reg):
+                raise JStormError(_gone_message(reg))
             st = MasterClient.for_registration(reg).status(timeout=2.0)
             print(f"{reg.name:<24} {st['state']:<11} gen {st['generation']:<4} {reg.address}")
         except JStormError:
-            print(f"{reg.name:<24} {'gone':<11} {'':<8} {reg.address}")
+            gone.append(reg)
+            if args.prune:
+                reg.remove()
+                print(f"{reg.name:<24} {'forgotten':<11} {'':<8} (it was gone)")
+            else:
+                print(f"{reg.name:<24} {'gone':<11} {'':<8} {reg.address}")
+    if gone and not args.prune:
+        print(f"gone: no Topology Master answers (its launcher exited or it stopped); "
+              f"`jstorm forget NAME` or `jstorm list --prune` removes "
+              f"{'it' if len(gone) == 1 else 'them'}")
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    reg = Registration.load(args.name)
+    if _launcher_alive(reg):
+        client = MasterClient.for_registration(reg)
+        try:
+            state = client.status(timeout=2.0)["state"]
+        except JStormError:
+            state = ""
+        finally:
+            client.close()
+        if state:
+            raise JStormError(f"topology {args.name!r} is {state}, not gone: stop it with "
+                              f"`jstorm kill {args.name}` instead")
+    reg.remove()
+    print(f"forgot {args.name} (its run files stay in {reg.run_dir})")
     return 0
 
 
@@ -288,7 +339,13 @@ def build_parser() -> argparse.ArgumentParser:
     from jstormpy.deploy.verify import add_verify_parser
 
     add_verify_parser(sub)
-    sub.add_parser("list", help="running topologies").set_defaults(func=cmd_list)
+    ls = sub.add_parser("list", help="running topologies")
+    ls.add_argument("--prune", action="store_true",
+                    help="forget the topologies listed as gone (their launcher exited)")
+    ls.set_defaults(func=cmd_list)
+    fg = sub.add_parser("forget", help="remove a gone topology from `jstorm list`")
+    fg.add_argument("name", help="the topology's name (refused if it still runs)")
+    fg.set_defaults(func=cmd_forget)
     st = sub.add_parser("status", help="state, workers, checkpoints, backpressure")
     st.add_argument("name")
     st.add_argument("--json", action="store_true")

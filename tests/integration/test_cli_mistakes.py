@@ -83,3 +83,73 @@ def test_run_imports_a_helper_module_next_to_the_file(tmp_path, monkeypatch, for
     assert res.returncode == 0, res.stdout + res.stderr
     assert sorted((r["n"], r["sq"]) for r in read_committed(out)) == \
         [(n, n * n) for n in range(30)]
+
+
+FOREVER = '''
+from jstormpy import Bolt, Config, Spout, TopologyBuilder
+
+
+class Ticks(Spout):
+    outputs = ("n",)
+
+    def __init__(self):
+        self.n = 0
+
+    def next_tuple(self):
+        import time
+        time.sleep(0.01)  # pacing
+        self.emit((self.n,))
+        self.n += 1
+
+    def snapshot(self):
+        return self.n
+
+    def restore(self, snap):
+        self.n = snap
+
+
+class Drop(Bolt):
+    outputs = ("n",)
+
+    def execute(self, tup):
+        pass
+
+
+b = TopologyBuilder("orphan")
+b.set_spout("ticks", Ticks)
+b.set_bolt("drop", Drop).shuffle_grouping("ticks")
+topology = b
+config = Config(workers=1, checkpoint_interval_ms=300)
+'''
+
+
+def test_a_topology_whose_launcher_died_is_explained_and_can_be_forgotten(tmp_path):
+    import psutil
+
+    from .helpers import wait_until
+
+    (tmp_path / "orphan.py").write_text(FOREVER)
+    launcher = subprocess.Popen([*JSTORM, "run", "orphan.py"], cwd=tmp_path,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: "running" in jstorm("list", cwd=tmp_path).stdout, timeout=60,
+                   what="the topology running")
+        children = psutil.Process(launcher.pid).children(recursive=True)
+    finally:
+        launcher.kill()  # the launcher dies (kill -9, a closed terminal, an OOM kill)
+        launcher.wait()
+    # the Topology Master and workers notice and stop by themselves
+    wait_until(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+                               for p in children), timeout=60, what="the orphans to stop")
+
+    listed = jstorm("list", cwd=tmp_path)
+    assert "orphan" in listed.stdout and "gone" in listed.stdout
+    assert "jstorm forget NAME" in listed.stdout
+    for cmd in ("status", "kill", "metrics"):
+        res = jstorm(cmd, "orphan", cwd=tmp_path)
+        assert res.returncode != 0
+        assert "UNAVAILABLE" not in res.stderr, res.stderr  # no raw gRPC error
+        assert "is gone" in res.stderr and "jstorm forget orphan" in res.stderr, res.stderr
+    forgot = jstorm("forget", "orphan", cwd=tmp_path)
+    assert forgot.returncode == 0 and "forgot orphan" in forgot.stdout, forgot.stderr
+    assert "no topologies" in jstorm("list", cwd=tmp_path).stdout
