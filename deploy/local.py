@@ -26,7 +26,7 @@ from typing import Any
 
 from jstormpy.client import MasterClient, Registration, jstorm_home
 from jstormpy.codepkg import UPGRADE_EXIT_CODE, build_package
-from jstormpy.config import Config
+from jstormpy.config import Config, as_config
 from jstormpy.deploy.forkserver import (
     ForkServer,
     forkserver_enabled,
@@ -493,7 +493,7 @@ class LocalCluster:
         ``from_savepoint`` starts from a savepoint (possibly another parallelism or new
         code), refusing state of removed components unless ``allow_non_restored_state``.
         """
-        config = config or Config()
+        config = as_config(config)  # a dict is converted, a typo named
         check_submission(topology, config)
         name = topology.name
         with submit_lock(self.home, name):  # one launcher at a time: deploy/launch_lock.py

@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy.client import MasterClient, Registration
-from jstormpy.config import Config
-from jstormpy.errors import JStormError
+from jstormpy.config import as_config
+from jstormpy.errors import ConfigError, JStormError
 from jstormpy.topology import Topology, TopologyBuilder
 
 
@@ -123,7 +123,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from jstormpy.deploy.local import LocalCluster
 
     module = load_topology_file(args.file)
-    config = getattr(module, "config", None) or Config()
+    try:
+        config = as_config(getattr(module, "config", None))
+    except ConfigError as exc:
+        raise ConfigError(f"{args.file}: `config`: {exc}") from None
     if args.workers:
         config = config.replace(workers=args.workers)
     if args.no_tls:  # trusted single-host runs only (docs/security.md)

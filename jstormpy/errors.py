@@ -15,6 +15,11 @@ class ConfigError(JStormError):
     """A configuration value or key is invalid."""
 
 
+class UnknownSettingError(ConfigError, TypeError):
+    """A Config setting name that does not exist (a typo); also a ``TypeError``, which is
+    what an unknown keyword argument raised before."""
+
+
 class BackendError(JStormError):
     """A state backend failed (unreachable, unwritable, bad URI)."""
 

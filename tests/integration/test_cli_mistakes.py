@@ -153,3 +153,16 @@ def test_a_topology_whose_launcher_died_is_explained_and_can_be_forgotten(tmp_pa
     forgot = jstorm("forget", "orphan", cwd=tmp_path)
     assert forgot.returncode == 0 and "forgot orphan" in forgot.stdout, forgot.stderr
     assert "no topologies" in jstorm("list", cwd=tmp_path).stdout
+
+
+def test_run_names_a_typo_in_the_files_config_dict(tmp_path):
+    (tmp_path / "mysquares.py").write_text(textwrap.dedent(HELPER))
+    text = TOPOLOGY.format(out=str(tmp_path / "out")).replace(
+        "config = Config(workers=2, checkpoint_interval_ms=200)",
+        "config = {'workers': 1, 'chekpoint_interval_ms': 200}")
+    (tmp_path / "topo.py").write_text(text)
+    res = jstorm("run", "topo.py", cwd=tmp_path)
+    assert res.returncode != 0
+    assert "topo.py: `config`: unknown Config key(s) 'chekpoint_interval_ms'" in res.stderr
+    assert "did you mean 'checkpoint_interval_ms'" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
