@@ -34,7 +34,7 @@ from jstormpy.deploy.forkserver import (
     zygote_env,
 )
 from jstormpy.deploy.launch_lock import submit_lock
-from jstormpy.errors import ConfigError, JStormError, TopologyError
+from jstormpy.errors import ConfigError, JStormError, TopologyError, TopologyStopped
 from jstormpy.picklecheck import dump_topology
 from jstormpy.security import SECRET_ENV, new_secret
 from jstormpy.state_backends import check_backend_options
@@ -213,7 +213,8 @@ class TopologyHandle:
 
     def wait(self, timeout: float | None = None, poll_s: float = 0.01) -> dict[str, Any]:
         """Block until the topology is drained (every spout finished and all output
-        committed); returns the final status. Raises TimeoutError or JStormError.
+        committed); returns the final status. Raises TimeoutError, TopologyStopped (it was
+        stopped on request) or JStormError (it failed).
 
         Each status call is a long poll (the TM answers when the state becomes terminal,
         or after ``WAIT_POLL_S``); ``poll_s`` is the pause after a failed call."""
@@ -230,6 +231,12 @@ class TopologyHandle:
             state = status.get("state")
             if state == "drained":
                 return status
+            if state == "killed":  # only the Kill call sets it: a planned stop
+                last = (status.get("last_completed_checkpoint") or {}).get("id")
+                raise TopologyStopped(f"topology {self.name!r} was stopped on request "
+                                      f"(jstorm kill, jstorm savepoint --stop or kill()) "
+                                      f"before it drained; last completed checkpoint: "
+                                      f"{'#' + str(last) if last else 'none'}")
             if state in ("failed", "killed"):
                 errors = status.get("errors") or []
                 last = errors[-1]["message"] if errors else "no error recorded"

@@ -39,7 +39,7 @@ from typing import Any
 
 from jstormpy.client import MasterClient, Registration
 from jstormpy.config import as_config
-from jstormpy.errors import ConfigError, JStormError
+from jstormpy.errors import ConfigError, JStormError, TopologyStopped
 from jstormpy.topology import Topology, TopologyBuilder
 
 
@@ -159,6 +159,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             monkey.start()
         try:
             status = handle.wait(timeout=args.timeout)
+        except TopologyStopped as exc:  # a planned stop: say so, exit 0 (run --help)
+            print(f"stopped: {exc}")
+            print(f"continue it with: jstorm run {args.file} --resume")
+            return 0
         except KeyboardInterrupt:
             print("interrupted: killing the topology")
             return 130

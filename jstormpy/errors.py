@@ -20,6 +20,11 @@ class UnknownSettingError(ConfigError, TypeError):
     what an unknown keyword argument raised before."""
 
 
+class TopologyStopped(JStormError):
+    """``wait()`` on a topology stopped on request (``jstorm kill``, ``jstorm savepoint
+    --stop``, ``kill()``) before it drained: a planned stop, not a failure."""
+
+
 class BackendError(JStormError):
     """A state backend failed (unreachable, unwritable, bad URI)."""
 

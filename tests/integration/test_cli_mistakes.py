@@ -166,3 +166,29 @@ def test_run_names_a_typo_in_the_files_config_dict(tmp_path):
     assert "topo.py: `config`: unknown Config key(s) 'chekpoint_interval_ms'" in res.stderr
     assert "did you mean 'checkpoint_interval_ms'" in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("stop", [["kill", "orphan"], ["savepoint", "orphan", "--stop"]],
+                         ids=["kill", "savepoint-stop"])
+def test_a_planned_stop_ends_jstorm_run_as_a_stop_not_an_error(tmp_path, stop):
+    from .helpers import wait_until
+
+    (tmp_path / "orphan.py").write_text(FOREVER)
+    run = subprocess.Popen([*JSTORM, "run", "orphan.py"], cwd=tmp_path, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: "running" in jstorm("list", cwd=tmp_path).stdout, timeout=60,
+                   what="the topology running")
+        if stop[0] == "savepoint":  # a savepoint needs a completed checkpoint to start from
+            wait_until(lambda: "#" in jstorm("status", "orphan", cwd=tmp_path).stdout,
+                       timeout=30, what="a checkpoint")
+        res = jstorm(*stop, cwd=tmp_path)
+        assert res.returncode == 0, res.stdout + res.stderr
+        out, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, out + err
+    assert "error" not in err.lower(), err
+    assert "stopped on request" in out and "jstorm run orphan.py --resume" in out, out
