@@ -3,7 +3,8 @@
     jstorm run FILE.py [--resume] [--chaos SEED]   run the topology FILE defines, here
     jstorm run FILE.py --spark-master MASTER       ... with its workers in Spark executors
     jstorm verify wordcount --input GLOB --output DIR   recompute with Spark, compare
-    jstorm list                                    running topologies
+    jstorm list [--prune]                          running topologies (--prune: forget gone)
+    jstorm forget NAME                             forget a gone topology
     jstorm status NAME [--json]                    state, workers, checkpoints, errors
     jstorm metrics NAME [--component C] [--watch]  metrics per component/worker/topology
     jstorm checkpoint NAME                         force a checkpoint
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy.client import MasterClient, Registration
-from jstormpy.config import as_config
+from jstormpy.config import LOG_LEVELS, as_config
 from jstormpy.errors import ConfigError, JStormError, TopologyStopped
 from jstormpy.topology import Topology, TopologyBuilder
 
@@ -311,16 +312,34 @@ def cmd_testing(args: argparse.Namespace) -> int:
     return int(module.main(args.rest, prog=f"jstorm testing {args.server}") or 0)
 
 
+NAME_HELP = "the topology's name (see `jstorm list`)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for docs and tests)."""
-    p = argparse.ArgumentParser(prog="jstorm", description=__doc__.split("\n\n")[0])
-    p.add_argument("--log-level", default="WARNING")
+    p = argparse.ArgumentParser(prog="jstorm", description=__doc__.split("\n\n")[0]
+                                .replace("``", "") + " Each command has its own --help.")
+    p.add_argument("--log-level", default="WARNING", type=str.upper, choices=LOG_LEVELS,
+                   help="log level of this command's own messages (default WARNING); a "
+                        "running topology's: `jstorm loglevel` or Config.log_level")
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run the topology a file defines on this machine")
-    r.add_argument("file")
+    r = sub.add_parser(
+        "run", help="run the topology a file defines on this machine",
+        description="Run the topology FILE defines, on this machine (or with its workers in "
+                    "Spark executors), until it drains. FILE must define `topology` (a "
+                    "Topology or TopologyBuilder) and may define `config` (a Config or a "
+                    "dict) and `verify(handle) -> bool`, called after it drains. Modules "
+                    "next to FILE can be imported from it.",
+        epilog="Run state (registration, logs, default checkpoints and savepoints) lives "
+               "under $JSTORM_HOME (default ~/.jstorm): runs/NAME/, checkpoints/NAME/. "
+               "Exit status: 0 drained, or stopped on request (jstorm kill, jstorm "
+               "savepoint --stop); 1 verify failed; 2 error; 130 Ctrl-C (continue with "
+               "--resume).")
+    r.add_argument("file", help="a Python file that defines `topology`")
     r.add_argument("--resume", action="store_true",
                    help="continue from the latest completed checkpoint")
-    r.add_argument("--workers", type=int, default=0)
+    r.add_argument("--workers", type=int, default=0,
+                   help="number of worker processes (overrides Config.workers)")
     r.add_argument("--no-tls", action="store_true",
                    help="plaintext gRPC to the Topology Master (Config.tls=False): only for "
                         "trusted single-host runs")
@@ -351,31 +370,34 @@ def build_parser() -> argparse.ArgumentParser:
                     help="forget the topologies listed as gone (their launcher exited)")
     ls.set_defaults(func=cmd_list)
     fg = sub.add_parser("forget", help="remove a gone topology from `jstorm list`")
-    fg.add_argument("name", help="the topology's name (refused if it still runs)")
+    fg.add_argument("name", help=NAME_HELP + "; refused if it still runs")
     fg.set_defaults(func=cmd_forget)
     st = sub.add_parser("status", help="state, workers, checkpoints, backpressure")
-    st.add_argument("name")
-    st.add_argument("--json", action="store_true")
+    st.add_argument("name", help=NAME_HELP)
+    st.add_argument("--json", action="store_true", help="the whole status as JSON")
     st.set_defaults(func=cmd_status)
     k = sub.add_parser("kill", help="stop a topology")
-    k.add_argument("name")
+    k.add_argument("name", help=NAME_HELP)
     k.set_defaults(func=cmd_kill)
     m = sub.add_parser("metrics", help="metrics per component, worker and topology")
-    m.add_argument("name")
-    m.add_argument("--component")
-    m.add_argument("--json", action="store_true")
-    m.add_argument("--watch", type=float, default=0, metavar="SECONDS")
+    m.add_argument("name", help=NAME_HELP)
+    m.add_argument("--component", help="only this component, with its tasks")
+    m.add_argument("--json", action="store_true", help="the metrics as JSON")
+    m.add_argument("--watch", type=float, default=0, metavar="SECONDS",
+                   help="print again every SECONDS until Ctrl-C")
     m.set_defaults(func=cmd_metrics)
     c = sub.add_parser("checkpoint", help="force a checkpoint")
-    c.add_argument("name")
-    c.add_argument("--timeout", type=float, default=30.0)
+    c.add_argument("name", help=NAME_HELP)
+    c.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="how long to wait for it to complete (default 30)")
     c.set_defaults(func=cmd_checkpoint)
     rb = sub.add_parser("rollback", help="roll back to a completed checkpoint")
-    rb.add_argument("name")
-    rb.add_argument("--to", type=int, default=None)
+    rb.add_argument("name", help=NAME_HELP)
+    rb.add_argument("--to", type=int, default=None, metavar="ID",
+                    help="the completed checkpoint to roll back to (default: the latest)")
     rb.set_defaults(func=cmd_rollback)
     up = sub.add_parser("upgrade", help="gray release: switch workers to new code")
-    up.add_argument("name")
+    up.add_argument("name", help=NAME_HELP)
     up.add_argument("--code", help="new code: a .zip, a directory or a topology .py file")
     up.add_argument("--entry", default="", help="topology file inside the package")
     up.add_argument("--workers", help="comma-separated worker ids, e.g. 1,3")
@@ -384,16 +406,23 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--rescale", action="store_true",
                     help="the new code may change parallelism: switch every worker to it in "
                          "one in-place rescale (docs/rescaling.md)")
-    for flag in ("continue", "complete", "rollback", "status"):
-        up.add_argument(f"--{flag}", action="store_true")
-    up.add_argument("--timeout", type=float, default=180.0)
+    for flag, what in (("continue", "switch the next batch of workers to the new code"),
+                       ("complete", "switch every remaining worker and make it the stable "
+                                    "version"),
+                       ("rollback", "switch every worker back to the stable version"),
+                       ("status", "print the upgrade's progress")):
+        up.add_argument(f"--{flag}", action="store_true", help=what)
+    up.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
+                    help="how long to wait for each step (default 180)")
     up.set_defaults(func=cmd_upgrade)
     from jstormpy.cli_ops import add_parsers as add_ops_parsers
 
     add_ops_parsers(sub)  # ui, loglevel, config (operations)
-    t = sub.add_parser("testing", help="protocol test servers (webhdfs, hbase)")
-    t.add_argument("server", choices=["webhdfs", "hbase"])
-    t.add_argument("rest", nargs=argparse.REMAINDER)
+    t = sub.add_parser("testing", help="protocol test servers (webhdfs, hbase)",
+                       epilog="Each server has its own options: jstorm testing webhdfs "
+                              "--help, jstorm testing hbase --help.")
+    t.add_argument("server", choices=["webhdfs", "hbase"], help="which server to start")
+    t.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     t.set_defaults(func=cmd_testing)
     from jstormpy.testing.chaos.soak import add_arguments as add_chaos_arguments
     from jstormpy.testing.chaos.soak import run_from_args as run_chaos
