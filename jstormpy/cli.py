@@ -29,6 +29,7 @@ A topology file defines ``topology`` (a Topology or TopologyBuilder) and optiona
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import logging
@@ -165,7 +166,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"continue it with: jstorm run {args.file} --resume")
             return 0
         except KeyboardInterrupt:
-            print("interrupted: killing the topology")
+            last = None
+            with contextlib.suppress(JStormError):  # a short ask: the user wants out
+                last = (handle.client.status(timeout=2.0)
+                        .get("last_completed_checkpoint") or {}).get("id")
+            print(f"interrupted: stopping the topology; its state is kept at checkpoint "
+                  f"#{last}" if last is not None else
+                  "interrupted: stopping the topology (no checkpoint completed yet)")
+            print(f"continue it with: jstorm run {args.file} --resume")
             return 130
         finally:
             if monkey is not None:

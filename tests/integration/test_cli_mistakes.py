@@ -192,3 +192,24 @@ def test_a_planned_stop_ends_jstorm_run_as_a_stop_not_an_error(tmp_path, stop):
     assert run.returncode == 0, out + err
     assert "error" not in err.lower(), err
     assert "stopped on request" in out and "jstorm run orphan.py --resume" in out, out
+
+
+def test_ctrl_c_says_how_to_continue(tmp_path):
+    import signal
+
+    from .helpers import wait_until
+
+    (tmp_path / "orphan.py").write_text(FOREVER)
+    run = subprocess.Popen([*JSTORM, "run", "orphan.py"], cwd=tmp_path, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: "running" in jstorm("list", cwd=tmp_path).stdout, timeout=60,
+                   what="the topology running")
+        run.send_signal(signal.SIGINT)
+        out, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 130, out + err
+    assert "jstorm run orphan.py --resume" in out, out
