@@ -21,6 +21,7 @@ from jstormpy.master.core import MasterCore
 from jstormpy.master.http import start_ops_server
 from jstormpy.master.rescale import finish_pending_rescale
 from jstormpy.master.service import TopologyMasterService, serve
+from jstormpy.proctitle import set_process_title
 from jstormpy.security import secret_from_env
 from jstormpy.state_backends import open_backend
 from jstormpy.state_backends.deadline import DeadlineBackend
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         config = Config.from_dict(json.loads((run_dir / "config.json").read_text()))
     descriptor_json = (run_dir / "descriptor.json").read_text()
     descriptor = json.loads(descriptor_json)
+    set_process_title(f"jstorm TM {descriptor['name']}")
     core = MasterCore(descriptor["name"], config, descriptor, backend, resume=args.resume)
     core.upgrade.attach_run_dir(run_dir)  # code packages for gray release
     core.rescale.attach_run_dir(run_dir)  # topology files for in-place rescale
