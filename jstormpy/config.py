@@ -141,7 +141,7 @@ class Config:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Config:
         """Build a Config from a mapping, refusing unknown keys by name."""
-        _refuse_unknown(values, list_known=True)
+        _refuse_unknown(values)
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -217,24 +217,23 @@ _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(Config))
 
 
 def _did_you_mean(names: list[str]) -> str:
+    """"; 'x': did you mean 'y'?" per name with a close setting; the list of every setting
+    when some name has none."""
     hints = []
     for name in names:
         close = difflib.get_close_matches(name, sorted(_FIELD_NAMES), n=1, cutoff=0.6)
         if close:
             hints.append(f"{name!r}: did you mean {close[0]!r}?")
-    if hints:
-        return "; " + "; ".join(hints)
-    return f"; known keys are: {', '.join(sorted(_FIELD_NAMES))}"
+    if len(hints) < len(names):
+        hints.append(f"known keys are: {', '.join(sorted(_FIELD_NAMES))}")
+    return "; " + "; ".join(hints)
 
 
-def _refuse_unknown(values: Any, list_known: bool = False) -> None:
+def _refuse_unknown(values: Any) -> None:
     unknown = sorted(set(values) - _FIELD_NAMES)
     if unknown:
-        hint = _did_you_mean(unknown)
-        if list_known and "known keys are" not in hint:
-            hint += f" (known keys are: {', '.join(sorted(_FIELD_NAMES))})"
         raise UnknownSettingError(f"unknown Config key(s) {', '.join(map(repr, unknown))}"
-                                  f"{hint}")
+                                  f"{_did_you_mean(unknown)}")
 
 
 _dataclass_init = Config.__init__
