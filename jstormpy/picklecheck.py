@@ -52,6 +52,8 @@ def _parts(obj: Any) -> Iterator[tuple[str, Any]]:
             yield f"[{i}]", v
     else:
         attrs = getattr(obj, "__dict__", None)
+        if isinstance(obj, type) and attrs is not None:  # class attributes
+            attrs = {k: v for k, v in attrs.items() if not k.startswith("__")}
         if isinstance(attrs, dict):
             for k, v in attrs.items():
                 if not k.startswith("_jstorm"):

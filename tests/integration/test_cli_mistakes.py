@@ -213,3 +213,18 @@ def test_ctrl_c_says_how_to_continue(tmp_path):
             run.wait()
     assert run.returncode == 130, out + err
     assert "jstorm run orphan.py --resume" in out, out
+
+
+def test_run_names_a_class_attribute_that_cannot_be_pickled(tmp_path):
+    """A topology file's classes travel by value: a class-level lock is named at submit."""
+    (tmp_path / "mysquares.py").write_text(textwrap.dedent(HELPER))
+    text = TOPOLOGY.format(out=str(tmp_path / "out")).replace(
+        "from mysquares import Numbers, Square\n",
+        "import threading\n\nfrom mysquares import Numbers\nfrom mysquares import Square as "
+        "_Square\n\n\nclass Square(_Square):\n    guard = threading.Lock()\n")
+    (tmp_path / "topo.py").write_text(text)
+    res = jstorm("run", "topo.py", cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "component 'square' (class Square) cannot be sent to the workers: attribute " \
+           "'guard' holds a _thread.lock" in res.stderr, res.stderr
+    assert "prepare()" in res.stderr
