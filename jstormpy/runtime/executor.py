@@ -53,6 +53,16 @@ COMMIT_RETRY_S = 1.0
 checkpoint completes first (after a bounded job's final checkpoint none does)."""
 
 
+class _SnapshotInput:
+    """What a task was working on when its state could not be pickled (for error reports)."""
+
+    def __repr__(self) -> str:
+        return "<the task's state, pickled for a checkpoint>"
+
+
+_SNAPSHOT_INPUT = _SnapshotInput()
+
+
 class TaskExecutor(ChainedTask):
     """Runs one task (spout or bolt) in its own thread (a chained bolt: in its source's,
     see ``runtime/chained.py``)."""
@@ -257,8 +267,12 @@ class TaskExecutor(ChainedTask):
             try:
                 view = capture(snap, self.verified_states)
             except Exception as exc:  # e.g. a Lock in state: name the state and the key
-                raise snapshot_pickle_error(self.component_name, self.task_id, snap,
-                                            exc) from exc
+                error = snapshot_pickle_error(self.component_name, self.task_id, snap, exc)
+                error.__cause__ = exc
+                # reported like a user error on an input, the same "input" every time: the
+                # TM recognises it when it repeats right after the restore it caused
+                self._user_error(error, _SNAPSHOT_INPUT)
+                raise error from exc  # at_most_once takes no snapshots: not reached
         else:
             view = None
         if emit_barrier:  # as received: a quiescent barrier stays one downstream
