@@ -100,11 +100,12 @@ def component_pickle_error(name: str, obj: Any, exc: BaseException) -> TopologyE
                          f"{HINT_COMPONENT}")
 
 
-def dump_topology(topology: Any) -> bytes:
-    """``cloudpickle.dumps(topology)``; if that fails, a :class:`TopologyError` naming the
-    component and attribute that cannot be pickled."""
+def dump_topology(topology: Any,
+                  dumps: Callable[[Any], bytes] = cloudpickle.dumps) -> bytes:
+    """``dumps(topology)``; if that fails, a :class:`TopologyError` naming the component and
+    attribute that cannot be pickled."""
     try:
-        return cloudpickle.dumps(topology)
+        return dumps(topology)
     except Exception as exc:
         for spec in topology.components.values():
             if _fails(spec.obj, cloudpickle.dumps) is not None:
