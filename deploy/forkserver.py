@@ -38,6 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from jstormpy.proctitle import set_process_title
+
 # what the TM and a worker import anyway: the engine, gRPC's channel, the file backend and
 # the windowing module (a topology's pickle refers to them)
 PRELOAD = ("jstormpy.master.__main__", "jstormpy.runtime.worker", "grpc._channel",
@@ -297,6 +299,7 @@ def _reap() -> None:
 
 def main() -> int:
     """The zygote's loop: import once, then fork on request until stdin closes."""
+    set_process_title("jstorm zygote (forks the TM and workers)")
     for name in PRELOAD:
         importlib.import_module(name)
     _report({"ready": 1})

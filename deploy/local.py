@@ -24,11 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
-
 from jstormpy.client import MasterClient, Registration, jstorm_home
 from jstormpy.codepkg import UPGRADE_EXIT_CODE, build_package
-from jstormpy.config import Config
+from jstormpy.config import Config, as_config
 from jstormpy.deploy.forkserver import (
     ForkServer,
     forkserver_enabled,
@@ -36,7 +34,8 @@ from jstormpy.deploy.forkserver import (
     zygote_env,
 )
 from jstormpy.deploy.launch_lock import submit_lock
-from jstormpy.errors import ConfigError, JStormError, TopologyError
+from jstormpy.errors import ConfigError, JStormError, TopologyError, TopologyStopped
+from jstormpy.picklecheck import dump_topology
 from jstormpy.security import SECRET_ENV, new_secret
 from jstormpy.state_backends import check_backend_options
 from jstormpy.tls import TLS_DIR_ENV, copy_certs_dir, create_topology_tls
@@ -224,7 +223,8 @@ class TopologyHandle:
 
     def wait(self, timeout: float | None = None, poll_s: float = 0.01) -> dict[str, Any]:
         """Block until the topology is drained (every spout finished and all output
-        committed); returns the final status. Raises TimeoutError or JStormError.
+        committed); returns the final status. Raises TimeoutError, TopologyStopped (it was
+        stopped on request) or JStormError (it failed).
 
         Each status call is a long poll (the TM answers when the state becomes terminal,
         or after ``WAIT_POLL_S``); ``poll_s`` is the pause after a failed call."""
@@ -241,6 +241,12 @@ class TopologyHandle:
             state = status.get("state")
             if state == "drained":
                 return status
+            if state == "killed":  # only the Kill call sets it: a planned stop
+                last = (status.get("last_completed_checkpoint") or {}).get("id")
+                raise TopologyStopped(f"topology {self.name!r} was stopped on request "
+                                      f"(jstorm kill, jstorm savepoint --stop or kill()) "
+                                      f"before it drained; last completed checkpoint: "
+                                      f"{'#' + str(last) if last else 'none'}")
             if state in ("failed", "killed"):
                 errors = status.get("errors") or []
                 last = errors[-1]["message"] if errors else "no error recorded"
@@ -504,7 +510,7 @@ class LocalCluster:
         ``from_savepoint`` starts from a savepoint (possibly another parallelism or new
         code), refusing state of removed components unless ``allow_non_restored_state``.
         """
-        config = config or Config()
+        config = as_config(config)  # a dict is converted, a typo named
         check_submission(topology, config)
         name = topology.name
         with submit_lock(self.home, name):  # one launcher at a time: deploy/launch_lock.py
@@ -561,13 +567,18 @@ def refuse_if_running(name: str, home: Path | None = None) -> None:
 
 def write_run_dir(home: Path, topology: Topology, config: Config) -> Path:
     """Create ``home/runs/NAME`` with what the Topology Master reads (topology.pkl,
-    config.json, descriptor.json); logs of an earlier run of the same name are dropped."""
+    config.json, descriptor.json); logs and gray-upgrade code of an earlier run of the same
+    name are dropped."""
+    blob = dump_topology(topology)  # first: a component that cannot be pickled is named
     run_dir = home / "runs" / topology.name
     if run_dir.exists():
         shutil.rmtree(run_dir / "logs", ignore_errors=True)
+        # an earlier run's gray upgrade (code/assignment.json, packages): this submit's
+        # code is the file it gives, even on --resume or from a savepoint (docs/upgrade.md)
+        shutil.rmtree(run_dir / "code", ignore_errors=True)
         (run_dir / "master.port").unlink(missing_ok=True)
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-    (run_dir / "topology.pkl").write_bytes(cloudpickle.dumps(topology))
+    (run_dir / "topology.pkl").write_bytes(blob)
     (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
     (run_dir / "descriptor.json").write_text(json.dumps(topology.descriptor()))
     write_tls_dir(run_dir, topology.name, config)

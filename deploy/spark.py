@@ -53,7 +53,7 @@ from typing import Any
 
 from jstormpy.client import MasterClient, Registration, jstorm_home
 from jstormpy.codepkg import UPGRADE_EXIT_CODE
-from jstormpy.config import Config
+from jstormpy.config import Config, as_config
 from jstormpy.deploy.launch_lock import submit_lock
 from jstormpy.deploy.local import (
     TopologyHandle,
@@ -451,7 +451,7 @@ class SparkCluster:
             ConfigError: Too few task slots for ``Config.workers``, dynamic allocation on, or
                 no shared checkpoint storage on a non-local master.
         """
-        config = config or Config()
+        config = as_config(config)  # a dict is converted, a typo named
         check_submission(topology, config)  # the same checks as LocalCluster, first
         conf = self.spark.sparkContext.getConf()
         if str(conf.get("spark.dynamicAllocation.enabled", "false")).lower() == "true":

@@ -195,10 +195,12 @@ def add_verify_parser(sub: Any) -> None:
     lv.add_argument("--expected", required=True,
                     help="expected table: .jsonl/.json, .parquet or .csv (with header)")
     lv.add_argument("--expected-format", default="auto",
-                    choices=["auto", "jsonl", "parquet", "csv"])
+                    choices=["auto", "jsonl", "parquet", "csv"],
+                    help="format of --expected (auto: from its extension)")
     for p, k, val in ((wc, "word", "count"), (lv, None, None)):
         p.add_argument("--output", required=True, help="the FileSink directory")
-        p.add_argument("--format", default="auto", choices=["auto", "jsonl", "parquet"])
+        p.add_argument("--format", default="auto", choices=["auto", "jsonl", "parquet"],
+                       help="format of the part files (auto: from their extension)")
         p.add_argument("--key", default=k, required=k is None, help="key column")
         p.add_argument("--value", default=val, required=val is None, help="value column")
         p.add_argument("--spark-master", default="local[2]",

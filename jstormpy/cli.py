@@ -3,7 +3,8 @@
     jstorm run FILE.py [--resume] [--chaos SEED]   run the topology FILE defines, here
     jstorm run FILE.py --spark-master MASTER       ... with its workers in Spark executors
     jstorm verify wordcount --input GLOB --output DIR   recompute with Spark, compare
-    jstorm list                                    running topologies
+    jstorm list [--prune]                          running topologies (--prune: forget gone)
+    jstorm forget NAME                             forget a gone topology
     jstorm status NAME [--json]                    state, workers, checkpoints, errors
     jstorm metrics NAME [--component C] [--watch]  metrics per component/worker/topology
     jstorm checkpoint NAME                         force a checkpoint
@@ -29,17 +30,19 @@ A topology file defines ``topology`` (a Topology or TopologyBuilder) and optiona
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from jstormpy.client import MasterClient, Registration
-from jstormpy.config import Config
-from jstormpy.errors import JStormError
+from jstormpy.config import LOG_LEVELS, as_config
+from jstormpy.errors import ConfigError, JStormError, TopologyStopped
 from jstormpy.topology import Topology, TopologyBuilder
 
 
@@ -56,6 +59,11 @@ def load_topology_file(path: str) -> Any:
         raise JStormError(f"cannot import {path!r} as Python")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    # like `python FILE.py`: modules next to the file are importable from it (and from the
+    # processes this one starts, which inherit sys.path as PYTHONPATH: deploy/forkserver.py)
+    folder = str(file.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     spec.loader.exec_module(module)
     cloudpickle.register_pickle_by_value(module)
     topo = getattr(module, "topology", None)
@@ -67,8 +75,28 @@ def load_topology_file(path: str) -> Any:
     return module
 
 
+def _launcher_alive(reg: Registration) -> bool:
+    try:
+        os.kill(reg.launcher_pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def _gone_message(reg: Registration) -> str:
+    return (f"topology {reg.name!r} is gone: the process that launched it (pid "
+            f"{reg.launcher_pid}) has exited, so no Topology Master answers at {reg.address}; "
+            f"its logs are in {Path(reg.run_dir) / 'logs'}. `jstorm forget {reg.name}` removes "
+            f"it from `jstorm list`; `jstorm run FILE --resume` continues it from its last "
+            f"checkpoint")
+
+
 def _client(name: str) -> MasterClient:
     reg = Registration.load(name)
+    if not _launcher_alive(reg):
+        raise JStormError(_gone_message(reg))
     return MasterClient.for_registration(reg)
 
 
@@ -113,7 +141,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from jstormpy.deploy.local import LocalCluster
 
     module = load_topology_file(args.file)
-    config = getattr(module, "config", None) or Config()
+    try:
+        config = as_config(getattr(module, "config", None))
+    except ConfigError as exc:
+        raise ConfigError(f"{args.file}: `config`: {exc}") from None
     if args.workers:
         config = config.replace(workers=args.workers)
     if args.no_tls:  # trusted single-host runs only (docs/security.md)
@@ -149,8 +180,19 @@ def cmd_run(args: argparse.Namespace) -> int:
             monkey.start()
         try:
             status = handle.wait(timeout=args.timeout)
+        except TopologyStopped as exc:  # a planned stop: say so, exit 0 (run --help)
+            print(f"stopped: {exc}")
+            print(f"continue it with: jstorm run {args.file} --resume")
+            return 0
         except KeyboardInterrupt:
-            print("interrupted: killing the topology")
+            last = None
+            with contextlib.suppress(JStormError):  # a short ask: the user wants out
+                last = (handle.client.status(timeout=2.0)
+                        .get("last_completed_checkpoint") or {}).get("id")
+            print(f"interrupted: stopping the topology; its state is kept at checkpoint "
+                  f"#{last}" if last is not None else
+                  "interrupted: stopping the topology (no checkpoint completed yet)")
+            print(f"continue it with: jstorm run {args.file} --resume")
             return 130
         finally:
             if monkey is not None:
@@ -179,12 +221,42 @@ def cmd_list(args: argparse.Namespace) -> int:
     regs = Registration.all()
     if not regs:
         print("no topologies")
+    gone = []
     for reg in regs:
         try:
+            if not _launcher_alive(reg):
+                raise JStormError(_gone_message(reg))
             st = MasterClient.for_registration(reg).status(timeout=2.0)
             print(f"{reg.name:<24} {st['state']:<11} gen {st['generation']:<4} {reg.address}")
         except JStormError:
-            print(f"{reg.name:<24} {'gone':<11} {'':<8} {reg.address}")
+            gone.append(reg)
+            if args.prune:
+                reg.remove()
+                print(f"{reg.name:<24} {'forgotten':<11} {'':<8} (it was gone)")
+            else:
+                print(f"{reg.name:<24} {'gone':<11} {'':<8} {reg.address}")
+    if gone and not args.prune:
+        print(f"gone: no Topology Master answers (its launcher exited or it stopped); "
+              f"`jstorm forget NAME` or `jstorm list --prune` removes "
+              f"{'it' if len(gone) == 1 else 'them'}")
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    reg = Registration.load(args.name)
+    if _launcher_alive(reg):
+        client = MasterClient.for_registration(reg)
+        try:
+            state = client.status(timeout=2.0)["state"]
+        except JStormError:
+            state = ""
+        finally:
+            client.close()
+        if state:
+            raise JStormError(f"topology {args.name!r} is {state}, not gone: stop it with "
+                              f"`jstorm kill {args.name}` instead")
+    reg.remove()
+    print(f"forgot {args.name} (its run files stay in {reg.run_dir})")
     return 0
 
 
@@ -270,16 +342,34 @@ def cmd_testing(args: argparse.Namespace) -> int:
     return int(module.main(args.rest, prog=f"jstorm testing {args.server}") or 0)
 
 
+NAME_HELP = "the topology's name (see `jstorm list`)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for docs and tests)."""
-    p = argparse.ArgumentParser(prog="jstorm", description=__doc__.split("\n\n")[0])
-    p.add_argument("--log-level", default="WARNING")
+    p = argparse.ArgumentParser(prog="jstorm", description=__doc__.split("\n\n")[0]
+                                .replace("``", "") + " Each command has its own --help.")
+    p.add_argument("--log-level", default="WARNING", type=str.upper, choices=LOG_LEVELS,
+                   help="log level of this command's own messages (default WARNING); a "
+                        "running topology's: `jstorm loglevel` or Config.log_level")
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run the topology a file defines on this machine")
-    r.add_argument("file")
+    r = sub.add_parser(
+        "run", help="run the topology a file defines on this machine",
+        description="Run the topology FILE defines, on this machine (or with its workers in "
+                    "Spark executors), until it drains. FILE must define `topology` (a "
+                    "Topology or TopologyBuilder) and may define `config` (a Config or a "
+                    "dict) and `verify(handle) -> bool`, called after it drains. Modules "
+                    "next to FILE can be imported from it.",
+        epilog="Run state (registration, logs, default checkpoints and savepoints) lives "
+               "under $JSTORM_HOME (default ~/.jstorm): runs/NAME/, checkpoints/NAME/. "
+               "Exit status: 0 drained, or stopped on request (jstorm kill, jstorm "
+               "savepoint --stop); 1 verify failed; 2 error; 130 Ctrl-C (continue with "
+               "--resume).")
+    r.add_argument("file", help="a Python file that defines `topology`")
     r.add_argument("--resume", action="store_true",
                    help="continue from the latest completed checkpoint")
-    r.add_argument("--workers", type=int, default=0)
+    r.add_argument("--workers", type=int, default=0,
+                   help="number of worker processes (overrides Config.workers)")
     r.add_argument("--no-tls", action="store_true",
                    help="plaintext gRPC to the Topology Master (Config.tls=False): only for "
                         "trusted single-host runs")
@@ -309,30 +399,39 @@ def build_parser() -> argparse.ArgumentParser:
     from jstormpy.deploy.verify import add_verify_parser
 
     add_verify_parser(sub)
-    sub.add_parser("list", help="running topologies").set_defaults(func=cmd_list)
+    ls = sub.add_parser("list", help="running topologies")
+    ls.add_argument("--prune", action="store_true",
+                    help="forget the topologies listed as gone (their launcher exited)")
+    ls.set_defaults(func=cmd_list)
+    fg = sub.add_parser("forget", help="remove a gone topology from `jstorm list`")
+    fg.add_argument("name", help=NAME_HELP + "; refused if it still runs")
+    fg.set_defaults(func=cmd_forget)
     st = sub.add_parser("status", help="state, workers, checkpoints, backpressure")
-    st.add_argument("name")
-    st.add_argument("--json", action="store_true")
+    st.add_argument("name", help=NAME_HELP)
+    st.add_argument("--json", action="store_true", help="the whole status as JSON")
     st.set_defaults(func=cmd_status)
     k = sub.add_parser("kill", help="stop a topology")
-    k.add_argument("name")
+    k.add_argument("name", help=NAME_HELP)
     k.set_defaults(func=cmd_kill)
     m = sub.add_parser("metrics", help="metrics per component, worker and topology")
-    m.add_argument("name")
-    m.add_argument("--component")
-    m.add_argument("--json", action="store_true")
-    m.add_argument("--watch", type=float, default=0, metavar="SECONDS")
+    m.add_argument("name", help=NAME_HELP)
+    m.add_argument("--component", help="only this component, with its tasks")
+    m.add_argument("--json", action="store_true", help="the metrics as JSON")
+    m.add_argument("--watch", type=float, default=0, metavar="SECONDS",
+                   help="print again every SECONDS until Ctrl-C")
     m.set_defaults(func=cmd_metrics)
     c = sub.add_parser("checkpoint", help="force a checkpoint")
-    c.add_argument("name")
-    c.add_argument("--timeout", type=float, default=30.0)
+    c.add_argument("name", help=NAME_HELP)
+    c.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="how long to wait for it to complete (default 30)")
     c.set_defaults(func=cmd_checkpoint)
     rb = sub.add_parser("rollback", help="roll back to a completed checkpoint")
-    rb.add_argument("name")
-    rb.add_argument("--to", type=int, default=None)
+    rb.add_argument("name", help=NAME_HELP)
+    rb.add_argument("--to", type=int, default=None, metavar="ID",
+                    help="the completed checkpoint to roll back to (default: the latest)")
     rb.set_defaults(func=cmd_rollback)
     up = sub.add_parser("upgrade", help="gray release: switch workers to new code")
-    up.add_argument("name")
+    up.add_argument("name", help=NAME_HELP)
     up.add_argument("--code", help="new code: a .zip, a directory or a topology .py file")
     up.add_argument("--entry", default="", help="topology file inside the package")
     up.add_argument("--workers", help="comma-separated worker ids, e.g. 1,3")
@@ -341,17 +440,25 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--rescale", action="store_true",
                     help="the new code may change parallelism: switch every worker to it in "
                          "one in-place rescale (docs/rescaling.md)")
-    for flag in ("continue", "complete", "rollback", "status"):
-        up.add_argument(f"--{flag}", action="store_true")
-    up.add_argument("--timeout", type=float, default=180.0)
+    for flag, what in (("continue", "switch the next batch of workers to the new code"),
+                       ("complete", "switch every remaining worker and make it the stable "
+                                    "version"),
+                       ("rollback", "switch every worker back to the stable version"),
+                       ("status", "print the upgrade's progress")):
+        up.add_argument(f"--{flag}", action="store_true", help=what)
+    up.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
+                    help="how long to wait for each step (default 180)")
     up.set_defaults(func=cmd_upgrade)
     from jstormpy.cli_ops import add_parsers as add_ops_parsers
 
     add_ops_parsers(sub)  # ui, loglevel, config (operations)
     t = sub.add_parser("testing", help="protocol test servers (webhdfs, hbase) and a cluster "
-                                       "of network-namespace hosts (cluster up|down|list)")
-    t.add_argument("server", choices=["webhdfs", "hbase", "cluster"])
-    t.add_argument("rest", nargs=argparse.REMAINDER)
+                                       "of network-namespace hosts (cluster up|down|list)",
+                       epilog="Each has its own options: jstorm testing webhdfs --help, "
+                              "jstorm testing hbase --help, jstorm testing cluster --help.")
+    t.add_argument("server", choices=["webhdfs", "hbase", "cluster"],
+                   help="which server (or the host cluster) to start")
+    t.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     t.set_defaults(func=cmd_testing)
     from jstormpy.testing.chaos.soak import add_arguments as add_chaos_arguments
     from jstormpy.testing.chaos.soak import run_from_args as run_chaos

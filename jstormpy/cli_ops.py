@@ -122,8 +122,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
     token = read_ui_token(Registration.load(args.name).run_dir)
     if token:  # POST /api/... needs it (docs/security.md); reading does not
         print(f"token for state-changing requests (header {TOKEN_HEADER}): {token}")
-    if args.open:
-        webbrowser.open(url)
+    if args.open and not webbrowser.open(url):
+        print("no web browser could be started here (none installed, or no display): "
+              "open the URL above yourself, e.g. through an SSH tunnel")
     return 0
 
 
@@ -145,7 +146,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 def add_parsers(sub: Any) -> None:
     """Add ``ui``, ``loglevel`` and ``config`` (and ``metrics --tasks``) to the CLI."""
     u = sub.add_parser("ui", help="print the web UI URL of a topology")
-    u.add_argument("name")
+    u.add_argument("name", help="the topology's name (see `jstorm list`)")
     u.add_argument("--open", action="store_true", help="also open it in a browser")
     u.set_defaults(func=cmd_ui)
     lv = sub.add_parser("loglevel", help="set a component's task log level at run time")

@@ -78,5 +78,6 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--workers", type=int, default=0,
                    help="also change the number of worker processes (local launcher)")
     r.add_argument("--no-wait", action="store_true", help="return once the rescale started")
-    r.add_argument("--timeout", type=float, default=180.0)
+    r.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
+                   help="how long to wait for the new layout to run (default 180)")
     r.set_defaults(func=cmd_rescale)

@@ -61,7 +61,8 @@ def add_parsers(sub: Any) -> None:
                    help="where to write it (file://, hdfs://, hbase://; default "
                         "$JSTORM_HOME/savepoints/NAME/)")
     s.add_argument("--stop", action="store_true", help="stop the topology with the savepoint")
-    s.add_argument("--timeout", type=float, default=30.0)
+    s.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="how long to wait for the savepoint's checkpoint (default 30)")
     s.set_defaults(func=cmd_savepoint)
 
 

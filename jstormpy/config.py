@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from jstormpy.errors import ConfigError
+from jstormpy.errors import ConfigError, UnknownSettingError
 
 GUARANTEES = ("exactly_once", "at_least_once", "at_most_once")
 
@@ -128,16 +130,18 @@ class Config:
     def __post_init__(self) -> None:
         self.validate()
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Known settings may be changed; any other name is refused (a typo such as
+        ``config.checkpoint_interval = 100`` would otherwise be silently ignored)."""
+        if name not in _FIELD_NAMES:
+            raise UnknownSettingError(f"Config has no setting {name!r}"
+                                      f"{_did_you_mean([name])}")
+        object.__setattr__(self, name, value)
+
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Config:
         """Build a Config from a mapping, refusing unknown keys by name."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(
-                f"unknown Config key(s) {', '.join(map(repr, unknown))}; "
-                f"known keys are: {', '.join(sorted(known))}"
-            )
+        _refuse_unknown(values)
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -207,3 +211,51 @@ class Config:
              "tls_ca_cert and tls_ca_key go together")
         need(not (self.tls_certs_dir and self.tls_ca_cert), "tls_certs_dir",
              "give either tls_certs_dir or tls_ca_cert/tls_ca_key, not both")
+
+
+_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(Config))
+
+
+def _did_you_mean(names: list[str]) -> str:
+    """"; 'x': did you mean 'y'?" per name with a close setting; the list of every setting
+    when some name has none."""
+    hints = []
+    for name in names:
+        close = difflib.get_close_matches(name, sorted(_FIELD_NAMES), n=1, cutoff=0.6)
+        if close:
+            hints.append(f"{name!r}: did you mean {close[0]!r}?")
+    if len(hints) < len(names):
+        hints.append(f"known keys are: {', '.join(sorted(_FIELD_NAMES))}")
+    return "; " + "; ".join(hints)
+
+
+def _refuse_unknown(values: Any) -> None:
+    unknown = sorted(set(values) - _FIELD_NAMES)
+    if unknown:
+        raise UnknownSettingError(f"unknown Config key(s) {', '.join(map(repr, unknown))}"
+                                  f"{_did_you_mean(unknown)}")
+
+
+_dataclass_init = Config.__init__
+
+
+@functools.wraps(_dataclass_init)
+def _init_refusing_unknown(self: Config, *args: Any, **kwargs: Any) -> None:
+    _refuse_unknown(kwargs)  # a ConfigError with "did you mean", not a bare TypeError
+    _dataclass_init(self, *args, **kwargs)
+
+
+Config.__init__ = _init_refusing_unknown  # type: ignore[method-assign]
+
+
+def as_config(value: Config | dict[str, Any] | None) -> Config:
+    """The Config a submit uses: a Config as it is, a dict converted (unknown keys refused
+    with a suggestion), None the defaults; anything else is refused."""
+    if value is None:
+        return Config()
+    if isinstance(value, Config):
+        return value
+    if isinstance(value, dict):
+        return Config.from_dict(value)
+    raise ConfigError(f"config must be a jstormpy.Config or a dict of its settings, not "
+                      f"{type(value).__name__}: e.g. Config(workers=2) or {{'workers': 2}}")

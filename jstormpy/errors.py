@@ -15,6 +15,16 @@ class ConfigError(JStormError):
     """A configuration value or key is invalid."""
 
 
+class UnknownSettingError(ConfigError, TypeError):
+    """A Config setting name that does not exist (a typo); also a ``TypeError``, which is
+    what an unknown keyword argument raised before."""
+
+
+class TopologyStopped(JStormError):
+    """``wait()`` on a topology stopped on request (``jstorm kill``, ``jstorm savepoint
+    --stop``, ``kill()``) before it drained: a planned stop, not a failure."""
+
+
 class BackendError(JStormError):
     """A state backend failed (unreachable, unwritable, bad URI)."""
 

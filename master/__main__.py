@@ -21,6 +21,7 @@ from jstormpy.master.core import MasterCore
 from jstormpy.master.http import start_ops_server
 from jstormpy.master.rescale import finish_pending_rescale
 from jstormpy.master.service import TopologyMasterService, serve
+from jstormpy.proctitle import set_process_title
 from jstormpy.run_identity import take_over_run
 from jstormpy.security import secret_from_env
 from jstormpy.state_backends import open_backend
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         config = Config.from_dict(json.loads((run_dir / "config.json").read_text()))
     descriptor_json = (run_dir / "descriptor.json").read_text()
     descriptor = json.loads(descriptor_json)
+    set_process_title(f"jstorm TM {descriptor['name']}")
     core = MasterCore(descriptor["name"], config, descriptor, backend, resume=args.resume)
     # before serving: workers read it from the backend once GetTopology answers
     core.run = take_over_run(backend, args.resume)

@@ -7,6 +7,7 @@ Started by ``master/__main__.py`` in a daemon thread (stdlib ``ThreadingHTTPServ
     GET /api/status     MasterCore.status() plus the live config and recent events
     GET /api/metrics    metrics task → component → worker → topology (+ worker processes)
     GET /api/history    the last hour at 10 s resolution (``?since=EPOCH_S``)
+    GET /healthz        ``ok`` (liveness)
 
     POST /api/checkpoint   force a checkpoint      } need the ``X-JStorm-Token`` header
     POST /api/loglevel     {"component", "level"}  } (``jstorm ui NAME``; master/http_auth.py)

@@ -35,6 +35,7 @@ from jstormpy.barrier.transactions import (
 from jstormpy.batch import Batch
 from jstormpy.component import Tuple
 from jstormpy.faults import fault_point
+from jstormpy.picklecheck import snapshot_pickle_error
 from jstormpy.runtime.credits import TaskInbox
 from jstormpy.runtime.incremental import IncrementalCapture, IncrementalKeyedState
 from jstormpy.runtime.routing import (
@@ -64,6 +65,16 @@ checkpoint completes first (after a bounded job's final checkpoint none does).""
 READY_POLL_S = 0.05
 """How often a chained task's thread looks at its commands and its source waits for
 the chained task's start-up."""
+
+
+class _SnapshotInput:
+    """What a task was working on when its state could not be pickled (for error reports)."""
+
+    def __repr__(self) -> str:
+        return "<the task's state, pickled for a checkpoint>"
+
+
+_SNAPSHOT_INPUT = _SnapshotInput()
 
 
 class TaskExecutor:
@@ -299,7 +310,15 @@ class TaskExecutor:
             snap = self._snapshot_dict()
             if self.incremental is not None:  # tracked keyed state: a delta or a base
                 inc = self.incremental.capture(snap)
-            view = capture(snap, self.verified_states)
+            try:
+                view = capture(snap, self.verified_states)
+            except Exception as exc:  # e.g. a Lock in state: name the state and the key
+                error = snapshot_pickle_error(self.component_name, self.task_id, snap, exc)
+                error.__cause__ = exc
+                # reported like a user error on an input, the same "input" every time: the
+                # TM recognises it when it repeats right after the restore it caused
+                self._user_error(error, _SNAPSHOT_INPUT)
+                raise error from exc  # at_most_once takes no snapshots: not reached
         else:
             view = None
         if emit_barrier:  # as received: a quiescent barrier stays one downstream

@@ -25,6 +25,22 @@ END_OF_STREAM = 3
 
 
 
+def raise_arity_error(component: str, stream: str, fields: Sequence[str], values: Any) -> None:
+    """Raise the error for an emit whose values do not match the stream's declared fields
+    (called only once a check found the mismatch: the per-tuple check is an inline
+    ``len``)."""
+    try:
+        got = f"{len(values)} value(s)"
+    except TypeError:
+        got = f"a {type(values).__name__}, not a sequence of values,"
+    shown = repr(values)
+    if len(shown) > 120:
+        shown = shown[:117] + "..."
+    raise TopologyError(f"component {component!r} emitted {got} {shown} on stream {stream!r}, "
+                        f"which declares {len(fields)} field(s) {tuple(fields)}: emit one "
+                        f"value per declared field, in order (or change `outputs`)")
+
+
 class QuiescentBarrier(int):
     """The payload of the barrier of a gray release's quiescent checkpoint: the
     checkpoint id (an ``int`` everywhere), marking that no task may emit on its own after
@@ -282,11 +298,19 @@ class OutputCollector:
                                               "local_or_shuffle") or \
                 (rs[0].kind == "fields" and len(rs[0].key_index) != 1):
             return None
+        declared = self.streams.get(only)
+        if declared is None:  # arity unknown (collectors built without ``streams``)
+            return None
         route = rs[0]
         bufs, targets, send, n, bs = (route.buffers, route.targets, route.send, route.n,
                                       route.batch_size)
         head = (route.src, DATA, route.stream)
         generic = OutputCollector.emit.__get__(self)
+        nf = len(declared)
+        component = self.component
+
+        def arity_error(values: Any) -> None:
+            raise_arity_error(component, only, declared, values)
         if route.kind == "fields":
             k = route.key_index[0]
             kget, kmiss = route.key_pos.cache.get, route.key_pos.miss
@@ -295,6 +319,11 @@ class OutputCollector:
                 if stream != only:
                     generic(values, stream)
                     return
+                try:  # a try costs nothing on Python >= 3.11 unless it raises
+                    if len(values) != nf:
+                        arity_error(values)
+                except TypeError:  # not a sequence (e.g. emit(5))
+                    arity_error(values)
                 i = kget(values[k])
                 if i is None:
                     i = kmiss(values[k])
@@ -315,6 +344,11 @@ class OutputCollector:
                 if stream != only:
                     generic(values, stream)
                     return
+                try:  # a try costs nothing on Python >= 3.11 unless it raises
+                    if len(values) != nf:
+                        arity_error(values)
+                except TypeError:  # not a sequence (e.g. emit(5))
+                    arity_error(values)
                 buf = bufs[one]
                 buf.append(values)
                 if len(buf) >= bs:
@@ -331,6 +365,11 @@ class OutputCollector:
                 if stream != only:
                     generic(values, stream)
                     return
+                try:  # a try costs nothing on Python >= 3.11 unless it raises
+                    if len(values) != nf:
+                        arity_error(values)
+                except TypeError:  # not a sequence (e.g. emit(5))
+                    arity_error(values)
                 i = pick()
                 buf = bufs[i]
                 buf.append(values)
@@ -346,6 +385,11 @@ class OutputCollector:
             if stream != only:
                 generic(values, stream)
                 return
+            try:  # a try costs nothing on Python >= 3.11 unless it raises
+                if len(values) != nf:
+                    arity_error(values)
+            except TypeError:  # not a sequence (e.g. emit(5))
+                arity_error(values)
             route.rr = i = (route.rr + 1) % n
             buf = bufs[i]
             buf.append(values)
@@ -359,6 +403,10 @@ class OutputCollector:
 
     def emit(self, values: Sequence[Any], stream: str = "default") -> None:
         """Route one tuple to every subscriber of ``stream``."""
+        fields = self.streams.get(stream)
+        if fields is not None and (not hasattr(values, "__len__")
+                                   or len(values) != len(fields)):
+            raise_arity_error(self.component, stream, fields, values)
         add = self.fast.get(stream)
         if add is not None:
             self._emitted += 1
@@ -403,6 +451,10 @@ class OutputCollector:
         if not routes:
             raise TopologyError(f"component {self.component!r}: emit_direct on stream "
                                 f"{stream!r}, which no bolt reads with direct_grouping")
+        fields = self.streams.get(stream)
+        if fields is not None and (not hasattr(values, "__len__")
+                                   or len(values) != len(fields)):
+            raise_arity_error(self.component, stream, fields, values)
         self._emitted += 1
         self._dirty = True
         for r in routes:

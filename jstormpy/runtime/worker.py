@@ -36,6 +36,7 @@ from jstormpy.config import Config
 from jstormpy.errors import CorruptSnapshotError, JStormError
 from jstormpy.faults import chaos_route
 from jstormpy.keygroups import key_group_range, resolve_max_parallelism
+from jstormpy.proctitle import set_process_title
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.run_identity import RunIdentity
@@ -586,9 +587,11 @@ def main(argv: list[str] | None = None) -> int:
                "%(name)s: %(message)s")
     host, _, port = args.tm.rpartition(":")
     tm = "%s:%d" % chaos_route(args.worker_id, "tm", (host, int(port)))  # chaos tests only
+    set_process_title(f"jstorm worker {args.worker_id}")
     worker = Worker(tm, args.worker_id, secret_from_env())
     worker.fetch_topology()
     assert worker.topology is not None
+    set_process_title(f"jstorm worker {args.worker_id} {worker.topology.name}")
     seed = topology_hash_seed(worker.topology.name)
     if os.environ.get("PYTHONHASHSEED") != seed:
         # fields grouping needs the same str/bytes hash in every worker: re-exec with the seed

@@ -189,3 +189,41 @@ class StallOnce(Bolt):
                 while not os.path.exists(self.release) and time.monotonic() < deadline:
                     time.sleep(0.05)  # polls the release file (the condition), bounded
         self.emit((seq, tup["key"]))
+
+
+class ShortSquare(Bolt):
+    """A user mistake (issue 28): declares two fields and emits one value."""
+
+    outputs = ("n", "sq")
+
+    def execute(self, tup: Any) -> None:
+        self.emit((tup["seq"],))
+
+
+class LockedCount(Bolt):
+    """A user mistake (issue 28): a lock created in ``__init__`` (it cannot travel)."""
+
+    outputs = ("seq", "key")
+
+    def __init__(self) -> None:
+        import threading
+
+        self.guard = threading.Lock()
+
+    def execute(self, tup: Any) -> None:
+        self.emit((tup["seq"], tup["key"]))
+
+
+class LockInState(Bolt):
+    """A user mistake (issue 28): a lock stored in managed state (cannot be checkpointed)."""
+
+    outputs = ("seq", "key")
+
+    def prepare(self, conf: dict[str, Any], context: Any) -> None:
+        self.seen = self.state("seen")
+
+    def execute(self, tup: Any) -> None:
+        import threading
+
+        self.seen[tup["key"]] = {"count": 1, "lock": threading.Lock()}
+        self.emit((tup["seq"], tup["key"]))

@@ -62,3 +62,43 @@ def test_changes_need_the_token_and_same_origin(tmp_path):
         assert code == 400 and "nope" in text
         log_text = (handle.run_dir / "logs" / "master.log").read_text()
         assert "refused POST /api/checkpoint from 127.0.0.1: cross-origin" in log_text
+
+
+def documented_endpoints() -> set[tuple[str, str]]:
+    """(method, path) rows of docs/operations.md's endpoint table."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    table = doc[doc.index("## HTTP endpoints"):].split("\n\n")[1]
+    rows = set()
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows.add((cells[0], cells[1].strip("`").split("[")[0]))
+    return rows
+
+
+@pytest.mark.timeout(120)
+def test_the_endpoint_table_in_operations_md_is_what_the_server_serves(tmp_path):
+    """docs/operations.md once called the HTTP side read-only and unauthenticated while a
+    write token and POST endpoints existed (issue 28 item 12)."""
+    from jstormpy.master import http as ops_http
+
+    served = {(m, p) for m, p in
+              (line.split()[:2] for line in (ops_http.__doc__ or "").splitlines()
+               if line.strip().startswith(("GET /", "POST /")))}
+    assert documented_endpoints() == served
+    with LocalCluster() as cluster:
+        handle = cluster.submit(keyed(tmp_path / "out", name="uidocs"),
+                                Config(workers=1, checkpoint_interval_ms=60_000))
+        base = ui_base(handle)
+        wait_for(lambda: get_json(f"{base}/api/status")["state"] == "running", 60, "running")
+        token = (handle.run_dir / "ui.token").read_text()
+        for method, path in sorted(served):
+            if method == "GET":
+                with urllib.request.urlopen(f"{base}{path}", timeout=10) as resp:
+                    assert resp.status == 200, path
+            else:
+                body = {"component": "", "level": "INFO"}
+                assert post(f"{base}{path}", body, {})[0] == 403, path
+                code, text = post(f"{base}{path}", body, {"X-JStorm-Token": token})
+                assert code == 200, (path, text)

@@ -102,7 +102,10 @@ def test_from_dict_refuses_unknown_keys_by_name():
         Config.from_dict({"workers": 2, "wrkers": 3, "batchsize": 1})
     msg = str(err.value)
     assert "'batchsize', 'wrkers'" in msg
-    assert "known keys are:" in msg and "batch_size" in msg
+    assert "'batchsize': did you mean 'batch_size'?" in msg
+    assert "'wrkers': did you mean 'workers'?" in msg
+    with pytest.raises(ConfigError, match="known keys are: .*batch_size"):
+        Config.from_dict({"zzz": 1})  # nothing close: every key is listed
 
 
 def test_from_dict_validates_values():

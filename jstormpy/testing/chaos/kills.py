@@ -163,6 +163,32 @@ class ChaosMonkey:
                 self.done.append(f"skipped {kill.describe()} (already gone)")
 
 
+_FAULT_WORDS = {
+    "after_snapshot": "{who} was SIGKILLed right after a task wrote its snapshot for "
+                      "checkpoint {cid}",
+    "after_segment": "{who} was SIGKILLed right after writing an incremental segment of "
+                     "checkpoint {cid}",
+    "sink_before_commit": "{who} was SIGKILLed in a sink between pre-commit and commit of "
+                          "checkpoint {cid}",
+    "sink_after_commit": "{who} was SIGKILLed in a sink right after committing checkpoint "
+                         "{cid}",
+    "master_after_metadata": "the Topology Master was SIGKILLed right after writing the "
+                             "metadata (the commit point) of checkpoint {cid}",
+    "rescale_after_commit": "the Topology Master was SIGKILLed right after committing a "
+                            "rescale",
+}
+
+
+def describe_fired_fault(marker: str) -> str:
+    """A fired fault point's marker (``point@checkpoint@worker``, see
+    :func:`jstormpy.faults.fault_point`) in words: ``point@checkpoint (what happened)``."""
+    point, _, rest = marker.partition("@")
+    cid, _, wid = rest.partition("@")
+    who = "a worker" if wid in ("", "None") else f"worker {wid}"
+    words = _FAULT_WORDS.get(point, "{who} was SIGKILLed at fault point " + point)
+    return f"{point}@{cid} ({words.format(who=who, cid=cid)})"
+
+
 def run_with_chaos(topology: Any, config: Any, schedule: ChaosSchedule, timeout: float = 120,
                    home: str | None = None) -> tuple[dict[str, Any], list[str], Any]:
     """Run ``topology`` to completion under ``schedule``.
@@ -183,4 +209,5 @@ def run_with_chaos(topology: Any, config: Any, schedule: ChaosSchedule, timeout:
             monkey.stop()
         metrics = handle.metrics()
     fired = sorted(os.listdir(fault_dir))
-    return status, monkey.done + [f"fault point fired: {f}" for f in fired], metrics
+    return status, monkey.done + [f"fault point fired: {describe_fired_fault(f)}"
+                                  for f in fired], metrics
