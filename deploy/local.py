@@ -24,8 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
-
+from jstormpy import pickling
 from jstormpy.client import MasterClient, Registration, jstorm_home
 from jstormpy.codepkg import UPGRADE_EXIT_CODE, build_package
 from jstormpy.config import Config
@@ -37,6 +36,7 @@ from jstormpy.deploy.forkserver import (
 )
 from jstormpy.deploy.launch_lock import submit_lock
 from jstormpy.errors import ConfigError, JStormError, TopologyError
+from jstormpy.failure import describe_failure
 from jstormpy.security import SECRET_ENV, new_secret
 from jstormpy.state_backends import check_backend_options
 from jstormpy.tls import TLS_DIR_ENV, copy_certs_dir, create_topology_tls
@@ -232,9 +232,7 @@ class TopologyHandle:
             if state == "drained":
                 return status
             if state in ("failed", "killed"):
-                errors = status.get("errors") or []
-                last = errors[-1]["message"] if errors else "no error recorded"
-                raise JStormError(f"topology {self.name!r} is {state} (last error: {last})")
+                raise JStormError(describe_failure(self.name, status))
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"topology {self.name!r} not drained within {timeout} s "
                                    f"(state: {state})")
@@ -557,7 +555,7 @@ def write_run_dir(home: Path, topology: Topology, config: Config) -> Path:
         shutil.rmtree(run_dir / "logs", ignore_errors=True)
         (run_dir / "master.port").unlink(missing_ok=True)
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-    (run_dir / "topology.pkl").write_bytes(cloudpickle.dumps(topology))
+    (run_dir / "topology.pkl").write_bytes(pickling.dumps(topology))
     (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
     (run_dir / "descriptor.json").write_text(json.dumps(topology.descriptor()))
     write_tls_dir(run_dir, topology.name, config)

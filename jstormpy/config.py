@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jstormpy.errors import ConfigError
+from jstormpy.restart import DEFAULT_RESTART_STRATEGY, RestartStrategy
 
 GUARANTEES = ("exactly_once", "at_least_once", "at_most_once")
 
@@ -93,7 +94,16 @@ class Config:
     component can ever be rescaled to); fixed for the life of the job's state. 0 = Flink's
     default ``max(128, roundUpPow2(1.5 × largest parallelism))`` (docs/savepoints.md)."""
     max_restarts: int = 100
-    """Recoveries allowed before the topology is failed."""
+    """Recoveries allowed before the topology is failed: the ``attempts`` of the default
+    restart strategy (and of a fixed-delay or exponential-delay one given without them)."""
+    restart_strategy: str | RestartStrategy = ""
+    """What a failure leads to (Flink's restart strategies, docs/errors.md): a
+    ``RestartStrategy`` (``RestartStrategy.fixed_delay(3, 1000)``, ``.failure_rate(...)``,
+    ``.exponential_delay(...)``, ``.no_restart()``) or its string form
+    (``"fixed-delay:attempts=3,delay_ms=1000"``); stored as the string. "" = the default,
+    exponential-delay from 50 ms (x1.5, up to 10 s, reset after 60 s without failure), at most
+    ``max_restarts`` restarts in a row. Whatever the strategy, the same exception on the
+    same tuple right after the restore it caused fails the job at once."""
     upgrade_expiry_ms: int = 1_800_000
     """An upgrade left partly done (no continue/complete/rollback) this long is rolled back."""
     upgrade_step_timeout_ms: int = 120_000
@@ -140,6 +150,14 @@ class Config:
             )
         return cls(**values)
 
+    def restart(self) -> RestartStrategy:
+        """The restart strategy in force (``restart_strategy`` parsed, or the default)."""
+        if not self.restart_strategy:
+            return DEFAULT_RESTART_STRATEGY
+        if isinstance(self.restart_strategy, RestartStrategy):
+            return self.restart_strategy
+        return RestartStrategy.parse(self.restart_strategy)
+
     def to_dict(self) -> dict[str, Any]:
         """The settings as a plain dict (JSON-serialisable)."""
         return dataclasses.asdict(self)
@@ -168,6 +186,11 @@ class Config:
              "batch_linger_ms", "must be a number >= 0")
         need(isinstance(self.max_restarts, int) and self.max_restarts >= 0,
              "max_restarts", "must be an int >= 0")
+        if isinstance(self.restart_strategy, RestartStrategy):
+            self.restart_strategy = self.restart_strategy.checked().spec()
+        need(isinstance(self.restart_strategy, str), "restart_strategy",
+             "must be a RestartStrategy or its string form, e.g. 'fixed-delay:attempts=3'")
+        self.restart()  # a bad string form raises ConfigError naming it
         need(isinstance(self.tolerable_failed_checkpoints, int)
              and not isinstance(self.tolerable_failed_checkpoints, bool)
              and self.tolerable_failed_checkpoints >= 0,

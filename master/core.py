@@ -8,11 +8,13 @@ gRPC service drains. Protocol: DESIGN §4 and ``docs/checkpointing.md``.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from jstormpy.config import Config
@@ -21,6 +23,7 @@ from jstormpy.master.backpressure import BackpressureCoordinator
 from jstormpy.master.checkpoints import BackendIO, CheckpointCoordination, PendingCheckpoint
 from jstormpy.master.metrics import MetricsStore
 from jstormpy.master.rescale import RescaleController
+from jstormpy.master.restart import ErrorSignature, RestartTracker
 from jstormpy.master.upgrade import UpgradeController
 from jstormpy.metrics import CHECKPOINT_BUCKETS_MS, CumulativeHistogram
 from jstormpy.proto import jstorm_pb2 as pb
@@ -98,6 +101,9 @@ class MasterCore(CheckpointCoordination):
         self.final_checkpoint: int | None = None
         self.commits_needed: set[int] = set()
         self.restarts = 0
+        # restart strategy and deterministic-error check (master/restart.py)
+        self.restart_tracker = RestartTracker(config.restart(), config.max_restarts)
+        self.failure: dict[str, Any] | None = None  # why the topology failed, for the user
         self.recoveries: deque[dict[str, Any]] = deque(maxlen=50)
         self.recovery_started: float | None = None
         self.recovery_reason = ""
@@ -293,13 +299,14 @@ class MasterCore(CheckpointCoordination):
         self.upgrade.on_new_generation(reason)  # upgrade hook
         self.rescale.on_new_generation(reason)  # rescale hook
         if count_restart:
-            self.restarts += 1
-            if self.restarts > self.config.max_restarts:
-                log.error("topology %s failed: %d restarts exceed max_restarts=%d (last: %s)",
-                          self.name, self.restarts, self.config.max_restarts, reason)
-                self._set_state("failed")
-                self._broadcast(shutdown=pb.Shutdown(reason="topology failed"))
+            decision = self.restart_tracker.on_failure(reason)
+            self.restarts = self.restart_tracker.restarts
+            if not decision.restart:
+                self._fail(f"{decision.reason}; last failure: {reason}")
                 return
+            if decision.delay_s:
+                log.info("restart %d after a back-off of %.0f ms (%s)", self.restarts,
+                         decision.delay_s * 1000, self.config.restart().kind.value)
         self.generation += 1
         self.backend_io.submit(lambda g=self.generation: self._persist_generation(g))
         self.inflight.clear()
@@ -321,6 +328,9 @@ class MasterCore(CheckpointCoordination):
         """Every worker is registered: resolve what to restore (on backend_io, off the
         lock), then send the Prepares."""
         if len(self._alive()) < self.config.workers or self.preparing == self.generation:
+            return
+        if not self.restart_tracker.due():  # the restart strategy's back-off: tick() comes back
+            self.retry_prepare_at = self.restart_tracker.restart_at
             return
         self.retry_prepare_at = None
         self.preparing = generation = self.generation
@@ -473,14 +483,48 @@ class MasterCore(CheckpointCoordination):
     def on_task_error(self, msg: Any) -> None:
         """A task's user code raised."""
         with self.lock:
-            self.errors.append({"time": time.time(), "task": msg.task_id,
-                                "component": msg.component, "message": msg.message,
-                                "traceback": msg.traceback, "tuple": msg.tuple_repr,
-                                "generation": msg.generation})
+            error = {"time": time.time(), "task": msg.task_id,
+                     "component": msg.component, "message": msg.message,
+                     "traceback": msg.traceback, "tuple": msg.tuple_repr,
+                     "generation": msg.generation}
+            self.errors.append(error)
             if msg.generation == self.generation and self.stateful and self.state == "running" \
                     and not self._worker_of_task_lost(msg):
+                signature = ErrorSignature(msg.component, msg.message, msg.tuple_repr)
+                if msg.task_id >= 0 and msg.tuple_repr not in ("", "None") and \
+                        self.restart_tracker.is_deterministic(signature, self.generation):
+                    self._fail("deterministic error: the same exception on the same tuple "
+                               "again right after the restore it caused, so restarting "
+                               "cannot help; fix the component (or use "
+                               "Config(on_error='dead_letter'))", error)
+                    return
                 self._begin_recovery(f"task {msg.task_id} ({msg.component}) raised "
                                      f"{msg.message}")
+
+    def _fail(self, reason: str, error: dict[str, Any] | None = None) -> None:
+        """Fail the topology for good, keeping why (with the user error that caused it)
+        for ``status()`` and so for the console and ``handle.wait()``."""
+        if error is None:  # the last user error of this or the previous generation
+            error = next((e for e in reversed(self.errors) if e["task"] >= 0
+                          and e.get("generation", -1) >= self.generation - 1), None)
+        self.failure = {"reason": reason, "restarts": self.restarts,
+                        "restart_strategy": self.config.restart().describe(
+                            self.config.max_restarts),
+                        "error": error, "logs": self._log_paths(error)}
+        log.error("topology %s failed: %s", self.name, reason)
+        self._set_state("failed")
+        self._broadcast(shutdown=pb.Shutdown(reason="topology failed"))
+
+    def _log_paths(self, error: dict[str, Any] | None) -> list[str]:
+        run_dir = os.environ.get("JSTORM_RUN_DIR")
+        if not run_dir:
+            return []
+        logs = Path(run_dir) / "logs"
+        if error is None or error["task"] < 0:
+            return [str(logs / "master.log")]
+        worker = self.plan.get(error["task"])
+        return [str(logs / f"worker-{worker}.log"),
+                str(logs / "tasks" / f"{error['component']}-{error['task']}.log")]
 
     def _send_throttle(self, spout_tasks: list[int], release: bool, lease_ms: int) -> None:
         by_worker: dict[int, list[int]] = {}
@@ -588,6 +632,7 @@ class MasterCore(CheckpointCoordination):
                 "inflight_checkpoints": sorted(self.inflight),
                 "restarts": self.restarts, "recoveries": list(self.recoveries),
                 "errors": list(self.errors)[-20:],
+                "failure": self.failure,
                 "spouts_finished": sorted(self.finished_spouts),
                 "final_checkpoint": self.final_checkpoint,
                 "uptime_s": round(now - self.started_at, 1),

@@ -31,6 +31,7 @@ from typing import Any
 import cloudpickle
 import grpc
 
+from jstormpy import pickling
 from jstormpy.component import TopologyContext
 from jstormpy.config import Config
 from jstormpy.errors import CorruptSnapshotError, JStormError
@@ -154,7 +155,7 @@ class Worker(TaskHost):
         self.guarantee = self.config.guarantee
         assert self.topology is not None
         for spec in self.topology.components.values():
-            self.component_blobs[spec.name] = cloudpickle.dumps(spec.obj)
+            self.component_blobs[spec.name] = pickling.dumps(spec.obj)
         if self.config.state_backend:
             self.backend = DeadlineBackend(  # a hung backend fails the upload, in time
                 open_backend(self.config.state_backend, **self.config.state_backend_options),

@@ -1,0 +1,108 @@
+"""A bug in user code, met as a user meets it: `jstorm run` and `handle.wait()` must fail
+fast and say where (component, task, the user's file and line, the tuple, restarts, logs)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jstormpy import Config, FileSink, LocalCluster, TopologyBuilder
+from jstormpy.errors import JStormError
+from jstormpy.restart import RestartStrategy
+
+from .components import FailOn, NumberSpout
+
+pytestmark = pytest.mark.timeout(180)
+
+_SCRIPT = Path(sys.executable).parent / "jstorm"
+JSTORM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jstormpy.cli"]
+
+BUGGY = '''
+from jstormpy import Bolt, Config, FileSink, Spout, TopologyBuilder
+
+
+class Numbers(Spout):
+    outputs = ("n",)
+
+    def __init__(self):
+        self.n = 0
+
+    def next_tuple(self):
+        if self.n < 200:
+            self.emit((self.n,))
+            self.n += 1
+
+    def snapshot(self):
+        return self.n
+
+    def restore(self, snap):
+        self.n = snap
+
+
+class Double(Bolt):
+    outputs = ("n", "double")
+
+    def execute(self, tup):
+        self.emit((tup["n"], tup["num"] * 2))  # BUG: the field is "n"
+
+
+b = TopologyBuilder("user-bug")
+b.set_spout("numbers", Numbers)
+b.set_bolt("double", Double).shuffle_grouping("numbers")
+b.set_bolt("out", FileSink({out!r})).global_grouping("double")
+topology = b
+config = Config(workers=1, checkpoint_interval_ms=200, heartbeat_interval_ms=100)
+'''
+
+
+def _restarts(text: str) -> int:
+    found = re.search(r"restarts:\s+(\d+)", text)
+    assert found, f"no restart count in:\n{text}"
+    return int(found.group(1))
+
+
+def test_cli_run_names_the_bug_and_fails_fast(tmp_path: Path) -> None:
+    script = tmp_path / "buggy_topology.py"
+    script.write_text(BUGGY.format(out=str(tmp_path / "out")))
+    bug_line = 1 + BUGGY.splitlines().index(
+        '        self.emit((tup["n"], tup["num"] * 2))  # BUG: the field is "n"')
+    res = subprocess.run([*JSTORM, "run", str(script)], capture_output=True, text=True,
+                         timeout=150, check=False)
+    console = res.stdout + res.stderr
+    assert res.returncode != 0, console
+    assert "KeyError: 'num'" in console, console
+    assert "double" in console and "task" in console, console
+    # the traceback goes through the user's own file and line, not <dynamic-code>
+    assert f'{script}", line {bug_line}' in console, console
+    assert "<dynamic-code>" not in console, console
+    assert "deterministic" in console, console
+    assert re.search(r"tuple:.*\b\d+\b", console), console  # the offending tuple
+    assert "worker-0.log" in console, console
+    assert _restarts(console) <= 2, console
+
+    # jstorm status still answers for the failed topology, and says why
+    st = subprocess.run([*JSTORM, "status", "user-bug"], capture_output=True, text=True,
+                        timeout=60, check=False)
+    assert "failed" in st.stdout + st.stderr, st.stdout + st.stderr
+
+
+def test_wait_raises_with_component_tuple_and_traceback(tmp_path: Path) -> None:
+    b = TopologyBuilder("wait-bug")
+    b.set_spout("numbers", NumberSpout(300), 1)
+    b.set_bolt("fails", FailOn(bad=117), 1).shuffle_grouping("numbers")
+    b.set_bolt("out", FileSink(str(tmp_path / "out")), 1).global_grouping("fails")
+    config = Config(workers=1, checkpoint_interval_ms=200, heartbeat_interval_ms=100,
+                    restart_strategy=RestartStrategy.fixed_delay(attempts=50, delay_ms=10))
+    with LocalCluster() as cluster:
+        handle = cluster.submit(b.build(), config)
+        with pytest.raises(JStormError) as info:
+            handle.wait(timeout=120)
+    text = str(info.value)
+    assert "fails" in text and "ValueError: poisoned tuple seq=117" in text, text
+    assert "components.py" in text, text  # the user's file in the traceback
+    assert re.search(r"tuple:.*117", text), text
+    assert _restarts(text) <= 2, text
