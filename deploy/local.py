@@ -36,7 +36,7 @@ from jstormpy.deploy.forkserver import (
 )
 from jstormpy.deploy.launch_lock import submit_lock
 from jstormpy.errors import ConfigError, JStormError, TopologyError
-from jstormpy.failure import describe_failure
+from jstormpy.failure import FINAL_STATUS_FILE, MASTER_ERROR_FILE, describe_failure
 from jstormpy.security import SECRET_ENV, new_secret
 from jstormpy.state_backends import check_backend_options
 from jstormpy.tls import TLS_DIR_ENV, copy_certs_dir, create_topology_tls
@@ -229,6 +229,8 @@ class TopologyHandle:
             except JStormError:
                 status = {"state": "unreachable"}  # the TM may be restarting
             state = status.get("state")
+            if state in ("drained", "failed", "killed") and self.run_dir is not None:
+                (self.run_dir / FINAL_STATUS_FILE).write_text(json.dumps(status))
             if state == "drained":
                 return status
             if state in ("failed", "killed"):
@@ -348,8 +350,10 @@ class _Supervisor:
         port_file = self.run_dir / "master.port"
         while not port_file.exists():
             if self.master is not None and self.master.poll() is not None:
-                raise JStormError(f"Topology Master exited with code {self.master.returncode}; "
-                                  f"see {self.run_dir / 'logs' / 'master.log'}")
+                error = self.run_dir / MASTER_ERROR_FILE
+                why = f"{error.read_text().strip()}; " if error.exists() else ""
+                raise JStormError(f"Topology Master exited with code {self.master.returncode}: "
+                                  f"{why}see {self.run_dir / 'logs' / 'master.log'}")
             if time.monotonic() > deadline:
                 raise JStormError("Topology Master did not start within 60 s")
             time.sleep(0.005)
@@ -554,6 +558,8 @@ def write_run_dir(home: Path, topology: Topology, config: Config) -> Path:
     if run_dir.exists():
         shutil.rmtree(run_dir / "logs", ignore_errors=True)
         (run_dir / "master.port").unlink(missing_ok=True)
+        (run_dir / MASTER_ERROR_FILE).unlink(missing_ok=True)
+        (run_dir / FINAL_STATUS_FILE).unlink(missing_ok=True)
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
     (run_dir / "topology.pkl").write_bytes(pickling.dumps(topology))
     (run_dir / "config.json").write_text(json.dumps(config.to_dict()))

@@ -5,6 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+FINAL_STATUS_FILE = "final_status.json"
+"""Kept in the run directory (``JSTORM_HOME/runs/NAME``) when a run ends, so that
+``jstorm status NAME`` still answers for a failed, killed or drained topology."""
+MASTER_ERROR_FILE = "master.error"
+"""Written by a Topology Master that could not start (e.g. an unreachable state backend):
+the launcher puts its text on the console and in the exception."""
+
 TUPLE_CHARS = 300
 """The offending tuple is shown up to this many characters."""
 TRACEBACK_LINES = 24

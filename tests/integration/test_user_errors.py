@@ -106,3 +106,42 @@ def test_wait_raises_with_component_tuple_and_traceback(tmp_path: Path) -> None:
     assert "components.py" in text, text  # the user's file in the traceback
     assert re.search(r"tuple:.*117", text), text
     assert _restarts(text) <= 2, text
+
+
+UNREACHABLE = '''
+from jstormpy import Config, FileSink, Spout, TopologyBuilder
+
+
+class One(Spout):
+    outputs = ("n",)
+
+    def next_tuple(self):
+        self.emit((1,))
+        self.finish()
+
+    def snapshot(self):
+        return 0
+
+    def restore(self, snap):
+        pass
+
+
+b = TopologyBuilder("no-backend")
+b.set_spout("one", One)
+b.set_bolt("out", FileSink({out!r})).global_grouping("one")
+topology = b
+config = Config(workers=1, state_backend="hdfs://127.0.0.1:1/chk",
+                state_backend_timeout_ms=2000)
+'''
+
+
+def test_unreachable_state_backend_is_named_on_the_console(tmp_path: Path) -> None:
+    script = tmp_path / "no_backend.py"
+    script.write_text(UNREACHABLE.format(out=str(tmp_path / "out")))
+    res = subprocess.run([*JSTORM, "run", str(script)], capture_output=True, text=True,
+                         timeout=150, check=False)
+    console = res.stdout + res.stderr
+    assert res.returncode != 0, console
+    # the clear message of master.log, not only "exited with code 1; see master.log"
+    assert "state backend hdfs://127.0.0.1:1/chk unreachable" in console, console
+    assert "master.log" in console, console
