@@ -10,6 +10,8 @@ from jstormpy.errors import ConfigError
 from jstormpy.restart import DEFAULT_RESTART_STRATEGY, RestartStrategy
 
 GUARANTEES = ("exactly_once", "at_least_once", "at_most_once")
+ON_ERROR = ("fail", "dead_letter")
+"""Values of ``Config.on_error``."""
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -104,6 +106,12 @@ class Config:
     exponential-delay from 50 ms (x1.5, up to 10 s, reset after 60 s without failure), at most
     ``max_restarts`` restarts in a row. Whatever the strategy, the same exception on the
     same tuple right after the restore it caused fails the job at once."""
+    on_error: str = "fail"
+    """What a bolt's ``execute`` raising does: "fail" (a recovery, per ``restart_strategy``;
+    the same error on the same tuple again fails the job) or "dead_letter" (the tuple and
+    its error go to the bolt's ``errors`` stream, fields ``component, task, error,
+    traceback, tuple``, which a bolt or sink can subscribe to; the job goes on and the
+    component's ``errors`` metric counts them). docs/errors.md."""
     upgrade_expiry_ms: int = 1_800_000
     """An upgrade left partly done (no continue/complete/rollback) this long is rolled back."""
     upgrade_step_timeout_ms: int = 120_000
@@ -186,6 +194,7 @@ class Config:
              "batch_linger_ms", "must be a number >= 0")
         need(isinstance(self.max_restarts, int) and self.max_restarts >= 0,
              "max_restarts", "must be an int >= 0")
+        need(self.on_error in ON_ERROR, "on_error", f"must be one of {ON_ERROR}")
         if isinstance(self.restart_strategy, RestartStrategy):
             self.restart_strategy = self.restart_strategy.checked().spec()
         need(isinstance(self.restart_strategy, str), "restart_strategy",

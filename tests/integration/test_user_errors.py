@@ -145,3 +145,28 @@ def test_unreachable_state_backend_is_named_on_the_console(tmp_path: Path) -> No
     # the clear message of master.log, not only "exited with code 1; see master.log"
     assert "state backend hdfs://127.0.0.1:1/chk unreachable" in console, console
     assert "master.log" in console, console
+
+
+def test_dead_letters_route_the_failing_tuple_and_the_job_goes_on(tmp_path: Path) -> None:
+    from jstormpy import read_committed
+
+    n = 120
+    b = TopologyBuilder("dead-letters")
+    b.set_spout("numbers", NumberSpout(n), 1)
+    b.set_bolt("work", FailOn(bad=17), 2).shuffle_grouping("numbers")
+    b.set_bolt("out", FileSink(str(tmp_path / "out")), 1).global_grouping("work")
+    b.set_bolt("dead", FileSink(str(tmp_path / "dead")), 1) \
+        .shuffle_grouping("work", stream="errors")
+    config = Config(workers=1, checkpoint_interval_ms=200, heartbeat_interval_ms=100,
+                    on_error="dead_letter")
+    with LocalCluster() as cluster:
+        handle = cluster.submit(b.build(), config)
+        status = handle.wait(timeout=120)
+        metrics = handle.metrics()
+    assert status["state"] == "drained" and status["restarts"] == 0, status
+    assert sorted(r["seq"] for r in read_committed(tmp_path / "out")) == \
+        [s for s in range(n) if s != 17]
+    (dead,) = read_committed(tmp_path / "dead")
+    assert dead["component"] == "work" and dead["error"] == "ValueError: poisoned tuple seq=17"
+    assert dead["tuple"][0] == 17 and "components.py" in dead["traceback"], dead
+    assert metrics["components"]["work"]["errors"] == 1, metrics["components"]["work"]
