@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy.config import Config
-from jstormpy.errors import BackendError, CorruptSnapshotError, JStormError, SnapshotNotFoundError
+from jstormpy.errors import (
+    BackendError,
+    CorruptSnapshotError,
+    JStormError,
+    SnapshotNotFoundError,
+    UnavailableError,
+)
 from jstormpy.master.backpressure import BackpressureCoordinator
 from jstormpy.master.checkpoints import BackendIO, CheckpointCoordination, PendingCheckpoint
 from jstormpy.master.metrics import MetricsStore
@@ -441,9 +447,16 @@ class MasterCore(CheckpointCoordination):
                                          f"{self.target_checkpoint}: {msg.error}",
                                          count_restart=False)
                 else:
-                    self.errors.append({"time": time.time(), "task": msg.failed_task,
-                                        "component": "", "message": msg.error,
-                                        "traceback": "", "tuple": ""})
+                    error = {"time": time.time(), "task": msg.failed_task,
+                             "component": self.task_component.get(msg.failed_task, ""),
+                             "message": msg.error, "traceback": "", "tuple": "",
+                             "generation": self.generation}
+                    self.errors.append(error)
+                    if msg.error.startswith(f"{UnavailableError.__name__}:"):
+                        self._fail(f"worker {msg.worker_id} could not open its tasks: an "
+                                   "external system did not answer in time; restarting "
+                                   "would only wait again", error)
+                        return
                     self._begin_recovery(f"worker {msg.worker_id} failed to prepare: {msg.error}")
                 return
             self.ready.add(msg.worker_id)
@@ -490,6 +503,10 @@ class MasterCore(CheckpointCoordination):
             self.errors.append(error)
             if msg.generation == self.generation and self.stateful and self.state == "running" \
                     and not self._worker_of_task_lost(msg):
+                if msg.message.startswith(f"{UnavailableError.__name__}:"):
+                    self._fail("an external system did not answer in time; restarting "
+                               "would only wait again", error)
+                    return
                 signature = ErrorSignature(msg.component, msg.message, msg.tuple_repr)
                 if msg.task_id >= 0 and msg.tuple_repr not in ("", "None") and \
                         self.restart_tracker.is_deterministic(signature, self.generation):

@@ -170,3 +170,23 @@ def test_dead_letters_route_the_failing_tuple_and_the_job_goes_on(tmp_path: Path
     assert dead["component"] == "work" and dead["error"] == "ValueError: poisoned tuple seq=17"
     assert dead["tuple"][0] == 17 and "components.py" in dead["traceback"], dead
     assert metrics["components"]["work"]["errors"] == 1, metrics["components"]["work"]
+
+
+def test_kafka_spout_with_no_broker_says_what_it_waits_for_and_gives_up(tmp_path: Path) -> None:
+    pytest.importorskip("confluent_kafka")
+    from jstormpy.connectors import KafkaSpout
+
+    b = TopologyBuilder("no-broker")
+    b.set_spout("orders", KafkaSpout("orders", "127.0.0.1:1", connect_timeout_ms=1500), 1)
+    b.set_bolt("out", FileSink(str(tmp_path / "out")), 1).global_grouping("orders")
+    config = Config(workers=1, checkpoint_interval_ms=200, heartbeat_interval_ms=100)
+    with LocalCluster() as cluster:
+        handle = cluster.submit(b.build(), config)
+        with pytest.raises(JStormError) as info:
+            handle.wait(timeout=120)
+        log = (handle.run_dir / "logs" / "worker-0.log").read_text()  # type: ignore[operator]
+    text = str(info.value)
+    assert "Kafka broker(s) 127.0.0.1:1 (topic 'orders')" in text, text
+    assert "connect_timeout_ms=1500" in text, text
+    assert _restarts(text) == 0, text  # given up, not restarted over and over
+    assert "waiting for KafkaSpout: Kafka broker(s) 127.0.0.1:1" in log, log[-3000:]
