@@ -190,3 +190,20 @@ def test_kafka_spout_with_no_broker_says_what_it_waits_for_and_gives_up(tmp_path
     assert "connect_timeout_ms=1500" in text, text
     assert _restarts(text) == 0, text  # given up, not restarted over and over
     assert "waiting for KafkaSpout: Kafka broker(s) 127.0.0.1:1" in log, log[-3000:]
+
+
+def test_redis_spout_with_no_server_gives_up_naming_it(tmp_path: Path) -> None:
+    pytest.importorskip("redis")
+    from jstormpy.connectors import RedisStreamSpout
+
+    b = TopologyBuilder("no-redis")
+    b.set_spout("orders", RedisStreamSpout("redis://127.0.0.1:1/0", "orders",
+                                           connect_timeout_ms=1500), 1)
+    b.set_bolt("out", FileSink(str(tmp_path / "out")), 1).global_grouping("orders")
+    with LocalCluster() as cluster:
+        handle = cluster.submit(b.build(), Config(workers=1, heartbeat_interval_ms=100))
+        with pytest.raises(JStormError) as info:
+            handle.wait(timeout=120)
+    text = str(info.value)
+    assert "Redis at redis://127.0.0.1:1/0 (streams orders)" in text, text
+    assert "connect_timeout_ms=1500" in text and _restarts(text) == 0, text
