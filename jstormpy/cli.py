@@ -168,7 +168,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from jstormpy.client import jstorm_home
-    from jstormpy.failure import FINAL_STATUS_FILE, describe_failure
+    from jstormpy.failure import FINAL_STATUS_FILE
 
     try:
         status = _client(args.name).status()
@@ -178,10 +178,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             raise
         status = json.loads(final.read_text())  # the run is over: what it ended with
         if not args.json:
-            print(f"{args.name}: not running; its run ended {status['state']}")
-            if status["state"] != "drained":
-                print(describe_failure(args.name, status))
-            return 0
+            print(f"{args.name}: not running; its run ended {status['state']} (the status "
+                  f"below is its last one)")
     if args.json:
         print(json.dumps(status, indent=2))
     else:
