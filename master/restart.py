@@ -43,7 +43,7 @@ class RestartTracker:
         self.max_restarts = max_restarts
         self.clock = clock
         self.rand = rand
-        self.restarts = 0           # every counted restart (status "restarts")
+        self.restarts = 0           # restarts made (status "restarts")
         self.in_a_row = 0           # since the last back-off reset (exponential-delay)
         self.failures: deque[float] = deque()  # failure times (failure-rate)
         self.last_failure: float | None = None
@@ -108,4 +108,5 @@ class RestartTracker:
         return RestartDecision(True, delay_s)
 
     def _fail(self, reason: str) -> RestartDecision:
+        self.restarts -= 1  # counted on entry, but not made
         return RestartDecision(False, reason=reason)

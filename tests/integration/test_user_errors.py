@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from jstormpy import Config, FileSink, LocalCluster, TopologyBuilder
+from jstormpy import Bolt, Config, FileSink, LocalCluster, TopologyBuilder
 from jstormpy.errors import JStormError
 from jstormpy.restart import RestartStrategy
 
@@ -207,3 +209,27 @@ def test_redis_spout_with_no_server_gives_up_naming_it(tmp_path: Path) -> None:
     text = str(info.value)
     assert "Redis at redis://127.0.0.1:1/0 (streams orders)" in text, text
     assert "connect_timeout_ms=1500" in text and _restarts(text) == 0, text
+
+
+class Flaky(Bolt):
+    """Raises on every tuple with a message that differs each time (not deterministic)."""
+
+    outputs = ("seq", "key")
+
+    def execute(self, tup: Any) -> None:
+        raise RuntimeError(f"flaky at {time.monotonic_ns()}")
+
+
+def test_max_restarts_still_bounds_the_default_strategy(tmp_path: Path) -> None:
+    b = TopologyBuilder("flaky")
+    b.set_spout("numbers", NumberSpout(50), 1)
+    b.set_bolt("flaky", Flaky, 1).shuffle_grouping("numbers")
+    b.set_bolt("out", FileSink(str(tmp_path / "out")), 1).global_grouping("flaky")
+    config = Config(workers=1, heartbeat_interval_ms=100, max_restarts=2)
+    with LocalCluster() as cluster:
+        handle = cluster.submit(b.build(), config)
+        with pytest.raises(JStormError) as info:
+            handle.wait(timeout=120)
+    text = str(info.value)
+    assert "2 restarts in a row used up the restart strategy" in text, text
+    assert "RuntimeError: flaky at" in text and _restarts(text) == 2, text

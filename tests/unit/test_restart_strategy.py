@@ -33,6 +33,7 @@ def test_fixed_delay_restarts_attempts_times_then_fails() -> None:
         assert t.due()
     d = t.on_failure("boom")
     assert not d.restart and "3 restarts" in d.reason and "fixed-delay" in d.reason
+    assert t.restarts == 3  # the ones made
 
 
 def test_failure_rate_counts_only_failures_within_the_interval() -> None:
@@ -81,6 +82,7 @@ def test_max_restarts_is_the_default_strategys_attempts() -> None:
 def test_no_restart() -> None:
     t, _ = tracker(RestartStrategy.no_restart())
     assert not t.on_failure("x").restart
+    assert t.restarts == 0
 
 
 def test_same_error_on_same_tuple_after_its_restore_is_deterministic() -> None:
