@@ -350,13 +350,18 @@ class _Supervisor:
         port_file = self.run_dir / "master.port"
         while not port_file.exists():
             if self.master is not None and self.master.poll() is not None:
-                error = self.run_dir / MASTER_ERROR_FILE
-                why = f"{error.read_text().strip()}; " if error.exists() else ""
-                raise JStormError(f"Topology Master exited with code {self.master.returncode}: "
-                                  f"{why}see {self.run_dir / 'logs' / 'master.log'}")
+                raise self._master_exited(self.master.returncode)
             if time.monotonic() > deadline:
                 raise JStormError("Topology Master did not start within 60 s")
             time.sleep(0.005)
+
+    def _master_exited(self, code: int) -> JStormError:
+        """The TM died before serving: its own account of why (e.g. an unreachable state
+        backend, from MASTER_ERROR_FILE), and where its log is."""
+        error = self.run_dir / MASTER_ERROR_FILE
+        why = f"{error.read_text().strip()}; " if error.exists() else ""
+        return JStormError(f"Topology Master exited with code {code}: {why}"
+                           f"see {self.run_dir / 'logs' / 'master.log'}")
 
     def _watch(self) -> None:
         while not self.stopping.wait(0.05):
