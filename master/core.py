@@ -450,7 +450,7 @@ class MasterCore(CheckpointCoordination):
                     error = {"time": time.time(), "task": msg.failed_task,
                              "component": self.task_component.get(msg.failed_task, ""),
                              "message": msg.error, "traceback": "", "tuple": "",
-                             "generation": self.generation}
+                             "generation": self.generation, "worker": msg.worker_id}
                     self.errors.append(error)
                     if msg.error.startswith(f"{UnavailableError.__name__}:"):
                         self._fail(f"worker {msg.worker_id} could not open its tasks: an "
@@ -539,7 +539,9 @@ class MasterCore(CheckpointCoordination):
         logs = Path(run_dir) / "logs"
         if error is None or error["task"] < 0:
             return [str(logs / "master.log")]
-        worker = self.plan.get(error["task"])
+        worker = self.plan.get(error["task"], error.get("worker"))
+        if worker is None:
+            return [str(logs / "master.log")]
         return [str(logs / f"worker-{worker}.log"),
                 str(logs / "tasks" / f"{error['component']}-{error['task']}.log")]
 

@@ -83,6 +83,7 @@ class Worker(TaskHost):
         self.max_parallelism = 0  # number of key groups, set when tasks are built
         self.guarantee = "exactly_once"
         self.executors: dict[int, TaskExecutor] = {}
+        self.building_task = 0  # the task _build_tasks is at (0: none yet)
         self.queues: dict[int, TaskInbox] = {}
         self.gate = CreditGate()
         self.task_inputs: dict[int, int] = {}
@@ -327,6 +328,7 @@ class Worker(TaskHost):
         self.task_workers = dict(msg.task_workers)
         self.tasks_generation = msg.generation
         handles = {r.task_id: r.handle for r in msg.restores}
+        self.building_task = 0
         try:
             self._build_tasks(list(msg.task_ids), handles, msg.checkpoint_id)
         except CorruptSnapshotError as exc:
@@ -336,7 +338,8 @@ class Worker(TaskHost):
         except Exception as exc:
             log.exception("building tasks for generation %s failed", msg.generation)
             return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=False,
-                            error=f"{type(exc).__name__}: {exc}")
+                            error=f"{type(exc).__name__}: {exc}",
+                            failed_task=self.building_task)
         return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=True)
 
     def _build_tasks(self, task_ids: list[int], handles: dict[int, str],
@@ -363,6 +366,7 @@ class Worker(TaskHost):
             self.queues[task_id] = TaskInbox(conf.queue_capacity)
         executors: dict[int, TaskExecutor] = {}
         for task_id in sorted(task_ids):
+            self.building_task = task_id  # named in the Ready of a failed prepare
             name = task_component[task_id]
             spec = topo.components[name]
             obj = cloudpickle.loads(self.component_blobs[name])

@@ -190,6 +190,7 @@ def test_kafka_spout_with_no_broker_says_what_it_waits_for_and_gives_up(tmp_path
     text = str(info.value)
     assert "Kafka broker(s) 127.0.0.1:1 (topic 'orders')" in text, text
     assert "connect_timeout_ms=1500" in text, text
+    assert "component: orders" in text and "worker-0.log" in text, text
     assert _restarts(text) == 0, text  # given up, not restarted over and over
     assert "waiting for KafkaSpout: Kafka broker(s) 127.0.0.1:1" in log, log[-3000:]
 
