@@ -234,3 +234,24 @@ def test_max_restarts_still_bounds_the_default_strategy(tmp_path: Path) -> None:
     text = str(info.value)
     assert "2 restarts in a row used up the restart strategy" in text, text
     assert "RuntimeError: flaky at" in text and _restarts(text) == 2, text
+
+
+def test_postgres_sink_with_no_server_gives_up_naming_it(tmp_path: Path) -> None:
+    pytest.importorskip("psycopg")
+    from jstormpy.connectors import PostgresSink
+
+    b = TopologyBuilder("no-postgres")
+    b.set_spout("numbers", NumberSpout(10_000, pause_s=0.01), 1)
+    b.set_bolt("out", PostgresSink("host=127.0.0.1 port=1 dbname=shop", "totals",
+                                   ["seq", "key"], unavailable_timeout_ms=1500), 1) \
+        .global_grouping("numbers")
+    config = Config(workers=1, checkpoint_interval_ms=200, heartbeat_interval_ms=100)
+    with LocalCluster() as cluster:
+        handle = cluster.submit(b.build(), config)
+        with pytest.raises(JStormError) as info:
+            handle.wait(timeout=120)
+        log = (handle.run_dir / "logs" / "worker-0.log").read_text()  # type: ignore[operator]
+    text = str(info.value)
+    assert "PostgreSQL at 127.0.0.1:1/shop unreachable" in text, text
+    assert "unavailable_timeout_ms=1500" in text and "component: out" in text, text
+    assert "giving up in" in log, log[-3000:]
