@@ -37,6 +37,7 @@ from jstormpy.state_backends import StateBackend
 from jstormpy.topology import assign_tasks
 
 log = logging.getLogger("jstormpy.master")
+RUN_DIR_ENV = "JSTORM_RUN_DIR"  # = jstormpy.runtime.taskops.RUN_DIR_ENV (set by launchers)
 
 LATEST = -1
 """Recovery target meaning "the newest usable completed checkpoint", resolved (by listing
@@ -533,7 +534,7 @@ class MasterCore(CheckpointCoordination):
         self._broadcast(shutdown=pb.Shutdown(reason="topology failed"))
 
     def _log_paths(self, error: dict[str, Any] | None) -> list[str]:
-        run_dir = os.environ.get("JSTORM_RUN_DIR")
+        run_dir = os.environ.get(RUN_DIR_ENV)
         if not run_dir:
             return []
         logs = Path(run_dir) / "logs"
