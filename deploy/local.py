@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jstormpy import pickling
 from jstormpy.client import MasterClient, Registration, jstorm_home
 from jstormpy.codepkg import UPGRADE_EXIT_CODE, build_package
 from jstormpy.config import Config, as_config
@@ -35,6 +36,7 @@ from jstormpy.deploy.forkserver import (
 )
 from jstormpy.deploy.launch_lock import submit_lock
 from jstormpy.errors import ConfigError, JStormError, TopologyError, TopologyStopped
+from jstormpy.failure import FINAL_STATUS_FILE, MASTER_ERROR_FILE, describe_failure
 from jstormpy.picklecheck import dump_topology
 from jstormpy.security import SECRET_ENV, new_secret
 from jstormpy.state_backends import check_backend_options
@@ -239,6 +241,8 @@ class TopologyHandle:
             except JStormError:
                 status = {"state": "unreachable"}  # the TM may be restarting
             state = status.get("state")
+            if state in ("drained", "failed", "killed") and self.run_dir is not None:
+                (self.run_dir / FINAL_STATUS_FILE).write_text(json.dumps(status))
             if state == "drained":
                 return status
             if state == "killed":  # only the Kill call sets it: a planned stop
@@ -248,9 +252,7 @@ class TopologyHandle:
                                       f"before it drained; last completed checkpoint: "
                                       f"{'#' + str(last) if last else 'none'}")
             if state in ("failed", "killed"):
-                errors = status.get("errors") or []
-                last = errors[-1]["message"] if errors else "no error recorded"
-                raise JStormError(f"topology {self.name!r} is {state} (last error: {last})")
+                raise JStormError(describe_failure(self.name, status))
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"topology {self.name!r} not drained within {timeout} s "
                                    f"(state: {state})")
@@ -366,11 +368,18 @@ class _Supervisor:
         port_file = self.run_dir / "master.port"
         while not port_file.exists():
             if self.master is not None and self.master.poll() is not None:
-                raise JStormError(f"Topology Master exited with code {self.master.returncode}; "
-                                  f"see {self.run_dir / 'logs' / 'master.log'}")
+                raise self._master_exited(self.master.returncode)
             if time.monotonic() > deadline:
                 raise JStormError("Topology Master did not start within 60 s")
             time.sleep(0.005)
+
+    def _master_exited(self, code: int) -> JStormError:
+        """The TM died before serving: its own account of why (e.g. an unreachable state
+        backend, from MASTER_ERROR_FILE), and where its log is."""
+        error = self.run_dir / MASTER_ERROR_FILE
+        why = f"{error.read_text().strip()}; " if error.exists() else ""
+        return JStormError(f"Topology Master exited with code {code}: {why}"
+                           f"see {self.run_dir / 'logs' / 'master.log'}")
 
     def _watch(self) -> None:
         while not self.stopping.wait(0.05):
@@ -569,7 +578,9 @@ def write_run_dir(home: Path, topology: Topology, config: Config) -> Path:
     """Create ``home/runs/NAME`` with what the Topology Master reads (topology.pkl,
     config.json, descriptor.json); logs and gray-upgrade code of an earlier run of the same
     name are dropped."""
-    blob = dump_topology(topology)  # first: a component that cannot be pickled is named
+    # first: a component that cannot be pickled is named; code objects keep the user's file
+    # names (jstormpy.pickling), so tracebacks point into the user's file
+    blob = dump_topology(topology, pickling.dumps)
     run_dir = home / "runs" / topology.name
     if run_dir.exists():
         shutil.rmtree(run_dir / "logs", ignore_errors=True)
@@ -577,6 +588,8 @@ def write_run_dir(home: Path, topology: Topology, config: Config) -> Path:
         # code is the file it gives, even on --resume or from a savepoint (docs/upgrade.md)
         shutil.rmtree(run_dir / "code", ignore_errors=True)
         (run_dir / "master.port").unlink(missing_ok=True)
+        (run_dir / MASTER_ERROR_FILE).unlink(missing_ok=True)
+        (run_dir / FINAL_STATUS_FILE).unlink(missing_ok=True)
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
     (run_dir / "topology.pkl").write_bytes(blob)
     (run_dir / "config.json").write_text(json.dumps(config.to_dict()))

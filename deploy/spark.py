@@ -277,8 +277,7 @@ class _SparkSupervisor(_Supervisor):
         port_file = self.run_dir / "master.port"
         while not port_file.exists():
             if self.master is not None and self.master.poll() is not None:
-                raise JStormError(f"Topology Master exited with code {self.master.returncode}; "
-                                  f"see {self.run_dir / 'logs' / 'master.log'}")
+                raise self._master_exited(self.master.returncode)
             if time.monotonic() > deadline:
                 raise JStormError("Topology Master did not start within 60 s")
             time.sleep(0.02)

@@ -261,7 +261,19 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    status = _client(args.name).status()
+    from jstormpy.client import jstorm_home
+    from jstormpy.failure import FINAL_STATUS_FILE
+
+    try:
+        status = _client(args.name).status()
+    except JStormError:
+        final = jstorm_home() / "runs" / args.name / FINAL_STATUS_FILE
+        if not final.exists():
+            raise
+        status = json.loads(final.read_text())  # the run is over: what it ended with
+        if not args.json:
+            print(f"{args.name}: not running; its run ended {status['state']} (the status "
+                  f"below is its last one)")
     if args.json:
         print(json.dumps(status, indent=2))
     else:

@@ -65,6 +65,10 @@ def format_status(status: dict[str, Any]) -> str:
     lines.extend(_rescale_lines(status.get("rescale") or {}))
     for e in status.get("errors", [])[-5:]:
         lines.append(f"error      task {e['task']} {e['component']}: {e['message']}")
+    if status.get("failure"):  # why it failed: component, tuple, traceback (docs/errors.md)
+        from jstormpy.failure import describe_failure
+
+        lines.append(describe_failure(status["name"], status))
     return "\n".join(lines)
 
 

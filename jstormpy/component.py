@@ -14,6 +14,12 @@ from typing import Any, ClassVar
 from jstormpy.run_identity import RunIdentity
 
 DEFAULT_STREAM = "default"
+ERRORS_STREAM = "errors"
+"""Every bolt's dead-letter stream: with ``Config(on_error="dead_letter")`` a tuple whose
+``execute`` raised goes there instead of failing the job (docs/errors.md)."""
+ERROR_FIELDS = ("component", "task", "error", "traceback", "tuple")
+"""Fields of ``ERRORS_STREAM``: the bolt, its task id, ``"Type: message"``, the traceback
+text and the failing tuple's values (a list)."""
 
 
 class Tuple:

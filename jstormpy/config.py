@@ -9,8 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jstormpy.errors import ConfigError, UnknownSettingError
+from jstormpy.restart import DEFAULT_RESTART_STRATEGY, RestartStrategy
 
 GUARANTEES = ("exactly_once", "at_least_once", "at_most_once")
+ON_ERROR = ("fail", "dead_letter")
+"""Values of ``Config.on_error``."""
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -95,7 +98,22 @@ class Config:
     component can ever be rescaled to); fixed for the life of the job's state. 0 = Flink's
     default ``max(128, roundUpPow2(1.5 × largest parallelism))`` (docs/savepoints.md)."""
     max_restarts: int = 100
-    """Recoveries allowed before the topology is failed."""
+    """Recoveries allowed before the topology is failed: the ``attempts`` of the default
+    restart strategy (and of a fixed-delay or exponential-delay one given without them)."""
+    restart_strategy: str | RestartStrategy = ""
+    """What a failure leads to (Flink's restart strategies, docs/errors.md): a
+    ``RestartStrategy`` (``RestartStrategy.fixed_delay(3, 1000)``, ``.failure_rate(...)``,
+    ``.exponential_delay(...)``, ``.no_restart()``) or its string form
+    (``"fixed-delay:attempts=3,delay_ms=1000"``); stored as the string. "" = the default,
+    exponential-delay from 50 ms (x1.5, up to 10 s, reset after 60 s without failure), at most
+    ``max_restarts`` restarts in a row. Whatever the strategy, the same exception on the
+    same tuple right after the restore it caused fails the job at once."""
+    on_error: str = "fail"
+    """What a bolt's ``execute`` raising does: "fail" (a recovery, per ``restart_strategy``;
+    the same error on the same tuple again fails the job) or "dead_letter" (the tuple and
+    its error go to the bolt's ``errors`` stream, fields ``component, task, error,
+    traceback, tuple``, which a bolt or sink can subscribe to; the job goes on and the
+    component's ``errors`` metric counts them). docs/errors.md."""
     upgrade_expiry_ms: int = 1_800_000
     """An upgrade left partly done (no continue/complete/rollback) this long is rolled back."""
     upgrade_step_timeout_ms: int = 120_000
@@ -144,6 +162,14 @@ class Config:
         _refuse_unknown(values)
         return cls(**values)
 
+    def restart(self) -> RestartStrategy:
+        """The restart strategy in force (``restart_strategy`` parsed, or the default)."""
+        if not self.restart_strategy:
+            return DEFAULT_RESTART_STRATEGY
+        if isinstance(self.restart_strategy, RestartStrategy):
+            return self.restart_strategy
+        return RestartStrategy.parse(self.restart_strategy)
+
     def to_dict(self) -> dict[str, Any]:
         """The settings as a plain dict (JSON-serialisable)."""
         return dataclasses.asdict(self)
@@ -172,6 +198,12 @@ class Config:
              "batch_linger_ms", "must be a number >= 0")
         need(isinstance(self.max_restarts, int) and self.max_restarts >= 0,
              "max_restarts", "must be an int >= 0")
+        need(self.on_error in ON_ERROR, "on_error", f"must be one of {ON_ERROR}")
+        if isinstance(self.restart_strategy, RestartStrategy):
+            self.restart_strategy = self.restart_strategy.checked().spec()
+        need(isinstance(self.restart_strategy, str), "restart_strategy",
+             "must be a RestartStrategy or its string form, e.g. 'fixed-delay:attempts=3'")
+        self.restart()  # a bad string form raises ConfigError naming it
         need(isinstance(self.tolerable_failed_checkpoints, int)
              and not isinstance(self.tolerable_failed_checkpoints, bool)
              and self.tolerable_failed_checkpoints >= 0,

@@ -75,6 +75,12 @@ class SemanticsError(JStormError):
     """Records given to the exactly-once checker are malformed (missing key or seq field)."""
 
 
+class UnavailableError(JStormError):
+    """An external system (a broker, a database) did not answer within the documented wait
+    (e.g. ``connect_timeout_ms`` of a connector): a restart would only wait again, so the
+    topology fails at once with this message, which names the system and the wait."""
+
+
 class SinkUnavailableError(SinkError):
     """The sink's external system is unreachable for now: the checkpoint is given up, the
     open transaction is kept and staged again at the next barrier (the job keeps running)."""

@@ -7,7 +7,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jstormpy.component import DEFAULT_STREAM, Bolt, Spout, declared_streams
+from jstormpy.component import (
+    DEFAULT_STREAM,
+    ERROR_FIELDS,
+    ERRORS_STREAM,
+    Bolt,
+    Spout,
+    declared_streams,
+)
 from jstormpy.errors import TopologyError
 
 GROUPINGS = ("shuffle", "fields", "all", "global", "direct", "local_or_shuffle", "none",
@@ -284,8 +291,14 @@ class TopologyBuilder:
         if callable(resolve) and spec.inputs:
             first = spec.inputs[0]
             src_streams = specs[first.source].streams or declared_streams(specs[first.source].obj)
-            return dict(resolve(tuple(src_streams.get(first.stream, ()))))
-        return declared_streams(spec.obj)
+            streams = dict(resolve(tuple(src_streams.get(first.stream, ()))))
+        else:
+            streams = declared_streams(spec.obj)
+        if spec.kind == "bolt" and any(g.source == spec.name and g.stream == ERRORS_STREAM
+                                       for other in specs.values() for g in other.inputs):
+            # someone keeps this bolt's dead letters (Config.on_error="dead_letter")
+            streams.setdefault(ERRORS_STREAM, ERROR_FIELDS)
+        return streams
 
     @staticmethod
     def _check_grouping(spec: ComponentSpec, g: Grouping, source: ComponentSpec) -> None:

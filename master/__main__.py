@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from jstormpy.config import Config
+from jstormpy.failure import MASTER_ERROR_FILE
 from jstormpy.master.core import MasterCore
 from jstormpy.master.http import start_ops_server
 from jstormpy.master.rescale import finish_pending_rescale
@@ -40,6 +41,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="continue from the latest completed checkpoint")
     args = parser.parse_args(argv)
     run_dir = Path(args.run_dir)
+    try:
+        return _serve(args, run_dir)
+    except Exception as exc:  # e.g. an unreachable state backend: the launcher shows it
+        (run_dir / MASTER_ERROR_FILE).write_text(f"{type(exc).__name__}: {exc}")
+        raise
+
+
+def _serve(args: argparse.Namespace, run_dir: Path) -> int:
     config = Config.from_dict(json.loads((run_dir / "config.json").read_text()))
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format=f"%(asctime)s %(levelname)s master pid={os.getpid()} "

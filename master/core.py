@@ -8,19 +8,28 @@ gRPC service drains. Protocol: DESIGN §4 and ``docs/checkpointing.md``.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from jstormpy.config import Config
-from jstormpy.errors import BackendError, CorruptSnapshotError, JStormError, SnapshotNotFoundError
+from jstormpy.errors import (
+    BackendError,
+    CorruptSnapshotError,
+    JStormError,
+    SnapshotNotFoundError,
+    UnavailableError,
+)
 from jstormpy.master.backpressure import BackpressureCoordinator
 from jstormpy.master.checkpoints import BackendIO, CheckpointCoordination, PendingCheckpoint
 from jstormpy.master.metrics import MetricsStore
 from jstormpy.master.rescale import RescaleController
+from jstormpy.master.restart import ErrorSignature, RestartTracker
 from jstormpy.master.upgrade import UpgradeController
 from jstormpy.metrics import CHECKPOINT_BUCKETS_MS, CumulativeHistogram
 from jstormpy.proto import jstorm_pb2 as pb
@@ -30,6 +39,7 @@ from jstormpy.state_backends.base import COMPLETED_META
 from jstormpy.topology import assign_tasks
 
 log = logging.getLogger("jstormpy.master")
+RUN_DIR_ENV = "JSTORM_RUN_DIR"  # = jstormpy.runtime.taskops.RUN_DIR_ENV (set by launchers)
 
 LATEST = -1
 """Recovery target meaning "the newest usable completed checkpoint", resolved (by listing
@@ -104,6 +114,9 @@ class MasterCore(CheckpointCoordination):
         self.final_checkpoint: int | None = None
         self.commits_needed: set[int] = set()
         self.restarts = 0
+        # restart strategy and deterministic-error check (master/restart.py)
+        self.restart_tracker = RestartTracker(config.restart(), config.max_restarts)
+        self.failure: dict[str, Any] | None = None  # why the topology failed, for the user
         self.recoveries: deque[dict[str, Any]] = deque(maxlen=50)
         self.recovery_started: float | None = None
         self.recovery_reason = ""
@@ -307,13 +320,14 @@ class MasterCore(CheckpointCoordination):
         self.upgrade.on_new_generation(reason)  # upgrade hook
         self.rescale.on_new_generation(reason)  # rescale hook
         if count_restart:
-            self.restarts += 1
-            if self.restarts > self.config.max_restarts:
-                log.error("topology %s failed: %d restarts exceed max_restarts=%d (last: %s)",
-                          self.name, self.restarts, self.config.max_restarts, reason)
-                self._set_state("failed")
-                self._broadcast(shutdown=pb.Shutdown(reason="topology failed"))
+            decision = self.restart_tracker.on_failure(reason)
+            self.restarts = self.restart_tracker.restarts
+            if not decision.restart:
+                self._fail(f"{decision.reason}; last failure: {reason}")
                 return
+            if decision.delay_s:
+                log.info("restart %d after a back-off of %.0f ms (%s)", self.restarts,
+                         decision.delay_s * 1000, self.config.restart().kind.value)
         self.generation += 1  # stored before any Prepare names it (_resolve_restore)
         self.inflight.clear()
         self.backpressure.reset()
@@ -334,6 +348,9 @@ class MasterCore(CheckpointCoordination):
         """Every worker is registered: resolve what to restore (on backend_io, off the
         lock), then send the Prepares."""
         if len(self._alive()) < self.config.workers or self.preparing == self.generation:
+            return
+        if not self.restart_tracker.due():  # the restart strategy's back-off: tick() comes back
+            self.retry_prepare_at = self.restart_tracker.restart_at
             return
         self.retry_prepare_at = None
         self.preparing = generation = self.generation
@@ -492,9 +509,16 @@ class MasterCore(CheckpointCoordination):
                                          f"{self.target_checkpoint}: {msg.error}",
                                          count_restart=False)
                 else:
-                    self.errors.append({"time": time.time(), "task": msg.failed_task,
-                                        "component": "", "message": msg.error,
-                                        "traceback": "", "tuple": ""})
+                    error = {"time": time.time(), "task": msg.failed_task,
+                             "component": self.task_component.get(msg.failed_task, ""),
+                             "message": msg.error, "traceback": "", "tuple": "",
+                             "generation": self.generation, "worker": msg.worker_id}
+                    self.errors.append(error)
+                    if msg.error.startswith(f"{UnavailableError.__name__}:"):
+                        self._fail(f"worker {msg.worker_id} could not open its tasks: an "
+                                   "external system did not answer in time; restarting "
+                                   "would only wait again", error)
+                        return
                     self._begin_recovery(f"worker {msg.worker_id} failed to prepare: {msg.error}")
                 return
             self.ready.add(msg.worker_id)
@@ -534,14 +558,54 @@ class MasterCore(CheckpointCoordination):
     def on_task_error(self, msg: Any) -> None:
         """A task's user code raised."""
         with self.lock:
-            self.errors.append({"time": time.time(), "task": msg.task_id,
-                                "component": msg.component, "message": msg.message,
-                                "traceback": msg.traceback, "tuple": msg.tuple_repr,
-                                "generation": msg.generation})
+            error = {"time": time.time(), "task": msg.task_id,
+                     "component": msg.component, "message": msg.message,
+                     "traceback": msg.traceback, "tuple": msg.tuple_repr,
+                     "generation": msg.generation}
+            self.errors.append(error)
             if msg.generation == self.generation and self.stateful and self.state == "running" \
                     and not self._worker_of_task_lost(msg):
+                if msg.message.startswith(f"{UnavailableError.__name__}:"):
+                    self._fail("an external system did not answer in time; restarting "
+                               "would only wait again", error)
+                    return
+                signature = ErrorSignature(msg.component, msg.message, msg.tuple_repr)
+                if msg.task_id >= 0 and msg.tuple_repr not in ("", "None") and \
+                        self.restart_tracker.is_deterministic(signature, self.generation):
+                    self._fail("deterministic error: the same exception on the same tuple "
+                               "again right after the restore it caused, so restarting "
+                               "cannot help; fix the component (or use "
+                               "Config(on_error='dead_letter'))", error)
+                    return
                 self._begin_recovery(f"task {msg.task_id} ({msg.component}) raised "
                                      f"{msg.message}")
+
+    def _fail(self, reason: str, error: dict[str, Any] | None = None) -> None:
+        """Fail the topology for good, keeping why (with the user error that caused it)
+        for ``status()`` and so for the console and ``handle.wait()``."""
+        if error is None:  # the last user error of this or the previous generation
+            error = next((e for e in reversed(self.errors) if e["task"] >= 0
+                          and e.get("generation", -1) >= self.generation - 1), None)
+        self.failure = {"reason": reason, "restarts": self.restarts,
+                        "restart_strategy": self.config.restart().describe(
+                            self.config.max_restarts),
+                        "error": error, "logs": self._log_paths(error)}
+        log.error("topology %s failed: %s", self.name, reason)
+        self._set_state("failed")
+        self._broadcast(shutdown=pb.Shutdown(reason="topology failed"))
+
+    def _log_paths(self, error: dict[str, Any] | None) -> list[str]:
+        run_dir = os.environ.get(RUN_DIR_ENV)
+        if not run_dir:
+            return []
+        logs = Path(run_dir) / "logs"
+        if error is None or error["task"] < 0:
+            return [str(logs / "master.log")]
+        worker = self.plan.get(error["task"], error.get("worker"))
+        if worker is None:
+            return [str(logs / "master.log")]
+        return [str(logs / f"worker-{worker}.log"),
+                str(logs / "tasks" / f"{error['component']}-{error['task']}.log")]
 
     def _send_throttle(self, spout_tasks: list[int], release: bool, lease_ms: int) -> None:
         by_worker: dict[int, list[int]] = {}
@@ -652,6 +716,7 @@ class MasterCore(CheckpointCoordination):
                 "inflight_checkpoints": sorted(self.inflight),
                 "restarts": self.restarts, "recoveries": list(self.recoveries),
                 "errors": list(self.errors)[-20:],
+                "failure": self.failure,
                 "spouts_finished": sorted(self.finished_spouts),
                 "final_checkpoint": self.final_checkpoint,
                 "uptime_s": round(now - self.started_at, 1),

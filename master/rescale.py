@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
+from jstormpy import pickling
 from jstormpy.codepkg import UPGRADE_EXIT_CODE
 from jstormpy.errors import BackendError, JStormError
 from jstormpy.faults import fault_point
@@ -378,7 +379,7 @@ class RescaleController:
         if self.code:  # every worker runs the package from now on; v1's pickle stays v1
             texts["code/assignment.json"] = core.upgrade.assignment_json(self.code)
         else:
-            blob = texts["topology.pkl"] = cloudpickle.dumps(new)
+            blob = texts["topology.pkl"] = pickling.dumps(new)
         layout = core.generation + 1
         try:
             for name, data in texts.items():

@@ -83,8 +83,10 @@ class KafkaSpout(ReplayableSpout):
         bootstrap_servers: ``host:port[,host:port]``.
         **consumer_conf: Extra librdkafka consumer settings; the jstorm-specific keys
             ``start`` (``"earliest"`` (default) or ``"latest"``: where a partition no
-            checkpoint knows starts), ``batch``, ``idle_timeout_ms``, ``max_lag_ms`` and
-            ``bounded`` (finish once every partition is drained) are taken out first.
+            checkpoint knows starts), ``batch``, ``idle_timeout_ms``, ``max_lag_ms``,
+            ``bounded`` (finish once every partition is drained) and ``connect_timeout_ms``
+            (how long ``open`` waits for the broker and the topic, default 30 000, then
+            the topology fails naming them) are taken out first.
 
     Example:
         >>> spout = KafkaSpout("orders", "localhost:9092", idle_timeout_ms=5000)  # doctest: +SKIP
@@ -103,6 +105,7 @@ class KafkaSpout(ReplayableSpout):
             raise SourceError(f"KafkaSpout start={self.start!r} must be 'earliest' or 'latest'")
         self.batch = int(conf.pop("batch", 500))
         self.idle_timeout_ms = conf.pop("idle_timeout_ms", 10_000.0)
+        self.connect_timeout_ms = float(conf.pop("connect_timeout_ms", 30_000.0))
         self.max_lag_ms = float(conf.pop("max_lag_ms", 0.0))
         # bounded: finish once every owned partition reached its end offset (checked against
         # the broker, not "one empty poll", which a slow first fetch would also give)
@@ -125,9 +128,17 @@ class KafkaSpout(ReplayableSpout):
                          "enable.partition.eof": False})
         self._consumer = ck.Consumer(settings)
 
+    def describe_source(self) -> str:
+        """Broker and topic, for the messages of ``open``'s wait."""
+        return f"KafkaSpout: Kafka broker(s) {self.bootstrap_servers} (topic {self.topic!r})"
+
+    def _call_timeout_s(self) -> float:
+        # a few tries (each logged by ReplayableSpout.open) within connect_timeout_ms
+        return max(0.5, min(10.0, self.connect_timeout_ms / 3000.0))
+
     def list_splits(self) -> list[Any]:
         """The topic's partition numbers."""
-        md = self._consumer.list_topics(self.topic, timeout=10)
+        md = self._consumer.list_topics(self.topic, timeout=self._call_timeout_s())
         meta = md.topics.get(self.topic)
         if meta is None or meta.error is not None or not meta.partitions:
             raise SourceError(f"KafkaSpout: topic {self.topic!r} not found at "
@@ -138,7 +149,7 @@ class KafkaSpout(ReplayableSpout):
         """Earliest (or latest) offset of a partition the checkpoint does not know."""
         ck = _ck()
         low, high = self._consumer.get_watermark_offsets(
-            ck.TopicPartition(self.topic, int(split)), timeout=10)
+            ck.TopicPartition(self.topic, int(split)), timeout=self._call_timeout_s())
         return int(low if self.start == "earliest" else high)
 
     def read_splits(self, offsets: Mapping[Any, Any],

@@ -28,12 +28,13 @@ barrier once the server is back; the job keeps running.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from jstormpy.component import TopologyContext, Tuple
 from jstormpy.connectors.twophase import TwoPhaseCommitSink
-from jstormpy.errors import FencedError, SinkError, SinkUnavailableError
+from jstormpy.errors import FencedError, SinkError, SinkUnavailableError, UnavailableError
 
 __all__ = ["FENCE_TABLE", "MODES", "PostgresSink"]
 
@@ -49,6 +50,11 @@ _FENCE_DDL = (f"CREATE TABLE IF NOT EXISTS {FENCE_TABLE} (topology text NOT NULL
               "task integer NOT NULL, generation bigint NOT NULL, PRIMARY KEY (topology, task))")
 
 
+_UNAVAILABLE_SINCE: dict[str, float] = {}
+"""Per DSN, since when this process has not reached the server (kept across generations:
+every recovery builds new sink objects)."""
+
+
 class PostgresSink(TwoPhaseCommitSink):
     """Write each input tuple as one row of ``table`` (columns = tuple fields of those names).
 
@@ -59,6 +65,10 @@ class PostgresSink(TwoPhaseCommitSink):
         mode: ``"2pc"`` (PREPARE TRANSACTION per checkpoint) or ``"upsert"``.
         key: Conflict target for ``"upsert"`` (a column or a list of columns with a unique
             index); required in that mode.
+        unavailable_timeout_ms: While the server cannot be reached, each checkpoint is
+            given up and the rows kept for the next one (the job goes on, a WARNING says
+            what it waits for); after this long without reaching it the topology fails
+            with an UnavailableError naming the server (docs/errors.md).
 
     Raises:
         SinkError: bad mode, no columns, ``key`` missing in upsert mode or not a column.
@@ -69,7 +79,8 @@ class PostgresSink(TwoPhaseCommitSink):
     """
 
     def __init__(self, dsn: str, table: str, columns: Sequence[str], mode: str = "2pc",
-                 key: str | Sequence[str] | None = None) -> None:
+                 key: str | Sequence[str] | None = None,
+                 unavailable_timeout_ms: float = 300_000.0) -> None:
         if mode not in MODES:
             raise SinkError(f"PostgresSink mode {mode!r} is not supported; use one of {MODES}")
         if isinstance(columns, str) or not columns:
@@ -88,6 +99,7 @@ class PostgresSink(TwoPhaseCommitSink):
         self.mode = mode
         self.key = tuple(keys)
         self._conn: Any = None
+        self.unavailable_timeout_ms = unavailable_timeout_ms
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -105,9 +117,20 @@ class PostgresSink(TwoPhaseCommitSink):
         try:
             conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=5)
         except psycopg.OperationalError as exc:
-            raise SinkUnavailableError(f"PostgresSink cannot reach {self._where()}: "
-                                       f"{str(exc).strip()}") from exc
+            now = time.monotonic()
+            since = _UNAVAILABLE_SINCE.setdefault(self.dsn, now)
+            if now - since > self.unavailable_timeout_ms / 1000.0:
+                raise UnavailableError(
+                    f"PostgresSink: PostgreSQL at {self._where()} unreachable for longer than "
+                    f"unavailable_timeout_ms={self.unavailable_timeout_ms:.0f} "
+                    f"({str(exc).strip()}); check that it runs and is reachable, or raise "
+                    f"unavailable_timeout_ms") from exc
+            raise SinkUnavailableError(
+                f"PostgresSink cannot reach {self._where()} (waiting for it, giving up in "
+                f"{self.unavailable_timeout_ms / 1000.0 - (now - since):.0f} s): "
+                f"{str(exc).strip()}") from exc
         self._conn = conn
+        _UNAVAILABLE_SINCE.pop(self.dsn, None)
         return conn
 
     def _where(self) -> str:

@@ -111,6 +111,8 @@ class RedisStreamSpout(ReplayableSpout):
         start: Entry id to start after on a fresh start (``"0-0"``: from the beginning).
         bounded: Finish (a finite job) the first time every owned stream has no entry
             after the offset; otherwise read forever.
+        connect_timeout_ms: How long ``open`` waits for the server, logging what it waits
+            for; then the topology fails naming the server (docs/errors.md).
 
     Example:
         >>> RedisStreamSpout("redis://127.0.0.1:6379/0", ["orders-0", "orders-1"],
@@ -120,7 +122,8 @@ class RedisStreamSpout(ReplayableSpout):
     def __init__(self, url: str, streams: str | Sequence[str],
                  fields: Sequence[str] = ("key", "value"), codec: str = "json",
                  batch: int = 500, idle_timeout_ms: float | None = 10_000.0,
-                 max_lag_ms: float = 0.0, start: str = "0-0", bounded: bool = False) -> None:
+                 max_lag_ms: float = 0.0, start: str = "0-0", bounded: bool = False,
+                 connect_timeout_ms: float = 30_000.0) -> None:
         names = [streams] if isinstance(streams, str) else list(streams)
         if not names:
             raise SourceError("RedisStreamSpout needs at least one stream key")
@@ -138,6 +141,7 @@ class RedisStreamSpout(ReplayableSpout):
         self.max_lag_ms = max_lag_ms
         self.start = start
         self.bounded = bounded
+        self.connect_timeout_ms = connect_timeout_ms  # open() waits this long (splits.py)
         self.outputs = (*self.fields, "stream", "id", "timestamp")  # type: ignore[misc]
 
     def __getstate__(self) -> dict[str, Any]:
@@ -145,11 +149,16 @@ class RedisStreamSpout(ReplayableSpout):
         state.pop("_client", None)
         return state
 
+    def describe_source(self) -> str:
+        """Server and streams, for the messages of ``open``'s wait."""
+        return f"RedisStreamSpout: Redis at {self.url} (streams {', '.join(self.streams)})"
+
     def connect(self, conf: dict[str, Any], context: TopologyContext) -> None:
-        """Connect to the server."""
+        """Connect to the server (and check that it answers)."""
         self.__dict__["_client"] = _redis(self.url)
         self.__dict__["_offsets_key"] = (f"jstorm:offsets:{context.topology}:"
                                          f"{context.component}")
+        self.__dict__["_client"].ping()  # no server: open() waits for it, then says so
 
     def list_splits(self) -> list[str]:
         """The stream keys."""

@@ -21,13 +21,16 @@ read a split after an offset, and (optionally) release offsets.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from jstormpy.component import Spout, TopologyContext
-from jstormpy.errors import SourceError
+from jstormpy.errors import SourceError, UnavailableError
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["ReplayableSpout", "SplitOffsets", "SplitRecord"]
 
@@ -155,6 +158,14 @@ class ReplayableSpout(Spout):
     redistribute_state = Spout.redistribute_splits  # the split contract: rescalable
     idle_timeout_ms: float | None = 10_000.0
     max_lag_ms: float = 0.0
+    connect_timeout_ms: float = 30_000.0
+    """How long ``open`` waits for the source (connect, list the splits, read their first
+    offsets), retrying once a second and logging what it waits for; then it gives up with
+    an UnavailableError, which fails the topology (docs/errors.md)."""
+
+    def describe_source(self) -> str:
+        """What the spout reads, for messages (a connector names its broker and topic)."""
+        return type(self).__name__
 
     # -- what a connector implements -------------------------------------------------------
     def connect(self, conf: dict[str, Any], context: TopologyContext) -> None:
@@ -186,14 +197,34 @@ class ReplayableSpout(Spout):
         return so
 
     def open(self, conf: dict[str, Any], context: TopologyContext) -> None:
-        """Connect and take this task's share of the splits (keeps a restored position)."""
-        self.connect(conf, context)
-        mine = owned_splits(self.list_splits(), context.task_index, context.parallelism)
-        so = self._splits_state()
-        so.assign(mine, None)
-        for s, off in so.offsets.items():
-            if off is None:
-                so.offsets[s] = self.initial_offset(s)
+        """Connect and take this task's share of the splits (keeps a restored position);
+        waits up to ``connect_timeout_ms`` for the source."""
+        wait_s = self.connect_timeout_ms / 1000.0
+        deadline = time.monotonic() + wait_s
+        connected = False
+        while True:
+            try:
+                if not connected:
+                    self.connect(conf, context)
+                    connected = True
+                mine = owned_splits(self.list_splits(), context.task_index,
+                                    context.parallelism)
+                so = self._splits_state()
+                so.assign(mine, None)
+                for s, off in so.offsets.items():
+                    if off is None:
+                        so.offsets[s] = self.initial_offset(s)
+                break
+            except Exception as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise UnavailableError(
+                        f"{self.describe_source()}: no answer within connect_timeout_ms="
+                        f"{self.connect_timeout_ms:.0f} ({type(exc).__name__}: {exc}); check "
+                        f"that it runs and is reachable, or raise connect_timeout_ms") from exc
+                _log.warning("waiting for %s (%s: %s); giving up in %.0f s",
+                             self.describe_source(), type(exc).__name__, exc, left)
+                time.sleep(min(1.0, left))
         self.__dict__["_last_wm"] = float("-inf")
 
     def next_tuple(self) -> None:

@@ -33,7 +33,8 @@ from jstormpy.barrier.transactions import (
     SinkTransactions,
 )
 from jstormpy.batch import Batch
-from jstormpy.component import Tuple
+from jstormpy.component import ERRORS_STREAM, Tuple
+from jstormpy.errors import TopologyError
 from jstormpy.faults import fault_point
 from jstormpy.picklecheck import snapshot_pickle_error
 from jstormpy.runtime.credits import TaskInbox
@@ -103,6 +104,9 @@ class TaskExecutor:
         self.linger_s = linger_s
         # ops: Config.latency_timing=False skips the per-batch clock reads (docs/operations.md)
         self.timing = bool(getattr(getattr(host, "config", None), "latency_timing", True))
+        # Config.on_error="dead_letter": a failing tuple goes to the bolt's errors stream
+        self.dead_letters = getattr(getattr(host, "config", None), "on_error", "") == \
+            "dead_letter"
         self.ctrl: deque[tuple[TaskCommand, Any]] = deque()
         self.wake = threading.Event()
         self.stopping = False
@@ -194,6 +198,17 @@ class TaskExecutor:
     # -- user errors ----------------------------------------------------------------------
     def _user_error(self, exc: BaseException, tup: Any) -> None:
         self.metrics.errors += 1
+        if self.dead_letters and self.kind == "bolt" and isinstance(tup, Tuple):
+            log.warning("task %s (%s) raised %s on %r: sent to its %r stream",
+                        self.task_id, self.component_name, exc.__class__.__name__, tup,
+                        ERRORS_STREAM)
+            try:
+                self.collector.emit((self.component_name, self.task_id,
+                                     f"{type(exc).__name__}: {exc}", traceback.format_exc(),
+                                     list(tup.values)), ERRORS_STREAM)
+            except TopologyError:  # nothing subscribes to the errors stream: logged only
+                pass
+            return
         log.error("task %s (%s) raised %s on %r\n%s", self.task_id, self.component_name,
                   exc.__class__.__name__, tup, traceback.format_exc())
         self.host.report_error(self.task_id, self.component_name, exc, tup)

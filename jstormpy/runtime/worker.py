@@ -31,6 +31,7 @@ from typing import Any
 import cloudpickle
 import grpc
 
+from jstormpy import pickling
 from jstormpy.component import TopologyContext
 from jstormpy.config import Config
 from jstormpy.errors import CorruptSnapshotError, JStormError
@@ -86,6 +87,7 @@ class Worker(TaskHost):
         self.max_parallelism = 0  # number of key groups, set when tasks are built
         self.guarantee = "exactly_once"
         self.executors: dict[int, TaskExecutor] = {}
+        self.building_task = 0  # the task _build_tasks is at (0: none yet)
         self.queues: dict[int, TaskInbox] = {}
         self.gate = CreditGate()
         self.task_inputs: dict[int, int] = {}
@@ -158,7 +160,7 @@ class Worker(TaskHost):
         self.guarantee = self.config.guarantee
         assert self.topology is not None
         for spec in self.topology.components.values():
-            self.component_blobs[spec.name] = cloudpickle.dumps(spec.obj)
+            self.component_blobs[spec.name] = pickling.dumps(spec.obj)
         if self.config.state_backend:
             self.backend = DeadlineBackend(  # a hung backend fails the upload, in time
                 open_backend(self.config.state_backend, **self.config.state_backend_options),
@@ -338,6 +340,7 @@ class Worker(TaskHost):
         self.task_workers = dict(msg.task_workers)
         self.tasks_generation = msg.generation
         handles = {r.task_id: r.handle for r in msg.restores}
+        self.building_task = 0
         try:
             self._build_tasks(list(msg.task_ids), handles, msg.checkpoint_id,
                               msg.restored_checkpoint_id)
@@ -348,7 +351,8 @@ class Worker(TaskHost):
         except Exception as exc:
             log.exception("building tasks for generation %s failed", msg.generation)
             return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=False,
-                            error=f"{type(exc).__name__}: {exc}")
+                            error=f"{type(exc).__name__}: {exc}",
+                            failed_task=self.building_task)
         return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=True)
 
     def _build_tasks(self, task_ids: list[int], handles: dict[int, str],
@@ -377,6 +381,7 @@ class Worker(TaskHost):
             self.queues[task_id] = TaskInbox(conf.queue_capacity)
         executors: dict[int, TaskExecutor] = {}
         for task_id in sorted(task_ids):
+            self.building_task = task_id  # named in the Ready of a failed prepare
             name = task_component[task_id]
             spec = topo.components[name]
             obj = cloudpickle.loads(self.component_blobs[name])

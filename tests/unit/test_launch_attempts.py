@@ -25,7 +25,9 @@ DESCRIPTOR = {"name": "la", "components": [
 
 
 def core_for(tmp_path: Path) -> MasterCore:
-    return MasterCore("la", Config(workers=2), DESCRIPTOR, open_backend(f"file://{tmp_path}"))
+    # no back-off: these tests drive the core without its tick() loop (docs/errors.md)
+    config = Config(workers=2, restart_strategy="fixed-delay:attempts=100,delay_ms=0")
+    return MasterCore("la", config, DESCRIPTOR, open_backend(f"file://{tmp_path}"))
 
 
 def next_message(session: WorkerSession, kind: str, timeout: float = 10.0) -> Any:
