@@ -293,6 +293,16 @@ class CheckpointCoordinator:
                 return actions + recovery
         return actions
 
+    def abort_all(self, reason: str, now: float) -> list[CoordinatorAction]:
+        """Give up every checkpoint in flight (``at_most_once`` lost a worker: its tasks'
+        acks never come)."""
+        actions: list[CoordinatorAction] = []
+        for cid, pending in list(self.inflight.items()):
+            del self.inflight[cid]
+            self._record(pending, "failed", now, reason)
+            actions.append(SendAbort(cid, self.generation, reason))
+        return actions
+
     def sink_committed(self, generation: int, checkpoint_id: int,
                        task_id: int) -> list[CoordinatorAction]:
         """A sink task made ``checkpoint_id``'s output visible."""

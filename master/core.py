@@ -20,18 +20,32 @@ from typing import Any
 from jstormpy.config import Config
 from jstormpy.errors import (
     BackendError,
+    BackendTimeoutError,
     CorruptSnapshotError,
     JStormError,
     SnapshotNotFoundError,
     UnavailableError,
 )
+from jstormpy.faults import fault_point
+from jstormpy.master.backend_io import BackendIO
 from jstormpy.master.backpressure import BackpressureCoordinator
-from jstormpy.master.checkpoints import BackendIO, CheckpointCoordination, PendingCheckpoint
+from jstormpy.master.coordinator import (
+    CheckpointCoordinator,
+    CollectGarbage,
+    CoordinatorAction,
+    Drained,
+    SendAbort,
+    SendComplete,
+    SendTrigger,
+    StartRecovery,
+    TaskAck,
+    TriggerFinal,
+    WriteCommitPoint,
+)
 from jstormpy.master.metrics import MetricsStore
 from jstormpy.master.rescale import RescaleController
 from jstormpy.master.restart import ErrorSignature, RestartTracker
 from jstormpy.master.upgrade import UpgradeController
-from jstormpy.metrics import CHECKPOINT_BUCKETS_MS, CumulativeHistogram
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.run_identity import RunIdentity
 from jstormpy.state_backends import StateBackend
@@ -73,7 +87,7 @@ class WorkerSession:
         self.outq.put(pb.MasterMessage(**body))
 
 
-class MasterCore(CheckpointCoordination):
+class MasterCore:
     """State of one topology, owned by its Topology Master."""
 
     def __init__(self, name: str, config: Config, descriptor: dict[str, Any],
@@ -85,34 +99,23 @@ class MasterCore(CheckpointCoordination):
         self.sessions: dict[int, WorkerSession] = {}
         self.state = "starting"
         self.state_changed = threading.Condition(self.lock)
+        self.stateful = config.guarantee != "at_most_once"
+        # checkpoint ids, checkpoints in flight and completed, the drain (I/O-free; this
+        # class performs its actions: master/coordinator.py)
+        self.checkpoints = CheckpointCoordinator(
+            stateful=self.stateful, max_concurrent=config.max_concurrent_checkpoints,
+            timeout_s=config.checkpoint_timeout_ms / 1000.0,
+            tolerable_timeouts=config.tolerable_failed_checkpoints)
         self.set_descriptor(descriptor)
         self.generation = 0
         self.target_checkpoint: int | None = None
-        self.bad_checkpoints: set[int] = set()
-        # highest checkpoint id known to have completed: ids handed out after a recovery
-        # stay above it, so a fallback/rollback to an older checkpoint never reuses the id
-        # of a transaction a sink may already have committed
-        self.id_floor = 0
-        # the newest checkpoint this run saw complete (metadata written or listed): a
-        # recovery never restores below it because a listing came back short (a failing
-        # or unmounted store); only a rollback --to N may, or that checkpoint going bad
-        self.completed_floor = 0
         self.prepared_base = 0
         self.retry_prepare_at: float | None = None
         self.ready: set[int] = set()
-        self.next_checkpoint_id = 1
-        self.inflight: dict[int, PendingCheckpoint] = {}
-        # acked by every task, commit point (metadata) being written by backend_io
-        self.committing: dict[int, PendingCheckpoint] = {}
         # every state-backend call after start-up runs there, never under self.lock
         self.backend_io = BackendIO(f"tm-backend-{name}")
         self.preparing: int | None = None  # generation whose restore is being resolved
-        self.history: deque[dict[str, Any]] = deque(maxlen=200)
-        self.checkpoint_durations = CumulativeHistogram(CHECKPOINT_BUCKETS_MS)
-        self.last_completed: dict[str, Any] | None = None
-        self.last_trigger = time.monotonic()
-        self.final_checkpoint: int | None = None
-        self.commits_needed: set[int] = set()
+        self.checkpoints.last_trigger = time.monotonic()
         self.restarts = 0
         # restart strategy and deterministic-error check (master/restart.py)
         self.restart_tracker = RestartTracker(config.restart(), config.max_restarts)
@@ -120,11 +123,9 @@ class MasterCore(CheckpointCoordination):
         self.recoveries: deque[dict[str, Any]] = deque(maxlen=50)
         self.recovery_started: float | None = None
         self.recovery_reason = ""
-        self.timed_out_in_a_row = 0
         self.errors: deque[dict[str, Any]] = deque(maxlen=50)
         self.started_at = time.time()
         self.finished_spouts: set[int] = set()
-        self.stateful = config.guarantee != "at_most_once"
         self.pending_partial_start: int | None = None
         persisted = backend.get_meta("generation") if resume else None
         if persisted:
@@ -132,7 +133,7 @@ class MasterCore(CheckpointCoordination):
         self.persisted_generation = self.generation
         floor = backend.get_meta(COMPLETED_META) if resume else None
         if floor:
-            self.completed_floor = int(floor.decode())
+            self.checkpoints.completed_floor = int(floor.decode())
         if not resume:
             # an earlier run's floor would hold a resume of this run below it for ever
             backend.delete_objects(f"meta/{COMPLETED_META}")
@@ -157,6 +158,7 @@ class MasterCore(CheckpointCoordination):
         self.sink_tasks = sorted(t for c in descriptor["components"] if c.get("is_sink")
                                  for t in c["tasks"])
         self.task_component = {t: n for n, ts in self.component_tasks.items() for t in ts}
+        self.checkpoints.set_layout(self.task_component, self.spout_tasks, self.sink_tasks)
         self.plan = assign_tasks(self.component_tasks, self.config.workers)
         self.metrics = MetricsStore(self.task_component, self.plan)
         self.backpressure = BackpressureCoordinator(
@@ -285,12 +287,7 @@ class MasterCore(CheckpointCoordination):
                                 "message": reason, "traceback": "", "tuple": ""})
             # the lost tasks' acks never come: abort in-flight checkpoints now rather than
             # stall commits until checkpoint_timeout_ms
-            for cid, pending in list(self.inflight.items()):
-                del self.inflight[cid]
-                self._record(pending, "failed", reason)
-                self._broadcast(abort=pb.AbortCheckpoint(checkpoint_id=cid,
-                                                         generation=self.generation,
-                                                         reason=reason))
+            self._perform(self.checkpoints.abort_all(reason, time.monotonic()))
             return  # at-most-once: the others keep running; the respawn gets a partial prepare
         if knock_on:
             first, started = self.recovery_reason, self.recovery_started
@@ -303,7 +300,7 @@ class MasterCore(CheckpointCoordination):
         tasks = [t for t, w in self.plan.items() if w == session.worker_id]
         # nothing is restored; the id tells a respawned sink which transactions are
         # already committed, so its new ones do not reuse their ids
-        last = self.last_completed["id"] if self.last_completed else 0
+        last = self.checkpoints.last_completed["id"] if self.checkpoints.last_completed else 0
         session.send(prepare=pb.Prepare(
             generation=self.generation, checkpoint_id=last, task_ids=tasks,
             peers=self._peers(), task_workers=self.plan, partial=True,
@@ -329,10 +326,8 @@ class MasterCore(CheckpointCoordination):
                 log.info("restart %d after a back-off of %.0f ms (%s)", self.restarts,
                          decision.delay_s * 1000, self.config.restart().kind.value)
         self.generation += 1  # stored before any Prepare names it (_resolve_restore)
-        self.inflight.clear()
+        self.checkpoints.new_generation(self.generation)
         self.backpressure.reset()
-        self.final_checkpoint = None
-        self.commits_needed = set()
         self.finished_spouts = set()
         self.target_checkpoint = target
         self.ready = set()
@@ -354,7 +349,7 @@ class MasterCore(CheckpointCoordination):
             return
         self.retry_prepare_at = None
         self.preparing = generation = self.generation
-        target, bad = self.target_checkpoint, set(self.bad_checkpoints)
+        target, bad = self.target_checkpoint, set(self.checkpoints.bad)
         self.backend_io.submit(lambda: self._resolve_restore(generation, target, bad))
 
     def _resolve_restore(self, generation: int, target: int | None, bad: set[int]) -> None:
@@ -393,15 +388,15 @@ class MasterCore(CheckpointCoordination):
             if generation != self.generation or self.state != "recovering":
                 return
             self.preparing = None
-            self.id_floor = max([self.id_floor, *listed])
+            self.checkpoints.id_floor = max([self.checkpoints.id_floor, *listed])
             if not error:
-                self.completed_floor = max([self.completed_floor, *listed])
+                self.checkpoints.completed_floor = max([self.checkpoints.completed_floor, *listed])
             if error:
                 self._retry_prepare(error)
                 return
             if unusable:
                 log.error("checkpoint %s unusable (%s); falling back", target, unusable)
-                self.bad_checkpoints.add(target)  # type: ignore[arg-type]
+                self.checkpoints.bad.add(target)  # type: ignore[arg-type]
                 self._begin_recovery(f"checkpoint {target} unusable", count_restart=False)
                 return
             self.target_checkpoint = target
@@ -415,7 +410,7 @@ class MasterCore(CheckpointCoordination):
         it (a store failing or unmounted), not proof it is gone: restoring less would
         replay output the sinks committed. Only that checkpoint turning out unusable
         (``bad``) or an explicit ``jstorm rollback --to N`` goes lower."""
-        floor = self.completed_floor
+        floor = self.checkpoints.completed_floor
         if not floor or floor in bad or (target or 0) >= floor:
             return ""
         return (f"state backend {self.backend.uri} lists completed checkpoints "
@@ -436,7 +431,7 @@ class MasterCore(CheckpointCoordination):
         # transaction staged above it (up to the floor) is covered by no completed
         # checkpoint, and the replay produces its rows again (issue 23 hole 2)
         restored = (self.target_checkpoint or 0) if self.stateful else 0
-        base = max(restored, self.id_floor) if self.stateful else 0
+        base = max(restored, self.checkpoints.id_floor) if self.stateful else 0
         self.prepared_base = base
         for s in alive:
             tasks = [t for t, w in self.plan.items() if w == s.worker_id]
@@ -504,7 +499,7 @@ class MasterCore(CheckpointCoordination):
                 if msg.corrupt_snapshot and self.target_checkpoint is not None:
                     log.error("checkpoint %s has a corrupt snapshot (%s); falling back to the "
                               "previous complete checkpoint", self.target_checkpoint, msg.error)
-                    self.bad_checkpoints.add(self.target_checkpoint)
+                    self.checkpoints.bad.add(self.target_checkpoint)
                     self._begin_recovery(f"corrupt snapshot in checkpoint "
                                          f"{self.target_checkpoint}: {msg.error}",
                                          count_restart=False)
@@ -531,9 +526,8 @@ class MasterCore(CheckpointCoordination):
                                             "checkpoint": self.target_checkpoint,
                                             "time": time.time(),
                                             "duration_ms": round(took, 1)})
-                self.next_checkpoint_id = self.prepared_base + 1 if self.stateful \
-                    else max(self.next_checkpoint_id, 1)
-                self.last_trigger = time.monotonic()
+                base = self.prepared_base if self.stateful else self.checkpoints.next_id - 1
+                self.checkpoints.resume_after(base, time.monotonic())
                 self._set_state("running")
 
     # -- heartbeats, errors --------------------------------------------------------------------
@@ -621,6 +615,133 @@ class MasterCore(CheckpointCoordination):
         # a transport report about a peer the TM already knows is dead adds nothing
         return msg.task_id < 0 and any(not s.alive for s in self.sessions.values())
 
+    # -- checkpoints: the coordinator decides, this class performs ----------------------------
+    def _perform(self, actions: list[CoordinatorAction]) -> bool:
+        """Carry out the coordinator's actions, in order, under the lock; True if one of
+        them began a recovery."""
+        recovery = False
+        for action in actions:
+            match action:
+                case SendTrigger(cid, generation, pause):
+                    self._broadcast(trigger=pb.TriggerCheckpoint(
+                        checkpoint_id=cid, generation=generation, pause=pause))
+                case WriteCommitPoint():
+                    self.backend_io.submit(lambda a=action: self._write_commit_point(a))
+                case SendComplete(cid, generation):
+                    self._broadcast(complete=pb.CompleteCheckpoint(checkpoint_id=cid,
+                                                                   generation=generation))
+                case SendAbort(cid, generation, reason):
+                    log.warning("checkpoint %d aborted: %s", cid, reason)
+                    self._broadcast(abort=pb.AbortCheckpoint(checkpoint_id=cid,
+                                                             generation=generation,
+                                                             reason=reason))
+                case CollectGarbage():
+                    if self.stateful:
+                        self.backend_io.submit(self._garbage_collect)
+                case TriggerFinal():
+                    self._maybe_final_checkpoint()
+                case Drained(cid):
+                    if self.state == "running":
+                        log.info("topology %s drained at checkpoint %d", self.name, cid)
+                        self._set_state("drained")
+                        self._broadcast(shutdown=pb.Shutdown(reason="drained"))
+                case StartRecovery(reason):
+                    self._begin_recovery(reason)
+                    recovery = True
+        return recovery
+
+    def _maybe_final_checkpoint(self) -> None:
+        """Every spout finished and nothing in flight: start the final checkpoint now
+        rather than at the next tick."""
+        if self.state == "running" and self.checkpoints.final_checkpoint is None \
+                and not self.checkpoints.busy() \
+                and self.spout_tasks and self.finished_spouts >= set(self.spout_tasks):
+            self.trigger_checkpoint()
+
+    def trigger_checkpoint(self, force: bool = False) -> int | None:
+        """Start a checkpoint now (if running and within the concurrency limit)."""
+        with self.lock:
+            if self.state != "running" or self.upgrade.holds_checkpoints() \
+                    or self.rescale.holds_checkpoints():  # upgrade/rescale hooks
+                return None
+            if len(self._alive()) < self.config.workers or self.pending_partial_start is not None:
+                return None  # at_most_once with a worker being respawned: it could not ack
+            if not self.checkpoints.may_start(force):
+                return None
+            return self.start_checkpoint()[0]
+
+    def start_checkpoint(self, pause: bool = False) -> tuple[int, float]:
+        """Start the next checkpoint and send its trigger (``pause``: the spouts stop after
+        the barrier, the gray-release/rescale cut). Returns its id and the monotonic time
+        it started. Called under the lock."""
+        now = time.monotonic()
+        cid, actions = self.checkpoints.start(now, time.time(), pause)
+        self._perform(actions)
+        return cid, now
+
+    def on_checkpoint_ack(self, ack: Any) -> None:
+        """A task snapshotted for a checkpoint."""
+        with self.lock:
+            self._perform(self.checkpoints.ack(
+                ack.generation, ack.checkpoint_id,
+                TaskAck(ack.task_id, ack.handle, ack.size_bytes, ack.finished,
+                        ack.alignment_ms), time.monotonic(), time.time()))
+
+    def on_checkpoint_failed(self, msg: Any) -> None:
+        """A task could not snapshot: abort that checkpoint, keep running."""
+        with self.lock:
+            self._perform(self.checkpoints.task_failed(
+                msg.generation, msg.checkpoint_id, msg.task_id, msg.reason, time.monotonic()))
+
+    def on_sink_committed(self, msg: Any) -> None:
+        """A sink made a checkpoint's output visible."""
+        with self.lock:
+            if msg.generation != self.generation:
+                return
+            self.rescale.on_sink_committed(msg)  # rescale hook
+            self._perform(self.checkpoints.sink_committed(msg.generation, msg.checkpoint_id,
+                                                          msg.task_id))
+
+    def _write_commit_point(self, action: WriteCommitPoint) -> None:
+        """BackendIO thread: write ``_metadata`` (the commit point), then report back."""
+        cid = action.checkpoint_id
+        error: BackendError | None = None
+        try:
+            self.backend.write_metadata(cid, dict(action.metadata))
+        except BackendError as exc:
+            error = exc
+        with self.lock:
+            now = time.monotonic()
+            if error is not None:
+                self._perform(self.checkpoints.commit_point_failed(
+                    cid, str(error), isinstance(error, BackendTimeoutError), now))
+                return
+            self.backend_io.submit(lambda: self._persist_completed_floor(cid))
+            fault_point("master_after_metadata", cid)
+            self._perform(self.checkpoints.commit_point_written(
+                cid, self.state == "running", now, time.time()))
+
+    def _persist_completed_floor(self, cid: int) -> None:
+        """BackendIO thread: store the newest completed id beside the generation, so a
+        resumed TM also refuses a listing that lacks it (COMPLETED_META)."""
+        if cid < self.checkpoints.completed_floor:
+            return  # a newer one completed meanwhile and is persisted by its own job
+        try:
+            self.backend.put_meta(COMPLETED_META, str(cid).encode())
+        except BackendError as exc:
+            log.warning("cannot persist the completed checkpoint id %d: %s", cid, exc)
+
+    def _garbage_collect(self) -> None:
+        """BackendIO thread: retention; status stops offering what it deleted."""
+        try:
+            deleted = self.backend.garbage_collect(self.config.checkpoints_retained)
+        except BackendError as exc:
+            log.warning("checkpoint garbage collection failed: %s", exc)
+            return
+        if deleted:
+            with self.lock:
+                self.checkpoints.retention_deleted(deleted)
+
     # -- periodic work -------------------------------------------------------------------------
     def tick(self) -> None:
         """Heartbeat timeouts, checkpoint triggers and timeouts."""
@@ -642,13 +763,14 @@ class MasterCore(CheckpointCoordination):
             if self.state != "running":
                 return
             self.backpressure.evaluate(now)
-            if self._expire_checkpoints(now):
-                return
+            if self._perform(self.checkpoints.expire(now)):
+                return  # a recovery began
             all_finished = bool(self.spout_tasks) and \
                 self.finished_spouts >= set(self.spout_tasks)
-            due = now - self.last_trigger >= self.config.checkpoint_interval_ms / 1000.0
-            if self.final_checkpoint is None and (
-                    due or (all_finished and not self._checkpoints_busy())):
+            due = now - self.checkpoints.last_trigger >= \
+                self.config.checkpoint_interval_ms / 1000.0
+            if self.checkpoints.final_checkpoint is None and (
+                    due or (all_finished and not self.checkpoints.busy())):
                 self.trigger_checkpoint()
 
     # -- operations ----------------------------------------------------------------------------
@@ -666,16 +788,16 @@ class MasterCore(CheckpointCoordination):
         with self.lock:
             if self.state not in ("running", "recovering"):
                 raise JStormError(f"cannot roll back a topology that is {self.state}")
-            self.id_floor = max([self.id_floor, *done])
+            self.checkpoints.id_floor = max([self.checkpoints.id_floor, *done])
             if checkpoint_id:
                 if checkpoint_id not in done:
                     raise JStormError(f"checkpoint {checkpoint_id} is not a completed checkpoint "
                                       f"(completed: {done})")
                 target: int | None = checkpoint_id
             else:
-                usable = [c for c in done if c not in self.bad_checkpoints]
+                usable = [c for c in done if c not in self.checkpoints.bad]
                 target = usable[-1] if usable else None
-                short = self._short_listing(done, target, self.bad_checkpoints)
+                short = self._short_listing(done, target, self.checkpoints.bad)
                 if short:
                     raise JStormError(f"rollback to the latest checkpoint refused: {short}")
             self._begin_recovery(f"rollback requested to checkpoint {target}", target,
@@ -711,14 +833,14 @@ class MasterCore(CheckpointCoordination):
             return {
                 "name": self.name, "state": self.state, "generation": self.generation,
                 "guarantee": self.config.guarantee, "workers": workers,
-                "last_completed_checkpoint": self.last_completed,
-                "checkpoints": list(self.history)[-50:],
-                "inflight_checkpoints": sorted(self.inflight),
+                "last_completed_checkpoint": self.checkpoints.last_completed,
+                "checkpoints": list(self.checkpoints.history)[-50:],
+                "inflight_checkpoints": sorted(self.checkpoints.inflight),
                 "restarts": self.restarts, "recoveries": list(self.recoveries),
                 "errors": list(self.errors)[-20:],
                 "failure": self.failure,
                 "spouts_finished": sorted(self.finished_spouts),
-                "final_checkpoint": self.final_checkpoint,
+                "final_checkpoint": self.checkpoints.final_checkpoint,
                 "uptime_s": round(now - self.started_at, 1),
                 "state_backend": self.backend.uri,
                 "backpressure": self.backpressure.status(),

@@ -61,7 +61,7 @@ class MetricsHistory:
             workers = {str(s.worker_id): {"rss_bytes": s.rss_bytes,
                                           "cpu_percent": s.cpu_percent, "alive": s.alive}
                        for s in core.sessions.values()}
-            last = core.last_completed or {}
+            last = core.checkpoints.last_completed or {}
             point = {
                 "time": self.clock(), "state": core.state, "generation": core.generation,
                 "restarts": core.restarts,

@@ -62,7 +62,7 @@ def api_status(core: Any, history: MetricsHistory | None) -> dict[str, Any]:
             "backpressure_low_watermark", "log_level")}
         status["config"].update({f"log_level[{c}]": lvl for c, lvl in  # jstorm loglevel
                                  live_log_levels(core).items() if c})
-        status["inflight_checkpoints"] = sorted(core.inflight)
+        status["inflight_checkpoints"] = sorted(core.checkpoints.inflight)
     if history is not None:
         with history.lock:
             status["events"] = list(history.events)[-50:]

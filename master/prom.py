@@ -67,11 +67,11 @@ class MasterCollector(Collector):
                         for s in core.sessions.values()]
             name, generation, restarts, state = core.name, core.generation, core.restarts, \
                 core.state
-            history = list(core.history)
-            last = dict(core.last_completed or {})
+            history = list(core.checkpoints.history)
+            last = dict(core.checkpoints.last_completed or {})
             recoveries = len(core.recoveries)
-            durations = core.checkpoint_durations.cumulative()
-            durations_sum = core.checkpoint_durations.sum
+            durations = core.checkpoints.durations.cumulative()
+            durations_sum = core.checkpoints.durations.sum
             errors = len(core.errors)
             interval = core.config.checkpoint_interval_ms
         topo = [name]

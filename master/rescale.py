@@ -199,7 +199,7 @@ class RescaleController:
                             f"upgrade_step_timeout_ms={core.config.upgrade_step_timeout_ms}",
                             resume=True)
                 return
-        if self.phase == "holding" and core.state == "running" and not core.inflight:
+        if self.phase == "holding" and core.state == "running" and not core.checkpoints.inflight:
             self._quiesce()
         elif self.phase == "quiescing":
             self._watch_checkpoint()
@@ -244,7 +244,7 @@ class RescaleController:
                 raise JStormError("rescale needs checkpoints: the topology runs at_most_once")
             if self.phase != "idle":
                 raise JStormError(f"a rescale is in progress ({self.phase}); wait for it")
-            if core.final_checkpoint is not None:
+            if core.checkpoints.final_checkpoint is not None:
                 raise JStormError("every spout has finished and the topology is draining: "
                                   "nothing is left to rescale")
             up = core.upgrade
@@ -313,7 +313,7 @@ class RescaleController:
 
     # -- the steps ---------------------------------------------------------------------------
     def _quiesce(self) -> None:
-        cid, now = self.core._start_checkpoint(pause=True)  # noqa: SLF001
+        cid, now = self.core.start_checkpoint(pause=True)
         self.checkpoint_id = cid
         self.t_step = now
         self.marks["pause"] = now
@@ -321,7 +321,7 @@ class RescaleController:
 
     def _watch_checkpoint(self) -> None:
         core = self.core
-        for entry in reversed(core.history):
+        for entry in reversed(core.checkpoints.history):
             if entry["id"] == self.checkpoint_id and entry["generation"] == core.generation:
                 if entry["status"] != "completed":
                     self._abort(f"quiescent checkpoint {self.checkpoint_id} "
@@ -337,8 +337,8 @@ class RescaleController:
         now = time.monotonic()
         self.marks["sinks"] = self.t_step = now
         self.phase = "redistributing"
-        self.restored_id = self.core.next_checkpoint_id
-        self.core.next_checkpoint_id += 1
+        self.restored_id = self.core.checkpoints.next_id
+        self.core.checkpoints.next_id += 1
         threading.Thread(target=self._redistribute, name="rescale", daemon=True,
                          args=(self.requested, self.checkpoint_id, self.restored_id)).start()
 
@@ -404,7 +404,7 @@ class RescaleController:
         core.config = config
         core.set_descriptor(descriptor)
         core.upgrade.infos.clear()  # a later upgrade compares packages with the new layout
-        core.id_floor = max(core.id_floor, new_id)
+        core.checkpoints.id_floor = max(core.checkpoints.id_floor, new_id)
         try:  # checkpoints of the old layout cannot be restored by the new one
             core.backend.garbage_collect(1)
         except BackendError as exc:

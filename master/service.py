@@ -264,7 +264,7 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
             return pb.CheckpointReply(error=f"topology is {core.state}; no checkpoint taken")
         while time.monotonic() < deadline:
             with core.lock:
-                for entry in reversed(core.history):
+                for entry in reversed(core.checkpoints.history):
                     if entry["id"] == cid and entry["generation"] == core.generation:
                         ok = entry["status"] == "completed"
                         return pb.CheckpointReply(checkpoint_id=cid, completed=ok,

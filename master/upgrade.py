@@ -174,7 +174,7 @@ class UpgradeController:
                             revert_all=True, recover=True)
                 return
         if self.phase == "holding" and core.state == "running" \
-                and not core._checkpoints_busy():  # noqa: SLF001
+                and not core.checkpoints.busy():
             self._quiesce()
         elif self.phase == "quiescing":
             self._watch_checkpoint()
@@ -395,7 +395,7 @@ class UpgradeController:
         self.tick(now)
 
     def _quiesce(self) -> None:
-        cid, now = self.core._start_checkpoint(pause=True)  # noqa: SLF001
+        cid, now = self.core.start_checkpoint(pause=True)
         self.checkpoint_id = cid
         self.t_pause = self.t_step = now
         self.marks["pause"] = now
@@ -403,7 +403,7 @@ class UpgradeController:
 
     def _watch_checkpoint(self) -> None:
         core = self.core
-        for entry in reversed(core.history):
+        for entry in reversed(core.checkpoints.history):
             if entry["id"] == self.checkpoint_id and entry["generation"] == core.generation:
                 if entry["status"] == "completed":
                     self._stop_batch()
@@ -460,7 +460,7 @@ class UpgradeController:
         for w in self.batch:
             core.sessions[w].send(start=pb.Start(generation=core.generation))
         core._broadcast(resume=pb.ResumeSpouts(generation=core.generation))  # noqa: SLF001
-        core.last_trigger = now
+        core.checkpoints.last_trigger = now
         m = self.marks
         record = {
             "kind": self.kind, "workers": list(self.batch), "to": self.batch_version,

@@ -17,15 +17,15 @@ def test_a_stale_failure_report_does_not_void_the_new_generations_checkpoint(
     start(core, sessions)
     generation = core.generation
     cid = core.trigger_checkpoint(force=True)
-    assert cid is not None and cid in core.inflight
+    assert cid is not None and cid in core.checkpoints.inflight
     core.on_checkpoint_failed(pb.CheckpointFailed(
         checkpoint_id=cid, generation=generation - 1, task_id=3, reason="late, stale"))
-    assert cid in core.inflight, "a stale report voided the current checkpoint"
+    assert cid in core.checkpoints.inflight, "a stale report voided the current checkpoint"
     for task in core.all_tasks:
         core.on_checkpoint_ack(pb.CheckpointAck(checkpoint_id=cid, generation=generation,
                                                 task_id=task, handle=f"h{task}"))
     assert core.backend_io.wait_idle(10)
-    assert core.last_completed is not None and core.last_completed["id"] == cid
+    assert core.checkpoints.last_completed is not None and core.checkpoints.last_completed["id"] == cid
 
 
 def test_status_marks_checkpoints_that_retention_deleted(tmp_path: Path) -> None:
