@@ -225,3 +225,13 @@ def test_sigkill_of_jstorm_run_stops_its_topology(tmp_path):
     finally:
         if run.poll() is None:
             run.kill()
+
+
+def test_chaos_table_is_not_broken_by_launcher_log_lines(tmp_path):
+    """Issue 28 item 15: the launcher's 'worker N was killed ...; restarting it' line (the
+    fault the soak injects on purpose) used to land in the middle of the chaos table."""
+    res = jstorm("chaos", "-n", "1", timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.strip()]
+    assert not [ln for ln in lines if ln.startswith(("jstorm:", "WARNING"))], lines
+    assert any("kill w0" in ln for ln in lines), lines

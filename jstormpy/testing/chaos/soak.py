@@ -15,6 +15,7 @@ batch recomputation, or did not drain.
 from __future__ import annotations
 
 import argparse
+import logging
 import shutil
 import statistics
 import sys
@@ -150,6 +151,10 @@ def run_from_args(args: argparse.Namespace) -> int:
         print("jstorm chaos: -n must be >= 1", file=sys.stderr)
         return 2
     run: Callable[[Scenario], ScenarioResult] = run_scenario
+    if not args.verbose:
+        # the launchers' "worker N was killed ...; restarting it" lines are the faults this
+        # soak injects on purpose: the table reports them, one row per scenario
+        logging.getLogger("jstormpy.deploy").setLevel(logging.ERROR)
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
         run = keeping_failed(args.keep)
