@@ -26,6 +26,7 @@ import time
 import traceback
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import cloudpickle
@@ -64,6 +65,14 @@ _STOP = object()
 WORKER_HOST_ENV = "JSTORM_WORKER_HOST"
 
 
+@dataclass(frozen=True)
+class Inboxes:
+    """The task input queues of one generation (replaced whole, never re-tagged in place)."""
+
+    generation: int
+    queues: dict[int, TaskInbox]
+
+
 def topology_hash_seed(name: str) -> str:
     """The PYTHONHASHSEED of every worker: one engine-wide value (``name`` is unused), so a
     user's ``hash()`` of a ``str`` agrees between workers and restarts and one pre-started
@@ -88,7 +97,9 @@ class Worker(TaskHost):
         self.guarantee = "exactly_once"
         self.executors: dict[int, TaskExecutor] = {}
         self.building_task = 0  # the task _build_tasks is at (0: none yet)
-        self.queues: dict[int, TaskInbox] = {}
+        # the input queues of this worker's tasks, tagged with their generation: the
+        # receiving threads check a frame's generation and look its queue up in one read
+        self.inboxes = Inboxes(0, {})
         self.gate = CreditGate()
         self.task_inputs: dict[int, int] = {}
         self.chained: dict[int, TaskExecutor] = {}  # chained consumer tasks (channel_plan.py)
@@ -189,14 +200,25 @@ class Worker(TaskHost):
         self.transport.start()
 
     # -- data plane ----------------------------------------------------------------------------
+    def prepare_inboxes(self, generation: int) -> None:
+        """Tag the task queues with ``generation`` (a partial Prepare keeps the running
+        tasks' queues; after ``stop_tasks`` there are none)."""
+        if self.inboxes.generation != generation:
+            self.inboxes = Inboxes(generation, dict(self.inboxes.queues))
+
+    def add_inbox(self, task_id: int, inbox: TaskInbox) -> None:
+        """The input queue of a task being built for the current generation."""
+        self.inboxes.queues[task_id] = inbox
+
     def _deliver(self, dst_task: int, item: Any, generation: int) -> None:
-        if generation != self.generation:
+        inboxes = self.inboxes  # one read: a Prepare replaces them whole (hole 8)
+        if generation != inboxes.generation:
             return
         if dst_task == CREDIT_TASK:
             _kind, src, dst, total = item
             self.gate.release_total(src, dst, total)
             return
-        q = self.queues.get(dst_task)
+        q = inboxes.queues.get(dst_task)
         if q is not None:
             q.put(item)  # never blocks: the sender spent a credit for it
 
@@ -219,7 +241,7 @@ class Worker(TaskHost):
             self.gate.acquire(item[0], dst, self._stopping)
         except Stopped:
             raise TaskStopped from None
-        q = self.queues.get(dst)
+        q = self.inboxes.queues.get(dst)
         if q is not None:
             q.put(item)
             return
@@ -321,7 +343,7 @@ class Worker(TaskHost):
                 os._exit(3)
         self.executors = {}
         self.chained = {}
-        self.queues = {}
+        self.inboxes = Inboxes(self.generation, {})
         self.gate = CreditGate()
         self.credit_totals = GrantTotals()
         self.tasks_stopping = False
@@ -333,6 +355,7 @@ class Worker(TaskHost):
         if not msg.partial:
             self.stop_tasks(new_generation=msg.generation)
         self.generation = msg.generation
+        self.prepare_inboxes(msg.generation)
         self.transport.set_generation(msg.generation)
         self.transport.reset()
         self.peer_addresses = {p.worker_id: (p.host, p.port) for p in msg.peers}
@@ -378,7 +401,7 @@ class Worker(TaskHost):
         channels_in = input_channels(topo.components, component_tasks, chained)
         self.task_inputs = {t: len(srcs) for t, srcs in channels_in.items()}
         for task_id in task_ids:
-            self.queues[task_id] = TaskInbox(conf.queue_capacity)
+            self.add_inbox(task_id, TaskInbox(conf.queue_capacity))
         executors: dict[int, TaskExecutor] = {}
         for task_id in sorted(task_ids):
             self.building_task = task_id  # named in the Ready of a failed prepare
@@ -416,7 +439,7 @@ class Worker(TaskHost):
                 src: 1 if self.task_workers.get(src) == self.worker_id
                 else max(1, self.channel_credits(task_id) // 2) for src in inputs}
             ex = TaskExecutor(task_id, name, spec.kind, comp, collector, self,
-                              is_sink=spec.is_sink, inq=self.queues.get(task_id),
+                              is_sink=spec.is_sink, inq=self.inboxes.queues.get(task_id),
                               input_channels=inputs, source_index=source_index,
                               linger_s=conf.batch_linger_ms / 1000.0, restored=snap,
                               credit_batch=credit_batch,
