@@ -240,28 +240,20 @@ def misplaced_key(states: Mapping[str, Mapping[Any, Any]], max_parallelism: int,
     return None
 
 
-def refuse_task_partitioned_state(component: str, snapshots: Sequence[Mapping[str, Any]],
-                                  max_parallelism: int, new_parallelism: int) -> None:
-    """Refuse to split managed state that is not partitioned by key group.
-
-    Raises:
-        JStormError: a task holds a key of another task's key groups; the message names
-            the component, the state, the key and what to do.
-    """
-    n = len(snapshots)
-    for index, snap in enumerate(snapshots):
-        found = misplaced_key(snap.get("states", {}), max_parallelism, n, index)
-        if found is None:
-            continue
-        name, key, group = found
-        owner = task_index_for_key_group(max_parallelism, n, group)
-        raise JStormError(
-            f"component {component!r}: its managed state {name!r} holds key {key!r} in task "
-            f"index {index}, but that key's group {group} belongs to task index {owner}: the "
-            f"state is not partitioned by its fields grouping (a shuffle-fed bolt keeps a "
-            f"partial value per task), so it cannot be split over {new_parallelism} tasks "
-            f"without losing values. Feed the component with fields_grouping on that key, "
-            f"or keep its parallelism at {n}")
+def task_partitioned_state_error(component: str, state: str, key: Any, group: int,
+                                 index: int, parallelism: int, max_parallelism: int,
+                                 new_parallelism: int) -> JStormError:
+    """The refusal to split managed state that is not partitioned by key group: task
+    ``index`` of ``parallelism`` holds ``key`` (of ``state``) whose ``group`` another task
+    owns. The message names the component, the state, the key and what to do."""
+    owner = task_index_for_key_group(max_parallelism, parallelism, group)
+    return JStormError(
+        f"component {component!r}: its managed state {state!r} holds key {key!r} in task "
+        f"index {index}, but that key's group {group} belongs to task index {owner}: the "
+        f"state is not partitioned by its fields grouping (a shuffle-fed bolt keeps a "
+        f"partial value per task), so it cannot be split over {new_parallelism} tasks "
+        f"without losing values. Feed the component with fields_grouping on that key, "
+        f"or keep its parallelism at {parallelism}")
 
 
 def merge_key_groups(groups: Mapping[int, Mapping[str, Mapping[Any, Any]]],
@@ -309,7 +301,7 @@ def redistribute(component: str, snapshots: Sequence[dict[str, Any]], new_parall
     Raises:
         JStormError: custom state and no hook, or the hook returned the wrong count, or
             a snapshot was written with another ``max_parallelism``, or managed state is
-            not partitioned by key group (:func:`refuse_task_partitioned_state`).
+            not partitioned by key group (:func:`task_partitioned_state_error`).
     """
     old_n = len(snapshots)
     if old_n == new_parallelism:
@@ -317,8 +309,6 @@ def redistribute(component: str, snapshots: Sequence[dict[str, Any]], new_parall
     for i, snap in enumerate(snapshots):
         check_max_parallelism(snap.get("max_parallelism"), max_parallelism,
                               f"{component} task index {i}")
-    if keyed_state:
-        refuse_task_partitioned_state(component, snapshots, max_parallelism, new_parallelism)
     customs = [s.get("custom") for s in snapshots]
     new_customs: Sequence[Any] | None = None
     if any("custom" in s for s in snapshots):
@@ -331,15 +321,22 @@ def redistribute(component: str, snapshots: Sequence[dict[str, Any]], new_parall
         if len(new_customs) != new_parallelism:
             raise JStormError(f"{component}.redistribute_state returned {len(new_customs)} "
                               f"states for {new_parallelism} tasks")
-    # every key straight to the new task owning its key group (no per-group dicts)
+    # every key straight to the new task owning its key group (no per-group dicts); the
+    # same pass checks that each key sat with the old task owning its group (unless the
+    # component's state is not keyed: sinks), so keys are hashed once
     owner = [task_index_for_key_group(max_parallelism, new_parallelism, g)
              for g in range(max_parallelism)]
+    old_owner = [task_index_for_key_group(max_parallelism, old_n, g)
+                 for g in range(max_parallelism)]
     parts: list[dict[str, dict[Any, Any]]] = [{} for _ in range(new_parallelism)]
-    for snap in snapshots:
+    for index, snap in enumerate(snapshots):
         for name, entries in snap.get("states", {}).items():
             targets = [p.setdefault(name, {}) for p in parts]
             for (key, value), g in zip(entries.items(),
                                        key_groups_of(entries, max_parallelism), strict=True):
+                if keyed_state and old_owner[g] != index:
+                    raise task_partitioned_state_error(component, name, key, g, index, old_n,
+                                                       max_parallelism, new_parallelism)
                 targets[owner[g]][key] = value
     base = dict(snapshots[0]) if snapshots else {}
     out = []

@@ -710,22 +710,24 @@ class MasterCore:
             self.backend.write_metadata(cid, dict(action.metadata))
         except BackendError as exc:
             error = exc
+        if error is None:  # in the same job: FIFO keeps the floor's writes in id order
+            self._persist_completed_floor(cid)
         with self.lock:
             now = time.monotonic()
             if error is not None:
                 self._perform(self.checkpoints.commit_point_failed(
                     cid, str(error), isinstance(error, BackendTimeoutError), now))
                 return
-            self.backend_io.submit(lambda: self._persist_completed_floor(cid))
             fault_point("master_after_metadata", cid)
             self._perform(self.checkpoints.commit_point_written(
                 cid, self.state == "running", now, time.time()))
 
     def _persist_completed_floor(self, cid: int) -> None:
-        """BackendIO thread: store the newest completed id beside the generation, so a
-        resumed TM also refuses a listing that lacks it (COMPLETED_META)."""
+        """BackendIO thread, right after ``cid``'s metadata landed: store it as the newest
+        completed id beside the generation, so a resumed TM also refuses a listing that
+        lacks it (COMPLETED_META)."""
         if cid < self.checkpoints.completed_floor:
-            return  # a newer one completed meanwhile and is persisted by its own job
+            return  # a newer one completed first (concurrent checkpoints): keep the newer
         try:
             self.backend.put_meta(COMPLETED_META, str(cid).encode())
         except BackendError as exc:
