@@ -45,6 +45,17 @@ from jstormpy.master.coordinator import (
 from jstormpy.master.metrics import MetricsStore
 from jstormpy.master.rescale import RescaleController
 from jstormpy.master.restart import ErrorSignature, RestartTracker
+from jstormpy.master.restore_plan import (
+    LATEST,
+    ListCompleted,
+    PersistGeneration,
+    ReadMetadata,
+    Restore,
+    RestorePlan,
+    RetryLater,
+    Unusable,
+    prepare_ids,
+)
 from jstormpy.master.upgrade import UpgradeController
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.run_identity import RunIdentity
@@ -55,7 +66,6 @@ from jstormpy.topology import assign_tasks
 log = logging.getLogger("jstormpy.master")
 RUN_DIR_ENV = "JSTORM_RUN_DIR"  # = jstormpy.runtime.taskops.RUN_DIR_ENV (set by launchers)
 
-LATEST = -1
 """Recovery target meaning "the newest usable completed checkpoint", resolved (by listing
 the backend) when the workers are prepared, so an unreachable backend delays the recovery
 instead of making it start from scratch."""
@@ -353,73 +363,67 @@ class MasterCore:
         self.backend_io.submit(lambda: self._resolve_restore(generation, target, bad))
 
     def _resolve_restore(self, generation: int, target: int | None, bad: set[int]) -> None:
-        """BackendIO thread: store the generation, list completed checkpoints / read the
-        target's metadata."""
-        if not self._persist_generation(generation):
-            with self.lock:
-                if generation == self.generation and self.state == "recovering":
-                    self.preparing = None
-                    self._retry_prepare(f"cannot persist generation {generation}; no worker "
-                                        "is prepared with a generation a restarted TM could "
-                                        "hand out again")
-            return
-        listed: list[int] = []
-        restores: dict[int, str] = {}
-        unusable = ""
-        error = ""
-        step = "list checkpoints"
-        try:
-            if target == LATEST and self.stateful:
-                listed = self.backend.list_completed()
-                done = [c for c in listed if c not in bad]
-                target = done[-1] if done else None
-                error = self._short_listing(listed, target, bad)
-            elif target == LATEST:
-                target = None
-            if target is not None and not error:
-                step = f"read checkpoint {target}"
-                meta = self.backend.read_metadata(target)
-                restores = {int(t): v["handle"] for t, v in meta["tasks"].items()}
-        except (CorruptSnapshotError, SnapshotNotFoundError, KeyError, ValueError) as exc:
-            unusable = str(exc)
-        except BackendError as exc:  # unreachable: the checkpoint may be fine
-            error = f"cannot {step}: {exc}"
+        """BackendIO thread: perform the recovery's :class:`RestorePlan` (store the
+        generation, list completed checkpoints, read the target's metadata), then act on
+        its outcome under the lock."""
+        plan = RestorePlan(generation, target, stateful=self.stateful,
+                           persisted_generation=self.persisted_generation,
+                           completed_floor=self.checkpoints.completed_floor, bad=bad,
+                           uri=self.backend.uri, name=self.name)
+        actions = plan.begin()
+        while True:
+            action = actions.pop(0)
+            match action:
+                case PersistGeneration(g):
+                    try:
+                        self.backend.put_meta("generation", str(g).encode())
+                    except BackendError as exc:
+                        log.error("cannot persist generation %d: %s", g, exc)
+                        actions = plan.generation_not_persisted(str(exc))
+                        continue
+                    with self.lock:
+                        self.persisted_generation = max(self.persisted_generation, g)
+                    actions = plan.generation_persisted()
+                case ListCompleted():
+                    try:
+                        listed = self.backend.list_completed()
+                    except BackendError as exc:
+                        actions = plan.listing_failed(str(exc))
+                        continue
+                    actions = plan.listed(listed)
+                case ReadMetadata(cid):
+                    try:
+                        meta = self.backend.read_metadata(cid)
+                    except (CorruptSnapshotError, SnapshotNotFoundError, KeyError,
+                            ValueError) as exc:
+                        actions = plan.metadata_unusable(cid, str(exc))
+                        continue
+                    except BackendError as exc:  # unreachable: the checkpoint may be fine
+                        actions = plan.metadata_failed(cid, str(exc))
+                        continue
+                    actions = plan.metadata_read(cid, meta)
+                case _:
+                    break
         with self.lock:
             if generation != self.generation or self.state != "recovering":
                 return
             self.preparing = None
-            self.checkpoints.id_floor = max([self.checkpoints.id_floor, *listed])
-            if not error:
-                self.checkpoints.completed_floor = max([self.checkpoints.completed_floor, *listed])
-            if error:
-                self._retry_prepare(error)
-                return
-            if unusable:
-                log.error("checkpoint %s unusable (%s); falling back", target, unusable)
-                self.checkpoints.bad.add(target)  # type: ignore[arg-type]
-                self._begin_recovery(f"checkpoint {target} unusable", count_restart=False)
-                return
-            self.target_checkpoint = target
-            if listed:
-                self._note_fallback(listed)
-            self._send_prepares(restores)
-
-    def _short_listing(self, listed: list[int], target: int | None, bad: set[int]) -> str:
-        """Why restoring ``target`` from this listing would go below a checkpoint this run
-        saw complete ('' if it does not). A listing without that checkpoint is missing
-        it (a store failing or unmounted), not proof it is gone: restoring less would
-        replay output the sinks committed. Only that checkpoint turning out unusable
-        (``bad``) or an explicit ``jstorm rollback --to N`` goes lower."""
-        floor = self.checkpoints.completed_floor
-        if not floor or floor in bad or (target or 0) >= floor:
-            return ""
-        return (f"state backend {self.backend.uri} lists completed checkpoints "
-                f"{_ids(listed)}, but checkpoint {floor} completed in this run: the listing "
-                f"is missing it (storage error, unmounted or replaced directory?). Not "
-                f"restoring {'checkpoint ' + str(target) if target else 'empty state'}, "
-                "which would replay output the sinks committed; retrying until the "
-                f"backend lists checkpoint {floor} (to go back deliberately: jstorm "
-                f"rollback {self.name} --to ID)")
+            self.checkpoints.id_floor = max([self.checkpoints.id_floor, *plan.listing])
+            if plan.listing_ok:
+                self.checkpoints.completed_floor = max(
+                    [self.checkpoints.completed_floor, *plan.listing])
+            match action:
+                case RetryLater(reason):
+                    self._retry_prepare(reason)
+                case Unusable(cid, reason):
+                    log.error("checkpoint %s unusable (%s); falling back", cid, reason)
+                    self.checkpoints.bad.add(cid)
+                    self._begin_recovery(f"checkpoint {cid} unusable", count_restart=False)
+                case Restore(restored, handles):
+                    self.target_checkpoint = restored
+                    if plan.listing:
+                        self._note_fallback(plan.listing)
+                    self._send_prepares(dict(handles))
 
     def _send_prepares(self, restores: dict[int, str]) -> None:
         alive = self._alive()
@@ -430,8 +434,8 @@ class MasterCore:
         # itself comes from the handles of target_checkpoint, and sinks recover to it: a
         # transaction staged above it (up to the floor) is covered by no completed
         # checkpoint, and the replay produces its rows again (issue 23 hole 2)
-        restored = (self.target_checkpoint or 0) if self.stateful else 0
-        base = max(restored, self.checkpoints.id_floor) if self.stateful else 0
+        restored, base = prepare_ids(self.target_checkpoint, self.checkpoints.id_floor,
+                                     self.stateful)
         self.prepared_base = base
         for s in alive:
             tasks = [t for t, w in self.plan.items() if w == s.worker_id]
@@ -440,21 +444,6 @@ class MasterCore:
                 restored_checkpoint_id=restored, task_ids=tasks,
                 restores=[pb.TaskRestore(task_id=t, handle=restores.get(t, "")) for t in tasks],
                 peers=peers, task_workers=self.plan, partial=False))
-
-    def _persist_generation(self, generation: int) -> bool:
-        """BackendIO thread: store the generation counter (a restarted TM resumes above
-        it); True once it is stored. A generation is never used before: a TM restarted
-        after a failed write would hand the same one out again (hole 7)."""
-        if generation <= self.persisted_generation:
-            return True
-        try:
-            self.backend.put_meta("generation", str(generation).encode())
-        except BackendError as exc:
-            log.error("cannot persist generation %d: %s", generation, exc)
-            return False
-        with self.lock:
-            self.persisted_generation = max(self.persisted_generation, generation)
-        return True
 
     def _note_fallback(self, listed: list[int]) -> None:
         """Recovering to an older checkpoint than the newest completed one (those are
@@ -797,11 +786,18 @@ class MasterCore:
                                       f"(completed: {done})")
                 target: int | None = checkpoint_id
             else:
-                usable = [c for c in done if c not in self.checkpoints.bad]
-                target = usable[-1] if usable else None
-                short = self._short_listing(done, target, self.checkpoints.bad)
-                if short:
-                    raise JStormError(f"rollback to the latest checkpoint refused: {short}")
+                plan = RestorePlan(self.generation, LATEST, stateful=True,
+                                   persisted_generation=self.persisted_generation,
+                                   completed_floor=self.checkpoints.completed_floor,
+                                   bad=self.checkpoints.bad, uri=self.backend.uri,
+                                   name=self.name)
+                match plan.listed(done)[0]:
+                    case RetryLater(short):
+                        raise JStormError(f"rollback to the latest checkpoint refused: {short}")
+                    case ReadMetadata(latest):
+                        target = latest
+                    case _:
+                        target = None
             self._begin_recovery(f"rollback requested to checkpoint {target}", target,
                                  count_restart=False)
             return target, self.generation
@@ -852,9 +848,3 @@ class MasterCore:
                 "rescale": self.rescale.status(),
             }
 
-
-def _ids(ids: list[int]) -> str:
-    """A short readable list of checkpoint ids."""
-    if not ids:
-        return "none"
-    return str(ids) if len(ids) <= 5 else f"[{ids[0]}, ..., {ids[-1]}] ({len(ids)})"

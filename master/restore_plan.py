@@ -1,0 +1,197 @@
+"""What a recovery restores, decided free of I/O: events in, actions out.
+
+A recovery of generation ``g`` (``MasterCore._begin_generation``) must decide which
+completed checkpoint every task restores before any ``Prepare`` names ``g``. The decision
+has three storage steps and several ways to go wrong, each of which once lost or
+duplicated output (docs/checkpointing.md, holes table):
+
+1. **Persist the generation** first. A TM restarted after a failed write would hand the
+   same generation out again, and live workers would accept the old timeline's frames
+   (hole 7). A failed write is a :class:`RetryLater`: no worker is prepared.
+2. **List the completed checkpoints** (``target`` is :data:`LATEST`). A listing that fails
+   is an error, never "no checkpoints" (hole 1). A listing that succeeds but lacks the
+   newest checkpoint this run saw complete (``completed_floor``) is *short*: the store is
+   failing or unmounted. Restoring less would replay output the sinks committed, so that
+   is a :class:`RetryLater` too, until the listing shows it; only that checkpoint turning
+   out unusable (``bad``) or an explicit ``jstorm rollback --to N`` goes lower.
+3. **Read the target's metadata** for its task snapshot handles. A corrupt or missing
+   metadata file makes the target :class:`Unusable`: the caller marks it bad and recovers
+   again, one checkpoint lower. A store that does not answer is a :class:`RetryLater`.
+
+:class:`RestorePlan` holds one recovery's decision. The Topology Master
+(``MasterCore._resolve_restore``) performs its actions on its backend thread; the
+deterministic simulator (``jstormpy.testing.simulation``) performs them against simulated
+storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+LATEST = -1
+"""``target`` meaning "the newest completed checkpoint that is not bad"."""
+
+
+# -- actions ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PersistGeneration:
+    """Store the generation counter (``meta/generation``); report
+    :meth:`RestorePlan.generation_persisted` or :meth:`RestorePlan.generation_not_persisted`."""
+
+    generation: int
+
+
+@dataclass(frozen=True)
+class ListCompleted:
+    """List the completed checkpoints; report :meth:`RestorePlan.listed` or
+    :meth:`RestorePlan.listing_failed`."""
+
+
+@dataclass(frozen=True)
+class ReadMetadata:
+    """Read checkpoint ``checkpoint_id``'s metadata; report :meth:`RestorePlan.metadata_read`,
+    :meth:`RestorePlan.metadata_unusable` or :meth:`RestorePlan.metadata_failed`."""
+
+    checkpoint_id: int
+
+
+@dataclass(frozen=True)
+class RetryLater:
+    """No worker may be prepared now; try the recovery's restore again later."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Unusable:
+    """Checkpoint ``checkpoint_id`` cannot be restored: mark it bad, recover again."""
+
+    checkpoint_id: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Restore:
+    """Prepare every task: restore ``target`` (None: fresh state) from ``handles``."""
+
+    target: int | None
+    handles: Mapping[int, str] = field(default_factory=dict)
+
+
+RestoreAction = PersistGeneration | ListCompleted | ReadMetadata | RetryLater | Unusable | Restore
+"""The storage steps (first three) and the outcomes (last three)."""
+
+
+def prepare_ids(target: int | None, id_floor: int, stateful: bool) -> tuple[int, int]:
+    """``(restored, base)`` for the Prepares: sinks recover to ``restored`` (the checkpoint
+    the tasks restore: a transaction staged above it is covered by none, hole 2), and new
+    checkpoint ids start at ``base + 1``, above every id a sink may have seen."""
+    if not stateful:
+        return 0, 0
+    restored = target or 0
+    return restored, max(restored, id_floor)
+
+
+class RestorePlan:
+    """One recovery's restore decision.
+
+    Args:
+        generation: The recovery's generation.
+        target: :data:`LATEST`, a checkpoint id (``jstorm rollback --to``), or None
+            (fresh state).
+        stateful: False under ``at_most_once`` (nothing is restored).
+        persisted_generation: The highest generation known to be stored.
+        completed_floor: The newest checkpoint this run saw complete.
+        bad: Checkpoints never to restore from.
+        uri: The state backend, for messages.
+        name: The topology, for messages.
+    """
+
+    def __init__(self, generation: int, target: int | None, *, stateful: bool,
+                 persisted_generation: int, completed_floor: int, bad: Iterable[int] = (),
+                 uri: str = "the state backend", name: str = "NAME") -> None:
+        self.generation = generation
+        self.target = target
+        self.stateful = stateful
+        self.persisted_generation = persisted_generation
+        self.completed_floor = completed_floor
+        self.bad = set(bad)
+        self.uri = uri
+        self.name = name
+        self.listing: list[int] = []
+        """What the listing returned (empty if none was made or it failed)."""
+        self.listing_ok = False
+        """The listing succeeded: every checkpoint it names completed."""
+
+    # -- events ----------------------------------------------------------------------------
+    def begin(self) -> list[RestoreAction]:
+        """Start: the generation is stored before anything else."""
+        if self.generation > self.persisted_generation:
+            return [PersistGeneration(self.generation)]
+        return self._choose()
+
+    def generation_persisted(self) -> list[RestoreAction]:
+        self.persisted_generation = max(self.persisted_generation, self.generation)
+        return self._choose()
+
+    def generation_not_persisted(self, error: str) -> list[RestoreAction]:
+        return [RetryLater(f"cannot persist generation {self.generation} ({error}); no "
+                           "worker is prepared with a generation a restarted TM could hand "
+                           "out again")]
+
+    def listed(self, checkpoint_ids: Iterable[int]) -> list[RestoreAction]:
+        self.listing = sorted(checkpoint_ids)
+        self.listing_ok = True
+        done = [c for c in self.listing if c not in self.bad]
+        target = done[-1] if done else None
+        short = self._short_listing(target)
+        if short:
+            return [RetryLater(short)]
+        return self._read(target)
+
+    def listing_failed(self, error: str) -> list[RestoreAction]:
+        return [RetryLater(f"cannot list checkpoints: {error}")]
+
+    def metadata_read(self, checkpoint_id: int,
+                      metadata: Mapping[str, Any]) -> list[RestoreAction]:
+        try:
+            handles = {int(t): v["handle"] for t, v in metadata["tasks"].items()}
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            return self.metadata_unusable(checkpoint_id, f"malformed metadata: {exc!r}")
+        return [Restore(checkpoint_id, handles)]
+
+    def metadata_unusable(self, checkpoint_id: int, error: str) -> list[RestoreAction]:
+        return [Unusable(checkpoint_id, error)]
+
+    def metadata_failed(self, checkpoint_id: int, error: str) -> list[RestoreAction]:
+        return [RetryLater(f"cannot read checkpoint {checkpoint_id}: {error}")]
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _choose(self) -> list[RestoreAction]:
+        if not self.stateful or self.target is None:
+            return [Restore(None)]
+        if self.target == LATEST:
+            return [ListCompleted()]
+        return self._read(self.target)
+
+    def _read(self, target: int | None) -> list[RestoreAction]:
+        return [Restore(None)] if target is None else [ReadMetadata(target)]
+
+    def _short_listing(self, target: int | None) -> str:
+        """Why restoring ``target`` from this listing would go below a checkpoint this run
+        saw complete ('' if it does not)."""
+        floor = self.completed_floor
+        if not floor or floor in self.bad or (target or 0) >= floor:
+            return ""
+        ids = self.listing
+        shown = ("none" if not ids else str(ids) if len(ids) <= 5
+                 else f"[{ids[0]}, ..., {ids[-1]}] ({len(ids)})")
+        return (f"state backend {self.uri} lists completed checkpoints {shown}, but "
+                f"checkpoint {floor} completed in this run: the listing is missing it "
+                "(storage error, unmounted or replaced directory?). Not restoring "
+                f"{'checkpoint ' + str(target) if target else 'empty state'}, which would "
+                f"replay output the sinks committed; retrying until the backend lists "
+                f"checkpoint {floor} (to go back deliberately: jstorm rollback {self.name} "
+                "--to ID)")

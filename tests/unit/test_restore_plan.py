@@ -1,0 +1,87 @@
+"""The recovery's restore decision in isolation (master/restore_plan.py)."""
+
+from jstormpy.master.restore_plan import (
+    LATEST,
+    ListCompleted,
+    PersistGeneration,
+    ReadMetadata,
+    Restore,
+    RestorePlan,
+    RetryLater,
+    Unusable,
+    prepare_ids,
+)
+
+
+def plan(**kw):
+    args = dict(generation=3, target=LATEST, stateful=True, persisted_generation=2,
+                completed_floor=0, bad=())
+    args.update(kw)
+    return RestorePlan(args.pop("generation"), args.pop("target"), **args)
+
+
+def test_the_generation_is_stored_before_anything_is_listed():
+    p = plan()
+    assert p.begin() == [PersistGeneration(3)]
+    assert p.generation_persisted() == [ListCompleted()]
+
+
+def test_a_generation_that_cannot_be_stored_prepares_nobody():
+    p = plan()
+    p.begin()
+    [retry] = p.generation_not_persisted("disk full")
+    assert isinstance(retry, RetryLater) and "generation 3" in retry.reason
+
+
+def test_an_already_stored_generation_goes_straight_to_the_listing():
+    assert plan(persisted_generation=3).begin() == [ListCompleted()]
+
+
+def test_the_newest_usable_checkpoint_is_read_and_restored():
+    p = plan(persisted_generation=3, bad={9})
+    p.begin()
+    assert p.listed([7, 8, 9]) == [ReadMetadata(8)]
+    meta = {"tasks": {"0": {"handle": "h0"}, "1": {"handle": "h1"}}}
+    assert p.metadata_read(8, meta) == [Restore(8, {0: "h0", 1: "h1"})]
+
+
+def test_a_failed_listing_is_never_read_as_no_checkpoints():
+    p = plan(persisted_generation=3)
+    p.begin()
+    [retry] = p.listing_failed("EIO")
+    assert isinstance(retry, RetryLater) and "EIO" in retry.reason
+    assert not p.listing_ok
+
+
+def test_a_listing_missing_the_newest_completed_checkpoint_is_refused():
+    p = plan(persisted_generation=3, completed_floor=12)
+    p.begin()
+    [retry] = p.listed([5, 6])
+    assert isinstance(retry, RetryLater)
+    assert "checkpoint 12 completed in this run" in retry.reason
+    # only when that checkpoint turned out unusable may the recovery go below it
+    p = plan(persisted_generation=3, completed_floor=12, bad={12})
+    p.begin()
+    assert p.listed([5, 6]) == [ReadMetadata(6)]
+
+
+def test_an_empty_store_with_no_floor_restores_fresh_state():
+    p = plan(persisted_generation=3)
+    p.begin()
+    assert p.listed([]) == [Restore(None)]
+
+
+def test_corrupt_metadata_makes_the_target_unusable_and_a_timeout_retries():
+    p = plan(persisted_generation=3)
+    p.begin()
+    p.listed([4])
+    assert p.metadata_unusable(4, "bad pickle") == [Unusable(4, "bad pickle")]
+    assert isinstance(p.metadata_read(4, {"nope": 1})[0], Unusable)
+    assert isinstance(p.metadata_failed(4, "timeout")[0], RetryLater)
+
+
+def test_sinks_recover_to_the_restored_checkpoint_and_ids_resume_above_the_floor():
+    assert prepare_ids(5, 7, stateful=True) == (5, 7)
+    assert prepare_ids(None, 7, stateful=True) == (0, 7)
+    assert prepare_ids(9, 7, stateful=True) == (9, 9)
+    assert prepare_ids(9, 7, stateful=False) == (0, 0)
