@@ -21,6 +21,13 @@ from collections.abc import Callable
 from typing import Any
 
 from jstormpy.barrier.aligner import BarrierAligner
+from jstormpy.barrier.snapshots import (
+    AckSnapshot,
+    DeclineSnapshot,
+    SnapshotReport,
+    SnapshotTicket,
+    TaskSnapshots,
+)
 from jstormpy.barrier.transactions import (
     Begin,
     Commit,
@@ -132,6 +139,8 @@ class TaskExecutor:
         self.credit_owed: dict[int, int] = {}
         self.tuple_classes: dict[tuple[int, str], type[Tuple]] = {}
         self.snapshotter: Snapshotter | None = None  # started at the first snapshot
+        # which generation each snapshot in flight belongs to; fenced by stop() (hole 6)
+        self.snapshots = TaskSnapshots(task_id)
         # chained mode (set by the worker before start(); see "chained mode" below)
         self.chained = False
         self.chain_lock = threading.Lock()
@@ -159,6 +168,7 @@ class TaskExecutor:
     def stop(self) -> None:
         """Ask the thread to stop (it finishes the user call in progress)."""
         self.stopping = True
+        self.snapshots.stop()  # snapshots still uploading report nothing: they are void
         self.wake.set()
 
     def join(self, timeout: float) -> bool:
@@ -311,11 +321,11 @@ class TaskExecutor:
         state dicts, the rest pickled); serialising the copies, the upload and the ack run
         on the task's snapshot thread (docs/checkpointing.md, asynchronous snapshots)."""
         t0 = time.monotonic()
+        barrier, checkpoint_id = checkpoint_id, int(checkpoint_id)
         # the snapshot belongs to this barrier's generation, whenever its upload ends: a
         # late write under a newer generation's name would be that generation's own key
         # for the same checkpoint id (same process, same fencing token), hole 6
-        generation = self.host.generation
-        barrier, checkpoint_id = checkpoint_id, int(checkpoint_id)
+        ticket = self.snapshots.barrier(checkpoint_id, self.host.generation)
         stateful = self.host.guarantee != "at_most_once"
         noted = getattr(self.component, "before_snapshot", None)  # connectors: learn the id
         if callable(noted):
@@ -344,21 +354,33 @@ class TaskExecutor:
         self.metrics.snapshot_pause_ms = (time.monotonic() - t0) * 1000.0
         if view is None:
             fault_point("after_snapshot", checkpoint_id, self.host.worker_id)
-            self.host.ack_checkpoint(checkpoint_id, self.task_id, "", 0, finished,
-                                     alignment_ms, self.metrics.snapshot_pause_ms,
-                                     generation=generation)
+            self._report_snapshot(self.snapshots.uploaded(ticket, "", 0), finished,
+                                  alignment_ms, self.metrics.snapshot_pause_ms)
             return
         if self.snapshotter is None:
             self.snapshotter = Snapshotter(f"snapshot-{self.task_id}-{self.component_name}")
         self.snapshotter.submit(lambda: self._upload_snapshot(
-            checkpoint_id, generation, view, alignment_ms, finished, t0, inc))
+            ticket, view, alignment_ms, finished, t0, inc))
 
-    def _upload_snapshot(self, checkpoint_id: int, generation: int, view: SnapshotView,
+    def _report_snapshot(self, reports: list[SnapshotReport], finished: bool,
+                         alignment_ms: float, snapshot_ms: float) -> None:
+        for report in reports:
+            match report:
+                case AckSnapshot(ticket, handle, size):
+                    self.host.ack_checkpoint(ticket.checkpoint_id, self.task_id, handle, size,
+                                             finished, alignment_ms, snapshot_ms,
+                                             generation=ticket.generation)
+                case DeclineSnapshot(ticket, reason):
+                    self.host.fail_checkpoint(ticket.checkpoint_id, self.task_id, reason,
+                                              generation=ticket.generation)
+
+    def _upload_snapshot(self, ticket: SnapshotTicket, view: SnapshotView,
                          alignment_ms: float, finished: bool, t0: float,
                          inc: IncrementalCapture | None = None) -> None:
         """Snapshot thread: serialise, upload, ack (not if the task was stopped meanwhile:
         a rollback or shutdown voids the checkpoint). With incremental checkpoints the
         segment is written first, then the snapshot naming the chain."""
+        checkpoint_id, generation = ticket.checkpoint_id, ticket.generation
         try:
             size = 0
             verify(view)  # before any segment is written
@@ -378,16 +400,14 @@ class TaskExecutor:
         except Exception as exc:
             log.error("task %s: snapshot for checkpoint %s failed: %s", self.task_id,
                       checkpoint_id, exc)
-            if not self.stopping:
-                self.host.fail_checkpoint(checkpoint_id, self.task_id, str(exc),
-                                          generation=generation)
+            self._report_snapshot(self.snapshots.failed(ticket, str(exc)), finished,
+                                  alignment_ms, 0.0)
             return
-        if self.stopping:
+        if self.snapshots.stopped:
             return  # a rollback replaced this task meanwhile: the checkpoint is void
         fault_point("after_snapshot", checkpoint_id, self.host.worker_id)
-        self.host.ack_checkpoint(checkpoint_id, self.task_id, handle, len(data) + size,
-                                 finished, alignment_ms, (time.monotonic() - t0) * 1000.0,
-                                 generation=generation)
+        self._report_snapshot(self.snapshots.uploaded(ticket, handle, len(data) + size),
+                              finished, alignment_ms, (time.monotonic() - t0) * 1000.0)
 
     def _spout_checkpoint(self, checkpoint_id: int) -> None:
         self.collector.flush()
