@@ -112,6 +112,7 @@ class SinkTransactions:
         self._barrier = 0  # the barrier / completion whose steps are being performed
         self._completion = 0
         self._in_barrier = False  # a Begin that fails within a barrier fails the checkpoint
+        self._restoring = False  # between restore() and start(): a failure fails the prepare
 
     # -- events ----------------------------------------------------------------------------
     def restore(self, restored: int | None, id_floor: int = 0) -> list[SinkStep]:
@@ -126,6 +127,7 @@ class SinkTransactions:
         (``id_floor > 0``), the step is ``Recover(0)``: nothing of the task is covered, yet
         this is not a fresh run, so output committed earlier in it is not an earlier run's.
         """
+        self._restoring = True
         staged, self.pending = self.pending, []
         steps: list[SinkStep] = [Commit(p) for p in staged]  # all at or below ``restored``
         if restored is None and id_floor > 0:
@@ -135,6 +137,7 @@ class SinkTransactions:
 
     def start(self, first_txn: int) -> list[SinkStep]:
         """The task starts: open its first transaction."""
+        self._restoring = False
         return [Begin(first_txn)]
 
     def barrier(self, checkpoint_id: int) -> list[SinkStep]:
@@ -203,7 +206,16 @@ class SinkTransactions:
 
     def failed(self, step: SinkStep, reason: str) -> list[SinkStep]:
         """``step`` found the external system unavailable: the steps that replace the rest
-        of the event's steps. Other errors are not outcomes: they fail the task."""
+        of the event's steps. Other errors are not outcomes: they fail the task.
+
+        Raises:
+            SinkUnavailableError: during a restore (the staged ids of the snapshot would be
+                forgotten unperformed): the prepare fails and the recovery restores again.
+        """
+        if self._restoring:
+            raise SinkUnavailableError(f"{type(step).__name__} at restore found the external "
+                                       f"system unavailable: {reason}; the worker's prepare "
+                                       "fails and the recovery restores again")
         if isinstance(step, PreCommit) or (isinstance(step, Begin) and self._in_barrier):
             # give this checkpoint up; what is open stays open and is staged at the next
             # barrier (with the staged ids it already has)
@@ -211,4 +223,7 @@ class SinkTransactions:
         if isinstance(step, Commit):
             self.retry = self._completion
             return [RetryCommit(self._completion)]
-        raise ValueError(f"{type(step).__name__} has no unavailable outcome: {reason}")
+        # a transaction that cannot be opened outside a barrier: the task cannot go on
+        # without one; it fails, and the recovery restores it
+        raise SinkUnavailableError(f"{type(step).__name__} found the external system "
+                                   f"unavailable: {reason}; the task fails and recovers")

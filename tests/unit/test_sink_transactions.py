@@ -136,7 +136,7 @@ def test_a_begin_failing_after_the_snapshot_is_not_an_outcome_it_fails_the_task(
     p = started()
     p.run(p.txns.barrier(1))
     p.down = True
-    with pytest.raises(ValueError, match="Begin has no unavailable outcome"):
+    with pytest.raises(SinkUnavailableError, match="Begin found the external system unavailable"):
         p.run(p.txns.snapshot_taken(1))
 
 
@@ -169,3 +169,18 @@ def test_nothing_restored_after_ids_were_handed_out_recovers_to_zero() -> None:
     assert p.take() == [Recover(0)]  # not a fresh run: this run's output is its own
     p.run(p.txns.restore(None, id_floor=0))
     assert p.take() == [Recover(None)]  # a fresh run
+
+
+def test_an_unavailable_sink_at_restore_fails_the_prepare_and_keeps_the_staged_ids() -> None:
+    # found by the deterministic simulator: a re-commit at restore that found the system
+    # down used to be deferred like a completion's, with the snapshot's staged ids already
+    # taken out of ``pending``, so they were never committed
+    p = Performer(SinkTransactions([4, 5]))
+    p.down = True
+    with pytest.raises(SinkUnavailableError, match="Commit at restore found the external"):
+        p.run(p.txns.restore(5))
+    assert p.calls == []
+    # the recovery restores again, from the same snapshot: the ids are committed then
+    p = Performer(SinkTransactions([4, 5]))
+    p.run(p.txns.restore(5))
+    assert p.take() == [Commit(4), Commit(5), Recover(5)]
