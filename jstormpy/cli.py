@@ -479,6 +479,13 @@ def build_parser() -> argparse.ArgumentParser:
                                       "(docs/checkpointing.md)")
     add_chaos_arguments(ch)
     ch.set_defaults(func=run_chaos)
+    from jstormpy.testing.simulation.command import add_arguments as add_simulate_arguments
+    from jstormpy.testing.simulation.command import run_from_args as run_simulate
+
+    sim = sub.add_parser("simulate", help="deterministic simulation of the checkpoint "
+                                          "protocol under faults (docs/simulation.md)")
+    add_simulate_arguments(sim)
+    sim.set_defaults(func=run_simulate)
     return p
 
 

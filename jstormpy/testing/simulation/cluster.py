@@ -1,0 +1,1026 @@
+"""Simulated workers, tasks and Topology Master around the real protocol objects.
+
+What is real (the production modules, unchanged): the TM's
+:class:`~jstormpy.master.coordinator.CheckpointCoordinator` and
+:class:`~jstormpy.master.restore_plan.RestorePlan`, the tasks'
+:class:`~jstormpy.barrier.aligner.BarrierAligner`,
+:class:`~jstormpy.barrier.snapshots.TaskSnapshots` and
+:class:`~jstormpy.barrier.transactions.SinkTransactions`, key-group routing and
+:func:`~jstormpy.keygroups.redistribute` for rescales, the run identity and the commit-log
+keys. What is simulated: processes, channels, storage and external systems, and the glue
+that performs the objects' actions, written after ``runtime/worker.py``,
+``runtime/executor.py`` and ``master/core.py`` (the same checks in the same order).
+
+The job: two spout tasks replay a fixed per-key sequence; ``count`` (fields grouping,
+managed state keyed by the routing key) numbers each key's records; ``tally`` (shuffle
+grouping: per-task partial counts) counts them too; two sink tasks write
+``(key, seq, count)`` through two-phase commit.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from jstormpy.barrier.aligner import BarrierAligner
+from jstormpy.barrier.snapshots import AckSnapshot, DeclineSnapshot, TaskSnapshots
+from jstormpy.barrier.transactions import (
+    Begin,
+    Commit,
+    FailCheckpoint,
+    PreCommit,
+    Recover,
+    ReportCommitted,
+    RetryCommit,
+    SinkStep,
+    SinkTransactions,
+)
+from jstormpy.errors import CorruptSnapshotError, JStormError, SinkError
+from jstormpy.keygroups import key_group, redistribute, task_index_for_key_group
+from jstormpy.master.coordinator import (
+    CheckpointCoordinator,
+    CollectGarbage,
+    CoordinatorAction,
+    Drained,
+    SendAbort,
+    SendComplete,
+    SendTrigger,
+    StartRecovery,
+    TaskAck,
+    TriggerFinal,
+    WriteCommitPoint,
+)
+from jstormpy.master.restore_plan import (
+    LATEST,
+    ListCompleted,
+    PersistGeneration,
+    ReadMetadata,
+    Restore,
+    RestoreAction,
+    RestorePlan,
+    RetryLater,
+    Unusable,
+    prepare_ids,
+)
+from jstormpy.run_identity import RunIdentity
+from jstormpy.testing.simulation.faults import Fault, FaultPlan
+from jstormpy.testing.simulation.outputs import Row, SimOutput
+from jstormpy.testing.simulation.storage import SimStorage
+from jstormpy.testing.simulation.world import World
+
+MAX_PARALLELISM = 8
+WORKERS = 2
+CHECKPOINT_INTERVAL = 12.0
+HEARTBEAT_TIMEOUT = 25.0
+RETRY_PREPARE = 20.0
+RETAINED = 2
+RETRIED = frozenset({"prepare", "complete", "abort"})
+"""TM commands a retry may deliver twice (idempotent by design); a trigger or start is
+sent once on the ordered control stream."""
+
+
+# -- the job -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Layout:
+    """Component parallelisms -> task ids (spouts, count, tally, sinks, in that order)."""
+
+    count: int = 2
+    tally: int = 2
+    spouts: int = 2
+    sinks: int = 2
+
+    def tasks(self, component: str) -> list[int]:
+        order = [("spout", self.spouts), ("count", self.count), ("tally", self.tally),
+                 ("sink", self.sinks)]
+        start = 0
+        for name, n in order:
+            if name == component:
+                return list(range(start, start + n))
+            start += n
+        raise KeyError(component)
+
+    def component_of(self) -> dict[int, str]:
+        return {t: c for c in ("spout", "count", "tally", "sink") for t in self.tasks(c)}
+
+    def worker_of(self, task: int) -> int:
+        return task % WORKERS
+
+
+def route(key: str, tasks: list[int]) -> int:
+    """The task of ``tasks`` owning ``key``'s key group (a fields grouping)."""
+    group = key_group(key, MAX_PARALLELISM)
+    return tasks[task_index_for_key_group(MAX_PARALLELISM, len(tasks), group)]
+
+
+@dataclass(frozen=True)
+class Record:
+    key: str
+    seq: int
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class BarrierItem:
+    checkpoint_id: int
+
+
+# -- tasks ----------------------------------------------------------------------------------------
+class SimTask:
+    """One task incarnation on a worker (a generation's copy of it)."""
+
+    def __init__(self, worker: SimWorker, task_id: int, component: str,
+                 state: dict[str, Any] | None) -> None:
+        self.worker = worker
+        self.sim = worker.sim
+        self.task_id = task_id
+        self.component = component
+        self.generation = worker.generation
+        self.snapshots = TaskSnapshots(task_id)
+        layout = worker.layout
+        upstream = {"spout": [], "count": layout.tasks("spout"),
+                    "tally": layout.tasks("spout"), "sink": layout.tasks("count")}[component]
+        self.aligner = BarrierAligner(upstream, aligned=True)
+        self.backlog: list[tuple[int, Any]] = []  # frames before Start (the inbox)
+        state = state or {}
+        self.states: dict[str, dict[Any, Any]] = {
+            n: dict(v) for n, v in state.get("states", {}).items()}
+        self.offset = int(state.get("offset", 0))
+        self.eos_sent = bool(state.get("eos_sent", False))
+        self.pending_rows: dict[int, list[Row]] = {
+            int(t): list(r) for t, r in state.get("pending_rows", {}).items()}
+        self.open_rows: list[Row] = []
+        self.txns = SinkTransactions(sorted(self.pending_rows))
+        self.restored_pending = set(self.pending_rows)
+        self.started = False
+        self.paused = False
+        self.rr = 0
+
+    @property
+    def alive(self) -> bool:
+        return not self.snapshots.stopped and self.worker.alive
+
+    def stop(self) -> None:
+        self.snapshots.stop()
+
+    # -- spouts --------------------------------------------------------------------------------
+    def spout_step(self) -> None:
+        if not self.alive or not self.started or self.paused:
+            return
+        records = self.sim.inputs[self.task_id]
+        if self.offset < len(records):
+            key, seq = records[self.offset]
+            self.offset += 1
+            layout = self.worker.layout
+            self.emit(route(key, layout.tasks("count")), Record(key, seq))
+            tally = layout.tasks("tally")
+            self.emit(tally[self.rr % len(tally)], Record(key, seq))
+            self.rr += 1
+        else:
+            self.eos_sent = True  # the next barrier tells the TM: finished
+            return
+        self.sim.world.at(self.sim.world.latency(0.5, 3), self.spout_step, "")
+
+    def trigger(self, checkpoint_id: int) -> None:
+        if not self.alive or not self.started:
+            return
+        for dst in self.downstream():
+            self.emit(dst, BarrierItem(checkpoint_id))
+        self.snapshot(checkpoint_id, {"offset": self.offset, "eos_sent": self.eos_sent})
+
+    # -- bolts and sinks -----------------------------------------------------------------------
+    def deliver(self, src: int, item: Any) -> None:
+        if isinstance(item, BarrierItem):
+            if not self.aligner.on_barrier(src, item.checkpoint_id):
+                return
+            self.on_aligned(item.checkpoint_id)
+            for held_src, held in self.aligner.release():
+                self.process(held_src, held)
+            return
+        if self.aligner.is_blocked(src):
+            self.aligner.hold(src, (src, item))
+            return
+        self.process(src, item)
+
+    def process(self, src: int, item: Any) -> None:
+        assert isinstance(item, Record)
+        if self.component == "count":
+            counts = self.states.setdefault("counts", {})
+            counts[item.key] = counts.get(item.key, 0) + 1
+            self.emit(route(item.key, self.worker.layout.tasks("sink")),
+                      Record(item.key, item.seq, counts[item.key]))
+        elif self.component == "tally":
+            tally = self.states.setdefault("tally", {})
+            tally[item.key] = tally.get(item.key, 0) + 1
+        elif self.component == "sink":
+            if self.txns.open is None:
+                raise AssertionError(f"sink task {self.task_id} got a record with no open "
+                                     "transaction")
+            self.open_rows.append(Row(item.key, item.seq, item.count,
+                                      self.sim.run.job_id, self.txns.open, self.task_id))
+
+    def on_aligned(self, checkpoint_id: int) -> None:
+        if self.component == "sink":
+            if not self.perform(self.txns.barrier(checkpoint_id)):
+                for dst in self.downstream():
+                    self.emit(dst, BarrierItem(checkpoint_id))
+                return
+            self.snapshot(checkpoint_id, {"pending_rows": {
+                t: list(r) for t, r in self.pending_rows.items()}})
+            self.perform(self.txns.snapshot_taken(checkpoint_id))
+            return
+        for dst in self.downstream():
+            self.emit(dst, BarrierItem(checkpoint_id))
+        self.snapshot(checkpoint_id, {})
+
+    # -- the sink's steps (executor._perform_sink_step) ------------------------------------------
+    def perform(self, steps: list[SinkStep]) -> bool:
+        return self.txns.run(steps, self._perform_step)
+
+    def _perform_step(self, step: SinkStep) -> None:
+        out = self.sim.output
+        run = self.sim.run
+        match step:
+            case Begin(txn):
+                out._up()
+                self.open_rows = []
+            case PreCommit(txn):
+                rows = [Row(r.key, r.seq, r.count, r.job, txn, r.task) for r in self.open_rows]
+                out.stage(run, self.task_id, txn, rows)
+                self.pending_rows[txn] = rows
+                self.open_rows = []
+            case Commit(txn):
+                self.sim.check_commit(txn)
+                rows = self.pending_rows.get(txn, [])
+                earlier = self.sim.earlier if txn in self.restored_pending else None
+                out.commit(run, self.task_id, txn, rows, earlier)
+                self.pending_rows.pop(txn, None)
+                self.restored_pending.discard(txn)
+            case Recover(restored):
+                out.recover(run, self.task_id, restored)
+            case ReportCommitted(cid):
+                self.worker.to_tm("sink_committed", self.generation, cid, self.task_id)
+            case FailCheckpoint(cid, reason):
+                self.worker.to_tm("fail", self.generation, cid, self.task_id, reason)
+            case RetryCommit(cid):
+                self.sim.world.at(20, lambda: self.complete(cid), f"task {self.task_id}: "
+                                  f"retry commit {cid}")
+
+    def complete(self, checkpoint_id: int) -> None:
+        if self.alive and self.component == "sink" and self.started:
+            self.perform(self.txns.complete(checkpoint_id))
+
+    # -- snapshots (executor._take_snapshot / _upload_snapshot) ---------------------------------
+    def snapshot(self, checkpoint_id: int, extra: dict[str, Any]) -> None:
+        ticket = self.snapshots.barrier(checkpoint_id, self.generation)
+        data = {"states": {n: dict(v) for n, v in self.states.items()}, **extra}
+        finished = self.component == "spout" and self.eos_sent
+        key = (checkpoint_id, self.task_id, ticket.generation)
+        worker_alive = self.worker.alive_check()
+
+        def uploaded(handle: Any, error: BaseException | None) -> None:
+            if error is not None:
+                reports = self.snapshots.failed(ticket, str(error))
+            else:
+                reports = self.snapshots.uploaded(ticket, handle, 1)
+            for r in reports:
+                match r:
+                    case AckSnapshot(t, h, _):
+                        self.worker.to_tm("ack", t.generation, t.checkpoint_id,
+                                          self.task_id, h, finished)
+                    case DeclineSnapshot(t, why):
+                        self.worker.to_tm("fail", t.generation, t.checkpoint_id,
+                                          self.task_id, why)
+        self.sim.storage.put_snapshot(key, data, worker_alive, uploaded)
+
+    # -- channels -----------------------------------------------------------------------------
+    def downstream(self) -> list[int]:
+        layout = self.worker.layout
+        return {"spout": layout.tasks("count") + layout.tasks("tally"),
+                "count": layout.tasks("sink"), "tally": [], "sink": []}[self.component]
+
+    def emit(self, dst: int, item: Any) -> None:
+        self.sim.network.send(self.task_id, dst, self.generation, item)
+
+
+# -- workers --------------------------------------------------------------------------------------
+class SimWorker:
+    """A worker process: its tasks of the current generation and its TM session."""
+
+    def __init__(self, sim: Simulation, worker_id: int) -> None:
+        self.sim = sim
+        self.worker_id = worker_id
+        self.alive = True
+        self.incarnation = 0
+        self.generation = 0
+        self.layout = sim.layout
+        self.tasks: dict[int, SimTask] = {}
+        self.base = 0
+        self.session = 0  # the control stream (a broken one is replaced)
+
+    def alive_check(self) -> Any:
+        incarnation = self.incarnation
+        return lambda: self.alive and self.incarnation == incarnation
+
+    def to_tm(self, kind: str, *args: Any) -> None:
+        self.sim.control.to_tm(self, kind, *args)
+
+    def register(self) -> None:
+        self.session += 1  # a new control stream
+        self.to_tm("register", self.generation)
+
+    def crash(self) -> None:
+        self.alive = False
+        for t in self.tasks.values():
+            t.stop()
+        self.tasks = {}
+        self.sim.world.note(f"worker {self.worker_id} crashed")
+
+    def restart(self) -> None:
+        self.alive = True
+        self.incarnation += 1
+        self.generation = 0
+        self.register()
+
+    # -- TM commands (runtime/worker.py) --------------------------------------------------------
+    def on_prepare(self, generation: int, handles: dict[int, str], restored: int, base: int,
+                   layout: Layout) -> None:
+        if generation < self.generation:
+            return
+        for t in self.tasks.values():
+            t.stop()  # snapshots still uploading report nothing
+        self.generation = generation
+        self.layout = layout
+        self.base = base
+        self.tasks = {}
+        mine = [t for t in sorted(layout.component_of()) if layout.worker_of(t) == self.worker_id]
+        states: dict[int, Any] = {}
+        waiting = [t for t in mine if handles.get(t)]
+        alive = self.alive_check()
+        failed: list[BaseException] = []
+
+        def build() -> None:
+            if generation != self.generation or not alive():
+                return
+            if failed:
+                self.to_tm("ready", generation, False, isinstance(failed[0],
+                                                                  CorruptSnapshotError),
+                           str(failed[0]))
+                return
+            components = layout.component_of()
+            self.tasks = {t: SimTask(self, t, components[t], states.get(t)) for t in mine}
+            try:
+                for t in self.tasks.values():
+                    if t.component == "sink":
+                        ok = t.perform(t.txns.restore(restored if self.sim.stateful else None,
+                                                      base))
+                        if not ok:
+                            raise SinkError("external system unavailable at restore")
+            except (SinkError, AssertionError) as exc:
+                self.to_tm("ready", generation, False, False, str(exc))
+                return
+            self.to_tm("ready", generation, True, False, "")
+
+        if not waiting:
+            build()
+            return
+        left = [len(waiting)]
+
+        def read_one(task: int) -> Any:
+            def done(data: Any, error: BaseException | None) -> None:
+                if error is not None:
+                    failed.append(error)
+                else:
+                    states[task] = data
+                left[0] -= 1
+                if not left[0]:
+                    build()
+            return done
+        for tid in waiting:
+            self.sim.storage.read_snapshot(handles[tid], alive, read_one(tid))
+
+    def on_start(self, generation: int) -> None:
+        if generation != self.generation:
+            return
+        for t in self.tasks.values():
+            if t.started:
+                continue  # start_tasks starts each task once
+            t.started = True
+            if t.component == "sink":
+                try:
+                    t.perform(t.txns.start(self.base + 1))
+                except SinkError as exc:  # the task fails: the TM recovers
+                    self.to_tm("task_error", self.generation, t.task_id, str(exc))
+                    return
+            backlog, t.backlog = t.backlog, []
+            for src, item in backlog:
+                t.deliver(src, item)
+            if t.component == "spout":
+                self.sim.world.at(self.sim.world.latency(0.5, 3), t.spout_step, "")
+
+    def on_trigger(self, generation: int, checkpoint_id: int, pause: bool) -> None:
+        if generation != self.generation:
+            return
+        for t in self.tasks.values():
+            if t.component == "spout":
+                t.trigger(checkpoint_id)
+                t.paused = t.paused or pause
+
+    def on_complete(self, generation: int, checkpoint_id: int) -> None:
+        if generation != self.generation:
+            return
+        for t in self.tasks.values():
+            t.complete(checkpoint_id)
+
+    def on_abort(self, generation: int, checkpoint_id: int) -> None:
+        if generation != self.generation:
+            return
+        for t in self.tasks.values():
+            if t.component == "sink":
+                t.perform(t.txns.abort(checkpoint_id))
+
+    def on_resume(self, generation: int) -> None:
+        if generation != self.generation:
+            return
+        for t in self.tasks.values():
+            if t.component == "spout" and t.paused:
+                t.paused = False
+                self.sim.world.at(1, t.spout_step, "")
+
+
+# -- the network ----------------------------------------------------------------------------------
+class Stream:
+    """A FIFO connection: items arrive in order, each after a random delay."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.queue: deque[tuple[Any, str]] = deque()
+        self.busy = False
+
+    def put(self, fn: Any, label: str) -> None:
+        self.queue.append((fn, label))
+        if not self.busy:
+            self.busy = True
+            self.sim.world.at(self.sim.delay(), self._pump, "")
+
+    def _pump(self) -> None:
+        fn, label = self.queue.popleft()
+        if label:
+            self.sim.world.note(label)
+        fn()
+        if self.queue:
+            self.sim.world.at(self.sim.delay(), self._pump, "")
+        else:
+            self.busy = False
+
+
+class Network:
+    """FIFO data channels between tasks (TCP between workers), tagged with the sender's
+    generation; the receiving worker drops frames of another generation, in the same step
+    as it looks the task up (hole 8)."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.channels: dict[tuple[int, int], Stream] = {}
+
+    def send(self, src: int, dst: int, generation: int, item: Any) -> None:
+        ch = self.channels.get((src, dst))
+        if ch is None:
+            ch = self.channels[(src, dst)] = Stream(self.sim)
+        ch.put(lambda: self._deliver(src, dst, generation, item), "")
+
+    def _deliver(self, src: int, dst: int, generation: int, item: Any) -> None:
+        worker = self.sim.workers[self.sim.layout_now().worker_of(dst)]
+        task = worker.tasks.get(dst) if worker.alive else None
+        if task is None or generation != worker.generation:
+            return
+        if task.started:
+            task.deliver(src, item)
+        else:
+            task.backlog.append((src, item))
+
+
+class Control:
+    """The gRPC streams between the TM and each worker: in order per stream; a lost
+    message breaks its stream (the TM sees the worker lost, the worker registers again);
+    a retried call may arrive twice."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.streams: dict[tuple[str, int, int, int], Stream] = {}
+
+    def _stream(self, direction: str, worker: SimWorker) -> Stream:
+        key = (direction, self.sim.tm.incarnation, worker.worker_id, worker.session)
+        st = self.streams.get(key)
+        if st is None:
+            st = self.streams[key] = Stream(self.sim)
+        return st
+
+    def _lost(self, worker: SimWorker, what: str) -> bool:
+        sim = self.sim
+        if not sim.plan.hit(sim.world, Fault.MESSAGE_LOSS):
+            return False
+        sim.world.note(f"lost {what}; the stream of worker {worker.worker_id} breaks")
+        worker.session += 1
+        tm = sim.tm
+        sim.world.at(HEARTBEAT_TIMEOUT / 5, lambda: tm.worker_lost(worker.worker_id,
+                                                                   "stream broke"),
+                     f"TM: stream of worker {worker.worker_id} broke")
+        return True
+
+    def to_worker(self, worker: SimWorker, kind: str, *args: Any) -> None:
+        sim = self.sim
+        session, incarnation, tm = worker.session, worker.incarnation, sim.tm
+        if self._lost(worker, f"TM->worker {worker.worker_id} {kind}"):
+            return
+        copies = 2 if kind in RETRIED and sim.plan.hit(sim.world,
+                                                       Fault.MESSAGE_DUPLICATE) else 1
+
+        def deliver() -> None:
+            if worker.alive and worker.incarnation == incarnation and \
+                    worker.session == session and tm.alive:
+                getattr(worker, f"on_{kind}")(*args)
+        for _ in range(copies):
+            self._stream("down", worker).put(deliver,
+                                             f"TM->worker {worker.worker_id}: {kind}{args}")
+
+    def to_tm(self, worker: SimWorker, kind: str, *args: Any) -> None:
+        sim = self.sim
+        session, incarnation, tm = worker.session, worker.incarnation, sim.tm
+        if kind != "register" and self._lost(worker, f"worker {worker.worker_id}->TM {kind}"):
+            return
+        copies = 2 if kind != "register" and sim.plan.hit(
+            sim.world, Fault.MESSAGE_DUPLICATE) else 1
+
+        def deliver() -> None:
+            if tm.alive and worker.incarnation == incarnation and worker.session == session:
+                getattr(tm, f"on_{kind}")(worker.worker_id, *args)
+        for _ in range(copies):
+            self._stream("up", worker).put(deliver,
+                                           f"worker {worker.worker_id}->TM: {kind}{args}")
+
+
+# -- the Topology Master --------------------------------------------------------------------------
+@dataclass
+class Recovery:
+    generation: int
+    target: int | None
+    plan: RestorePlan | None = None
+    restored: int = 0
+    base: int = 0
+    ready: set[int] = field(default_factory=set)
+
+
+class SimMaster:
+    """The TM process: the real coordinator and restore plan, performed like
+    ``MasterCore`` performs them."""
+
+    def __init__(self, sim: Simulation, resume: bool) -> None:
+        self.sim = sim
+        self.alive = True
+        sim.tm_incarnations += 1
+        self.incarnation = sim.tm_incarnations
+        self.resume = resume
+        self.state = "starting"
+        self.failure = ""
+        self.generation = 0
+        self.persisted_generation = 0
+        self.registered: set[int] = set()
+        self.recovery: Recovery | None = None
+        self.layout = sim.layout
+        self.coordinator = CheckpointCoordinator(stateful=True, max_concurrent=2,
+                                                 timeout_s=0.2, tolerable_timeouts=2)
+        self.coordinator.set_layout(self.layout.component_of(), self.layout.tasks("spout"),
+                                    self.layout.tasks("sink"))
+        self.rescale_done = False
+
+    def boot(self) -> None:
+        """Read what a predecessor stored (a restarted TM resumes above it)."""
+        if not self.alive:
+            return
+        if self.resume:
+            if self.sim.plan.hit(self.sim.world, Fault.READ_ERROR):
+                self.sim.world.at(RETRY_PREPARE, self.boot, "TM: retry reading meta/")
+                return
+            self.generation = self.sim.storage.meta.get("generation", 0)
+            self.persisted_generation = self.generation
+            self.coordinator.completed_floor = self.sim.storage.meta.get("completed_floor", 0)
+        self.state = "waiting"
+        for w in self.sim.workers:
+            if w.alive:
+                w.register()
+        self.sim.world.at(CHECKPOINT_INTERVAL, self.tick, "")
+
+    def now(self) -> float:
+        return self.sim.world.now / 1000.0
+
+    # -- membership --------------------------------------------------------------------------
+    def on_register(self, worker_id: int, reported_generation: int) -> None:
+        self.registered.add(worker_id)
+        self.generation = max(self.generation, reported_generation)
+        if self.state == "running":
+            self.begin_recovery(f"worker {worker_id} re-registered")
+        elif self.state == "waiting" and len(self.registered) == WORKERS:
+            target = LATEST if self.resume else None
+            self.begin_recovery("start", target)
+        elif self.state == "recovering":
+            self.maybe_prepare()
+
+    def worker_lost(self, worker_id: int, reason: str) -> None:
+        if not self.alive or self.state in ("drained", "failed"):
+            return
+        self.registered.discard(worker_id)
+        worker = self.sim.workers[worker_id]
+        if self.state in ("running", "recovering"):
+            self.begin_recovery(f"worker {worker_id} lost: {reason}")
+        # the worker's process lives on (a broken stream): it registers again
+        if worker.alive:
+            self.sim.world.at(5, worker.register, f"worker {worker_id} re-registers")
+
+    # -- recovery (MasterCore._begin_generation / _resolve_restore / on_ready) -----------------
+    def begin_recovery(self, reason: str, target: int | None = LATEST) -> None:
+        self.sim.rescale_state = ""  # the new generation's spouts are not paused
+        self.generation += 1
+        self.coordinator.new_generation(self.generation)
+        self.recovery = Recovery(self.generation, target)
+        self.state = "recovering"
+        self.sim.world.note(f"TM: generation {self.generation}: {reason}")
+        self.maybe_prepare()
+
+    def maybe_prepare(self) -> None:
+        rec = self.recovery
+        if rec is None or rec.plan is not None or len(self.registered) < WORKERS:
+            return
+        rec.plan = RestorePlan(rec.generation, rec.target, stateful=True,
+                               persisted_generation=self.persisted_generation,
+                               completed_floor=self.coordinator.completed_floor,
+                               bad=self.coordinator.bad)
+        self.perform_plan(rec, rec.plan.begin())
+
+    def perform_plan(self, rec: Recovery, actions: list[RestoreAction]) -> None:
+        if not self.alive or rec is not self.recovery:
+            return
+        plan = rec.plan
+        assert plan is not None
+        storage = self.sim.storage
+        alive = self.alive_check()
+        action = actions[0]
+        match action:
+            case PersistGeneration(g):
+                def persisted(_: Any, error: BaseException | None) -> None:
+                    if error is not None:
+                        self.perform_plan(rec, plan.generation_not_persisted(str(error)))
+                    else:
+                        self.persisted_generation = max(self.persisted_generation, g)
+                        self.perform_plan(rec, plan.generation_persisted())
+                storage.put_meta("generation", g, alive, persisted)
+            case ListCompleted():
+                def listed(ids: Any, error: BaseException | None) -> None:
+                    if error is not None:
+                        self.perform_plan(rec, plan.listing_failed(str(error)))
+                    else:
+                        self.perform_plan(rec, plan.listed(ids))
+                storage.list_completed(alive, listed)
+            case ReadMetadata(cid):
+                def read(meta: Any, error: BaseException | None) -> None:
+                    if isinstance(error, JStormError) and not isinstance(
+                            error, CorruptSnapshotError) and "does not exist" not in str(
+                            error):
+                        self.perform_plan(rec, plan.metadata_failed(cid, str(error)))
+                    elif error is not None:
+                        self.perform_plan(rec, plan.metadata_unusable(cid, str(error)))
+                    else:
+                        self.perform_plan(rec, plan.metadata_read(cid, meta))
+                storage.read_metadata(cid, alive, read)
+            case _:
+                self.plan_outcome(rec, action)
+
+    def plan_outcome(self, rec: Recovery, action: RestoreAction) -> None:
+        plan = rec.plan
+        assert plan is not None
+        coord = self.coordinator
+        coord.id_floor = max([coord.id_floor, *plan.listing])
+        if plan.listing_ok:
+            coord.completed_floor = max([coord.completed_floor, *plan.listing])
+        match action:
+            case RetryLater(reason):
+                self.sim.world.note(f"TM: recovery waits: {reason[:80]}")
+                rec.plan = None
+                self.sim.world.at(RETRY_PREPARE, self.maybe_prepare, "TM: retry prepare")
+            case Unusable(cid, _):
+                coord.bad.add(cid)
+                self.begin_recovery(f"checkpoint {cid} unusable")
+            case Restore(target, handles):
+                rec.restored, rec.base = prepare_ids(target, coord.id_floor, True)
+                rec.target = target
+                self.sim.on_restore(rec.restored)
+                for w in self.sim.workers:
+                    self.sim.control.to_worker(w, "prepare", rec.generation, dict(handles),
+                                               rec.restored, rec.base, self.layout)
+
+    def on_ready(self, worker_id: int, generation: int, ok: bool, corrupt: bool,
+                 error: str) -> None:
+        rec = self.recovery
+        if rec is None or generation != self.generation or self.state != "recovering":
+            return
+        if not ok:
+            if corrupt and rec.target is not None:
+                self.coordinator.bad.add(rec.target)
+            self.begin_recovery(f"worker {worker_id} failed to prepare: {error}")
+            return
+        rec.ready.add(worker_id)
+        if len(rec.ready) == WORKERS:
+            self.coordinator.resume_after(rec.base, self.now())
+            self.state = "running"
+            for w in self.sim.workers:
+                self.sim.control.to_worker(w, "start", rec.generation)
+
+    # -- checkpoints (MasterCore._perform) -----------------------------------------------------
+    def tick(self) -> None:
+        if not self.alive or self.state in ("drained", "failed"):
+            return
+        if self.state == "running":
+            self.perform(self.coordinator.expire(self.now()))
+        if self.state == "running" and self.coordinator.may_start() and \
+                not self.sim.rescale_state:
+            pause = self.sim.rescale_due(self)
+            cid, actions = self.coordinator.start(self.now(), self.now(), pause=pause)
+            if pause:
+                self.sim.rescale_checkpoint = cid
+            self.perform(actions)
+        self.sim.world.at(CHECKPOINT_INTERVAL, self.tick, "")
+
+    def on_task_error(self, worker_id: int, generation: int, task_id: int,
+                      error: str) -> None:
+        if generation == self.generation and self.state == "running":
+            self.begin_recovery(f"task {task_id} failed: {error}")
+
+    def on_ack(self, worker_id: int, generation: int, checkpoint_id: int, task_id: int,
+               handle: str, finished: bool) -> None:
+        self.perform(self.coordinator.ack(generation, checkpoint_id,
+                                          TaskAck(task_id, handle, 1, finished, 0.0),
+                                          self.now(), self.now()))
+
+    def on_fail(self, worker_id: int, generation: int, checkpoint_id: int, task_id: int,
+                reason: str) -> None:
+        self.perform(self.coordinator.task_failed(generation, checkpoint_id, task_id, reason,
+                                                  self.now()))
+
+    def on_sink_committed(self, worker_id: int, generation: int, checkpoint_id: int,
+                          task_id: int) -> None:
+        if generation == self.generation:
+            self.sim.rescale_committed(self, checkpoint_id, task_id)
+        self.perform(self.coordinator.sink_committed(generation, checkpoint_id, task_id))
+
+    def perform(self, actions: list[CoordinatorAction]) -> None:
+        sim = self.sim
+        for action in actions:
+            if not self.alive:
+                return
+            match action:
+                case SendTrigger(cid, g, pause):
+                    for w in sim.workers:
+                        sim.control.to_worker(w, "trigger", g, cid, pause)
+                case WriteCommitPoint(cid, g, meta):
+                    self.write_commit_point(cid, dict(meta))
+                case SendComplete(cid, g):
+                    sim.rescale_after_complete(self, cid)
+                    for w in sim.workers:
+                        sim.control.to_worker(w, "complete", g, cid)
+                case SendAbort(cid, g, _):
+                    for w in sim.workers:
+                        sim.control.to_worker(w, "abort", g, cid)
+                    sim.rescale_aborted(self, cid)
+                case CollectGarbage():
+                    keep = set(sorted(sim.storage.metadata)[-RETAINED:])
+                    keep |= {self.coordinator.completed_floor} | sim.savepoint_ids()
+                    self.coordinator.retention_deleted(sim.storage.delete_checkpoints(keep))
+                case TriggerFinal():
+                    pass  # the tick starts the next checkpoint
+                case Drained(cid):
+                    self.state = "drained"
+                    sim.drained_at = cid
+                    sim.world.note(f"TM: drained at checkpoint {cid}")
+                case StartRecovery(reason):
+                    self.begin_recovery(reason)
+
+    def write_commit_point(self, cid: int, meta: dict[str, Any]) -> None:
+        alive = self.alive_check()
+
+        def written(_: Any, error: BaseException | None) -> None:
+            running = self.state == "running"
+            if error is not None:
+                self.perform(self.coordinator.commit_point_failed(
+                    cid, str(error), isinstance(error, TimeoutError), self.now()))
+                return
+            self.sim.on_completed(cid)
+            actions = self.coordinator.commit_point_written(cid, running, self.now(),
+                                                            self.now())
+            floor = self.coordinator.completed_floor
+            self.sim.storage.put_meta("completed_floor", floor, alive, lambda *_: None)
+            self.perform(actions)
+        self.sim.storage.put_metadata(cid, meta, alive, written)
+
+    def alive_check(self) -> Any:
+        return lambda: self.alive
+
+    def crash(self) -> None:
+        self.alive = False
+        self.sim.world.note("TM crashed")
+
+
+# -- one run --------------------------------------------------------------------------------------
+class Simulation:
+    """One job run (or two, for the lifecycle faults) from one seed."""
+
+    def __init__(self, world: World, plan: FaultPlan, output: SimOutput,
+                 storage: SimStorage, inputs: dict[int, list[tuple[str, int]]],
+                 run: RunIdentity, resume: bool = False,
+                 earlier: tuple[RunIdentity, int] | None = None,
+                 layout: Layout | None = None) -> None:
+        self.world = world
+        self.plan = plan
+        self.output = output
+        self.storage = storage
+        self.inputs = inputs
+        self.run = run
+        self.earlier = earlier
+        self.stateful = True
+        self.layout = layout or Layout()
+        self.network = Network(self)
+        self.control = Control(self)
+        self.tm_incarnations = 0
+        self.workers = [SimWorker(self, w) for w in range(WORKERS)]
+        self.tm = SimMaster(self, resume)
+        self.completed: set[int] = set(storage.metadata)
+        self.violations: list[str] = []
+        self.rescale_state = ""
+        self.rescale_checkpoint = 0
+        self.rescale_commits: set[int] = set()
+        self.savepoint: int | None = None
+        self.drained_at = 0
+        self.savepoint_at: int | None = None
+        self.savepoint_layout = self.layout
+        self.savepoint_copy: tuple[dict[str, Any], dict[tuple[int, int, int], Any]] | None = None
+
+    def layout_now(self) -> Layout:
+        return self.tm.layout
+
+    def delay(self) -> float:
+        """A message's delay: short, or (with message_delay) up to 30x longer."""
+        d = self.world.latency(0.2, 2)
+        if self.plan.on(Fault.MESSAGE_DELAY) and self.world.chance(0.2):
+            d *= self.world.rng.uniform(5, 30)
+        return d
+
+    # -- invariants checked as they happen ----------------------------------------------------
+    def check_commit(self, txn: int) -> None:
+        if not any(c >= txn for c in self.storage.landed):
+            self.violations.append(f"commit of transaction {txn}, which no completed "
+                                   "checkpoint covers")
+
+    def on_restore(self, restored: int) -> None:
+        committed = [r.txn for r in self.output.rows if r.job == self.run.job_id]
+        if committed and restored < max(committed) and not self.tm.coordinator.bad:
+            self.violations.append(f"restore of checkpoint {restored} below committed "
+                                   f"transaction {max(committed)}")
+
+    # -- rescale (master/rescale.py: quiescent checkpoint, redistribute, restore) -------------
+    def rescale_due(self, tm: SimMaster) -> bool:
+        at = self.plan.rescale_at
+        if at is None or tm.rescale_done or self.rescale_state:
+            return False
+        if len(self.completed) >= at:
+            self.rescale_state = "pausing"
+            return True
+        return False  # (the tick records the quiescent checkpoint's id)
+
+    def rescale_after_complete(self, tm: SimMaster, cid: int) -> bool:
+        """The quiescent checkpoint completed: once every sink committed it, redistribute
+        and restore at the new parallelism (refused: resume at the old one)."""
+        if self.rescale_state == "pausing" and cid == self.rescale_checkpoint:
+            self.rescale_state = "committing"
+            self.rescale_commits = set()
+        return False
+
+    def rescale_aborted(self, tm: SimMaster, cid: int) -> None:
+        if self.rescale_state == "pausing" and cid == self.rescale_checkpoint:
+            self.rescale_state = ""
+            for w in self.workers:
+                self.control.to_worker(w, "resume", tm.generation)
+
+    def rescale_committed(self, tm: SimMaster, cid: int, task: int) -> None:
+        if self.rescale_state != "committing" or cid < self.rescale_checkpoint:
+            return
+        self.rescale_commits.add(task)
+        if self.rescale_commits >= set(self.layout.tasks("sink")):
+            self.rescale_state = ""
+            self._rescale(tm, self.rescale_checkpoint)
+
+    def _rescale(self, tm: SimMaster, cid: int) -> None:
+        tm.rescale_done = True
+        new = Layout(count=3 if self.layout.count == 2 else 1, tally=3)
+        meta = self.storage.metadata.get(cid)
+        by_task = {} if meta is None else {
+            int(t): self.storage.snapshots.get(handle_key(v["handle"]))
+            for t, v in meta["tasks"].items()}
+        if meta is None or any(v is None for v in by_task.values()):
+            self.world.note(f"rescale: checkpoint {cid} is gone; resuming")
+            for w in self.workers:
+                self.control.to_worker(w, "resume", tm.generation)
+            return
+        try:
+            moved: dict[int, Any] = {}
+            for comp in ("count", "tally"):
+                old: list[dict[str, Any]] = [by_task[t] or {} for t in self.layout.tasks(comp)]
+                parts = redistribute(comp, old, getattr(new, comp), MAX_PARALLELISM)
+                for t, part in zip(new.tasks(comp), parts, strict=True):
+                    moved[t] = part
+        except JStormError as exc:
+            self.world.note(f"rescale refused: {exc}")
+            for w in self.workers:
+                self.control.to_worker(w, "resume", tm.generation)
+            return
+        for comp in ("spout", "sink"):
+            for old_t, new_t in zip(self.layout.tasks(comp), new.tasks(comp), strict=True):
+                moved[new_t] = by_task[old_t]
+        # the rescaled checkpoint replaces the quiescent one (every sink committed it)
+        handles: dict[str, dict[str, str]] = {}
+        for t, data in moved.items():
+            key = (cid, 1000 + t, tm.generation)
+            self.storage.snapshots[key] = data
+            handles[str(t)] = {"handle": f"chk-{cid}/task-{1000 + t}-g{tm.generation}"}
+        self.storage.metadata[cid] = {**meta, "tasks": handles}
+        self.layout = new
+        tm.layout = new
+        tm.coordinator.set_layout(new.component_of(), new.tasks("spout"), new.tasks("sink"))
+        self.world.note(f"rescaled to count={new.count} tally={new.tally} at checkpoint {cid}")
+        tm.begin_recovery("rescale", cid)
+
+    def on_completed(self, cid: int) -> None:
+        self.completed.add(cid)
+        if self.savepoint_at is not None and self.savepoint is None and \
+                len(self.completed) >= self.savepoint_at and not self.rescale_state:
+            meta = self.storage.metadata.get(cid)
+            if meta is None:
+                return
+            # a savepoint is a self-contained copy (jstorm savepoint)
+            self.savepoint = cid
+            self.savepoint_layout = self.layout
+            self.savepoint_copy = (meta, {k: v for k, v in self.storage.snapshots.items()
+                                          if k[0] == cid})
+
+    def savepoint_ids(self) -> set[int]:
+        return {self.savepoint} if self.savepoint is not None else set()
+
+    # -- faults scheduled by the plan ---------------------------------------------------------
+    def schedule_faults(self) -> None:
+        for t, w in self.plan.crash_times:
+            self.world.at(t, functools.partial(self._crash_worker, w), f"fault: crash worker {w}")
+        for t in self.plan.tm_crash_times:
+            self.world.at(t, self._crash_tm, "fault: crash TM")
+        if self.plan.sink_down is not None:
+            start, end = self.plan.sink_down
+            self.world.at(start, lambda: setattr(self.output, "down", True),
+                          "fault: external system down")
+            self.world.at(end, lambda: setattr(self.output, "down", False),
+                          "fault: external system back")
+
+    def _crash_worker(self, w: int) -> None:
+        worker = self.workers[w]
+        if not worker.alive or self.tm.state in ("drained", "failed"):
+            return
+        worker.crash()
+        tm = self.tm
+        self.world.at(HEARTBEAT_TIMEOUT, lambda: tm.worker_lost(w, "heartbeat timeout"),
+                      f"TM: worker {w} missed heartbeats")
+        self.world.at(self.world.latency(5, 40), worker.restart, f"worker {w} restarts")
+
+    def _crash_tm(self) -> None:
+        if self.tm.state in ("drained", "failed"):
+            return
+        old = self.tm
+        old.crash()
+        layout = old.layout
+
+        def restart() -> None:
+            self.tm = SimMaster(self, resume=True)
+            self.tm.layout = layout
+            self.tm.coordinator.set_layout(layout.component_of(), layout.tasks("spout"),
+                                           layout.tasks("sink"))
+            self.tm.boot()
+        self.world.at(self.world.latency(5, 40), restart, "TM restarts")
+
+    def start(self) -> None:
+        self.schedule_faults()
+        self.tm.boot()
+
+    def finished(self) -> bool:
+        return self.tm.state in ("drained", "failed")
+
+
+def handle_key(handle: str) -> tuple[int, int, int]:
+    chk, task = handle.split("/")
+    t, g = task[len("task-"):].split("-g")
+    return int(chk[len("chk-"):]), int(t), int(g)

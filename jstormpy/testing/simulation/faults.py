@@ -1,0 +1,116 @@
+"""The faults a simulation injects, and one seed's plan of them."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from jstormpy.testing.simulation.world import World
+
+
+class Fault(enum.Enum):
+    """A kind of fault (``jstorm simulate --faults`` takes their values)."""
+
+    WORKER_CRASH = "worker_crash"
+    """A worker process dies (its tasks, queued frames and callbacks with it) and restarts."""
+    TM_CRASH = "tm_crash"
+    """The Topology Master dies and restarts from what it stored."""
+    MESSAGE_DELAY = "message_delay"
+    """Control and data messages take up to 30x longer (reordering across channels)."""
+    MESSAGE_DUPLICATE = "message_duplicate"
+    """A control message is delivered twice (a retried RPC)."""
+    MESSAGE_LOSS = "message_loss"
+    """A control message is lost with its connection: the TM sees the worker as lost."""
+    LISTING_ERROR = "listing_error"
+    """Listing the completed checkpoints fails."""
+    LISTING_SHORT = "listing_short"
+    """A listing answers without its newest entries (a store that lags or is remounted)."""
+    READ_ERROR = "read_error"
+    """Reading a snapshot or metadata fails."""
+    WRITE_ERROR = "write_error"
+    """Writing a snapshot fails."""
+    METADATA_WRITE_ERROR = "metadata_write_error"
+    """Writing a checkpoint's metadata (the commit point) fails."""
+    METADATA_TIMEOUT = "metadata_timeout"
+    """A metadata write reports a timeout but lands later."""
+    PARTIAL_WRITE = "partial_write"
+    """A snapshot write fails after leaving a partial object behind."""
+    META_WRITE_ERROR = "meta_write_error"
+    """Storing the generation counter or the completed floor fails."""
+    SLOW_STORAGE = "slow_storage"
+    """Storage answers up to 100x slower (uploads outlive a recovery)."""
+    DISK_FULL = "disk_full"
+    """For a while every write fails."""
+    SINK_UNAVAILABLE = "sink_unavailable"
+    """The external system of a sink is unavailable for a while."""
+    FRESH_RUN_INTO_USED = "fresh_run_into_used"
+    """A second, fresh run writes into the outputs of a first run."""
+    SAVEPOINT_INTO_USED = "savepoint_into_used"
+    """A run restored from a savepoint writes into outputs used after the savepoint."""
+    RESCALE = "rescale"
+    """The bolts are rescaled at a quiescent checkpoint."""
+
+
+ALL_FAULTS = tuple(Fault)
+MAX_HITS = 6
+LIFECYCLES = (Fault.FRESH_RUN_INTO_USED, Fault.SAVEPOINT_INTO_USED)
+
+
+@dataclass
+class FaultPlan:
+    """Which faults one seed injects, and how often."""
+
+    enabled: frozenset[Fault]
+    rate: dict[Fault, float] = field(default_factory=dict)
+    crash_times: list[tuple[float, int]] = field(default_factory=list)
+    tm_crash_times: list[float] = field(default_factory=list)
+    disk_full: tuple[float, float] | None = None
+    sink_down: tuple[float, float] | None = None
+    lifecycle: Fault | None = None
+    rescale_at: int | None = None
+    hits: dict[Fault, int] = field(default_factory=dict)
+
+    @classmethod
+    def draw(cls, world: World, allowed: tuple[Fault, ...], horizon: float) -> FaultPlan:
+        """A seed's plan: a random subset of ``allowed`` with random rates and moments."""
+        rng = world.rng
+        k = rng.randint(1, min(4, len(allowed))) if allowed else 0
+        enabled = frozenset(rng.sample(allowed, k))
+        lifecycles = [f for f in LIFECYCLES if f in enabled]  # one per seed
+        plan = cls(enabled - set(lifecycles[1:]))
+        plan.lifecycle = lifecycles[0] if lifecycles else None
+        for f in allowed:  # in a fixed order: a set's order changes with the hash seed
+            if f in plan.enabled:
+                plan.rate[f] = rng.choice((0.05, 0.15, 0.35))
+        if Fault.WORKER_CRASH in plan.enabled:
+            plan.crash_times = sorted((rng.uniform(0, horizon), rng.randrange(2))
+                                      for _ in range(rng.randint(1, 3)))
+        if Fault.TM_CRASH in plan.enabled:
+            plan.tm_crash_times = sorted(rng.uniform(0, horizon)
+                                         for _ in range(rng.randint(1, 2)))
+        if Fault.DISK_FULL in plan.enabled:
+            start = rng.uniform(0, horizon)
+            plan.disk_full = (start, start + rng.uniform(20, 200))
+        if Fault.SINK_UNAVAILABLE in plan.enabled:
+            start = rng.uniform(0, horizon)
+            plan.sink_down = (start, start + rng.uniform(20, 200))
+        if Fault.RESCALE in plan.enabled:
+            plan.rescale_at = rng.randint(1, 4)
+        return plan
+
+    def on(self, fault: Fault) -> bool:
+        return fault in self.enabled
+
+    def hit(self, world: World, fault: Fault) -> bool:
+        """Whether ``fault`` strikes at this step (at most :data:`MAX_HITS` times a run:
+        every run gets a chance to finish, as real faults end)."""
+        if fault not in self.enabled or self.hits.get(fault, 0) >= MAX_HITS:
+            return False
+        if not world.chance(self.rate.get(fault, 0.0)):
+            return False
+        self.hits[fault] = self.hits.get(fault, 0) + 1
+        return True
+
+    def describe(self) -> str:
+        parts = sorted(f.value for f in self.enabled)
+        return ", ".join(parts) or "none"

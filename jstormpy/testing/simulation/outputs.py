@@ -1,0 +1,99 @@
+"""Simulated external systems of two-phase-commit sinks.
+
+Two kinds, after the two ways the real connectors make a commit idempotent:
+
+* ``"log"`` (KafkaSink, RedisStreamSink): a commit appends the transaction's rows and a
+  commit-log entry under the task's key :func:`~jstormpy.connectors.kafka.commit_log_key`
+  (one per run: :mod:`jstormpy.run_identity`). A transaction re-committed by a new
+  process from its snapshot is skipped if the log already holds its id.
+* ``"files"`` (FileSink): a commit renames the staged part file ``part-{txn}-{task}``; a
+  name already taken counts as already committed. A fresh run refuses a directory with
+  committed parts, and a savepoint restore refuses one with parts above the savepoint.
+
+The rows record which run and transaction wrote them, so the checker can tell runs apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from jstormpy.connectors.kafka import commit_log_key
+from jstormpy.errors import SinkError, SinkUnavailableError
+from jstormpy.run_identity import RunIdentity
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    seq: int
+    count: int
+    job: str
+    txn: int
+    task: int
+
+
+@dataclass
+class SimOutput:
+    """One sink's external system, shared by every run that writes to it."""
+
+    kind: str
+    rows: list[Row] = field(default_factory=list)
+    staged: dict[tuple[str, int, int], list[Row]] = field(default_factory=dict)
+    commit_log: dict[str, int] = field(default_factory=dict)
+    parts: set[tuple[int, int]] = field(default_factory=set)
+    down: bool = False
+
+    def check_fresh_run(self) -> None:
+        if self.kind == "files" and self.parts:
+            raise SinkError(f"output directory already holds {len(self.parts)} committed "
+                            "part file(s) of an earlier run")
+
+    def check_savepoint_restore(self, checkpoint_id: int) -> None:
+        if self.kind == "files":
+            later = sorted(t for t, _ in self.parts if t > checkpoint_id)
+            if later:
+                raise SinkError(f"output directory holds part files committed after the "
+                                f"savepoint's checkpoint {checkpoint_id} ({later[0]} ...)")
+
+    def stage(self, run: RunIdentity, task: int, txn: int, rows: list[Row]) -> None:
+        self._up()
+        self.staged[(run.job_id, task, txn)] = list(rows)
+
+    def commit(self, run: RunIdentity, task: int, txn: int, rows: list[Row],
+               earlier: tuple[RunIdentity, int] | None = None) -> None:
+        """Make transaction ``txn`` of ``task`` visible (idempotent). ``earlier``: the run
+        a savepoint came from and its checkpoint id (ids up to it are that run's)."""
+        self._up()
+        self.staged.pop((run.job_id, task, txn), None)
+        if self.kind == "log":
+            owner = earlier[0] if earlier is not None and txn <= earlier[1] else run
+            key = commit_log_key(f"sink-{task}", owner)
+            if txn <= self.commit_log.get(key, 0):
+                return  # already committed
+            self.rows.extend(rows)
+            self.commit_log[key] = max(self.commit_log.get(key, 0), txn)
+            return
+        if (txn, task) in self.parts:
+            return  # the name is taken: already committed
+        self.parts.add((txn, task))
+        self.rows.extend(rows)
+
+    def recover(self, run: RunIdentity, task: int, restored: int | None) -> None:
+        """A task's ``recover``: commit what it staged at or below ``restored`` (PostgreSQL
+        and Redis keep staged rows in the external system), drop what it staged above."""
+        self._up()
+        mine = sorted(k for k in self.staged if k[0] == run.job_id and k[1] == task)
+        for k in mine:
+            if restored is not None and k[2] <= restored:
+                self.commit(run, task, k[2], self.staged[k])
+            else:
+                del self.staged[k]
+
+    def _up(self) -> None:
+        if self.down:
+            raise SinkUnavailableError("external system unavailable")
+
+
+def rows_of(items: list[Any]) -> list[Row]:
+    return [r for r in items if isinstance(r, Row)]

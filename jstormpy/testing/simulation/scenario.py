@@ -1,0 +1,203 @@
+"""One seed: draw the faults, run the job (twice for a lifecycle fault), check invariants.
+
+The invariants, after every run:
+
+* committed output per key equals the reference exactly once, in order (every key's
+  records ``1..N``, each once, in sequence order);
+* state equals a recomputation (each committed row's running count equals its sequence
+  number; the ``count`` and ``tally`` bolts' final state sums to each key's ``N``);
+* no commit for a checkpoint that did not complete (checked at every commit);
+* no restore below a committed checkpoint (checked at every restore);
+* every run ends drained, or in a named error state (a refusal), never a hang.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from jstormpy.errors import SinkError
+from jstormpy.run_identity import RunIdentity
+from jstormpy.testing.simulation.cluster import Simulation, handle_key
+from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault, FaultPlan
+from jstormpy.testing.simulation.outputs import Row, SimOutput
+from jstormpy.testing.simulation.storage import SimStorage
+from jstormpy.testing.simulation.world import World
+
+KEYS = 6
+HORIZON_MS = 400.0
+MAX_STEPS = 60_000
+MAX_TIME_MS = 60_000.0
+
+
+@dataclass
+class SeedResult:
+    """What one seed did."""
+
+    seed: int
+    faults: str
+    outcome: str
+    """``drained``, ``refused: ...`` (a named error state), or ``violated``/``hung``."""
+    violations: list[str] = field(default_factory=list)
+    trace: list[str] = field(default_factory=list)
+    steps: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def _inputs(world: World) -> tuple[dict[int, list[tuple[str, int]]], dict[str, int]]:
+    rng = world.rng
+    counts = {f"k{i}": rng.randint(3, 7) for i in range(KEYS)}
+    inputs: dict[int, list[tuple[str, int]]] = {}
+    for spout in (0, 1):
+        mine = [k for i, k in enumerate(counts) if i % 2 == spout]
+        queues = {k: list(range(1, counts[k] + 1)) for k in mine}
+        seq: list[tuple[str, int]] = []
+        while any(queues.values()):
+            k = rng.choice([k for k in mine if queues[k]])
+            seq.append((k, queues[k].pop(0)))
+        inputs[spout] = seq
+    return inputs, counts
+
+
+def run_seed(seed: int, allowed: tuple[Fault, ...] = ALL_FAULTS) -> SeedResult:
+    """Run seed ``seed`` with faults drawn from ``allowed``."""
+    world = World(seed)
+    plan = FaultPlan.draw(world, allowed, HORIZON_MS)
+    inputs, counts = _inputs(world)
+    output = SimOutput(kind=world.rng.choice(("log", "files")))
+    result = SeedResult(seed, f"{plan.describe()}; sink={output.kind}", "drained")
+    try:
+        _run(world, plan, inputs, counts, output, result)
+    except AssertionError as exc:  # an impossible state reached by the protocol glue
+        result.violations.append(f"assertion: {exc}")
+        result.outcome = "violated"
+    result.trace = list(world.trace)
+    result.steps = world.steps
+    return result
+
+
+def _run(world: World, plan: FaultPlan, inputs: dict[int, list[tuple[str, int]]],
+         counts: dict[str, int], output: SimOutput, result: SeedResult) -> None:
+    first = RunIdentity.fresh()
+    first = RunIdentity(job_id=f"{world.seed:x}a", epoch=first.epoch)
+    storage = SimStorage(world, plan)
+    sim = Simulation(world, plan, output, storage, inputs, first)
+    if plan.lifecycle is Fault.SAVEPOINT_INTO_USED:
+        sim.savepoint_at = world.rng.randint(1, 3)
+    if not _drive(world, sim, result):
+        return
+    if plan.lifecycle is None:
+        _check(sim, counts, [r for r in output.rows if r.job == first.job_id], result)
+        return
+    world.note(f"lifecycle: {plan.lifecycle.value}")
+    # the second run starts after the first drained, with the faults still active
+    if plan.lifecycle is Fault.FRESH_RUN_INTO_USED:
+        second = RunIdentity(job_id=f"{world.seed:x}b", epoch=0)
+        try:
+            output.check_fresh_run()
+        except SinkError as exc:
+            result.outcome = f"refused: {exc}"
+            return
+        sim2 = Simulation(world, plan, output, SimStorage(world, plan), inputs, second)
+        if _drive(world, sim2, result):
+            _check(sim2, counts, [r for r in output.rows if r.job == second.job_id], result)
+        return
+    if sim.savepoint is None or sim.savepoint_copy is None:
+        _check(sim, counts, [r for r in output.rows if r.job == first.job_id], result)
+        return
+    s = sim.savepoint
+    second = RunIdentity.from_savepoint(first, s)
+    second = RunIdentity(job_id=f"{world.seed:x}b", epoch=second.epoch)
+    try:
+        output.check_savepoint_restore(s)
+    except SinkError as exc:
+        result.outcome = f"refused: {exc}"
+        return
+    storage2 = SimStorage(world, plan)
+    meta, snaps = sim.savepoint_copy
+    storage2.metadata[s] = meta
+    storage2.landed.add(s)
+    storage2.snapshots.update(snaps)
+    sim2 = Simulation(world, plan, output, storage2, inputs, second, resume=True,
+                      earlier=(first, s), layout=sim.savepoint_layout)
+    if _drive(world, sim2, result):
+        rows = [r for r in output.rows if (r.job == first.job_id and r.txn <= s)
+                or r.job == second.job_id]
+        _check(sim2, counts, rows, result)
+
+
+def _drive(world: World, sim: Simulation, result: SeedResult) -> bool:
+    sim.start()
+    started = world.now
+    finished = world.run(sim.finished, MAX_STEPS, started + MAX_TIME_MS)
+    result.violations.extend(sim.violations)
+    if not finished:
+        result.outcome = "hung"
+        result.violations.append(f"the run neither drained nor failed within "
+                                 f"{MAX_TIME_MS:.0f} ms / {MAX_STEPS} steps "
+                                 f"(TM {sim.tm.state}, generation {sim.tm.generation})")
+        return False
+    if sim.tm.state != "drained":
+        result.outcome = sim.tm.state
+        return False
+    return True
+
+
+def _check(sim: Simulation, counts: dict[str, int], rows: list[Row],
+           result: SeedResult) -> None:
+    by_key: dict[str, list[Row]] = {}
+    for r in rows:
+        by_key.setdefault(r.key, []).append(r)
+    for key, n in counts.items():
+        got = by_key.get(key, [])
+        seqs = [r.seq for r in got]
+        if seqs != list(range(1, n + 1)):
+            missing = sorted(set(range(1, n + 1)) - set(seqs))
+            dups = sorted({s for s in seqs if seqs.count(s) > 1})
+            result.violations.append(
+                f"key {key}: committed sequence {seqs}, expected 1..{n} once each in order"
+                f" (missing {missing}, duplicated {dups})")
+        bad = [r for r in got if r.count != r.seq]
+        if bad:
+            result.violations.append(f"key {key}: running count {bad[0].count} at record "
+                                     f"{bad[0].seq} (state lost or counted twice)")
+    # the state the final checkpoint stored (what a restore would load)
+    meta = sim.storage.metadata.get(sim.drained_at, {"tasks": {}})
+    components = sim.layout.component_of()
+    for comp, state in (("count", "counts"), ("tally", "tally")):
+        totals: dict[str, int] = {}
+        for t, entry in meta["tasks"].items():
+            if components.get(int(t)) != comp:
+                continue
+            snap = sim.storage.snapshots.get(handle_key(entry["handle"]), {})
+            for k, v in snap.get("states", {}).get(state, {}).items():
+                totals[k] = totals.get(k, 0) + v
+        if totals != counts:
+            wrong = {k: (totals.get(k), n) for k, n in counts.items() if totals.get(k) != n}
+            result.violations.append(f"{comp} state {wrong} (got, expected) differs from a "
+                                     "recomputation")
+    if result.violations:
+        result.outcome = "violated"
+
+
+def run_seeds(seeds: range | list[int], allowed: tuple[Fault, ...] = ALL_FAULTS,
+              budget_s: float | None = None, stop_at_first: bool = False) -> tuple[
+                  list[SeedResult], int, float]:
+    """Run ``seeds`` (within ``budget_s`` seconds of wall time, if given); returns the
+    failing results, how many seeds ran and the seconds taken."""
+    failures: list[SeedResult] = []
+    start = time.monotonic()
+    ran = 0
+    for seed in seeds:
+        if budget_s is not None and time.monotonic() - start > budget_s:
+            break
+        result = run_seed(seed, allowed)
+        ran += 1
+        if not result.ok:
+            failures.append(result)
+            if stop_at_first:
+                break
+    return failures, ran, time.monotonic() - start

@@ -1,0 +1,159 @@
+"""Simulated checkpoint storage with the semantics of the state backends.
+
+Like ``state_backends/``: task snapshots are written under ``(checkpoint, task,
+generation)``; a checkpoint is complete once its metadata (the commit point) is written,
+atomically; the listing names the completed checkpoints; ``meta/`` holds the generation
+counter and the completed floor. Every call completes later, as an event, and may fail
+with the faults of the seed's plan. A completion whose caller died meanwhile (a crashed
+worker or TM) still changes storage, but nobody hears of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from jstormpy.errors import BackendError, CorruptSnapshotError, SnapshotNotFoundError
+from jstormpy.testing.simulation.faults import Fault, FaultPlan
+from jstormpy.testing.simulation.world import World
+
+Done = Callable[[Any, BaseException | None], None]
+"""A storage completion: ``(result, error)``."""
+
+
+class SimStorage:
+    """Checkpoints, snapshots and ``meta/`` entries of one job, in memory."""
+
+    def __init__(self, world: World, plan: FaultPlan) -> None:
+        self.world = world
+        self.plan = plan
+        self.snapshots: dict[tuple[int, int, int], Any] = {}
+        self.metadata: dict[int, dict[str, Any]] = {}
+        self.meta: dict[str, int] = {}
+        self.partial: set[tuple[int, int, int]] = set()
+        self.tm_queue: list[Any] = []  # the TM's calls run one at a time (BackendIO)
+        self.tm_busy = False
+        self.landed: set[int] = set()
+        """Every checkpoint whose metadata ever landed (retention does not forget it)."""
+
+    # -- the calls ---------------------------------------------------------------------------
+    def put_snapshot(self, key: tuple[int, int, int], data: Any, alive: Callable[[], bool],
+                     done: Done) -> None:
+        def apply() -> tuple[Any, BaseException | None]:
+            if self._disk_full() or self.plan.hit(self.world, Fault.WRITE_ERROR):
+                return None, BackendError(f"write of snapshot {key} failed (EIO)")
+            if self.plan.hit(self.world, Fault.PARTIAL_WRITE):
+                self.partial.add(key)
+                return None, BackendError(f"write of snapshot {key} failed half-way")
+            self.snapshots[key] = data
+            self.partial.discard(key)
+            return f"chk-{key[0]}/task-{key[1]}-g{key[2]}", None
+        self._call("put_snapshot", apply, alive, done)
+
+    def read_snapshot(self, handle: str, alive: Callable[[], bool], done: Done) -> None:
+        def apply() -> tuple[Any, BaseException | None]:
+            if self.plan.hit(self.world, Fault.READ_ERROR):
+                return None, BackendError(f"read of {handle} failed (EIO)")
+            key = _key_of(handle)
+            if key in self.partial:
+                return None, CorruptSnapshotError(f"snapshot {handle} is truncated")
+            if key not in self.snapshots:
+                return None, SnapshotNotFoundError(f"snapshot {handle} does not exist")
+            return self.snapshots[key], None
+        self._call("read_snapshot", apply, alive, done)
+
+    def put_metadata(self, checkpoint_id: int, metadata: dict[str, Any],
+                     alive: Callable[[], bool], done: Done) -> None:
+        def apply() -> tuple[Any, BaseException | None]:
+            if self._disk_full() or self.plan.hit(self.world, Fault.METADATA_WRITE_ERROR):
+                return None, BackendError(f"write of chk-{checkpoint_id}/_metadata failed")
+            if self.plan.hit(self.world, Fault.METADATA_TIMEOUT):
+                # the write lands after the caller gave up on it
+                def land() -> None:
+                    self.metadata.setdefault(checkpoint_id, metadata)
+                    self.landed.add(checkpoint_id)
+                self.world.at(self.world.latency(50, 400), land,
+                              f"storage: late metadata of checkpoint {checkpoint_id} lands")
+                return None, TimeoutError(f"chk-{checkpoint_id}/_metadata: no answer")
+            self.metadata[checkpoint_id] = metadata
+            self.landed.add(checkpoint_id)
+            return None, None
+        self._call("put_metadata", apply, alive, done, serial=True)
+
+    def list_completed(self, alive: Callable[[], bool], done: Done) -> None:
+        def apply() -> tuple[Any, BaseException | None]:
+            if self.plan.hit(self.world, Fault.LISTING_ERROR):
+                return None, BackendError("listing of checkpoints failed (EMFILE)")
+            ids = sorted(self.metadata)
+            if ids and self.plan.hit(self.world, Fault.LISTING_SHORT):
+                ids = ids[:self.world.rng.randrange(len(ids))]
+            return ids, None
+        self._call("list_completed", apply, alive, done, serial=True)
+
+    def read_metadata(self, checkpoint_id: int, alive: Callable[[], bool],
+                      done: Done) -> None:
+        def apply() -> tuple[Any, BaseException | None]:
+            if self.plan.hit(self.world, Fault.READ_ERROR):
+                return None, BackendError(f"read of chk-{checkpoint_id}/_metadata failed")
+            if checkpoint_id not in self.metadata:
+                return None, SnapshotNotFoundError(f"checkpoint {checkpoint_id} has no "
+                                                   "metadata")
+            return self.metadata[checkpoint_id], None
+        self._call("read_metadata", apply, alive, done, serial=True)
+
+    def put_meta(self, name: str, value: int, alive: Callable[[], bool], done: Done) -> None:
+        def apply() -> tuple[Any, BaseException | None]:
+            if self._disk_full() or self.plan.hit(self.world, Fault.META_WRITE_ERROR):
+                return None, BackendError(f"write of meta/{name} failed")
+            self.meta[name] = value
+            return None, None
+        self._call("put_meta", apply, alive, done, serial=True)
+
+    def delete_checkpoints(self, keep: set[int]) -> list[int]:
+        """Retention: delete every completed checkpoint not in ``keep`` (and savepoints
+        keep theirs: they are copies)."""
+        gone = [c for c in self.metadata if c not in keep]
+        for c in gone:
+            del self.metadata[c]
+        for key in [k for k in self.snapshots if k[0] in gone]:
+            del self.snapshots[key]
+        return gone
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _disk_full(self) -> bool:
+        window = self.plan.disk_full
+        return window is not None and window[0] <= self.world.now < window[1]
+
+    def _call(self, what: str, apply: Callable[[], tuple[Any, BaseException | None]],
+              alive: Callable[[], bool], done: Done, serial: bool = False) -> None:
+        """``serial``: a TM call, run after every TM call issued before it (the TM's
+        ``BackendIO`` thread: a recovery's listing sees every metadata write before it)."""
+        slow = self.plan.on(Fault.SLOW_STORAGE) and self.world.chance(0.3)
+        delay = self.world.latency(1, 8) * (self.world.rng.uniform(10, 100) if slow else 1)
+
+        def complete() -> None:
+            result, error = apply()
+            if serial:
+                self._next_tm_call()
+            if alive():
+                done(result, error)
+        if not serial:
+            self.world.at(delay, complete, f"storage: {what} completes")
+            return
+        self.tm_queue.append((delay, complete, f"storage: {what} completes"))
+        if not self.tm_busy:
+            self._next_tm_call()
+
+    def _next_tm_call(self) -> None:
+        if not self.tm_queue:
+            self.tm_busy = False
+            return
+        self.tm_busy = True
+        delay, complete, label = self.tm_queue.pop(0)
+        self.world.at(delay, complete, label)
+
+
+def _key_of(handle: str) -> tuple[int, int, int]:
+    chk, task = handle.split("/")
+    t, g = task[len("task-"):].split("-g")
+    return int(chk[len("chk-"):]), int(t), int(g)
