@@ -148,3 +148,27 @@ def test_savepoint_copies_across_file_hdfs_and_hbase(tmp_path: Path, webhdfs_ser
     for task_id in t3.task_ids()["count"]:
         merged.update(snaps[task_id]["states"].get("counts", {}))
     assert merged == COUNTS
+
+
+def test_a_savepoint_restore_never_restores_below_the_savepoint(tmp_path: Path) -> None:
+    # found by the deterministic simulator (jstorm simulate): the restore dropped the
+    # earlier run's completed-checkpoint floor without setting its own, so a listing that
+    # missed the imported checkpoint in the restored run's first recovery restored nothing
+    # and replayed the input from offset 0 into outputs the savepoint's run had written
+    from types import SimpleNamespace
+
+    from jstormpy.savepoints import prepare_restore
+    from jstormpy.state_backends.base import COMPLETED_META
+
+    t = topo(2)
+    cid = completed_checkpoint(tmp_path / "run1", t)
+    sp = write_savepoint(open_backend(f"file://{tmp_path / 'run1'}"), cid, t,
+                         f"file://{tmp_path / 'sp'}")
+    target = tmp_path / "run2"
+    old = open_backend(f"file://{target}")
+    old.put_meta(COMPLETED_META, b"90")  # an earlier run of this backend got further
+    config = SimpleNamespace(state_backend=f"file://{target}", state_backend_options={},
+                             max_parallelism=128)
+    new_cid = prepare_restore(sp, t, config)
+    floor = open_backend(f"file://{target}").get_meta(COMPLETED_META)
+    assert floor == str(new_cid).encode()  # the restored run's own floor: the savepoint

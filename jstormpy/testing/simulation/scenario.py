@@ -22,7 +22,7 @@ from jstormpy.testing.simulation.cluster import Simulation, handle_key
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault, FaultPlan
 from jstormpy.testing.simulation.outputs import Row, SimOutput
 from jstormpy.testing.simulation.storage import SimStorage
-from jstormpy.testing.simulation.world import World
+from jstormpy.testing.simulation.world import TRACE_EVENTS, World
 
 KEYS = 6
 HORIZON_MS = 400.0
@@ -62,9 +62,11 @@ def _inputs(world: World) -> tuple[dict[int, list[tuple[str, int]]], dict[str, i
     return inputs, counts
 
 
-def run_seed(seed: int, allowed: tuple[Fault, ...] = ALL_FAULTS) -> SeedResult:
-    """Run seed ``seed`` with faults drawn from ``allowed``."""
-    world = World(seed)
+def run_seed(seed: int, allowed: tuple[Fault, ...] = ALL_FAULTS,
+             trace_events: int | None = TRACE_EVENTS) -> SeedResult:
+    """Run seed ``seed`` with faults drawn from ``allowed``; the trace keeps the last
+    ``trace_events`` events (None: all)."""
+    world = World(seed, trace_events)
     plan = FaultPlan.draw(world, allowed, HORIZON_MS)
     inputs, counts = _inputs(world)
     output = SimOutput(kind=world.rng.choice(("log", "files")))
@@ -120,6 +122,7 @@ def _run(world: World, plan: FaultPlan, inputs: dict[int, list[tuple[str, int]]]
     meta, snaps = sim.savepoint_copy
     storage2.metadata[s] = meta
     storage2.landed.add(s)
+    storage2.meta["completed_floor"] = s  # savepoints.prepare_restore
     storage2.snapshots.update(snaps)
     sim2 = Simulation(world, plan, output, storage2, inputs, second, resume=True,
                       earlier=(first, s), layout=sim.savepoint_layout)
