@@ -191,17 +191,21 @@ class SimTask:
 
     # -- bolts and sinks -----------------------------------------------------------------------
     def deliver(self, src: int, item: Any) -> None:
-        if isinstance(item, BarrierItem):
+        # as the executor's loop: everything of a blocked channel is held, barriers too;
+        # what an alignment releases goes back to the front of the queue, in order
+        queue = deque([(src, item)])
+        while queue:
+            src, item = queue.popleft()
+            if self.aligner.is_blocked(src):
+                self.aligner.hold(src, (src, item))
+                continue
+            if not isinstance(item, BarrierItem):
+                self.process(src, item)
+                continue
             if not self.aligner.on_barrier(src, item.checkpoint_id):
-                return
+                continue
             self.on_aligned(item.checkpoint_id)
-            for held_src, held in self.aligner.release():
-                self.process(held_src, held)
-            return
-        if self.aligner.is_blocked(src):
-            self.aligner.hold(src, (src, item))
-            return
-        self.process(src, item)
+            queue.extendleft(reversed(self.aligner.release()))
 
     def process(self, src: int, item: Any) -> None:
         assert isinstance(item, Record)

@@ -11,6 +11,7 @@ from jstormpy.errors import ConfigError
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault
 from jstormpy.testing.simulation.holes import HOLES, reintroduced
 from jstormpy.testing.simulation.scenario import run_seed, run_seeds
+from jstormpy.testing.simulation.world import TRACE_EVENTS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(shows the simulator finds it)")
     p.add_argument("--show", type=int, default=10, metavar="K",
                    help="failing seeds to print (default 10)")
+    p.add_argument("--trace", type=int, default=TRACE_EVENTS, metavar="N",
+                   help=f"with --seed: print the last N events (default {TRACE_EVENTS}; "
+                        "0: every event)")
 
 
 def _faults(text: str) -> tuple[Fault, ...]:
@@ -50,12 +54,12 @@ def run_from_args(args: argparse.Namespace) -> int:
     hole: Any = reintroduced(args.hole) if args.hole else contextlib.nullcontext()
     with hole:
         if args.seed is not None:
-            result = run_seed(args.seed, allowed)
+            result = run_seed(args.seed, allowed, args.trace or None)
             print(f"seed {result.seed}: {result.outcome} ({result.faults}; "
                   f"{result.steps} events)")
             for v in result.violations:
                 print(f"  violation: {v}")
-            print("last events:")
+            print("events:" if not args.trace else "last events:")
             for line in result.trace:
                 print(f"  {line}")
             return 0 if result.ok else 1

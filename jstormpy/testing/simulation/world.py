@@ -28,14 +28,14 @@ class _Event:
 class World:
     """The clock, the event queue and the random source of one simulated run."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, trace_events: int | None = TRACE_EVENTS) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.now = 0.0
         self.steps = 0
         self._queue: list[_Event] = []
         self._seq = 0
-        self.trace: deque[str] = deque(maxlen=TRACE_EVENTS)
+        self.trace: deque[str] = deque(maxlen=trace_events)
 
     def at(self, delay: float, fn: Callable[[], None], label: str) -> None:
         """Run ``fn`` ``delay`` simulated milliseconds from now."""
