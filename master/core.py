@@ -120,6 +120,7 @@ class MasterCore:
         self.generation = 0
         self.target_checkpoint: int | None = None
         self.prepared_base = 0
+        self.prepared_generation = 0  # the generation whose Prepares went out last
         self.retry_prepare_at: float | None = None
         self.ready: set[int] = set()
         # every state-backend call after start-up runs there, never under self.lock
@@ -229,6 +230,12 @@ class MasterCore:
                 old.send(shutdown=pb.Shutdown(reason="replaced by a newer registration"))
                 if self.state == "running":
                     self._worker_failed(session.worker_id, "worker re-registered")
+                elif self.state == "recovering" and self.prepared_generation == self.generation:
+                    # its Prepare went out on the old stream: prepare everyone again in a
+                    # new generation, so that no Ready of the old Prepares can start it
+                    # (found by the deterministic simulator, docs/simulation.md)
+                    self._worker_failed(session.worker_id, "worker re-registered",
+                                        knock_on=True)
             self.sessions[session.worker_id] = session
             self.generation = max(self.generation, reported_generation)
             log.info("worker %d registered (pid %d, data port %d)", session.worker_id,
@@ -437,6 +444,7 @@ class MasterCore:
         restored, base = prepare_ids(self.target_checkpoint, self.checkpoints.id_floor,
                                      self.stateful)
         self.prepared_base = base
+        self.prepared_generation = self.generation
         for s in alive:
             tasks = [t for t, w in self.plan.items() if w == s.worker_id]
             s.send(prepare=pb.Prepare(

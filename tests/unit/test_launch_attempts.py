@@ -90,3 +90,26 @@ def test_without_launch_attempts_a_late_replacement_is_a_second_failure(tmp_path
     start(core, [old[0], new1])
     register(core, 0, 0)
     assert core.restarts == 2 and core.state == "recovering"
+
+
+def test_a_worker_registering_again_after_its_prepare_was_sent_is_prepared_again(
+        tmp_path: Path) -> None:
+    # a worker whose control stream broke after the recovery's Prepare went out on it
+    # registers on a new stream: the TM prepares every worker again in a new generation.
+    # It used to prepare them again in the same one, so a Ready of the first Prepares
+    # could start the job while a worker was rebuilding its tasks for the second, and
+    # frames sent to it in between were lost (found by the deterministic simulator)
+    core = core_for(tmp_path)
+    w0, w1 = (register(core, w, 0) for w in (0, 1))
+    start(core, [w0, w1])
+    core.worker_lost(w1, "control stream closed")
+    w1b = register(core, 1, 0)
+    next_message(w0, "prepare")
+    next_message(w1b, "prepare")  # the recovery's Prepares are out
+    w1c = register(core, 1, 0)  # w1b's stream broke before its Ready: a new stream
+    p1 = next_message(w1c, "prepare").prepare
+    p0 = next_message(w0, "prepare").prepare
+    assert p0.generation == p1.generation == 3  # 1: start, 2: the first recovery
+    for s, p in ((w0, p0), (w1c, p1)):
+        core.on_ready(pb.Ready(worker_id=s.worker_id, generation=p.generation, ok=True))
+    assert core.state == "running"
