@@ -76,9 +76,10 @@ CHECKPOINT_INTERVAL = 12.0
 HEARTBEAT_TIMEOUT = 25.0
 RETRY_PREPARE = 20.0
 RETAINED = 2
-RETRIED = frozenset({"prepare", "complete", "abort"})
-"""TM commands a retry may deliver twice (idempotent by design); a trigger or start is
-sent once on the ordered control stream."""
+RETRIED = frozenset({"complete", "abort"})
+"""TM commands a retry may deliver twice (idempotent by design); a Prepare, trigger or
+start is sent once on the ordered control stream (a Prepare again only in a new
+generation)."""
 
 
 # -- the job -------------------------------------------------------------------------------------
@@ -191,6 +192,8 @@ class SimTask:
 
     # -- bolts and sinks -----------------------------------------------------------------------
     def deliver(self, src: int, item: Any) -> None:
+        if not self.alive:
+            return  # its thread failed: nothing reads its inbox
         # as the executor's loop: everything of a blocked channel is held, barriers too;
         # what an alignment releases goes back to the front of the queue, in order
         queue = deque([(src, item)])
@@ -414,9 +417,10 @@ class SimWorker:
             if t.component == "sink":
                 try:
                     t.perform(t.txns.start(self.base + 1))
-                except SinkError as exc:  # the task fails: the TM recovers
+                except SinkError as exc:  # the task's thread dies: the TM recovers
+                    t.stop()
                     self.to_tm("task_error", self.generation, t.task_id, str(exc))
-                    return
+                    continue
             backlog, t.backlog = t.backlog, []
             for src, item in backlog:
                 t.deliver(src, item)
@@ -571,6 +575,7 @@ class Recovery:
     generation: int
     target: int | None
     plan: RestorePlan | None = None
+    resolved: bool = False  # its Prepares went out (MasterCore.prepared_generation)
     restored: int = 0
     base: int = 0
     ready: set[int] = field(default_factory=set)
@@ -628,6 +633,10 @@ class SimMaster:
         elif self.state == "waiting" and len(self.registered) == WORKERS:
             target = LATEST if self.resume else None
             self.begin_recovery("start", target)
+        elif self.state == "recovering" and self.recovery is not None and \
+                self.recovery.resolved:
+            # its Prepare went out on the old stream: a new generation (MasterCore.register)
+            self.begin_recovery(f"worker {worker_id} re-registered")
         elif self.state == "recovering":
             self.maybe_prepare()
 
@@ -718,6 +727,7 @@ class SimMaster:
             case Restore(target, handles):
                 rec.restored, rec.base = prepare_ids(target, coord.id_floor, True)
                 rec.target = target
+                rec.resolved = True
                 self.sim.on_restore(rec.restored)
                 for w in self.sim.workers:
                     self.sim.control.to_worker(w, "prepare", rec.generation, dict(handles),
