@@ -630,7 +630,9 @@ class SimMaster:
         self.generation = max(self.generation, reported_generation)
         if self.state == "running":
             self.begin_recovery(f"worker {worker_id} re-registered")
-        elif self.state == "waiting" and len(self.registered) == WORKERS:
+        elif self.state == "waiting":
+            # as MasterCore: the first generation begins at the first registration (the
+            # Prepares wait for every worker), above what that worker reports
             target = LATEST if self.resume else None
             self.begin_recovery("start", target)
         elif self.state == "recovering" and self.recovery is not None and \
@@ -728,6 +730,7 @@ class SimMaster:
                 rec.restored, rec.base = prepare_ids(target, coord.id_floor, True)
                 rec.target = target
                 rec.resolved = True
+                self.sim.on_prepares(rec.generation, self)
                 self.sim.on_restore(rec.restored)
                 for w in self.sim.workers:
                     self.sim.control.to_worker(w, "prepare", rec.generation, dict(handles),
@@ -869,6 +872,7 @@ class Simulation:
         self.tm = SimMaster(self, resume)
         self.completed: set[int] = set(storage.metadata)
         self.violations: list[str] = []
+        self.generations: dict[int, int] = {}  # generation -> the TM incarnation that used it
         self.rescale_state = ""
         self.rescale_checkpoint = 0
         self.rescale_commits: set[int] = set()
@@ -893,6 +897,17 @@ class Simulation:
         if not any(c >= txn for c in self.storage.landed):
             self.violations.append(f"commit of transaction {txn}, which no completed "
                                    "checkpoint covers")
+
+    def on_prepares(self, generation: int, tm: SimMaster) -> None:
+        """The TM sends the Prepares of ``generation``. A generation names one timeline:
+        the workers' frame filter and the sinks' fence tokens rely on a restarted TM never
+        handing out one an earlier incarnation already did (issue 23, hole 7)."""
+        first = self.generations.setdefault(generation, tm.incarnation)
+        if first != tm.incarnation:
+            self.violations.append(
+                f"generation {generation} handed out again by a restarted Topology Master "
+                f"(incarnation {tm.incarnation}; incarnation {first} had): live workers "
+                "accept the earlier timeline's frames and fence tokens do not advance")
 
     def on_restore(self, restored: int) -> None:
         committed = [r.txn for r in self.output.rows if r.job == self.run.job_id]
@@ -1012,8 +1027,8 @@ class Simulation:
         self.world.at(self.world.latency(5, 40), worker.restart, f"worker {w} restarts")
 
     def _crash_tm(self) -> None:
-        if self.tm.state in ("drained", "failed"):
-            return
+        if self.tm.state in ("drained", "failed") or not self.tm.alive:
+            return  # a dead TM's restart is already on its way: one launcher, one TM
         old = self.tm
         old.crash()
         layout = old.layout
