@@ -20,7 +20,7 @@ from typing import Any
 
 from jstormpy import Bolt
 from jstormpy.runtime.executor import TaskExecutor
-from jstormpy.runtime.routing import DATA, OutputCollector, Route
+from jstormpy.runtime.routing import MessageKind, OutputCollector, Route
 from jstormpy.window import TumblingWindows, WindowedBolt
 
 WORDS = [f"w{i}" for i in range(10_000)]
@@ -168,14 +168,14 @@ def run(api: str, lines: list[str], batch_size: int = 512) -> dict[str, int]:
             q = inbox[t]
             while q:
                 src, kind, stream, payload = q.popleft()
-                assert kind == DATA
+                assert kind == MessageKind.DATA
                 ex._execute_batch(src, stream, payload)
             ex.collector.flush()
     if api == "window":
         for ex in counts:
             ex._on_end_of_stream(2)  # the input ends: the one window fires
-        return {row[0]: row[3] for src, kind, stream, payload in inbox[5] if kind == DATA
-                for row in payload}
+        return {row[0]: row[3] for src, kind, stream, payload in inbox[5]
+                if kind == MessageKind.DATA for row in payload}
     merged: dict[str, int] = {}
     for c in (count_c, count_c2):
         merged.update(c.counts)

@@ -44,7 +44,7 @@ from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.run_identity import RunIdentity
 from jstormpy.runtime import taskops
 from jstormpy.runtime.channel_plan import chain_plan, input_channels
-from jstormpy.runtime.credits import CREDIT_TASK, CreditGate, GrantTotals, Stopped, TaskInbox
+from jstormpy.runtime.credits import CreditGate, GrantTotals, Stopped, TaskInbox
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.heartbeat import heartbeat_message
 from jstormpy.runtime.incremental import make_incremental
@@ -194,7 +194,7 @@ class Worker(TaskHost):
         self.transport = Transport(self.worker_id, self.secret, self._deliver, host=self.host,
                                    max_frame_bytes=self.config.max_frame_bytes,
                                    send_buffer_bytes=self.config.send_buffer_bytes,
-                                   deliver_generation=True,
+                                   deliver_generation=True, on_credit=self._credit_granted,
                                    on_loss=lambda worker, _why: self._frames_lost(worker),
                                    tls_dir=self.tls_dir)  # mutual TLS on the data plane
         self.transport.start()
@@ -214,13 +214,14 @@ class Worker(TaskHost):
         inboxes = self.inboxes  # one read: a Prepare replaces them whole (hole 8)
         if generation != inboxes.generation:
             return
-        if dst_task == CREDIT_TASK:
-            _kind, src, dst, total = item
-            self.gate.release_total(src, dst, total)
-            return
         q = inboxes.queues.get(dst_task)
         if q is not None:
             q.put(item)  # never blocks: the sender spent a credit for it
+
+    def _credit_granted(self, src: int, dst: int, total: int, generation: int) -> None:
+        """A CREDIT frame: the receiver of ``src -> dst`` has returned ``total`` credits."""
+        if generation == self.inboxes.generation:
+            self.gate.release_total(src, dst, total)
 
     def channel_credits(self, dst: int) -> int:
         """Credits of each channel into task ``dst``: its queue budget over its inputs."""
@@ -261,8 +262,7 @@ class Worker(TaskHost):
             self.gate.release(src, dst, n)
         elif worker is not None and self.transport is not None:
             total = self.credit_totals.add(src, dst, n)
-            self.transport.send(worker, CREDIT_TASK, ("credit", src, dst, total),
-                                self.tasks_generation)
+            self.transport.send_credit(worker, src, dst, total, self.tasks_generation)
 
     def resend_credit_totals(self) -> None:
         """Re-send every remote channel's credit total (heals a lost grant). Never waits
@@ -271,8 +271,8 @@ class Worker(TaskHost):
         for (src, dst), total in self.credit_totals.items():
             worker = self.task_workers.get(src)
             if worker is not None and worker != self.worker_id and self.transport is not None:
-                self.transport.send(worker, CREDIT_TASK, ("credit", src, dst, total),
-                                    self.tasks_generation, wait=False)
+                self.transport.send_credit(worker, src, dst, total, self.tasks_generation,
+                                           wait=False)
 
     def _frames_lost(self, worker: int) -> None:
         """A frame to ``worker`` was dropped (connection lost). Under exactly-/at-least-once

@@ -11,7 +11,7 @@ import pytest
 from jstormpy import Batch, Bolt, Tuple
 from jstormpy.errors import TopologyError
 from jstormpy.runtime.executor import TaskExecutor
-from jstormpy.runtime.routing import BARRIER, DATA, OutputCollector, build_routes
+from jstormpy.runtime.routing import MessageKind, OutputCollector, build_routes
 from jstormpy.topology import Grouping
 from tests.fake_task_host import FakeTaskHost
 from tests.unit.test_routing import Sent
@@ -172,8 +172,8 @@ def test_a_batch_never_spans_a_barrier():
     ex._on_barrier(1, 1)
     ex._execute_batch(1, "default", [("c",)])
     ex.collector.flush()
-    kinds = [(item[1], item[3] if item[1] == DATA else None) for _, item in sent.items]
-    assert kinds == [(DATA, [("a", 1), ("b", 1)]), (BARRIER, None), (DATA, [("c", 1)])]
+    kinds = [(item[1], item[3] if item[1] == MessageKind.DATA else None) for _, item in sent.items]
+    assert kinds == [(MessageKind.DATA, [("a", 1), ("b", 1)]), (MessageKind.BARRIER, None), (MessageKind.DATA, [("c", 1)])]
     assert comp.seen == [2, 1]
 
 

@@ -22,7 +22,7 @@ from jstormpy.keygroups import (
     split_by_key_group,
     task_index_for_key_group,
 )
-from jstormpy.runtime.routing import DATA, OutputCollector, Route
+from jstormpy.runtime.routing import MessageKind, OutputCollector, Route
 
 KEYS: list[Any] = ["apple", "pear", "", "é", 0, 1, -7, 2**70, 1.5, b"raw", None,
                    ("a", 1), ("a", (2, "b"))]
@@ -93,7 +93,7 @@ def _routed(max_p: int, n: int, keys: list[Any], batch: bool) -> dict[Any, int]:
     coll.flush()
     out: dict[Any, int] = {}
     for dst, (_src, kind, _s, rows) in sent:
-        assert kind == DATA
+        assert kind == MessageKind.DATA
         for (k,) in rows:
             assert out.setdefault(k, dst - 100) == dst - 100
     return out
