@@ -411,7 +411,7 @@ class RescaleController:
             log.warning("could not drop the checkpoints of the old layout: %s", exc)
         self.marks["committed"] = self.t_step = time.monotonic()
         self.phase = "restarting"
-        for s in core._alive():  # noqa: SLF001
+        for s in core.alive_sessions():
             if s.worker_id < config.workers:
                 self._restart(s)
             else:  # fewer workers: it stops for good (the launcher does not restart it)
@@ -419,7 +419,7 @@ class RescaleController:
                 s.send(shutdown=pb.Shutdown(reason="rescale: fewer workers", exit_code=0))
         for wid in [w for w in core.sessions if w >= config.workers]:
             del core.sessions[wid]
-        core._begin_generation(  # noqa: SLF001
+        core.begin_generation(
             f"rescale to {self.changes}" + (f" with code {self.code}" if self.code else ""),
             new_id, count_restart=False)
 
@@ -471,7 +471,7 @@ class RescaleController:
         self.phase = "idle"
         self.done = self.requested
         if resume and paused and core.state == "running":
-            core._broadcast(resume=pb.ResumeSpouts(generation=core.generation))  # noqa: SLF001
+            core.broadcast(resume=pb.ResumeSpouts(generation=core.generation))
 
     # -- reporting -----------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
