@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 from jstormpy.batch import Batch
-from jstormpy.component import Bolt, TopologyContext, Tuple
+from jstormpy.component import Bolt, TopologyContext, Tuple, bound_emitter
 from jstormpy.errors import CheckpointError
 from jstormpy.window.aggregates import BuiltinAggregate
 from jstormpy.window.assigners import CountWindows, WindowAssigner
@@ -240,7 +240,7 @@ class WindowedBolt(Bolt):
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
         """Validate the configuration and set up (or keep restored) window state."""
         rt = self._jw_runtime()
-        collector = getattr(self, "_jstorm_collector", None)
+        collector = bound_emitter(self)
         rt.columnar = callable(getattr(collector, "emit_batch", None))
         if rt.tracker is not None:
             rt.tracker.add_channels(context.input_tasks)

@@ -40,7 +40,7 @@ from jstormpy.barrier.transactions import (
     SinkTransactions,
 )
 from jstormpy.batch import Batch
-from jstormpy.component import ERRORS_STREAM, Tuple
+from jstormpy.component import ERRORS_STREAM, Tuple, managed_states
 from jstormpy.errors import TopologyError
 from jstormpy.faults import fault_point
 from jstormpy.picklecheck import snapshot_pickle_error
@@ -296,7 +296,7 @@ class TaskExecutor:
     # -- snapshots ------------------------------------------------------------------------
     def _snapshot_dict(self) -> dict[str, Any]:
         comp = self.component
-        snap: dict[str, Any] = {"states": comp.__dict__.get("_jstorm_states", {}),
+        snap: dict[str, Any] = {"states": managed_states(comp),
                                 "state_version": getattr(type(comp), "state_version", None),
                                 "max_parallelism": getattr(self.host, "max_parallelism", None)}
         custom = getattr(comp, "snapshot", None)

@@ -33,7 +33,7 @@ import cloudpickle
 import grpc
 
 from jstormpy import pickling
-from jstormpy.component import TopologyContext
+from jstormpy.component import TopologyContext, bind_task
 from jstormpy.config import Config
 from jstormpy.errors import CorruptSnapshotError, JStormError
 from jstormpy.faults import chaos_route
@@ -415,9 +415,7 @@ class Worker(TaskHost):
                                             conf.batch_size, self.max_parallelism, chained)
             collector = OutputCollector(task_id, name, routes, channels, self.send,
                                         streams=dict(spec.streams))
-            comp.__dict__["_jstorm_collector"] = collector
-            comp.__dict__["emit"] = collector.emit
-            comp.__dict__["_jstorm_log"] = taskops.task_logger(self, name, task_id)  # ops
+            bind_task(comp, collector, taskops.task_logger(self, name, task_id))
             inputs = channels_in[task_id]
             context = TopologyContext(
                 topology=topo.name, component=name, task_id=task_id,
