@@ -52,6 +52,11 @@ class Batch:
         """The stream's field names, in declared order."""
         return tuple(sorted(self._index, key=self._index.__getitem__))
 
+    @property
+    def field_index(self) -> Mapping[str, int]:
+        """Each field's position in a row (shared with the channel's tuples; do not modify)."""
+        return self._index
+
     def __len__(self) -> int:
         return len(self.rows)
 

@@ -117,12 +117,10 @@ class _LazyTuples(Sequence[Tuple]):
         if isinstance(i, slice):
             return _LazyTuples(self._batch, self._rows[i])
         b = self._batch
-        return Tuple(self._rows[i], b._index, b.source, b.stream, b.task)  # noqa: SLF001
+        return Tuple(self._rows[i], b.field_index, b.source, b.stream, b.task)
 
     def __iter__(self) -> Iterator[Tuple]:
-        b = self._batch
-        cls = b._tuple_cls or Tuple.bound(b._index, b.source, b.stream, b.task)  # noqa: SLF001
-        return map(cls, self._rows)
+        return map(self._batch.tuple_class, self._rows)
 
 
 class _BoundAggregator:

@@ -294,7 +294,7 @@ class FileSink(Sink):
         if (self.format == "jsonl" and self._txn is not None and cls.write is FileSink.write
                 and cls.execute is Sink.execute):
             try:
-                text = encode_rows(batch.rows, batch._index)
+                text = encode_rows(batch.rows, batch.field_index)
             except (TypeError, ValueError):
                 text = None  # found again, tuple by tuple, below
         if text is None:
