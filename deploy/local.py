@@ -130,10 +130,17 @@ class WorkerInfo:
 class TopologyHandle:
     """A submitted topology: wait for it, inspect it, control it."""
 
-    def __init__(self, name: str, client: MasterClient, launcher: _Supervisor | None) -> None:
+    def __init__(self, name: str, client: MasterClient, launcher: Supervisor | None) -> None:
         self.name = name
         self.client = client
         self._launcher = launcher
+
+    @property
+    def launcher(self) -> Supervisor | None:
+        """The local launcher that starts and restarts this topology's processes (None for
+        a handle attached to a topology another process launched); the chaos harness reads
+        its process table to pick kill targets."""
+        return self._launcher
 
     @property
     def run_dir(self) -> Path | None:
@@ -269,7 +276,7 @@ class TopologyHandle:
             self.client.kill("killed by the client")
 
 
-class _Supervisor:
+class Supervisor:
     """Starts and restarts the TM and worker processes of one topology."""
 
     def __init__(self, name: str, run_dir: Path, config: Config, secret: str, port: int,
@@ -536,7 +543,7 @@ class LocalCluster:
             run_dir = write_run_dir(self.home, topology, config)
             secret = new_secret()
             port = free_port(config.host)
-            sup = _Supervisor(name, run_dir, config, secret, port, resume, self.env, self.fork)
+            sup = Supervisor(name, run_dir, config, secret, port, resume, self.env, self.fork)
             sup.start(self._take_zygote(sup.base_env) if self.fork else None)
             Registration(name, sup.address, secret, str(run_dir), os.getpid(),
                          sup.tls_dir).save(self.home)

@@ -56,8 +56,8 @@ from jstormpy.codepkg import UPGRADE_EXIT_CODE
 from jstormpy.config import Config, as_config
 from jstormpy.deploy.launch_lock import submit_lock
 from jstormpy.deploy.local import (
+    Supervisor,
     TopologyHandle,
-    _Supervisor,
     check_fresh_output,
     check_submission,
     exit_text,
@@ -134,7 +134,7 @@ def task_slots(spark: Any) -> int:
         cores = 1 if n is None else (os.cpu_count() or 1) if n == "*" else int(n)
         return cores // cpus
     with contextlib.suppress(Exception):
-        jsc = sc._jsc.sc()
+        jsc = sc._jsc.sc()  # py4j: PySpark has no public API for resource profiles
         profile = jsc.resourceProfileManager().defaultResourceProfile()
         return int(jsc.maxNumConcurrentTasks(profile))
     return int(sc.defaultParallelism) // cpus
@@ -231,7 +231,7 @@ def _job_failure(exc: BaseException) -> str:
     return (text.strip().splitlines() or [type(exc).__name__])[0][:500]
 
 
-class _SparkSupervisor(_Supervisor):
+class _SparkSupervisor(Supervisor):
     """The TM as a driver subprocess (restarted with --resume if it dies) and the workers
     as one barrier-mode Spark job (resubmitted when it fails)."""
 

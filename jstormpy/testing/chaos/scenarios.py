@@ -251,7 +251,7 @@ class _Injector:
         return self._last_status
 
     def _pid(self, worker: int | None) -> int | None:
-        launcher = self.handle._launcher  # noqa: SLF001 - the harness drives the local launcher
+        launcher = self.handle.launcher
         with launcher.lock:
             if worker is None:
                 return launcher.master.pid if launcher.master else None
