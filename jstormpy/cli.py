@@ -68,7 +68,7 @@ def load_topology_file(path: str) -> Any:
     cloudpickle.register_pickle_by_value(module)
     topo = getattr(module, "topology", None)
     if isinstance(topo, TopologyBuilder):
-        module.topology = topo.build()  # type: ignore[attr-defined]
+        vars(module)["topology"] = topo.build()
     elif not isinstance(topo, Topology):
         raise JStormError(f"{path} must define `topology` (a Topology or TopologyBuilder); "
                           f"found {type(topo).__name__}")

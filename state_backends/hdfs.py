@@ -151,6 +151,8 @@ class HdfsBackend(StateBackend):
 
     def _list_dir(self, path: str) -> list[tuple[str, dict[str, Any]]] | None:
         """``(name, FileStatus)`` of a directory's entries, or None if it does not exist."""
+        # HdfsCLI's public list() raises one HdfsError for "missing" and for every other
+        # failure; the raw call lets a 404 mean "no directory" and anything else raise
         res = self.client._list_status(path, strict=False)
         if res.status_code == 404:
             return None
@@ -200,6 +202,8 @@ class HdfsBackend(StateBackend):
 
         tmp = self._write_tmp(posixpath.dirname(target), data)
         try:
+            # the raw RENAME: the public rename() neither returns WebHDFS's boolean (false:
+            # the target exists) nor passes renameoptions=OVERWRITE, both needed here
             res = self.client._rename(tmp, destination=target)
             if res.json()["boolean"]:
                 return

@@ -27,6 +27,9 @@ from __future__ import annotations
 
 import operator
 from abc import ABC, abstractmethod
+
+# the C loop behind Counter.update, for a plain dict: no public stdlib equivalent counts
+# an iterable into a mapping at C speed (Counter itself would change the state's type)
 from collections import _count_elements  # type: ignore[attr-defined]
 from collections.abc import MutableMapping, Sequence
 from typing import Any

@@ -166,6 +166,7 @@ class KafkaSpout(ReplayableSpout):
         out: list[tuple[Any, SplitRecord]] = []
         for m in msgs:
             if m.error() is not None:
+                # confluent-kafka's documented name for librdkafka's internal EOF event
                 if m.error().code() == ck.KafkaError._PARTITION_EOF:
                     continue
                 raise SourceError(f"KafkaSpout {self.topic!r}: {m.error()}")

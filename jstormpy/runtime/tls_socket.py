@@ -156,6 +156,8 @@ class SerializedSSLSocket(ssl.SSLSocket):
         socket.socket.shutdown(self, how)
 
     def _real_close(self) -> None:
+        # ssl.SSLSocket's own close hook (the one socket.close calls once no makefile()
+        # holds it); overriding it is the only way to serialise the SSL object's release
         if not self._serialized:
             super()._real_close()  # type: ignore[misc]
             return
