@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jstormpy.component import TopologyContext, Tuple  # noqa: E402
+from jstormpy.api.component import TopologyContext, Tuple  # noqa: E402
 from jstormpy.connectors.kafka import KafkaSink, KafkaSpout, kafka_bootstrap_of_mock  # noqa: E402
 
 FIELDS = {"key": 0, "value": 1}

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jstormpy.config import Config
-from jstormpy.errors import (
+from jstormpy.api.config import Config
+from jstormpy.api.errors import (
     BackendError,
     BackendTimeoutError,
     CorruptSnapshotError,
@@ -26,6 +26,7 @@ from jstormpy.errors import (
     SnapshotNotFoundError,
     UnavailableError,
 )
+from jstormpy.api.topology import assign_tasks
 from jstormpy.faults import fault_point
 from jstormpy.master.backend_io import BackendIO
 from jstormpy.master.backpressure import BackpressureCoordinator
@@ -61,7 +62,6 @@ from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.run_identity import RunIdentity
 from jstormpy.state_backends import StateBackend
 from jstormpy.state_backends.base import COMPLETED_META
-from jstormpy.topology import assign_tasks
 
 log = logging.getLogger("jstormpy.master")
 RUN_DIR_ENV = "JSTORM_RUN_DIR"  # = jstormpy.runtime.taskops.RUN_DIR_ENV (set by launchers)

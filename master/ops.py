@@ -14,8 +14,8 @@ import json
 import logging
 from typing import Any
 
-from jstormpy.config import LOG_LEVELS
-from jstormpy.errors import ConfigError, JStormError
+from jstormpy.api.config import LOG_LEVELS
+from jstormpy.api.errors import ConfigError, JStormError
 from jstormpy.proto import jstorm_pb2 as pb
 
 log = logging.getLogger("jstormpy.master.ops")

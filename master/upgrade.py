@@ -30,14 +30,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jstormpy.codepkg import (
+from jstormpy.api.errors import BackendError, JStormError
+from jstormpy.operations.codepkg import (
     UPGRADE_EXIT_CODE,
     PackageStore,
     check_compatible,
     inspect_topology,
     parallelism_changes,
 )
-from jstormpy.errors import BackendError, JStormError
 from jstormpy.proto import jstorm_pb2 as pb
 
 if TYPE_CHECKING:

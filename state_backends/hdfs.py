@@ -25,7 +25,7 @@ Atomicity design
 
 Failures: connection errors, timeouts and HTTP 5xx / ``RetriableException`` /
 ``StandbyException`` are retried ``retries`` times with exponential backoff; then
-:class:`~jstormpy.errors.BackendError` naming the URI is raised. A listing never comes
+:class:`~jstormpy.api.errors.BackendError` naming the URI is raised. A listing never comes
 back short: a 404 on a directory known to exist (the root once anything under it was
 seen, a ``chk-N/`` its parent just listed) is retried the same way, then a BackendError.
 """
@@ -42,7 +42,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from jstormpy.errors import BackendError, SnapshotNotFoundError
+from jstormpy.api.errors import BackendError, SnapshotNotFoundError
 from jstormpy.state_backends.base import StateBackend
 
 log = logging.getLogger(__name__)

@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
-from jstormpy.batch import Batch
-from jstormpy.component import Bolt, TopologyContext, Tuple, bound_emitter
-from jstormpy.errors import CheckpointError
+from jstormpy.api.batch import Batch
+from jstormpy.api.component import Bolt, TopologyContext, Tuple, bound_emitter
+from jstormpy.api.errors import CheckpointError
 from jstormpy.window.aggregates import BuiltinAggregate
 from jstormpy.window.assigners import CountWindows, WindowAssigner
 from jstormpy.window.config import default_tick_interval, validate_window_config
@@ -186,7 +186,7 @@ class WindowedBolt(Bolt):
     # ------------------------------------------------------------ builder hooks
     @classmethod
     def validate_config(cls) -> None:
-        """Raise :class:`~jstormpy.errors.TopologyError` naming the first bad setting."""
+        """Raise :class:`~jstormpy.api.errors.TopologyError` naming the first bad setting."""
         validate_window_config(cls, cls.__name__)
 
     @classmethod

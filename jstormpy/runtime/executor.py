@@ -2,7 +2,7 @@
 
 A bolt task takes items ``(src_task, kind, stream, payload)`` from its bounded input
 queue: DATA batches are executed tuple by tuple (``execute``) or whole (``execute_batch``,
-the batch API: one :class:`~jstormpy.batch.Batch` per DATA item, so never across a
+the batch API: one :class:`~jstormpy.api.batch.Batch` per DATA item, so never across a
 marker); BARRIER items go through the
 :class:`~jstormpy.barrier.aligner.BarrierAligner`; WATERMARK items advance the task's
 watermark (minimum over input channels); END_OF_STREAM marks a channel finished.
@@ -20,6 +20,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from jstormpy.api.batch import Batch
+from jstormpy.api.component import ERRORS_STREAM, Tuple, managed_states
+from jstormpy.api.errors import TopologyError
 from jstormpy.barrier.aligner import BarrierAligner
 from jstormpy.barrier.snapshots import (
     AckSnapshot,
@@ -39,9 +42,6 @@ from jstormpy.barrier.transactions import (
     SinkStep,
     SinkTransactions,
 )
-from jstormpy.batch import Batch
-from jstormpy.component import ERRORS_STREAM, Tuple, managed_states
-from jstormpy.errors import TopologyError
 from jstormpy.faults import fault_point
 from jstormpy.picklecheck import snapshot_pickle_error
 from jstormpy.runtime.credits import TaskInbox

@@ -45,7 +45,7 @@ import struct
 from enum import IntEnum
 from typing import Any
 
-from jstormpy.errors import FrameError
+from jstormpy.api.errors import FrameError
 
 HEADER = struct.Struct("!2sBBII")
 """Frame header: magic, version, type, generation, payload length."""

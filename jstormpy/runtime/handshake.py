@@ -28,7 +28,7 @@ import socket
 import struct
 from typing import Any
 
-from jstormpy.errors import AuthenticationError, FrameError
+from jstormpy.api.errors import AuthenticationError, FrameError
 from jstormpy.runtime.frames import (
     MAX_CLOSE_REASON,
     FrameType,

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from jstormpy.errors import FrameError
+from jstormpy.api.errors import FrameError
 from jstormpy.runtime.codec import decode_item
 from jstormpy.runtime.dataplane_counters import DataPlaneCounters
 from jstormpy.runtime.frames import (

@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jstormpy.component import managed_states, use_state_factory
-from jstormpy.errors import CheckpointError, JStormError
+from jstormpy.api.component import managed_states, use_state_factory
+from jstormpy.api.errors import CheckpointError, JStormError
 from jstormpy.runtime.snapshots import ATOMIC_TYPES, immutable_values
 from jstormpy.state_backends.base import StateBackend
 from jstormpy.state_backends.changelog import (

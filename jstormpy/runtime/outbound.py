@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jstormpy.errors import AuthenticationError, FrameError
+from jstormpy.api.errors import AuthenticationError, FrameError
 from jstormpy.faults import chaos_route
 from jstormpy.runtime.frames import (
     MAX_BATCH_BYTES,

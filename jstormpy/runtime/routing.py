@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from enum import IntEnum
 from typing import Any
 
-from jstormpy.batch import rows_from_columns
-from jstormpy.errors import JStormError, TopologyError
+from jstormpy.api.batch import rows_from_columns
+from jstormpy.api.errors import JStormError, TopologyError
 from jstormpy.keygroups import KeyRouter, default_max_parallelism
 from jstormpy.runtime.channel_plan import output_targets
 
@@ -439,7 +439,7 @@ class OutputCollector:
 
     def emit_batch(self, data: Any, stream: str = "default") -> None:
         """Route a batch given as columns (``{field: column}`` or sequences in field
-        order, see :func:`jstormpy.batch.rows_from_columns`) to every subscriber."""
+        order, see :func:`jstormpy.api.batch.rows_from_columns`) to every subscriber."""
         try:
             routes = self.routes[stream]
         except KeyError:

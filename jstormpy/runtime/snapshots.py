@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jstormpy.errors import CheckpointError
+from jstormpy.api.errors import CheckpointError
 
 log = logging.getLogger("jstormpy.task")
 
@@ -133,7 +133,7 @@ class _Assembled:
 
 def verify(view: SnapshotView) -> None:
     """Snapshot thread: the type scan :func:`capture` skipped. Raises
-    :class:`~jstormpy.errors.CheckpointError` (the checkpoint is declined, the task keeps
+    :class:`~jstormpy.api.errors.CheckpointError` (the checkpoint is declined, the task keeps
     running) if such a copy holds a mutable value: it shares that value with the live
     state, so the bytes could show a change made after the barrier."""
     unchecked, view.unchecked = view.unchecked, []

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jstormpy.codepkg import migrate_snapshot
-from jstormpy.component import restore_finished, restore_managed_states
+from jstormpy.api.component import restore_finished, restore_managed_states
+from jstormpy.api.topology import Topology
 from jstormpy.keygroups import check_max_parallelism
-from jstormpy.topology import Topology
+from jstormpy.operations.codepkg import migrate_snapshot
 
 
 def restore_component(comp: Any, snap: dict[str, Any] | None, max_parallelism: int,

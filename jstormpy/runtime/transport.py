@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jstormpy.errors import AuthenticationError, FrameError
+from jstormpy.api.errors import AuthenticationError, FrameError
 from jstormpy.runtime.codec import encode_item
 from jstormpy.runtime.dataplane_counters import DataPlaneCounters
 from jstormpy.runtime.frames import (

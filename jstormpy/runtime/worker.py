@@ -33,9 +33,10 @@ import cloudpickle
 import grpc
 
 from jstormpy import pickling
-from jstormpy.component import TopologyContext, bind_task
-from jstormpy.config import Config
-from jstormpy.errors import CorruptSnapshotError, JStormError
+from jstormpy.api.component import TopologyContext, bind_task
+from jstormpy.api.config import Config
+from jstormpy.api.errors import CorruptSnapshotError, JStormError
+from jstormpy.api.topology import Topology
 from jstormpy.faults import chaos_route
 from jstormpy.keygroups import key_group_range, resolve_max_parallelism
 from jstormpy.proctitle import set_process_title
@@ -52,12 +53,11 @@ from jstormpy.runtime.routing import OutputCollector, build_routes
 from jstormpy.runtime.task_host import TaskCommand, TaskHost, TaskStopped
 from jstormpy.runtime.task_wiring import input_field_index, restore_component
 from jstormpy.runtime.transport import Transport
-from jstormpy.security import auth_metadata, secret_from_env
+from jstormpy.security.tls import grpc_channel, tls_dir_from_env
+from jstormpy.security.tokens import auth_metadata, secret_from_env
 from jstormpy.state_backends import StateBackend, open_backend
 from jstormpy.state_backends.changelog import load_task_snapshot
 from jstormpy.state_backends.deadline import DeadlineBackend
-from jstormpy.tls import grpc_channel, tls_dir_from_env
-from jstormpy.topology import Topology
 
 log = logging.getLogger("jstormpy.worker")
 
@@ -160,7 +160,7 @@ class Worker(TaskHost):
                 self.shutdown.wait(pause)
                 pause = min(pause * 2, 0.2)
         if blob.package:  # gray release: this worker's assigned code package
-            from jstormpy.codepkg import load_package_topology
+            from jstormpy.operations.codepkg import load_package_topology
 
             self.topology = load_package_topology(blob.package, blob.entry, blob.digest,
                                                   blob.code_version)

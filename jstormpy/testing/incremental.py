@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from jstormpy.component import Bolt, managed_states, restore_managed_states
-from jstormpy.config import Config
+from jstormpy.api.component import Bolt, managed_states, restore_managed_states
+from jstormpy.api.config import Config
 from jstormpy.runtime.incremental import IncrementalKeyedState, make_incremental
 from jstormpy.runtime.snapshots import capture, serialise, verify
 from jstormpy.state_backends.base import StateBackend

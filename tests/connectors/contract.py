@@ -24,6 +24,8 @@ from typing import Any, Protocol
 
 import pytest
 
+from jstormpy.api.component import Spout, TopologyContext, Tuple
+from jstormpy.api.errors import FencedError, SinkError
 from jstormpy.barrier.transactions import (
     Begin,
     Commit,
@@ -33,9 +35,7 @@ from jstormpy.barrier.transactions import (
     SinkTransactions,
 )
 from jstormpy.barrier.twophase import Sink
-from jstormpy.component import Spout, TopologyContext, Tuple
 from jstormpy.connectors.splits import owned_splits
-from jstormpy.errors import FencedError, SinkError
 from jstormpy.run_identity import RunIdentity
 
 FIELDS = ("key", "seq", "value")

@@ -37,8 +37,13 @@ _instrumented = (atheris.instrument_imports(include=["jstormpy", "zipfile"])
 with _instrumented:
     import zipfile  # instrumented too: the package reader's parser (imported here first)
 
-    from jstormpy.codepkg import PackageStore, load_package_topology
-    from jstormpy.errors import AuthenticationError, CorruptSnapshotError, FrameError, JStormError
+    from jstormpy.api.errors import (
+        AuthenticationError,
+        CorruptSnapshotError,
+        FrameError,
+        JStormError,
+    )
+    from jstormpy.operations.codepkg import PackageStore, load_package_topology
     from jstormpy.runtime import frames as fr
     from jstormpy.runtime import handshake as hs
     from jstormpy.state_backends.base import open_blob, seal_blob

@@ -23,8 +23,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from jstormpy.codepkg import PackageStore, load_package_topology
-from jstormpy.errors import AuthenticationError, CorruptSnapshotError, FrameError, JStormError
+from jstormpy.api.errors import AuthenticationError, CorruptSnapshotError, FrameError, JStormError
+from jstormpy.operations.codepkg import PackageStore, load_package_topology
 from jstormpy.runtime import frames as fr
 from jstormpy.runtime import handshake as hs
 from jstormpy.runtime import transport as tp

@@ -16,8 +16,8 @@ import grpc
 import pytest
 
 from jstormpy import FileSink, LocalCluster, TopologyBuilder, read_committed
-from jstormpy.client import MasterClient, Registration
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
+from jstormpy.cli.client import MasterClient, Registration
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.runtime.transport import (
@@ -27,7 +27,7 @@ from jstormpy.runtime.transport import (
     FrameType,
     encode_frame,
 )
-from jstormpy.tls import ROLE_WORKER, client_context
+from jstormpy.security.tls import ROLE_WORKER, client_context
 
 from .components import NumberSpout, PassThrough
 from .helpers import fast_config, wait_until

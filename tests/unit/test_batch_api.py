@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from jstormpy import Batch, Bolt, Tuple
-from jstormpy.errors import TopologyError
+from jstormpy.api.errors import TopologyError
+from jstormpy.api.topology import Grouping
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.routing import MessageKind, OutputCollector, build_routes
-from jstormpy.topology import Grouping
 from tests.fake_task_host import FakeTaskHost
 from tests.unit.test_routing import Sent
 

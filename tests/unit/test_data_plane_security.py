@@ -15,7 +15,7 @@ import pytest
 from test_transport import Sink, raw_connect, read_frame, wait_until
 
 from jstormpy.runtime.transport import HEADER, MAGIC, VERSION, FrameType, Transport
-from jstormpy.tls import create_topology_tls
+from jstormpy.security.tls import create_topology_tls
 
 SECRET = b"topology-secret"
 pytestmark = pytest.mark.timeout(60)

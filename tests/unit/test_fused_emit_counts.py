@@ -55,7 +55,7 @@ def test_emitted_and_dirty_follow_every_path_of_a_fused_collector(kind: str) -> 
 
 
 def test_undeclared_stream_on_a_fused_collector_counts_nothing() -> None:
-    from jstormpy.errors import TopologyError
+    from jstormpy.api.errors import TopologyError
 
     coll = make("fields", [])
     with pytest.raises(TopologyError, match="does not declare"):

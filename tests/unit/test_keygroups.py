@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jstormpy import Config
-from jstormpy.errors import ConfigError, JStormError
+from jstormpy.api.errors import ConfigError, JStormError
 from jstormpy.keygroups import (
     default_max_parallelism,
     key_group,

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 
 from jstormpy import CustomStreamGrouping
-from jstormpy.errors import JStormError, TopologyError
+from jstormpy.api.errors import JStormError, TopologyError
+from jstormpy.api.topology import Grouping
 from jstormpy.runtime.routing import (
     MessageKind,
     OutputCollector,
     Route,
     build_routes,
 )
-from jstormpy.topology import Grouping
 
 TARGETS = (10, 11, 12)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from jstormpy.errors import FrameError
+from jstormpy.api.errors import FrameError
 from jstormpy.runtime.transport import (
     HEADER,
     MAGIC,

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jstormpy.config import Config
+from jstormpy.api.config import Config
 from jstormpy.testing.chaos.disk import FullDisk
 from jstormpy.testing.chaos.network import PARTITION_FROM, RESET_ON, ChaosNetwork
 from jstormpy.testing.chaos.topologies import TOPOLOGIES, Verdict, build_topology, check_output

@@ -12,11 +12,11 @@ import cloudpickle
 import pyarrow.parquet as pq
 import pytest
 
+from jstormpy.api.component import TopologyContext, Tuple
+from jstormpy.api.errors import FencedError, SinkError
 from jstormpy.barrier.twophase import Sink
-from jstormpy.component import TopologyContext, Tuple
 from jstormpy.connectors.sinks import FileSink, committed_files, read_committed
 from jstormpy.connectors.sources import SequenceSpout
-from jstormpy.errors import FencedError, SinkError
 from jstormpy.testing.semantics import check_sequences
 
 FIELDS = {"key": 0, "seq": 1, "value": 2}

@@ -10,9 +10,9 @@ from typing import Any
 import cloudpickle
 import pytest
 
-from jstormpy.component import Spout, TopologyContext, declared_streams
+from jstormpy.api.component import Spout, TopologyContext, declared_streams
+from jstormpy.api.errors import SourceError
 from jstormpy.connectors.sources import FileSpout, SequenceSpout
-from jstormpy.errors import SourceError
 from jstormpy.testing.semantics import check_sequences
 
 

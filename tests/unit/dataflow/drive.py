@@ -7,8 +7,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jstormpy.batch import rows_from_columns
-from jstormpy.component import TopologyContext, Tuple
+from jstormpy.api.batch import rows_from_columns
+from jstormpy.api.component import TopologyContext, Tuple
 from jstormpy.dataflow.records import ITEM_FIELDS, KEYED_FIELDS
 from jstormpy.window import FIRING_FIELDS
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from jstormpy.batch import rows_from_columns
-from jstormpy.component import TopologyContext, Tuple
+from jstormpy.api.batch import rows_from_columns
+from jstormpy.api.component import TopologyContext, Tuple
 from jstormpy.window import (
     FIRING_FIELDS,
     CountWindows,

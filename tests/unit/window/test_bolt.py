@@ -6,7 +6,7 @@ import math
 import pickle
 from typing import Any
 
-from jstormpy.component import Tuple
+from jstormpy.api.component import Tuple
 from jstormpy.window import (
     BoundedOutOfOrderness,
     CountWindows,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from jstormpy.errors import ConfigError
+from jstormpy.api.errors import ConfigError
 
 TLS_DIR_ENV = "JSTORM_TLS_DIR"
 #: Role names: the CN (and DNS SAN) of each party's certificate.
