@@ -6,6 +6,7 @@ Example:
 
 from __future__ import annotations
 
+from jstormpy import moved_modules
 from jstormpy.api.batch import Batch
 from jstormpy.api.component import Bolt, Spout, TopologyContext, Tuple
 from jstormpy.api.config import Config
@@ -15,6 +16,8 @@ from jstormpy.barrier.twophase import Sink
 from jstormpy.connectors.sinks import FileSink, read_committed
 from jstormpy.connectors.sources import FileSpout, SequenceSpout
 from jstormpy.deploy.local import LocalCluster, TopologyHandle
+
+moved_modules.install()  # old module paths: pickles written before the move into rooms
 
 __version__ = "0.1.0"
 

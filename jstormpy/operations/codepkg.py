@@ -334,7 +334,8 @@ def migrate_snapshot(component: Any, snap: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m jstormpy.operations.codepkg inspect (--package ZIP --entry F | --pickle PKL)``."""
+    """``python -m jstormpy.operations.codepkg inspect (--package ZIP --entry F |
+    --pickle PKL)``."""
     parser = argparse.ArgumentParser(prog="jstormpy.operations.codepkg")
     sub = parser.add_subparsers(dest="command", required=True)
     ins = sub.add_parser("inspect")
