@@ -100,6 +100,7 @@ class InboundChannels:
         max_frame = self._max_frame_bytes
         hsize = HEADER.size
         unpack = HEADER.unpack
+        deliver = self._deliver
         data_type = int(FrameType.DATA)  # the per-frame test compares plain ints
         while True:
             header = reader.read(hsize)
@@ -134,43 +135,33 @@ class InboundChannels:
                 except Exception as exc:
                     raise FrameError(f"undecodable DATA payload of {length} bytes: "
                                      f"{type(exc).__name__}: {exc}") from exc
-                self._sequenced(peer_worker, peer, sock, generation, incarnation, seq,
-                                hsize + length, self._deliver_data, dst_task, item)
             else:
                 if length != SEQ.size + CREDIT_GRANT.size:
                     raise FrameError(f"CREDIT frame of {length} bytes (expected "
                                      f"{SEQ.size + CREDIT_GRANT.size})")
                 src, dst, total = CREDIT_GRANT.unpack_from(payload, SEQ.size)
-                self._sequenced(peer_worker, peer, sock, generation, incarnation, seq,
-                                hsize + length, self._deliver_credit, src, dst, total)
-
-    def _sequenced(self, peer_worker: int, peer: str, sock: socket.socket | None,
-                   generation: int, incarnation: int, seq: int, size: int,
-                   handle: Callable[..., None], *args: Any) -> None:
-        """Run ``handle(peer, generation, *args)`` for a frame unless it is a duplicate,
-        in the channel's order, and owe its ACK either way."""
-        chan = self._accept_frame(peer_worker, peer, generation, incarnation, seq)
-        if chan is None:  # a retransmitted frame delivered before: acknowledge again
+            chan = self._accept_frame(peer_worker, peer, generation, incarnation, seq)
+            if chan is None:  # a retransmitted frame delivered before: acknowledge again
+                self._owe_ack(sock, generation, incarnation, seq)
+                continue
+            try:
+                self.counters.count2("frames_received", 1, "bytes_received", hsize + length)
+                if ftype == data_type:  # inline: once per DATA frame
+                    try:
+                        if self._deliver_generation:
+                            deliver(dst_task, item, generation)
+                        else:
+                            deliver(dst_task, item)
+                    except Exception:
+                        self.counters.count("deliver_errors")
+                        self._log.exception("worker %d: deliver() raised for a frame from %s "
+                                            "to task %r", self.worker_id, peer, dst_task)
+                else:
+                    self._deliver_credit(peer, generation, src, dst, total)
+                chan[1] = seq
+            finally:
+                chan[0].release()
             self._owe_ack(sock, generation, incarnation, seq)
-            return
-        try:
-            self.counters.count2("frames_received", 1, "bytes_received", size)
-            handle(peer, generation, *args)
-            chan[1] = seq
-        finally:
-            chan[0].release()
-        self._owe_ack(sock, generation, incarnation, seq)
-
-    def _deliver_data(self, peer: str, generation: int, dst_task: int, item: Any) -> None:
-        try:
-            if self._deliver_generation:
-                self._deliver(dst_task, item, generation)
-            else:
-                self._deliver(dst_task, item)
-        except Exception:
-            self.counters.count("deliver_errors")
-            self._log.exception("worker %d: deliver() raised for a frame from %s to "
-                                "task %r", self.worker_id, peer, dst_task)
 
     def _deliver_credit(self, peer: str, generation: int, src: int, dst: int,
                         total: int) -> None:
