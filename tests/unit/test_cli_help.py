@@ -71,3 +71,11 @@ def test_ui_open_says_when_no_browser_can_be_started(tmp_path):
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("http://127.0.0.1:41233/")
     assert "no web browser could be started" in res.stdout, res.stdout
+
+
+def test_the_cli_package_runs_as_the_jstorm_command():
+    """``python -m`` on the CLI package (its old module path) is still ``jstorm``."""
+    package = build_parser.__module__.rsplit(".", 1)[0]  # the package holding main.py
+    out = subprocess.run([sys.executable, "-m", package, "--help"], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    assert out == help_text()
