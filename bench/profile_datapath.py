@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from jstormpy import Bolt
+from jstormpy.api.component import bind_task
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.routing import MessageKind, OutputCollector, Route
 from jstormpy.window import TumblingWindows, WindowedBolt
@@ -127,8 +128,7 @@ def _task(task_id: int, name: str, comp: Any, streams: dict[str, tuple[str, ...]
     routes = {s: [route] if route else [] for s in streams}
     coll = OutputCollector(task_id, name, routes, route.targets if route else [], send,
                            streams=streams)
-    comp.__dict__["_jstorm_collector"] = coll
-    comp.__dict__["emit"] = coll.emit
+    bind_task(comp, coll, None)
     comp.prepare({}, _Context())
     return TaskExecutor(task_id, name, "bolt", comp, coll, _Host(), source_index=sources)
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from jstormpy import Batch, Bolt, Tuple
+from jstormpy.api.component import bind_task
 from jstormpy.api.errors import TopologyError
 from jstormpy.api.topology import Grouping
 from jstormpy.runtime.executor import TaskExecutor
@@ -134,8 +135,7 @@ def executor(comp: Bolt, sent: Sent, host: FakeTaskHost) -> TaskExecutor:
                                                                            "default"))],
                                     {"count": (5,), "out": (9,)}, {}, sent, 100)
     coll = OutputCollector(5, "count", routes, channels, sent, streams=streams)
-    comp.__dict__["_jstorm_collector"] = coll
-    comp.__dict__["emit"] = coll.emit
+    bind_task(comp, coll, None)
     comp.prepare({}, None)
     return TaskExecutor(5, "count", "bolt", comp, coll, host, input_channels=(1,),
                         source_index={(1, "default"): ("split", {"word": 0})})

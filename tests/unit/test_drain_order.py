@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from jstormpy import Spout
+from jstormpy.api.component import bind_task
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.routing import MessageKind, OutputCollector
 from jstormpy.runtime.task_host import TaskCommand
@@ -40,7 +41,7 @@ def test_a_trigger_racing_the_last_emit_is_not_taken_as_the_final_checkpoint() -
     coll = OutputCollector(1, "spout", {"default": []}, [7],
                            lambda dst, item: sent.append((item[1], item[3])))
     comp = LastEmitThenTrigger()
-    comp.__dict__["_jstorm_collector"] = coll  # what the worker does when it builds a task
+    bind_task(comp, coll, None)  # what the worker does when it builds a task
     ex = TaskExecutor(1, "spout", "spout", comp, coll, host)  # type: ignore[arg-type]
     comp.executor = ex
     ex.start()

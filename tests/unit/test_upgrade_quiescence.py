@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from jstormpy import Bolt, Spout
+from jstormpy.api.component import bind_task
 from jstormpy.runtime.credits import TaskInbox
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.routing import MessageKind, OutputCollector, Route
@@ -53,7 +54,7 @@ def test_a_ticking_bolt_is_quiescent_from_the_upgrade_barrier_until_resume() -> 
     spout_coll = OutputCollector(1, "src", {"default": []}, [2],
                                  lambda dst, item: inbox.put(item))
     spout = Source()
-    spout.__dict__["_jstorm_collector"] = spout_coll
+    bind_task(spout, spout_coll, None)
     spout_ex = TaskExecutor(1, "src", "spout", spout, spout_coll, host)  # type: ignore[arg-type]
     def record(dst: int, item: Any) -> None:
         out.append((item[1], item[3]))
@@ -61,7 +62,7 @@ def test_a_ticking_bolt_is_quiescent_from_the_upgrade_barrier_until_resume() -> 
     route = Route("shuffle", "default", "sink", [9], 2, record, batch_size=1)
     coll = OutputCollector(2, "ticker", {"default": [route]}, [9], record)
     bolt = Ticker()
-    bolt.__dict__["_jstorm_collector"] = coll
+    bind_task(bolt, coll, None)
     bolt.prepare({}, None)
     ex = TaskExecutor(2, "ticker", "bolt", bolt, coll, host,  # type: ignore[arg-type]
                       inq=inbox, input_channels=(1,))
