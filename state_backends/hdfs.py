@@ -157,7 +157,7 @@ class HdfsBackend(StateBackend):
         if res.status_code == 404:
             return None
         if not res:
-            from hdfs.client import _to_error
+            from hdfs.client import _to_error  # HdfsCLI's own error of a raw response
             raise _to_error(res)
         self._root_seen = True
         statuses = res.json()["FileStatuses"]["FileStatus"]
@@ -233,6 +233,7 @@ class HdfsBackend(StateBackend):
                 versions = self._versions(entries)
                 new = (versions[-1] + 1) if versions else 1
                 dest = posixpath.join(target, f"{VERSION_PREFIX}{new:020d}")
+                # the raw RENAME: only it returns WebHDFS's boolean (false: version taken)
                 if self.client._rename(tmp, destination=dest).json()["boolean"]:
                     break
                 # a concurrent writer took that version number: take the next one
