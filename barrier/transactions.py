@@ -38,7 +38,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from jstormpy.errors import SinkUnavailableError
+from jstormpy.api.errors import SinkUnavailableError
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ touch its own transactions, told apart by ``context.task_id`` (given to ``prepar
 
 from __future__ import annotations
 
-from jstormpy.component import Bolt, Tuple
+from jstormpy.api.component import Bolt, Tuple
 
 
 class Sink(Bolt):

@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jstormpy.component import TopologyContext, Tuple  # noqa: E402
+from jstormpy.api.component import TopologyContext, Tuple, bind_task  # noqa: E402
 from jstormpy.connectors.kafka import KafkaSink, KafkaSpout, kafka_bootstrap_of_mock  # noqa: E402
 
 FIELDS = {"key": 0, "value": 1}
@@ -71,8 +71,7 @@ def bench_spout(bootstrap: str, records: int, per_ckpt: int) -> dict[str, float]
     p.flush(60)
     spout = KafkaSpout(topic, bootstrap, batch=1000, idle_timeout_ms=None)
     out = _Null()
-    spout.__dict__["_jstorm_collector"] = out
-    spout.__dict__["emit"] = out.emit
+    bind_task(spout, out, None)
     spout.open({}, _ctx())
     start = time.perf_counter()
     next_snap = per_ckpt

@@ -19,8 +19,9 @@ import time
 from typing import Any
 
 from jstormpy import Bolt
+from jstormpy.api.component import bind_task
 from jstormpy.runtime.executor import TaskExecutor
-from jstormpy.runtime.routing import DATA, OutputCollector, Route
+from jstormpy.runtime.routing import MessageKind, OutputCollector, Route
 from jstormpy.window import TumblingWindows, WindowedBolt
 
 WORDS = [f"w{i}" for i in range(10_000)]
@@ -127,8 +128,7 @@ def _task(task_id: int, name: str, comp: Any, streams: dict[str, tuple[str, ...]
     routes = {s: [route] if route else [] for s in streams}
     coll = OutputCollector(task_id, name, routes, route.targets if route else [], send,
                            streams=streams)
-    comp.__dict__["_jstorm_collector"] = coll
-    comp.__dict__["emit"] = coll.emit
+    bind_task(comp, coll, None)
     comp.prepare({}, _Context())
     return TaskExecutor(task_id, name, "bolt", comp, coll, _Host(), source_index=sources)
 
@@ -168,14 +168,14 @@ def run(api: str, lines: list[str], batch_size: int = 512) -> dict[str, int]:
             q = inbox[t]
             while q:
                 src, kind, stream, payload = q.popleft()
-                assert kind == DATA
+                assert kind == MessageKind.DATA
                 ex._execute_batch(src, stream, payload)
             ex.collector.flush()
     if api == "window":
         for ex in counts:
             ex._on_end_of_stream(2)  # the input ends: the one window fires
-        return {row[0]: row[3] for src, kind, stream, payload in inbox[5] if kind == DATA
-                for row in payload}
+        return {row[0]: row[3] for src, kind, stream, payload in inbox[5]
+                if kind == MessageKind.DATA for row in payload}
     merged: dict[str, int] = {}
     for c in (count_c, count_c2):
         merged.update(c.counts)

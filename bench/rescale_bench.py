@@ -41,8 +41,8 @@ from bench._common import (
     read_results,
 )
 from jstormpy import Bolt, Config, FileSink, LocalCluster, SequenceSpout, TopologyBuilder
+from jstormpy.api.topology import Topology
 from jstormpy.connectors.sinks import read_committed
-from jstormpy.topology import Topology
 
 
 class KeyedTotals(Bolt):

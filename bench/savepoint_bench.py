@@ -4,10 +4,10 @@ A completed checkpoint holds ``--keys`` keys of managed keyed state, written by 
 engine's own checkpoint path (``jstormpy.testing.incremental.TaskCheckpointer``) for a
 bolt of 2 tasks, each with the keys of its key-group range. Then, on each backend:
 
-* **savepoint** — :func:`jstormpy.savepoints.write_savepoint`, what ``jstorm savepoint``
+* **savepoint** — :func:`jstormpy.operations.savepoints.write_savepoint`, what ``jstorm savepoint``
   runs once its checkpoint completed: read the task snapshots, split them by key group,
   write the self-contained savepoint (manifest last);
-* **import** — :func:`jstormpy.savepoints.import_savepoint`, what ``--from-savepoint``
+* **import** — :func:`jstormpy.operations.savepoints.import_savepoint`, what ``--from-savepoint``
   runs before the workers start: redistribute by key group to a new parallelism (4) and
   write it as the new run's only completed checkpoint;
 * **task restore** — each new task loads its snapshot as a worker does at restore
@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy import Config, SequenceSpout, TopologyBuilder
+from jstormpy.api.topology import Topology
 from jstormpy.keygroups import key_group_range
-from jstormpy.savepoints import import_savepoint, write_savepoint
+from jstormpy.operations.savepoints import import_savepoint, write_savepoint
 from jstormpy.state_backends import StateBackend, open_backend
 from jstormpy.state_backends.changelog import key_groups_of, load_task_snapshot
 from jstormpy.testing.incremental import KeyedCounter, TaskCheckpointer
-from jstormpy.topology import Topology
 
 MAX_P = 128
 

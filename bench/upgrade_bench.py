@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integrat
 from test_upgrade import write_version  # noqa: E402
 
 from jstormpy import Config, LocalCluster  # noqa: E402
-from jstormpy.cli import load_topology_file  # noqa: E402
+from jstormpy.cli.main import load_topology_file  # noqa: E402
 
 
 def main() -> int:

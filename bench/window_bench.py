@@ -34,8 +34,8 @@ from typing import Any
 
 import psutil
 
-from jstormpy.batch import Batch, rows_from_columns
-from jstormpy.component import Tuple
+from jstormpy.api.batch import Batch, rows_from_columns
+from jstormpy.api.component import Tuple, bind_task
 from jstormpy.window import (
     BoundedOutOfOrderness,
     Mean,
@@ -191,8 +191,8 @@ def run_operator(args: argparse.Namespace, traced: bool) -> RunResult:
 def run_bolt(args: argparse.Namespace, traced: bool) -> RunResult:
     bolt = MeanTemp() if args.agg == "builtin" else AvgTemp()
     col = NullCollector()
-    bolt._jstorm_collector = col  # noqa: SLF001 - what the engine does
-    from jstormpy.component import TopologyContext
+    bind_task(bolt, col, None)  # what the engine does
+    from jstormpy.api.component import TopologyContext
     bolt.prepare({}, TopologyContext("bench", "avg", 1, 0, 0, input_tasks=(0,)))
     execute = bolt.execute
     samples = []
@@ -249,8 +249,8 @@ def run_operator_batch(args: argparse.Namespace, traced: bool) -> RunResult:
 def run_bolt_batch(args: argparse.Namespace, traced: bool) -> RunResult:
     bolt = MeanTemp() if args.agg == "builtin" else AvgTemp()
     col = NullCollector()
-    bolt._jstorm_collector = col  # noqa: SLF001 - what the engine does
-    from jstormpy.component import TopologyContext
+    bind_task(bolt, col, None)  # what the engine does
+    from jstormpy.api.component import TopologyContext
     bolt.prepare({}, TopologyContext("bench", "avg", 1, 0, 0, input_tasks=(0,)))
     execute_batch = bolt.execute_batch
     tuple_cls = Tuple.bound(INDEX, "src", "default", 0)

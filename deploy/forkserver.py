@@ -70,7 +70,7 @@ def zygote_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
 def preload_launcher() -> None:
     """Import what ``submit()`` and the topology handle need (certificates, gRPC's
     channel) while ``LocalCluster()`` starts, not inside ``submit()``."""
-    from jstormpy.tls import preload_tls
+    from jstormpy.security.tls import preload_tls
 
     preload_tls()
     import grpc._channel  # noqa: F401

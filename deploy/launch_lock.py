@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
 
 WAIT_STEP_S = 0.02
 

@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy import pickling
-from jstormpy.client import MasterClient, Registration, jstorm_home
-from jstormpy.codepkg import UPGRADE_EXIT_CODE, build_package
-from jstormpy.config import Config, as_config
+from jstormpy.api.config import Config, as_config
+from jstormpy.api.errors import ConfigError, JStormError, TopologyError, TopologyStopped
+from jstormpy.api.failure import FINAL_STATUS_FILE, MASTER_ERROR_FILE, describe_failure
+from jstormpy.api.topology import Topology
+from jstormpy.cli.client import MasterClient, Registration, jstorm_home
 from jstormpy.deploy.forkserver import (
     ForkServer,
     forkserver_enabled,
@@ -35,13 +37,11 @@ from jstormpy.deploy.forkserver import (
     zygote_env,
 )
 from jstormpy.deploy.launch_lock import submit_lock
-from jstormpy.errors import ConfigError, JStormError, TopologyError, TopologyStopped
-from jstormpy.failure import FINAL_STATUS_FILE, MASTER_ERROR_FILE, describe_failure
+from jstormpy.operations.codepkg import UPGRADE_EXIT_CODE, build_package
 from jstormpy.picklecheck import dump_topology
-from jstormpy.security import SECRET_ENV, new_secret
+from jstormpy.security.tls import TLS_DIR_ENV, copy_certs_dir, create_topology_tls
+from jstormpy.security.tokens import SECRET_ENV, new_secret
 from jstormpy.state_backends import check_backend_options
-from jstormpy.tls import TLS_DIR_ENV, copy_certs_dir, create_topology_tls
-from jstormpy.topology import Topology
 
 log = logging.getLogger("jstormpy.deploy.local")
 # how long LocalCluster() waits for its zygote to import the engine before starting cold
@@ -130,10 +130,17 @@ class WorkerInfo:
 class TopologyHandle:
     """A submitted topology: wait for it, inspect it, control it."""
 
-    def __init__(self, name: str, client: MasterClient, launcher: _Supervisor | None) -> None:
+    def __init__(self, name: str, client: MasterClient, launcher: Supervisor | None) -> None:
         self.name = name
         self.client = client
         self._launcher = launcher
+
+    @property
+    def launcher(self) -> Supervisor | None:
+        """The local launcher that starts and restarts this topology's processes (None for
+        a handle attached to a topology another process launched); the chaos harness reads
+        its process table to pick kill targets."""
+        return self._launcher
 
     @property
     def run_dir(self) -> Path | None:
@@ -170,7 +177,7 @@ class TopologyHandle:
     def savepoint(self, uri: str | None = None, stop: bool = False) -> str:
         """Write a savepoint (docs/savepoints.md) and return its URI; with ``stop``, kill
         the topology afterwards. Default place: ``$JSTORM_HOME/savepoints/NAME/``."""
-        from jstormpy.savepoints import savepoint_run
+        from jstormpy.operations.savepoints import savepoint_run
 
         if self.run_dir is None:
             raise JStormError("savepoint() needs the handle returned by submit()")
@@ -269,7 +276,7 @@ class TopologyHandle:
             self.client.kill("killed by the client")
 
 
-class _Supervisor:
+class Supervisor:
     """Starts and restarts the TM and worker processes of one topology."""
 
     def __init__(self, name: str, run_dir: Path, config: Config, secret: str, port: int,
@@ -527,7 +534,7 @@ class LocalCluster:
             if not config.state_backend:
                 config = config.replace(state_backend=f"file://{self.home / 'checkpoints' / name}")
             if from_savepoint:
-                from jstormpy.savepoints import prepare_restore
+                from jstormpy.operations.savepoints import prepare_restore
 
                 prepare_restore(from_savepoint, topology, config, allow_non_restored_state)
                 resume = True
@@ -536,7 +543,7 @@ class LocalCluster:
             run_dir = write_run_dir(self.home, topology, config)
             secret = new_secret()
             port = free_port(config.host)
-            sup = _Supervisor(name, run_dir, config, secret, port, resume, self.env, self.fork)
+            sup = Supervisor(name, run_dir, config, secret, port, resume, self.env, self.fork)
             sup.start(self._take_zygote(sup.base_env) if self.fork else None)
             Registration(name, sup.address, secret, str(run_dir), os.getpid(),
                          sup.tls_dir).save(self.home)

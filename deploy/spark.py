@@ -51,13 +51,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from jstormpy.client import MasterClient, Registration, jstorm_home
-from jstormpy.codepkg import UPGRADE_EXIT_CODE
-from jstormpy.config import Config, as_config
+from jstormpy.api.config import Config, as_config
+from jstormpy.api.errors import ConfigError, JStormError
+from jstormpy.api.topology import Topology
+from jstormpy.cli.client import MasterClient, Registration, jstorm_home
 from jstormpy.deploy.launch_lock import submit_lock
 from jstormpy.deploy.local import (
+    Supervisor,
     TopologyHandle,
-    _Supervisor,
     check_fresh_output,
     check_submission,
     exit_text,
@@ -66,11 +67,10 @@ from jstormpy.deploy.local import (
     write_run_dir,
 )
 from jstormpy.deploy.spark_logs import quiet_task_failures, restore_task_logging
-from jstormpy.errors import ConfigError, JStormError
+from jstormpy.operations.codepkg import UPGRADE_EXIT_CODE
 from jstormpy.runtime.worker import WORKER_HOST_ENV, topology_hash_seed
-from jstormpy.security import SECRET_ENV, new_secret
-from jstormpy.tls import TLS_DIR_ENV, pack_role, unpack_role
-from jstormpy.topology import Topology
+from jstormpy.security.tls import TLS_DIR_ENV, pack_role, unpack_role
+from jstormpy.security.tokens import SECRET_ENV, new_secret
 
 log = logging.getLogger("jstormpy.deploy.spark")
 
@@ -134,7 +134,7 @@ def task_slots(spark: Any) -> int:
         cores = 1 if n is None else (os.cpu_count() or 1) if n == "*" else int(n)
         return cores // cpus
     with contextlib.suppress(Exception):
-        jsc = sc._jsc.sc()
+        jsc = sc._jsc.sc()  # py4j: PySpark has no public API for resource profiles
         profile = jsc.resourceProfileManager().defaultResourceProfile()
         return int(jsc.maxNumConcurrentTasks(profile))
     return int(sc.defaultParallelism) // cpus
@@ -231,7 +231,7 @@ def _job_failure(exc: BaseException) -> str:
     return (text.strip().splitlines() or [type(exc).__name__])[0][:500]
 
 
-class _SparkSupervisor(_Supervisor):
+class _SparkSupervisor(Supervisor):
     """The TM as a driver subprocess (restarted with --resume if it dies) and the workers
     as one barrier-mode Spark job (resubmitted when it fails)."""
 
@@ -470,7 +470,7 @@ class SparkCluster:
         with submit_lock(self.home, name):  # see deploy/launch_lock.py
             refuse_if_running(name, self.home)
             if from_savepoint:
-                from jstormpy.savepoints import prepare_restore
+                from jstormpy.operations.savepoints import prepare_restore
 
                 prepare_restore(from_savepoint, topology, config, allow_non_restored_state)
                 resume = True
@@ -512,7 +512,7 @@ class SparkCluster:
 def main(argv: list[str] | None = None) -> int:
     """``python -m jstormpy.deploy.spark FILE`` / ``spark-submit .../spark.py FILE``: run the
     topology FILE defines on Spark (``jstorm run FILE --spark-master`` does the same)."""
-    from jstormpy import cli
+    import jstormpy.cli.main as cli
 
     parser = argparse.ArgumentParser(prog="jstormpy.deploy.spark")
     parser.add_argument("file")

@@ -34,7 +34,7 @@ _users: dict[int, tuple[int, dict[str, str | None]]] = {}  # id(SparkContext) ->
 
 def _log4j(sc: Any) -> tuple[Any, Any, Any]:
     """(the log4j2 core LoggerContext, Configurator, Level) of the driver JVM."""
-    jvm = sc._jvm
+    jvm = sc._jvm  # py4j: PySpark has no public API for the driver's log4j2 config
     return (jvm.org.apache.logging.log4j.core.LoggerContext.getContext(False),
             jvm.org.apache.logging.log4j.core.config.Configurator,
             jvm.org.apache.logging.log4j.Level)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
 
 
 @dataclass

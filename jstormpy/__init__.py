@@ -6,15 +6,18 @@ Example:
 
 from __future__ import annotations
 
+from jstormpy import moved_modules
+from jstormpy.api.batch import Batch
+from jstormpy.api.component import Bolt, Spout, TopologyContext, Tuple
+from jstormpy.api.config import Config
+from jstormpy.api.errors import JStormError
+from jstormpy.api.topology import CustomStreamGrouping, Fields, Topology, TopologyBuilder
 from jstormpy.barrier.twophase import Sink
-from jstormpy.batch import Batch
-from jstormpy.component import Bolt, Spout, TopologyContext, Tuple
-from jstormpy.config import Config
 from jstormpy.connectors.sinks import FileSink, read_committed
 from jstormpy.connectors.sources import FileSpout, SequenceSpout
 from jstormpy.deploy.local import LocalCluster, TopologyHandle
-from jstormpy.errors import JStormError
-from jstormpy.topology import CustomStreamGrouping, Fields, Topology, TopologyBuilder
+
+moved_modules.install()  # old module paths: pickles written before the move into rooms
 
 __version__ = "0.1.0"
 

@@ -25,7 +25,7 @@ from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from jstormpy.errors import ConfigError, JStormError
+from jstormpy.api.errors import ConfigError, JStormError
 
 MIN_MAX_PARALLELISM = 128
 UPPER_MAX_PARALLELISM = 32768

@@ -4,7 +4,7 @@ Components travel to the workers pickled (cloudpickle) and state is pickled into
 checkpoint. When something in them cannot be pickled (a ``threading.Lock``, an open
 socket or file, a database connection), pickle's own message names only a type
 (``cannot pickle '_thread.lock' object``). These helpers search the object for the
-smallest part that fails and build a :mod:`jstormpy.errors` exception naming the
+smallest part that fails and build a :mod:`jstormpy.api.errors` exception naming the
 component, the attribute or state (and key), and the fix: create such things in
 ``prepare()`` / ``open()``, which run in the worker, and keep them out of state.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import cloudpickle
 
-from jstormpy.errors import CheckpointError, TopologyError
+from jstormpy.api.errors import CheckpointError, TopologyError
 
 HINT_COMPONENT = ("create it in prepare() (bolts) or open() (spouts), which run in the "
                   "worker after the component arrived there, instead of in __init__ or at "

@@ -30,7 +30,7 @@ import uuid
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
 
 __all__ = ["RUN_META", "RunIdentity", "load_run_identity", "store_run_identity",
            "take_over_run"]

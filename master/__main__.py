@@ -16,18 +16,18 @@ import threading
 import time
 from pathlib import Path
 
-from jstormpy.config import Config
-from jstormpy.failure import MASTER_ERROR_FILE
+from jstormpy.api.config import Config
+from jstormpy.api.failure import MASTER_ERROR_FILE
 from jstormpy.master.core import MasterCore
 from jstormpy.master.http import start_ops_server
 from jstormpy.master.rescale import finish_pending_rescale
 from jstormpy.master.service import TopologyMasterService, serve
 from jstormpy.proctitle import set_process_title
 from jstormpy.run_identity import take_over_run
-from jstormpy.security import secret_from_env
+from jstormpy.security.tls import tls_dir_from_env
+from jstormpy.security.tokens import secret_from_env
 from jstormpy.state_backends import open_backend
 from jstormpy.state_backends.deadline import DeadlineBackend
-from jstormpy.tls import tls_dir_from_env
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jstormpy.config import Config
-from jstormpy.errors import (
+from jstormpy.api.config import Config
+from jstormpy.api.errors import (
     BackendError,
     BackendTimeoutError,
     CorruptSnapshotError,
@@ -26,6 +26,7 @@ from jstormpy.errors import (
     SnapshotNotFoundError,
     UnavailableError,
 )
+from jstormpy.api.topology import assign_tasks
 from jstormpy.faults import fault_point
 from jstormpy.master.backend_io import BackendIO
 from jstormpy.master.backpressure import BackpressureCoordinator
@@ -61,7 +62,6 @@ from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.run_identity import RunIdentity
 from jstormpy.state_backends import StateBackend
 from jstormpy.state_backends.base import COMPLETED_META
-from jstormpy.topology import assign_tasks
 
 log = logging.getLogger("jstormpy.master")
 RUN_DIR_ENV = "JSTORM_RUN_DIR"  # = jstormpy.runtime.taskops.RUN_DIR_ENV (set by launchers)
@@ -185,16 +185,19 @@ class MasterCore:
             self.state = state
             self.state_changed.notify_all()
 
-    def _alive(self) -> list[WorkerSession]:
+    def alive_sessions(self) -> list[WorkerSession]:
+        """The sessions of the workers that are alive (rescale and upgrade drive them too)."""
         return [s for s in self.sessions.values() if s.alive]
 
-    def _broadcast(self, **body: Any) -> None:
-        for s in self._alive():
+    def broadcast(self, **body: Any) -> None:
+        """Send one control message (``body``: the oneof field) to every live worker."""
+        for s in self.alive_sessions():
             s.send(**body)
 
-    def _peers(self) -> list[Any]:
+    def peer_addresses(self) -> list[Any]:
+        """The data-plane address of every live worker, as sent in ``Peers``."""
         return [pb.WorkerAddress(worker_id=s.worker_id, host=s.host, port=s.port)
-                for s in self._alive()]
+                for s in self.alive_sessions()]
 
     # -- worker membership ---------------------------------------------------------------------
     def register(self, session: WorkerSession, reported_generation: int) -> None:
@@ -252,7 +255,7 @@ class MasterCore:
                 return
             if self.state == "starting":
                 target = LATEST if self.resume else None
-                self._begin_generation("start" if not self.resume else "resume", target,
+                self.begin_generation("start" if not self.resume else "resume", target,
                                        count_restart=False)
             elif self.state == "recovering":
                 self._maybe_prepare_all()
@@ -264,7 +267,7 @@ class MasterCore:
         under recovery (no second restart, the first reason kept) -- so that the recovery
         waits for the new attempt's workers instead of completing with a doomed one and
         being followed by a second recovery when it is replaced."""
-        for old in self._alive():
+        for old in self.alive_sessions():
             if 0 < old.launch_attempt < attempt:
                 old.alive = False
                 old.send(shutdown=pb.Shutdown(reason=f"superseded by launch attempt {attempt}"))
@@ -308,10 +311,10 @@ class MasterCore:
             return  # at-most-once: the others keep running; the respawn gets a partial prepare
         if knock_on:
             first, started = self.recovery_reason, self.recovery_started
-            self._begin_recovery(reason, count_restart=False)
+            self.begin_recovery(reason, count_restart=False)
             self.recovery_reason, self.recovery_started = first, started
             return
-        self._begin_recovery(reason)
+        self.begin_recovery(reason)
 
     def _prepare_partial(self, session: WorkerSession) -> None:
         tasks = [t for t, w in self.plan.items() if w == session.worker_id]
@@ -320,17 +323,21 @@ class MasterCore:
         last = self.checkpoints.last_completed["id"] if self.checkpoints.last_completed else 0
         session.send(prepare=pb.Prepare(
             generation=self.generation, checkpoint_id=last, task_ids=tasks,
-            peers=self._peers(), task_workers=self.plan, partial=True,
+            peers=self.peer_addresses(), task_workers=self.plan, partial=True,
             restored_checkpoint_id=last))
-        self._broadcast(peers=pb.Peers(peers=self._peers(), generation=self.generation))
+        self.broadcast(peers=pb.Peers(peers=self.peer_addresses(), generation=self.generation))
         self.pending_partial_start = session.worker_id
 
     # -- generations and recovery --------------------------------------------------------------
-    def _begin_recovery(self, reason: str, target: int | None = None,
-                        count_restart: bool = True) -> None:
-        self._begin_generation(reason, LATEST if target is None else target, count_restart)
+    def begin_recovery(self, reason: str, target: int | None = None,
+                       count_restart: bool = True) -> None:
+        """Start a new generation restoring ``target`` (the latest checkpoint if None)."""
+        self.begin_generation(reason, LATEST if target is None else target, count_restart)
 
-    def _begin_generation(self, reason: str, target: int | None, count_restart: bool) -> None:
+    def begin_generation(self, reason: str, target: int | None, count_restart: bool) -> None:
+        """Stop every task and start generation ``generation + 1`` from ``target`` (a
+        checkpoint id, ``LATEST``, or None for empty state); ``count_restart``: a failure,
+        counted against the restart strategy (a rescale or an upgrade is not)."""
         self.upgrade.on_new_generation(reason)  # upgrade hook
         self.rescale.on_new_generation(reason)  # rescale hook
         if count_restart:
@@ -359,7 +366,7 @@ class MasterCore:
     def _maybe_prepare_all(self) -> None:
         """Every worker is registered: resolve what to restore (on backend_io, off the
         lock), then send the Prepares."""
-        if len(self._alive()) < self.config.workers or self.preparing == self.generation:
+        if len(self.alive_sessions()) < self.config.workers or self.preparing == self.generation:
             return
         if not self.restart_tracker.due():  # the restart strategy's back-off: tick() comes back
             self.retry_prepare_at = self.restart_tracker.restart_at
@@ -425,7 +432,7 @@ class MasterCore:
                 case Unusable(cid, reason):
                     log.error("checkpoint %s unusable (%s); falling back", cid, reason)
                     self.checkpoints.bad.add(cid)
-                    self._begin_recovery(f"checkpoint {cid} unusable", count_restart=False)
+                    self.begin_recovery(f"checkpoint {cid} unusable", count_restart=False)
                 case Restore(restored, handles):
                     self.target_checkpoint = restored
                     if plan.listing:
@@ -433,10 +440,10 @@ class MasterCore:
                     self._send_prepares(dict(handles))
 
     def _send_prepares(self, restores: dict[int, str]) -> None:
-        alive = self._alive()
+        alive = self.alive_sessions()
         if len(alive) < self.config.workers:
             return  # one died meanwhile: its re-registration prepares again
-        peers = self._peers()
+        peers = self.peer_addresses()
         # the id the tasks resume after (sinks open transaction base + 1); the restored state
         # itself comes from the handles of target_checkpoint, and sinks recover to it: a
         # transaction staged above it (up to the floor) is covered by no completed
@@ -497,7 +504,7 @@ class MasterCore:
                     log.error("checkpoint %s has a corrupt snapshot (%s); falling back to the "
                               "previous complete checkpoint", self.target_checkpoint, msg.error)
                     self.checkpoints.bad.add(self.target_checkpoint)
-                    self._begin_recovery(f"corrupt snapshot in checkpoint "
+                    self.begin_recovery(f"corrupt snapshot in checkpoint "
                                          f"{self.target_checkpoint}: {msg.error}",
                                          count_restart=False)
                 else:
@@ -511,11 +518,11 @@ class MasterCore:
                                    "external system did not answer in time; restarting "
                                    "would only wait again", error)
                         return
-                    self._begin_recovery(f"worker {msg.worker_id} failed to prepare: {msg.error}")
+                    self.begin_recovery(f"worker {msg.worker_id} failed to prepare: {msg.error}")
                 return
             self.ready.add(msg.worker_id)
             if len(self.ready) >= self.config.workers:
-                self._broadcast(start=pb.Start(generation=self.generation))
+                self.broadcast(start=pb.Start(generation=self.generation))
                 took = (time.monotonic() - (self.recovery_started or time.monotonic())) * 1000
                 if self.recovery_reason != "start":  # a fresh start restores nothing
                     self.recoveries.append({"generation": self.generation,
@@ -568,7 +575,7 @@ class MasterCore:
                                "cannot help; fix the component (or use "
                                "Config(on_error='dead_letter'))", error)
                     return
-                self._begin_recovery(f"task {msg.task_id} ({msg.component}) raised "
+                self.begin_recovery(f"task {msg.task_id} ({msg.component}) raised "
                                      f"{msg.message}")
 
     def _fail(self, reason: str, error: dict[str, Any] | None = None) -> None:
@@ -583,7 +590,7 @@ class MasterCore:
                         "error": error, "logs": self._log_paths(error)}
         log.error("topology %s failed: %s", self.name, reason)
         self._set_state("failed")
-        self._broadcast(shutdown=pb.Shutdown(reason="topology failed"))
+        self.broadcast(shutdown=pb.Shutdown(reason="topology failed"))
 
     def _log_paths(self, error: dict[str, Any] | None) -> list[str]:
         run_dir = os.environ.get(RUN_DIR_ENV)
@@ -620,16 +627,16 @@ class MasterCore:
         for action in actions:
             match action:
                 case SendTrigger(cid, generation, pause):
-                    self._broadcast(trigger=pb.TriggerCheckpoint(
+                    self.broadcast(trigger=pb.TriggerCheckpoint(
                         checkpoint_id=cid, generation=generation, pause=pause))
                 case WriteCommitPoint():
                     self.backend_io.submit(lambda a=action: self._write_commit_point(a))
                 case SendComplete(cid, generation):
-                    self._broadcast(complete=pb.CompleteCheckpoint(checkpoint_id=cid,
+                    self.broadcast(complete=pb.CompleteCheckpoint(checkpoint_id=cid,
                                                                    generation=generation))
                 case SendAbort(cid, generation, reason):
                     log.warning("checkpoint %d aborted: %s", cid, reason)
-                    self._broadcast(abort=pb.AbortCheckpoint(checkpoint_id=cid,
+                    self.broadcast(abort=pb.AbortCheckpoint(checkpoint_id=cid,
                                                              generation=generation,
                                                              reason=reason))
                 case CollectGarbage():
@@ -641,9 +648,9 @@ class MasterCore:
                     if self.state == "running":
                         log.info("topology %s drained at checkpoint %d", self.name, cid)
                         self._set_state("drained")
-                        self._broadcast(shutdown=pb.Shutdown(reason="drained"))
+                        self.broadcast(shutdown=pb.Shutdown(reason="drained"))
                 case StartRecovery(reason):
-                    self._begin_recovery(reason)
+                    self.begin_recovery(reason)
                     recovery = True
         return recovery
 
@@ -661,7 +668,8 @@ class MasterCore:
             if self.state != "running" or self.upgrade.holds_checkpoints() \
                     or self.rescale.holds_checkpoints():  # upgrade/rescale hooks
                 return None
-            if len(self._alive()) < self.config.workers or self.pending_partial_start is not None:
+            if (len(self.alive_sessions()) < self.config.workers
+                    or self.pending_partial_start is not None):
                 return None  # at_most_once with a worker being respawned: it could not ack
             if not self.checkpoints.may_start(force):
                 return None
@@ -747,7 +755,7 @@ class MasterCore:
         now = time.monotonic()
         with self.lock:
             timeout = self.config.worker_timeout_ms / 1000.0
-            for s in self._alive():
+            for s in self.alive_sessions():
                 if now - s.last_seen > timeout:
                     # non-zero: a worker that was only frozen or cut off exits when it
                     # hears this, and its launcher restarts it for the recovery (exit 0
@@ -777,7 +785,7 @@ class MasterCore:
         """Stop the topology: every worker shuts down."""
         with self.lock:
             self._set_state("killed")
-            self._broadcast(shutdown=pb.Shutdown(reason=reason or "killed"))
+            self.broadcast(shutdown=pb.Shutdown(reason=reason or "killed"))
 
     def rollback(self, checkpoint_id: int | None) -> tuple[int | None, int]:
         """Roll every task back to a completed checkpoint (latest if None)."""
@@ -806,7 +814,7 @@ class MasterCore:
                         target = latest
                     case _:
                         target = None
-            self._begin_recovery(f"rollback requested to checkpoint {target}", target,
+            self.begin_recovery(f"rollback requested to checkpoint {target}", target,
                                  count_restart=False)
             return target, self.generation
 

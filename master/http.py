@@ -30,7 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
 from jstormpy.master import ops as live_ops
 from jstormpy.master.history import DEFAULT_INTERVAL_S, MetricsHistory
 from jstormpy.master.http_auth import create_ui_token, refuse_change

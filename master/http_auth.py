@@ -14,6 +14,7 @@ import hmac
 import os
 import secrets
 from pathlib import Path
+from typing import Any, Protocol
 
 TOKEN_HEADER = "X-JStorm-Token"
 TOKEN_FILE = "ui.token"
@@ -39,9 +40,15 @@ def read_ui_token(run_dir: str | os.PathLike[str]) -> str:
         return ""
 
 
-def refuse_change(token: str, headers: object, own_origins: set[str]) -> str | None:
+class Headers(Protocol):
+    """A request's headers (``BaseHTTPRequestHandler.headers``): looked up by name."""
+
+    def get(self, name: str) -> Any: ...
+
+
+def refuse_change(token: str, headers: Headers, own_origins: set[str]) -> str | None:
     """None if a state-changing request with these headers may proceed, else why not."""
-    get = headers.get  # type: ignore[attr-defined]
+    get = headers.get
     origin = get("Origin")
     if origin is not None and origin not in own_origins:
         return f"cross-origin request from {origin!r} refused"

@@ -14,8 +14,8 @@ import json
 import logging
 from typing import Any
 
-from jstormpy.config import LOG_LEVELS
-from jstormpy.errors import ConfigError, JStormError
+from jstormpy.api.config import LOG_LEVELS
+from jstormpy.api.errors import ConfigError, JStormError
 from jstormpy.proto import jstorm_pb2 as pb
 
 log = logging.getLogger("jstormpy.master.ops")
@@ -68,7 +68,7 @@ def set_log_level(core: Any, component: str, level: str) -> int:
         else:
             store["log_levels"] = {"": level}
             core.config = core.config.replace(log_level=level)  # shown in "Live settings"
-        alive = core._alive()
+        alive = core.alive_sessions()
         for s in alive:
             s.send(set_log_level=pb.LogLevelCommand(component=component, level=level))
     log.info("log level of %s set to %s on %d worker(s)", component or "every component",
@@ -94,7 +94,7 @@ def set_config(core: Any, key: str, raw_value: str) -> tuple[Any, str]:
             bp.low = new.backpressure_low_watermark
         if key in LIVE_WORKER_KEYS:
             _overrides(core)["config"][key] = value
-            for s in core._alive():
+            for s in core.alive_sessions():
                 s.send(set_config=pb.ConfigCommand(key=key, value_json=json.dumps(value)))
     scope = "workers" if key in LIVE_WORKER_KEYS else "master"
     log.info("config %s set to %r (%s)", key, value, scope)

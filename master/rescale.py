@@ -8,7 +8,7 @@ One rescale changes the parallelism of running components and keeps every key's 
 3. **sinks** — wait until every sink task has committed ``n`` (its staged files belong to
    its old task id);
 4. **redistribute** — on a thread, outside the lock: write checkpoint ``m`` for the new
-   layout from ``n`` (:func:`jstormpy.rescale_state.rescale_checkpoint`), key groups to
+   layout from ``n`` (:func:`jstormpy.operations.rescale_state.rescale_checkpoint`), key groups to
    their new owners, non-keyed state through ``redistribute_state`` hooks;
 5. **commit** — write the new topology files as *pending* in the run directory, then
    checkpoint ``m``'s metadata (the commit point), then adopt the pending files;
@@ -41,13 +41,13 @@ from typing import TYPE_CHECKING, Any
 import cloudpickle
 
 from jstormpy import pickling
-from jstormpy.codepkg import UPGRADE_EXIT_CODE
-from jstormpy.errors import BackendError, JStormError
+from jstormpy.api.errors import BackendError, JStormError
+from jstormpy.api.topology import Topology
 from jstormpy.faults import fault_point
+from jstormpy.operations.codepkg import UPGRADE_EXIT_CODE
+from jstormpy.operations.rescale_state import job_max_parallelism, plan_rescale, rescale_checkpoint
 from jstormpy.proto import jstorm_pb2 as pb
-from jstormpy.rescale_state import job_max_parallelism, plan_rescale, rescale_checkpoint
 from jstormpy.state_backends import StateBackend
-from jstormpy.topology import Topology
 
 if TYPE_CHECKING:
     from jstormpy.master.core import MasterCore, WorkerSession
@@ -293,7 +293,7 @@ class RescaleController:
         return topology
 
     def _package_topology(self, label: str) -> Topology:
-        from jstormpy.codepkg import load_package_topology
+        from jstormpy.operations.codepkg import load_package_topology
 
         if label not in self._loaded:
             store = self.core.upgrade.store
@@ -411,7 +411,7 @@ class RescaleController:
             log.warning("could not drop the checkpoints of the old layout: %s", exc)
         self.marks["committed"] = self.t_step = time.monotonic()
         self.phase = "restarting"
-        for s in core._alive():  # noqa: SLF001
+        for s in core.alive_sessions():
             if s.worker_id < config.workers:
                 self._restart(s)
             else:  # fewer workers: it stops for good (the launcher does not restart it)
@@ -419,7 +419,7 @@ class RescaleController:
                 s.send(shutdown=pb.Shutdown(reason="rescale: fewer workers", exit_code=0))
         for wid in [w for w in core.sessions if w >= config.workers]:
             del core.sessions[wid]
-        core._begin_generation(  # noqa: SLF001
+        core.begin_generation(
             f"rescale to {self.changes}" + (f" with code {self.code}" if self.code else ""),
             new_id, count_restart=False)
 
@@ -471,7 +471,7 @@ class RescaleController:
         self.phase = "idle"
         self.done = self.requested
         if resume and paused and core.state == "running":
-            core._broadcast(resume=pb.ResumeSpouts(generation=core.generation))  # noqa: SLF001
+            core.broadcast(resume=pb.ResumeSpouts(generation=core.generation))
 
     # -- reporting -----------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
@@ -482,7 +482,7 @@ class RescaleController:
             if commits else None
         return {"phase": self.phase, "requested": self.requested, "done": self.done,
                 # the newest checkpoint every sink task committed in this generation (None:
-                # no sinks); jstorm savepoint --stop waits for it (jstormpy/client.py)
+                # no sinks); jstorm savepoint --stop waits for it (jstormpy/cli/client.py)
                 "sinks_committed": floor,
                 "changes": dict(self.changes), "code": self.code, "new_workers": self.workers,
                 "checkpoint": self.checkpoint_id,

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jstormpy.restart import RestartKind, RestartStrategy
+from jstormpy.api.restart import RestartKind, RestartStrategy
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What a recovery restores, decided free of I/O: events in, actions out.
 
-A recovery of generation ``g`` (``MasterCore._begin_generation``) must decide which
+A recovery of generation ``g`` (``MasterCore.begin_generation``) must decide which
 completed checkpoint every task restores before any ``Prepare`` names ``g``. The decision
 has three storage steps and several ways to go wrong, each of which once lost or
 duplicated output (docs/checkpointing.md, holes table):

@@ -13,14 +13,14 @@ from typing import Any
 
 import grpc
 
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
 from jstormpy.master import ops
 from jstormpy.master.core import TERMINAL_STATES, MasterCore, WorkerSession
 from jstormpy.master.metrics import metrics_reply
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
-from jstormpy.security import AUTH_HEADER, ReplayCache, method_name, verify_token
-from jstormpy.tls import ROLE_CLI, ROLE_WORKER, grpc_server_credentials, peer_role
+from jstormpy.security.tls import ROLE_CLI, ROLE_WORKER, grpc_server_credentials, peer_role
+from jstormpy.security.tokens import AUTH_HEADER, ReplayCache, method_name, verify_token
 
 log = logging.getLogger("jstormpy.master.service")
 

@@ -30,14 +30,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jstormpy.codepkg import (
+from jstormpy.api.errors import BackendError, JStormError
+from jstormpy.operations.codepkg import (
     UPGRADE_EXIT_CODE,
     PackageStore,
     check_compatible,
     inspect_topology,
     parallelism_changes,
 )
-from jstormpy.errors import BackendError, JStormError
 from jstormpy.proto import jstorm_pb2 as pb
 
 if TYPE_CHECKING:
@@ -443,8 +443,8 @@ class UpgradeController:
                         revert_all=True, recover=True)
             return
         self.phase = "restoring"
-        peers = core._peers()  # noqa: SLF001
-        core._broadcast(peers=pb.Peers(peers=peers, generation=core.generation))  # noqa: SLF001
+        peers = core.peer_addresses()
+        core.broadcast(peers=pb.Peers(peers=peers, generation=core.generation))
         for w in self.batch:
             tasks = [t for t, wid in core.plan.items() if wid == w]
             core.sessions[w].send(prepare=pb.Prepare(
@@ -459,7 +459,7 @@ class UpgradeController:
         self.marks["ready"] = now
         for w in self.batch:
             core.sessions[w].send(start=pb.Start(generation=core.generation))
-        core._broadcast(resume=pb.ResumeSpouts(generation=core.generation))  # noqa: SLF001
+        core.broadcast(resume=pb.ResumeSpouts(generation=core.generation))
         core.checkpoints.last_trigger = now
         m = self.marks
         record = {
@@ -471,7 +471,7 @@ class UpgradeController:
             "quiesce_ms": round((m["quiesced"] - m["pause"]) * 1000, 1),
             "restart_ms": round((m["registered"] - m["quiesced"]) * 1000, 1),
             "restore_ms": round((m["ready"] - m["registered"]) * 1000, 1),
-            "untouched_pids": {str(s.worker_id): s.pid for s in core._alive()  # noqa: SLF001
+            "untouched_pids": {str(s.worker_id): s.pid for s in core.alive_sessions()
                                if s.worker_id not in self.batch},
         }
         self.switches.append(record)
@@ -527,13 +527,13 @@ class UpgradeController:
             self.started_at = time.monotonic()
         else:
             self.target = None
-        for s in core._alive():  # noqa: SLF001
+        for s in core.alive_sessions():
             if s.code_version != self.version_of(s.worker_id):
                 self._restart(s, "upgrade aborted: back to the stable code")
-        if resume and core.state == "running" and len(core._alive()) == core.config.workers:  # noqa: SLF001
-            core._broadcast(resume=pb.ResumeSpouts(generation=core.generation))  # noqa: SLF001
+        if resume and core.state == "running" and len(core.alive_sessions()) == core.config.workers:
+            core.broadcast(resume=pb.ResumeSpouts(generation=core.generation))
         elif recover and core.state == "running":
-            core._begin_recovery(f"upgrade aborted: {reason}")  # noqa: SLF001
+            core.begin_recovery(f"upgrade aborted: {reason}")
 
     # -- reporting -----------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jstormpy.errors import BackendError
+from jstormpy.api.errors import BackendError
 from jstormpy.state_backends.base import StateBackend
 
 
@@ -18,7 +18,7 @@ def check_backend_options(uri: str, options: dict[str, object]) -> None:
     """Refuse options the backend of ``uri`` does not take (without connecting)."""
     import inspect
 
-    from jstormpy.errors import ConfigError
+    from jstormpy.api.errors import ConfigError
 
     scheme = uri.split("://", 1)[0] if "://" in uri else ""
     if not options:

@@ -27,7 +27,7 @@ import zlib
 from abc import ABC, abstractmethod
 from typing import Any
 
-from jstormpy.errors import CorruptSnapshotError, SnapshotNotFoundError
+from jstormpy.api.errors import CorruptSnapshotError, SnapshotNotFoundError
 
 _MAGIC = b"JSNP"
 _HEADER = struct.Struct("!4sBIQ")  # magic, version, crc32, length

@@ -40,7 +40,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from jstormpy.errors import CorruptSnapshotError, MissingSegmentError, SnapshotNotFoundError
+from jstormpy.api.errors import CorruptSnapshotError, MissingSegmentError, SnapshotNotFoundError
 from jstormpy.keygroups import key_groups_of
 from jstormpy.state_backends.base import StateBackend
 

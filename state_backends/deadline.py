@@ -4,7 +4,7 @@ A storage server can accept a connection and never answer. Per-request socket ti
 not bound a call that retries, and a caller holding a lock (the Topology Master) must
 never wait on storage for long. :class:`DeadlineBackend` runs each primitive of the
 wrapped backend on a helper thread and waits at most ``timeout_ms`` for it; past that
-the caller gets a :class:`~jstormpy.errors.BackendTimeoutError` naming the backend, the call and
+the caller gets a :class:`~jstormpy.api.errors.BackendTimeoutError` naming the backend, the call and
 the deadline. The abandoned call finishes (or fails) on its own thread; while
 ``max_outstanding`` of them are still stuck, new calls fail at once instead of piling up
 more threads on a dead server.
@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from jstormpy.errors import BackendTimeoutError
+from jstormpy.api.errors import BackendTimeoutError
 from jstormpy.state_backends.base import StateBackend
 
 T = TypeVar("T")

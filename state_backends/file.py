@@ -8,7 +8,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from jstormpy.errors import BackendError, SnapshotNotFoundError
+from jstormpy.api.errors import BackendError, SnapshotNotFoundError
 from jstormpy.state_backends.base import StateBackend
 
 

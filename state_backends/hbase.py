@@ -31,7 +31,7 @@ only manifest rows have. Deleting = scan for ``s:m``/``s:k`` (row keys only, no 
 then batched row deletes, manifests first.
 
 Failures: Thrift transport and socket errors are retried ``retries`` times with
-exponential backoff over a fresh connection; then :class:`~jstormpy.errors.BackendError`
+exponential backoff over a fresh connection; then :class:`~jstormpy.api.errors.BackendError`
 naming the URI is raised. HBase-side errors (``IOError``, ``IllegalArgument``) are not
 retried.
 """
@@ -53,7 +53,7 @@ import happybase
 from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
-from jstormpy.errors import BackendError, CorruptSnapshotError, SnapshotNotFoundError
+from jstormpy.api.errors import BackendError, CorruptSnapshotError, SnapshotNotFoundError
 from jstormpy.state_backends.base import StateBackend
 from jstormpy.state_backends.changelog import SEGMENT_PREFIX, join_delta, split_delta
 

@@ -25,7 +25,7 @@ Atomicity design
 
 Failures: connection errors, timeouts and HTTP 5xx / ``RetriableException`` /
 ``StandbyException`` are retried ``retries`` times with exponential backoff; then
-:class:`~jstormpy.errors.BackendError` naming the URI is raised. A listing never comes
+:class:`~jstormpy.api.errors.BackendError` naming the URI is raised. A listing never comes
 back short: a 404 on a directory known to exist (the root once anything under it was
 seen, a ``chk-N/`` its parent just listed) is retried the same way, then a BackendError.
 """
@@ -42,7 +42,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from jstormpy.errors import BackendError, SnapshotNotFoundError
+from jstormpy.api.errors import BackendError, SnapshotNotFoundError
 from jstormpy.state_backends.base import StateBackend
 
 log = logging.getLogger(__name__)
@@ -151,11 +151,13 @@ class HdfsBackend(StateBackend):
 
     def _list_dir(self, path: str) -> list[tuple[str, dict[str, Any]]] | None:
         """``(name, FileStatus)`` of a directory's entries, or None if it does not exist."""
+        # HdfsCLI's public list() raises one HdfsError for "missing" and for every other
+        # failure; the raw call lets a 404 mean "no directory" and anything else raise
         res = self.client._list_status(path, strict=False)
         if res.status_code == 404:
             return None
         if not res:
-            from hdfs.client import _to_error
+            from hdfs.client import _to_error  # HdfsCLI's own error of a raw response
             raise _to_error(res)
         self._root_seen = True
         statuses = res.json()["FileStatuses"]["FileStatus"]
@@ -200,6 +202,8 @@ class HdfsBackend(StateBackend):
 
         tmp = self._write_tmp(posixpath.dirname(target), data)
         try:
+            # the raw RENAME: the public rename() neither returns WebHDFS's boolean (false:
+            # the target exists) nor passes renameoptions=OVERWRITE, both needed here
             res = self.client._rename(tmp, destination=target)
             if res.json()["boolean"]:
                 return
@@ -229,6 +233,7 @@ class HdfsBackend(StateBackend):
                 versions = self._versions(entries)
                 new = (versions[-1] + 1) if versions else 1
                 dest = posixpath.join(target, f"{VERSION_PREFIX}{new:020d}")
+                # the raw RENAME: only it returns WebHDFS's boolean (false: version taken)
                 if self.client._rename(tmp, destination=dest).json()["boolean"]:
                     break
                 # a concurrent writer took that version number: take the next one

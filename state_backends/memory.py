@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from jstormpy.errors import SnapshotNotFoundError
+from jstormpy.api.errors import SnapshotNotFoundError
 from jstormpy.state_backends.base import StateBackend
 
 _STORES: dict[str, dict[str, bytes]] = {}

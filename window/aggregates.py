@@ -27,11 +27,14 @@ from __future__ import annotations
 
 import operator
 from abc import ABC, abstractmethod
+
+# the C loop behind Counter.update, for a plain dict: no public stdlib equivalent counts
+# an iterable into a mapping at C speed (Counter itself would change the state's type)
 from collections import _count_elements  # type: ignore[attr-defined]
 from collections.abc import MutableMapping, Sequence
 from typing import Any
 
-from jstormpy.errors import TopologyError
+from jstormpy.api.errors import TopologyError
 
 _EMPTY: Any = None
 """Min/Max accumulator before the first record (records are never None)."""
@@ -51,7 +54,7 @@ class BuiltinAggregate(ABC):
         self.field = field
 
     def column(self, batch: Any) -> Sequence[Any] | None:
-        """The values this aggregate reads from a :class:`~jstormpy.batch.Batch`."""
+        """The values this aggregate reads from a :class:`~jstormpy.api.batch.Batch`."""
         return None if self.field is None else batch[self.field]
 
     @abstractmethod

@@ -1,7 +1,7 @@
 """Window assigners: which windows a record belongs to (configuration objects only).
 
 Every assigner validates itself on construction and raises
-:class:`~jstormpy.errors.TopologyError` naming the bad value.
+:class:`~jstormpy.api.errors.TopologyError` naming the bad value.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from jstormpy.errors import TopologyError
+from jstormpy.api.errors import TopologyError
 
 
 def _check_positive(owner: str, name: str, value: object, *, integer: bool = False) -> None:

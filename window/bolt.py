@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
-from jstormpy.batch import Batch
-from jstormpy.component import Bolt, TopologyContext, Tuple
-from jstormpy.errors import CheckpointError
+from jstormpy.api.batch import Batch
+from jstormpy.api.component import Bolt, TopologyContext, Tuple, bound_emitter
+from jstormpy.api.errors import CheckpointError
 from jstormpy.window.aggregates import BuiltinAggregate
 from jstormpy.window.assigners import CountWindows, WindowAssigner
 from jstormpy.window.config import default_tick_interval, validate_window_config
@@ -117,12 +117,10 @@ class _LazyTuples(Sequence[Tuple]):
         if isinstance(i, slice):
             return _LazyTuples(self._batch, self._rows[i])
         b = self._batch
-        return Tuple(self._rows[i], b._index, b.source, b.stream, b.task)  # noqa: SLF001
+        return Tuple(self._rows[i], b.field_index, b.source, b.stream, b.task)
 
     def __iter__(self) -> Iterator[Tuple]:
-        b = self._batch
-        cls = b._tuple_cls or Tuple.bound(b._index, b.source, b.stream, b.task)  # noqa: SLF001
-        return map(cls, self._rows)
+        return map(self._batch.tuple_class, self._rows)
 
 
 class _BoundAggregator:
@@ -188,7 +186,7 @@ class WindowedBolt(Bolt):
     # ------------------------------------------------------------ builder hooks
     @classmethod
     def validate_config(cls) -> None:
-        """Raise :class:`~jstormpy.errors.TopologyError` naming the first bad setting."""
+        """Raise :class:`~jstormpy.api.errors.TopologyError` naming the first bad setting."""
         validate_window_config(cls, cls.__name__)
 
     @classmethod
@@ -240,7 +238,7 @@ class WindowedBolt(Bolt):
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
         """Validate the configuration and set up (or keep restored) window state."""
         rt = self._jw_runtime()
-        collector = getattr(self, "_jstorm_collector", None)
+        collector = bound_emitter(self)
         rt.columnar = callable(getattr(collector, "emit_batch", None))
         if rt.tracker is not None:
             rt.tracker.add_channels(context.input_tasks)

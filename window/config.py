@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from jstormpy.errors import TopologyError
+from jstormpy.api.errors import TopologyError
 from jstormpy.window.aggregates import BuiltinAggregate
 from jstormpy.window.assigners import (
     CountWindows,

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import cloudpickle
 
-from jstormpy.errors import CheckpointError, TopologyError
+from jstormpy.api.errors import CheckpointError, TopologyError
 from jstormpy.window.assigners import (
     CountWindows,
     SessionWindows,

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from itertools import islice
 from typing import Any
 
-from jstormpy.errors import CheckpointError
+from jstormpy.api.errors import CheckpointError
 from jstormpy.window.types import Firing, FiringRun, LateRecord, Window
 
 _MISSING = object()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
-from jstormpy.errors import TopologyError
+from jstormpy.api.errors import TopologyError
 
 NEG_INF = -math.inf
 

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from jstormpy.errors import SinkError
+from jstormpy.api.errors import SinkError
 
 __all__ = ["committed_files", "read_committed"]
 

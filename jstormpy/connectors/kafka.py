@@ -23,10 +23,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from jstormpy.api.component import TopologyContext, Tuple
+from jstormpy.api.errors import FencedError, SinkError, SourceError
 from jstormpy.barrier.twophase import Sink
-from jstormpy.component import TopologyContext, Tuple
 from jstormpy.connectors.splits import ReplayableSpout, SplitRecord
-from jstormpy.errors import FencedError, SinkError, SourceError
 from jstormpy.run_identity import RunIdentity
 
 __all__ = ["KafkaSink", "KafkaSpout", "commit_log_key", "kafka_bootstrap_of_mock",
@@ -166,6 +166,7 @@ class KafkaSpout(ReplayableSpout):
         out: list[tuple[Any, SplitRecord]] = []
         for m in msgs:
             if m.error() is not None:
+                # confluent-kafka's documented name for librdkafka's internal EOF event
                 if m.error().code() == ck.KafkaError._PARTITION_EOF:
                     continue
                 raise SourceError(f"KafkaSpout {self.topic!r}: {m.error()}")

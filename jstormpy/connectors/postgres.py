@@ -20,7 +20,7 @@ Mode ``"upsert"``: rows are written in an ordinary transaction at the barrier as
 ends up exactly-once for sinks whose key identifies the row (visible at the barrier, not at
 the checkpoint's completion).
 
-A server that cannot be reached raises :class:`~jstormpy.errors.SinkUnavailableError`: the
+A server that cannot be reached raises :class:`~jstormpy.api.errors.SinkUnavailableError`: the
 engine gives that checkpoint up, keeps the rows buffered, and stages them at the next
 barrier once the server is back; the job keeps running.
 """
@@ -32,9 +32,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from jstormpy.component import TopologyContext, Tuple
+from jstormpy.api.component import TopologyContext, Tuple
+from jstormpy.api.errors import FencedError, SinkError, SinkUnavailableError, UnavailableError
 from jstormpy.connectors.twophase import TwoPhaseCommitSink
-from jstormpy.errors import FencedError, SinkError, SinkUnavailableError, UnavailableError
 
 __all__ = ["FENCE_TABLE", "MODES", "PostgresSink"]
 

@@ -30,10 +30,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jstormpy.component import TopologyContext, Tuple
+from jstormpy.api.component import TopologyContext, Tuple
+from jstormpy.api.errors import FencedError, SinkError, SinkUnavailableError, SourceError
 from jstormpy.connectors.splits import ReplayableSpout, SplitRecord
 from jstormpy.connectors.twophase import TwoPhaseCommitSink
-from jstormpy.errors import FencedError, SinkError, SinkUnavailableError, SourceError
 
 __all__ = ["CODECS", "RedisStreamSink", "RedisStreamSpout"]
 

@@ -19,7 +19,7 @@ Fencing: each incarnation of a task stages into its own directory. A new incarna
 (``prepare``) adopts the staged files of every older one and removes their directories,
 so an older incarnation that wakes up later (a frozen "zombie") can neither stage nor
 commit: its directory is gone and every such step fails with
-:class:`~jstormpy.errors.FencedError`.
+:class:`~jstormpy.api.errors.FencedError`.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ import os
 import uuid
 from typing import IO, Any
 
+from jstormpy.api.component import TopologyContext, Tuple
+from jstormpy.api.errors import FencedError, SinkError
 from jstormpy.barrier.twophase import Sink
-from jstormpy.component import TopologyContext, Tuple
 from jstormpy.connectors.file_parts import (
     PART_RE,
     WORK_RE,
@@ -43,7 +44,6 @@ from jstormpy.connectors.file_parts import (
     unlink_missing_ok,
 )
 from jstormpy.connectors.jsonl import encode_rows, encode_value
-from jstormpy.errors import FencedError, SinkError
 
 __all__ = ["FORMATS", "FileSink", "committed_files", "read_committed"]
 
@@ -294,7 +294,7 @@ class FileSink(Sink):
         if (self.format == "jsonl" and self._txn is not None and cls.write is FileSink.write
                 and cls.execute is Sink.execute):
             try:
-                text = encode_rows(batch.rows, batch._index)
+                text = encode_rows(batch.rows, batch.field_index)
             except (TypeError, ValueError):
                 text = None  # found again, tuple by tuple, below
         if text is None:

@@ -14,8 +14,8 @@ import os
 import time
 from typing import IO, Any
 
-from jstormpy.component import Spout, TopologyContext
-from jstormpy.errors import SourceError
+from jstormpy.api.component import Spout, TopologyContext
+from jstormpy.api.errors import SourceError
 
 __all__ = ["FileSpout", "SequenceSpout"]
 
@@ -54,7 +54,7 @@ class FileSpout(Spout):
     The file list must not change between a snapshot and its restore.
 
     Each file is a split and its byte offset the split's offset (the split contract of
-    :class:`~jstormpy.component.Spout`), so the spout's parallelism can change with
+    :class:`~jstormpy.api.component.Spout`), so the spout's parallelism can change with
     ``jstorm rescale``: every file continues on its new owner after the last line read.
 
     Args:

@@ -27,8 +27,8 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jstormpy.component import Spout, TopologyContext
-from jstormpy.errors import SourceError, UnavailableError
+from jstormpy.api.component import Spout, TopologyContext
+from jstormpy.api.errors import SourceError, UnavailableError
 
 _log = logging.getLogger(__name__)
 

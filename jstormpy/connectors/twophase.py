@@ -7,7 +7,7 @@ storage steps a connector implements:
 ==========================  ==============================================================
 ``stage_transaction``       pre-commit: make the rows of transaction ``n`` durable but
                             invisible, under the name ``jstorm-<topology>-<task>-<n>``;
-                            refuse (:class:`~jstormpy.errors.FencedError`) if a newer
+                            refuse (:class:`~jstormpy.api.errors.FencedError`) if a newer
                             generation fenced this task
 ``commit_transaction``      make staged ``n`` visible; idempotent
 ``abort_transaction``       discard staged ``n`` (no-op if there is none)
@@ -21,7 +21,7 @@ Recovery after restoring checkpoint ``c``: fence first, then commit every staged
 transaction ``<= c`` (the restored checkpoint covers its input: the replay will not produce
 it again) and abort every other one (the replay produces it again).
 
-An unreachable system raises :class:`~jstormpy.errors.SinkUnavailableError` from
+An unreachable system raises :class:`~jstormpy.api.errors.SinkUnavailableError` from
 ``stage_transaction``/``commit_transaction``: the engine then gives the checkpoint up and
 keeps the open transaction (its rows stay buffered here) to stage at the next barrier.
 """
@@ -31,9 +31,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from jstormpy.api.component import TopologyContext, Tuple
+from jstormpy.api.errors import SinkError
 from jstormpy.barrier.twophase import Sink
-from jstormpy.component import TopologyContext, Tuple
-from jstormpy.errors import SinkError
 
 __all__ = ["TwoPhaseCommitSink", "transaction_name"]
 

@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Any, NamedTuple
 
-from jstormpy.component import Bolt, TopologyContext, Tuple
+from jstormpy.api.component import Bolt, TopologyContext, Tuple
+from jstormpy.api.errors import TopologyError
 from jstormpy.dataflow.records import (
     ITEM_FIELDS,
     KEY_FIELD,
@@ -32,7 +33,6 @@ from jstormpy.dataflow.records import (
     record_tuple,
 )
 from jstormpy.dataflow.results import JoinResult, KeyedValue
-from jstormpy.errors import TopologyError
 from jstormpy.window import (
     BoundedOutOfOrderness,
     ChannelWatermarks,

@@ -12,7 +12,7 @@ Streams are immutable descriptions of a graph of operators; nothing is compiled 
 * keyed operators, joins and windows are one bolt each, named after the operator;
 * a sink is a copy of the user's sink that writes items as records.
 
-The result is an ordinary :class:`~jstormpy.topology.Topology`.
+The result is an ordinary :class:`~jstormpy.api.topology.Topology`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from jstormpy.component import DEFAULT_STREAM
+from jstormpy.api.component import DEFAULT_STREAM
+from jstormpy.api.errors import TopologyError
+from jstormpy.api.topology import Topology, TopologyBuilder
 from jstormpy.dataflow.bolts import (
     ChainBolt,
     InputKey,
@@ -37,8 +39,6 @@ from jstormpy.dataflow.bolts import (
     dataflow_sink,
 )
 from jstormpy.dataflow.records import KEY_FIELD, Wire
-from jstormpy.errors import TopologyError
-from jstormpy.topology import Topology, TopologyBuilder
 
 
 @dataclass(frozen=True)

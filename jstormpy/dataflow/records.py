@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
-from jstormpy.component import Tuple
+from jstormpy.api.component import Tuple
 from jstormpy.dataflow.results import WindowResult
 
 ITEM_FIELDS = ("_item",)

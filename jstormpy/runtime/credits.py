@@ -22,9 +22,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-CREDIT_TASK = -1
-"""Destination task id of credit frames on the transport."""
-
 
 class Stopped(Exception):
     """Raised to a waiting sender when its task is being stopped."""

@@ -2,7 +2,7 @@
 
 A bolt task takes items ``(src_task, kind, stream, payload)`` from its bounded input
 queue: DATA batches are executed tuple by tuple (``execute``) or whole (``execute_batch``,
-the batch API: one :class:`~jstormpy.batch.Batch` per DATA item, so never across a
+the batch API: one :class:`~jstormpy.api.batch.Batch` per DATA item, so never across a
 marker); BARRIER items go through the
 :class:`~jstormpy.barrier.aligner.BarrierAligner`; WATERMARK items advance the task's
 watermark (minimum over input channels); END_OF_STREAM marks a channel finished.
@@ -20,6 +20,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from jstormpy.api.batch import Batch
+from jstormpy.api.component import ERRORS_STREAM, Tuple, managed_states
+from jstormpy.api.errors import TopologyError
 from jstormpy.barrier.aligner import BarrierAligner
 from jstormpy.barrier.snapshots import (
     AckSnapshot,
@@ -39,18 +42,12 @@ from jstormpy.barrier.transactions import (
     SinkStep,
     SinkTransactions,
 )
-from jstormpy.batch import Batch
-from jstormpy.component import ERRORS_STREAM, Tuple
-from jstormpy.errors import TopologyError
 from jstormpy.faults import fault_point
 from jstormpy.picklecheck import snapshot_pickle_error
 from jstormpy.runtime.credits import TaskInbox
 from jstormpy.runtime.incremental import IncrementalCapture, IncrementalKeyedState
 from jstormpy.runtime.routing import (
-    BARRIER,
-    DATA,
-    END_OF_STREAM,
-    WATERMARK,
+    MessageKind,
     OutputCollector,
     QuiescentBarrier,
 )
@@ -64,6 +61,10 @@ from jstormpy.runtime.snapshots import (
 from jstormpy.runtime.task_host import TaskCommand, TaskHost, TaskMetricsCounters, TaskStopped
 
 log = logging.getLogger("jstormpy.task")
+
+# The item kinds as the plain ints items carry (an Enum-class attribute lookup per item
+# costs more than the comparison).
+_DATA, _BARRIER, _WATERMARK, _END_OF_STREAM = (int(k) for k in MessageKind)
 
 COMMIT_RETRY_S = 1.0
 """A sink commit deferred by SinkUnavailableError is retried after this long if no later
@@ -295,7 +296,7 @@ class TaskExecutor:
     # -- snapshots ------------------------------------------------------------------------
     def _snapshot_dict(self) -> dict[str, Any]:
         comp = self.component
-        snap: dict[str, Any] = {"states": comp.__dict__.get("_jstorm_states", {}),
+        snap: dict[str, Any] = {"states": managed_states(comp),
                                 "state_version": getattr(type(comp), "state_version", None),
                                 "max_parallelism": getattr(self.host, "max_parallelism", None)}
         custom = getattr(comp, "snapshot", None)
@@ -347,7 +348,7 @@ class TaskExecutor:
         else:
             view = None
         if emit_barrier:  # as received: a quiescent barrier stays one downstream
-            self.collector.broadcast(BARRIER, barrier)
+            self.collector.broadcast(MessageKind.BARRIER, barrier)
         # "finished" tells the TM this barrier follows the spout's end of stream, so the
         # checkpoint covers everything end of input causes downstream (hole 3)
         finished = self.kind == "spout" and self.eos_sent
@@ -465,7 +466,7 @@ class TaskExecutor:
         if self.eos_sent:
             return
         self.collector.flush()
-        self.collector.broadcast(END_OF_STREAM, None)
+        self.collector.broadcast(MessageKind.END_OF_STREAM, None)
         self.eos_sent = True
         report = getattr(self.host, "spout_finished", None)
         if report is not None:
@@ -520,13 +521,13 @@ class TaskExecutor:
 
     def _handle(self, src: int, kind: int, stream: str, payload: Any) -> None:
         """Process one item of input channel ``src``: a batch or a marker."""
-        if kind == DATA:
+        if kind == _DATA:
             self._execute_batch(src, stream, payload)
-        elif kind == BARRIER:
+        elif kind == _BARRIER:
             self._on_barrier(src, payload)
-        elif kind == WATERMARK:
+        elif kind == _WATERMARK:
             self._on_watermark(src, payload)
-        elif kind == END_OF_STREAM:
+        elif kind == _END_OF_STREAM:
             self._on_end_of_stream(src)
 
     def _run_due(self, now: float) -> None:
@@ -633,7 +634,8 @@ class TaskExecutor:
         if self.is_sink and not self.perform_sink_steps(self.txns.barrier(int(checkpoint_id))):
             # the external system is down: this checkpoint is given up (FailCheckpoint),
             # the open transaction is staged at the next barrier; keep running
-            self.collector.broadcast(BARRIER, checkpoint_id)  # downstream must not stall
+            # downstream must not stall
+            self.collector.broadcast(MessageKind.BARRIER, checkpoint_id)
             released = self.aligner.release()
             if released:
                 self.pending.extendleft(reversed(released))
@@ -677,7 +679,7 @@ class TaskExecutor:
             except Exception as exc:
                 self._user_error(exc, None)
             self.collector.flush()
-            self.collector.broadcast(END_OF_STREAM, None)
+            self.collector.broadcast(MessageKind.END_OF_STREAM, None)
 
     # -- chained mode ---------------------------------------------------------------------
     # A bolt task chained into its source task's thread (``runtime/channel_plan.py``): the

@@ -28,12 +28,10 @@ import socket
 import struct
 from typing import Any
 
-from jstormpy.errors import AuthenticationError, FrameError
+from jstormpy.api.errors import AuthenticationError, FrameError
 from jstormpy.runtime.frames import (
-    ACCEPT,
-    CHALLENGE,
     MAX_CLOSE_REASON,
-    RESPONSE,
+    FrameType,
     PeerClosedError,
     encode_frame,
     read_frame,
@@ -70,15 +68,17 @@ def client_handshake(sock: socket.socket, secret: bytes, worker_id: int, generat
     reader = sock.makefile("rb")
     try:
         # lengths bounded before reading: a CHALLENGE (or a CLOSE reason) is short
-        _, _, n_s, _ = read_frame(reader, min(max_frame_bytes, MAX_CLOSE_REASON), (CHALLENGE,))
+        _, _, n_s, _ = read_frame(reader, min(max_frame_bytes, MAX_CLOSE_REASON),
+                                  (FrameType.CHALLENGE,))
         assert n_s is not None
         if len(n_s) != NONCE_BYTES:
             raise FrameError(f"CHALLENGE nonce of {len(n_s)} bytes (expected {NONCE_BYTES})")
         n_c = os.urandom(NONCE_BYTES)
         payload = WID.pack(worker_id) + n_c + mac_client(secret, n_s, worker_id)
-        sock.sendall(encode_frame(RESPONSE, generation, payload))
+        sock.sendall(encode_frame(FrameType.RESPONSE, generation, payload))
         try:
-            _, _, proof, _ = read_frame(reader, min(max_frame_bytes, MAX_CLOSE_REASON), (ACCEPT,))
+            _, _, proof, _ = read_frame(reader, min(max_frame_bytes, MAX_CLOSE_REASON),
+                                        (FrameType.ACCEPT,))
         except PeerClosedError as exc:
             raise AuthenticationError(f"server refused us: {exc}") from exc
         if not hmac.compare_digest(proof or b"", mac_server(secret, n_c)):
@@ -98,8 +98,9 @@ def server_handshake(sock: socket.socket, reader: Any, secret: bytes, generation
         PeerClosedError: the connection closed mid-handshake.
     """
     n_s = os.urandom(NONCE_BYTES)
-    sock.sendall(encode_frame(CHALLENGE, generation, n_s))
-    _, _, payload, _ = read_frame(reader, min(max_frame_bytes, RESPONSE_BYTES), (RESPONSE,))
+    sock.sendall(encode_frame(FrameType.CHALLENGE, generation, n_s))
+    _, _, payload, _ = read_frame(reader, min(max_frame_bytes, RESPONSE_BYTES),
+                                  (FrameType.RESPONSE,))
     assert payload is not None
     if len(payload) != RESPONSE_BYTES:
         raise FrameError(f"RESPONSE payload of {len(payload)} bytes "
@@ -110,5 +111,5 @@ def server_handshake(sock: socket.socket, reader: Any, secret: bytes, generation
     if not hmac.compare_digest(proof, mac_client(secret, n_s, peer_worker)):
         raise AuthenticationError(f"client claiming worker {peer_worker} sent a wrong "
                                   "HMAC proof (wrong topology secret?)")
-    sock.sendall(encode_frame(ACCEPT, generation, mac_server(secret, n_c)))
+    sock.sendall(encode_frame(FrameType.ACCEPT, generation, mac_server(secret, n_c)))
     return int(peer_worker)

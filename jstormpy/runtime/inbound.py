@@ -2,10 +2,11 @@
 
 :class:`InboundChannels` is mixed into :class:`~jstormpy.runtime.transport.Transport`.
 After an inbound connection authenticated, :meth:`InboundChannels._read_data` reads its
-DATA frames, drops frames of other generations, checks each channel's sequence numbers
-(duplicates of retransmitted frames are dropped and acknowledged again, gaps reported),
-decodes the payload (:mod:`jstormpy.runtime.codec`) and calls ``deliver``. Cumulative
-ACKs are owed per connection and sent by one thread every few milliseconds.
+DATA and CREDIT frames, drops frames of other generations, checks each channel's sequence
+numbers (duplicates of retransmitted frames are dropped and acknowledged again, gaps
+reported), decodes a DATA payload (:mod:`jstormpy.runtime.codec`) and calls ``deliver``, or
+a CREDIT payload and calls ``on_credit``. Cumulative ACKs are owed per connection and sent
+by one thread every few milliseconds.
 """
 
 from __future__ import annotations
@@ -16,19 +17,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from jstormpy.errors import FrameError
+from jstormpy.api.errors import FrameError
 from jstormpy.runtime.codec import decode_item
 from jstormpy.runtime.dataplane_counters import DataPlaneCounters
 from jstormpy.runtime.frames import (
-    ACK,
-    CLOSE,
-    DATA,
+    CREDIT_GRANT,
     HEADER,
     MAGIC,
     MAX_CLOSE_REASON,
     SEQ,
-    TYPE_NAMES,
     VERSION,
+    FrameType,
     PeerClosedError,
     decode_header,
     encode_frame,
@@ -45,6 +44,7 @@ class InboundChannels:
     _max_frame_bytes: int
     _deliver: Callable[..., None]
     _deliver_generation: bool
+    _on_credit: Callable[[int, int, int, int], None] | None
     _log: logging.Logger
     _lock: threading.Lock
     _channels: dict[tuple[int, int, int], list[Any]]
@@ -69,7 +69,7 @@ class InboundChannels:
                 due, self._acks_due = self._acks_due, {}
             for sock, gen, incarnation, seq in due.values():
                 try:
-                    sock.sendall(encode_frame(ACK, gen, SEQ.pack(incarnation, seq)))
+                    sock.sendall(encode_frame(FrameType.ACK, gen, SEQ.pack(incarnation, seq)))
                 except OSError:
                     pass  # the reader of that connection sees the failure
 
@@ -101,6 +101,7 @@ class InboundChannels:
         hsize = HEADER.size
         unpack = HEADER.unpack
         deliver = self._deliver
+        data_type = int(FrameType.DATA)  # the per-frame test compares plain ints
         while True:
             header = reader.read(hsize)
             if len(header) != hsize:
@@ -109,46 +110,71 @@ class InboundChannels:
                 self._log.debug("worker %d: %s closed the connection", self.worker_id, peer)
                 return
             magic, version, ftype, generation, length = unpack(header)
-            if magic != MAGIC or version != VERSION or ftype != DATA or length > max_frame:
+            if magic != MAGIC or version != VERSION or ftype != data_type or length > max_frame:
                 ftype, generation, length = decode_header(header, max_frame)
-                if ftype == CLOSE:
+                if ftype == FrameType.CLOSE:
                     reason = read_exact(reader, min(length, MAX_CLOSE_REASON))
                     raise PeerClosedError(reason.decode("utf-8", "replace"))
-                raise FrameError(f"unexpected {TYPE_NAMES[ftype]} frame after authentication")
+                if ftype != FrameType.CREDIT:
+                    raise FrameError(f"unexpected {ftype.name} frame after authentication")
             payload = reader.read(length)
             if len(payload) != length:
-                raise FrameError(f"truncated DATA frame ({len(payload)} of {length} bytes)")
+                raise FrameError(f"truncated {FrameType(ftype).name} frame "
+                                 f"({len(payload)} of {length} bytes)")
             if length < SEQ.size:
-                raise FrameError(f"DATA frame of {length} bytes has no sequence prefix")
+                raise FrameError(f"{FrameType(ftype).name} frame of {length} bytes has no "
+                                 f"sequence prefix")
             incarnation, seq = SEQ.unpack_from(payload)
             if generation != self._generation:
                 self.counters.count("stale_frames_dropped")
                 self._owe_ack(sock, generation, incarnation, seq)
                 continue
-            try:
-                dst_task, item = decode_item(memoryview(payload)[SEQ.size:])
-            except Exception as exc:
-                raise FrameError(f"undecodable DATA payload of {length} bytes: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+            if ftype == data_type:
+                try:
+                    dst_task, item = decode_item(memoryview(payload)[SEQ.size:])
+                except Exception as exc:
+                    raise FrameError(f"undecodable DATA payload of {length} bytes: "
+                                     f"{type(exc).__name__}: {exc}") from exc
+            else:
+                if length != SEQ.size + CREDIT_GRANT.size:
+                    raise FrameError(f"CREDIT frame of {length} bytes (expected "
+                                     f"{SEQ.size + CREDIT_GRANT.size})")
+                src, dst, total = CREDIT_GRANT.unpack_from(payload, SEQ.size)
             chan = self._accept_frame(peer_worker, peer, generation, incarnation, seq)
             if chan is None:  # a retransmitted frame delivered before: acknowledge again
                 self._owe_ack(sock, generation, incarnation, seq)
                 continue
             try:
                 self.counters.count2("frames_received", 1, "bytes_received", hsize + length)
-                try:
-                    if self._deliver_generation:
-                        deliver(dst_task, item, generation)
-                    else:
-                        deliver(dst_task, item)
-                except Exception:
-                    self.counters.count("deliver_errors")
-                    self._log.exception("worker %d: deliver() raised for a frame from %s to "
-                                        "task %r", self.worker_id, peer, dst_task)
+                if ftype == data_type:  # inline: once per DATA frame
+                    try:
+                        if self._deliver_generation:
+                            deliver(dst_task, item, generation)
+                        else:
+                            deliver(dst_task, item)
+                    except Exception:
+                        self.counters.count("deliver_errors")
+                        self._log.exception("worker %d: deliver() raised for a frame from %s "
+                                            "to task %r", self.worker_id, peer, dst_task)
+                else:
+                    self._deliver_credit(peer, generation, src, dst, total)
                 chan[1] = seq
             finally:
                 chan[0].release()
             self._owe_ack(sock, generation, incarnation, seq)
+
+    def _deliver_credit(self, peer: str, generation: int, src: int, dst: int,
+                        total: int) -> None:
+        if self._on_credit is None:
+            self._log.debug("worker %d: CREDIT frame from %s ignored (no on_credit)",
+                            self.worker_id, peer)
+            return
+        try:
+            self._on_credit(src, dst, total, generation)
+        except Exception:
+            self.counters.count("deliver_errors")
+            self._log.exception("worker %d: on_credit() raised for channel %d -> %d from %s",
+                                self.worker_id, src, dst, peer)
 
     def _owe_ack(self, sock: socket.socket | None, gen: int, incarnation: int, seq: int) -> None:
         if sock is None:

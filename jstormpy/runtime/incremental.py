@@ -26,8 +26,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jstormpy.errors import CheckpointError, JStormError
-from jstormpy.runtime.snapshots import _ATOMIC, _immutable_values
+from jstormpy.api.component import managed_states, use_state_factory
+from jstormpy.api.errors import CheckpointError, JStormError
+from jstormpy.runtime.snapshots import ATOMIC_TYPES, immutable_values
 from jstormpy.state_backends.base import StateBackend
 from jstormpy.state_backends.changelog import (
     build_base,
@@ -120,10 +121,10 @@ def _immutable_values_of(changes: dict[Any, Any]) -> bool:
     atomic-immutable, tuples of such values, or DELETED."""
     types = set(map(type, changes.values()))
     types.discard(_Deleted)
-    if types <= _ATOMIC:
+    if types <= ATOMIC_TYPES:
         return True
-    if types <= _ATOMIC | {tuple}:
-        return all(v.__class__ in _ATOMIC for t in changes.values()
+    if types <= ATOMIC_TYPES | {tuple}:
+        return all(v.__class__ in ATOMIC_TYPES for t in changes.values()
                    if t.__class__ is tuple for v in t)
     return False
 
@@ -165,7 +166,7 @@ class IncrementalKeyedState:
         self.compaction_every = compaction_every
         self.compaction_ratio = compaction_ratio
         self.chain = ChainState()
-        states: dict[str, Any] = component.__dict__.setdefault("_jstorm_states", {})
+        states = managed_states(component)
         inc = (restored or {}).get("incremental") or {}
         if inc and inc.get("key_groups") != [key_groups.start, key_groups.stop]:
             inc = {}  # another task's chain (a rescale moved key groups): start a new base
@@ -184,9 +185,9 @@ class IncrementalKeyedState:
         for name, d in list(states.items()):
             if type(d) is dict:
                 tracked = TrackedState(d)
-                tracked.whole = not _immutable_values(d)
+                tracked.whole = not immutable_values(d)
                 states[name] = tracked
-        component.__dict__["_jstorm_state_factory"] = TrackedState
+        use_state_factory(component, TrackedState)
         self.states = states
 
     # -- task thread ---------------------------------------------------------------------
@@ -249,9 +250,9 @@ class IncrementalKeyedState:
         mutable = []
         for name, changes in cap.states.items():
             types = None if value_types is None else value_types.get(name)
-            if types is not None and types <= _ATOMIC:
+            if types is not None and types <= ATOMIC_TYPES:
                 continue
-            if types is None or types <= _ATOMIC | {tuple}:  # tuples: scan their items
+            if types is None or types <= ATOMIC_TYPES | {tuple}:  # tuples: scan their items
                 if _immutable_values_of(changes):
                     continue
             mutable.append(name)

@@ -22,13 +22,13 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jstormpy.errors import AuthenticationError, FrameError
+from jstormpy.api.errors import AuthenticationError, FrameError
 from jstormpy.faults import chaos_route
 from jstormpy.runtime.frames import (
-    ACK,
     MAX_BATCH_BYTES,
     MAX_BATCH_FRAMES,
     SEQ,
+    FrameType,
     PeerClosedError,
     close_quietly,
     read_frame,
@@ -104,7 +104,8 @@ class Outbound:
 
     # -- called with self.cond held ------------------------------------------------------------
     def append_locked(self, gen: int, header: bytes, payload: bytes) -> None:
-        """Sequence and queue one DATA frame (``header`` still lacks the SEQ prefix)."""
+        """Sequence and queue one DATA or CREDIT frame (``header`` still lacks the SEQ
+        prefix)."""
         seq = self.next_seq.get(gen, 0) + 1
         self.next_seq[gen] = seq
         head = header + SEQ.pack(self.incarnation, seq)
@@ -262,7 +263,7 @@ class Outbound:
         reader = sock.makefile("rb")
         try:
             while True:
-                _, gen, payload, _ = read_frame(reader, t.max_frame_bytes, (ACK,))
+                _, gen, payload, _ = read_frame(reader, t.max_frame_bytes, (FrameType.ACK,))
                 assert payload is not None
                 incarnation, seq = SEQ.unpack(payload)
                 if incarnation != self.incarnation:

@@ -10,18 +10,31 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
+from enum import IntEnum
 from typing import Any
 
-from jstormpy.batch import rows_from_columns
-from jstormpy.errors import JStormError, TopologyError
+from jstormpy.api.batch import rows_from_columns
+from jstormpy.api.errors import JStormError, TopologyError
 from jstormpy.keygroups import KeyRouter, default_max_parallelism
 from jstormpy.runtime.channel_plan import output_targets
 
-# In-band item kinds: every item on a channel is (src_task, kind, stream, payload).
-DATA = 0
-BARRIER = 1
-WATERMARK = 2
-END_OF_STREAM = 3
+
+class MessageKind(IntEnum):
+    """What an item on a channel is: every item is ``(src_task, kind, stream, payload)``.
+
+    Not a frame type: a transport DATA frame (:class:`jstormpy.runtime.frames.FrameType`)
+    carries one item of any kind. Items carry the plain ``int`` value: marshal, the data
+    plane's fast codec, encodes exact ints only (an enum member would send every batch
+    through pickle), and compares against a plain int are the cheapest per item.
+    """
+
+    DATA = 0
+    BARRIER = 1
+    WATERMARK = 2
+    END_OF_STREAM = 3
+
+
+_DATA = int(MessageKind.DATA)
 
 
 
@@ -92,7 +105,7 @@ class Route:
         send = self.send
         n = self.n
         bs = self.batch_size
-        head = (self.src, DATA, self.stream)
+        head = (self.src, _DATA, self.stream)
         if self.kind == "fields" and len(self.key_index) == 1:
             k = self.key_index[0]
             kget, kmiss = self.key_pos.cache.get, self.key_pos.miss
@@ -220,7 +233,7 @@ class Route:
         if len(buf) >= bs:
             self.buffers[i] = []
             self.rows_out += len(buf)
-            head = (self.src, DATA, self.stream)
+            head = (self.src, _DATA, self.stream)
             target = self.targets[i]
             for start in range(0, len(buf), bs):
                 self.send(target, (*head, buf[start:start + bs] if start or len(buf) > bs
@@ -232,7 +245,7 @@ class Route:
         if len(buf) >= self.batch_size:
             self.buffers[i] = []
             self.rows_out += len(buf)
-            self.send(self.targets[i], (self.src, DATA, self.stream, buf))
+            self.send(self.targets[i], (self.src, _DATA, self.stream, buf))
 
     def flush(self) -> None:
         """Send every non-empty batch."""
@@ -241,7 +254,7 @@ class Route:
             if buf:
                 bufs[i] = []
                 self.rows_out += len(buf)
-                self.send(self.targets[i], (self.src, DATA, self.stream, buf))
+                self.send(self.targets[i], (self.src, _DATA, self.stream, buf))
 
 
 class OutputCollector:
@@ -304,7 +317,7 @@ class OutputCollector:
         route = rs[0]
         bufs, targets, send, n, bs = (route.buffers, route.targets, route.send, route.n,
                                       route.batch_size)
-        head = (route.src, DATA, route.stream)
+        head = (route.src, _DATA, route.stream)
         generic = OutputCollector.emit.__get__(self)
         nf = len(declared)
         component = self.component
@@ -426,7 +439,7 @@ class OutputCollector:
 
     def emit_batch(self, data: Any, stream: str = "default") -> None:
         """Route a batch given as columns (``{field: column}`` or sequences in field
-        order, see :func:`jstormpy.batch.rows_from_columns`) to every subscriber."""
+        order, see :func:`jstormpy.api.batch.rows_from_columns`) to every subscriber."""
         try:
             routes = self.routes[stream]
         except KeyError:
@@ -466,7 +479,7 @@ class OutputCollector:
             return
         self.last_watermark = watermark_ms
         self.flush()
-        self.broadcast(WATERMARK, watermark_ms)
+        self.broadcast(MessageKind.WATERMARK, watermark_ms)
 
     def flush(self) -> None:
         """Send every partly filled batch."""
@@ -475,9 +488,9 @@ class OutputCollector:
             for r in self.all_routes:
                 r.flush()
 
-    def broadcast(self, kind: int, payload: Any) -> None:
+    def broadcast(self, kind: MessageKind, payload: Any) -> None:
         """Send a marker (barrier, watermark, end of stream) on every output channel."""
-        item = (self.task_id, kind, "", payload)
+        item = (self.task_id, int(kind), "", payload)
         for dst in self.channels:
             self.send(dst, item)
 

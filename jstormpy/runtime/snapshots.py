@@ -29,25 +29,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jstormpy.errors import CheckpointError
+from jstormpy.api.errors import CheckpointError
 
 log = logging.getLogger("jstormpy.task")
 
 CHUNK_KEYS = 20000
 """Keys per pickled chunk of a copied state dict."""
 
-_ATOMIC = frozenset({int, float, str, bytes, bool, type(None), complex})
+ATOMIC_TYPES = frozenset({int, float, str, bytes, bool, type(None), complex})
+"""Value types a snapshot may share instead of copy (immutable all the way down)."""
 
 
-def _immutable_values(d: dict[Any, Any]) -> bool:
+def immutable_values(d: dict[Any, Any]) -> bool:
     """Whether every value of ``d`` is atomic-immutable or a tuple of such values."""
     types = set(map(type, d.values()))
-    if types <= _ATOMIC:
+    if types <= ATOMIC_TYPES:
         return True
-    if types <= _ATOMIC | {tuple}:
+    if types <= ATOMIC_TYPES | {tuple}:
         inner = set(map(type, itertools.chain.from_iterable(
             v for v in d.values() if v.__class__ is tuple)))
-        return inner <= _ATOMIC
+        return inner <= ATOMIC_TYPES
     return False
 
 
@@ -85,7 +86,7 @@ def capture(snap: dict[str, Any], verified: set[str] | None = None) -> SnapshotV
                 copies[name] = d.copy()
                 unchecked.append(name)
                 continue
-            if _immutable_values(d):
+            if immutable_values(d):
                 copies[name] = d.copy()
                 if verified is not None:
                     verified.add(name)
@@ -132,12 +133,12 @@ class _Assembled:
 
 def verify(view: SnapshotView) -> None:
     """Snapshot thread: the type scan :func:`capture` skipped. Raises
-    :class:`~jstormpy.errors.CheckpointError` (the checkpoint is declined, the task keeps
+    :class:`~jstormpy.api.errors.CheckpointError` (the checkpoint is declined, the task keeps
     running) if such a copy holds a mutable value: it shares that value with the live
     state, so the bytes could show a change made after the barrier."""
     unchecked, view.unchecked = view.unchecked, []
     for name in unchecked:
-        if not _immutable_values(view.copies[name]):
+        if not immutable_values(view.copies[name]):
             if view.verified is not None:
                 view.verified.discard(name)
             raise CheckpointError(

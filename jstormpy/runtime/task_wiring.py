@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jstormpy.codepkg import migrate_snapshot
+from jstormpy.api.component import restore_finished, restore_managed_states
+from jstormpy.api.topology import Topology
 from jstormpy.keygroups import check_max_parallelism
-from jstormpy.topology import Topology
+from jstormpy.operations.codepkg import migrate_snapshot
 
 
 def restore_component(comp: Any, snap: dict[str, Any] | None, max_parallelism: int,
@@ -33,11 +34,11 @@ def restore_component(comp: Any, snap: dict[str, Any] | None, max_parallelism: i
     migrated = migrate_snapshot(comp, snap)  # gray release: state_version changed
     if migrated is not snap:  # new state: the old increment chain no longer describes it
         migrated.pop("incremental", None)
-    comp.__dict__["_jstorm_states"] = migrated.get("states", {})
+    restore_managed_states(comp, migrated.get("states", {}))
     if "custom" in migrated and callable(getattr(comp, "restore", None)):
         comp.restore(migrated["custom"])
     if migrated.get("finished"):
-        comp.__dict__["_jstorm_finished"] = True
+        restore_finished(comp)
     return migrated
 
 

@@ -1,7 +1,7 @@
 """TLS for the worker-to-worker data plane (docs/security.md).
 
 With ``Config.tls`` on, every data connection is wrapped in mutual TLS with the
-topology's certificates (``jstormpy.tls``): the server requires a client certificate
+topology's certificates (``jstormpy.security.tls``): the server requires a client certificate
 signed by the topology CA, the client checks the server presents ``jstorm-worker`` from
 the same CA. After the TLS handshake the HMAC handshake of ``transport.py`` runs inside
 it, and every DATA frame is then integrity-protected and encrypted by TLS (a frame
@@ -36,7 +36,7 @@ import time
 from typing import Any
 
 from jstormpy.runtime.handshake_guard import Ticket
-from jstormpy.tls import ROLE_WORKER, client_context, server_context
+from jstormpy.security.tls import ROLE_WORKER, client_context, server_context
 
 POLL_CAP_S = 0.25
 """Longest single wait in ``poll`` before OpenSSL is asked again. Only a safety net:
@@ -156,6 +156,8 @@ class SerializedSSLSocket(ssl.SSLSocket):
         socket.socket.shutdown(self, how)
 
     def _real_close(self) -> None:
+        # ssl.SSLSocket's own close hook (the one socket.close calls once no makefile()
+        # holds it); overriding it is the only way to serialise the SSL object's release
         if not self._serialized:
             super()._real_close()  # type: ignore[misc]
             return

@@ -40,21 +40,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jstormpy.errors import AuthenticationError, FrameError
+from jstormpy.api.errors import AuthenticationError, FrameError
 from jstormpy.runtime.codec import encode_item
 from jstormpy.runtime.dataplane_counters import DataPlaneCounters
 from jstormpy.runtime.frames import (
-    ACCEPT,
-    CHALLENGE,
-    CLOSE,
-    DATA,
+    CREDIT_GRANT,
     HEADER,
     MAGIC,
     MAX_CLOSE_REASON,
     READ_BUFFER,
-    RESPONSE,
     SEQ,
     VERSION,
+    FrameType,
     PeerClosedError,
     close_quietly,
     decode_header,
@@ -78,14 +75,10 @@ from jstormpy.runtime.outbound import DEAD, READY, Outbound, OutboundSettings
 from jstormpy.runtime.tls_socket import DataPlaneTls
 
 __all__ = [
-    "ACCEPT",
-    "CHALLENGE",
-    "CLOSE",
-    "DATA",
     "HEADER",
     "MAGIC",
-    "RESPONSE",
     "VERSION",
+    "FrameType",
     "Transport",
     "decode_header",
     "encode_frame",
@@ -103,6 +96,9 @@ class Transport(InboundChannels):
         deliver: ``deliver(dst_task, item)`` (or ``deliver(dst_task, item, generation)`` with
             ``deliver_generation=True``), called in the connection's reader thread once
             per DATA frame of the current generation, in order. May block (backpressure).
+        on_credit: ``on_credit(src_task, dst_task, total, generation)``, called in the
+            reader thread once per CREDIT frame of the current generation (sent by
+            :meth:`send_credit`), in order with the DATA frames of its channel.
         host: Address to bind.
         port: Port to bind (0 = any free port).
         max_frame_bytes: Largest payload accepted (and sent).
@@ -128,6 +124,7 @@ class Transport(InboundChannels):
                  host: str = "127.0.0.1", port: int = 0, max_frame_bytes: int = 64 << 20,
                  send_buffer_bytes: int = 8 << 20, connect_timeout_s: float = 10.0,
                  deliver_generation: bool = False,
+                 on_credit: Callable[[int, int, int, int], None] | None = None,
                  logger: logging.Logger | None = None,
                  handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S,
                  on_loss: Callable[[int, str], None] | None = None,
@@ -144,6 +141,7 @@ class Transport(InboundChannels):
         self._secret = bytes(secret)
         self._deliver = deliver
         self._deliver_generation = deliver_generation
+        self._on_credit = on_credit
         self._host = host
         self._requested_port = port
         self._max_frame_bytes = max_frame_bytes
@@ -322,8 +320,26 @@ class Transport(InboundChannels):
             raise FrameError(f"item for task {dst_task} on worker {worker_id} encodes to "
                              f"{len(payload)} bytes, above max_frame_bytes="
                              f"{self._max_frame_bytes}; send smaller batches")
-        header = HEADER.pack(MAGIC, VERSION, DATA, gen, SEQ.size + len(payload))
+        header = HEADER.pack(MAGIC, VERSION, FrameType.DATA, gen, SEQ.size + len(payload))
+        return self._enqueue(worker_id, gen, header, payload, wait)
 
+    def send_credit(self, worker_id: int, src_task: int, dst_task: int, total: int,
+                    generation: int | None = None, wait: bool = True) -> bool:
+        """Queue one CREDIT frame for ``worker_id``: the receiver of channel ``src_task ->
+        dst_task`` has returned ``total`` credits of it in this generation.
+
+        Sequenced, acknowledged, blocking and dropped exactly like :meth:`send`.
+        """
+        gen = self._generation
+        if generation is not None and generation != gen:
+            return self._dropped(worker_id, f"sender of generation {generation} is stale")
+        payload = CREDIT_GRANT.pack(src_task, dst_task, total)
+        header = HEADER.pack(MAGIC, VERSION, FrameType.CREDIT, gen, SEQ.size + len(payload))
+        return self._enqueue(worker_id, gen, header, payload, wait)
+
+    def _enqueue(self, worker_id: int, gen: int, header: bytes, payload: bytes,
+                 wait: bool) -> bool:
+        """Hand one frame of generation ``gen`` to the peer's outbound connection."""
         with self._lock:
             if self._closed:
                 ob = None
@@ -527,7 +543,7 @@ class Transport(InboundChannels):
         """Best effort: tell the peer why, then half-close so it sees EOF after the reason."""
         try:
             sock.settimeout(1.0)
-            sock.sendall(encode_frame(CLOSE, self._generation,
+            sock.sendall(encode_frame(FrameType.CLOSE, self._generation,
                                       reason.encode("utf-8")[:MAX_CLOSE_REASON]))
             sock.shutdown(socket.SHUT_WR)
         except OSError:

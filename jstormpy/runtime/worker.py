@@ -33,9 +33,10 @@ import cloudpickle
 import grpc
 
 from jstormpy import pickling
-from jstormpy.component import TopologyContext
-from jstormpy.config import Config
-from jstormpy.errors import CorruptSnapshotError, JStormError
+from jstormpy.api.component import TopologyContext, bind_task
+from jstormpy.api.config import Config
+from jstormpy.api.errors import CorruptSnapshotError, JStormError
+from jstormpy.api.topology import Topology
 from jstormpy.faults import chaos_route
 from jstormpy.keygroups import key_group_range, resolve_max_parallelism
 from jstormpy.proctitle import set_process_title
@@ -44,7 +45,7 @@ from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.run_identity import RunIdentity
 from jstormpy.runtime import taskops
 from jstormpy.runtime.channel_plan import chain_plan, input_channels
-from jstormpy.runtime.credits import CREDIT_TASK, CreditGate, GrantTotals, Stopped, TaskInbox
+from jstormpy.runtime.credits import CreditGate, GrantTotals, Stopped, TaskInbox
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.heartbeat import heartbeat_message
 from jstormpy.runtime.incremental import make_incremental
@@ -52,12 +53,11 @@ from jstormpy.runtime.routing import OutputCollector, build_routes
 from jstormpy.runtime.task_host import TaskCommand, TaskHost, TaskStopped
 from jstormpy.runtime.task_wiring import input_field_index, restore_component
 from jstormpy.runtime.transport import Transport
-from jstormpy.security import auth_metadata, secret_from_env
+from jstormpy.security.tls import grpc_channel, tls_dir_from_env
+from jstormpy.security.tokens import auth_metadata, secret_from_env
 from jstormpy.state_backends import StateBackend, open_backend
 from jstormpy.state_backends.changelog import load_task_snapshot
 from jstormpy.state_backends.deadline import DeadlineBackend
-from jstormpy.tls import grpc_channel, tls_dir_from_env
-from jstormpy.topology import Topology
 
 log = logging.getLogger("jstormpy.worker")
 
@@ -160,7 +160,7 @@ class Worker(TaskHost):
                 self.shutdown.wait(pause)
                 pause = min(pause * 2, 0.2)
         if blob.package:  # gray release: this worker's assigned code package
-            from jstormpy.codepkg import load_package_topology
+            from jstormpy.operations.codepkg import load_package_topology
 
             self.topology = load_package_topology(blob.package, blob.entry, blob.digest,
                                                   blob.code_version)
@@ -194,7 +194,7 @@ class Worker(TaskHost):
         self.transport = Transport(self.worker_id, self.secret, self._deliver, host=self.host,
                                    max_frame_bytes=self.config.max_frame_bytes,
                                    send_buffer_bytes=self.config.send_buffer_bytes,
-                                   deliver_generation=True,
+                                   deliver_generation=True, on_credit=self._credit_granted,
                                    on_loss=lambda worker, _why: self._frames_lost(worker),
                                    tls_dir=self.tls_dir)  # mutual TLS on the data plane
         self.transport.start()
@@ -214,13 +214,14 @@ class Worker(TaskHost):
         inboxes = self.inboxes  # one read: a Prepare replaces them whole (hole 8)
         if generation != inboxes.generation:
             return
-        if dst_task == CREDIT_TASK:
-            _kind, src, dst, total = item
-            self.gate.release_total(src, dst, total)
-            return
         q = inboxes.queues.get(dst_task)
         if q is not None:
             q.put(item)  # never blocks: the sender spent a credit for it
+
+    def _credit_granted(self, src: int, dst: int, total: int, generation: int) -> None:
+        """A CREDIT frame: the receiver of ``src -> dst`` has returned ``total`` credits."""
+        if generation == self.inboxes.generation:
+            self.gate.release_total(src, dst, total)
 
     def channel_credits(self, dst: int) -> int:
         """Credits of each channel into task ``dst``: its queue budget over its inputs."""
@@ -261,8 +262,7 @@ class Worker(TaskHost):
             self.gate.release(src, dst, n)
         elif worker is not None and self.transport is not None:
             total = self.credit_totals.add(src, dst, n)
-            self.transport.send(worker, CREDIT_TASK, ("credit", src, dst, total),
-                                self.tasks_generation)
+            self.transport.send_credit(worker, src, dst, total, self.tasks_generation)
 
     def resend_credit_totals(self) -> None:
         """Re-send every remote channel's credit total (heals a lost grant). Never waits
@@ -271,8 +271,8 @@ class Worker(TaskHost):
         for (src, dst), total in self.credit_totals.items():
             worker = self.task_workers.get(src)
             if worker is not None and worker != self.worker_id and self.transport is not None:
-                self.transport.send(worker, CREDIT_TASK, ("credit", src, dst, total),
-                                    self.tasks_generation, wait=False)
+                self.transport.send_credit(worker, src, dst, total, self.tasks_generation,
+                                           wait=False)
 
     def _frames_lost(self, worker: int) -> None:
         """A frame to ``worker`` was dropped (connection lost). Under exactly-/at-least-once
@@ -415,9 +415,7 @@ class Worker(TaskHost):
                                             conf.batch_size, self.max_parallelism, chained)
             collector = OutputCollector(task_id, name, routes, channels, self.send,
                                         streams=dict(spec.streams))
-            comp.__dict__["_jstorm_collector"] = collector
-            comp.__dict__["emit"] = collector.emit
-            comp.__dict__["_jstorm_log"] = taskops.task_logger(self, name, task_id)  # ops
+            bind_task(comp, collector, taskops.task_logger(self, name, task_id))
             inputs = channels_in[task_id]
             context = TopologyContext(
                 topology=topo.name, component=name, task_id=task_id,

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
 from jstormpy.testing.netns import STATE_DIR, HostCluster, recorded_clusters, remove_cluster
 
 DEFAULT_HOSTS = "master,worker1,worker2,storage,driver"

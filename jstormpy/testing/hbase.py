@@ -42,10 +42,10 @@ from jstormpy.testing.hbase_handler import (  # noqa: F401 - public names stay h
     LATEST,
     PROTOCOLS,
     TRANSPORTS,
+    CompactProtocolFactory,
     Hbase,
-    _CompactProtocolFactory,
-    _Handler,
-    _Table,
+    HbaseHandler,
+    Table,
 )
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class HBaseThriftServer:
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.transport = transport
         self.protocol = protocol
-        self.handler = _Handler(host, lambda: self.port)
+        self.handler = HbaseHandler(host, lambda: self.port)
         self._processor = TProcessor(Hbase.Hbase, self.handler)
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None

@@ -34,7 +34,7 @@ class _CompactProtocol(TCompactProtocol):  # type: ignore[misc]
         return (name.decode() if isinstance(name, bytes) else name), mtype, seqid
 
 
-class _CompactProtocolFactory:
+class CompactProtocolFactory:
     def __init__(self, decode_response: bool = False) -> None:
         self.decode_response = decode_response
 
@@ -45,14 +45,14 @@ class _CompactProtocolFactory:
 TRANSPORTS: dict[str, Any] = {"buffered": TBufferedTransportFactory,
                               "framed": TFramedTransportFactory}
 PROTOCOLS: dict[str, Any] = {"binary": TBinaryProtocolFactory,
-                             "compact": _CompactProtocolFactory}
+                             "compact": CompactProtocolFactory}
 
 # row -> column ("cf:qual") -> versions [(ts, value)], newest first
 Row = dict[bytes, list[tuple[int, bytes]]]
 
 
 @dataclass
-class _Table:
+class Table:
     families: dict[bytes, dict[str, Any]]
     enabled: bool = True
     rows: dict[bytes, Row] = field(default_factory=dict)
@@ -83,11 +83,11 @@ class _Scanner:
         self.pos = 0
 
 
-class _Handler:
+class HbaseHandler:
     """Implements the ``Hbase`` service over in-memory tables."""
 
     def __init__(self, host: str, port_ref: Any) -> None:
-        self.tables: dict[bytes, _Table] = {}
+        self.tables: dict[bytes, Table] = {}
         self.lock = threading.RLock()
         self.scanners: dict[int, _Scanner] = {}
         self.scanner_ids = itertools.count(1)
@@ -95,7 +95,7 @@ class _Handler:
         self._port_ref = port_ref
 
     # -- helpers ------------------------------------------------------------------------
-    def _table(self, name: bytes, need_enabled: bool = True) -> _Table:
+    def _table(self, name: bytes, need_enabled: bool = True) -> Table:
         table = self.tables.get(name)
         if table is None:
             raise _io_error(f"org.apache.hadoop.hbase.TableNotFoundException: "
@@ -105,7 +105,7 @@ class _Handler:
                             f"{name.decode(errors='replace')} is disabled.")
         return table
 
-    def _check_family(self, table: _Table, name: bytes, column: bytes) -> None:
+    def _check_family(self, table: Table, name: bytes, column: bytes) -> None:
         fam, _ = _family(column)
         if fam not in table.families:
             raise _io_error(
@@ -145,14 +145,14 @@ class _Handler:
         return Hbase.TRowResult(row=key, columns={
             c: Hbase.TCell(value=v, timestamp=ts) for c, (ts, v) in cols.items()})
 
-    def _latest(self, table: _Table, key: bytes, columns: list[bytes] | None,
+    def _latest(self, table: Table, key: bytes, columns: list[bytes] | None,
                 max_ts: int = LATEST) -> dict[bytes, tuple[int, bytes]]:
         row = table.rows.get(key)
         if row is None:
             return {}
         return {c: v[0] for c, v in self._select(row, columns, max_ts).items()}
 
-    def _put(self, table: _Table, key: bytes, column: bytes, value: bytes, ts: int) -> None:
+    def _put(self, table: Table, key: bytes, column: bytes, value: bytes, ts: int) -> None:
         fam, qual = _family(column)
         col = fam + b":" + (qual or b"")
         cells = table.rows.setdefault(key, {}).setdefault(col, [])
@@ -161,7 +161,7 @@ class _Handler:
         cells.sort(key=lambda c: c[0], reverse=True)
         del cells[int(table.families[fam].get("maxVersions") or 1):]
 
-    def _delete(self, table: _Table, key: bytes, column: bytes | None, ts: int) -> None:
+    def _delete(self, table: Table, key: bytes, column: bytes | None, ts: int) -> None:
         row = table.rows.get(key)
         if row is None:
             return
@@ -247,7 +247,7 @@ class _Handler:
                     "bloomFilterVectorSize": cd.bloomFilterVectorSize,
                     "bloomFilterNbHashes": cd.bloomFilterNbHashes,
                     "blockCacheEnabled": cd.blockCacheEnabled, "timeToLive": cd.timeToLive}
-            self.tables[tableName] = _Table(families)
+            self.tables[tableName] = Table(families)
 
     def deleteTable(self, tableName: bytes) -> None:
         with self.lock:

@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from jstormpy.component import Bolt
-from jstormpy.config import Config
+from jstormpy.api.component import Bolt, managed_states, restore_managed_states
+from jstormpy.api.config import Config
 from jstormpy.runtime.incremental import IncrementalKeyedState, make_incremental
 from jstormpy.runtime.snapshots import capture, serialise, verify
 from jstormpy.state_backends.base import StateBackend
@@ -59,7 +59,7 @@ class TaskCheckpointer:
         self.max_parallelism = max_parallelism
         self.comp = component if component is not None else KeyedCounter()
         if restored is not None:
-            self.comp.__dict__["_jstorm_states"] = restored.get("states", {})
+            restore_managed_states(self.comp, restored.get("states", {}))
         self.inc: IncrementalKeyedState | None = make_incremental(
             self.comp, task_id, key_groups or range(max_parallelism), max_parallelism,
             config, restored)
@@ -70,8 +70,7 @@ class TaskCheckpointer:
     @property
     def states(self) -> dict[str, Any]:
         """The task's managed state dicts by name."""
-        states: dict[str, Any] = self.comp.__dict__.setdefault("_jstorm_states", {})
-        return states
+        return managed_states(self.comp)
 
     def checkpoint(self, checkpoint_id: int, commit: bool = True) -> CheckpointResult:
         """Snapshot, upload and (if ``commit``) write the checkpoint metadata.

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
 
 NETWORK = "10.213"
 """The /16 the clusters take their /24 from (private, used only inside them)."""

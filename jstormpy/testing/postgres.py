@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
 
 __all__ = ["PostgresServer", "find_pg_bindir"]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
 
 __all__ = ["RedisServer", "append_json", "find_redis_server", "read_json_stream"]
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jstormpy.errors import SemanticsError
+from jstormpy.api.errors import SemanticsError
 
 __all__ = ["SemanticsReport", "check_running_totals", "check_sequences"]
 

@@ -41,26 +41,26 @@ from typing import Any
 from jstormpy.testing.webhdfs_handler import (  # noqa: F401 - public names stay here too
     BLOCK_SIZE,
     PREFIX,
+    Namespace,
     RemoteError,
-    _Handler,
-    _Namespace,
+    RequestHandler,
 )
 
 log = logging.getLogger(__name__)
 
 
-class _Server(ThreadingHTTPServer):
+class HttpServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True
 
-    def __init__(self, addr: tuple[str, int], namespace: _Namespace) -> None:
+    def __init__(self, addr: tuple[str, int], namespace: Namespace) -> None:
         self.namespace = namespace
         self.connections: set[socket.socket] = set()
         self.conn_lock = threading.Lock()
         self.faults = 0
         self.listing_faults: dict[str, int] = {}
-        super().__init__(addr, _Handler)
+        super().__init__(addr, RequestHandler)
         self.port = self.server_address[1]
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -123,8 +123,8 @@ class WebHdfsServer:
         self.root = Path(root_dir)
         self.host = host
         self.port = port
-        self._namespace = _Namespace(self.root, owner or getpass.getuser())
-        self._httpd: _Server | None = None
+        self._namespace = Namespace(self.root, owner or getpass.getuser())
+        self._httpd: HttpServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -162,7 +162,7 @@ class WebHdfsServer:
         deadline = time.monotonic() + 10
         while True:
             try:
-                self._httpd = _Server((self.host, self.port), self._namespace)
+                self._httpd = HttpServer((self.host, self.port), self._namespace)
                 break
             except OSError:
                 if self.port == 0 or time.monotonic() > deadline:

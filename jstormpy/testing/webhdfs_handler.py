@@ -1,5 +1,5 @@
 """The WebHDFS protocol of :mod:`jstormpy.testing.webhdfs`: the request handler (NameNode
-and DataNode operations) over a local directory (:class:`_Namespace`), with Hadoop's
+and DataNode operations) over a local directory (:class:`Namespace`), with Hadoop's
 error mapping. The server, its fault injection and the CLI are in ``webhdfs``.
 """
 
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 if TYPE_CHECKING:
-    from jstormpy.testing.webhdfs import _Server
+    from jstormpy.testing.webhdfs import HttpServer
 
 log = logging.getLogger("jstormpy.testing.webhdfs")
 
@@ -76,7 +76,7 @@ def _bool(value: str | None, default: bool) -> bool:
     return value.lower() == "true"
 
 
-class _Namespace:
+class Namespace:
     """The file system: HDFS paths mapped onto a local directory."""
 
     def __init__(self, root: Path, owner: str) -> None:
@@ -129,10 +129,10 @@ class _Namespace:
                               f"Parent path is not a directory: {hdfs_path}") from None
 
 
-class _Handler(BaseHTTPRequestHandler):
+class RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # no 40 ms Nagle/delayed-ACK stalls on keep-alive
-    server: _Server
+    server: HttpServer
 
     # -- plumbing ---------------------------------------------------------------------
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
@@ -234,7 +234,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(bug.body(), 500)
 
     @property
-    def ns(self) -> _Namespace:
+    def ns(self) -> Namespace:
         return self.server.namespace
 
     def _redirect(self, hdfs_path: str, params: dict[str, str]) -> None:

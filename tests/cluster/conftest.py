@@ -51,7 +51,7 @@ class SparkHosts:
         """``jstorm run FILE --spark-master`` on the driver host (stdout/stderr piped)."""
         env = dict(self.env, SPARK_LOCAL_IP=self.hosts.address("driver"),
                    JSTORM_HOME=str(jstorm_home or self.work / "jstorm-home"))
-        argv = [sys.executable, "-m", "jstormpy.cli", "run", str(topology_file),
+        argv = [sys.executable, "-m", "jstormpy.cli.main", "run", str(topology_file),
                 "--spark-master", self.master_url, "--timeout", str(timeout), *extra]
         return self.hosts.popen("driver", argv, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, cwd=self.work)

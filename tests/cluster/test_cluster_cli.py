@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def jstorm(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "jstormpy.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "jstormpy.cli.main", *args], capture_output=True,
                           text=True, timeout=kwargs.pop("timeout", 120), check=False, **kwargs)
 
 
@@ -38,7 +38,7 @@ def test_cluster_up_runs_an_example_across_hosts_and_down_removes_it(tmp_path: P
         wait_spark_workers(cluster, 2, 90)
         run = subprocess.run(
             cluster.command("driver", [
-                sys.executable, "-m", "jstormpy.cli", "run", str(REPO / "examples/wordcount.py"),
+                sys.executable, "-m", "jstormpy.cli.main", "run", str(REPO / "examples/wordcount.py"),
                 "--spark-master", info["spark_master"],
                 "--state-backend", info["state_backend"] + "/wordcount", "--timeout", "240"]),
             env=dict(os.environ, SPARK_LOCAL_IP=info["hosts"]["driver"]["address"],

@@ -6,7 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from jstormpy import FileSink, SequenceSpout, TopologyBuilder, read_committed
-from jstormpy.topology import Topology
+from jstormpy.api.topology import Topology
 from tests.chaos.topologies import RunningSum
 from tests.golden.components import WINDOW, SeqWindowCount
 

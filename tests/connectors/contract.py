@@ -24,6 +24,8 @@ from typing import Any, Protocol
 
 import pytest
 
+from jstormpy.api.component import Spout, TopologyContext, Tuple, bind_task
+from jstormpy.api.errors import FencedError, SinkError
 from jstormpy.barrier.transactions import (
     Begin,
     Commit,
@@ -33,9 +35,7 @@ from jstormpy.barrier.transactions import (
     SinkTransactions,
 )
 from jstormpy.barrier.twophase import Sink
-from jstormpy.component import Spout, TopologyContext, Tuple
 from jstormpy.connectors.splits import owned_splits
-from jstormpy.errors import FencedError, SinkError
 from jstormpy.run_identity import RunIdentity
 
 FIELDS = ("key", "seq", "value")
@@ -393,8 +393,7 @@ class SpoutDriver:
         self.harness = harness
         self.spout = harness.make_spout(idle_timeout_ms=idle_timeout_ms)
         self.out = _Recorder()
-        self.spout.__dict__["_jstorm_collector"] = self.out
-        self.spout.__dict__["emit"] = self.out.emit
+        bind_task(self.spout, self.out, None)
         if snap is not None:
             self.spout.restore(snap)
         self.spout.open({}, context(task_id=task_index + 1, task_index=task_index,

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from jstormpy import SequenceSpout, TopologyBuilder
-from jstormpy.component import Tuple
+from jstormpy.api.component import Tuple
 from jstormpy.connectors.kafka import (
     TXN_HEADER,
     KafkaSink,
@@ -34,7 +34,7 @@ from jstormpy.connectors.kafka import (
     read_commit_log,
 )
 from jstormpy.connectors.kafka_markers import committed_records, records_with_states
-from jstormpy.rescale_state import plan_rescale, rescale_checkpoint
+from jstormpy.operations.rescale_state import plan_rescale, rescale_checkpoint
 from jstormpy.run_identity import RunIdentity
 from jstormpy.state_backends import open_backend
 from tests.connectors.contract import TOPOLOGY, SourceContract, context
@@ -345,14 +345,14 @@ def test_fencing_stops_the_zombie(bootstrap: str) -> None:
     zombie = SinkTask(bootstrap, topic)
     zombie.write([("z", "1")])
     SinkTask(bootstrap, topic, restored=None, generation=2)  # same transactional.id
-    from jstormpy.errors import SinkError
+    from jstormpy.api.errors import SinkError
     with pytest.raises((SinkError, ck.KafkaException)):
         n, _ = zombie.barrier()
         zombie.sink.commit(n)
 
 
 def test_bad_arguments_are_clear_errors() -> None:
-    from jstormpy.errors import SinkError, SourceError
+    from jstormpy.api.errors import SinkError, SourceError
     with pytest.raises(SourceError, match="topic"):
         KafkaSpout("", "x:1")
     with pytest.raises(SourceError, match="start"):

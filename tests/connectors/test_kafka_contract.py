@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from jstormpy.component import TopologyContext
+from jstormpy.api.component import TopologyContext
 from jstormpy.connectors.kafka import TXN_HEADER, KafkaSink
 from jstormpy.connectors.kafka_markers import committed_records, records_with_states
 from tests.connectors.contract import TOPOLOGY, SinkContract
@@ -139,7 +139,7 @@ def test_pre_committed_transactions_queue_up_in_order(bootstrap: str) -> None:
 
 
 def test_bad_commit_log_read_is_a_clear_error() -> None:
-    from jstormpy.errors import SinkError
+    from jstormpy.api.errors import SinkError
 
     with pytest.raises(SinkError, match="commit_log_read"):
         KafkaSink("t", "x:1", commit_log_read="sometimes")

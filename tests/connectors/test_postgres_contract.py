@@ -49,7 +49,7 @@ def test_recovery_waits_out_a_zombie_caught_mid_prepare(pg_dsn: str) -> None:
     zombie's transaction once it is prepared (uncovered: rolled back), then fences."""
     import threading
 
-    from jstormpy.component import Tuple
+    from jstormpy.api.component import Tuple
     from tests.connectors.contract import INDEX, SinkDriver, context, rows_for
 
     harness = PgHarness(pg_dsn)
@@ -88,7 +88,7 @@ def test_recovery_waits_out_a_zombie_caught_mid_prepare(pg_dsn: str) -> None:
 
 
 def test_a_row_the_table_refuses_is_a_sink_error_and_the_sink_recovers(pg_dsn: str) -> None:
-    from jstormpy.errors import SinkError, SinkUnavailableError
+    from jstormpy.api.errors import SinkError, SinkUnavailableError
     from tests.connectors.contract import SinkDriver, rows_for
 
     harness = PgHarness(pg_dsn)
@@ -106,7 +106,7 @@ def test_a_row_the_table_refuses_is_a_sink_error_and_the_sink_recovers(pg_dsn: s
 
 
 def _bad_tuple() -> Any:
-    from jstormpy.component import Tuple
+    from jstormpy.api.component import Tuple
     from tests.connectors.contract import INDEX
 
     return Tuple(("a", "not a number", 1), INDEX, "src")

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from jstormpy import Config, FileSink, LocalCluster, SequenceSpout, TopologyBuilder
+from jstormpy.api.errors import SinkUnavailableError
 from jstormpy.connectors import read_committed
-from jstormpy.errors import SinkUnavailableError
 from jstormpy.testing.semantics import check_sequences
 
 pytestmark = pytest.mark.slow

@@ -37,8 +37,13 @@ _instrumented = (atheris.instrument_imports(include=["jstormpy", "zipfile"])
 with _instrumented:
     import zipfile  # instrumented too: the package reader's parser (imported here first)
 
-    from jstormpy.codepkg import PackageStore, load_package_topology
-    from jstormpy.errors import AuthenticationError, CorruptSnapshotError, FrameError, JStormError
+    from jstormpy.api.errors import (
+        AuthenticationError,
+        CorruptSnapshotError,
+        FrameError,
+        JStormError,
+    )
+    from jstormpy.operations.codepkg import PackageStore, load_package_topology
     from jstormpy.runtime import frames as fr
     from jstormpy.runtime import handshake as hs
     from jstormpy.state_backends.base import open_blob, seal_blob
@@ -75,17 +80,17 @@ def fuzz_header(data: bytes) -> None:
         ftype, _gen, length = fr.decode_header(header, MAX_FRAME)
     except FrameError:
         return
-    assert ftype in fr.TYPE_NAMES and length <= MAX_FRAME
+    assert ftype in tuple(fr.FrameType) and length <= MAX_FRAME
 
 
 def fuzz_frame_stream(data: bytes) -> None:
     reader = LimitedReader(data)
     for _ in range(8):
         try:
-            ftype, _g, payload, length = fr.read_frame(reader, MAX_FRAME, (fr.DATA,))
+            ftype, _g, payload, length = fr.read_frame(reader, MAX_FRAME, (fr.FrameType.DATA,))
         except (FrameError, fr.PeerClosedError):
             return
-        assert ftype == fr.DATA and payload is not None and len(payload) == length
+        assert ftype == fr.FrameType.DATA and payload is not None and len(payload) == length
 
 
 def fuzz_server_handshake(data: bytes) -> None:
@@ -97,7 +102,8 @@ def fuzz_server_handshake(data: bytes) -> None:
 
 
 def fuzz_client_handshake(data: bytes) -> None:
-    stream = fr.encode_frame(fr.CHALLENGE, 0, data[:32].ljust(32, b"\0")) + data[32:]
+    stream = (fr.encode_frame(fr.FrameType.CHALLENGE, 0, data[:32].ljust(32, b"\0"))
+              + data[32:])
     try:
         hs.client_handshake(Sock(stream), SECRET, 2, 0, MAX_FRAME)  # type: ignore[arg-type]
     except (FrameError, AuthenticationError, fr.PeerClosedError):
@@ -168,10 +174,10 @@ def _zip(entries: dict[str, bytes]) -> bytes:
 
 def seeds(target: str) -> list[bytes]:
     """Valid inputs of the target's shape, for libFuzzer to mutate."""
-    data = fr.encode_frame(fr.DATA, 1, struct.pack("!QQ", 7, 1) + b"\x80\x05N.")
-    close = fr.encode_frame(fr.CLOSE, 0, b"bye")
-    response = fr.encode_frame(fr.RESPONSE, 0, struct.pack("!I", 5) + bytes(64))
-    accept = fr.encode_frame(fr.ACCEPT, 0, bytes(32))
+    data = fr.encode_frame(fr.FrameType.DATA, 1, struct.pack("!QQ", 7, 1) + b"\x80\x05N.")
+    close = fr.encode_frame(fr.FrameType.CLOSE, 0, b"bye")
+    response = fr.encode_frame(fr.FrameType.RESPONSE, 0, struct.pack("!I", 5) + bytes(64))
+    accept = fr.encode_frame(fr.FrameType.ACCEPT, 0, bytes(32))
     return {
         "header": [data[:fr.HEADER.size], close[:fr.HEADER.size]],
         "frame_stream": [data + data, data + close],

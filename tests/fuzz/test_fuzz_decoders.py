@@ -23,8 +23,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from jstormpy.codepkg import PackageStore, load_package_topology
-from jstormpy.errors import AuthenticationError, CorruptSnapshotError, FrameError, JStormError
+from jstormpy.api.errors import AuthenticationError, CorruptSnapshotError, FrameError, JStormError
+from jstormpy.operations.codepkg import PackageStore, load_package_topology
 from jstormpy.runtime import frames as fr
 from jstormpy.runtime import handshake as hs
 from jstormpy.runtime import transport as tp
@@ -68,7 +68,7 @@ def test_decode_header_only_raises_frame_error(header: bytes) -> None:
         ftype, _gen, length = tp.decode_header(header, MAX_FRAME)
     except FrameError:
         return
-    assert ftype in (tp.CHALLENGE, tp.RESPONSE, tp.ACCEPT, tp.DATA, tp.CLOSE, fr.ACK)
+    assert ftype in tuple(fr.FrameType)  # CHALLENGE ... CREDIT, never an unknown type
     assert length <= MAX_FRAME
 
 
@@ -78,10 +78,10 @@ def test_read_frame_stream(data: bytes) -> None:
     reader = _LimitedReader(data)
     for _ in range(8):
         try:
-            ftype, _g, payload, length = fr.read_frame(reader, MAX_FRAME, (tp.DATA,))
+            ftype, _g, payload, length = fr.read_frame(reader, MAX_FRAME, (tp.FrameType.DATA,))
         except (FrameError, fr.PeerClosedError):
             return
-        assert ftype == tp.DATA and payload is not None and len(payload) == length
+        assert ftype == tp.FrameType.DATA and payload is not None and len(payload) == length
 
 
 def _server(secret: bytes = b"s") -> tp.Transport:
@@ -90,7 +90,7 @@ def _server(secret: bytes = b"s") -> tp.Transport:
 
 @FUZZ
 @given(hostile)
-@example(tp.HEADER.pack(tp.MAGIC, tp.VERSION, tp.RESPONSE, 0, 10**6))
+@example(tp.HEADER.pack(tp.MAGIC, tp.VERSION, tp.FrameType.RESPONSE, 0, 10**6))
 def test_server_handshake_refuses_hostile_input(data: bytes) -> None:
     t = _server()
     try:
@@ -103,7 +103,7 @@ def test_server_handshake_refuses_hostile_input(data: bytes) -> None:
 @FUZZ
 @given(st.binary(min_size=32, max_size=32), hostile)
 def test_client_handshake_refuses_hostile_server(n_s: bytes, rest: bytes) -> None:
-    stream = tp.encode_frame(tp.CHALLENGE, 0, n_s) + rest
+    stream = tp.encode_frame(tp.FrameType.CHALLENGE, 0, n_s) + rest
 
     class Sock(_Sock):
         def makefile(self, mode: str) -> io.BytesIO:
@@ -133,7 +133,8 @@ def test_server_handshake_accepts_the_real_client() -> None:
                 n_s = self.sent[tp.HEADER.size:]
                 mac = hmac.new(b"k", b"jstorm-client" + n_s + struct.pack("!I", 5),
                                hashlib.sha256).digest()
-                reader.write(tp.encode_frame(tp.RESPONSE, 0, struct.pack("!I", 5) + n_c + mac))
+                reader.write(tp.encode_frame(tp.FrameType.RESPONSE, 0,
+                                             struct.pack("!I", 5) + n_c + mac))
                 reader.seek(0)
 
     reader = Reader()

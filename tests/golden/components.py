@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy import FileSink, SequenceSpout, TopologyBuilder
-from jstormpy.topology import Topology
+from jstormpy.api.topology import Topology
 from jstormpy.window import BoundedOutOfOrderness, TumblingWindows, WindowedBolt
 from tests.chaos.topologies import RunningSum
 

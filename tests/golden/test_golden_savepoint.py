@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from jstormpy import Config, LocalCluster, SequenceSpout, read_committed
-from jstormpy.savepoints import read_manifest
+from jstormpy.operations.savepoints import read_manifest
 from tests.golden.components import KEYS, PER_KEY, WINDOW, golden
 
 GOLDEN = Path(__file__).parent / "savepoint-0.1.0"

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy import Bolt, FileSink, FileSpout, TopologyBuilder
+from jstormpy.api.topology import Topology
 from jstormpy.connectors.sources import SequenceSpout
-from jstormpy.topology import Topology
 from tests.chaos.topologies import RunningSum
 
 

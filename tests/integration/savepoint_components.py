@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy import Bolt, FileSink, SequenceSpout, TopologyBuilder
-from jstormpy.topology import Topology
+from jstormpy.api.topology import Topology
 from tests.chaos.topologies import RunningSum
 
 

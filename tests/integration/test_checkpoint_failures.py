@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import pytest
 
 from jstormpy import Config, LocalCluster, read_committed
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
 from jstormpy.testing.chaos import ChaosSchedule, Kill, run_with_chaos
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chaos"))

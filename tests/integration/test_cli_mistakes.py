@@ -15,7 +15,7 @@ from jstormpy import read_committed
 pytestmark = pytest.mark.timeout(180)
 
 _SCRIPT = Path(sys.executable).parent / "jstorm"
-JSTORM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jstormpy.cli"]
+JSTORM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jstormpy.cli.main"]
 
 
 def jstorm(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from jstormpy import FileSink, LocalCluster, TopologyBuilder
-from jstormpy.client import Registration, jstorm_home
+from jstormpy.cli.client import Registration, jstorm_home
 
 from .components import NumberSpout
 from .helpers import fast_config

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from jstormpy import Bolt, FileSink, LocalCluster, TopologyBuilder, read_committed
-from jstormpy.errors import SinkError
+from jstormpy.api.errors import SinkError
 
 from .components import NumberSpout
 from .helpers import fast_config

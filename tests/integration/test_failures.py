@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from jstormpy import FileSink, LocalCluster, TopologyBuilder, read_committed
-from jstormpy.errors import TopologyError
+from jstormpy.api.errors import TopologyError
 
 from .components import FailOn, NonReplayableSpout, NumberSpout, PassThrough, StallOnce
 from .helpers import fast_config, wait_until

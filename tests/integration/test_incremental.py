@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import pytest
 
 from jstormpy import Config, LocalCluster, read_committed
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chaos"))
 from topologies import linear  # noqa: E402
@@ -94,7 +94,7 @@ def test_savepoint_of_incremental_run_then_new_code_at_another_parallelism(
     """Savepoint (--stop) a run with incremental checkpoints, restart from it with
     ``migrate_state`` to dict values (mutated in place: written whole from then on) and
     parallelism 3: every key's sequence stays exactly-once."""
-    from jstormpy.savepoints import read_manifest
+    from jstormpy.operations.savepoints import read_manifest
     from tests.chaos.topologies import check_keyed_sums
     from tests.integration.savepoint_components import RunningSumV2
     from tests.integration.savepoint_components import linear as sp_linear

@@ -21,7 +21,7 @@ LAUNCHER = """
 import sys, time
 from pathlib import Path
 from jstormpy import FileSink, LocalCluster, TopologyBuilder
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
 from tests.integration.components import NumberSpout
 from tests.integration.helpers import fast_config
 

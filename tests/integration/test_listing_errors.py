@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from jstormpy import Config, LocalCluster, read_committed
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
 from jstormpy.state_backends.base import COMPLETED_META
 from jstormpy.state_backends.file import FileBackend
 from jstormpy.testing.semantics import check_sequences

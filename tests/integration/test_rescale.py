@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from jstormpy import Config, LocalCluster
-from jstormpy.cli_status import format_status
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
+from jstormpy.cli.status import format_status
 from tests.chaos.topologies import check_keyed_sums
 from tests.integration.helpers import committed_count, wait_until
 from tests.integration.savepoint_components import linear
@@ -77,7 +77,7 @@ def test_rescale_refusals_name_the_component_and_change_nothing(tmp_path: Path) 
 
 @pytest.mark.slow
 def test_cli_rescales_spout_splits_and_keyed_state(tmp_path: Path, capsys) -> None:
-    from jstormpy.cli import main
+    from jstormpy.cli.main import main
     from tests.integration.rescale_components import file_pipeline, write_event_files
 
     data, out = tmp_path / "data", tmp_path / "out"

@@ -10,8 +10,8 @@ import psutil
 import pytest
 
 from jstormpy import Config, LocalCluster
-from jstormpy.cli_status import format_status
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
+from jstormpy.cli.status import format_status
 from tests.chaos.topologies import check_keyed_sums
 from tests.integration.helpers import committed_count, wait_until
 from tests.integration.savepoint_components import linear
@@ -28,7 +28,7 @@ def layout(handle) -> tuple[list[int], dict[int, list[int]]]:
 
 @pytest.mark.slow
 def test_rescale_changes_the_worker_count_up_then_down(tmp_path: Path, capsys) -> None:
-    from jstormpy.cli import main
+    from jstormpy.cli.main import main
 
     out = tmp_path / "out"
     conf = Config(workers=2, checkpoint_interval_ms=300)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from jstormpy import Config, LocalCluster, SequenceSpout, TopologyBuilder, read_committed
+from jstormpy.api.errors import JStormError
 from jstormpy.connectors.sinks import committed_files
-from jstormpy.errors import JStormError
-from jstormpy.savepoints import read_manifest
+from jstormpy.operations.savepoints import read_manifest
 from jstormpy.testing.semantics import check_sequences
 from tests.chaos.topologies import check_keyed_sums
 from tests.integration.helpers import committed_count, wait_until
@@ -56,7 +56,7 @@ def test_from_savepoint_refuses_state_of_a_removed_component(tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_cli_savepoint_inspect_and_run_from_savepoint(tmp_path: Path, capsys) -> None:
-    from jstormpy.cli import main
+    from jstormpy.cli.main import main
 
     out = tmp_path / "out"
     conf = Config(workers=2, checkpoint_interval_ms=300)

@@ -16,20 +16,18 @@ import grpc
 import pytest
 
 from jstormpy import FileSink, LocalCluster, TopologyBuilder, read_committed
-from jstormpy.client import MasterClient, Registration
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
+from jstormpy.cli.client import MasterClient, Registration
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.runtime.transport import (
-    CHALLENGE,
-    DATA,
     HEADER,
     MAGIC,
-    RESPONSE,
     VERSION,
+    FrameType,
     encode_frame,
 )
-from jstormpy.tls import ROLE_WORKER, client_context
+from jstormpy.security.tls import ROLE_WORKER, client_context
 
 from .components import NumberSpout, PassThrough
 from .helpers import fast_config, wait_until
@@ -139,7 +137,7 @@ def connect(port: int) -> tuple[socket.socket, bytes]:
     while len(header) < HEADER.size:
         header += sock.recv(HEADER.size - len(header))
     magic, version, ftype, _gen, length = HEADER.unpack(header)
-    assert (magic, version, ftype, length) == (MAGIC, VERSION, CHALLENGE, 32)
+    assert (magic, version, ftype, length) == (MAGIC, VERSION, FrameType.CHALLENGE, 32)
     challenge = b""
     while len(challenge) < length:
         challenge += sock.recv(length - len(challenge))
@@ -173,20 +171,20 @@ def test_garbage_and_hostile_frames_on_data_ports_are_closed(running):
         # 2. an oversized length in an otherwise valid header: refused before reading it
         sock, _ = connect(port)
         expected_logs.append(f"closing connection from {peer(sock)}: ")
-        sock.sendall(HEADER.pack(MAGIC, VERSION, RESPONSE, 0, 0xFFFFFFF0))
+        sock.sendall(HEADER.pack(MAGIC, VERSION, FrameType.RESPONSE, 0, 0xFFFFFFF0))
         reply = closed_by_peer(sock)
         sock.close()
         assert b"exceeds max_frame_bytes" in reply
         # 3. a DATA frame before authenticating
         sock, _ = connect(port)
         expected_logs.append(f"closing connection from {peer(sock)}: unexpected DATA frame")
-        sock.sendall(encode_frame(DATA, 1, b"\x80\x05N."))
+        sock.sendall(encode_frame(FrameType.DATA, 1, b"\x80\x05N."))
         assert b"unexpected DATA frame" in closed_by_peer(sock)
         sock.close()
         # 4. a well-formed RESPONSE with a wrong HMAC
         sock, _ = connect(port)
         expected_logs.append(f"authentication failed for {peer(sock)}: ")
-        sock.sendall(encode_frame(RESPONSE, 0, struct.pack("!I", 0) + os.urandom(64)))
+        sock.sendall(encode_frame(FrameType.RESPONSE, 0, struct.pack("!I", 0) + os.urandom(64)))
         reply = closed_by_peer(sock)
         sock.close()
         assert b"authentication failed" in reply

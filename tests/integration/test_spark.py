@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from jstormpy import Config, read_committed
+from jstormpy.api.errors import ConfigError, JStormError
 from jstormpy.deploy.spark_logs import QUIET_LOGGERS, _log4j, _own_level
-from jstormpy.errors import ConfigError, JStormError
 
 from .spark_topologies import wordcount, write_corpus
 
@@ -148,7 +148,7 @@ def test_kill_worker_exactly_once(spark: Any, tmp_path: Path) -> None:
 
     if spark.sparkContext.master == "local[4]":
         # the CLI: `jstorm verify` in its own processes (both at once), exit code 0 / 1
-        cli = [sys.executable, "-m", "jstormpy.cli", "verify", "wordcount", "--input",
+        cli = [sys.executable, "-m", "jstormpy.cli.main", "verify", "wordcount", "--input",
                str(tmp_path / "corpus" / "*.txt"), "--spark-master", "local[1]", "--output"]
         procs = [subprocess.Popen([*cli, str(d)], stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True) for d in (out, bad)]
@@ -352,7 +352,7 @@ def test_a_spark_run_prints_no_log4j_chatter(tmp_path: Path) -> None:
     logs warnings and errors only (deploy/log4j2-quiet.properties)."""
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.run(
-        [sys.executable, "-m", "jstormpy.cli", "run", str(root / "examples/wordcount.py"),
+        [sys.executable, "-m", "jstormpy.cli.main", "run", str(root / "examples/wordcount.py"),
          "--spark-master", "local[2]", "--timeout", "300"], check=False, capture_output=True,
         text=True, timeout=400, cwd=tmp_path,
         env={**os.environ, "JSTORM_HOME": str(tmp_path / "home")})

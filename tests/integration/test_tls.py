@@ -25,13 +25,11 @@ import grpc
 import pytest
 
 from jstormpy import Config, FileSink, LocalCluster, TopologyBuilder, read_committed
-from jstormpy.client import MasterClient, Registration
-from jstormpy.errors import ConfigError, JStormError
+from jstormpy.api.errors import ConfigError, JStormError
+from jstormpy.cli.client import MasterClient, Registration
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
-from jstormpy.security import AUTH_HEADER, _mac, auth_metadata, body_digest
-from jstormpy.testing.semantics import check_sequences
-from jstormpy.tls import (
+from jstormpy.security.tls import (
     ROLE_TM,
     ROLE_WORKER,
     client_context,
@@ -40,6 +38,8 @@ from jstormpy.tls import (
     issue,
     new_ca,
 )
+from jstormpy.security.tokens import AUTH_HEADER, _mac, auth_metadata, body_digest
+from jstormpy.testing.semantics import check_sequences
 
 from .components import NumberSpout, PassThrough
 from .helpers import fast_config, wait_until

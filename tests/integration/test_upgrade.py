@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from jstormpy import Config, LocalCluster, SequenceSpout, read_committed
-from jstormpy.cli import load_topology_file
-from jstormpy.codepkg import build_package, check_compatible, describe, migrate_snapshot
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
+from jstormpy.cli.main import load_topology_file
+from jstormpy.operations.codepkg import build_package, check_compatible, describe, migrate_snapshot
 from jstormpy.testing.semantics import check_sequences
 
 TEMPLATE = '''

@@ -12,10 +12,10 @@ import cloudpickle
 import pytest
 
 from jstormpy import Config
-from jstormpy.cli import load_topology_file
-from jstormpy.codepkg import build_package
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
+from jstormpy.cli.main import load_topology_file
 from jstormpy.master.upgrade import UpgradeController
+from jstormpy.operations.codepkg import build_package
 
 TOPOLOGY = '''
 from jstormpy import Bolt, FileSink, SequenceSpout, TopologyBuilder

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from jstormpy import LocalCluster, read_committed
-from jstormpy.cli import load_topology_file
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
+from jstormpy.cli.main import load_topology_file
 from tests.integration.test_upgrade import (
     code_runs,
     config,
@@ -40,7 +40,7 @@ def write_code(path, out, label: str, **kw):
 
 @pytest.mark.slow
 def test_upgrade_with_rescale_under_load_python_then_cli(tmp_path, capsys) -> None:
-    from jstormpy.cli import main
+    from jstormpy.cli.main import main
 
     out = tmp_path / "out"
     v1 = load_topology_file(str(write_version(tmp_path / "v1.py", out, keys=KEYS,

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 
 from jstormpy import Bolt, Config, FileSink, LocalCluster, TopologyBuilder
-from jstormpy.errors import JStormError
-from jstormpy.restart import RestartStrategy
+from jstormpy.api.errors import JStormError
+from jstormpy.api.restart import RestartStrategy
 
 from .components import FailOn, NumberSpout
 
 pytestmark = pytest.mark.timeout(180)
 
 _SCRIPT = Path(sys.executable).parent / "jstorm"
-JSTORM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jstormpy.cli"]
+JSTORM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jstormpy.cli.main"]
 
 BUGGY = '''
 from jstormpy import Bolt, Config, FileSink, Spout, TopologyBuilder

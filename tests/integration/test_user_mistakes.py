@@ -8,7 +8,7 @@ import json
 import pytest
 
 from jstormpy import FileSink, LocalCluster, TopologyBuilder, read_committed
-from jstormpy.errors import TopologyError
+from jstormpy.api.errors import TopologyError
 
 from .components import LockedCount, LockInState, NumberSpout, ShortSquare
 from .helpers import fast_config, wait_until

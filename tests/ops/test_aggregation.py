@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from jstormpy.config import Config
+from jstormpy.api.config import Config
 from jstormpy.master.core import MasterCore, WorkerSession
 from jstormpy.master.history import MetricsHistory
 from jstormpy.master.metrics import MetricsStore
@@ -224,7 +224,7 @@ def test_history_samples_and_worker_events(tmp_path):
 
 
 def test_live_config_validation(tmp_path):
-    from jstormpy.errors import JStormError
+    from jstormpy.api.errors import JStormError
     from jstormpy.master import ops
 
     core = make_core(tmp_path)

@@ -15,7 +15,7 @@ from jstormpy import Config, LocalCluster
 
 
 def jstorm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "jstormpy.cli", *args], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "jstormpy.cli.main", *args], capture_output=True,
                           text=True, timeout=60, check=False)
     if check:
         assert proc.returncode == 0, proc.stderr

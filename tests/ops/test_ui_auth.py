@@ -35,7 +35,7 @@ def test_changes_need_the_token_and_same_origin(tmp_path):
         wait_for(lambda: get_json(f"{base}/api/status")["state"] == "running", 60, "running")
         token_file = handle.run_dir / "ui.token"
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
-        out = subprocess.run([sys.executable, "-m", "jstormpy.cli", "ui", "uiauth"],
+        out = subprocess.run([sys.executable, "-m", "jstormpy.cli.main", "ui", "uiauth"],
                              capture_output=True, text=True, timeout=60,
                              check=True).stdout
         token = out.splitlines()[1].rsplit(" ", 1)[1]

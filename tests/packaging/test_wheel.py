@@ -27,7 +27,7 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 PROBE = r"""
 import argparse, importlib, importlib.util, json, pkgutil, sys
 import jstormpy
-from jstormpy.cli import build_parser
+from jstormpy.cli.main import build_parser
 
 failed = {}
 modules = []

@@ -50,7 +50,7 @@ def test_a_seed_replays_exactly_in_another_process_with_another_hash_seed() -> N
     for hash_seed in ("1", "987"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
         traces.append(subprocess.run(
-            [sys.executable, "-m", "jstormpy.cli", "simulate", "--seed", "424", "--trace", "0"],
+            [sys.executable, "-m", "jstormpy.cli.main", "simulate", "--seed", "424", "--trace", "0"],
             check=True, env=env, capture_output=True, text=True, timeout=120).stdout)
     assert traces[0] == traces[1] and traces[0].count("\n") > 100
 
@@ -72,7 +72,7 @@ def test_a_reintroduced_hole_is_found(hole: int) -> None:
 
 
 def test_the_cli_prints_failing_seeds_with_a_replay_command(capsys) -> None:
-    from jstormpy.cli import main
+    from jstormpy.cli.main import main
 
     assert main(["simulate", "--seeds", "40"]) == 0
     assert "simulate: 40 seeds in" in capsys.readouterr().out

@@ -6,7 +6,7 @@ import happybase
 import pytest
 
 from jstormpy import Config, FileSink, LocalCluster, SequenceSpout, TopologyBuilder, read_committed
-from jstormpy.errors import ConfigError
+from jstormpy.api.errors import ConfigError
 from jstormpy.state_backends import open_backend
 
 

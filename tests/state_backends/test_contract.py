@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from jstormpy.errors import BackendError, CorruptSnapshotError, SnapshotNotFoundError
+from jstormpy.api.errors import BackendError, CorruptSnapshotError, SnapshotNotFoundError
 from jstormpy.state_backends import StateBackend, open_backend
 from jstormpy.state_backends.base import seal_blob
 

@@ -7,7 +7,7 @@ import threading
 import happybase
 import pytest
 
-from jstormpy.errors import BackendError, CorruptSnapshotError
+from jstormpy.api.errors import BackendError, CorruptSnapshotError
 from jstormpy.state_backends import open_backend
 from jstormpy.state_backends.hbase import HBaseBackend
 from jstormpy.testing.hbase import HBaseThriftServer

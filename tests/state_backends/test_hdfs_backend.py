@@ -9,7 +9,7 @@ from pathlib import Path
 import hdfs
 import pytest
 
-from jstormpy.errors import BackendError
+from jstormpy.api.errors import BackendError
 from jstormpy.state_backends import open_backend
 from jstormpy.state_backends.hdfs import HdfsBackend
 from jstormpy.testing.webhdfs import WebHdfsServer

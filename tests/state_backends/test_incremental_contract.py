@@ -9,7 +9,7 @@ import os
 import pytest
 
 from jstormpy import Config
-from jstormpy.errors import CorruptSnapshotError
+from jstormpy.api.errors import CorruptSnapshotError
 from jstormpy.keygroups import key_group
 from jstormpy.state_backends.changelog import SEGMENT_PREFIX, segment_checkpoint
 from jstormpy.testing.incremental import TaskCheckpointer

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from jstormpy.errors import BackendError
+from jstormpy.api.errors import BackendError
 from jstormpy.state_backends import open_backend
 from jstormpy.state_backends.base import StateBackend
 from jstormpy.state_backends.file import FileBackend

@@ -13,7 +13,7 @@ import happybase
 
 
 def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-m", "jstormpy.cli", "testing", *args],
+    proc = subprocess.Popen([sys.executable, "-m", "jstormpy.cli.main", "testing", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()  # blocks until the server says where it is
@@ -41,7 +41,7 @@ def test_webhdfs_without_root_serves_a_printed_temp_dir() -> None:
 
 
 def test_testing_usage_names_the_jstorm_command() -> None:
-    out = subprocess.run([sys.executable, "-m", "jstormpy.cli", "testing", "webhdfs", "--help"],
+    out = subprocess.run([sys.executable, "-m", "jstormpy.cli.main", "testing", "webhdfs", "--help"],
                          capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.startswith("usage: jstorm testing webhdfs")
 

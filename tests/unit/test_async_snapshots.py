@@ -83,7 +83,7 @@ def test_type_scan_moves_off_the_task_thread_after_the_first_capture():
     mutable value turned up (then the task thread scans again, and pickles it)."""
     import pytest
 
-    from jstormpy.errors import CheckpointError
+    from jstormpy.api.errors import CheckpointError
     from jstormpy.runtime.snapshots import verify
 
     counts = {f"k{i}": i for i in range(BIG)}

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from jstormpy import Batch, Bolt, Tuple
-from jstormpy.errors import TopologyError
+from jstormpy.api.component import bind_task
+from jstormpy.api.errors import TopologyError
+from jstormpy.api.topology import Grouping
 from jstormpy.runtime.executor import TaskExecutor
-from jstormpy.runtime.routing import BARRIER, DATA, OutputCollector, build_routes
-from jstormpy.topology import Grouping
+from jstormpy.runtime.routing import MessageKind, OutputCollector, build_routes
 from tests.fake_task_host import FakeTaskHost
 from tests.unit.test_routing import Sent
 
@@ -134,8 +135,7 @@ def executor(comp: Bolt, sent: Sent, host: FakeTaskHost) -> TaskExecutor:
                                                                            "default"))],
                                     {"count": (5,), "out": (9,)}, {}, sent, 100)
     coll = OutputCollector(5, "count", routes, channels, sent, streams=streams)
-    comp.__dict__["_jstorm_collector"] = coll
-    comp.__dict__["emit"] = coll.emit
+    bind_task(comp, coll, None)
     comp.prepare({}, None)
     return TaskExecutor(5, "count", "bolt", comp, coll, host, input_channels=(1,),
                         source_index={(1, "default"): ("split", {"word": 0})})
@@ -172,8 +172,8 @@ def test_a_batch_never_spans_a_barrier():
     ex._on_barrier(1, 1)
     ex._execute_batch(1, "default", [("c",)])
     ex.collector.flush()
-    kinds = [(item[1], item[3] if item[1] == DATA else None) for _, item in sent.items]
-    assert kinds == [(DATA, [("a", 1), ("b", 1)]), (BARRIER, None), (DATA, [("c", 1)])]
+    kinds = [(item[1], item[3] if item[1] == MessageKind.DATA else None) for _, item in sent.items]
+    assert kinds == [(MessageKind.DATA, [("a", 1), ("b", 1)]), (MessageKind.BARRIER, None), (MessageKind.DATA, [("c", 1)])]
     assert comp.seen == [2, 1]
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from jstormpy.cli import build_parser
+from jstormpy.cli.main import build_parser
 
 
 def subparsers(parser: argparse.ArgumentParser, path: str = "jstorm"):
@@ -28,7 +28,7 @@ def test_every_option_has_help():
 
 
 def help_text(*args: str) -> str:
-    return subprocess.run([sys.executable, "-m", "jstormpy.cli", *args, "--help"],
+    return subprocess.run([sys.executable, "-m", "jstormpy.cli.main", *args, "--help"],
                           capture_output=True, text=True, timeout=60, check=True).stdout
 
 
@@ -57,7 +57,7 @@ def test_positional_arguments_have_help(name):
 def test_ui_open_says_when_no_browser_can_be_started(tmp_path):
     import os
 
-    from jstormpy.client import Registration, jstorm_home
+    from jstormpy.cli.client import Registration, jstorm_home
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -66,8 +66,16 @@ def test_ui_open_says_when_no_browser_can_be_started(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     env.update(BROWSER=str(tmp_path / "no-such-browser"), PATH=str(tmp_path),
                JSTORM_HOME=str(jstorm_home()))
-    res = subprocess.run([sys.executable, "-m", "jstormpy.cli", "ui", "shown", "--open"],
+    res = subprocess.run([sys.executable, "-m", "jstormpy.cli.main", "ui", "shown", "--open"],
                          capture_output=True, text=True, timeout=60, env=env, check=False)
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("http://127.0.0.1:41233/")
     assert "no web browser could be started" in res.stdout, res.stdout
+
+
+def test_the_cli_package_runs_as_the_jstorm_command():
+    """``python -m`` on the CLI package (its old module path) is still ``jstorm``."""
+    package = build_parser.__module__.rsplit(".", 1)[0]  # the package holding main.py
+    out = subprocess.run([sys.executable, "-m", package, "--help"], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    assert out == help_text()

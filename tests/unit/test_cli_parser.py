@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jstormpy.cli import build_parser
+from jstormpy.cli.main import build_parser
 
 
 def test_kill_has_no_json_flag(capsys):
@@ -15,8 +15,8 @@ def test_kill_has_no_json_flag(capsys):
 
 
 def test_loglevel_takes_the_config_levels(capsys):
-    from jstormpy.config import LOG_LEVELS, Config
-    from jstormpy.errors import ConfigError
+    from jstormpy.api.config import LOG_LEVELS, Config
+    from jstormpy.api.errors import ConfigError
 
     for level in LOG_LEVELS:
         assert build_parser().parse_args(["loglevel", "t", "c", level.lower()]).level == level

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jstormpy.codepkg import build_package
+from jstormpy.operations.codepkg import build_package
 
 TOPO = '''
 from jstormpy import FileSink, SequenceSpout, TopologyBuilder
@@ -18,7 +18,7 @@ b.set_bolt("out", FileSink("/nonexistent/out")).shuffle_grouping("s")
 topology = b
 '''
 
-LOAD = ("import sys; from pathlib import Path; from jstormpy.codepkg import "
+LOAD = ("import sys; from pathlib import Path; from jstormpy.operations.codepkg import "
         "load_package_topology as load; data = Path(sys.argv[1]).read_bytes(); "
         "print(load(data, 'topo.py', '', 'v2').name)")
 
@@ -54,7 +54,7 @@ def test_worker_starts_share_one_unpacked_copy_in_the_run_dir(tmp_path):
 def test_inspect_and_loads_outside_a_run_dir_leave_no_temp_dirs(tmp_path):
     pkg, tmpdir = _package(tmp_path), tmp_path / "tmp"
     tmpdir.mkdir()
-    out = _run(["-m", "jstormpy.codepkg", "inspect", "--package", str(pkg), "--entry",
+    out = _run(["-m", "jstormpy.operations.codepkg", "inspect", "--package", str(pkg), "--entry",
                 "topo.py"], tmpdir)
     assert '"descriptor"' in out
     assert _run(["-c", LOAD, str(pkg)], tmpdir).strip() == "unpack"

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jstormpy.component import Tuple
+from jstormpy.api.component import Tuple
 from jstormpy.runtime.codec import MARSHAL, PICKLE, decode_item, encode_item
 
 Point = collections.namedtuple("Point", "x y")

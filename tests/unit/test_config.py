@@ -8,7 +8,7 @@ import json
 import pytest
 
 from jstormpy import Config
-from jstormpy.errors import ConfigError
+from jstormpy.api.errors import ConfigError
 
 INT_KEYS = ("workers", "checkpoint_interval_ms", "checkpoint_timeout_ms",
             "max_concurrent_checkpoints", "checkpoints_retained", "batch_size",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jstormpy import Config, LocalCluster, TopologyBuilder
-from jstormpy.errors import ConfigError
+from jstormpy.api.errors import ConfigError
 from tests.integration.components import NumberSpout
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from test_transport import Sink, raw_connect, read_frame, wait_until
 
-from jstormpy.runtime.transport import HEADER, MAGIC, RESPONSE, VERSION, Transport
-from jstormpy.tls import create_topology_tls
+from jstormpy.runtime.transport import HEADER, MAGIC, VERSION, FrameType, Transport
+from jstormpy.security.tls import create_topology_tls
 
 SECRET = b"topology-secret"
 pytestmark = pytest.mark.timeout(60)
@@ -76,7 +76,7 @@ def test_slow_loris_is_cut_at_the_total_handshake_deadline(made, caplog) -> None
     delivers(sender, sink, 2, 10)
     sock, _ = raw_connect(server.port)
     peer = "127.0.0.1:%d" % sock.getsockname()[1]
-    response = HEADER.pack(MAGIC, VERSION, RESPONSE, 0, 68) + bytes(68)
+    response = HEADER.pack(MAGIC, VERSION, FrameType.RESPONSE, 0, 68) + bytes(68)
     started = time.monotonic()
     closed_after = None
     with caplog.at_level(logging.WARNING):
@@ -142,7 +142,7 @@ def test_response_length_is_checked_before_reading(made) -> None:
     server = start(made, 2)  # max_frame_bytes is 64 MiB: the RESPONSE bound is far lower
     sock, _ = raw_connect(server.port)
     started = time.monotonic()
-    sock.sendall(HEADER.pack(MAGIC, VERSION, RESPONSE, 0, 1000))  # and no payload at all
+    sock.sendall(HEADER.pack(MAGIC, VERSION, FrameType.RESPONSE, 0, 1000))  # and no payload at all
     frame = read_frame(sock)
     assert frame is not None and b"exceeds max_frame_bytes=68" in frame[2]
     assert time.monotonic() - started < 1.0

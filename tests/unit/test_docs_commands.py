@@ -2,7 +2,7 @@
 
 Commands in fenced shell blocks and in inline code are collected, placeholders
 (NAME, FILE, ``[--opt X]``, ``a|b``) are filled in, and each one goes through
-``jstormpy.cli.build_parser`` (and, for ``jstorm testing``, the test server's own
+``jstormpy.cli.main.build_parser`` (and, for ``jstorm testing``, the test server's own
 parser), so a documented command that the CLI would reject fails here.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from jstormpy.cli import build_parser
+from jstormpy.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

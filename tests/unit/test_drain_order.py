@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from jstormpy import Spout
+from jstormpy.api.component import bind_task
 from jstormpy.runtime.executor import TaskExecutor
-from jstormpy.runtime.routing import BARRIER, END_OF_STREAM, OutputCollector
+from jstormpy.runtime.routing import MessageKind, OutputCollector
 from jstormpy.runtime.task_host import TaskCommand
 from tests.fake_task_host import FakeTaskHost
 
@@ -40,7 +41,7 @@ def test_a_trigger_racing_the_last_emit_is_not_taken_as_the_final_checkpoint() -
     coll = OutputCollector(1, "spout", {"default": []}, [7],
                            lambda dst, item: sent.append((item[1], item[3])))
     comp = LastEmitThenTrigger()
-    comp.__dict__["_jstorm_collector"] = coll  # what the worker does when it builds a task
+    bind_task(comp, coll, None)  # what the worker does when it builds a task
     ex = TaskExecutor(1, "spout", "spout", comp, coll, host)  # type: ignore[arg-type]
     comp.executor = ex
     ex.start()
@@ -49,10 +50,10 @@ def test_a_trigger_racing_the_last_emit_is_not_taken_as_the_final_checkpoint() -
     finally:
         ex.stop()
         ex.join(10)
-    markers = [kind for kind, _ in sent if kind in (BARRIER, END_OF_STREAM)]
+    markers = [kind for kind, _ in sent if kind in (MessageKind.BARRIER, MessageKind.END_OF_STREAM)]
     (cid, finished), = [(a.checkpoint_id, a.finished) for a in host.acks]
     assert cid == 1
-    eos_first = markers.index(END_OF_STREAM) < markers.index(BARRIER)
+    eos_first = markers.index(MessageKind.END_OF_STREAM) < markers.index(MessageKind.BARRIER)
     # the TM drains at the first checkpoint whose spout acks say "finished": that may only
     # be said when end-of-stream went out ahead of the barrier on every channel
     assert not finished or eos_first, f"ack says finished but the channel got {markers}"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jstormpy.errors import TopologyError
+from jstormpy.api.errors import TopologyError
 from jstormpy.runtime.routing import OutputCollector, Route
 
 STREAMS = {"default": ("n", "sq")}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jstormpy.failure import TRACEBACK_LINES, TUPLE_CHARS, describe_failure
+from jstormpy.api.failure import TRACEBACK_LINES, TUPLE_CHARS, describe_failure
 
 
 def test_long_tuple_and_traceback_are_cut_and_everything_is_named() -> None:

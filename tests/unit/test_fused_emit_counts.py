@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jstormpy.runtime.routing import DATA, WATERMARK, OutputCollector, Route
+from jstormpy.runtime.routing import MessageKind, OutputCollector, Route
 
 
 def make(kind: str, sent: list[tuple[int, Any]], batch_size: int = 4) -> OutputCollector:
@@ -25,7 +25,7 @@ def make(kind: str, sent: list[tuple[int, Any]], batch_size: int = 4) -> OutputC
 
 
 def rows_sent(sent: list[tuple[int, Any]]) -> list[Any]:
-    return [v for _, (_s, kind, _st, batch) in sent if kind == DATA for v in batch]
+    return [v for _, (_s, kind, _st, batch) in sent if kind == MessageKind.DATA for v in batch]
 
 
 @pytest.mark.parametrize("kind", ["fields", "shuffle", "global", "local_or_shuffle"])
@@ -50,12 +50,12 @@ def test_emitted_and_dirty_follow_every_path_of_a_fused_collector(kind: str) -> 
     coll.emit(("z", 0))
     coll.emit_watermark(5.0)  # a marker flushes what is buffered first
     kinds = [item[1] for _, item in sent]
-    assert kinds[-2:] == [WATERMARK, WATERMARK] and DATA in kinds[:-2]
+    assert kinds[-2:] == [MessageKind.WATERMARK, MessageKind.WATERMARK] and MessageKind.DATA in kinds[:-2]
     assert rows_sent(sent)[-1] == ("z", 0) and not coll.dirty and coll.emitted == 13
 
 
 def test_undeclared_stream_on_a_fused_collector_counts_nothing() -> None:
-    from jstormpy.errors import TopologyError
+    from jstormpy.api.errors import TopologyError
 
     coll = make("fields", [])
     with pytest.raises(TopologyError, match="does not declare"):

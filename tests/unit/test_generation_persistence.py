@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from jstormpy import Config
-from jstormpy.errors import BackendError
+from jstormpy.api.errors import BackendError
 from jstormpy.master.core import MasterCore
 from jstormpy.state_backends import open_backend
 from tests.unit.test_launch_attempts import DESCRIPTOR, next_message, register

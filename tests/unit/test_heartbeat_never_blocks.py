@@ -48,14 +48,14 @@ def test_resending_credit_totals_to_an_unreachable_peer_returns_at_once() -> Non
 def test_the_credit_total_reaches_a_peer_that_comes_back() -> None:
     """Not waiting must not mean not sending: once the peer is reachable, a later resend
     (the next heartbeat) delivers the total."""
-    got: list[tuple[int, object]] = []
+    got: list[tuple[int, int, int]] = []
     arrived = threading.Event()
 
-    def deliver(dst: int, item: object, *_: object) -> None:
-        got.append((dst, item))
+    def on_credit(src: int, dst: int, total: int, _generation: int) -> None:
+        got.append((src, dst, total))
         arrived.set()
 
-    peer = Transport(1, b"secret", deliver)
+    peer = Transport(1, b"secret", lambda *_: None, on_credit=on_credit)
     peer.start()
     worker = Worker("127.0.0.1:9", 0, b"secret")
     worker.transport = Transport(0, b"secret", lambda *a: None, connect_timeout_s=10.0)
@@ -68,7 +68,7 @@ def test_the_credit_total_reaches_a_peer_that_comes_back() -> None:
         while not arrived.is_set() and time.monotonic() < deadline:
             worker.resend_credit_totals()  # what each heartbeat does
             arrived.wait(0.1)
-        assert got and got[0][1] == ("credit", 7, 8, 40)
+        assert got and got[0] == (7, 8, 40)  # a CREDIT frame of channel 7 -> 8
     finally:
         worker.transport.close()
         peer.close()

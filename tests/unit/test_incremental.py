@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from jstormpy import Config
-from jstormpy.errors import BackendError, CheckpointError, CorruptSnapshotError
+from jstormpy.api.errors import BackendError, CheckpointError, CorruptSnapshotError
 from jstormpy.keygroups import key_group
 from jstormpy.runtime.incremental import TrackedState
 from jstormpy.state_backends import StateBackend, open_backend
@@ -306,7 +306,7 @@ def test_retention_keeps_in_flight_segments(backend: StateBackend) -> None:
 
 def test_a_savepoint_of_an_incremental_checkpoint_is_self_contained(tmp_path: Any) -> None:
     from jstormpy import Spout, TopologyBuilder
-    from jstormpy.savepoints import import_savepoint, old_task_snapshots, write_savepoint
+    from jstormpy.operations.savepoints import import_savepoint, old_task_snapshots, write_savepoint
 
     class Src(Spout):
         outputs = ("word",)
@@ -377,7 +377,7 @@ def test_a_pinned_checkpoint_and_its_segments_survive_retention(backend: StateBa
 
 
 def test_a_missing_segment_is_both_corrupt_and_not_found(backend: StateBackend) -> None:
-    from jstormpy.errors import MissingSegmentError, SnapshotNotFoundError
+    from jstormpy.api.errors import MissingSegmentError, SnapshotNotFoundError
 
     task = TaskCheckpointer(backend, _config())
     task.comp.counts[1] = 1

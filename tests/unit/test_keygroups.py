@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jstormpy import Config
-from jstormpy.errors import ConfigError, JStormError
+from jstormpy.api.errors import ConfigError, JStormError
 from jstormpy.keygroups import (
     default_max_parallelism,
     key_group,
@@ -22,7 +22,7 @@ from jstormpy.keygroups import (
     split_by_key_group,
     task_index_for_key_group,
 )
-from jstormpy.runtime.routing import DATA, OutputCollector, Route
+from jstormpy.runtime.routing import MessageKind, OutputCollector, Route
 
 KEYS: list[Any] = ["apple", "pear", "", "é", 0, 1, -7, 2**70, 1.5, b"raw", None,
                    ("a", 1), ("a", (2, "b"))]
@@ -93,7 +93,7 @@ def _routed(max_p: int, n: int, keys: list[Any], batch: bool) -> dict[Any, int]:
     coll.flush()
     out: dict[Any, int] = {}
     for dst, (_src, kind, _s, rows) in sent:
-        assert kind == DATA
+        assert kind == MessageKind.DATA
         for (k,) in rows:
             assert out.setdefault(k, dst - 100) == dst - 100
     return out

@@ -8,8 +8,8 @@ import zipfile
 
 import pytest
 
-from jstormpy.codepkg import PackageStore, load_package_topology
-from jstormpy.errors import UnsafePackageError
+from jstormpy.api.errors import UnsafePackageError
+from jstormpy.operations.codepkg import PackageStore, load_package_topology
 
 GOOD = "from jstormpy import TopologyBuilder\n"
 

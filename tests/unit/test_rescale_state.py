@@ -1,4 +1,4 @@
-"""Rescaling a checkpoint (jstormpy/rescale_state.py), the split contract's hook, the
+"""Rescaling a checkpoint (jstormpy/operations/rescale_state.py), the split contract's hook, the
 FileSpout keeping only the files it owns, the CLI's COMPONENT=N parsing, and a Topology
 Master adopting (or dropping) a pending rescale at start-up."""
 
@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from jstormpy import Bolt, FileSink, FileSpout, Spout, TopologyBuilder
-from jstormpy.cli_rescale import parse_changes
-from jstormpy.component import TopologyContext
-from jstormpy.errors import JStormError
+from jstormpy.api.component import TopologyContext
+from jstormpy.api.errors import JStormError
+from jstormpy.api.topology import Topology
+from jstormpy.cli.rescale import parse_changes
 from jstormpy.keygroups import key_group, key_group_range
-from jstormpy.rescale_state import job_max_parallelism, plan_rescale, rescale_checkpoint
+from jstormpy.operations.rescale_state import job_max_parallelism, plan_rescale, rescale_checkpoint
 from jstormpy.state_backends import open_backend
-from jstormpy.topology import Topology
 from master.rescale import PENDING, finish_pending_rescale
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from jstormpy import Config
-from jstormpy.errors import ConfigError
+from jstormpy.api.errors import ConfigError
+from jstormpy.api.restart import RestartKind, RestartStrategy
 from jstormpy.master.restart import ErrorSignature, RestartTracker
-from jstormpy.restart import RestartKind, RestartStrategy
 
 
 class Clock:

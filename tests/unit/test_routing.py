@@ -8,17 +8,14 @@ from typing import Any
 import pytest
 
 from jstormpy import CustomStreamGrouping
-from jstormpy.errors import JStormError, TopologyError
+from jstormpy.api.errors import JStormError, TopologyError
+from jstormpy.api.topology import Grouping
 from jstormpy.runtime.routing import (
-    BARRIER,
-    DATA,
-    END_OF_STREAM,
-    WATERMARK,
+    MessageKind,
     OutputCollector,
     Route,
     build_routes,
 )
-from jstormpy.topology import Grouping
 
 TARGETS = (10, 11, 12)
 
@@ -34,7 +31,7 @@ class Sent:
 
     def data(self) -> list[tuple[int, Any]]:
         """(dst, values) of every DATA tuple, in send order."""
-        return [(dst, v) for dst, (_src, kind, _s, batch) in self.items if kind == DATA
+        return [(dst, v) for dst, (_src, kind, _s, batch) in self.items if kind == MessageKind.DATA
                 for v in batch]
 
     def per_target(self) -> Counter[int]:
@@ -212,7 +209,7 @@ def test_batches_are_sent_when_full():
     for i in range(10):
         r.add((i,))
     assert [(dst, item[0], item[1], item[2], len(item[3])) for dst, item in sent.items] == [
-        (10, 5, DATA, "default", 4), (10, 5, DATA, "default", 4)]
+        (10, 5, MessageKind.DATA, "default", 4), (10, 5, MessageKind.DATA, "default", 4)]
     r.flush()
     assert [len(item[3]) for _, item in sent.items] == [4, 4, 2]
     assert [v for _, v in sent.data()] == [(i,) for i in range(10)]  # order kept
@@ -281,18 +278,33 @@ def test_collector_markers_go_to_every_channel():
     sent = Sent()
     c = collector(sent)
     c.emit(("x", 1))
-    c.broadcast(BARRIER, 7)
+    c.broadcast(MessageKind.BARRIER, 7)
     # a marker does not flush by itself (the executor flushes before barriers)
-    assert sorted(dst for dst, item in sent.items if item[1] == BARRIER) == [2, 3, 4, 5, 6]
+    assert sorted(dst for dst, item in sent.items if item[1] == MessageKind.BARRIER) == [2, 3, 4, 5, 6]
     c.emit_watermark(100.0)
-    marks = [(dst, item) for dst, item in sent.items if item[1] == WATERMARK]
+    marks = [(dst, item) for dst, item in sent.items if item[1] == MessageKind.WATERMARK]
     assert sorted(d for d, _ in marks) == [2, 3, 4, 5, 6]
-    assert all(item == (1, WATERMARK, "", 100.0) for _, item in marks)
+    assert all(item == (1, MessageKind.WATERMARK, "", 100.0) for _, item in marks)
     # the watermark flushed the pending tuple first
-    first_wm = next(i for i, (_, it) in enumerate(sent.items) if it[1] == WATERMARK)
-    assert any(it[1] == DATA for _, it in sent.items[:first_wm])
+    first_wm = next(i for i, (_, it) in enumerate(sent.items) if it[1] == MessageKind.WATERMARK)
+    assert any(it[1] == MessageKind.DATA for _, it in sent.items[:first_wm])
     n = len(sent.items)
     c.emit_watermark(50.0)  # not advancing: nothing sent
     assert len(sent.items) == n
-    c.broadcast(END_OF_STREAM, None)
-    assert sum(1 for _, it in sent.items if it[1] == END_OF_STREAM) == 5
+    c.broadcast(MessageKind.END_OF_STREAM, None)
+    assert sum(1 for _, it in sent.items if it[1] == MessageKind.END_OF_STREAM) == 5
+
+
+def test_items_carry_plain_int_kinds_that_the_fast_codec_takes():
+    """An item's kind is the plain int of its MessageKind, so a batch of scalar rows and a
+    barrier cross the transport with marshal (tag ``M``), not pickle."""
+    from jstormpy.runtime.codec import MARSHAL, encode_item
+
+    sent = Sent()
+    c = collector(sent)
+    c.emit(("x", 1))
+    c.flush()
+    c.broadcast(MessageKind.BARRIER, 7)
+    assert {item[1] for _, item in sent.items} == {MessageKind.DATA, MessageKind.BARRIER}
+    assert {type(item[1]) for _, item in sent.items} == {int}
+    assert all(encode_item(dst, item)[:1] == MARSHAL for dst, item in sent.items)

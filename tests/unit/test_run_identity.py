@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
 from jstormpy.run_identity import (
     RunIdentity,
     load_run_identity,

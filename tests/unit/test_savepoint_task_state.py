@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from jstormpy import Bolt, Spout, TopologyBuilder
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
+from jstormpy.api.topology import Topology
 from jstormpy.keygroups import redistribute
-from jstormpy.savepoints import import_savepoint, read_manifest, write_savepoint
+from jstormpy.operations.savepoints import import_savepoint, read_manifest, write_savepoint
 from jstormpy.state_backends import open_backend
-from jstormpy.topology import Topology
 
 
 class Src(Spout):

@@ -10,11 +10,16 @@ from typing import Any
 import pytest
 
 from jstormpy import Bolt, Spout, TopologyBuilder
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
+from jstormpy.api.topology import Topology
 from jstormpy.keygroups import key_group, key_group_range, task_index_for_key_group
-from jstormpy.savepoints import describe, import_savepoint, read_manifest, write_savepoint
+from jstormpy.operations.savepoints import (
+    describe,
+    import_savepoint,
+    read_manifest,
+    write_savepoint,
+)
 from jstormpy.state_backends import open_backend
-from jstormpy.topology import Topology
 
 
 class Src(Spout):
@@ -131,7 +136,7 @@ def test_other_max_parallelism_and_missing_savepoint_are_refused(tmp_path: Path)
 @pytest.mark.slow
 def test_savepoint_copies_across_file_hdfs_and_hbase(tmp_path: Path, webhdfs_server: Any,
                                                      hbase_server: Any) -> None:
-    from jstormpy.savepoints import copy_savepoint
+    from jstormpy.operations.savepoints import copy_savepoint
 
     t1 = topo(2)
     cid = completed_checkpoint(tmp_path / "run1", t1)
@@ -157,7 +162,7 @@ def test_a_savepoint_restore_never_restores_below_the_savepoint(tmp_path: Path) 
     # and replayed the input from offset 0 into outputs the savepoint's run had written
     from types import SimpleNamespace
 
-    from jstormpy.savepoints import prepare_restore
+    from jstormpy.operations.savepoints import prepare_restore
     from jstormpy.state_backends.base import COMPLETED_META
 
     t = topo(2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jstormpy.errors import SemanticsError
+from jstormpy.api.errors import SemanticsError
 from jstormpy.testing.semantics import SemanticsReport, check_sequences
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from jstormpy.api.errors import SinkError, SinkUnavailableError
 from jstormpy.barrier.transactions import (
     Begin,
     Commit,
@@ -17,7 +18,6 @@ from jstormpy.barrier.transactions import (
     SinkStep,
     SinkTransactions,
 )
-from jstormpy.errors import SinkError, SinkUnavailableError
 
 
 class Performer:

@@ -23,7 +23,7 @@ from test_transport import wait_until
 
 from jstormpy.runtime.tls_socket import DataPlaneTls, SerializedSSLSocket
 from jstormpy.runtime.transport import Transport
-from jstormpy.tls import create_topology_tls
+from jstormpy.security.tls import create_topology_tls
 
 pytestmark = pytest.mark.timeout(120)
 

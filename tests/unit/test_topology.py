@@ -14,8 +14,8 @@ from jstormpy import (
     Topology,
     TopologyBuilder,
 )
-from jstormpy.errors import ConfigError, JStormError, TopologyError
-from jstormpy.topology import assign_tasks
+from jstormpy.api.errors import ConfigError, JStormError, TopologyError
+from jstormpy.api.topology import assign_tasks
 
 
 class Src(Spout):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -12,16 +13,12 @@ from typing import Any
 
 import pytest
 
-from jstormpy.errors import FrameError
+from jstormpy.api.errors import FrameError
 from jstormpy.runtime.transport import (
-    ACCEPT,
-    CHALLENGE,
-    CLOSE,
-    DATA,
     HEADER,
     MAGIC,
-    RESPONSE,
     VERSION,
+    FrameType,
     Transport,
     encode_frame,
     mac_client,
@@ -122,17 +119,17 @@ def raw_connect(port: int) -> tuple[socket.socket, bytes]:
     """Connect; return the socket and the server's challenge nonce."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=5)
     frame = read_frame(sock)
-    assert frame is not None and frame[0] == CHALLENGE and len(frame[2]) == 32
+    assert frame is not None and frame[0] == FrameType.CHALLENGE and len(frame[2]) == 32
     return sock, frame[2]
 
 
 def raw_authenticate(port: int, secret: bytes = SECRET, worker_id: int = 9) -> socket.socket:
     sock, n_s = raw_connect(port)
     n_c = os.urandom(32)
-    sock.sendall(encode_frame(RESPONSE, 0, worker_id.to_bytes(4, "big") + n_c
+    sock.sendall(encode_frame(FrameType.RESPONSE, 0, worker_id.to_bytes(4, "big") + n_c
                               + mac_client(secret, n_s, worker_id)))
     frame = read_frame(sock)
-    assert frame is not None and frame[0] == ACCEPT
+    assert frame is not None and frame[0] == FrameType.ACCEPT
     assert frame[2] == mac_server(secret, n_c)
     return sock
 
@@ -145,7 +142,7 @@ def assert_closed_by_server(sock: socket.socket) -> str | None:
             frame = read_frame(sock)  # socket timeout 5 s -> TimeoutError fails the test
             if frame is None:
                 break
-            if frame[0] == CLOSE:
+            if frame[0] == FrameType.CLOSE:
                 reason = frame[2].decode()
     finally:
         sock.close()
@@ -205,7 +202,7 @@ def test_oversized_header_before_auth_is_closed(make: Callable[..., Transport]) 
     sink = Sink()
     server = make(2, sink, max_frame_bytes=1024)
     sock, _ = raw_connect(server.port)
-    sock.sendall(HEADER.pack(MAGIC, VERSION, RESPONSE, 0, 1 << 20))
+    sock.sendall(HEADER.pack(MAGIC, VERSION, FrameType.RESPONSE, 0, 1 << 20))
     reason = assert_closed_by_server(sock)
     assert reason is None or "max_frame_bytes" in reason
     wait_until(lambda: server.stats["malformed_frames"] == 1)
@@ -220,7 +217,7 @@ def test_oversized_data_frame_is_refused_without_reading_payload(
     # Claim 2 GiB and send no payload: if the server tried to read (or allocate) it, it would
     # wait forever for bytes that never come instead of closing at once.
     started = time.monotonic()
-    sock.sendall(HEADER.pack(MAGIC, VERSION, DATA, 0, 2 << 30))
+    sock.sendall(HEADER.pack(MAGIC, VERSION, FrameType.DATA, 0, 2 << 30))
     reason = assert_closed_by_server(sock)
     assert time.monotonic() - started < 4
     assert reason is None or "exceeds max_frame_bytes=4096" in reason
@@ -233,7 +230,7 @@ def test_wrong_secret_is_refused(make: Callable[..., Transport]) -> None:
     sink = Sink()
     server = make(2, sink)
     sock, n_s = raw_connect(server.port)
-    sock.sendall(encode_frame(RESPONSE, 0, (9).to_bytes(4, "big") + os.urandom(32)
+    sock.sendall(encode_frame(FrameType.RESPONSE, 0, (9).to_bytes(4, "big") + os.urandom(32)
                               + mac_client(b"other-topology", n_s, 9)))
     reason = assert_closed_by_server(sock)
     assert reason in (None, "authentication failed")
@@ -258,7 +255,7 @@ def test_data_before_authentication_is_refused(make: Callable[..., Transport]) -
     sink = Sink()
     server = make(2, sink)
     sock, _ = raw_connect(server.port)
-    sock.sendall(encode_frame(DATA, 0, pickle.dumps((1, "sneaky"), protocol=5)))
+    sock.sendall(encode_frame(FrameType.DATA, 0, pickle.dumps((1, "sneaky"), protocol=5)))
     reason = assert_closed_by_server(sock)
     assert reason is None or "DATA" in reason
     wait_until(lambda: server.stats["malformed_frames"] == 1)
@@ -279,7 +276,7 @@ def test_unpicklable_payload_after_auth_is_malformed(make: Callable[..., Transpo
     sink = Sink()
     server = make(2, sink)
     sock = raw_authenticate(server.port)
-    sock.sendall(encode_frame(DATA, 0, b"\x80\x05not a pickle at all"))
+    sock.sendall(encode_frame(FrameType.DATA, 0, b"\x80\x05not a pickle at all"))
     reason = assert_closed_by_server(sock)
     assert reason is None or "undecodable" in reason
     wait_until(lambda: server.stats["malformed_frames"] == 1)
@@ -469,3 +466,45 @@ def test_dead_peer_makes_send_return_false_not_hang(make: Callable[..., Transpor
 
     wait_until(keep_sending, timeout=20, what="send() to a dead peer to return False")
     assert sender.stats["frames_dropped"] >= 1
+
+
+def test_credit_frames_reach_on_credit_in_order_with_the_data(
+        make: Callable[..., Transport]) -> None:
+    """A CREDIT frame is its own frame type: it reaches ``on_credit`` (never ``deliver``),
+    in the channel's order with the DATA frames around it, and only in its generation."""
+    events: list[tuple[Any, ...]] = []
+    lock = threading.Lock()
+
+    def deliver(task: int, item: Any) -> None:
+        with lock:
+            events.append(("data", task, item))
+
+    def on_credit(src: int, dst: int, total: int, generation: int) -> None:
+        with lock:
+            events.append(("credit", src, dst, total, generation))
+
+    receiver = make(2, deliver, on_credit=on_credit)
+    sender = make(1)
+    sender.set_peers({2: ("127.0.0.1", receiver.port)})
+    assert sender.send(2, 5, ("a",))
+    assert sender.send_credit(2, 7, 3, 40)
+    assert sender.send(2, 5, ("b",))
+    assert sender.send_credit(2, 7, 3, 2**40)  # totals are uint64 on the wire
+    wait_until(lambda: len(events) == 4, what="two items and two grants")
+    assert events == [("data", 5, ("a",)), ("credit", 7, 3, 40, 0), ("data", 5, ("b",)),
+                      ("credit", 7, 3, 2**40, 0)]
+    receiver.set_generation(1)
+    assert sender.send_credit(2, 7, 3, 41)  # generation 0: dropped by the receiver
+    wait_until(lambda: receiver.stats["stale_frames_dropped"] == 1, what="stale grant")
+    assert len(events) == 4
+
+
+def test_credit_frame_of_wrong_size_is_malformed(make: Callable[..., Transport]) -> None:
+    sink = Sink()
+    server = make(2, sink, on_credit=lambda *_: None)
+    sock = raw_authenticate(server.port)
+    sock.sendall(encode_frame(FrameType.CREDIT, 0, struct.pack("!QQ", 1, 1) + b"\0\0\0"))
+    reason = assert_closed_by_server(sock)
+    assert reason is None or "CREDIT frame of 19 bytes" in reason
+    wait_until(lambda: server.stats["malformed_frames"] == 1)
+    assert_still_serves(make, server, sink)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from jstormpy.runtime.codec import encode_item
-from jstormpy.runtime.transport import DATA, RESPONSE, Transport, encode_frame, mac_client
+from jstormpy.runtime.transport import FrameType, Transport, encode_frame, mac_client
 from jstormpy.testing.fault_proxy import FaultProxy
 from tests.unit.test_transport import SECRET, Sink, raw_connect, read_frame, wait_until
 
@@ -82,7 +82,7 @@ def test_unreachable_after_reset_escalates_never_silent(net: Callable[..., Any])
 
 
 def _raw_data(seq: int, item: Any, incarnation: int = 77) -> bytes:
-    return encode_frame(DATA, 0, struct.pack("!QQ", incarnation, seq)
+    return encode_frame(FrameType.DATA, 0, struct.pack("!QQ", incarnation, seq)
                         + encode_item(3, item))
 
 
@@ -94,7 +94,7 @@ def test_receiver_detects_gap_and_drops_duplicate() -> None:
     try:
         sock, n_s = raw_connect(receiver.port)
         n_c = os.urandom(32)
-        sock.sendall(encode_frame(RESPONSE, 0, (9).to_bytes(4, "big") + n_c
+        sock.sendall(encode_frame(FrameType.RESPONSE, 0, (9).to_bytes(4, "big") + n_c
                                   + mac_client(SECRET, n_s, 9)))
         assert read_frame(sock) is not None  # ACCEPT
         sock.sendall(_raw_data(1, "a") + _raw_data(1, "a again") + _raw_data(3, "c"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from jstormpy import Bolt
-from jstormpy.component import Tuple
+from jstormpy.api.component import Tuple
 from tests.fake_task_host import FakeTaskHost
 from tests.unit.test_batch_api import Sent, executor
 

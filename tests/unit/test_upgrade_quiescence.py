@@ -13,9 +13,10 @@ import time
 from typing import Any
 
 from jstormpy import Bolt, Spout
+from jstormpy.api.component import bind_task
 from jstormpy.runtime.credits import TaskInbox
 from jstormpy.runtime.executor import TaskExecutor
-from jstormpy.runtime.routing import BARRIER, DATA, OutputCollector, Route
+from jstormpy.runtime.routing import MessageKind, OutputCollector, Route
 from jstormpy.runtime.task_host import TaskCommand
 from tests.fake_task_host import FakeTaskHost
 
@@ -53,7 +54,7 @@ def test_a_ticking_bolt_is_quiescent_from_the_upgrade_barrier_until_resume() -> 
     spout_coll = OutputCollector(1, "src", {"default": []}, [2],
                                  lambda dst, item: inbox.put(item))
     spout = Source()
-    spout.__dict__["_jstorm_collector"] = spout_coll
+    bind_task(spout, spout_coll, None)
     spout_ex = TaskExecutor(1, "src", "spout", spout, spout_coll, host)  # type: ignore[arg-type]
     def record(dst: int, item: Any) -> None:
         out.append((item[1], item[3]))
@@ -61,7 +62,7 @@ def test_a_ticking_bolt_is_quiescent_from_the_upgrade_barrier_until_resume() -> 
     route = Route("shuffle", "default", "sink", [9], 2, record, batch_size=1)
     coll = OutputCollector(2, "ticker", {"default": [route]}, [9], record)
     bolt = Ticker()
-    bolt.__dict__["_jstorm_collector"] = coll
+    bind_task(bolt, coll, None)
     bolt.prepare({}, None)
     ex = TaskExecutor(2, "ticker", "bolt", bolt, coll, host,  # type: ignore[arg-type]
                       inq=inbox, input_channels=(1,))
@@ -72,22 +73,22 @@ def test_a_ticking_bolt_is_quiescent_from_the_upgrade_barrier_until_resume() -> 
         # quiescent barrier and stops
         spout_ex.command(TaskCommand.TRIGGER_PAUSE, 1)
         spout_ex._process_ctrl()
-        wait_until(lambda: any(kind == BARRIER for kind, _ in out))
+        wait_until(lambda: any(kind == MessageKind.BARRIER for kind, _ in out))
         at_barrier = bolt.ticks
         # the worker waits for the checkpoint to complete, restarts the upgraded workers...
         wait_until(lambda: 1 in [a.checkpoint_id for a in host.acks])
         idle_until = time.monotonic() + 0.2  # 40 tick intervals
         while time.monotonic() < idle_until:
             time.sleep(0.01)  # the length of the upgrade pause itself
-        before = [k for k, _ in out[:[k for k, _ in out].index(BARRIER)]]
-        after = [v for kind, v in out[[k for k, _ in out].index(BARRIER) + 1:]]
-        assert DATA in before  # ticks before the barrier do reach the channel
+        before = [k for k, _ in out[:[k for k, _ in out].index(MessageKind.BARRIER)]]
+        after = [v for kind, v in out[[k for k, _ in out].index(MessageKind.BARRIER) + 1:]]
+        assert MessageKind.DATA in before  # ticks before the barrier do reach the channel
         assert bolt.ticks == at_barrier and after == [], \
             f"ticked {bolt.ticks - at_barrier} times after the quiescent barrier"
         ex.command(TaskCommand.RESUME, None)  # ResumeSpouts reaches every task
         wait_until(lambda: bolt.ticks >= at_barrier + 3)
-        barrier_at = [k for k, _ in out].index(BARRIER)
-        wait_until(lambda: any(k == DATA for k, _ in out[barrier_at + 1:]))
+        barrier_at = [k for k, _ in out].index(MessageKind.BARRIER)
+        wait_until(lambda: any(k == MessageKind.DATA for k, _ in out[barrier_at + 1:]))
     finally:
         ex.stop()
         ex.join(10)

@@ -114,7 +114,7 @@ class ChaosMonkey:
         self._thread.join(5)
 
     def _pid(self, kill: Kill) -> int | None:
-        launcher = self.handle._launcher  # noqa: SLF001 - the harness drives the local launcher
+        launcher = self.handle.launcher
         if launcher is None:
             return None
         if kill.target == "worker" and kill.worker not in launcher.workers:

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jstormpy.config import Config
+from jstormpy.api.config import Config
 from jstormpy.testing.chaos.disk import FullDisk
 from jstormpy.testing.chaos.network import PARTITION_FROM, RESET_ON, ChaosNetwork
 from jstormpy.testing.chaos.topologies import TOPOLOGIES, Verdict, build_topology, check_output
@@ -251,7 +251,7 @@ class _Injector:
         return self._last_status
 
     def _pid(self, worker: int | None) -> int | None:
-        launcher = self.handle._launcher  # noqa: SLF001 - the harness drives the local launcher
+        launcher = self.handle.launcher
         with launcher.lock:
             if worker is None:
                 return launcher.master.pid if launcher.master else None

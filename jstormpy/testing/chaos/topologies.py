@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy import Bolt, FileSink, FileSpout, SequenceSpout, Spout, TopologyBuilder
+from jstormpy.api.topology import Topology
 from jstormpy.connectors.sinks import read_committed
 from jstormpy.testing.semantics import SemanticsReport, check_sequences
-from jstormpy.topology import Topology
 from jstormpy.window import BoundedOutOfOrderness, TumblingWindows, WindowedBolt
 
 TOPOLOGIES = ("stateful", "wordcount", "windowed")

@@ -24,6 +24,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from jstormpy.api.errors import CorruptSnapshotError, JStormError, SinkError
 from jstormpy.barrier.aligner import BarrierAligner
 from jstormpy.barrier.snapshots import AckSnapshot, DeclineSnapshot, TaskSnapshots
 from jstormpy.barrier.transactions import (
@@ -37,7 +38,6 @@ from jstormpy.barrier.transactions import (
     SinkStep,
     SinkTransactions,
 )
-from jstormpy.errors import CorruptSnapshotError, JStormError, SinkError
 from jstormpy.keygroups import key_group, redistribute, task_index_for_key_group
 from jstormpy.master.coordinator import (
     CheckpointCoordinator,

@@ -7,7 +7,7 @@ import contextlib
 import sys
 from typing import Any
 
-from jstormpy.errors import ConfigError
+from jstormpy.api.errors import ConfigError
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault
 from jstormpy.testing.simulation.holes import HOLES, reintroduced
 from jstormpy.testing.simulation.scenario import run_seed, run_seeds

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from jstormpy.api.errors import SinkError, SinkUnavailableError
 from jstormpy.connectors.kafka import commit_log_key
-from jstormpy.errors import SinkError, SinkUnavailableError
 from jstormpy.run_identity import RunIdentity
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from jstormpy.errors import SinkError
+from jstormpy.api.errors import SinkError
 from jstormpy.run_identity import RunIdentity
 from jstormpy.testing.simulation.cluster import Simulation, handle_key
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault, FaultPlan

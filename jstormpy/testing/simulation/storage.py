@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from jstormpy.errors import BackendError, CorruptSnapshotError, SnapshotNotFoundError
+from jstormpy.api.errors import BackendError, CorruptSnapshotError, SnapshotNotFoundError
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
 from jstormpy.testing.simulation.world import World
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from jstormpy.api.errors import SinkError, SourceError
 from jstormpy.connectors import PostgresSink, RedisStreamSink, RedisStreamSpout
 from jstormpy.connectors.splits import SplitOffsets, owned_splits
 from jstormpy.connectors.twophase import TwoPhaseCommitSink, transaction_name
-from jstormpy.errors import SinkError, SourceError
 from tests.connectors.contract import context, wait_for
 
 
@@ -92,8 +92,8 @@ def test_redis_argument_errors() -> None:
 def test_unreachable_postgres_is_unavailable_not_fatal() -> None:
     import socket
 
-    from jstormpy.component import Tuple
-    from jstormpy.errors import SinkUnavailableError
+    from jstormpy.api.component import Tuple
+    from jstormpy.api.errors import SinkUnavailableError
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))

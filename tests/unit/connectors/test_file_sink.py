@@ -12,11 +12,11 @@ import cloudpickle
 import pyarrow.parquet as pq
 import pytest
 
+from jstormpy.api.component import TopologyContext, Tuple, bind_task
+from jstormpy.api.errors import FencedError, SinkError
 from jstormpy.barrier.twophase import Sink
-from jstormpy.component import TopologyContext, Tuple
 from jstormpy.connectors.sinks import FileSink, committed_files, read_committed
 from jstormpy.connectors.sources import SequenceSpout
-from jstormpy.errors import FencedError, SinkError
 from jstormpy.testing.semantics import check_sequences
 
 FIELDS = {"key": 0, "seq": 1, "value": 2}
@@ -329,7 +329,7 @@ def _run_pipeline(directory: Path, fmt: str, seed: int) -> int:
         generation = crashes
         spout = SequenceSpout(keys=5, per_key=120, batch=11)
         collector = _Collector()
-        spout._jstorm_collector = collector  # type: ignore[attr-defined]
+        bind_task(spout, collector, None)
         if completed is not None:
             spout.restore(json.loads(json.dumps(completed[1])))
         spout.open({}, spout_ctx)

@@ -9,11 +9,11 @@ from typing import Any
 import cloudpickle
 import pytest
 
-from jstormpy.batch import Batch
-from jstormpy.component import TopologyContext, Tuple
+from jstormpy.api.batch import Batch
+from jstormpy.api.component import TopologyContext, Tuple
+from jstormpy.api.errors import SinkError
 from jstormpy.connectors.jsonl import encode_rows
 from jstormpy.connectors.sinks import FileSink, committed_files, read_committed
-from jstormpy.errors import SinkError
 
 FIELDS = {"word": 0, "count": 1}
 

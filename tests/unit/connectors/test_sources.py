@@ -10,9 +10,9 @@ from typing import Any
 import cloudpickle
 import pytest
 
-from jstormpy.component import Spout, TopologyContext, declared_streams
+from jstormpy.api.component import Spout, TopologyContext, bind_task, declared_streams
+from jstormpy.api.errors import SourceError
 from jstormpy.connectors.sources import FileSpout, SequenceSpout
-from jstormpy.errors import SourceError
 from jstormpy.testing.semantics import check_sequences
 
 
@@ -38,7 +38,7 @@ def launch(spout: Spout, snap: Any = None, task_index: int = 0,
     """Ship ``spout`` like the engine does, restore (before open), open, attach a collector."""
     spout = cloudpickle.loads(cloudpickle.dumps(spout))
     collector = Collector()
-    spout._jstorm_collector = collector  # type: ignore[attr-defined]
+    bind_task(spout, collector, None)
     if snap is not None:
         spout.restore(json.loads(json.dumps(snap)))  # snapshots are plain data
     spout.open({}, ctx(task_index, parallelism))

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jstormpy.batch import rows_from_columns
-from jstormpy.component import TopologyContext, Tuple
+from jstormpy.api.batch import rows_from_columns
+from jstormpy.api.component import TopologyContext, Tuple, bind_task
 from jstormpy.dataflow.records import ITEM_FIELDS, KEYED_FIELDS
 from jstormpy.window import FIRING_FIELDS
 
@@ -38,7 +38,7 @@ class Collector:
 def prepare(bolt: Any, input_tasks: Sequence[int] = (1,), component: str = "op") -> Collector:
     """Attach a collector and call prepare as the engine would."""
     col = Collector()
-    bolt._jstorm_collector = col
+    bind_task(bolt, col, None)
     ctx = TopologyContext("t", component, 10, 0, 0, {component: (10,)}, tuple(input_tasks))
     bolt.prepare({}, ctx)
     return col

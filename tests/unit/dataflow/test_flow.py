@@ -10,11 +10,11 @@ import cloudpickle
 import pytest
 
 from jstormpy import FileSink, LocalCluster  # noqa: F401 - the public API the flow feeds
+from jstormpy.api.errors import TopologyError
 from jstormpy.connectors.sources import SequenceSpout
 from jstormpy.dataflow import Dataflow, JoinResult, KeyedValue, WindowResult
 from jstormpy.dataflow.bolts import ChainBolt
 from jstormpy.dataflow.records import as_record
-from jstormpy.errors import TopologyError
 from jstormpy.window import Count, TumblingWindows
 
 from .drive import prepare, raw_tuple

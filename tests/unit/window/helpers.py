@@ -7,8 +7,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from jstormpy.batch import rows_from_columns
-from jstormpy.component import TopologyContext, Tuple
+from jstormpy.api.batch import rows_from_columns
+from jstormpy.api.component import TopologyContext, Tuple, bind_task
 from jstormpy.window import (
     FIRING_FIELDS,
     CountWindows,
@@ -90,7 +90,7 @@ def context(input_tasks: tuple[int, ...] = (1,)) -> TopologyContext:
 
 def attach(bolt: Any, input_tasks: tuple[int, ...] = (1,)) -> ListCollector:
     col = ListCollector()
-    bolt._jstorm_collector = col
+    bind_task(bolt, col, None)
     bolt.prepare({}, context(input_tasks))
     return col
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jstormpy.batch import Batch
-from jstormpy.component import Tuple
-from jstormpy.errors import TopologyError
+from jstormpy.api.batch import Batch
+from jstormpy.api.component import Tuple
+from jstormpy.api.errors import TopologyError
 from jstormpy.window import (
     BoundedOutOfOrderness,
     Count,

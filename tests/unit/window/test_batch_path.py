@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jstormpy.batch import Batch
-from jstormpy.component import Tuple
+from jstormpy.api.batch import Batch
+from jstormpy.api.component import Tuple
 from jstormpy.window import (
     BoundedOutOfOrderness,
     Firing,

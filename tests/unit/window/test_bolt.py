@@ -6,7 +6,7 @@ import math
 import pickle
 from typing import Any
 
-from jstormpy.component import Tuple
+from jstormpy.api.component import Tuple, bind_task
 from jstormpy.window import (
     BoundedOutOfOrderness,
     CountWindows,
@@ -212,7 +212,7 @@ def test_bolt_snapshot_restore_equals_uninterrupted_run() -> None:
         snap = pickle.loads(pickle.dumps(first.snapshot()))
         second = EarlyCount()
         second.restore(snap)  # restore runs before prepare
-        second._jstorm_collector = col
+        bind_task(second, col, None)
         second.prepare({}, context())
         _run(steps[cut:], second, col)
         assert col.emitted == ref_col.emitted, cut

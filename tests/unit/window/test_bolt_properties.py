@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jstormpy.component import Tuple
+from jstormpy.api.component import Tuple
 from jstormpy.window import (
     BoundedOutOfOrderness,
     Firing,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from jstormpy.errors import TopologyError
+from jstormpy.api.errors import TopologyError
 from jstormpy.window import (
     BoundedOutOfOrderness,
     CountWindows,

@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from jstormpy.batch import Batch
-from jstormpy.component import Tuple
+from jstormpy.api.batch import Batch
+from jstormpy.api.component import Tuple
 from jstormpy.window import SessionWindows, SlidingWindows, TumblingWindows, WindowedBolt
 
 from .helpers import attach

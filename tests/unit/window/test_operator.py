@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jstormpy.errors import TopologyError
+from jstormpy.api.errors import TopologyError
 from jstormpy.window import (
     CountWindows,
     Firing,

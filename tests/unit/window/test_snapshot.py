@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jstormpy.errors import CheckpointError
+from jstormpy.api.errors import CheckpointError
 from jstormpy.window import CountWindows, SessionWindows, TumblingWindows, WindowOperator
 
 from .helpers import SetAgg, count_assigners, drive, event_st, expand, time_assigners

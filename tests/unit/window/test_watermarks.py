@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jstormpy.errors import TopologyError
+from jstormpy.api.errors import TopologyError
 from jstormpy.window import BoundedOutOfOrderness, ChannelWatermarks
 
 

@@ -22,8 +22,9 @@ import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
-from jstormpy.errors import ConfigError
+from jstormpy.api.errors import ConfigError
 
 TLS_DIR_ENV = "JSTORM_TLS_DIR"
 #: Role names: the CN (and DNS SAN) of each party's certificate.
@@ -249,9 +250,15 @@ def grpc_channel(address: str, tls_dir: str | os.PathLike[str] | None, role: str
     return grpc.secure_channel(address, creds, options=opts)
 
 
-def peer_role(context: object) -> str:
+class CallContext(Protocol):
+    """What :func:`peer_role` needs of a gRPC ``ServicerContext``."""
+
+    def auth_context(self) -> Any: ...
+
+
+def peer_role(context: CallContext) -> str:
     """The verified common name of the peer of a gRPC call ("" if it has none)."""
-    auth = context.auth_context()  # type: ignore[attr-defined]
+    auth = context.auth_context()
     names = auth.get("x509_common_name") or []
     return names[0].decode() if names else ""
 

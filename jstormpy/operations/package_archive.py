@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from jstormpy.errors import UnsafePackageError
+from jstormpy.api.errors import UnsafePackageError
 
 MAX_ENTRIES = 10_000
 MAX_ENTRY_BYTES = 64 << 20

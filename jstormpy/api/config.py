@@ -8,8 +8,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from jstormpy.errors import ConfigError, UnknownSettingError
-from jstormpy.restart import DEFAULT_RESTART_STRATEGY, RestartStrategy
+from jstormpy.api.errors import ConfigError, UnknownSettingError
+from jstormpy.api.restart import DEFAULT_RESTART_STRATEGY, RestartStrategy
 
 GUARANTEES = ("exactly_once", "at_least_once", "at_most_once")
 ON_ERROR = ("fail", "dead_letter")

@@ -66,7 +66,7 @@ def format_status(status: dict[str, Any]) -> str:
     for e in status.get("errors", [])[-5:]:
         lines.append(f"error      task {e['task']} {e['component']}: {e['message']}")
     if status.get("failure"):  # why it failed: component, tuple, traceback (docs/errors.md)
-        from jstormpy.failure import describe_failure
+        from jstormpy.api.failure import describe_failure
 
         lines.append(describe_failure(status["name"], status))
     return "\n".join(lines)

@@ -10,7 +10,7 @@ any modules it imports. It is identified by the sha256 of the zip bytes.
 * :func:`load_package_topology` unpacks a package (once per digest under
   ``$JSTORM_RUN_DIR/code/unpacked``; else into a temp dir removed at exit), puts it on
   ``sys.path`` and imports the entry file (worker side; the TM never imports user code).
-* :func:`inspect_topology` / ``python -m jstormpy.codepkg inspect`` describe a version's
+* :func:`inspect_topology` / ``python -m jstormpy.operations.codepkg inspect`` describe a version's
   wiring and state versions as JSON; the TM runs it in a child process.
 * :func:`check_compatible` compares two such descriptions; :func:`migrate_snapshot`
   applies ``migrate_state`` when a restored snapshot has another ``state_version``.
@@ -35,8 +35,12 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from jstormpy.errors import JStormError
-from jstormpy.package_archive import check_package_archive, extract_package, open_package_zip
+from jstormpy.api.errors import JStormError
+from jstormpy.operations.package_archive import (
+    check_package_archive,
+    extract_package,
+    open_package_zip,
+)
 
 UPGRADE_EXIT_CODE = 75
 """Exit code of a worker told to restart on other code (the launcher restarts it)."""
@@ -195,7 +199,7 @@ def load_package_topology(data: bytes, entry: str, digest: str, label: str,
                           unpack_dir: str | os.PathLike[str] | None = None) -> Any:
     """Unpack a package (see :func:`_unpacked`), import its entry file and return its
     built ``topology``."""
-    from jstormpy.topology import Topology, TopologyBuilder
+    from jstormpy.api.topology import Topology, TopologyBuilder
 
     if digest and digest_of(data) != digest:
         raise JStormError(f"code package {label}: digest mismatch (transfer corrupted?)")
@@ -232,7 +236,7 @@ def describe(topology: Any) -> dict[str, Any]:
 def inspect_topology(package: str = "", entry: str = "", pickle_path: str = "",
                      timeout_s: float = 60.0) -> dict[str, Any]:
     """Describe a version in a child process (user code never runs in the caller)."""
-    args = [sys.executable, "-m", "jstormpy.codepkg", "inspect"]
+    args = [sys.executable, "-m", "jstormpy.operations.codepkg", "inspect"]
     args += ["--pickle", pickle_path] if pickle_path else ["--package", package, "--entry", entry]
     try:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s,
@@ -330,8 +334,9 @@ def migrate_snapshot(component: Any, snap: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m jstormpy.codepkg inspect (--package ZIP --entry F | --pickle PKL)``."""
-    parser = argparse.ArgumentParser(prog="jstormpy.codepkg")
+    """``python -m jstormpy.operations.codepkg inspect (--package ZIP --entry F |
+    --pickle PKL)``."""
+    parser = argparse.ArgumentParser(prog="jstormpy.operations.codepkg")
     sub = parser.add_subparsers(dest="command", required=True)
     ins = sub.add_parser("inspect")
     ins.add_argument("--package", default="")

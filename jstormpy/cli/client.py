@@ -11,11 +11,11 @@ from typing import Any
 
 import grpc
 
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
-from jstormpy.security import auth_metadata
-from jstormpy.tls import grpc_channel
+from jstormpy.security.tls import grpc_channel
+from jstormpy.security.tokens import auth_metadata
 
 
 def jstorm_home() -> Path:

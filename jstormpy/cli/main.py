@@ -40,10 +40,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jstormpy.client import MasterClient, Registration
-from jstormpy.config import LOG_LEVELS, as_config
-from jstormpy.errors import ConfigError, JStormError, TopologyStopped
-from jstormpy.topology import Topology, TopologyBuilder
+from jstormpy.api.config import LOG_LEVELS, as_config
+from jstormpy.api.errors import ConfigError, JStormError, TopologyStopped
+from jstormpy.api.topology import Topology, TopologyBuilder
+from jstormpy.cli.client import MasterClient, Registration
 
 
 def load_topology_file(path: str) -> Any:
@@ -68,7 +68,7 @@ def load_topology_file(path: str) -> Any:
     cloudpickle.register_pickle_by_value(module)
     topo = getattr(module, "topology", None)
     if isinstance(topo, TopologyBuilder):
-        module.topology = topo.build()  # type: ignore[attr-defined]
+        vars(module)["topology"] = topo.build()
     elif not isinstance(topo, Topology):
         raise JStormError(f"{path} must define `topology` (a Topology or TopologyBuilder); "
                           f"found {type(topo).__name__}")
@@ -101,13 +101,13 @@ def _client(name: str) -> MasterClient:
 
 
 def _print_status(status: dict[str, Any]) -> None:
-    from jstormpy.cli_status import format_status
+    from jstormpy.cli.status import format_status
 
     print(format_status(status))
 
 
 def _print_metrics(m: dict[str, Any], tasks: bool = False) -> None:
-    from jstormpy.cli_ops import print_metrics  # readable tables (operations)
+    from jstormpy.cli.ops import print_metrics  # readable tables (operations)
 
     print_metrics(m, tasks)
 
@@ -165,7 +165,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         cluster = LocalCluster()
     with cluster:
-        from jstormpy.cli_savepoint import submit_kwargs
+        from jstormpy.cli.savepoint import submit_kwargs
 
         handle = cluster.submit(topology, config, resume=args.resume, **submit_kwargs(args))
         monkey = None
@@ -261,8 +261,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from jstormpy.client import jstorm_home
-    from jstormpy.failure import FINAL_STATUS_FILE
+    from jstormpy.api.failure import FINAL_STATUS_FILE
+    from jstormpy.cli.client import jstorm_home
 
     try:
         status = _client(args.name).status()
@@ -314,7 +314,7 @@ def cmd_kill(args: argparse.Namespace) -> int:
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
     """Gray release: start/continue/complete/roll back, printing progress."""
-    from jstormpy.codepkg import build_package
+    from jstormpy.operations.codepkg import build_package
 
     client = _client(args.name)
     actions = [a for a in ("continue", "complete", "rollback", "status") if getattr(args, a)]
@@ -324,7 +324,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     workers = [int(w) for w in args.workers.split(",") if w.strip()] if args.workers else []
     package, entry = build_package(args.code, args.entry) if args.code else (b"", "")
     if args.rescale:
-        from jstormpy.cli_rescale import upgrade_with_rescale
+        from jstormpy.cli.rescale import upgrade_with_rescale
 
         if action != "start" or workers or args.component or args.n:
             raise JStormError("--rescale goes with --code only: every worker switches to the "
@@ -400,12 +400,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "(file:///dir, hdfs://host:port/dir, hbase://host:port/table); on "
                         "a Spark cluster it must be shared storage")
     r.set_defaults(func=cmd_run)
-    from jstormpy.cli_savepoint import add_parsers as add_savepoint_parsers
-    from jstormpy.cli_savepoint import add_run_flags
+    from jstormpy.cli.savepoint import add_parsers as add_savepoint_parsers
+    from jstormpy.cli.savepoint import add_run_flags
 
     add_run_flags(r)  # --from-savepoint, --allow-non-restored-state
     add_savepoint_parsers(sub)  # savepoint NAME | savepoint inspect URI
-    from jstormpy.cli_rescale import add_parsers as add_rescale_parsers
+    from jstormpy.cli.rescale import add_parsers as add_rescale_parsers
 
     add_rescale_parsers(sub)  # rescale NAME COMPONENT=N ...
     from jstormpy.deploy.verify import add_verify_parser
@@ -461,7 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
                     help="how long to wait for each step (default 180)")
     up.set_defaults(func=cmd_upgrade)
-    from jstormpy.cli_ops import add_parsers as add_ops_parsers
+    from jstormpy.cli.ops import add_parsers as add_ops_parsers
 
     add_ops_parsers(sub)  # ui, loglevel, config (operations)
     t = sub.add_parser("testing", help="protocol test servers (webhdfs, hbase) and a cluster "

@@ -3,7 +3,7 @@
 A bolt that defines ``execute_batch(batch)`` gets one :class:`Batch` per received
 channel batch instead of one ``execute(tup)`` call per tuple. ``batch["word"]`` is the
 column of field ``word`` (a list, built once and cached), ``len(batch)`` the number of
-tuples, and iterating yields ordinary :class:`~jstormpy.component.Tuple` objects, so
+tuples, and iterating yields ordinary :class:`~jstormpy.api.component.Tuple` objects, so
 per-tuple code can be reused inside a batch bolt.
 
 A batch never spans a barrier, a watermark or the end of a stream: it is exactly the
@@ -20,8 +20,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
-from jstormpy.component import DEFAULT_STREAM, Tuple
-from jstormpy.errors import TopologyError
+from jstormpy.api.component import DEFAULT_STREAM, Tuple
+from jstormpy.api.errors import TopologyError
 
 
 class Batch:
@@ -51,6 +51,11 @@ class Batch:
     def fields(self) -> tuple[str, ...]:
         """The stream's field names, in declared order."""
         return tuple(sorted(self._index, key=self._index.__getitem__))
+
+    @property
+    def field_index(self) -> Mapping[str, int]:
+        """Each field's position in a row (shared with the channel's tuples; do not modify)."""
+        return self._index
 
     def __len__(self) -> int:
         return len(self.rows)

@@ -6,7 +6,7 @@ request. The TM refuses a token whose HMAC does not verify for *this* method and
 whose clock skew exceeds the window, or whose nonce it has already seen (replay cache):
 a token seen on the wire cannot be replayed, nor moved to another call. With TLS on
 (the default) calls also travel over mutual TLS and the peer's certificate decides what
-it may call (``jstormpy.tls``, docs/security.md).
+it may call (``jstormpy.security.tls``, docs/security.md).
 """
 
 from __future__ import annotations

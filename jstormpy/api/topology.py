@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jstormpy.component import (
+from jstormpy.api.component import (
     DEFAULT_STREAM,
     ERROR_FIELDS,
     ERRORS_STREAM,
@@ -15,7 +15,7 @@ from jstormpy.component import (
     Spout,
     declared_streams,
 )
-from jstormpy.errors import TopologyError
+from jstormpy.api.errors import TopologyError
 
 GROUPINGS = ("shuffle", "fields", "all", "global", "direct", "local_or_shuffle", "none",
              "custom")

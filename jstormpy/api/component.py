@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from jstormpy.run_identity import RunIdentity
 
@@ -130,14 +130,70 @@ def declared_streams(component: Any) -> dict[str, tuple[str, ...]]:
     return {DEFAULT_STREAM: tuple(outputs)} if outputs else {}
 
 
+class Emitter(Protocol):
+    """What a running component emits through: its task's output collector."""
+
+    def emit(self, values: Sequence[Any], stream: str = DEFAULT_STREAM) -> None: ...
+
+    def emit_batch(self, columns: Any, stream: str = DEFAULT_STREAM) -> None: ...
+
+    def emit_direct(self, task: int, values: Sequence[Any],
+                    stream: str = DEFAULT_STREAM) -> None: ...
+
+    def emit_watermark(self, watermark_ms: float) -> None: ...
+
+
+# The engine's side of a component instance. The engine keeps what it attaches to a user's
+# component in the instance dict under reserved ``_jstorm_*`` names (no user attribute can
+# clash, and none is a class attribute a subclass could shadow); these functions are the
+# only code outside Component that reads or writes them.
+
+def bind_task(component: Any, emitter: Emitter, logger: Any) -> None:
+    """Attach a component instance to its task: emits go to ``emitter`` (``emit`` bound
+    straight to the emitter's, one call less per tuple) and ``log`` is ``logger``."""
+    component.__dict__["_jstorm_collector"] = emitter
+    component.__dict__["emit"] = emitter.emit
+    component.__dict__["_jstorm_log"] = logger
+
+
+def bound_emitter(component: Any) -> Emitter | None:
+    """The emitter :func:`bind_task` attached, or None outside a running task."""
+    emitter: Emitter | None = component.__dict__.get("_jstorm_collector")
+    return emitter
+
+
+def managed_states(component: Any) -> dict[str, Any]:
+    """The component's managed state dicts by name (``Component.state``), created empty
+    on first use: the engine snapshots, restores and tracks exactly this dict."""
+    states: dict[str, Any] = component.__dict__.setdefault("_jstorm_states", {})
+    return states
+
+
+def restore_managed_states(component: Any, states: dict[str, Any]) -> None:
+    """Replace the component's managed states with restored ones (before ``open``)."""
+    component.__dict__["_jstorm_states"] = states
+
+
+def use_state_factory(component: Any, factory: Any) -> None:
+    """Make ``Component.state`` create new state dicts with ``factory`` (incremental
+    checkpoints install a dict that tracks changed keys)."""
+    component.__dict__["_jstorm_state_factory"] = factory
+
+
+def restore_finished(component: Any) -> None:
+    """A restored spout had called ``finish()`` before the checkpoint."""
+    component.__dict__["_jstorm_finished"] = True
+
+
 class Component:
     """Behaviour shared by spouts and bolts: emitting and managed state."""
 
     outputs: ClassVar[Sequence[str] | Mapping[str, Sequence[str]]] = ()
+    _jstorm_collector: Emitter  # set by bind_task
 
     def emit(self, values: Sequence[Any], stream: str = DEFAULT_STREAM) -> None:
         """Send one tuple on ``stream`` to every subscriber, routed by its grouping."""
-        self._jstorm_collector.emit(values, stream)  # type: ignore[attr-defined]
+        self._jstorm_collector.emit(values, stream)
 
     def emit_batch(self, columns: Any, stream: str = DEFAULT_STREAM) -> None:
         """Send many tuples on ``stream`` at once, given column by column.
@@ -147,23 +203,23 @@ class Component:
         Routing is done once per batch (fields grouping partitions it in one pass); the
         tuples are ordered after anything emitted before and before anything after.
         """
-        self._jstorm_collector.emit_batch(columns, stream)  # type: ignore[attr-defined]
+        self._jstorm_collector.emit_batch(columns, stream)
 
     def emit_direct(self, task: int, values: Sequence[Any],
                     stream: str = DEFAULT_STREAM) -> None:
         """Send one tuple to ``task`` of a subscriber that uses direct grouping."""
-        self._jstorm_collector.emit_direct(task, values, stream)  # type: ignore[attr-defined]
+        self._jstorm_collector.emit_direct(task, values, stream)
 
     def emit_watermark(self, watermark_ms: float) -> None:
         """Declare that no tuple with an event time below ``watermark_ms`` follows."""
-        self._jstorm_collector.emit_watermark(watermark_ms)  # type: ignore[attr-defined]
+        self._jstorm_collector.emit_watermark(watermark_ms)
 
     def state(self, name: str) -> dict[Any, Any]:
         """Managed keyed state: a dict snapshotted at every checkpoint, restored on rollback.
 
         Call it in ``open``/``prepare``; the same name returns the same (restored) dict.
         """
-        states: dict[str, dict[Any, Any]] = self.__dict__.setdefault("_jstorm_states", {})
+        states = managed_states(self)
         if name not in states:
             # incremental checkpoints install a dict that tracks changed keys
             states[name] = self.__dict__.get("_jstorm_state_factory", dict)()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from jstormpy.client import MasterClient, Registration
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
+from jstormpy.cli.client import MasterClient, Registration
 
 
 def parse_changes(items: list[str], workers: int = 0) -> dict[str, int]:

@@ -28,7 +28,8 @@ import time
 from typing import Any
 
 from jstormpy import __version__
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
+from jstormpy.api.topology import Topology
 from jstormpy.keygroups import (
     check_max_parallelism,
     key_group_range,
@@ -42,7 +43,6 @@ from jstormpy.run_identity import RunIdentity, load_run_identity, store_run_iden
 from jstormpy.state_backends import StateBackend, open_backend
 from jstormpy.state_backends.base import COMPLETED_META, open_blob, seal_blob
 from jstormpy.state_backends.changelog import load_task_snapshot
-from jstormpy.topology import Topology
 
 FORMAT = "jstormpy-savepoint/1"
 MANIFEST = "savepoint.json"
@@ -252,8 +252,8 @@ def savepoint_run(run_dir: Any, force_checkpoint: Any, uri: str | None, home: An
 
     import cloudpickle
 
-    from jstormpy.config import Config
-    from jstormpy.errors import SnapshotNotFoundError
+    from jstormpy.api.config import Config
+    from jstormpy.api.errors import SnapshotNotFoundError
 
     run = Path(run_dir)
     topology = cloudpickle.loads((run / "topology.pkl").read_bytes())

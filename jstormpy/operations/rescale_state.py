@@ -19,11 +19,11 @@ import pickle
 from collections.abc import Mapping
 from typing import Any
 
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
+from jstormpy.api.topology import Topology
 from jstormpy.keygroups import redistribute, resolve_max_parallelism
 from jstormpy.state_backends import StateBackend
 from jstormpy.state_backends.changelog import load_task_snapshot
-from jstormpy.topology import Topology
 
 __all__ = ["job_max_parallelism", "plan_rescale", "rescale_checkpoint"]
 

@@ -4,7 +4,7 @@
     jstorm loglevel NAME COMPONENT LEVEL       set a component's task log level ("*" = all)
     jstorm config NAME KEY VALUE               change a live-safe setting
 
-Hooked into :func:`jstormpy.cli.build_parser` by :func:`add_parsers`.
+Hooked into :func:`jstormpy.cli.main.build_parser` by :func:`add_parsers`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import webbrowser
 from pathlib import Path
 from typing import Any
 
-from jstormpy.client import MasterClient, Registration
-from jstormpy.config import LOG_LEVELS
-from jstormpy.errors import JStormError
+from jstormpy.api.config import LOG_LEVELS
+from jstormpy.api.errors import JStormError
+from jstormpy.cli.client import MasterClient, Registration
 from jstormpy.master.http_auth import TOKEN_HEADER, read_ui_token
 
 LIVE_KEYS = ("checkpoint_interval_ms", "batch_linger_ms", "backpressure_high_watermark",

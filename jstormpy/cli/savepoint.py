@@ -11,8 +11,8 @@ import argparse
 import time
 from typing import Any
 
-from jstormpy.client import MasterClient, Registration, jstorm_home
-from jstormpy.errors import JStormError
+from jstormpy.api.errors import JStormError
+from jstormpy.cli.client import MasterClient, Registration, jstorm_home
 
 
 def _stopper(client: MasterClient, timeout_s: float = 60.0) -> Any:
@@ -34,7 +34,7 @@ def _stopper(client: MasterClient, timeout_s: float = 60.0) -> Any:
 
 def cmd_savepoint(args: argparse.Namespace) -> int:
     """``jstorm savepoint NAME|inspect [URI]``."""
-    from jstormpy.savepoints import describe, savepoint_run
+    from jstormpy.operations.savepoints import describe, savepoint_run
 
     if args.target == "inspect":
         if not args.uri:

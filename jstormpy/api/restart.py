@@ -22,7 +22,7 @@ import dataclasses
 from dataclasses import dataclass
 from enum import Enum
 
-from jstormpy.errors import ConfigError
+from jstormpy.api.errors import ConfigError
 
 
 class RestartKind(Enum):
