@@ -35,6 +35,7 @@ import logging
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,7 +81,7 @@ def finish_pending_rescale(run_dir: Path, backend: StateBackend) -> bool:
         persisted = backend.get_meta("generation")
         layout = max(int(info["layout_generation"]),
                      int(persisted.decode()) + 1 if persisted else 0)
-        _adopt(run_dir, layout)
+        _adopt(run_dir, layout, int(info["checkpoint"]))
         log.info("adopted the rescale committed as checkpoint %d", info["checkpoint"])
     else:
         for name in FILES:
@@ -91,9 +92,11 @@ def finish_pending_rescale(run_dir: Path, backend: StateBackend) -> bool:
     return done
 
 
-def _adopt(run_dir: Path, layout_generation: int) -> None:
-    _write_atomic(run_dir / LAYOUT, json.dumps({"layout_generation": layout_generation})
-                  .encode())
+def _adopt(run_dir: Path, layout_generation: int, checkpoint_id: int) -> None:
+    """Make the staged files the topology's; ``rescale.json`` records the generation the
+    layout runs from and its first checkpoint (nothing older restores into it)."""
+    _write_atomic(run_dir / LAYOUT, json.dumps({"layout_generation": layout_generation,
+                                                "checkpoint": checkpoint_id}).encode())
     for name in FILES:
         staged = run_dir / f"{name}.rescale"
         if staged.exists():
@@ -109,6 +112,18 @@ def _check_same_tasks(new: Topology, descriptor: dict[str, Any], code: str) -> N
         raise JStormError(f"the new code ({code}) numbers its tasks {got}, the running "
                           f"topology at the new parallelism would be {want}: declare the "
                           "components in the same order as the running code")
+
+
+@dataclass(frozen=True)
+class _Staged:
+    """A rescale between staging its files and its commit point."""
+
+    request: int
+    checkpoint_id: int
+    meta: dict[str, Any]
+    config: Any
+    descriptor: dict[str, Any]
+    topology_blob: bytes | None
 
 
 class RescaleController:
@@ -140,18 +155,21 @@ class RescaleController:
         self.code = ""                     # upgrade --rescale: the package the layout runs
         self.code_descriptor: dict[str, Any] | None = None
         self._loaded: dict[str, Topology] = {}  # stable package label -> its topology
+        self.dropped_below = 0             # old-layout checkpoints below it were deleted
 
     def attach_run_dir(self, run_dir: str | Path) -> None:
         """Where the topology files live (called by the TM's main)."""
         self.run_dir = Path(run_dir)
         layout = self.run_dir / LAYOUT
         if layout.exists():
-            self.layout_generation = int(json.loads(layout.read_text())["layout_generation"])
+            info = json.loads(layout.read_text())
+            self.layout_generation = int(info["layout_generation"])
+            self.core.layout_floor = int(info.get("checkpoint", 0))
 
     # -- hooks called by MasterCore (under core.lock) ------------------------------------
     def holds_checkpoints(self) -> bool:
         """Periodic checkpoints wait while a rescale runs."""
-        return self.phase in BEFORE_COMMIT
+        return self.phase in BEFORE_COMMIT or self.phase == "committing"
 
     def on_register(self, session: WorkerSession, reported_generation: int) -> bool:
         """A worker that ran a generation before the current layout still holds the old
@@ -188,6 +206,7 @@ class RescaleController:
     def tick(self, now: float) -> None:
         """Drive the rescale: quiesce, watch the checkpoint, time-outs, completion."""
         core = self.core
+        self.drop_old_layout()
         if self.phase in BEFORE_COMMIT and core.state in ("drained", "killed", "failed"):
             self._abort(f"the topology is {core.state}", resume=False)
             return
@@ -343,7 +362,7 @@ class RescaleController:
                          args=(self.requested, self.checkpoint_id, self.restored_id)).start()
 
     def _redistribute(self, request: int, cid: int, new_id: int) -> None:
-        """Thread: write checkpoint ``new_id`` for the new layout, then commit under the lock."""
+        """Thread: write checkpoint ``new_id`` for the new layout, then stage its commit."""
         core = self.core
         assert self.new_topology is not None and self.old_topology is not None
         try:
@@ -363,9 +382,14 @@ class RescaleController:
             if failure:
                 self._abort(failure, resume=True)
                 return
-            self._commit(meta, new_id)
+            self._stage(meta, new_id)
 
-    def _commit(self, meta: dict[str, Any], new_id: int) -> None:
+    def _stage(self, meta: dict[str, Any], new_id: int) -> None:
+        """Write the new topology files as pending, then queue the commit point on the
+        TM's backend thread (never under the lock: a hanging backend must not hang
+        ``jstorm status``). From here on the rescale is not aborted by a recovery: the
+        commit point's outcome decides which layout the next generation runs, and a
+        recovery's listing, queued after it, sees that outcome."""
         core = self.core
         assert self.run_dir is not None and self.new_topology is not None
         new = self.new_topology
@@ -380,23 +404,56 @@ class RescaleController:
             texts["code/assignment.json"] = core.upgrade.assignment_json(self.code)
         else:
             blob = texts["topology.pkl"] = pickling.dumps(new)
-        layout = core.generation + 1
         try:
             for name, data in texts.items():
                 _write_atomic(self.run_dir / f"{name}.rescale", data)
             _write_atomic(self.run_dir / PENDING, json.dumps(
-                {"checkpoint": new_id, "layout_generation": layout}).encode())
-            meta["completed_at"] = time.time()
-            core.backend.write_metadata(new_id, meta)   # the commit point
-        except (OSError, BackendError) as exc:
+                {"checkpoint": new_id, "layout_generation": core.generation + 1}).encode())
+        except OSError as exc:
             (self.run_dir / PENDING).unlink(missing_ok=True)
-            self._abort(f"cannot commit the rescaled checkpoint {new_id}: {exc}", resume=True)
+            self._abort(f"cannot stage the rescaled topology files: {exc}", resume=True)
             return
-        fault_point("rescale_after_commit", 0)
-        _adopt(self.run_dir, layout)
+        meta["completed_at"] = time.time()
+        self.phase = "committing"
+        staged = _Staged(self.requested, new_id, meta, config, descriptor, blob)
+        core.backend_io.submit(lambda: self._write_commit_point(staged))
+
+    def _write_commit_point(self, staged: _Staged) -> None:
+        """BackendIO thread: write checkpoint ``m``'s metadata (the commit point), then
+        adopt the new layout or abort under the lock."""
+        core = self.core
+        error = ""
+        try:
+            core.backend.write_metadata(staged.checkpoint_id, staged.meta)
+        except BackendError as exc:
+            error = str(exc)
+            try:  # a write that timed out may land later: the old layout must not list it
+                core.backend.discard_checkpoint(staged.checkpoint_id)
+            except BackendError as again:
+                log.warning("cannot discard the uncommitted rescaled checkpoint %d: %s",
+                            staged.checkpoint_id, again)
+        with core.lock:
+            assert self.run_dir is not None
+            if error:
+                core.checkpoints.bad.add(staged.checkpoint_id)
+                (self.run_dir / PENDING).unlink(missing_ok=True)
+                self._abort(f"cannot commit the rescaled checkpoint {staged.checkpoint_id}: "
+                            f"{error}", resume=True)
+                return
+            fault_point("rescale_after_commit", 0)
+            self._commit(staged)
+
+    def _commit(self, staged: _Staged) -> None:
+        """Under the lock, after the commit point: the new layout is the topology's."""
+        core = self.core
+        assert self.run_dir is not None
+        new_id, config, descriptor = staged.checkpoint_id, staged.config, staged.descriptor
+        layout = core.generation + 1
+        _adopt(self.run_dir, layout, new_id)
         (self.run_dir / PENDING).unlink(missing_ok=True)
         self.layout_generation = layout
-        self.topology_blob = blob
+        core.layout_floor = new_id
+        self.topology_blob = staged.topology_blob
         if self.code:
             core.upgrade.rescaled_to(self.code)
         self.config_json = json.dumps(config.to_dict())
@@ -405,12 +462,10 @@ class RescaleController:
         core.set_descriptor(descriptor)
         core.upgrade.infos.clear()  # a later upgrade compares packages with the new layout
         core.checkpoints.id_floor = max(core.checkpoints.id_floor, new_id)
-        try:  # checkpoints of the old layout cannot be restored by the new one
-            core.backend.garbage_collect(1)
-        except BackendError as exc:
-            log.warning("could not drop the checkpoints of the old layout: %s", exc)
         self.marks["committed"] = self.t_step = time.monotonic()
         self.phase = "restarting"
+        if core.state not in ("running", "recovering"):
+            return  # killed meanwhile: tick() records the end; a resume runs the new layout
         for s in core._alive():  # noqa: SLF001
             if s.worker_id < config.workers:
                 self._restart(s)
@@ -422,6 +477,34 @@ class RescaleController:
         core._begin_generation(  # noqa: SLF001
             f"rescale to {self.changes}" + (f" with code {self.code}" if self.code else ""),
             new_id, count_restart=False)
+
+    def drop_old_layout(self) -> None:
+        """Once the new layout completed a checkpoint of its own, delete the checkpoints of
+        the old layout (on the backend thread). Until then the pre-rescale checkpoint is
+        kept: it is the last state of the old layout if the rescaled one turns out
+        unusable (docs/rescaling.md)."""
+        core = self.core
+        floor = core.layout_floor
+        last = core.checkpoints.last_completed
+        if not floor or floor <= self.dropped_below or last is None or last["id"] <= floor:
+            return
+        self.dropped_below = floor
+        core.backend_io.submit(lambda: self._discard_below(floor))
+
+    def _discard_below(self, floor: int) -> None:
+        """BackendIO thread: delete every completed checkpoint older than ``floor``."""
+        core = self.core
+        try:
+            old = [c for c in core.backend.list_completed() if c < floor]
+            for cid in old:
+                core.backend.discard_checkpoint(cid)
+        except BackendError as exc:
+            log.warning("could not drop the checkpoints of the old layout: %s", exc)
+            return
+        if old:
+            log.info("dropped checkpoint(s) %s of the layout before the rescale", old)
+            with core.lock:
+                core.checkpoints.retention_deleted(old)
 
     def _restart(self, session: WorkerSession) -> None:
         session.alive = False  # its stream closing is expected: not a failure
