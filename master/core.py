@@ -240,7 +240,7 @@ class MasterCore:
                 return
             if self.rescale.on_register(session, reported_generation):  # rescale hook
                 return
-            if self.upgrade.on_register(session):  # upgrade hook
+            if self.upgrade.on_register(session, reported_generation):  # upgrade hook
                 return
             if self.state == "running" and not self.stateful:
                 self._prepare_partial(session)

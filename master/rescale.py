@@ -1,6 +1,8 @@
 """In-place rescale in the Topology Master (``jstorm rescale``, docs/rescaling.md).
 
-One rescale changes the parallelism of running components and keeps every key's state:
+One rescale changes the parallelism of running components and keeps every key's state. It
+is a quiescent operation (master/quiescent.py, shared with gray release): steps 1-2 are the
+shared cut, 3-6 its own.
 
 1. **hold** — no periodic checkpoint is triggered; wait until none is in flight;
 2. **quiesce** — checkpoint ``n`` with ``pause`` (the gray-release cut, master/upgrade.py):
@@ -36,15 +38,16 @@ import os
 import threading
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
 from jstormpy import pickling
-from jstormpy.codepkg import UPGRADE_EXIT_CODE
 from jstormpy.errors import BackendError, JStormError
 from jstormpy.faults import fault_point
+from jstormpy.master.quiescent import QuiescentOperation
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.rescale_state import job_max_parallelism, plan_rescale, rescale_checkpoint
 from jstormpy.state_backends import StateBackend
@@ -60,7 +63,22 @@ RESIZABLE_ENV = "JSTORM_RESIZABLE_WORKERS"
 PENDING = "rescale-pending.json"
 LAYOUT = "rescale.json"
 FILES = ("topology.pkl", "descriptor.json", "config.json", "code/assignment.json")
-BEFORE_COMMIT = ("holding", "quiescing", "sinks", "redistributing")
+
+
+class RescalePhase(StrEnum):
+    """Where a rescale is (``status()["rescale"]["phase"]`` is the value)."""
+
+    IDLE = "idle"
+    HOLDING = "holding"                # 1
+    QUIESCING = "quiescing"            # 2
+    SINKS = "sinks"                    # 3
+    REDISTRIBUTING = "redistributing"  # 4
+    COMMITTING = "committing"          # 5: the commit point is being written
+    RESTARTING = "restarting"          # 6
+
+
+BEFORE_COMMIT = (RescalePhase.HOLDING, RescalePhase.QUIESCING, RescalePhase.SINKS,
+                 RescalePhase.REDISTRIBUTING)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -126,23 +144,20 @@ class _Staged:
     topology_blob: bytes | None
 
 
-class RescaleController:
+class RescaleController(QuiescentOperation[RescalePhase]):
     """The rescale state machine of one topology (everything under ``core.lock``)."""
 
     def __init__(self, core: MasterCore) -> None:
-        self.core = core
+        super().__init__(core, "rescale", idle=RescalePhase.IDLE,
+                         holding=RescalePhase.HOLDING, quiescing=RescalePhase.QUIESCING)
         self.run_dir: Path | None = None
-        self.phase = "idle"
         self.requested = 0                 # ids of requests; done = the last one finished
         self.done = 0
         self.changes: dict[str, int] = {}
         self.new_topology: Topology | None = None
-        self.checkpoint_id: int | None = None
         self.restored_id: int | None = None
         self.generation = 0                # generation the rescale started in
         self.layout_generation = 0         # workers of older generations run the old layout
-        self.t_start = self.t_step = 0.0
-        self.marks: dict[str, float] = {}
         self.error = ""
         self.history: list[dict[str, Any]] = []
         self.topology_blob: bytes | None = None   # what GetTopology serves after a rescale
@@ -169,7 +184,7 @@ class RescaleController:
     # -- hooks called by MasterCore (under core.lock) ------------------------------------
     def holds_checkpoints(self) -> bool:
         """Periodic checkpoints wait while a rescale runs."""
-        return self.phase in BEFORE_COMMIT or self.phase == "committing"
+        return self.phase in BEFORE_COMMIT or self.phase == RescalePhase.COMMITTING
 
     def on_register(self, session: WorkerSession, reported_generation: int) -> bool:
         """A worker that ran a generation before the current layout still holds the old
@@ -178,7 +193,7 @@ class RescaleController:
             log.warning("worker %d ran generation %d, before the rescale of generation %d: "
                         "restarting it on the new layout", session.worker_id,
                         reported_generation, self.layout_generation)
-            self._restart(session)
+            self._restart(session, "rescale: restart on the new layout")
             return True
         return False
 
@@ -193,7 +208,7 @@ class RescaleController:
         generation, last = self.sink_commits.get(msg.task_id, (0, 0))
         if msg.generation != generation or msg.checkpoint_id > last:
             self.sink_commits[msg.task_id] = (msg.generation, msg.checkpoint_id)
-        if self.phase == "sinks":
+        if self.phase == RescalePhase.SINKS:
             self._check_sinks()
 
     def _check_sinks(self) -> None:
@@ -211,18 +226,14 @@ class RescaleController:
             self._abort(f"the topology is {core.state}", resume=False)
             return
         if self.phase in BEFORE_COMMIT and core.state == "running" and self.phase != \
-                "redistributing":
-            limit = core.config.upgrade_step_timeout_ms / 1000.0
-            if now - self.t_step > limit:
-                self._abort(f"rescale step {self.phase!r} took longer than "
-                            f"upgrade_step_timeout_ms={core.config.upgrade_step_timeout_ms}",
-                            resume=True)
+                RescalePhase.REDISTRIBUTING:
+            timed_out = self._step_timeout(now)
+            if timed_out:
+                self._abort(timed_out, resume=True)
                 return
-        if self.phase == "holding" and core.state == "running" and not core.checkpoints.inflight:
-            self._quiesce()
-        elif self.phase == "quiescing":
-            self._watch_checkpoint()
-        elif self.phase == "restarting":
+        if self._drive_to_cut(core.state == "running" and not core.checkpoints.inflight):
+            return
+        if self.phase == RescalePhase.RESTARTING:
             if core.state in ("running", "drained") \
                     and core.generation >= self.layout_generation:
                 self._finish()
@@ -261,7 +272,7 @@ class RescaleController:
                 raise JStormError(f"the topology is {core.state}; rescale when it is running")
             if not core.stateful:
                 raise JStormError("rescale needs checkpoints: the topology runs at_most_once")
-            if self.phase != "idle":
+            if self.phase != RescalePhase.IDLE:
                 raise JStormError(f"a rescale is in progress ({self.phase}); wait for it")
             if core.checkpoints.final_checkpoint is not None:
                 raise JStormError("every spout has finished and the topology is draining: "
@@ -288,11 +299,9 @@ class RescaleController:
             self.old_topology = old
             self.code, self.code_descriptor = code, descriptor
             self.error = ""
-            self.checkpoint_id = self.restored_id = None
+            self.restored_id = None
             self.generation = core.generation
-            self.t_start = self.t_step = time.monotonic()
-            self.marks = {"start": self.t_start}
-            self.phase = "holding"
+            self._hold(time.monotonic())
             log.info("rescale %s: %s%s%s", self.requested, effective,
                      f" on {new_workers} workers" if new_workers else "",
                      f" with code {code}" if code else "")
@@ -331,31 +340,17 @@ class RescaleController:
         return self._loaded[label]
 
     # -- the steps ---------------------------------------------------------------------------
-    def _quiesce(self) -> None:
-        cid, now = self.core.start_checkpoint(pause=True)
-        self.checkpoint_id = cid
-        self.t_step = now
-        self.marks["pause"] = now
-        self.phase = "quiescing"
+    def _quiesced(self) -> None:
+        self.phase = RescalePhase.SINKS
+        self._check_sinks()
 
-    def _watch_checkpoint(self) -> None:
-        core = self.core
-        for entry in reversed(core.checkpoints.history):
-            if entry["id"] == self.checkpoint_id and entry["generation"] == core.generation:
-                if entry["status"] != "completed":
-                    self._abort(f"quiescent checkpoint {self.checkpoint_id} "
-                                f"{entry['status']}: {entry['error']}", resume=True)
-                    return
-                now = time.monotonic()
-                self.marks["quiesced"] = self.t_step = now
-                self.phase = "sinks"
-                self._check_sinks()
-                return
+    def _quiescence_failed(self, reason: str) -> None:
+        self._abort(reason, resume=True)
 
     def _start_redistribution(self) -> None:
         now = time.monotonic()
         self.marks["sinks"] = self.t_step = now
-        self.phase = "redistributing"
+        self.phase = RescalePhase.REDISTRIBUTING
         self.restored_id = self.core.checkpoints.next_id
         self.core.checkpoints.next_id += 1
         threading.Thread(target=self._redistribute, name="rescale", daemon=True,
@@ -374,9 +369,9 @@ class RescaleController:
         except Exception as exc:  # user hooks run here: never kill the TM
             meta, failure = {}, f"{type(exc).__name__}: {exc}"
         with core.lock:
-            if self.phase != "redistributing" or self.requested != request \
+            if self.phase != RescalePhase.REDISTRIBUTING or self.requested != request \
                     or core.state != "running":
-                if self.phase == "redistributing" and self.requested == request:
+                if self.phase == RescalePhase.REDISTRIBUTING and self.requested == request:
                     self._abort(f"the topology is {core.state}", resume=False)
                 return  # aborted meanwhile (a recovery restores the old layout)
             if failure:
@@ -414,7 +409,7 @@ class RescaleController:
             self._abort(f"cannot stage the rescaled topology files: {exc}", resume=True)
             return
         meta["completed_at"] = time.time()
-        self.phase = "committing"
+        self.phase = RescalePhase.COMMITTING
         staged = _Staged(self.requested, new_id, meta, config, descriptor, blob)
         core.backend_io.submit(lambda: self._write_commit_point(staged))
 
@@ -463,12 +458,12 @@ class RescaleController:
         core.upgrade.infos.clear()  # a later upgrade compares packages with the new layout
         core.checkpoints.id_floor = max(core.checkpoints.id_floor, new_id)
         self.marks["committed"] = self.t_step = time.monotonic()
-        self.phase = "restarting"
+        self.phase = RescalePhase.RESTARTING
         if core.state not in ("running", "recovering"):
             return  # killed meanwhile: tick() records the end; a resume runs the new layout
         for s in core._alive():  # noqa: SLF001
             if s.worker_id < config.workers:
-                self._restart(s)
+                self._restart(s, "rescale: restart on the new layout")
             else:  # fewer workers: it stops for good (the launcher does not restart it)
                 s.alive = False
                 s.send(shutdown=pb.Shutdown(reason="rescale: fewer workers", exit_code=0))
@@ -506,11 +501,6 @@ class RescaleController:
             with core.lock:
                 core.checkpoints.retention_deleted(old)
 
-    def _restart(self, session: WorkerSession) -> None:
-        session.alive = False  # its stream closing is expected: not a failure
-        session.send(shutdown=pb.Shutdown(reason="rescale: restart on the new layout",
-                                          exit_code=UPGRADE_EXIT_CODE))
-
     def _finish(self, error: str = "") -> None:
         now = time.monotonic()
         m = self.marks
@@ -532,7 +522,7 @@ class RescaleController:
                 {**record, "kind": "rescale", "to": self.code,
                  "workers": list(range(self.core.config.workers))})
         self.error = error
-        self.phase = "idle"
+        self.phase = RescalePhase.IDLE
         self.done = self.requested
         log.info("rescale %s done: spouts paused %.0f ms, total %.0f ms", self.changes,
                  record["pause_ms"], record["total_ms"])
@@ -540,10 +530,8 @@ class RescaleController:
     def _abort(self, reason: str, resume: bool) -> None:
         core = self.core
         log.error("rescale aborted: %s", reason)
-        core.errors.append({"time": time.time(), "task": -1, "component": "rescale",
-                            "message": f"rescale aborted: {reason}", "traceback": "",
-                            "tuple": ""})
-        paused = self.phase not in ("holding",)
+        self._record_error(f"rescale aborted: {reason}")
+        paused = self.phase != RescalePhase.HOLDING
         self.history.append({"request": self.requested, "changes": dict(self.changes),
                              "checkpoint": self.checkpoint_id, "time": time.time(),
                              "code": self.code, "new_workers": self.workers,
@@ -551,10 +539,10 @@ class RescaleController:
         if self.code:
             core.upgrade.error = f"upgrade --rescale to {self.code} aborted: {reason}"
         self.error = f"aborted: {reason}"
-        self.phase = "idle"
+        self.phase = RescalePhase.IDLE
         self.done = self.requested
         if resume and paused and core.state == "running":
-            core._broadcast(resume=pb.ResumeSpouts(generation=core.generation))  # noqa: SLF001
+            self._resume_spouts()
 
     # -- reporting -----------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
@@ -563,7 +551,7 @@ class RescaleController:
         commits = [self.sink_commits.get(t, (0, 0)) for t in core.sink_tasks]
         floor = min((cid if gen == core.generation else 0) for gen, cid in commits) \
             if commits else None
-        return {"phase": self.phase, "requested": self.requested, "done": self.done,
+        return {"phase": self.phase.value, "requested": self.requested, "done": self.done,
                 # the newest checkpoint every sink task committed in this generation (None:
                 # no sinks); jstorm savepoint --stop waits for it (jstormpy/client.py)
                 "sinks_committed": floor,
