@@ -10,9 +10,10 @@ the shared cut, 3-5 its own.
    before its barrier and nothing follows it, so no data is in flight anywhere;
 3. **stop** — the batch workers get ``Shutdown(exit_code=75)``; the launcher restarts
    them; at start-up ``GetTopology(worker_id)`` hands each its newly assigned version;
-4. **restore** — a registered batch worker gets ``Prepare(partial=True)`` restoring its
-   tasks from ``n`` in the *current* generation; every worker gets ``Peers`` (new ports);
-   the untouched workers keep their processes, tasks, state and generation;
+4. **restore** — once the batch registered, ``n``'s snapshot handles are read on the TM's
+   backend thread (never under the lock); each batch worker gets ``Prepare(partial=True)``
+   restoring its tasks from ``n`` in the *current* generation; every worker gets ``Peers``
+   (new ports); the untouched workers keep their processes, tasks, state and generation;
 5. **resume** — ``Start`` to the batch, then ``ResumeSpouts`` to everyone.
 
 The untouched workers are idle from 2 to 5: that pause is measured and reported.
@@ -21,7 +22,8 @@ prepare, the step times out) aborts: assignments go back to the stable version a
 normal recovery (new generation, last completed checkpoint) brings every worker back,
 which is exactly-once by the ordinary recovery argument.
 
-Everything runs under ``core.lock``; ``tick()`` is called by ``MasterCore.tick``.
+Everything runs under ``core.lock`` except state-backend calls (on ``core.backend_io``);
+``tick()`` is called by ``MasterCore.tick``.
 """
 
 from __future__ import annotations
@@ -417,28 +419,47 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
                 self._restart(s, f"switching to code {self.batch_version}")
 
     def _restore_batch(self) -> None:
-        core = self.core
+        """Every batch worker registered on its new code: read the quiescent checkpoint's
+        snapshot handles on the TM's backend thread (never under the lock), then prepare
+        the batch (:meth:`_prepare_batch`)."""
         now = time.monotonic()
         self.marks["registered"] = now
         self.t_step = now
-        assert self.checkpoint_id is not None
+        cid = self.checkpoint_id
+        assert cid is not None
+        self.phase = UpgradePhase.RESTORING
+        self.core.backend_io.submit(lambda: self._read_restores(cid))
+
+    def _read_restores(self, cid: int) -> None:
+        """BackendIO thread: checkpoint ``cid``'s handles, then go on under the lock."""
+        core = self.core
+        error = ""
+        restores: dict[int, str] = {}
         try:
-            meta = core.backend.read_metadata(self.checkpoint_id)
+            meta = core.backend.read_metadata(cid)
             restores = {int(t): v["handle"] for t, v in meta["tasks"].items()}
         except (BackendError, KeyError, ValueError) as exc:
-            self._abort(f"quiescent checkpoint {self.checkpoint_id} unreadable: {exc}",
-                        revert_all=True, recover=True)
-            return
-        self.phase = UpgradePhase.RESTORING
+            error = str(exc)
+        with core.lock:
+            if self.phase != UpgradePhase.RESTORING or self.checkpoint_id != cid:
+                return  # aborted meanwhile (a worker lost, a recovery, a time-out)
+            if error:
+                self._abort(f"quiescent checkpoint {cid} unreadable: {error}",
+                            revert_all=True, recover=True)
+                return
+            self._prepare_batch(cid, restores)
+
+    def _prepare_batch(self, cid: int, restores: dict[int, str]) -> None:
+        core = self.core
         peers = core._peers()  # noqa: SLF001
         core._broadcast(peers=pb.Peers(peers=peers, generation=core.generation))  # noqa: SLF001
         for w in self.batch:
             tasks = [t for t, wid in core.plan.items() if wid == w]
             core.sessions[w].send(prepare=pb.Prepare(
-                generation=core.generation, checkpoint_id=self.checkpoint_id, task_ids=tasks,
+                generation=core.generation, checkpoint_id=cid, task_ids=tasks,
                 restores=[pb.TaskRestore(task_id=t, handle=restores.get(t, "")) for t in tasks],
                 peers=peers, task_workers=core.plan, partial=True,
-                restored_checkpoint_id=self.checkpoint_id))
+                restored_checkpoint_id=cid))
 
     def _resume(self) -> None:
         core = self.core
