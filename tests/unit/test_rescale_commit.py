@@ -61,12 +61,13 @@ def wait_until(pred: Any, what: str, timeout: float = 15.0) -> None:
         time.sleep(0.01)  # polling interval of a condition
 
 
-def setup(tmp_path: Path) -> tuple[MasterCore, GatedBackend, list[WorkerSession]]:
+def setup(tmp_path: Path, backend_cls: type[GatedBackend] = GatedBackend,
+          ) -> tuple[MasterCore, GatedBackend, list[WorkerSession]]:
     run = tmp_path / "run"
     run.mkdir()
     topology = topo()
     (run / "topology.pkl").write_bytes(pickling.dumps(topology))
-    backend = GatedBackend(f"file://{tmp_path / 'ckpt'}")
+    backend = backend_cls(f"file://{tmp_path / 'ckpt'}")
     config = Config(workers=2, restart_strategy="fixed-delay:attempts=100,delay_ms=0",
                     checkpoint_interval_ms=3_600_000, checkpoints_retained=3)
     core = MasterCore("rc", config, topology.descriptor(), backend)
@@ -178,3 +179,34 @@ def test_a_checkpoint_of_the_old_layout_never_restores_into_the_new_one() -> Non
     [action] = plan.listed([3, 5])
     assert isinstance(action, RetryLater) and "[3] hold the layout before the rescale" \
         in action.reason
+
+
+class FailingCommit(GatedBackend):
+    """Its metadata write of the gated checkpoint lands, then reports an error (a write
+    that timed out on the client but reached the store)."""
+
+    def write_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
+        FileBackend.write_metadata(self, checkpoint_id, metadata)
+        if checkpoint_id == self.gate_id:
+            from jstormpy.errors import BackendTimeoutError
+
+            raise BackendTimeoutError("metadata write timed out")
+
+
+def test_a_failed_commit_point_keeps_the_old_layout_and_no_trace_of_the_new(
+        tmp_path: Path) -> None:
+    core, backend, sessions = setup(tmp_path, FailingCommit)
+    run = tmp_path / "run"
+    before = (run / "topology.pkl").read_bytes()
+    quiescent = rescale_to_commit(core, backend)
+    rescaled = backend.gate_id
+    wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "idle", "aborted")
+    assert core.backend_io.wait_idle(10)
+    assert "cannot commit the rescaled checkpoint" in core.rescale.error
+    assert backend.list_completed() == [quiescent]  # the landed write was discarded
+    assert rescaled in core.checkpoints.bad
+    assert (run / "topology.pkl").read_bytes() == before
+    assert not (run / "rescale-pending.json").exists() and not (run / "rescale.json").exists()
+    assert core.state == "running" and core.layout_floor == 0
+    for s in sessions:
+        assert next_message(s, "resume").resume.generation == core.generation
