@@ -119,6 +119,8 @@ class MasterCore:
         self.set_descriptor(descriptor)
         self.generation = 0
         self.target_checkpoint: int | None = None
+        # the first checkpoint of the running layout (a rescale's): none older restores
+        self.layout_floor = 0
         self.prepared_base = 0
         self.prepared_generation = 0  # the generation whose Prepares went out last
         self.retry_prepare_at: float | None = None
@@ -248,7 +250,7 @@ class MasterCore:
                 return
             if self.rescale.on_register(session, reported_generation):  # rescale hook
                 return
-            if self.upgrade.on_register(session):  # upgrade hook
+            if self.upgrade.on_register(session, reported_generation):  # upgrade hook
                 return
             if self.state == "running" and not self.stateful:
                 self._prepare_partial(session)
@@ -374,16 +376,18 @@ class MasterCore:
         self.retry_prepare_at = None
         self.preparing = generation = self.generation
         target, bad = self.target_checkpoint, set(self.checkpoints.bad)
-        self.backend_io.submit(lambda: self._resolve_restore(generation, target, bad))
+        floor = self.layout_floor
+        self.backend_io.submit(lambda: self._resolve_restore(generation, target, bad, floor))
 
-    def _resolve_restore(self, generation: int, target: int | None, bad: set[int]) -> None:
+    def _resolve_restore(self, generation: int, target: int | None, bad: set[int],
+                         layout_floor: int = 0) -> None:
         """BackendIO thread: perform the recovery's :class:`RestorePlan` (store the
         generation, list completed checkpoints, read the target's metadata), then act on
         its outcome under the lock."""
         plan = RestorePlan(generation, target, stateful=self.stateful,
                            persisted_generation=self.persisted_generation,
                            completed_floor=self.checkpoints.completed_floor, bad=bad,
-                           uri=self.backend.uri, name=self.name)
+                           uri=self.backend.uri, name=self.name, layout_floor=layout_floor)
         actions = plan.begin()
         while True:
             action = actions.pop(0)
@@ -800,13 +804,17 @@ class MasterCore:
                 if checkpoint_id not in done:
                     raise JStormError(f"checkpoint {checkpoint_id} is not a completed checkpoint "
                                       f"(completed: {done})")
+                if checkpoint_id < self.layout_floor:
+                    raise JStormError(f"checkpoint {checkpoint_id} holds the layout before the "
+                                      f"rescale of checkpoint {self.layout_floor}: it cannot "
+                                      "restore into the running layout")
                 target: int | None = checkpoint_id
             else:
                 plan = RestorePlan(self.generation, LATEST, stateful=True,
                                    persisted_generation=self.persisted_generation,
                                    completed_floor=self.checkpoints.completed_floor,
                                    bad=self.checkpoints.bad, uri=self.backend.uri,
-                                   name=self.name)
+                                   name=self.name, layout_floor=self.layout_floor)
                 match plan.listed(done)[0]:
                     case RetryLater(short):
                         raise JStormError(f"rollback to the latest checkpoint refused: {short}")

@@ -1,6 +1,8 @@
 """In-place rescale in the Topology Master (``jstorm rescale``, docs/rescaling.md).
 
-One rescale changes the parallelism of running components and keeps every key's state:
+One rescale changes the parallelism of running components and keeps every key's state. It
+is a quiescent operation (master/quiescent.py, shared with gray release): steps 1-2 are the
+shared cut, 3-6 its own.
 
 1. **hold** — no periodic checkpoint is triggered; wait until none is in flight;
 2. **quiesce** — checkpoint ``n`` with ``pause`` (the gray-release cut, master/upgrade.py):
@@ -35,6 +37,8 @@ import logging
 import os
 import threading
 import time
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +48,7 @@ from jstormpy import pickling
 from jstormpy.api.errors import BackendError, JStormError
 from jstormpy.api.topology import Topology
 from jstormpy.faults import fault_point
-from jstormpy.operations.codepkg import UPGRADE_EXIT_CODE
+from jstormpy.master.quiescent import QuiescentOperation
 from jstormpy.operations.rescale_state import job_max_parallelism, plan_rescale, rescale_checkpoint
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.state_backends import StateBackend
@@ -59,7 +63,22 @@ RESIZABLE_ENV = "JSTORM_RESIZABLE_WORKERS"
 PENDING = "rescale-pending.json"
 LAYOUT = "rescale.json"
 FILES = ("topology.pkl", "descriptor.json", "config.json", "code/assignment.json")
-BEFORE_COMMIT = ("holding", "quiescing", "sinks", "redistributing")
+
+
+class RescalePhase(StrEnum):
+    """Where a rescale is (``status()["rescale"]["phase"]`` is the value)."""
+
+    IDLE = "idle"
+    HOLDING = "holding"                # 1
+    QUIESCING = "quiescing"            # 2
+    SINKS = "sinks"                    # 3
+    REDISTRIBUTING = "redistributing"  # 4
+    COMMITTING = "committing"          # 5: the commit point is being written
+    RESTARTING = "restarting"          # 6
+
+
+BEFORE_COMMIT = (RescalePhase.HOLDING, RescalePhase.QUIESCING, RescalePhase.SINKS,
+                 RescalePhase.REDISTRIBUTING)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -80,7 +99,7 @@ def finish_pending_rescale(run_dir: Path, backend: StateBackend) -> bool:
         persisted = backend.get_meta("generation")
         layout = max(int(info["layout_generation"]),
                      int(persisted.decode()) + 1 if persisted else 0)
-        _adopt(run_dir, layout)
+        _adopt(run_dir, layout, int(info["checkpoint"]))
         log.info("adopted the rescale committed as checkpoint %d", info["checkpoint"])
     else:
         for name in FILES:
@@ -91,9 +110,11 @@ def finish_pending_rescale(run_dir: Path, backend: StateBackend) -> bool:
     return done
 
 
-def _adopt(run_dir: Path, layout_generation: int) -> None:
-    _write_atomic(run_dir / LAYOUT, json.dumps({"layout_generation": layout_generation})
-                  .encode())
+def _adopt(run_dir: Path, layout_generation: int, checkpoint_id: int) -> None:
+    """Make the staged files the topology's; ``rescale.json`` records the generation the
+    layout runs from and its first checkpoint (nothing older restores into it)."""
+    _write_atomic(run_dir / LAYOUT, json.dumps({"layout_generation": layout_generation,
+                                                "checkpoint": checkpoint_id}).encode())
     for name in FILES:
         staged = run_dir / f"{name}.rescale"
         if staged.exists():
@@ -111,23 +132,32 @@ def _check_same_tasks(new: Topology, descriptor: dict[str, Any], code: str) -> N
                           "components in the same order as the running code")
 
 
-class RescaleController:
+@dataclass(frozen=True)
+class _Staged:
+    """A rescale between staging its files and its commit point."""
+
+    request: int
+    checkpoint_id: int
+    meta: dict[str, Any]
+    config: Any
+    descriptor: dict[str, Any]
+    topology_blob: bytes | None
+
+
+class RescaleController(QuiescentOperation[RescalePhase]):
     """The rescale state machine of one topology (everything under ``core.lock``)."""
 
     def __init__(self, core: MasterCore) -> None:
-        self.core = core
+        super().__init__(core, "rescale", idle=RescalePhase.IDLE,
+                         holding=RescalePhase.HOLDING, quiescing=RescalePhase.QUIESCING)
         self.run_dir: Path | None = None
-        self.phase = "idle"
         self.requested = 0                 # ids of requests; done = the last one finished
         self.done = 0
         self.changes: dict[str, int] = {}
         self.new_topology: Topology | None = None
-        self.checkpoint_id: int | None = None
         self.restored_id: int | None = None
         self.generation = 0                # generation the rescale started in
         self.layout_generation = 0         # workers of older generations run the old layout
-        self.t_start = self.t_step = 0.0
-        self.marks: dict[str, float] = {}
         self.error = ""
         self.history: list[dict[str, Any]] = []
         self.topology_blob: bytes | None = None   # what GetTopology serves after a rescale
@@ -140,18 +170,21 @@ class RescaleController:
         self.code = ""                     # upgrade --rescale: the package the layout runs
         self.code_descriptor: dict[str, Any] | None = None
         self._loaded: dict[str, Topology] = {}  # stable package label -> its topology
+        self.dropped_below = 0             # old-layout checkpoints below it were deleted
 
     def attach_run_dir(self, run_dir: str | Path) -> None:
         """Where the topology files live (called by the TM's main)."""
         self.run_dir = Path(run_dir)
         layout = self.run_dir / LAYOUT
         if layout.exists():
-            self.layout_generation = int(json.loads(layout.read_text())["layout_generation"])
+            info = json.loads(layout.read_text())
+            self.layout_generation = int(info["layout_generation"])
+            self.core.layout_floor = int(info.get("checkpoint", 0))
 
     # -- hooks called by MasterCore (under core.lock) ------------------------------------
     def holds_checkpoints(self) -> bool:
         """Periodic checkpoints wait while a rescale runs."""
-        return self.phase in BEFORE_COMMIT
+        return self.phase in BEFORE_COMMIT or self.phase == RescalePhase.COMMITTING
 
     def on_register(self, session: WorkerSession, reported_generation: int) -> bool:
         """A worker that ran a generation before the current layout still holds the old
@@ -160,7 +193,7 @@ class RescaleController:
             log.warning("worker %d ran generation %d, before the rescale of generation %d: "
                         "restarting it on the new layout", session.worker_id,
                         reported_generation, self.layout_generation)
-            self._restart(session)
+            self._restart(session, "rescale: restart on the new layout")
             return True
         return False
 
@@ -175,7 +208,7 @@ class RescaleController:
         generation, last = self.sink_commits.get(msg.task_id, (0, 0))
         if msg.generation != generation or msg.checkpoint_id > last:
             self.sink_commits[msg.task_id] = (msg.generation, msg.checkpoint_id)
-        if self.phase == "sinks":
+        if self.phase == RescalePhase.SINKS:
             self._check_sinks()
 
     def _check_sinks(self) -> None:
@@ -188,22 +221,19 @@ class RescaleController:
     def tick(self, now: float) -> None:
         """Drive the rescale: quiesce, watch the checkpoint, time-outs, completion."""
         core = self.core
+        self.drop_old_layout()
         if self.phase in BEFORE_COMMIT and core.state in ("drained", "killed", "failed"):
             self._abort(f"the topology is {core.state}", resume=False)
             return
         if self.phase in BEFORE_COMMIT and core.state == "running" and self.phase != \
-                "redistributing":
-            limit = core.config.upgrade_step_timeout_ms / 1000.0
-            if now - self.t_step > limit:
-                self._abort(f"rescale step {self.phase!r} took longer than "
-                            f"upgrade_step_timeout_ms={core.config.upgrade_step_timeout_ms}",
-                            resume=True)
+                RescalePhase.REDISTRIBUTING:
+            timed_out = self._step_timeout(now)
+            if timed_out:
+                self._abort(timed_out, resume=True)
                 return
-        if self.phase == "holding" and core.state == "running" and not core.checkpoints.inflight:
-            self._quiesce()
-        elif self.phase == "quiescing":
-            self._watch_checkpoint()
-        elif self.phase == "restarting":
+        if self._drive_to_cut(core.state == "running" and not core.checkpoints.inflight):
+            return
+        if self.phase == RescalePhase.RESTARTING:
             if core.state in ("running", "drained") \
                     and core.generation >= self.layout_generation:
                 self._finish()
@@ -242,7 +272,7 @@ class RescaleController:
                 raise JStormError(f"the topology is {core.state}; rescale when it is running")
             if not core.stateful:
                 raise JStormError("rescale needs checkpoints: the topology runs at_most_once")
-            if self.phase != "idle":
+            if self.phase != RescalePhase.IDLE:
                 raise JStormError(f"a rescale is in progress ({self.phase}); wait for it")
             if core.checkpoints.final_checkpoint is not None:
                 raise JStormError("every spout has finished and the topology is draining: "
@@ -269,11 +299,9 @@ class RescaleController:
             self.old_topology = old
             self.code, self.code_descriptor = code, descriptor
             self.error = ""
-            self.checkpoint_id = self.restored_id = None
+            self.restored_id = None
             self.generation = core.generation
-            self.t_start = self.t_step = time.monotonic()
-            self.marks = {"start": self.t_start}
-            self.phase = "holding"
+            self._hold(time.monotonic())
             log.info("rescale %s: %s%s%s", self.requested, effective,
                      f" on {new_workers} workers" if new_workers else "",
                      f" with code {code}" if code else "")
@@ -312,38 +340,24 @@ class RescaleController:
         return self._loaded[label]
 
     # -- the steps ---------------------------------------------------------------------------
-    def _quiesce(self) -> None:
-        cid, now = self.core.start_checkpoint(pause=True)
-        self.checkpoint_id = cid
-        self.t_step = now
-        self.marks["pause"] = now
-        self.phase = "quiescing"
+    def _quiesced(self) -> None:
+        self.phase = RescalePhase.SINKS
+        self._check_sinks()
 
-    def _watch_checkpoint(self) -> None:
-        core = self.core
-        for entry in reversed(core.checkpoints.history):
-            if entry["id"] == self.checkpoint_id and entry["generation"] == core.generation:
-                if entry["status"] != "completed":
-                    self._abort(f"quiescent checkpoint {self.checkpoint_id} "
-                                f"{entry['status']}: {entry['error']}", resume=True)
-                    return
-                now = time.monotonic()
-                self.marks["quiesced"] = self.t_step = now
-                self.phase = "sinks"
-                self._check_sinks()
-                return
+    def _quiescence_failed(self, reason: str) -> None:
+        self._abort(reason, resume=True)
 
     def _start_redistribution(self) -> None:
         now = time.monotonic()
         self.marks["sinks"] = self.t_step = now
-        self.phase = "redistributing"
+        self.phase = RescalePhase.REDISTRIBUTING
         self.restored_id = self.core.checkpoints.next_id
         self.core.checkpoints.next_id += 1
         threading.Thread(target=self._redistribute, name="rescale", daemon=True,
                          args=(self.requested, self.checkpoint_id, self.restored_id)).start()
 
     def _redistribute(self, request: int, cid: int, new_id: int) -> None:
-        """Thread: write checkpoint ``new_id`` for the new layout, then commit under the lock."""
+        """Thread: write checkpoint ``new_id`` for the new layout, then stage its commit."""
         core = self.core
         assert self.new_topology is not None and self.old_topology is not None
         try:
@@ -355,17 +369,22 @@ class RescaleController:
         except Exception as exc:  # user hooks run here: never kill the TM
             meta, failure = {}, f"{type(exc).__name__}: {exc}"
         with core.lock:
-            if self.phase != "redistributing" or self.requested != request \
+            if self.phase != RescalePhase.REDISTRIBUTING or self.requested != request \
                     or core.state != "running":
-                if self.phase == "redistributing" and self.requested == request:
+                if self.phase == RescalePhase.REDISTRIBUTING and self.requested == request:
                     self._abort(f"the topology is {core.state}", resume=False)
                 return  # aborted meanwhile (a recovery restores the old layout)
             if failure:
                 self._abort(failure, resume=True)
                 return
-            self._commit(meta, new_id)
+            self._stage(meta, new_id)
 
-    def _commit(self, meta: dict[str, Any], new_id: int) -> None:
+    def _stage(self, meta: dict[str, Any], new_id: int) -> None:
+        """Write the new topology files as pending, then queue the commit point on the
+        TM's backend thread (never under the lock: a hanging backend must not hang
+        ``jstorm status``). From here on the rescale is not aborted by a recovery: the
+        commit point's outcome decides which layout the next generation runs, and a
+        recovery's listing, queued after it, sees that outcome."""
         core = self.core
         assert self.run_dir is not None and self.new_topology is not None
         new = self.new_topology
@@ -380,23 +399,56 @@ class RescaleController:
             texts["code/assignment.json"] = core.upgrade.assignment_json(self.code)
         else:
             blob = texts["topology.pkl"] = pickling.dumps(new)
-        layout = core.generation + 1
         try:
             for name, data in texts.items():
                 _write_atomic(self.run_dir / f"{name}.rescale", data)
             _write_atomic(self.run_dir / PENDING, json.dumps(
-                {"checkpoint": new_id, "layout_generation": layout}).encode())
-            meta["completed_at"] = time.time()
-            core.backend.write_metadata(new_id, meta)   # the commit point
-        except (OSError, BackendError) as exc:
+                {"checkpoint": new_id, "layout_generation": core.generation + 1}).encode())
+        except OSError as exc:
             (self.run_dir / PENDING).unlink(missing_ok=True)
-            self._abort(f"cannot commit the rescaled checkpoint {new_id}: {exc}", resume=True)
+            self._abort(f"cannot stage the rescaled topology files: {exc}", resume=True)
             return
-        fault_point("rescale_after_commit", 0)
-        _adopt(self.run_dir, layout)
+        meta["completed_at"] = time.time()
+        self.phase = RescalePhase.COMMITTING
+        staged = _Staged(self.requested, new_id, meta, config, descriptor, blob)
+        core.backend_io.submit(lambda: self._write_commit_point(staged))
+
+    def _write_commit_point(self, staged: _Staged) -> None:
+        """BackendIO thread: write checkpoint ``m``'s metadata (the commit point), then
+        adopt the new layout or abort under the lock."""
+        core = self.core
+        error = ""
+        try:
+            core.backend.write_metadata(staged.checkpoint_id, staged.meta)
+        except BackendError as exc:
+            error = str(exc)
+            try:  # a write that timed out may land later: the old layout must not list it
+                core.backend.discard_checkpoint(staged.checkpoint_id)
+            except BackendError as again:
+                log.warning("cannot discard the uncommitted rescaled checkpoint %d: %s",
+                            staged.checkpoint_id, again)
+        with core.lock:
+            assert self.run_dir is not None
+            if error:
+                core.checkpoints.bad.add(staged.checkpoint_id)
+                (self.run_dir / PENDING).unlink(missing_ok=True)
+                self._abort(f"cannot commit the rescaled checkpoint {staged.checkpoint_id}: "
+                            f"{error}", resume=True)
+                return
+            fault_point("rescale_after_commit", 0)
+            self._commit(staged)
+
+    def _commit(self, staged: _Staged) -> None:
+        """Under the lock, after the commit point: the new layout is the topology's."""
+        core = self.core
+        assert self.run_dir is not None
+        new_id, config, descriptor = staged.checkpoint_id, staged.config, staged.descriptor
+        layout = core.generation + 1
+        _adopt(self.run_dir, layout, new_id)
         (self.run_dir / PENDING).unlink(missing_ok=True)
         self.layout_generation = layout
-        self.topology_blob = blob
+        core.layout_floor = new_id
+        self.topology_blob = staged.topology_blob
         if self.code:
             core.upgrade.rescaled_to(self.code)
         self.config_json = json.dumps(config.to_dict())
@@ -405,15 +457,13 @@ class RescaleController:
         core.set_descriptor(descriptor)
         core.upgrade.infos.clear()  # a later upgrade compares packages with the new layout
         core.checkpoints.id_floor = max(core.checkpoints.id_floor, new_id)
-        try:  # checkpoints of the old layout cannot be restored by the new one
-            core.backend.garbage_collect(1)
-        except BackendError as exc:
-            log.warning("could not drop the checkpoints of the old layout: %s", exc)
         self.marks["committed"] = self.t_step = time.monotonic()
-        self.phase = "restarting"
+        self.phase = RescalePhase.RESTARTING
+        if core.state not in ("running", "recovering"):
+            return  # killed meanwhile: tick() records the end; a resume runs the new layout
         for s in core.alive_sessions():
             if s.worker_id < config.workers:
-                self._restart(s)
+                self._restart(s, "rescale: restart on the new layout")
             else:  # fewer workers: it stops for good (the launcher does not restart it)
                 s.alive = False
                 s.send(shutdown=pb.Shutdown(reason="rescale: fewer workers", exit_code=0))
@@ -423,10 +473,33 @@ class RescaleController:
             f"rescale to {self.changes}" + (f" with code {self.code}" if self.code else ""),
             new_id, count_restart=False)
 
-    def _restart(self, session: WorkerSession) -> None:
-        session.alive = False  # its stream closing is expected: not a failure
-        session.send(shutdown=pb.Shutdown(reason="rescale: restart on the new layout",
-                                          exit_code=UPGRADE_EXIT_CODE))
+    def drop_old_layout(self) -> None:
+        """Once the new layout completed a checkpoint of its own, delete the checkpoints of
+        the old layout (on the backend thread). Until then the pre-rescale checkpoint is
+        kept: it is the last state of the old layout if the rescaled one turns out
+        unusable (docs/rescaling.md)."""
+        core = self.core
+        floor = core.layout_floor
+        last = core.checkpoints.last_completed
+        if not floor or floor <= self.dropped_below or last is None or last["id"] <= floor:
+            return
+        self.dropped_below = floor
+        core.backend_io.submit(lambda: self._discard_below(floor))
+
+    def _discard_below(self, floor: int) -> None:
+        """BackendIO thread: delete every completed checkpoint older than ``floor``."""
+        core = self.core
+        try:
+            old = [c for c in core.backend.list_completed() if c < floor]
+            for cid in old:
+                core.backend.discard_checkpoint(cid)
+        except BackendError as exc:
+            log.warning("could not drop the checkpoints of the old layout: %s", exc)
+            return
+        if old:
+            log.info("dropped checkpoint(s) %s of the layout before the rescale", old)
+            with core.lock:
+                core.checkpoints.retention_deleted(old)
 
     def _finish(self, error: str = "") -> None:
         now = time.monotonic()
@@ -449,7 +522,7 @@ class RescaleController:
                 {**record, "kind": "rescale", "to": self.code,
                  "workers": list(range(self.core.config.workers))})
         self.error = error
-        self.phase = "idle"
+        self.phase = RescalePhase.IDLE
         self.done = self.requested
         log.info("rescale %s done: spouts paused %.0f ms, total %.0f ms", self.changes,
                  record["pause_ms"], record["total_ms"])
@@ -457,10 +530,8 @@ class RescaleController:
     def _abort(self, reason: str, resume: bool) -> None:
         core = self.core
         log.error("rescale aborted: %s", reason)
-        core.errors.append({"time": time.time(), "task": -1, "component": "rescale",
-                            "message": f"rescale aborted: {reason}", "traceback": "",
-                            "tuple": ""})
-        paused = self.phase not in ("holding",)
+        self._record_error(f"rescale aborted: {reason}")
+        paused = self.phase != RescalePhase.HOLDING
         self.history.append({"request": self.requested, "changes": dict(self.changes),
                              "checkpoint": self.checkpoint_id, "time": time.time(),
                              "code": self.code, "new_workers": self.workers,
@@ -468,10 +539,10 @@ class RescaleController:
         if self.code:
             core.upgrade.error = f"upgrade --rescale to {self.code} aborted: {reason}"
         self.error = f"aborted: {reason}"
-        self.phase = "idle"
+        self.phase = RescalePhase.IDLE
         self.done = self.requested
         if resume and paused and core.state == "running":
-            core.broadcast(resume=pb.ResumeSpouts(generation=core.generation))
+            self._resume_spouts()
 
     # -- reporting -----------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
@@ -480,7 +551,7 @@ class RescaleController:
         commits = [self.sink_commits.get(t, (0, 0)) for t in core.sink_tasks]
         floor = min((cid if gen == core.generation else 0) for gen, cid in commits) \
             if commits else None
-        return {"phase": self.phase, "requested": self.requested, "done": self.done,
+        return {"phase": self.phase.value, "requested": self.requested, "done": self.done,
                 # the newest checkpoint every sink task committed in this generation (None:
                 # no sinks); jstorm savepoint --stop waits for it (jstormpy/cli/client.py)
                 "sinks_committed": floor,

@@ -105,19 +105,23 @@ class RestorePlan:
         persisted_generation: The highest generation known to be stored.
         completed_floor: The newest checkpoint this run saw complete.
         bad: Checkpoints never to restore from.
+        layout_floor: The first checkpoint of the running layout (written by a rescale);
+            older checkpoints hold another layout's tasks and never restore into this one.
         uri: The state backend, for messages.
         name: The topology, for messages.
     """
 
     def __init__(self, generation: int, target: int | None, *, stateful: bool,
                  persisted_generation: int, completed_floor: int, bad: Iterable[int] = (),
-                 uri: str = "the state backend", name: str = "NAME") -> None:
+                 uri: str = "the state backend", name: str = "NAME",
+                 layout_floor: int = 0) -> None:
         self.generation = generation
         self.target = target
         self.stateful = stateful
         self.persisted_generation = persisted_generation
         self.completed_floor = completed_floor
         self.bad = set(bad)
+        self.layout_floor = layout_floor
         self.uri = uri
         self.name = name
         self.listing: list[int] = []
@@ -144,8 +148,15 @@ class RestorePlan:
     def listed(self, checkpoint_ids: Iterable[int]) -> list[RestoreAction]:
         self.listing = sorted(checkpoint_ids)
         self.listing_ok = True
-        done = [c for c in self.listing if c not in self.bad]
+        done = [c for c in self.listing if c not in self.bad and c >= self.layout_floor]
         target = done[-1] if done else None
+        older = [c for c in self.listing if c < self.layout_floor]
+        if target is None and older:
+            return [RetryLater(
+                f"no usable checkpoint of the running layout (rescaled checkpoint "
+                f"{self.layout_floor} and later are unusable); checkpoint(s) {older} hold "
+                "the layout before the rescale and cannot restore into this one. They are "
+                "kept: restore them with the previous parallelism, or start fresh")]
         short = self._short_listing(target)
         if short:
             return [RetryLater(short)]

@@ -1,6 +1,8 @@
 """Gray release (hot upgrade) in the Topology Master (DESIGN §9, ``docs/upgrade.md``).
 
-One *switch* moves a batch of workers to a code version without touching the others:
+One *switch* moves a batch of workers to a code version without touching the others. It is
+a quiescent operation (master/quiescent.py, shared with in-place rescale): steps 1-2 are
+the shared cut, 3-5 its own.
 
 1. **hold** — no periodic checkpoint is triggered; wait until none is in flight;
 2. **quiesce** — trigger checkpoint ``n`` with ``pause``: every spout emits barrier ``n``
@@ -8,9 +10,10 @@ One *switch* moves a batch of workers to a code version without touching the oth
    before its barrier and nothing follows it, so no data is in flight anywhere;
 3. **stop** — the batch workers get ``Shutdown(exit_code=75)``; the launcher restarts
    them; at start-up ``GetTopology(worker_id)`` hands each its newly assigned version;
-4. **restore** — a registered batch worker gets ``Prepare(partial=True)`` restoring its
-   tasks from ``n`` in the *current* generation; every worker gets ``Peers`` (new ports);
-   the untouched workers keep their processes, tasks, state and generation;
+4. **restore** — once the batch registered, ``n``'s snapshot handles are read on the TM's
+   backend thread (never under the lock); each batch worker gets ``Prepare(partial=True)``
+   restoring its tasks from ``n`` in the *current* generation; every worker gets ``Peers``
+   (new ports); the untouched workers keep their processes, tasks, state and generation;
 5. **resume** — ``Start`` to the batch, then ``ResumeSpouts`` to everyone.
 
 The untouched workers are idle from 2 to 5: that pause is measured and reported.
@@ -19,7 +22,8 @@ prepare, the step times out) aborts: assignments go back to the stable version a
 normal recovery (new generation, last completed checkpoint) brings every worker back,
 which is exactly-once by the ordinary recovery argument.
 
-Everything runs under ``core.lock``; ``tick()`` is called by ``MasterCore.tick``.
+Everything runs under ``core.lock`` except state-backend calls (on ``core.backend_io``);
+``tick()`` is called by ``MasterCore.tick``.
 """
 
 from __future__ import annotations
@@ -27,12 +31,13 @@ from __future__ import annotations
 import json
 import logging
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jstormpy.api.errors import BackendError, JStormError
+from jstormpy.master.quiescent import QuiescentOperation
 from jstormpy.operations.codepkg import (
-    UPGRADE_EXIT_CODE,
     PackageStore,
     check_compatible,
     inspect_topology,
@@ -46,32 +51,43 @@ if TYPE_CHECKING:
 log = logging.getLogger("jstormpy.master.upgrade")
 
 STABLE = "v1"
-SWITCHING = ("holding", "quiescing", "stopping", "restoring")
-ACTIVE = ("upgrading", *SWITCHING)  # "upgrading": some workers switched, waiting for the user
 
 
-class UpgradeController:
+class UpgradePhase(StrEnum):
+    """Where a gray release is (``status()["upgrade"]["phase"]`` is the value)."""
+
+    IDLE = "idle"
+    UPGRADING = "upgrading"      # some workers switched, waiting for the user
+    HOLDING = "holding"          # a switch: 1
+    QUIESCING = "quiescing"      # 2
+    STOPPING = "stopping"        # 3
+    RESTORING = "restoring"      # 4
+    COMPLETED = "completed"      # every worker runs the new code
+    ROLLED_BACK = "rolled_back"  # every worker runs the stable code again
+
+
+SWITCHING = (UpgradePhase.HOLDING, UpgradePhase.QUIESCING, UpgradePhase.STOPPING,
+             UpgradePhase.RESTORING)
+ACTIVE = (UpgradePhase.UPGRADING, *SWITCHING)
+
+
+class UpgradeController(QuiescentOperation[UpgradePhase]):
     """The upgrade state machine of one topology."""
 
     def __init__(self, core: MasterCore) -> None:
-        self.core = core
+        super().__init__(core, "upgrade", idle=UpgradePhase.IDLE,
+                         holding=UpgradePhase.HOLDING, quiescing=UpgradePhase.QUIESCING)
         self.run_dir: Path | None = None
         self.store: PackageStore | None = None
         self.stable = STABLE               # version every worker runs outside an upgrade
         self.target: str | None = None     # version being rolled out
         self.assigned: dict[int, str] = {}  # worker -> version (absent = stable)
-        self.phase = "idle"
         self.kind = ""                     # upgrade | complete | rollback
         self.batch: list[int] = []
         self.batch_size = 0
         self.batch_version = ""
-        self.checkpoint_id: int | None = None
         self.registered: set[int] = set()
         self.ready: set[int] = set()
-        self.t_start = 0.0
-        self.t_pause = 0.0
-        self.t_step = 0.0
-        self.marks: dict[str, float] = {}
         self.started_at = 0.0              # of the whole upgrade (for the expiry)
         self.error = ""
         self.switches: list[dict[str, Any]] = []
@@ -89,7 +105,7 @@ class UpgradeController:
             self.target = data.get("target")
             self.assigned = {int(k): v for k, v in data.get("assigned", {}).items()}
             if any(v != self.stable for v in self.assigned.values()):
-                self.phase = "upgrading"
+                self.phase = UpgradePhase.UPGRADING
                 self.started_at = time.monotonic()
 
     def _persist(self) -> None:
@@ -119,7 +135,7 @@ class UpgradeController:
         """Periodic checkpoints are held while a switch runs."""
         return self.phase in SWITCHING
 
-    def on_register(self, session: WorkerSession) -> bool:
+    def on_register(self, session: WorkerSession, reported_generation: int) -> bool:
         """A worker registered. True = handled here (the core does nothing more)."""
         wid = session.worker_id
         want = self.version_of(wid)
@@ -128,7 +144,8 @@ class UpgradeController:
                         wid, session.code_version, want)
             self._restart(session, f"assigned code version {want}")
             return True
-        if self.phase == "stopping" and wid in self.batch and self.core.state == "running":
+        if self.phase == UpgradePhase.STOPPING and wid in self.batch \
+                and self.core.state == "running":
             self.registered.add(wid)
             if self.registered >= set(self.batch):
                 self._restore_batch()
@@ -151,7 +168,7 @@ class UpgradeController:
 
     def on_ready(self, msg: Any) -> bool:
         """A worker answered Prepare. True = it was one of ours."""
-        if self.phase != "restoring" or msg.worker_id not in self.batch \
+        if self.phase != UpgradePhase.RESTORING or msg.worker_id not in self.batch \
                 or msg.generation != self.core.generation:
             return False
         if not msg.ok:
@@ -167,18 +184,13 @@ class UpgradeController:
         """Drive the switch: quiesce, watch the checkpoint, time-outs, expiry."""
         core = self.core
         if self.phase in SWITCHING and core.state == "running":
-            limit = core.config.upgrade_step_timeout_ms / 1000.0
-            if now - self.t_step > limit:
-                self._abort(f"upgrade step {self.phase!r} took longer than "
-                            f"upgrade_step_timeout_ms={core.config.upgrade_step_timeout_ms}",
-                            revert_all=True, recover=True)
+            timed_out = self._step_timeout(now)
+            if timed_out:
+                self._abort(timed_out, revert_all=True, recover=True)
                 return
-        if self.phase == "holding" and core.state == "running" \
-                and not core.checkpoints.busy():
-            self._quiesce()
-        elif self.phase == "quiescing":
-            self._watch_checkpoint()
-        elif self.phase == "upgrading" and core.state == "running":
+        if self._drive_to_cut(core.state == "running" and not core.checkpoints.busy()):
+            return
+        if self.phase == UpgradePhase.UPGRADING and core.state == "running":
             if now - self.started_at > core.config.upgrade_expiry_ms / 1000.0:
                 log.warning("upgrade to %s abandoned for %.0f s: rolling back", self.target,
                             now - self.started_at)
@@ -201,7 +213,7 @@ class UpgradeController:
             return self._start_rescaling(package, entry)
         with self.core.lock:
             self._check_can_act()
-            if self.phase != "upgrading":
+            if self.phase != UpgradePhase.UPGRADING:
                 raise JStormError(f"no upgrade in progress (phase {self.phase})")
             if action == "continue":
                 pending = [w for w in range(self.core.config.workers)
@@ -243,7 +255,7 @@ class UpgradeController:
                count: int) -> dict[str, Any]:
         with self.core.lock:
             self._check_can_act()
-            if self.phase == "upgrading":
+            if self.phase == UpgradePhase.UPGRADING:
                 raise JStormError(f"an upgrade to {self.target} is in progress: continue, "
                                   "complete or roll it back first")
             if not package:
@@ -271,7 +283,7 @@ class UpgradeController:
             raise
         with self.core.lock:
             self._check_can_act()
-            if self.phase == "upgrading":
+            if self.phase == UpgradePhase.UPGRADING:
                 raise JStormError("another upgrade started meanwhile")
             self.target = label
             self.error = ""
@@ -287,7 +299,7 @@ class UpgradeController:
         ``"rescale"`` (its ``requested`` numbers the rescale to wait for)."""
         with self.core.lock:
             self._check_can_act()
-            if self.phase == "upgrading":
+            if self.phase == UpgradePhase.UPGRADING:
                 raise JStormError(f"an upgrade to {self.target} is in progress: complete or "
                                   "roll it back before an upgrade that changes parallelism")
             if not package:
@@ -328,7 +340,7 @@ class UpgradeController:
     def rescaled_to(self, label: str) -> None:
         """A rescaling upgrade committed (under the lock): every worker runs ``label``."""
         self.stable, self.target, self.assigned = label, None, {}
-        self.phase, self.kind, self.error = "completed", "rescale", ""
+        self.phase, self.kind, self.error = UpgradePhase.COMPLETED, "rescale", ""
 
     def assignment_json(self, stable: str) -> bytes:
         """``code/assignment.json`` once every worker runs ``stable``."""
@@ -384,39 +396,20 @@ class UpgradeController:
         self.batch_version = version
         self.registered = set()
         self.ready = set()
-        self.checkpoint_id = None
-        self.t_start = self.t_step = now
-        self.marks = {"start": now}
         if not self.batch:
+            self.checkpoint_id = None
             self._finish_batch()
             return
         log.info("upgrade: %s workers %s to %s", kind, self.batch, version)
-        self.phase = "holding"
+        self._hold(now)
         self.tick(now)
 
-    def _quiesce(self) -> None:
-        cid, now = self.core.start_checkpoint(pause=True)
-        self.checkpoint_id = cid
-        self.t_pause = self.t_step = now
-        self.marks["pause"] = now
-        self.phase = "quiescing"
+    def _quiescence_failed(self, reason: str) -> None:
+        self._abort(reason, revert_all=False, resume=True)
 
-    def _watch_checkpoint(self) -> None:
-        core = self.core
-        for entry in reversed(core.checkpoints.history):
-            if entry["id"] == self.checkpoint_id and entry["generation"] == core.generation:
-                if entry["status"] == "completed":
-                    self._stop_batch()
-                else:
-                    self._abort(f"quiescent checkpoint {self.checkpoint_id} {entry['status']}: "
-                                f"{entry['error']}", revert_all=False, resume=True)
-                return
-
-    def _stop_batch(self) -> None:
-        now = time.monotonic()
-        self.marks["quiesced"] = now
-        self.t_step = now
-        self.phase = "stopping"
+    def _quiesced(self) -> None:
+        """Stop the batch: its workers restart on their new version."""
+        self.phase = UpgradePhase.STOPPING
         for w in self.batch:
             self.assigned[w] = self.batch_version
         self._persist()
@@ -425,33 +418,48 @@ class UpgradeController:
             if s is not None and s.alive:
                 self._restart(s, f"switching to code {self.batch_version}")
 
-    def _restart(self, session: WorkerSession, reason: str) -> None:
-        session.alive = False  # its stream closing is expected: not a failure
-        session.send(shutdown=pb.Shutdown(reason=reason, exit_code=UPGRADE_EXIT_CODE))
-
     def _restore_batch(self) -> None:
-        core = self.core
+        """Every batch worker registered on its new code: read the quiescent checkpoint's
+        snapshot handles on the TM's backend thread (never under the lock), then prepare
+        the batch (:meth:`_prepare_batch`)."""
         now = time.monotonic()
         self.marks["registered"] = now
         self.t_step = now
-        assert self.checkpoint_id is not None
+        cid = self.checkpoint_id
+        assert cid is not None
+        self.phase = UpgradePhase.RESTORING
+        self.core.backend_io.submit(lambda: self._read_restores(cid))
+
+    def _read_restores(self, cid: int) -> None:
+        """BackendIO thread: checkpoint ``cid``'s handles, then go on under the lock."""
+        core = self.core
+        error = ""
+        restores: dict[int, str] = {}
         try:
-            meta = core.backend.read_metadata(self.checkpoint_id)
+            meta = core.backend.read_metadata(cid)
             restores = {int(t): v["handle"] for t, v in meta["tasks"].items()}
         except (BackendError, KeyError, ValueError) as exc:
-            self._abort(f"quiescent checkpoint {self.checkpoint_id} unreadable: {exc}",
-                        revert_all=True, recover=True)
-            return
-        self.phase = "restoring"
+            error = str(exc)
+        with core.lock:
+            if self.phase != UpgradePhase.RESTORING or self.checkpoint_id != cid:
+                return  # aborted meanwhile (a worker lost, a recovery, a time-out)
+            if error:
+                self._abort(f"quiescent checkpoint {cid} unreadable: {error}",
+                            revert_all=True, recover=True)
+                return
+            self._prepare_batch(cid, restores)
+
+    def _prepare_batch(self, cid: int, restores: dict[int, str]) -> None:
+        core = self.core
         peers = core.peer_addresses()
         core.broadcast(peers=pb.Peers(peers=peers, generation=core.generation))
         for w in self.batch:
             tasks = [t for t, wid in core.plan.items() if wid == w]
             core.sessions[w].send(prepare=pb.Prepare(
-                generation=core.generation, checkpoint_id=self.checkpoint_id, task_ids=tasks,
+                generation=core.generation, checkpoint_id=cid, task_ids=tasks,
                 restores=[pb.TaskRestore(task_id=t, handle=restores.get(t, "")) for t in tasks],
                 peers=peers, task_workers=core.plan, partial=True,
-                restored_checkpoint_id=self.checkpoint_id))
+                restored_checkpoint_id=cid))
 
     def _resume(self) -> None:
         core = self.core
@@ -459,14 +467,14 @@ class UpgradeController:
         self.marks["ready"] = now
         for w in self.batch:
             core.sessions[w].send(start=pb.Start(generation=core.generation))
-        core.broadcast(resume=pb.ResumeSpouts(generation=core.generation))
+        self._resume_spouts()
         core.checkpoints.last_trigger = now
         m = self.marks
         record = {
             "kind": self.kind, "workers": list(self.batch), "to": self.batch_version,
             "checkpoint": self.checkpoint_id, "generation": core.generation,
             "time": time.time(),
-            "pause_ms": round((now - self.t_pause) * 1000, 1),
+            "pause_ms": round((now - m["pause"]) * 1000, 1),
             "total_ms": round((now - self.t_start) * 1000, 1),
             "quiesce_ms": round((m["quiesced"] - m["pause"]) * 1000, 1),
             "restart_ms": round((m["registered"] - m["quiesced"]) * 1000, 1),
@@ -484,13 +492,13 @@ class UpgradeController:
         self.batch = []
         self.checkpoint_id = None
         if self.kind == "rollback":
-            self.phase = "rolled_back"
+            self.phase = UpgradePhase.ROLLED_BACK
             self.target = None
             self.assigned = {}
         elif self.kind == "complete":
             self._finish_complete()
         else:
-            self.phase = "upgrading"
+            self.phase = UpgradePhase.UPGRADING
             self.started_at = time.monotonic()  # the expiry counts from the last action
         self._persist()
 
@@ -499,7 +507,7 @@ class UpgradeController:
         self.stable = self.target
         self.target = None
         self.assigned = {}
-        self.phase = "completed"
+        self.phase = UpgradePhase.COMPLETED
         self._persist()
         log.info("upgrade complete: every worker runs %s", self.stable)
 
@@ -509,8 +517,7 @@ class UpgradeController:
         core = self.core
         log.error("upgrade aborted: %s", reason)
         self.error = reason
-        core.errors.append({"time": time.time(), "task": -1, "component": "upgrade",
-                            "message": reason, "traceback": "", "tuple": ""})
+        self._record_error(reason)
         if revert_all or self.kind == "rollback":
             revert_all = True  # a failed rollback still ends on the stable code
             self.assigned = {}
@@ -521,9 +528,10 @@ class UpgradeController:
         self._persist()
         self.batch = []
         self.checkpoint_id = None
-        self.phase = "upgrading" if any(v != self.stable for v in self.assigned.values()) \
-            else "rolled_back" if revert_all else "idle"
-        if self.phase == "upgrading":
+        self.phase = UpgradePhase.UPGRADING \
+            if any(v != self.stable for v in self.assigned.values()) \
+            else UpgradePhase.ROLLED_BACK if revert_all else UpgradePhase.IDLE
+        if self.phase == UpgradePhase.UPGRADING:
             self.started_at = time.monotonic()
         else:
             self.target = None
@@ -531,7 +539,7 @@ class UpgradeController:
             if s.code_version != self.version_of(s.worker_id):
                 self._restart(s, "upgrade aborted: back to the stable code")
         if resume and core.state == "running" and len(core.alive_sessions()) == core.config.workers:
-            core.broadcast(resume=pb.ResumeSpouts(generation=core.generation))
+            self._resume_spouts()
         elif recover and core.state == "running":
             core.begin_recovery(f"upgrade aborted: {reason}")
 
@@ -541,11 +549,11 @@ class UpgradeController:
         core = self.core
         now = time.monotonic()
         expires = None
-        if self.phase == "upgrading":
+        if self.phase == UpgradePhase.UPGRADING:
             expires = round(core.config.upgrade_expiry_ms / 1000.0 - (now - self.started_at), 1)
         last = self.switches[-1] if self.switches else None
         return {
-            "phase": self.phase, "kind": self.kind, "stable_version": self.stable,
+            "phase": self.phase.value, "kind": self.kind, "stable_version": self.stable,
             "target_version": self.target,
             "versions": {str(w): self.version_of(w) for w in range(core.config.workers)},
             "batch": list(self.batch), "batch_version": self.batch_version,

@@ -146,6 +146,7 @@ class TaskExecutor:
         self.chained = False
         self.chain_lock = threading.Lock()
         self.chain_ready = threading.Event()  # the task's own start-up (a sink's begin) ran
+        self.chain_closed = False  # its own thread ended: the component is cleaned up
         self.chain_flushed = time.monotonic()
         self.cpu_final = 0.0  # CPU time of the ended task thread (heartbeat.task_cpu_seconds)
         self.verified_states: set[str] = set()  # immutable-valued at an earlier capture
@@ -198,13 +199,21 @@ class TaskExecutor:
             self.cpu_final = time.thread_time()
             if self.snapshotter is not None:
                 self.snapshotter.close()  # after the snapshots already queued
-            try:
-                if self.kind == "spout":
-                    self.component.close()
-                else:
-                    self.component.cleanup()
-            except Exception:
-                log.exception("task %s close/cleanup failed", self.task_id)
+            if self.chained:  # its source calls it no more, and is not inside it now
+                with self.chain_lock:
+                    self.chain_closed = True
+                    self._close_component()
+            else:
+                self._close_component()
+
+    def _close_component(self) -> None:
+        try:
+            if self.kind == "spout":
+                self.component.close()
+            else:
+                self.component.cleanup()
+        except Exception:
+            log.exception("task %s close/cleanup failed", self.task_id)
 
     # -- user errors ----------------------------------------------------------------------
     def _user_error(self, exc: BaseException, tup: Any) -> None:
@@ -695,13 +704,14 @@ class TaskExecutor:
         """Process one item of the task's only input channel in the caller's thread.
 
         Raises:
-            TaskStopped: the task is stopping (or failed under exactly-once).
+            TaskStopped: the task is stopping, or its own thread ended (it failed: the
+                worker reported why, and the component is cleaned up).
         """
         while not self.chain_ready.wait(READY_POLL_S):
-            if self.stopping:
+            if self.stopping or self.chain_closed:
                 raise TaskStopped
         with self.chain_lock:
-            if self.stopping:
+            if self.stopping or self.chain_closed:
                 raise TaskStopped
             self._handle(*item)
             self._flush_lingered(time.monotonic())

@@ -1,0 +1,149 @@
+"""A quiescent operation of the Topology Master: change the running topology at a cut
+where nothing is in flight.
+
+In-place rescale (master/rescale.py) and gray release (master/upgrade.py) are the two.
+Both go the same way up to the cut, then act differently:
+
+1. **hold** — no periodic checkpoint is triggered; wait until none is in flight;
+2. **quiesce** — checkpoint ``n`` with ``pause``: every spout emits barrier ``n`` and stops
+   emitting, so when ``n`` completes every task has processed everything before its
+   barrier and nothing follows it;
+3. **act** — the operation's own steps (:meth:`QuiescentOperation._quiesced`): a rescale
+   writes and commits a checkpoint for the new layout, a gray release restarts a batch of
+   workers on new code;
+4. **resume or roll back** — spouts resume (:meth:`QuiescentOperation._resume_spouts`), or
+   the operation aborts (the quiescent checkpoint failed, a step took longer than
+   ``Config.upgrade_step_timeout_ms``, a worker was lost) and the ordinary recovery
+   restores the last completed checkpoint.
+
+This class holds the steps both share and the hooks :class:`~jstormpy.master.core.MasterCore`
+calls on either; each operation names its phases with its own ``StrEnum`` (status reports
+their values). Everything runs under ``core.lock``.
+"""
+
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from jstormpy.operations.codepkg import UPGRADE_EXIT_CODE
+from jstormpy.proto import jstorm_pb2 as pb
+
+if TYPE_CHECKING:
+    from jstormpy.master.core import MasterCore, WorkerSession
+
+P = TypeVar("P", bound=StrEnum)
+
+
+class QuiescentOperation(Generic[P]):
+    """The steps up to the quiescent cut, and the hooks the core calls.
+
+    Args:
+        core: The Topology Master's core.
+        name: ``"rescale"`` or ``"upgrade"``: names the operation in errors and time-outs.
+        idle, holding, quiescing: The operation's phases for the shared steps.
+    """
+
+    def __init__(self, core: MasterCore, name: str, *, idle: P, holding: P,
+                 quiescing: P) -> None:
+        self.core = core
+        self.name = name
+        self.phase: P = idle
+        self._holding = holding
+        self._quiescing = quiescing
+        self.checkpoint_id: int | None = None  # the quiescent checkpoint n
+        self.t_start = self.t_step = 0.0       # the operation's and the current step's start
+        self.marks: dict[str, float] = {}      # monotonic time of each step (status, history)
+
+    # -- hooks called by MasterCore (under core.lock) ------------------------------------
+    def holds_checkpoints(self) -> bool:
+        """Periodic checkpoints wait while this is True."""
+        raise NotImplementedError
+
+    def on_register(self, session: WorkerSession, reported_generation: int) -> bool:
+        """A worker registered. True = handled here (the core does nothing more)."""
+        raise NotImplementedError
+
+    def on_new_generation(self, reason: str) -> None:
+        """The core starts a recovery (or a new layout's generation)."""
+        raise NotImplementedError
+
+    def tick(self, now: float) -> None:
+        """Drive the operation (called by ``MasterCore.tick``)."""
+        raise NotImplementedError
+
+    def status(self) -> dict[str, Any]:
+        """What ``jstorm status`` shows of the operation."""
+        raise NotImplementedError
+
+    # -- the shared steps ------------------------------------------------------------------
+    def _hold(self, now: float) -> None:
+        """Step 1: no periodic checkpoint from now on; :meth:`_drive_to_cut` quiesces."""
+        self.checkpoint_id = None
+        self.t_start = self.t_step = now
+        self.marks = {"start": now}
+        self.phase = self._holding
+
+    def _drive_to_cut(self, may_quiesce: bool) -> bool:
+        """Steps 1-2 of ``tick``: quiesce once ``may_quiesce`` (running, nothing in flight),
+        then watch the quiescent checkpoint. True if the operation is in one of them."""
+        if self.phase == self._holding:
+            if may_quiesce:
+                self._quiesce()
+            return True
+        if self.phase == self._quiescing:
+            self._watch_checkpoint()
+            return True
+        return False
+
+    def _quiesce(self) -> None:
+        cid, now = self.core.start_checkpoint(pause=True)
+        self.checkpoint_id = cid
+        self.t_step = now
+        self.marks["pause"] = now
+        self.phase = self._quiescing
+
+    def _watch_checkpoint(self) -> None:
+        core = self.core
+        for entry in reversed(core.checkpoints.history):
+            if entry["id"] == self.checkpoint_id and entry["generation"] == core.generation:
+                if entry["status"] == "completed":
+                    now = time.monotonic()
+                    self.marks["quiesced"] = self.t_step = now
+                    self._quiesced()
+                else:
+                    self._quiescence_failed(f"quiescent checkpoint {self.checkpoint_id} "
+                                            f"{entry['status']}: {entry['error']}")
+                return
+
+    def _quiesced(self) -> None:
+        """Step 3: the quiescent checkpoint completed; nothing is in flight."""
+        raise NotImplementedError
+
+    def _quiescence_failed(self, reason: str) -> None:
+        """The quiescent checkpoint failed or timed out."""
+        raise NotImplementedError
+
+    def _step_timeout(self, now: float) -> str:
+        """Why the current step is over its time (``upgrade_step_timeout_ms``), or ''."""
+        limit_ms = self.core.config.upgrade_step_timeout_ms
+        if now - self.t_step > limit_ms / 1000.0:
+            return (f"{self.name} step {self.phase.value!r} took longer than "
+                    f"upgrade_step_timeout_ms={limit_ms}")
+        return ""
+
+    def _restart(self, session: WorkerSession, reason: str) -> None:
+        """Restart one worker (exit 75: the launcher restarts it, not a failure)."""
+        session.alive = False  # its stream closing is expected: not a failure
+        session.send(shutdown=pb.Shutdown(reason=reason, exit_code=UPGRADE_EXIT_CODE))
+
+    def _resume_spouts(self) -> None:
+        """Step 4: every spout emits again."""
+        core = self.core
+        core.broadcast(resume=pb.ResumeSpouts(generation=core.generation))
+
+    def _record_error(self, message: str) -> None:
+        """An abort, in ``status()["errors"]``."""
+        self.core.errors.append({"time": time.time(), "task": -1, "component": self.name,
+                                 "message": message, "traceback": "", "tuple": ""})

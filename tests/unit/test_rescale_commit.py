@@ -1,0 +1,212 @@
+"""A rescale's commit point in the Topology Master (issue 23, hole 8).
+
+The rescale wrote checkpoint ``m``'s metadata (its commit point) and then deleted every
+older checkpoint while holding ``core.lock``: a state backend that hung during the commit
+hung ``jstorm status``, heartbeats and control messages with it, and the pre-rescale
+checkpoint was gone before the new layout had restored anything. Real MasterCore, real
+file backend, real run directory; the workers are control-stream sessions driven by hand.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from jstormpy import Bolt, Config, Spout, TopologyBuilder, pickling
+from jstormpy.api.topology import Topology
+from jstormpy.master.core import MasterCore, WorkerSession
+from jstormpy.proto import jstorm_pb2 as pb
+from jstormpy.state_backends.file import FileBackend
+from tests.unit.test_launch_attempts import next_message
+
+
+class Src(Spout):
+    outputs = ("word",)
+
+
+class Count(Bolt):
+    outputs = ("word", "n")
+
+
+def topo() -> Topology:
+    b = TopologyBuilder("rc")
+    b.set_spout("src", Src, parallelism=1)
+    b.set_bolt("count", Count, parallelism=2).fields_grouping("src", ["word"])
+    return b.build()
+
+
+class GatedBackend(FileBackend):
+    """A file backend whose metadata write of one checkpoint waits for ``release``."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(uri)
+        self.gate_id: int | None = None
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def write_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
+        if checkpoint_id == self.gate_id:
+            self.entered.set()
+            assert self.release.wait(30), "the test never released the backend"
+        super().write_metadata(checkpoint_id, metadata)
+
+
+def wait_until(pred: Any, what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, f"not reached in time: {what}"
+        time.sleep(0.01)  # polling interval of a condition
+
+
+def setup(tmp_path: Path, backend_cls: type[GatedBackend] = GatedBackend,
+          ) -> tuple[MasterCore, GatedBackend, list[WorkerSession]]:
+    run = tmp_path / "run"
+    run.mkdir()
+    topology = topo()
+    (run / "topology.pkl").write_bytes(pickling.dumps(topology))
+    backend = backend_cls(f"file://{tmp_path / 'ckpt'}")
+    config = Config(workers=2, restart_strategy="fixed-delay:attempts=100,delay_ms=0",
+                    checkpoint_interval_ms=3_600_000, checkpoints_retained=3)
+    core = MasterCore("rc", config, topology.descriptor(), backend)
+    core.rescale.attach_run_dir(run)
+    core.upgrade.attach_run_dir(run)
+    sessions = [register(core, w) for w in (0, 1)]
+    start(core, sessions)
+    return core, backend, sessions
+
+
+def register(core: MasterCore, wid: int, generation: int = 0) -> WorkerSession:
+    session = WorkerSession(wid, 100 + wid, "127.0.0.1", 0, "v1")
+    core.register(session, generation)
+    return session
+
+
+def start(core: MasterCore, sessions: list[WorkerSession]) -> dict[int, str]:
+    """Prepare every worker; returns the handles the tasks were told to restore."""
+    handles = {}
+    for s in sessions:
+        prepare = next_message(s, "prepare").prepare
+        handles.update({r.task_id: r.handle for r in prepare.restores})
+        core.on_ready(pb.Ready(worker_id=s.worker_id, generation=prepare.generation, ok=True))
+    assert core.state == "running"
+    return handles
+
+
+def ack_all(core: MasterCore, cid: int) -> None:
+    """Every task snapshots ``cid`` for real (a pickled snapshot in the backend)."""
+    for task in core.all_tasks:
+        snap = {"max_parallelism": 128, "states": {}}
+        handle = core.backend.put_snapshot(cid, task, pickle.dumps(snap))
+        core.on_checkpoint_ack(pb.CheckpointAck(checkpoint_id=cid, generation=core.generation,
+                                                task_id=task, handle=handle))
+
+
+def rescale_to_commit(core: MasterCore, backend: GatedBackend) -> int:
+    """Start a rescale of count 2 -> 3 and complete its quiescent checkpoint; returns it."""
+    core.rescale.request({"count": 3})
+    wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "quiescing", "quiescing")
+    quiescent = core.rescale.checkpoint_id
+    assert quiescent is not None
+    backend.gate_id = core.checkpoints.next_id  # the rescaled checkpoint m
+    ack_all(core, quiescent)
+    assert core.backend_io.wait_idle(10)
+    return quiescent
+
+
+def test_status_answers_while_the_backend_hangs_in_the_rescales_commit(
+        tmp_path: Path) -> None:
+    core, backend, _ = setup(tmp_path)
+    quiescent = rescale_to_commit(core, backend)
+    core.tick()  # the quiescent checkpoint completed: redistribution starts
+    assert backend.entered.wait(15), "the rescale never wrote its commit point"
+    answered: list[dict[str, Any]] = []
+    asker = threading.Thread(target=lambda: answered.append(core.status()), daemon=True)
+    asker.start()
+    asker.join(3)
+    hung = not answered
+    backend.release.set()
+    asker.join(10)
+    assert not hung, "jstorm status hung while the backend wrote the rescale's commit point"
+    assert answered[0]["rescale"]["phase"] == "committing"
+    wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "restarting", "committed")
+    assert core.rescale.restored_id == backend.gate_id
+    assert quiescent in backend.list_completed()
+
+
+def test_the_pre_rescale_checkpoint_stays_until_the_new_layout_completed_one(
+        tmp_path: Path) -> None:
+    core, backend, sessions = setup(tmp_path)
+    backend.release.set()
+    quiescent = rescale_to_commit(core, backend)
+    wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "restarting", "committed")
+    rescaled = core.rescale.restored_id
+    assert rescaled is not None
+    assert core.backend_io.wait_idle(10)
+    # after the commit point, before the new layout restored anything: a failure here
+    # still finds the last checkpoint of the old layout
+    assert backend.list_completed() == [quiescent, rescaled]
+    for s in sessions:
+        assert next_message(s, "shutdown").shutdown.exit_code == 75
+    new = [register(core, w, core.generation) for w in (0, 1)]
+    handles = start(core, new)
+    assert set(handles) == {1, 2, 3, 4} and all(f"chk-{rescaled:010d}" in h
+                                                 for h in handles.values())
+    wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "idle", "rescale finished")
+    assert core.backend_io.wait_idle(10)
+    assert quiescent in backend.list_completed(), "deleted before the new layout checkpointed"
+    cid = core.trigger_checkpoint(force=True)
+    assert cid is not None
+    ack_all(core, cid)
+    assert core.backend_io.wait_idle(10)
+    core.tick()
+    assert core.backend_io.wait_idle(10)
+    assert backend.list_completed() == [rescaled, cid]  # the old layout's are gone
+
+
+def test_a_checkpoint_of_the_old_layout_never_restores_into_the_new_one() -> None:
+    """The pre-rescale checkpoint is kept, so a recovery that finds the rescaled one
+    unusable must not fall back to it: its snapshots are the old layout's tasks."""
+    from master.restore_plan import LATEST, ReadMetadata, RestorePlan, RetryLater
+
+    plan = RestorePlan(4, LATEST, stateful=True, persisted_generation=4, completed_floor=3,
+                       layout_floor=5)
+    assert plan.listed([3, 5]) == [ReadMetadata(5)]
+    plan = RestorePlan(4, LATEST, stateful=True, persisted_generation=4, completed_floor=3,
+                       bad={5}, layout_floor=5)
+    [action] = plan.listed([3, 5])
+    assert isinstance(action, RetryLater) and "[3] hold the layout before the rescale" \
+        in action.reason
+
+
+class FailingCommit(GatedBackend):
+    """Its metadata write of the gated checkpoint lands, then reports an error (a write
+    that timed out on the client but reached the store)."""
+
+    def write_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
+        FileBackend.write_metadata(self, checkpoint_id, metadata)
+        if checkpoint_id == self.gate_id:
+            from jstormpy.api.errors import BackendTimeoutError
+
+            raise BackendTimeoutError("metadata write timed out")
+
+
+def test_a_failed_commit_point_keeps_the_old_layout_and_no_trace_of_the_new(
+        tmp_path: Path) -> None:
+    core, backend, sessions = setup(tmp_path, FailingCommit)
+    run = tmp_path / "run"
+    before = (run / "topology.pkl").read_bytes()
+    quiescent = rescale_to_commit(core, backend)
+    rescaled = backend.gate_id
+    wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "idle", "aborted")
+    assert core.backend_io.wait_idle(10)
+    assert "cannot commit the rescaled checkpoint" in core.rescale.error
+    assert backend.list_completed() == [quiescent]  # the landed write was discarded
+    assert rescaled in core.checkpoints.bad
+    assert (run / "topology.pkl").read_bytes() == before
+    assert not (run / "rescale-pending.json").exists() and not (run / "rescale.json").exists()
+    assert core.state == "running" and core.layout_floor == 0
+    for s in sessions:
+        assert next_message(s, "resume").resume.generation == core.generation
