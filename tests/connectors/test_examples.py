@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jstormpy.testing.redis_server import find_redis_server
+from jstormpy.testing.servers.redis_server import find_redis_server
 
 pytestmark = pytest.mark.slow
 
