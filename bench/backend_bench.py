@@ -3,8 +3,9 @@
     .venv/bin/python bench/backend_bench.py [--keys 1000000] [--repeat 3]
 
 hdfs:// and hbase:// run against the in-process protocol test servers
-(:mod:`jstormpy.testing.servers.webhdfs`, :mod:`jstormpy.testing.servers.hbase`) on localhost, so the
-figures measure the client stack + protocol cost, not a real cluster's disks/network.
+(:mod:`jstormpy.testing.servers.webhdfs`, :mod:`jstormpy.testing.servers.hbase`) on
+localhost, so the figures measure the client stack + protocol cost, not a real cluster's
+disks/network.
 """
 
 from __future__ import annotations

@@ -73,8 +73,8 @@ def fill_input(url: str) -> None:
 
 def verify(url: str) -> list[str]:
     """Problems found in ``order-totals`` (read with a fresh client); empty = exactly once."""
-    from jstormpy.testing.servers.redis_server import read_json_stream
     from jstormpy.testing.semantics import check_running_totals, check_sequences
+    from jstormpy.testing.servers.redis_server import read_json_stream
 
     rows = read_json_stream(url, "order-totals")
     report = check_sequences(rows, key="customer", seq="order",
