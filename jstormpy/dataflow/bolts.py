@@ -26,10 +26,9 @@ from jstormpy.dataflow.records import (
     ITEM_FIELDS,
     KEY_FIELD,
     KEYED_FIELDS,
+    RecordTuples,
     Wire,
-    as_record,
     decode_item,
-    record_tuple,
 )
 from jstormpy.dataflow.results import JoinResult, KeyedValue
 from jstormpy.errors import TopologyError
@@ -632,14 +631,33 @@ def dataflow_sink(sink: Any, inputs: Mapping[InputKey, Wire]) -> Any:
 _SINK_CLASSES: dict[type, type] = {}
 
 
+def _record_tuples(sink: Any) -> RecordTuples:
+    records = sink.__dict__.get("_df_records")
+    if records is None:
+        records = sink.__dict__["_df_records"] = RecordTuples()
+    return records
+
+
 def _sink_execute(self: Any, tup: Tuple) -> None:
     item = decode_item(self.__dict__["_df_inputs"][(tup.source, tup.stream)], tup)
-    self._df_base.execute(self, record_tuple(as_record(item), tup.source, tup.task))
+    self._df_base.execute(self, _record_tuples(self).channel(tup.source, tup.task)(item))
 
 
 def _sink_execute_batch(self: Any, batch: Any) -> None:
-    for tup in batch:
-        self.execute(tup)
+    """A channel batch: its layout and record builder looked up once, items read off the
+    rows."""
+    wire = self.__dict__["_df_inputs"][(batch.source, batch.stream)]
+    execute = self._df_base.execute
+    record = _record_tuples(self).channel(batch.source, batch.task)
+    if wire is Wire.ITEM:
+        for values in batch.rows:
+            execute(self, record(values[0]))
+    elif wire is Wire.KEYED or wire is Wire.LATE:
+        for values in batch.rows:
+            execute(self, record(values[1]))
+    else:
+        for tup in batch:
+            execute(self, record(decode_item(wire, tup)))
 
 
 __all__ = ["ChainBolt", "DataflowBolt", "IntervalJoinBolt", "JoinHow", "ReduceBolt",
