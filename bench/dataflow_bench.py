@@ -135,9 +135,11 @@ def run(kind: str, n: int, timeout_s: float) -> dict[str, Any]:
         reports = read_results(result_dir, "report")
         words = sum(r["words"] for r in reports)
         elapsed = max(r["end"] for r in reports) - min(starts)
+        cpu = {c: agg.get("cpu_seconds", 0.0)
+               for c, agg in poller.metrics.get("components", {}).items()}
         return {"kind": kind, "words": words, "words_ok": words == n * WORDS_PER_SENTENCE,
                 "elapsed_s": elapsed, "words_per_s": words / elapsed,
-                "components": sorted(topo.components)}
+                "components": sorted(topo.components), "cpu_seconds": cpu}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -162,6 +164,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f" in {best['elapsed_s']:.2f} s: {fmt_rate(best['words_per_s'])} words/s "
               f"(runs: {', '.join(fmt_rate(x) for x in best['all_words_per_s'])}); "
               f"components {best['components']}", file=out, flush=True)
+        print("  task-thread CPU seconds per component (last heartbeat): "
+              + ", ".join(f"{c} {v:.2f}" for c, v in sorted(best["cpu_seconds"].items())),
+              file=out, flush=True)
     ratio = result["dataflow"]["words_per_s"] / result["bolts"]["words_per_s"]
     result["dataflow_over_bolts"] = ratio
     print(f"dataflow / hand-written bolts: {ratio:.3f}", file=out, flush=True)
