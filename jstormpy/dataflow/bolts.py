@@ -129,13 +129,27 @@ class DataflowBolt(Bolt):
         """Build the fused function that runs the tail steps and emits."""
         emit = self.emit
         key_fn = self.key_fn
-        if key_fn is None:
+        steps = self.steps
+        if steps and steps[-1].kind is StepKind.FLAT_MAP:
+            # the usual tail (a split before a key_by): emit each result in the loop, one
+            # call per result less than flat_map handing each to ``out``
+            fn = steps[-1].fn
+            if key_fn is None:
+                def out(item: Any) -> None:
+                    for each in fn(item):
+                        emit((each,))
+            else:
+                def out(item: Any) -> None:
+                    for each in fn(item):
+                        emit((key_fn(each), each))
+            steps = steps[:-1]
+        elif key_fn is None:
             def out(item: Any) -> None:
                 emit((item,))
         else:
             def out(item: Any) -> None:
                 emit((key_fn(item), item))
-        self._df_out = chain_steps(self.steps, out)
+        self._df_out = chain_steps(steps, out)
 
     def decode(self, tup: Tuple) -> Any:
         """The item ``tup`` carries."""
