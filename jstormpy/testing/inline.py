@@ -115,7 +115,10 @@ class _InlineRun:
     """One topology run in this process (see the module docstring)."""
 
     def __init__(self, topo: Topology, config: Config, checkpoint_every: int,
-                 crash: bool, max_restarts: int, stats: InlineStats) -> None:
+                 crash: bool, max_restarts: int, stats: InlineStats,
+                 timeout_s: float = 60.0) -> None:
+        self.deadline = time.monotonic() + timeout_s
+        self.timeout_s = timeout_s
         self.topo = topo
         self.config = config
         self.user_conf = {**config.to_dict(), **config.user}
@@ -410,6 +413,9 @@ class _InlineRun:
     def _run_generation(self) -> None:
         rounds = 0
         while not self.done():
+            if time.monotonic() > self.deadline:
+                raise InlineRunError(f"run_inline: the job did not end within "
+                                     f"{self.timeout_s} s (does every spout call finish()?)")
             self.spout_round()
             self.drain()
             self.ticks()
@@ -435,7 +441,8 @@ class _InlineRun:
 
 def run_inline(target: Any, *, sink: str | None = None, config: Config | None = None,
                checkpoint_every: int = 4, crash: bool = True, max_restarts: int = 3,
-               stats: InlineStats | None = None) -> list[dict[str, Any]]:
+               stats: InlineStats | None = None,
+               timeout_s: float = 60.0) -> list[dict[str, Any]]:
     """Run ``target`` (a ``Topology`` or a ``Dataflow``) in this process; return the
     committed records of its :class:`~jstormpy.testing.TestingSink` (``sink=``: the
     sink component's name, needed when there are several).
@@ -450,11 +457,14 @@ def run_inline(target: Any, *, sink: str | None = None, config: Config | None = 
             before the final checkpoint if the input ends first).
         max_restarts: more crashes than this (component exceptions included) raise.
         stats: an :class:`InlineStats` to fill in (checkpoints, crashes).
+        timeout_s: give up (``InlineRunError``) if the job has not ended by then: the
+            sources must end (``finish()``).
 
     Every TestingSink of the topology is cleared first, so the run starts empty.
 
     Raises:
-        InlineRunError: too many crashes, or no (or no unique) TestingSink to read.
+        InlineRunError: too many crashes, the timeout, or no (or no unique) TestingSink
+            to read.
     """
     topo = target.build() if not isinstance(target, Topology) and hasattr(target, "build") \
         else target
@@ -472,5 +482,5 @@ def run_inline(target: Any, *, sink: str | None = None, config: Config | None = 
     for obj in testing.values():
         obj.clear()
     _InlineRun(topo, config or Config(), checkpoint_every, crash, max_restarts,
-               stats if stats is not None else InlineStats()).run()
+               stats if stats is not None else InlineStats(), timeout_s).run()
     return testing[sink if sink is not None else next(iter(testing))].items()

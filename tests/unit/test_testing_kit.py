@@ -180,3 +180,17 @@ def test_docs_dataflow_inline_snippets_print_what_they_promise(block, capsys):
 
 def test_docs_have_the_inline_snippets():
     assert len(runnable_doc_blocks()) >= 3
+
+
+class Endless(TestingSource):
+    """A source that never ends (emits nothing, never calls finish)."""
+
+    def next_tuple(self):
+        pass
+
+
+def test_run_inline_gives_up_on_a_source_that_never_ends():
+    flow = Dataflow("kit-endless")
+    flow.source("in", Endless([1])).sink("out", TestingSink())
+    with pytest.raises(InlineRunError, match="did not end within 0.3 s"):
+        run_inline(flow, timeout_s=0.3)
