@@ -310,3 +310,14 @@ def test_cpu_busy_is_cpu_seconds_per_second_between_heartbeats(monkeypatch):
     assert snap["components"]["count"]["cpu_busy"] == 1.0
     assert snap["components"]["count"]["cpu_seconds"] == 15.0
     assert snap["workers"]["0"]["cpu_seconds"] == 11.5
+
+
+def test_jstorm_metrics_shows_the_buffered_state_records():
+    from jstormpy.cli_ops import format_metrics
+
+    store = MetricsStore({1: "join", 2: "join"}, {1: 0, 2: 1})
+    store.update(task_message(1, [1.0], 5, 5, depth=3))   # 21 buffered records
+    store.update(task_message(2, [1.0], 5, 5, depth=1))   # 7
+    text = format_metrics(store.snapshot())
+    head, row = text.splitlines()[0].split(), text.splitlines()[2].split()
+    assert head[-1] == "buffered" and row[0] == "join" and row[-1] == "28"
