@@ -12,6 +12,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jstormpy import TopologyBuilder
 from jstormpy.component import Bolt
@@ -24,7 +26,7 @@ from jstormpy.testing import (
     TestingSourceFailure,
     run_inline,
 )
-from jstormpy.window import Count, SessionWindows, TumblingWindows
+from jstormpy.window import Count, SessionWindows, Sum, TumblingWindows
 
 LINES = ["the cat sat", "on the mat", "the end"] * 20
 
@@ -194,3 +196,42 @@ def test_run_inline_gives_up_on_a_source_that_never_ends():
     flow.source("in", Endless([1])).sink("out", TestingSink())
     with pytest.raises(InlineRunError, match="did not end within 0.3 s"):
         run_inline(flow, timeout_s=0.3)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abcd"), st.integers(0, 9)), max_size=60),
+       st.integers(2, 7), st.integers(1, 5))
+def test_run_inline_output_does_not_depend_on_the_crash_or_checkpoint_spacing(
+        events, checkpoint_every, batch_size):
+    """A reduce and a tumbling-window sum over seeded random events: with the crash, at
+    any checkpoint spacing, the committed records are those of a run without one, and
+    equal the plain-Python reference."""
+    items = [{"k": k, "v": v, "ts": i * 10} for i, (k, v) in enumerate(events)]
+
+    def flow():
+        f = Dataflow("kit-prop")
+        keyed = f.source("in", TestingSource(items, batch_size=batch_size)) \
+            .key_by(lambda r: r["k"])
+        keyed.reduce(lambda a, b: {**b, "v": a["v"] + b["v"]}, name="sum") \
+            .map(lambda kv: {"k": kv.key, "running": kv.value["v"]}).sink("run", TestingSink())
+        keyed.window(TumblingWindows(size_ms=100), timestamp=lambda r: r["ts"]) \
+            .aggregate(Sum("v"), name="window-sum").sink("win", TestingSink())
+        return f
+
+    def result(crash):
+        f = flow()
+        running = sorted((r["k"], r["running"])
+                         for r in run_inline(f, sink="run", crash=crash,
+                                             checkpoint_every=checkpoint_every))
+        win = sorted((r["key"], r["start"], r["value"])
+                     for r in run_inline(f, sink="win", crash=crash,
+                                         checkpoint_every=checkpoint_every))
+        return running, win
+
+    want_running, totals, want_win = [], Counter(), Counter()
+    for item in items:
+        totals[item["k"]] += item["v"]
+        want_running.append((item["k"], totals[item["k"]]))
+        want_win[(item["k"], item["ts"] // 100 * 100)] += item["v"]
+    reference = (sorted(want_running), sorted((k, s, v) for (k, s), v in want_win.items()))
+    assert result(crash=True) == result(crash=False) == reference
