@@ -203,28 +203,41 @@ class StatefulMapBolt(DataflowBolt):
         self.fn = fn
 
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
-        """Open the per-key states (restored ones after a rollback or rescale)."""
+        """Open the per-key states (restored ones after a rollback or rescale) and bind
+        the per-tuple function once: the hot loop of a keyed pipeline."""
         super().prepare(conf, context)
-        self._df_states = self.state("stateful_map")
+        states = self._df_states = self.state("stateful_map")
+        fn, get = self.fn, states.get
+        direct = not self.steps and self.key_fn is None  # nothing fused after it
+        emit, send = self.emit, self._df_out
+
+        def execute(tup: Tuple) -> None:
+            values = tup.values
+            key = values[0]
+            result = fn(get(key), values[1])
+            try:
+                new, out = result
+            except (TypeError, ValueError):
+                raise TopologyError(
+                    f"stateful_map function must return (state_or_None, out_or_None), got "
+                    f"{result!r} for key {key!r}") from None
+            if new is None:
+                if key in states:  # (del, not pop: incremental state tracks deletions)
+                    del states[key]
+            else:
+                states[key] = new
+            if out is not None:
+                if direct:
+                    emit((out,))
+                else:
+                    send(out)
+
+        # the engine looks ``execute`` up on the instance: the bound function, no method
+        self._df_execute = self.__dict__["execute"] = execute
 
     def execute(self, tup: Tuple) -> None:
         """Call ``f`` with the key's state and the item; keep the new state."""
-        key, item = tup.values[0], tup.values[1]
-        states = self._df_states
-        result = self.fn(states.get(key), item)
-        try:
-            new, out = result
-        except (TypeError, ValueError):
-            raise TopologyError(
-                f"stateful_map function must return (state_or_None, out_or_None), got "
-                f"{result!r} for key {key!r}") from None
-        if new is None:
-            if key in states:
-                del states[key]
-        else:
-            states[key] = new
-        if out is not None:
-            self._df_out(out)
+        self._df_execute(tup)
 
 
 class WindowAggregateBolt(WindowedBolt):
