@@ -394,21 +394,17 @@ class _InlineRun:
             all(t.inputs_finished for t in self.tasks.values() if t.kind == "bolt")
 
     def run(self) -> None:
-        self.build()
         while True:
             try:
+                self.build()  # a prepare/open that raises is a crash of the generation too
                 self._run_generation()
                 return
             except _Crash as crash:
-                self.recover(str(crash))
-
-    def recover(self, why: str) -> None:
-        self.stats.crashes += 1
-        if self.stats.crashes > self.max_restarts:
-            raise InlineRunError(f"run_inline: more than {self.max_restarts} crashes; the "
-                                 f"last: {why}")
-        self.stats.restored_from.append(self.completed[0] if self.completed else 0)
-        self.build()
+                self.stats.crashes += 1
+                if self.stats.crashes > self.max_restarts:
+                    raise InlineRunError(f"run_inline: more than {self.max_restarts} "
+                                         f"crashes; the last: {crash}") from crash.__cause__
+                self.stats.restored_from.append(self.completed[0] if self.completed else 0)
 
     def _run_generation(self) -> None:
         rounds = 0

@@ -235,3 +235,18 @@ def test_run_inline_output_does_not_depend_on_the_crash_or_checkpoint_spacing(
         want_win[(item["k"], item["ts"] // 100 * 100)] += item["v"]
     reference = (sorted(want_running), sorted((k, s, v) for (k, s), v in want_win.items()))
     assert result(crash=True) == result(crash=False) == reference
+
+
+class BrokenOpen(TestingSource):
+    def open(self, conf, context):
+        raise RuntimeError("cannot connect")
+
+
+def test_a_component_that_cannot_start_ends_the_run_with_its_error():
+    flow = Dataflow("kit-broken-open")
+    flow.source("in", BrokenOpen([1])).sink("out", TestingSink())
+    stats = InlineStats()
+    with pytest.raises(InlineRunError, match="cannot connect") as info:
+        run_inline(flow, max_restarts=1, stats=stats)
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert stats.crashes == 2 and stats.restored_from == [0]
