@@ -176,17 +176,29 @@ class ReduceBolt(DataflowBolt):
         self.fn = fn
 
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
-        """Open the running values (restored ones after a rollback or rescale)."""
+        """Open the running values (restored ones after a rollback or rescale) and bind
+        the per-tuple function once (as :class:`StatefulMapBolt` does)."""
         super().prepare(conf, context)
-        self._df_values = self.state("reduce")
+        values = self._df_values = self.state("reduce")
+        fn = self.fn
+        direct = not self.steps and self.key_fn is None  # nothing fused after it
+        emit, send = self.emit, self._df_out
+
+        def execute(tup: Tuple) -> None:
+            key, item = tup.values[0], tup.values[1]
+            value = fn(values[key], item) if key in values else item
+            values[key] = value
+            if direct:
+                emit((KeyedValue(key, value),))
+            else:
+                send(KeyedValue(key, value))
+
+        # the engine looks ``execute`` up on the instance: the bound function, no method
+        self._df_execute = self.__dict__["execute"] = execute
 
     def execute(self, tup: Tuple) -> None:
         """Fold the item into its key's running value and emit the new value."""
-        key, item = tup.values[0], tup.values[1]
-        values = self._df_values
-        value = self.fn(values[key], item) if key in values else item
-        values[key] = value
-        self._df_out(KeyedValue(key, value))
+        self._df_execute(tup)
 
 
 class StatefulMapBolt(DataflowBolt):
