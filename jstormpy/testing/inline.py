@@ -446,7 +446,8 @@ def run_inline(target: Any, *, sink: str | None = None, config: Config | None = 
     Args:
         target: the topology or dataflow (``build()`` is called on a dataflow).
         sink: which TestingSink component to read (default: the only one).
-        config: the job's ``Config`` (``user`` entries and ``batch_size`` matter here).
+        config: the job's ``Config`` (``user`` entries and ``batch_size`` matter here;
+            the guarantee must be ``"exactly_once"``, the default).
         checkpoint_every: spout rounds (one ``next_tuple`` per spout task) between two
             checkpoints.
         crash: simulate one worker crash after the first completed checkpoint (or just
@@ -475,6 +476,9 @@ def run_inline(target: Any, *, sink: str | None = None, config: Config | None = 
                              f"{len(testing)} TestingSink components {sorted(testing)}")
     if checkpoint_every < 2:
         raise InlineRunError(f"run_inline checkpoint_every={checkpoint_every} must be >= 2")
+    if config is not None and config.guarantee != "exactly_once":
+        raise InlineRunError(f"run_inline runs the exactly-once protocol only; got "
+                             f"Config(guarantee={config.guarantee!r})")
     for obj in testing.values():
         obj.clear()
     _InlineRun(topo, config or Config(), checkpoint_every, crash, max_restarts,

@@ -250,3 +250,12 @@ def test_a_component_that_cannot_start_ends_the_run_with_its_error():
         run_inline(flow, max_restarts=1, stats=stats)
     assert isinstance(info.value.__cause__, RuntimeError)
     assert stats.crashes == 2 and stats.restored_from == [0]
+
+
+def test_run_inline_refuses_a_guarantee_it_does_not_run():
+    from jstormpy import Config
+
+    flow = Dataflow("kit-amo")
+    flow.source("in", TestingSource([1])).sink("out", TestingSink())
+    with pytest.raises(InlineRunError, match="exactly-once protocol only"):
+        run_inline(flow, config=Config(guarantee="at_most_once"))
