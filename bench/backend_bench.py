@@ -3,8 +3,9 @@
     .venv/bin/python bench/backend_bench.py [--keys 1000000] [--repeat 3]
 
 hdfs:// and hbase:// run against the in-process protocol test servers
-(:mod:`jstormpy.testing.webhdfs`, :mod:`jstormpy.testing.hbase`) on localhost, so the
-figures measure the client stack + protocol cost, not a real cluster's disks/network.
+(:mod:`jstormpy.testing.servers.webhdfs`, :mod:`jstormpy.testing.servers.hbase`) on
+localhost, so the figures measure the client stack + protocol cost, not a real cluster's
+disks/network.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jstormpy.state_backends import StateBackend, open_backend
-from jstormpy.testing.hbase import HBaseThriftServer
-from jstormpy.testing.webhdfs import WebHdfsServer
+from jstormpy.testing.servers.hbase import HBaseThriftServer
+from jstormpy.testing.servers.webhdfs import WebHdfsServer
 
 log = logging.getLogger("backend_bench")
 

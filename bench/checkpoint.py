@@ -131,12 +131,12 @@ def backend_uri(kind: str):
     if kind == "file":
         yield ""
     elif kind == "hdfs":
-        from jstormpy.testing.webhdfs import WebHdfsServer
+        from jstormpy.testing.servers.webhdfs import WebHdfsServer
 
         with WebHdfsServer(tempfile.mkdtemp(prefix="bench-hdfs-")) as server:
             yield f"hdfs://127.0.0.1:{server.port}/jstorm/ckpt"
     else:
-        from jstormpy.testing.hbase import HBaseThriftServer
+        from jstormpy.testing.servers.hbase import HBaseThriftServer
 
         with HBaseThriftServer() as server:
             yield f"hbase://127.0.0.1:{server.port}/jstorm_ckpt"

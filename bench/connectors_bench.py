@@ -46,8 +46,8 @@ from jstormpy.connectors import (
 )
 from jstormpy.connectors.kafka import kafka_bootstrap_of_mock
 from jstormpy.connectors.kafka_markers import partition_batches
-from jstormpy.testing.postgres import PostgresServer
-from jstormpy.testing.redis_server import RedisServer
+from jstormpy.testing.servers.postgres import PostgresServer
+from jstormpy.testing.servers.redis_server import RedisServer
 
 
 class StampedSpout(Spout):

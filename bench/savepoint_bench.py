@@ -19,7 +19,7 @@ included (docs/upgrade.md and docs/checkpointing.md measure those).
 
     .venv/bin/python -m bench.savepoint_bench [--keys 1000000] [--backends file,hdfs] [--json]
 
-hdfs:// is the WebHDFS protocol test server (``jstormpy.testing.webhdfs``) on localhost.
+hdfs:// is the WebHDFS protocol test server (``jstormpy.testing.servers.webhdfs``) on localhost.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def main() -> int:
             if kind == "file":
                 rows.append({"backend": "file://", **run(args.keys, f"file://{tmp}/file")})
             elif kind == "hdfs":
-                from jstormpy.testing.webhdfs import WebHdfsServer
+                from jstormpy.testing.servers.webhdfs import WebHdfsServer
 
                 with WebHdfsServer(tmp / "hdfs") as server:
                     rows.append({"backend": "hdfs:// (WebHdfsServer)",

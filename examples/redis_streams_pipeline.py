@@ -64,7 +64,7 @@ config = Config(workers=3, guarantee="exactly_once", checkpoint_interval_ms=200)
 
 def fill_input(url: str) -> None:
     """Write every order (JSON values, as RedisStreamSink would) to its customer's stream."""
-    from jstormpy.testing.redis_server import append_json
+    from jstormpy.testing.servers.redis_server import append_json
 
     append_json(url, ((f"orders-{c % 2}", {"customer": f"c{c}", "order": n,
                                            "amount": amount(c, n)})
@@ -73,8 +73,8 @@ def fill_input(url: str) -> None:
 
 def verify(url: str) -> list[str]:
     """Problems found in ``order-totals`` (read with a fresh client); empty = exactly once."""
-    from jstormpy.testing.redis_server import read_json_stream
     from jstormpy.testing.semantics import check_running_totals, check_sequences
+    from jstormpy.testing.servers.redis_server import read_json_stream
 
     rows = read_json_stream(url, "order-totals")
     report = check_sequences(rows, key="customer", seq="order",
@@ -87,7 +87,7 @@ def verify(url: str) -> list[str]:
 def main() -> int:
     """Start a throw-away redis-server, fill it, run with a SIGKILL, verify."""
     from jstormpy.testing.chaos import ChaosSchedule, Kill, run_with_chaos
-    from jstormpy.testing.redis_server import RedisServer
+    from jstormpy.testing.servers.redis_server import RedisServer
 
     with RedisServer() as server:
         fill_input(server.url)

@@ -38,11 +38,14 @@ class TaskSample:
     cpu_busy: float = 0.0
     """CPU seconds per second of the task's thread since the previous heartbeat (0..1:
     how busy the task keeps a core; Flink's busy time, Storm's capacity)."""
+    state_records: int = 0
+    """Records the task holds buffered in state now (a dataflow join's left and right
+    entries; bounded by the watermark)."""
 
 
 def aggregate(samples: Iterable[TaskSample]) -> dict[str, Any]:
     """Sum counters and merge histograms of several tasks."""
-    emitted = executed = depth = capacity = errors = late = 0
+    emitted = executed = depth = capacity = errors = late = state = 0
     lat_sum = 0.0
     lat_n = 0
     buckets = [0] * len(LATENCY_BUCKETS_MS)
@@ -55,6 +58,7 @@ def aggregate(samples: Iterable[TaskSample]) -> dict[str, Any]:
         capacity += s.queue_capacity
         errors += s.errors
         late += s.late_records
+        state += s.state_records
         lat_sum += s.latency_sum_ms
         lat_n += s.latency_samples
         buckets = [a + b for a, b in zip(buckets, s.buckets, strict=False)]
@@ -67,7 +71,7 @@ def aggregate(samples: Iterable[TaskSample]) -> dict[str, Any]:
     return {
         "emitted": emitted, "executed": executed, "queue_depth": depth,
         "queue_capacity": capacity, "max_queue_fill": round(fill, 3), "errors": errors,
-        "late_records": late, "emit_rate": round(emit_rate, 1),
+        "late_records": late, "state_records": state, "emit_rate": round(emit_rate, 1),
         "execute_rate": round(execute_rate, 1),
         "cpu_seconds": round(cpu, 3), "cpu_busy": round(busy, 3),
         "latency_ms_mean": round(lat_sum / lat_n, 4) if lat_n else None,
@@ -93,7 +97,7 @@ class MetricsStore:
                        tm.latency_ms_sum, tm.latency_samples,
                        list(tm.latency_buckets) or [0] * len(LATENCY_BUCKETS_MS),
                        tm.errors, tm.late_records, tm.finished, tm.throttled, now,
-                       cpu_seconds=tm.cpu_seconds)
+                       cpu_seconds=tm.cpu_seconds, state_records=tm.state_records)
         if old is not None and now > old.at and s.emitted >= old.emitted \
                 and s.executed >= old.executed:
             dt = now - old.at

@@ -35,6 +35,8 @@ LEVEL_SERIES: tuple[tuple[str, type[CounterMetricFamily] | type[GaugeMetricFamil
     ("cpu_seconds", CounterMetricFamily, "CPU time of the task threads per {level} (s)"),
     ("cpu_busy", GaugeMetricFamily, "Cores kept busy by the task threads per {level}"),
     ("max_queue_fill", GaugeMetricFamily, "Highest input queue fill of a task per {level}"),
+    ("state_records", GaugeMetricFamily,
+     "Records buffered in state (a dataflow join's sides) per {level}"),
 )
 """Per component and per worker: (aggregate key = series suffix, family, help)."""
 
@@ -95,6 +97,9 @@ class MasterCollector(Collector):
                                  "Input queue fill (depth / capacity, 0..1)", labels=tl)
         depth = GaugeMetricFamily(f"{PREFIX}_task_queue_depth", "Batches in the input queue",
                                   labels=tl)
+        buffered = GaugeMetricFamily(f"{PREFIX}_task_state_records",
+                                     "Records the task buffers in state (a dataflow join's "
+                                     "left and right entries)", labels=tl)
         throttled = GaugeMetricFamily(f"{PREFIX}_task_throttled",
                                       "1 while a spout task is throttled by backpressure",
                                       labels=tl)
@@ -108,11 +113,12 @@ class MasterCollector(Collector):
             fill.add_metric(labels, t["queue_depth"] / cap if cap else 0.0)
             depth.add_metric(labels, float(t["queue_depth"]))
             throttled.add_metric(labels, 1.0 if t["throttled"] else 0.0)
+            buffered.add_metric(labels, float(t["state_records"]))
             busy.add_metric(labels, float(t["cpu_busy"]))
             lat_task.add_metric(labels, histogram_buckets(t["latency_buckets"]),
                                 lat_sums.get(tid, 0.0))
         yield from fams.values()
-        yield from (fill, depth, throttled, busy, lat_task)
+        yield from (fill, depth, throttled, buffered, busy, lat_task)
 
         # -- per component and per worker (sums; histograms merged bucket-wise) -----------
         for level, key in (("component", "components"), ("worker", "workers")):

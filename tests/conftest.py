@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jstormpy.testing.hbase import HBaseThriftServer
-from jstormpy.testing.webhdfs import WebHdfsServer
+from jstormpy.testing.servers.hbase import HBaseThriftServer
+from jstormpy.testing.servers.webhdfs import WebHdfsServer
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

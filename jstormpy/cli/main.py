@@ -349,8 +349,15 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     return 1 if state.get("error") and action != "status" else 0
 
 
+def testing_module(server: str) -> Any:
+    """The module behind ``jstorm testing SERVER``: a test server of
+    :mod:`jstormpy.testing.servers`, or the host cluster (:mod:`jstormpy.testing.cluster`)."""
+    package = "jstormpy.testing" if server == "cluster" else "jstormpy.testing.servers"
+    return importlib.import_module(f"{package}.{server}")
+
+
 def cmd_testing(args: argparse.Namespace) -> int:
-    module = importlib.import_module(f"jstormpy.testing.{args.server}")
+    module = testing_module(args.server)
     return int(module.main(args.rest, prog=f"jstorm testing {args.server}") or 0)
 
 

@@ -76,7 +76,7 @@ def table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
 
 
 _AGG_HEAD = ["emitted", "executed", "emit/s", "exec/s", "queue", "busy", "p50 ms", "p99 ms",
-             "errors"]
+             "errors", "buffered"]
 
 
 def _agg_cells(a: dict[str, Any]) -> list[str]:
@@ -84,7 +84,9 @@ def _agg_cells(a: dict[str, Any]) -> list[str]:
     return [human(a["emitted"]), human(a["executed"]), human(a["emit_rate"]),
             human(a["execute_rate"]), f"{a['max_queue_fill'] * 100:.0f}%",
             "-" if busy is None else f"{busy * 100:.0f}%",
-            _ms(a["latency_ms_p50"]), _ms(a["latency_ms_p99"]), str(a["errors"])]
+            _ms(a["latency_ms_p50"]), _ms(a["latency_ms_p99"]), str(a["errors"]),
+            # records held in state (a dataflow join's buffered sides); absent: older TM
+            human(a["state_records"]) if "state_records" in a else "-"]
 
 
 def format_metrics(m: dict[str, Any], tasks: bool = False) -> str:

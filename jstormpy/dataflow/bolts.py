@@ -27,10 +27,9 @@ from jstormpy.dataflow.records import (
     ITEM_FIELDS,
     KEY_FIELD,
     KEYED_FIELDS,
+    RecordTuples,
     Wire,
-    as_record,
     decode_item,
-    record_tuple,
 )
 from jstormpy.dataflow.results import JoinResult, KeyedValue
 from jstormpy.window import (
@@ -130,13 +129,27 @@ class DataflowBolt(Bolt):
         """Build the fused function that runs the tail steps and emits."""
         emit = self.emit
         key_fn = self.key_fn
-        if key_fn is None:
+        steps = self.steps
+        if steps and steps[-1].kind is StepKind.FLAT_MAP:
+            # the usual tail (a split before a key_by): emit each result in the loop, one
+            # call per result less than flat_map handing each to ``out``
+            fn = steps[-1].fn
+            if key_fn is None:
+                def out(item: Any) -> None:
+                    for each in fn(item):
+                        emit((each,))
+            else:
+                def out(item: Any) -> None:
+                    for each in fn(item):
+                        emit((key_fn(each), each))
+            steps = steps[:-1]
+        elif key_fn is None:
             def out(item: Any) -> None:
                 emit((item,))
         else:
             def out(item: Any) -> None:
                 emit((key_fn(item), item))
-        self._df_out = chain_steps(self.steps, out)
+        self._df_out = chain_steps(steps, out)
 
     def decode(self, tup: Tuple) -> Any:
         """The item ``tup`` carries."""
@@ -163,17 +176,29 @@ class ReduceBolt(DataflowBolt):
         self.fn = fn
 
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
-        """Open the running values (restored ones after a rollback or rescale)."""
+        """Open the running values (restored ones after a rollback or rescale) and bind
+        the per-tuple function once (as :class:`StatefulMapBolt` does)."""
         super().prepare(conf, context)
-        self._df_values = self.state("reduce")
+        values = self._df_values = self.state("reduce")
+        fn = self.fn
+        direct = not self.steps and self.key_fn is None  # nothing fused after it
+        emit, send = self.emit, self._df_out
+
+        def execute(tup: Tuple) -> None:
+            key, item = tup.values[0], tup.values[1]
+            value = fn(values[key], item) if key in values else item
+            values[key] = value
+            if direct:
+                emit((KeyedValue(key, value),))
+            else:
+                send(KeyedValue(key, value))
+
+        # the engine looks ``execute`` up on the instance: the bound function, no method
+        self._df_execute = self.__dict__["execute"] = execute
 
     def execute(self, tup: Tuple) -> None:
         """Fold the item into its key's running value and emit the new value."""
-        key, item = tup.values[0], tup.values[1]
-        values = self._df_values
-        value = self.fn(values[key], item) if key in values else item
-        values[key] = value
-        self._df_out(KeyedValue(key, value))
+        self._df_execute(tup)
 
 
 class StatefulMapBolt(DataflowBolt):
@@ -190,28 +215,41 @@ class StatefulMapBolt(DataflowBolt):
         self.fn = fn
 
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
-        """Open the per-key states (restored ones after a rollback or rescale)."""
+        """Open the per-key states (restored ones after a rollback or rescale) and bind
+        the per-tuple function once: the hot loop of a keyed pipeline."""
         super().prepare(conf, context)
-        self._df_states = self.state("stateful_map")
+        states = self._df_states = self.state("stateful_map")
+        fn, get = self.fn, states.get
+        direct = not self.steps and self.key_fn is None  # nothing fused after it
+        emit, send = self.emit, self._df_out
+
+        def execute(tup: Tuple) -> None:
+            values = tup.values
+            key = values[0]
+            result = fn(get(key), values[1])
+            try:
+                new, out = result
+            except (TypeError, ValueError):
+                raise TopologyError(
+                    f"stateful_map function must return (state_or_None, out_or_None), got "
+                    f"{result!r} for key {key!r}") from None
+            if new is None:
+                if key in states:  # (del, not pop: incremental state tracks deletions)
+                    del states[key]
+            else:
+                states[key] = new
+            if out is not None:
+                if direct:
+                    emit((out,))
+                else:
+                    send(out)
+
+        # the engine looks ``execute`` up on the instance: the bound function, no method
+        self._df_execute = self.__dict__["execute"] = execute
 
     def execute(self, tup: Tuple) -> None:
         """Call ``f`` with the key's state and the item; keep the new state."""
-        key, item = tup.values[0], tup.values[1]
-        states = self._df_states
-        result = self.fn(states.get(key), item)
-        try:
-            new, out = result
-        except (TypeError, ValueError):
-            raise TopologyError(
-                f"stateful_map function must return (state_or_None, out_or_None), got "
-                f"{result!r} for key {key!r}") from None
-        if new is None:
-            if key in states:
-                del states[key]
-        else:
-            states[key] = new
-        if out is not None:
-            self._df_out(out)
+        self._df_execute(tup)
 
 
 class WindowAggregateBolt(WindowedBolt):
@@ -632,14 +670,33 @@ def dataflow_sink(sink: Any, inputs: Mapping[InputKey, Wire]) -> Any:
 _SINK_CLASSES: dict[type, type] = {}
 
 
+def _record_tuples(sink: Any) -> RecordTuples:
+    records = sink.__dict__.get("_df_records")
+    if records is None:
+        records = sink.__dict__["_df_records"] = RecordTuples()
+    return records
+
+
 def _sink_execute(self: Any, tup: Tuple) -> None:
     item = decode_item(self.__dict__["_df_inputs"][(tup.source, tup.stream)], tup)
-    self._df_base.execute(self, record_tuple(as_record(item), tup.source, tup.task))
+    self._df_base.execute(self, _record_tuples(self).channel(tup.source, tup.task)(item))
 
 
 def _sink_execute_batch(self: Any, batch: Any) -> None:
-    for tup in batch:
-        self.execute(tup)
+    """A channel batch: its layout and record builder looked up once, items read off the
+    rows."""
+    wire = self.__dict__["_df_inputs"][(batch.source, batch.stream)]
+    execute = self._df_base.execute
+    record = _record_tuples(self).channel(batch.source, batch.task)
+    if wire is Wire.ITEM:
+        for values in batch.rows:
+            execute(self, record(values[0]))
+    elif wire is Wire.KEYED or wire is Wire.LATE:
+        for values in batch.rows:
+            execute(self, record(values[1]))
+    else:
+        for tup in batch:
+            execute(self, record(decode_item(wire, tup)))
 
 
 __all__ = ["ChainBolt", "DataflowBolt", "IntervalJoinBolt", "JoinHow", "ReduceBolt",

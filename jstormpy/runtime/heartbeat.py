@@ -52,6 +52,8 @@ def heartbeat_message(worker_id: int, generation: int, executors: Iterable[TaskE
             # follow it (issue 13 hole 3)
             finished=ex.kind == "spout" and ex.eos_sent,
             late_records=int(getattr(ex.component, "late_records", 0) or 0),
+            # a join's buffered sides (dataflow join bolts: ``buffered_records``)
+            state_records=int(getattr(ex.component, "buffered_records", 0) or 0),
             throttled=ex.throttled_until > now, cpu_seconds=task_cpu_seconds(ex)))
     try:
         rss = proc.memory_info().rss

@@ -67,7 +67,7 @@ def _start_storage(cluster: HostCluster) -> str:
     logs.mkdir(parents=True, exist_ok=True)
     address = cluster.address("storage")
     with open(logs / "storage.log", "ab") as log:
-        cluster.popen("storage", [sys.executable, "-m", "jstormpy.testing.webhdfs",
+        cluster.popen("storage", [sys.executable, "-m", "jstormpy.testing.servers.webhdfs",
                                   "--host", address, "--port", str(WEBHDFS_PORT),
                                   "--root", str(logs / "hdfs")],
                       stdout=log, stderr=subprocess.STDOUT)

@@ -135,7 +135,7 @@ def spark_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkHosts
             stderr=subprocess.STDOUT)
         storage_log = open(work / "storage.log", "ab")  # noqa: SIM115
         cluster.daemons["storage"] = hosts.popen(
-            "storage", [sys.executable, "-m", "jstormpy.testing.webhdfs",
+            "storage", [sys.executable, "-m", "jstormpy.testing.servers.webhdfs",
                         "--host", hosts.address("storage"), "--port", str(WEBHDFS_PORT),
                         "--root", str(work / "hdfs")],
             env=env, stdout=storage_log, stderr=subprocess.STDOUT)

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from jstormpy.testing.postgres import PostgresServer, find_pg_bindir
-from jstormpy.testing.redis_server import RedisServer, find_redis_server
+from jstormpy.testing.servers.postgres import PostgresServer, find_pg_bindir
+from jstormpy.testing.servers.redis_server import RedisServer, find_redis_server
 
 _db_names = itertools.count()
 

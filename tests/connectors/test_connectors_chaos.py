@@ -21,9 +21,9 @@ import redis
 from jstormpy import Bolt, Config, LocalCluster, SequenceSpout, TopologyBuilder
 from jstormpy.connectors import PostgresSink, RedisStreamSink, RedisStreamSpout
 from jstormpy.testing.chaos import ChaosSchedule, Kill, run_with_chaos
-from jstormpy.testing.postgres import PostgresServer
-from jstormpy.testing.redis_server import RedisServer, append_json, read_json_stream
 from jstormpy.testing.semantics import check_running_totals, check_sequences
+from jstormpy.testing.servers.postgres import PostgresServer
+from jstormpy.testing.servers.redis_server import RedisServer, append_json, read_json_stream
 from tests.connectors.contract import wait_for
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jstormpy.testing.redis_server import find_redis_server
+from jstormpy.testing.servers.redis_server import find_redis_server
 
 pytestmark = pytest.mark.slow
 
@@ -86,3 +86,16 @@ def test_kafka_to_postgres_example_is_exactly_once(tmp_path: Path, pg_dsn: str,
                                 "current_database()").fetchall()
     assert got == want
     assert prepared == [], "prepared transactions left behind"
+
+
+@pytest.mark.parametrize("example", ["clickstream_sessions.py", "orders_payments_join.py"])
+def test_dataflow_examples_are_exactly_once_across_a_worker_kill(tmp_path: Path,
+                                                                 example: str) -> None:
+    """The dataflow examples (session windows; an interval join into a running total): a
+    worker SIGKILLed mid-run, then every result checked against a recomputation."""
+    res = subprocess.run([sys.executable, str(ROOT / "examples" / example)], check=False,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "SIGKILLed worker 1" in res.stdout, res.stdout
+    assert "1 recoveries" in res.stdout, res.stdout
+    assert "verify: exactly once" in res.stdout, res.stdout

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from jstormpy.connectors import RedisStreamSink, RedisStreamSpout
-from jstormpy.testing.redis_server import RedisServer, read_json_stream
+from jstormpy.testing.servers.redis_server import RedisServer, read_json_stream
 from tests.connectors.contract import TOPOLOGY, SinkContract, SourceContract
 
 pytestmark = pytest.mark.slow

@@ -33,7 +33,7 @@ from jstormpy import Config, LocalCluster, SequenceSpout, TopologyBuilder
 from jstormpy.connectors import KafkaSink, PostgresSink, RedisStreamSink
 from jstormpy.connectors.kafka import COMMIT_LOG_SUFFIX
 from jstormpy.connectors.kafka_markers import partition_batches, transaction_states
-from jstormpy.testing.redis_server import RedisServer, read_json_stream
+from jstormpy.testing.servers.redis_server import RedisServer, read_json_stream
 from tests.connectors.contract import wait_for
 from tests.connectors.test_connectors_chaos import (
     KEYS,

@@ -1,6 +1,6 @@
 """A state backend that hangs (accepts connections, never answers) — issue 13 hole 8.
 
-The hdfs:// backend points at a :class:`~jstormpy.testing.fault_proxy.FaultProxy` in front
+The hdfs:// backend points at a :class:`~jstormpy.testing.servers.fault_proxy.FaultProxy` in front
 of the protocol-level WebHDFS server; ``proxy.hang()`` turns it into a server that accepts
 and never replies. The per-request HTTP timeout is set far above the test's length, so
 only ``Config.state_backend_timeout_ms`` can bound a call. The Topology Master must keep
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from jstormpy import Config, LocalCluster
-from jstormpy.testing.fault_proxy import FaultProxy
+from jstormpy.testing.servers.fault_proxy import FaultProxy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chaos"))
 from topologies import check_keyed_sums, linear  # noqa: E402

@@ -95,3 +95,28 @@ def test_dataflow_window_join_rescaled_while_running_stays_exactly_once(tmp_path
         assert handle.wait(timeout=150)["state"] == "drained"
     got = Counter((r["key"], r["l"], r["r"]) for r in read_committed(out))
     assert got == want
+
+
+def test_dataflow_join_state_size_is_in_the_metrics(tmp_path):
+    """A window join's buffered left and right records are reported as `state_records`
+    (task and component level) while it runs, bounded by what the sources emitted."""
+    keys, nl, nr = 4, 200, 100
+    out = tmp_path / "out"
+    seen: list[int] = []
+    with LocalCluster() as cluster:
+        handle = cluster.submit(window_join(out, keys, nl, nr, rate=200), fast_config())
+
+        def buffered() -> bool:
+            m = handle.metrics()
+            join = m["components"].get("join", {})
+            tasks = [t for t in m["tasks"].values() if t["component"] == "join"]
+            if join.get("state_records", 0) > 0:
+                assert join["state_records"] == sum(t["state_records"] for t in tasks)
+                seen.append(join["state_records"])
+            return len(seen) >= 2
+
+        wait_until(buffered, 60, "the join reporting buffered records")
+        assert handle.wait(timeout=150)["state"] == "drained"
+    assert all(0 < n <= keys * (nl + nr) for n in seen)
+    assert Counter((r["key"], r["l"], r["r"]) for r in read_committed(out)) == \
+        window_join_reference(keys, nl, nr)

@@ -25,7 +25,7 @@ from jstormpy.api.errors import JStormError
 from jstormpy.state_backends.base import COMPLETED_META
 from jstormpy.state_backends.file import FileBackend
 from jstormpy.testing.semantics import check_sequences
-from jstormpy.testing.webhdfs import WebHdfsServer
+from jstormpy.testing.servers.webhdfs import WebHdfsServer
 
 from .helpers import wait_until
 

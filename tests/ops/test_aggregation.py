@@ -51,7 +51,8 @@ def task_message(task_id: int, latencies: list[float], emitted: int, executed: i
                            queue_depth=depth, queue_capacity=64,
                            latency_ms_sum=c.latency_sum_ms, latency_samples=c.latency_samples,
                            latency_buckets=c.buckets, errors=errors, late_records=0,
-                           finished=False, throttled=False, cpu_seconds=0.0)
+                           finished=False, throttled=False, cpu_seconds=0.0,
+                           state_records=depth * 7)  # a join's buffered records: a gauge
 
 
 latency = st.floats(min_value=0.001, max_value=2000.0, allow_nan=False)
@@ -80,6 +81,7 @@ def test_every_level_equals_direct_computation(data):
             assert agg["executed"] == sum(data[t][2] for t in tids)
             assert agg["queue_depth"] == sum(data[t][3] for t in tids)
             assert agg["errors"] == sum(data[t][4] for t in tids)
+            assert agg["state_records"] == sum(data[t][3] * 7 for t in tids)
             assert agg["max_queue_fill"] == round(max(data[t][3] / 64 for t in tids), 3)
             # merged histogram == histogram of all raw observations
             assert agg["latency_buckets"] == observe(raw).buckets
@@ -308,3 +310,14 @@ def test_cpu_busy_is_cpu_seconds_per_second_between_heartbeats(monkeypatch):
     assert snap["components"]["count"]["cpu_busy"] == 1.0
     assert snap["components"]["count"]["cpu_seconds"] == 15.0
     assert snap["workers"]["0"]["cpu_seconds"] == 11.5
+
+
+def test_jstorm_metrics_shows_the_buffered_state_records():
+    from jstormpy.cli_ops import format_metrics
+
+    store = MetricsStore({1: "join", 2: "join"}, {1: 0, 2: 1})
+    store.update(task_message(1, [1.0], 5, 5, depth=3))   # 21 buffered records
+    store.update(task_message(2, [1.0], 5, 5, depth=1))   # 7
+    text = format_metrics(store.snapshot())
+    head, row = text.splitlines()[0].split(), text.splitlines()[2].split()
+    assert head[-1] == "buffered" and row[0] == "join" and row[-1] == "28"

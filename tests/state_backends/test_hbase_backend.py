@@ -10,7 +10,7 @@ import pytest
 from jstormpy.api.errors import BackendError, CorruptSnapshotError
 from jstormpy.state_backends import open_backend
 from jstormpy.state_backends.hbase import HBaseBackend
-from jstormpy.testing.hbase import HBaseThriftServer
+from jstormpy.testing.servers.hbase import HBaseThriftServer
 
 
 def _backend(server: HBaseThriftServer, **options: object) -> HBaseBackend:

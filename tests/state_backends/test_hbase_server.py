@@ -10,7 +10,7 @@ import happybase
 import pytest
 from thriftpy2.transport import TTransportException
 
-from jstormpy.testing.hbase import HBaseThriftServer
+from jstormpy.testing.servers.hbase import HBaseThriftServer
 
 COMBOS = [("buffered", "binary"), ("framed", "binary"), ("buffered", "compact"),
           ("framed", "compact")]

@@ -12,7 +12,7 @@ import pytest
 from jstormpy.api.errors import BackendError
 from jstormpy.state_backends import open_backend
 from jstormpy.state_backends.hdfs import HdfsBackend
-from jstormpy.testing.webhdfs import WebHdfsServer
+from jstormpy.testing.servers.webhdfs import WebHdfsServer
 
 
 def _backend(server: WebHdfsServer, **options: object) -> HdfsBackend:

@@ -21,7 +21,7 @@ from jstormpy.state_backends import open_backend
 from jstormpy.state_backends.base import StateBackend
 from jstormpy.state_backends.file import FileBackend
 from jstormpy.state_backends.hdfs import HdfsBackend
-from jstormpy.testing.webhdfs import WebHdfsServer
+from jstormpy.testing.servers.webhdfs import WebHdfsServer
 
 
 def _complete(backend: StateBackend, *ids: int) -> None:

@@ -14,7 +14,7 @@ import hdfs
 import pytest
 import requests
 
-from jstormpy.testing.webhdfs import WebHdfsServer, main
+from jstormpy.testing.servers.webhdfs import WebHdfsServer, main
 
 
 @pytest.fixture

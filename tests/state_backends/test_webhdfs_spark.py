@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from jstormpy.testing.webhdfs import WebHdfsServer
+from jstormpy.testing.servers.webhdfs import WebHdfsServer
 
 pytestmark = pytest.mark.slow
 

@@ -27,7 +27,7 @@ from jstormpy.testing.chaos import (
 )
 from jstormpy.testing.chaos.soak import format_summary, keeping_failed
 from jstormpy.testing.chaos.topologies import KEYS, PER_KEY
-from jstormpy.testing.fault_proxy import FaultProxy
+from jstormpy.testing.servers.fault_proxy import FaultProxy
 from tests.unit.test_transport import wait_until
 
 pytestmark = pytest.mark.timeout(60)

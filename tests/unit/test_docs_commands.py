@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import io
 import re
 import shlex
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from jstormpy.cli.main import build_parser
+from jstormpy.cli.main import testing_module as module_of_testing_command
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -91,7 +91,7 @@ def test_documented_command_parses(where: str, command: str, complete: bool) -> 
         return
     args = _parse(argv)
     if args.command == "testing":
-        module = importlib.import_module(f"jstormpy.testing.{args.server}")
+        module = module_of_testing_command(args.server)
         err = io.StringIO()
         try:
             with contextlib.redirect_stderr(err):

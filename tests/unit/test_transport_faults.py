@@ -13,7 +13,7 @@ import pytest
 
 from jstormpy.runtime.codec import encode_item
 from jstormpy.runtime.transport import FrameType, Transport, encode_frame, mac_client
-from jstormpy.testing.fault_proxy import FaultProxy
+from jstormpy.testing.servers.fault_proxy import FaultProxy
 from tests.unit.test_transport import SECRET, Sink, raw_connect, read_frame, wait_until
 
 pytestmark = pytest.mark.timeout(90)

@@ -1,6 +1,6 @@
 """Real-socket network faults between the processes of one topology.
 
-:class:`ChaosNetwork` puts a :class:`~jstormpy.testing.fault_proxy.FaultProxy` on every
+:class:`ChaosNetwork` puts a :class:`~jstormpy.testing.servers.fault_proxy.FaultProxy` on every
 directed worker pair (``A>B`` carries A's data frames to B *and* A's credit returns to B,
 since a worker sends both on its one outbound connection to a peer) and between every worker
 and the Topology Master. The workers learn the proxies from ``JSTORM_CHAOS_ROUTES`` (see
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jstormpy.faults import ROUTES_ENV
-from jstormpy.testing.fault_proxy import FaultProxy
+from jstormpy.testing.servers.fault_proxy import FaultProxy
 
 RESET_ON = ("data", "credit", "both")
 """What :meth:`ChaosNetwork.reset` cuts: the sender's connection to the receiver (data), the

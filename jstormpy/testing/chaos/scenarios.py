@@ -496,7 +496,7 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
         fork: Start the TM and workers from the fork server (``LocalCluster(fork=)``).
     """
     from jstormpy.deploy.local import LocalCluster
-    from jstormpy.testing.webhdfs import WebHdfsServer
+    from jstormpy.testing.servers.webhdfs import WebHdfsServer
 
     own = workdir is None
     work = Path(tempfile.mkdtemp(prefix="jstorm-chaos-")) if workdir is None \
@@ -513,7 +513,7 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
     try:
         backend = ""
         if kind in ("backend_hang", "backend_slow"):
-            from jstormpy.testing.fault_proxy import FaultProxy
+            from jstormpy.testing.servers.fault_proxy import FaultProxy
 
             hdfs = WebHdfsServer(work / "hdfs").start()
             backend_proxy = FaultProxy(("127.0.0.1", hdfs.port))

@@ -14,7 +14,7 @@ from jstormpy.api.errors import TopologyError
 from jstormpy.connectors.sources import SequenceSpout
 from jstormpy.dataflow import Dataflow, JoinResult, KeyedValue, WindowResult
 from jstormpy.dataflow.bolts import ChainBolt
-from jstormpy.dataflow.records import as_record
+from jstormpy.dataflow.records import RecordTuples, as_record, record_tuple
 from jstormpy.window import Count, TumblingWindows
 
 from .drive import prepare, raw_tuple
@@ -125,6 +125,31 @@ def test_sinks_write_dicts_namedtuples_and_other_values_as_records():
     assert as_record(JoinResult("k", {"x": 1}, None)) == {"key": "k", "left": {"x": 1},
                                                           "right": None}
     assert as_record([1, 2]) == {"value": [1, 2]}
+
+
+class _Custom:
+    pass
+
+
+def test_the_sinks_fast_record_tuples_equal_the_reference_records():
+    """RecordTuples (the sink adapter's cached Tuple classes) builds the same tuples as
+    record_tuple(as_record(item)), for every kind of item, past its shape cache too."""
+    import collections
+
+    custom = _Custom()
+    items = [{"a": 1, "b": [2]}, {"b": 1}, KeyedValue("k", 2),
+             WindowResult("k", 0, 10, 3, "on_time"), JoinResult("k", {"x": 1}, None),
+             ("w", 3), [1, 2], "s", 7, 1.5, None, True, b"x", custom,
+             collections.OrderedDict(z=1, y=2)]
+    records = RecordTuples()
+    records.MAX_SHAPES = 2  # type: ignore[misc]  # the uncached path too
+    for source, task in (("s1", 1), ("s2", 4)):
+        record = records.channel(source, task)
+        for item in items * 2:
+            got, want = record(item), record_tuple(as_record(item), source, task)
+            assert (got.as_dict(), got.fields, got.source, got.task, got.stream) == \
+                (want.as_dict(), want.fields, want.source, want.task, want.stream)
+    assert cloudpickle.loads(cloudpickle.dumps(records)).channels == {}
 
 
 def test_a_bolt_with_a_closure_runs_in_another_interpreter(tmp_path):

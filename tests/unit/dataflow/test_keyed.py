@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jstormpy.api.errors import TopologyError
 from jstormpy.dataflow import KeyedValue
 from jstormpy.dataflow.bolts import ReduceBolt, StatefulMapBolt, Step, StepKind
 from jstormpy.dataflow.records import Wire
@@ -105,3 +107,17 @@ def test_a_fused_tail_runs_on_what_the_keyed_operator_emits():
     for v in (1, 3, 2, 5):
         bolt.execute(keyed_tuple("k", v))
     assert col.stream() == [(30,), (30,), (50,)]
+
+
+def test_stateful_map_with_a_fused_tail_and_a_bad_return_value():
+    bolt = StatefulMapBolt(INPUTS, lambda s, v: ((s or 0) + v, (s or 0) + v),
+                           steps=[Step(StepKind.FILTER, lambda total: total % 2 == 0)])
+    col = prepare(bolt)
+    for v in (1, 1, 3, 1):
+        bolt.execute(keyed_tuple("k", v))
+    assert col.stream() == [(2,), (6,)]  # running totals 1, 2, 5, 6: the even ones
+
+    broken = StatefulMapBolt(INPUTS, lambda s, v: v)
+    prepare(broken)
+    with pytest.raises(TopologyError, match=r"must return \(state_or_None, out_or_None\)"):
+        broken.execute(keyed_tuple("k", 3))

@@ -18,7 +18,7 @@ to ``data_dir/hbase-tables.pickle`` on ``stop()`` and loaded on ``start()``; a
 stop/start of the same instance keeps the tables either way.
 
 Usage: ``with HBaseThriftServer() as srv: happybase.Connection("127.0.0.1", srv.port)``
-or ``python -m jstormpy.testing.hbase --port 9090``.
+or ``python -m jstormpy.testing.servers.hbase --port 9090``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from thriftpy2.transport import (
     TTransportException,
 )
 
-from jstormpy.testing.hbase_handler import (  # noqa: F401 - public names stay here too
+from jstormpy.testing.servers.hbase_handler import (  # noqa: F401 - public names stay here too
     LATEST,
     PROTOCOLS,
     TRANSPORTS,
@@ -174,7 +174,7 @@ class HBaseThriftServer:
         self.stop()
 
 
-def build_parser(prog: str = "python -m jstormpy.testing.hbase") -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m jstormpy.testing.servers.hbase") -> argparse.ArgumentParser:
     """The command-line parser of the HBase test server (exposed for docs tests)."""
     parser = argparse.ArgumentParser(prog=prog,
                                      description="HBase Thrift v1 test server (in memory)")
@@ -187,7 +187,8 @@ def build_parser(prog: str = "python -m jstormpy.testing.hbase") -> argparse.Arg
     return parser
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m jstormpy.testing.hbase") -> int:
+def main(argv: list[str] | None = None,
+         prog: str = "python -m jstormpy.testing.servers.hbase") -> int:
     """Serve HBase Thrift in the foreground until SIGINT or SIGTERM.
 
     Args:

@@ -38,7 +38,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from jstormpy.testing.webhdfs_handler import (  # noqa: F401 - public names stay here too
+from jstormpy.testing.servers.webhdfs_handler import (  # noqa: F401 - public names stay here too
     BLOCK_SIZE,
     PREFIX,
     Namespace,
@@ -194,7 +194,8 @@ class WebHdfsServer:
         self.stop()
 
 
-def build_parser(prog: str = "python -m jstormpy.testing.webhdfs") -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m jstormpy.testing.servers.webhdfs"
+                 ) -> argparse.ArgumentParser:
     """The command-line parser of the WebHDFS test server (exposed for docs tests)."""
     parser = argparse.ArgumentParser(prog=prog,
                                      description="WebHDFS REST test server over a directory")
@@ -207,7 +208,8 @@ def build_parser(prog: str = "python -m jstormpy.testing.webhdfs") -> argparse.A
     return parser
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m jstormpy.testing.webhdfs") -> int:
+def main(argv: list[str] | None = None,
+         prog: str = "python -m jstormpy.testing.servers.webhdfs") -> int:
     """Serve WebHDFS in the foreground until SIGINT or SIGTERM.
 
     Args:

@@ -1,4 +1,4 @@
-"""The HBase Thrift v1 service of :mod:`jstormpy.testing.hbase`: the ``Hbase`` IDL, the
+"""The HBase Thrift v1 service of :mod:`jstormpy.testing.servers.hbase`: the ``Hbase`` IDL, the
 compact-protocol codec, the in-memory versioned tables and the service handler (HBase's
 ``ThriftHBaseServiceHandler`` semantics). The server and the CLI are in ``hbase``.
 """

@@ -1,4 +1,4 @@
-"""The WebHDFS protocol of :mod:`jstormpy.testing.webhdfs`: the request handler (NameNode
+"""The WebHDFS protocol of :mod:`jstormpy.testing.servers.webhdfs`: the request handler (NameNode
 and DataNode operations) over a local directory (:class:`Namespace`), with Hadoop's
 error mapping. The server, its fault injection and the CLI are in ``webhdfs``.
 """
@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 if TYPE_CHECKING:
-    from jstormpy.testing.webhdfs import HttpServer
+    from jstormpy.testing.servers.webhdfs import HttpServer
 
-log = logging.getLogger("jstormpy.testing.webhdfs")
+log = logging.getLogger("jstormpy.testing.servers.webhdfs")
 
 PREFIX = "/webhdfs/v1"
 BLOCK_SIZE = 128 * 1024 * 1024
