@@ -5,8 +5,9 @@
 * real-socket network faults between workers and to the Topology Master —
   :class:`ChaosNetwork` (:mod:`.network`);
 * the fault classes ``kill``, ``reset``, ``partition``, ``stall``, ``backend_hang``,
-  ``backend_slow``, ``disk_full``, ``tm_kill_during_upgrade``, ``kill_during_drain`` as
-  seeded :class:`Scenario` objects run by :func:`run_scenario` (:mod:`.scenarios`);
+  ``backend_slow``, ``disk_full``, ``tm_kill_during_upgrade``, ``kill_during_drain``,
+  ``listing_error``, ``metadata_write_error`` as seeded :class:`Scenario` objects run by
+  :func:`run_scenario` (:mod:`.scenarios`);
 * the soak behind ``jstorm chaos`` — :func:`run_soak` (:mod:`.soak`).
 
 Example:

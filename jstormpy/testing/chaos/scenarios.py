@@ -38,6 +38,11 @@ Fault classes (:data:`FAULT_KINDS`):
     The checkpoint store (WebHDFS test server) answers 404 for every listing of its
     checkpoint root for a while, and a worker is SIGKILLed as it begins: the recovery
     must wait for the listing, not read it as "no checkpoints" (issue 23 hole 1).
+``metadata_write_error``
+    Every ``_metadata`` write to the checkpoint store (WebHDFS test server) fails; once
+    one has (its checkpoint's sink transactions are pre-committed), a worker is SIGKILLed,
+    and the writes heal as the recovery begins: the sinks must recover to the restored
+    checkpoint, not commit the one whose metadata never landed (issue 23 hole 2).
 
 Recovery time: from the end of the fault (the kill, the last reset, the heal, the SIGCONT)
 until the TM next completes a checkpoint (or the job has drained): how long exactly-once
@@ -64,12 +69,19 @@ from jstormpy.testing.chaos.network import PARTITION_FROM, RESET_ON, ChaosNetwor
 from jstormpy.testing.chaos.topologies import TOPOLOGIES, Verdict, build_topology, check_output
 
 FAULT_KINDS = ("kill", "reset", "partition", "stall", "backend_hang", "backend_slow",
-               "disk_full", "tm_kill_during_upgrade", "kill_during_drain", "listing_error")
+               "disk_full", "tm_kill_during_upgrade", "kill_during_drain", "listing_error",
+               "metadata_write_error")
 """Every fault class :func:`run_scenario` injects."""
+_SEEDED_KINDS = FAULT_KINDS[:10]
+"""The classes before issue 23's: a seed's parameters are drawn as they were then."""
 
 WORKERS = 3
 LISTING_ROOT = "/ckpt"
 """``listing_error``: the checkpoint root in the WebHDFS test server."""
+METADATA_PATH = LISTING_ROOT + r"/chk-\d+/_metadata"
+"""``metadata_write_error``: every checkpoint's ``_metadata`` in the WebHDFS test server."""
+HDFS_KINDS = ("listing_error", "metadata_write_error")
+"""Fault classes whose checkpoint store is the WebHDFS test server (no proxy)."""
 WORKER_TIMEOUT_MS = 2_000
 UPGRADE_SLOW = 4.0
 """``tm_kill_during_upgrade`` runs its topology this many times slower: the gray release's
@@ -144,7 +156,9 @@ class Scenario:
                              f"{', '.join(FAULT_KINDS)}")
         rng = random.Random(seed)
         topo = rng.choice(TOPOLOGIES)
-        k = rng.choice(FAULT_KINDS)
+        k = rng.choice(_SEEDED_KINDS)  # the same stream of parameters as before
+        if kind is None and seed % len(FAULT_KINDS) >= len(_SEEDED_KINDS):
+            k = FAULT_KINDS[seed % len(FAULT_KINDS)]
         topology, kind = topology or topo, kind or k
         at = round(rng.uniform(0.4, 1.6), 2)
         w = rng.randrange(workers)
@@ -163,6 +177,8 @@ class Scenario:
             fault = Fault(kind, at, duration_s=round(rng.uniform(0.5, 2.0), 2))
         elif kind == "listing_error":  # long enough for the restarted worker to register
             fault = Fault(kind, at, w, duration_s=round(rng.uniform(1.5, 3.0), 2))
+        elif kind == "metadata_write_error":
+            fault = Fault(kind, at, w)
         elif kind == "tm_kill_during_upgrade":  # early: the compatibility check takes time
             fault = Fault(kind, round(at / 3, 2), duration_s=round(rng.uniform(0.0, 0.4), 2))
         else:
@@ -348,10 +364,48 @@ class _Injector:
             waits = [e for e in st.get("errors", []) if "404" in e.get("message", "")]
             self.events.append(f"recovery {'waits for the listing' if waits else 'not waiting'}"
                                f" (state {st.get('state')!r})")
+        elif kind == "metadata_write_error":
+            self._metadata_write_error()
         elif kind == "tm_kill_during_upgrade":
             self._upgrade_then_kill()
         elif kind == "kill_during_drain":
             self._kill_during_drain()
+
+    def _wait_for(self, what: str, cond: Any, timeout_s: float) -> bool:
+        """Poll ``cond()`` until true (False, with an event, on timeout or stop)."""
+        deadline = time.monotonic() + timeout_s
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            if cond():
+                return True
+            self._stop.wait(0.02)
+        self.events.append(f"gave up waiting for {what} after {timeout_s:.0f}s")
+        return False
+
+    def _generation(self) -> int | None:
+        st = self.status()
+        return None if st is None else int(st.get("generation", 0))
+
+    def _metadata_write_error(self) -> None:
+        """Every ``_metadata`` write fails from now on; once one has, a worker is SIGKILLed
+        and the writes heal when the recovery has begun (:meth:`_undo`): the sinks hold a
+        pre-committed transaction of a checkpoint that never completed, and the recovery
+        restores below it (issue 23 hole 2)."""
+        assert self.hdfs is not None
+        self.hdfs.fail_renames(METADATA_PATH, -1)
+        self.events.append("every _metadata write fails")
+        if not self._wait_for("a failed _metadata write", lambda: self.hdfs.renames_failed,
+                              15):
+            return
+        gen = self._generation()
+        failed = [c["id"] for c in self._last_status.get("checkpoints", [])
+                  if "metadata write failed" in c.get("error", "")]
+        self.events.append(f"_metadata of {self.hdfs.renames_failed[0].split('/')[-2]} "
+                           f"refused (failed in status: {failed})")
+        self.fired = self._signal(self.fault.worker, signal.SIGKILL)
+        if self.fired and gen is not None:
+            self._wait_for("the recovery", lambda: (self._generation() or 0) > gen, 30)
+            self.events.append(f"recovery began (generation {self._last_status.get('generation')}"
+                               f"); {len(self.hdfs.renames_failed)} _metadata write(s) refused")
 
     def _busy_pair(self, a: int, b: int, on: str) -> tuple[int, int]:
         """``(a, b)`` if the connections ``on`` names carry traffic; else the first pair
@@ -391,6 +445,9 @@ class _Injector:
         elif f.kind == "listing_error" and self.hdfs is not None:
             self.hdfs.fail_listings(LISTING_ROOT, 0)
             self.events.append("listing healed")
+        elif f.kind == "metadata_write_error" and self.hdfs is not None:
+            self.hdfs.fail_renames(METADATA_PATH, 0)
+            self.events.append("_metadata writes healed")
 
     def _upgrade_then_kill(self) -> None:
         code = self.workdir / "v2" / "topology.py"
@@ -518,7 +575,7 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
             hdfs = WebHdfsServer(work / "hdfs").start()
             backend_proxy = FaultProxy(("127.0.0.1", hdfs.port))
             backend = f"hdfs://127.0.0.1:{backend_proxy.start()}/ckpt"
-        elif kind == "listing_error":
+        elif kind in HDFS_KINDS:
             hdfs = WebHdfsServer(work / "hdfs").start()
             backend = f"hdfs://127.0.0.1:{hdfs.port}{LISTING_ROOT}"
         else:

@@ -31,11 +31,11 @@ _ROW = ("{seed:>6} {topology:<10} {fault:<40} {lost:>5} {dup:>5} {reord:>6} {sta
 
 
 def plan_scenarios(count: int, seed: int = 1, fault: str | None = None,
-                   topology: str | None = None) -> list[Scenario]:
+                   topology: str | None = None,
+                   kinds: Sequence[str] = FAULT_KINDS) -> list[Scenario]:
     """``count`` scenarios from seeds ``seed .. seed+count-1``, cycling through the fault
-    classes unless ``fault`` fixes one."""
-    return [Scenario.draw(seed + i, topology=topology,
-                          kind=fault or FAULT_KINDS[i % len(FAULT_KINDS)])
+    classes ``kinds`` (default: all of :data:`FAULT_KINDS`) unless ``fault`` fixes one."""
+    return [Scenario.draw(seed + i, topology=topology, kind=fault or kinds[i % len(kinds)])
             for i in range(count)]
 
 
