@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 CLASSIC = FAULT_KINDS[:10]
 """The classes of issue 13 and ``listing_error``: three scenarios each."""
-ISSUE_23_SEEDS = {"metadata_write_error": 131}
+ISSUE_23_SEEDS = {"metadata_write_error": 131, "tm_generation_write_error": 132}
 """The classes issue 23 added: one scenario each."""
 ISSUE_23_CLASSES = tuple(ISSUE_23_SEEDS)
 

@@ -43,6 +43,11 @@ Fault classes (:data:`FAULT_KINDS`):
     one has (its checkpoint's sink transactions are pre-committed), a worker is SIGKILLed,
     and the writes heal as the recovery begins: the sinks must recover to the restored
     checkpoint, not commit the one whose metadata never landed (issue 23 hole 2).
+``tm_generation_write_error``
+    Every write of the TM's generation counter to the checkpoint store fails; a worker is
+    SIGKILLed, so the recovery cannot store its new generation (it waits and retries); the
+    TM is then SIGKILLed and the writes heal: the restarted TM (``--resume``) must not
+    hand out a generation twice (issue 23 hole 7).
 
 Recovery time: from the end of the fault (the kill, the last reset, the heal, the SIGCONT)
 until the TM next completes a checkpoint (or the job has drained): how long exactly-once
@@ -70,7 +75,7 @@ from jstormpy.testing.chaos.topologies import TOPOLOGIES, Verdict, build_topolog
 
 FAULT_KINDS = ("kill", "reset", "partition", "stall", "backend_hang", "backend_slow",
                "disk_full", "tm_kill_during_upgrade", "kill_during_drain", "listing_error",
-               "metadata_write_error")
+               "metadata_write_error", "tm_generation_write_error")
 """Every fault class :func:`run_scenario` injects."""
 _SEEDED_KINDS = FAULT_KINDS[:10]
 """The classes before issue 23's: a seed's parameters are drawn as they were then."""
@@ -80,7 +85,9 @@ LISTING_ROOT = "/ckpt"
 """``listing_error``: the checkpoint root in the WebHDFS test server."""
 METADATA_PATH = LISTING_ROOT + r"/chk-\d+/_metadata"
 """``metadata_write_error``: every checkpoint's ``_metadata`` in the WebHDFS test server."""
-HDFS_KINDS = ("listing_error", "metadata_write_error")
+GENERATION_PATH = LISTING_ROOT + r"/meta/generation/v-\d+"
+"""``tm_generation_write_error``: the versions of the TM's generation counter."""
+HDFS_KINDS = ("listing_error", "metadata_write_error", "tm_generation_write_error")
 """Fault classes whose checkpoint store is the WebHDFS test server (no proxy)."""
 WORKER_TIMEOUT_MS = 2_000
 UPGRADE_SLOW = 4.0
@@ -177,7 +184,7 @@ class Scenario:
             fault = Fault(kind, at, duration_s=round(rng.uniform(0.5, 2.0), 2))
         elif kind == "listing_error":  # long enough for the restarted worker to register
             fault = Fault(kind, at, w, duration_s=round(rng.uniform(1.5, 3.0), 2))
-        elif kind == "metadata_write_error":
+        elif kind in ("metadata_write_error", "tm_generation_write_error"):
             fault = Fault(kind, at, w)
         elif kind == "tm_kill_during_upgrade":  # early: the compatibility check takes time
             fault = Fault(kind, round(at / 3, 2), duration_s=round(rng.uniform(0.0, 0.4), 2))
@@ -366,6 +373,8 @@ class _Injector:
                                f" (state {st.get('state')!r})")
         elif kind == "metadata_write_error":
             self._metadata_write_error()
+        elif kind == "tm_generation_write_error":
+            self._generation_write_error()
         elif kind == "tm_kill_during_upgrade":
             self._upgrade_then_kill()
         elif kind == "kill_during_drain":
@@ -406,6 +415,25 @@ class _Injector:
             self._wait_for("the recovery", lambda: (self._generation() or 0) > gen, 30)
             self.events.append(f"recovery began (generation {self._last_status.get('generation')}"
                                f"); {len(self.hdfs.renames_failed)} _metadata write(s) refused")
+
+    def _generation_write_error(self) -> None:
+        """Every write of the TM's generation fails from now on; a worker is SIGKILLed, so
+        the recovery needs a new generation and cannot store it; once it has tried, the TM
+        is SIGKILLed and the writes heal (:meth:`_undo`) before the launcher's restart
+        (``--resume``) reads the generation back (issue 23 hole 7)."""
+        assert self.hdfs is not None
+        self.hdfs.fail_renames(GENERATION_PATH, -1)
+        self.events.append("every generation write fails")
+        gen = self._generation()
+        if not self._signal(self.fault.worker, signal.SIGKILL):
+            return
+        if not self._wait_for("a failed generation write", lambda: self.hdfs.renames_failed,
+                              15):
+            return
+        st = self.status() or {}
+        self.events.append(f"generation {(gen or 0) + 1} refused; TM at generation "
+                           f"{st.get('generation')} in state {st.get('state')!r}")
+        self.fired = self._signal(None, signal.SIGKILL)
 
     def _busy_pair(self, a: int, b: int, on: str) -> tuple[int, int]:
         """``(a, b)`` if the connections ``on`` names carry traffic; else the first pair
@@ -448,6 +476,10 @@ class _Injector:
         elif f.kind == "metadata_write_error" and self.hdfs is not None:
             self.hdfs.fail_renames(METADATA_PATH, 0)
             self.events.append("_metadata writes healed")
+        elif f.kind == "tm_generation_write_error" and self.hdfs is not None:
+            self.hdfs.fail_renames(GENERATION_PATH, 0)
+            self.events.append(f"generation writes healed "
+                               f"({len(self.hdfs.renames_failed)} refused)")
 
     def _upgrade_then_kill(self) -> None:
         code = self.workdir / "v2" / "topology.py"
