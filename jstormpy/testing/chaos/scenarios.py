@@ -48,6 +48,12 @@ Fault classes (:data:`FAULT_KINDS`):
     SIGKILLed, so the recovery cannot store its new generation (it waits and retries); the
     TM is then SIGKILLed and the writes heal: the restarted TM (``--resume``) must not
     hand out a generation twice (issue 23 hole 7).
+``fresh_run_into_used`` / ``savepoint_into_used``
+    After the job drained it is submitted again into the same FileSink directory, fresh
+    or restored from a savepoint taken while it ran: the submit must be refused naming
+    the directory, touching nothing; a savepoint is then restored into an empty directory
+    and checked with the output up to it (issue 23 holes 3 and 4;
+    :mod:`jstormpy.testing.chaos.reuse`).
 
 Recovery time: from the end of the fault (the kill, the last reset, the heal, the SIGCONT)
 until the TM next completes a checkpoint (or the job has drained): how long exactly-once
@@ -71,11 +77,12 @@ from typing import Any
 from jstormpy.config import Config
 from jstormpy.testing.chaos.disk import FullDisk
 from jstormpy.testing.chaos.network import PARTITION_FROM, RESET_ON, ChaosNetwork
+from jstormpy.testing.chaos.reuse import REUSE_KINDS, SecondRun, second_run, take_savepoint
 from jstormpy.testing.chaos.topologies import TOPOLOGIES, Verdict, build_topology, check_output
 
 FAULT_KINDS = ("kill", "reset", "partition", "stall", "backend_hang", "backend_slow",
                "disk_full", "tm_kill_during_upgrade", "kill_during_drain", "listing_error",
-               "metadata_write_error", "tm_generation_write_error")
+               "metadata_write_error", "tm_generation_write_error", *REUSE_KINDS)
 """Every fault class :func:`run_scenario` injects."""
 _SEEDED_KINDS = FAULT_KINDS[:10]
 """The classes before issue 23's: a seed's parameters are drawn as they were then."""
@@ -134,7 +141,8 @@ class Fault:
         elif self.kind in ("backend_hang", "backend_slow", "disk_full",
                            "tm_kill_during_upgrade"):
             who = ""
-        when = "" if self.kind == "kill_during_drain" else f" @{self.at_s:.1f}s"
+        when = "" if self.kind in ("kill_during_drain", "fresh_run_into_used") \
+            else f" @{self.at_s:.1f}s"
         span = f" {self.duration_s:.1f}s" if self.duration_s else ""
         return f"{self.kind}{who}{when}{span}"
 
@@ -186,6 +194,8 @@ class Scenario:
             fault = Fault(kind, at, w, duration_s=round(rng.uniform(1.5, 3.0), 2))
         elif kind in ("metadata_write_error", "tm_generation_write_error"):
             fault = Fault(kind, at, w)
+        elif kind in REUSE_KINDS:  # the savepoint's time; the second run follows the first
+            fault = Fault(kind, at)
         elif kind == "tm_kill_during_upgrade":  # early: the compatibility check takes time
             fault = Fault(kind, round(at / 3, 2), duration_s=round(rng.uniform(0.0, 0.4), 2))
         else:
@@ -256,6 +266,8 @@ class _Injector:
         self.disk = disk
         self.hdfs = hdfs
         self.events: list[str] = []
+        self.problems: list[str] = []
+        """What the user saw that is wrong although no output was (a refusal missing)."""
         self.fired = False
         self.recovery_s: float | None = None
         self._stop = threading.Event()
@@ -375,6 +387,11 @@ class _Injector:
             self._metadata_write_error()
         elif kind == "tm_generation_write_error":
             self._generation_write_error()
+        elif kind == "savepoint_into_used":
+            self.events.append(take_savepoint(self.handle, self.workdir))
+            self.fired = True
+        elif kind == "fresh_run_into_used":
+            self.events.append("first run undisturbed; the second run follows it")
         elif kind == "tm_kill_during_upgrade":
             self._upgrade_then_kill()
         elif kind == "kill_during_drain":
@@ -598,6 +615,7 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
     net = hdfs = backend_proxy = disk = None
     injector: _Injector | None = None
     status: dict[str, Any] = {}
+    second: SecondRun | None = None
     error = ""
     try:
         backend = ""
@@ -638,6 +656,12 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
         if disk is not None:
             disk.release()
         verdict = check_output(scenario.topology, work)
+        if kind in REUSE_KINDS and status.get("state") == "drained":
+            with LocalCluster(home=work / "home", fork=fork) as cluster:
+                second = second_run(kind, scenario.topology, work, scenario_config(backend),
+                                    cluster, timeout_s)
+            verdict = _second_verdict(scenario.topology, work, verdict, second)
+            error = second.error
     except Exception as exc:
         error = error or f"{type(exc).__name__}: {exc}"
         verdict = Verdict(state_problems=("not checked: the run failed",))
@@ -652,16 +676,32 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
             disk.release()
         if own:
             shutil.rmtree(work, ignore_errors=True)
+    if injector is not None and injector.problems and not error:
+        error = "; ".join(injector.problems)
     drained = status.get("state") == "drained"
     if not drained and not error:
         error = f"not drained: state {status.get('state')!r}"
+    events = tuple(injector.events if injector else ()) + (second.events if second else ())
     return ScenarioResult(
         scenario=scenario, verdict=verdict, drained=drained,
-        fired=bool(injector and injector.fired),
+        fired=bool(injector and injector.fired) or bool(second and (second.refused
+                                                                     or second.error)),
         recovery_s=injector.recovery_s if injector else None,
         restarts=int(status.get("restarts", 0)), seconds=round(time.monotonic() - started, 1),
-        events=tuple(injector.events if injector else ()), error=error,
-        workdir="" if own else str(work))
+        events=events, error=error, workdir="" if own else str(work))
+
+
+def _second_verdict(topology: str, work: Path, first: Verdict, second: SecondRun) -> Verdict:
+    """The first run's verdict, plus (if the second run checked somewhere else, a savepoint
+    restored into an empty directory) that output's: both must be exactly-once."""
+    if second.checked == work:
+        return first
+    other = check_output(topology, second.checked)
+    return Verdict(lost=first.lost + other.lost, duplicated=first.duplicated + other.duplicated,
+                   reordered=first.reordered + other.reordered,
+                   state_problems=first.state_problems + tuple(
+                       f"after the savepoint restore: {p}" for p in other.state_problems),
+                   detail="\n".join(d for d in (first.detail, other.detail) if d))
 
 
 def _worker_address(box: dict[str, Any], worker: int) -> tuple[str, int] | None:

@@ -276,19 +276,22 @@ def _check_windowed(out: Path) -> Verdict:
     return _verdict(report, problems)
 
 
-def build_topology(name: str, workdir: Path, slow: float = 1.0) -> Topology:
-    """The topology ``name`` (one of :data:`TOPOLOGIES`), writing to ``workdir/out``.
+def build_topology(name: str, workdir: Path, slow: float = 1.0,
+                   out: Path | None = None) -> Topology:
+    """The topology ``name`` (one of :data:`TOPOLOGIES`), writing to ``workdir/out`` (or
+    ``out``; the input, such as the word count's corpus, stays under ``workdir``).
 
     ``slow`` stretches the input over ``slow`` times as long (same events, same output):
     a fault that needs time to set up, such as a gray release, then lands mid-run.
     """
     workdir = Path(workdir)
+    out = workdir / "out" if out is None else Path(out)
     if name == "stateful":
-        return _stateful(workdir / "out", slow)
+        return _stateful(out, slow)
     if name == "wordcount":
-        return _wordcount(workdir / "out", workdir / "corpus", slow)
+        return _wordcount(out, workdir / "corpus", slow)
     if name == "windowed":
-        return _windowed(workdir / "out", slow)
+        return _windowed(out, slow)
     raise ValueError(f"unknown chaos topology {name!r}; choose one of {', '.join(TOPOLOGIES)}")
 
 

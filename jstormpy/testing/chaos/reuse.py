@@ -1,0 +1,138 @@
+"""The fault classes ``fresh_run_into_used`` and ``savepoint_into_used``: a second run into
+the :class:`~jstormpy.FileSink` directory an earlier run of the same job wrote (issue 23,
+holes 3 and 4; used by :mod:`jstormpy.testing.chaos.scenarios`).
+
+The first run of the scenario drains normally (for ``savepoint_into_used`` a savepoint is
+taken while it runs, :func:`take_savepoint`). :func:`second_run` then submits the job again
+into the same directory: fresh, or restored from the savepoint. Checkpoint ids restart (at
+1, or after the savepoint's) and would name part files the first run committed, so the
+submit must be refused with an error naming the directory, leaving every file as it was.
+For a savepoint the user then does what the error says, a restore into an empty
+directory; the output committed up to the savepoint plus the restored run's output must be
+every event exactly once (checked by the scenario's usual per-key verdict over both).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jstormpy.connectors.file_parts import PART_RE, committed_files
+from jstormpy.errors import JStormError
+from jstormpy.testing.chaos.topologies import build_topology
+
+REUSE_KINDS = ("fresh_run_into_used", "savepoint_into_used")
+"""The fault classes of this module."""
+
+
+@dataclass(frozen=True)
+class SecondRun:
+    """What the second run into used output did.
+
+    Attributes:
+        refused: The submit was refused (what must happen).
+        message: The refusal's error message ("" if it was accepted).
+        events: What was done, in order.
+        error: What went wrong ("" if the refusal was as it must be and the output is
+            untouched).
+        checked: The directory whose ``out/`` holds the output the verdict must check.
+    """
+
+    refused: bool
+    message: str
+    events: tuple[str, ...] = field(default_factory=tuple)
+    error: str = ""
+    checked: Path = Path()
+
+
+def savepoint_uri(work: Path) -> str:
+    """Where ``savepoint_into_used`` writes its savepoint."""
+    return f"file://{work / 'savepoint'}"
+
+
+def take_savepoint(handle: Any, work: Path) -> str:
+    """Savepoint the running first run (it goes on running); returns what happened."""
+    from jstormpy.savepoints import read_manifest
+
+    uri = handle.savepoint(savepoint_uri(work))
+    return f"savepoint at checkpoint {read_manifest(uri)['checkpoint_id']} ({uri})"
+
+
+def _files(out: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_size for p in out.iterdir()} if out.is_dir() else {}
+
+
+def second_run(kind: str, topology: str, work: Path, config: Any, cluster: Any,
+               timeout_s: float) -> SecondRun:
+    """Submit ``topology`` a second time into ``work/out`` on ``cluster`` (a fresh run, or
+    from the savepoint :func:`take_savepoint` wrote), and check what the user sees.
+
+    ``config`` is the first run's; a savepoint restore after the refusal goes into
+    ``work/restored/out`` with its own checkpoint store.
+    """
+    from jstormpy.savepoints import read_manifest
+
+    out = work / "out"
+    before = _files(out)
+    events: list[str] = []
+    uri = savepoint_uri(work) if kind == "savepoint_into_used" else None
+    if uri is not None and not (work / "savepoint").exists():
+        return SecondRun(False, "", ("skipped: no savepoint was taken during the first run",),
+                         checked=work)
+    what = "fresh run" if uri is None else "savepoint restore"
+    try:
+        handle = cluster.submit(build_topology(topology, work), config, from_savepoint=uri)
+    except JStormError as exc:
+        message = str(exc)
+        events.append(f"{what} into {out} refused: {message[:160]}")
+        problems = []
+        if str(out) not in message:
+            problems.append(f"the refusal does not name the directory {out}: {message}")
+        if _files(out) != before:
+            problems.append("the refused run changed the output directory")
+        if uri is None or problems:
+            return SecondRun(True, message, tuple(events), "; ".join(problems), work)
+        return _restore_elsewhere(topology, work, config, cluster, uri, timeout_s, events,
+                                  int(read_manifest(uri)["checkpoint_id"]), message)
+    events.append(f"{what} into {out} was accepted")
+    try:
+        handle.wait(timeout=timeout_s)
+    except Exception as exc:  # noqa: BLE001 - reported, and the verdict shows the damage
+        events.append(f"the second run ended with {type(exc).__name__}: {exc}")
+    return SecondRun(False, "", tuple(events),
+                     f"a {what} into the used directory {out} was not refused", work)
+
+
+def _restore_elsewhere(topology: str, work: Path, config: Any, cluster: Any, uri: str,
+                       timeout_s: float, events: list[str], at: int,
+                       message: str) -> SecondRun:
+    """What the refusal says to do: restore the savepoint into an empty directory; the
+    verdict then reads the first run's output up to the savepoint plus the restored
+    run's (in ``work/combined/out``)."""
+    restored = work / "restored" / "out"
+    config = config.replace(state_backend=f"file://{work / 'restored' / 'ckpt'}")
+    handle = cluster.submit(build_topology(topology, work, out=restored), config,
+                            from_savepoint=uri)
+    status = handle.wait(timeout=timeout_s)
+    events.append(f"restored into {restored}: {status.get('state')}")
+    combined = work / "combined" / "out"
+    combined.mkdir(parents=True, exist_ok=True)
+    kept = 0
+    for path in committed_files(work / "out"):
+        m = PART_RE.match(path.name)
+        if m and int(m.group(1)) <= at:
+            shutil.copy2(path, combined / path.name)
+            kept += 1
+    for path in committed_files(restored):
+        if (combined / path.name).exists():
+            return SecondRun(True, message, tuple(events),
+                             f"restored part file {path.name} collides with the first run's",
+                             work / "combined")
+        shutil.copy2(path, combined / path.name)
+    events.append(f"checking {kept} part file(s) up to checkpoint {at} plus the restored run's")
+    return SecondRun(True, message, tuple(events), "", work / "combined")
+
+
+__all__ = ["REUSE_KINDS", "SecondRun", "second_run", "take_savepoint"]
