@@ -22,8 +22,10 @@ pytestmark = pytest.mark.slow
 CLASSIC = FAULT_KINDS[:10]
 """The classes of issue 13 and ``listing_error``: three scenarios each."""
 ISSUE_23_SEEDS = {"metadata_write_error": 131, "tm_generation_write_error": 132,
-                  "fresh_run_into_used": 133, "savepoint_into_used": 134}
-"""The classes issue 23 added: one scenario each."""
+                  "fresh_run_into_used": 133, "savepoint_into_used": 134,
+                  "rescale_unkeyed_state": 137}
+"""The classes issue 23 added: one scenario each (137: the rescale to another parallelism,
+which must be refused; the other branch of that class is a sink rescale that must be exact)."""
 ISSUE_23_CLASSES = tuple(ISSUE_23_SEEDS)
 
 SCENARIOS = plan_scenarios(30, seed=101, kinds=CLASSIC) + \
@@ -35,6 +37,8 @@ def test_the_plan_covers_every_fault_class() -> None:
     assert all(kinds.count(k) == 3 for k in CLASSIC), kinds
     assert all(kinds.count(k) == 1 for k in ISSUE_23_CLASSES), kinds
     assert set(kinds) == set(FAULT_KINDS)
+    assert [s.fault.on for s in SCENARIOS if s.fault.kind == "rescale_unkeyed_state"] == \
+        ["other"]
 
 
 def test_the_soak_of_300_covers_every_fault_class() -> None:

@@ -54,6 +54,10 @@ Fault classes (:data:`FAULT_KINDS`):
     the directory, touching nothing; a savepoint is then restored into an empty directory
     and checked with the output up to it (issue 23 holes 3 and 4;
     :mod:`jstormpy.testing.chaos.reuse`).
+``rescale_unkeyed_state``
+    On the ``shuffled`` topology, a live rescale of the shuffle-fed counter to another
+    parallelism (must be refused naming the component and state, the job going on) or of
+    its sink (must be exact): issue 23 hole 5.
 
 Recovery time: from the end of the fault (the kill, the last reset, the heal, the SIGCONT)
 until the TM next completes a checkpoint (or the job has drained): how long exactly-once
@@ -78,14 +82,25 @@ from jstormpy.config import Config
 from jstormpy.testing.chaos.disk import FullDisk
 from jstormpy.testing.chaos.network import PARTITION_FROM, RESET_ON, ChaosNetwork
 from jstormpy.testing.chaos.reuse import REUSE_KINDS, SecondRun, second_run, take_savepoint
-from jstormpy.testing.chaos.topologies import TOPOLOGIES, Verdict, build_topology, check_output
+from jstormpy.testing.chaos.topologies import (
+    ALL_TOPOLOGIES,
+    SHUFFLED,
+    TOPOLOGIES,
+    Verdict,
+    build_topology,
+    check_output,
+)
 
 FAULT_KINDS = ("kill", "reset", "partition", "stall", "backend_hang", "backend_slow",
                "disk_full", "tm_kill_during_upgrade", "kill_during_drain", "listing_error",
-               "metadata_write_error", "tm_generation_write_error", *REUSE_KINDS)
+               "metadata_write_error", "tm_generation_write_error", *REUSE_KINDS,
+               "rescale_unkeyed_state")
 """Every fault class :func:`run_scenario` injects."""
 _SEEDED_KINDS = FAULT_KINDS[:10]
 """The classes before issue 23's: a seed's parameters are drawn as they were then."""
+RESCALE_TO = ("other", "same")
+"""``rescale_unkeyed_state``: the shuffle-fed bolt to another parallelism (refused), or
+the sink rescaled while the shuffle-fed bolt keeps its parallelism (exact)."""
 
 WORKERS = 3
 LISTING_ROOT = "/ckpt"
@@ -138,6 +153,8 @@ class Fault:
             who = f" {self.worker}>{self.peer} {self.on}"
         elif self.kind == "partition":
             who += f" from {self.on}"
+        elif self.kind == "rescale_unkeyed_state":
+            who = " partial 2>3" if self.on == "other" else " out 2>3"
         elif self.kind in ("backend_hang", "backend_slow", "disk_full",
                            "tm_kill_during_upgrade"):
             who = ""
@@ -163,9 +180,9 @@ class Scenario:
         Raises:
             ValueError: an unknown topology or fault kind.
         """
-        if topology is not None and topology not in TOPOLOGIES:
+        if topology is not None and topology not in ALL_TOPOLOGIES:
             raise ValueError(f"unknown chaos topology {topology!r}; choose one of "
-                             f"{', '.join(TOPOLOGIES)}")
+                             f"{', '.join(ALL_TOPOLOGIES)}")
         if kind is not None and kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; choose one of "
                              f"{', '.join(FAULT_KINDS)}")
@@ -175,6 +192,8 @@ class Scenario:
         if kind is None and seed % len(FAULT_KINDS) >= len(_SEEDED_KINDS):
             k = FAULT_KINDS[seed % len(FAULT_KINDS)]
         topology, kind = topology or topo, kind or k
+        if kind == "rescale_unkeyed_state":
+            topology = SHUFFLED  # the class needs a shuffle-fed stateful bolt
         at = round(rng.uniform(0.4, 1.6), 2)
         w = rng.randrange(workers)
         timeout_s = WORKER_TIMEOUT_MS / 1000
@@ -196,6 +215,8 @@ class Scenario:
             fault = Fault(kind, at, w)
         elif kind in REUSE_KINDS:  # the savepoint's time; the second run follows the first
             fault = Fault(kind, at)
+        elif kind == "rescale_unkeyed_state":
+            fault = Fault(kind, at, on=rng.choice(RESCALE_TO))
         elif kind == "tm_kill_during_upgrade":  # early: the compatibility check takes time
             fault = Fault(kind, round(at / 3, 2), duration_s=round(rng.uniform(0.0, 0.4), 2))
         else:
@@ -392,6 +413,8 @@ class _Injector:
             self.fired = True
         elif kind == "fresh_run_into_used":
             self.events.append("first run undisturbed; the second run follows it")
+        elif kind == "rescale_unkeyed_state":
+            self._rescale_unkeyed_state()
         elif kind == "tm_kill_during_upgrade":
             self._upgrade_then_kill()
         elif kind == "kill_during_drain":
@@ -451,6 +474,34 @@ class _Injector:
         self.events.append(f"generation {(gen or 0) + 1} refused; TM at generation "
                            f"{st.get('generation')} in state {st.get('state')!r}")
         self.fired = self._signal(None, signal.SIGKILL)
+
+    def _rescale_unkeyed_state(self) -> None:
+        """A live rescale of the shuffled topology: its shuffle-fed ``partial`` bolt to 3
+        tasks (``on="other"``: must be refused naming the component, the state and what
+        to do, the job running on unchanged), or its sink to 3 tasks while ``partial`` keeps
+        2 (``on="same"``: must succeed; the verdict checks the partial counts stayed
+        exact). Issue 23 hole 5."""
+        from jstormpy.errors import JStormError
+
+        change = {"partial": 3} if self.fault.on == "other" else {"out": 3}
+        try:
+            record = self.handle.rescale(change, timeout_s=60)
+        except JStormError as exc:
+            message = str(exc)
+            self.events.append(f"rescale {change} refused: {message[:200]}")
+            self.fired = True
+            if self.fault.on == "same":
+                self.problems.append(f"a rescale keeping the shuffle-fed bolt's parallelism "
+                                     f"was refused: {message}")
+            elif "'partial'" not in message or "'counts'" not in message:
+                self.problems.append(f"the refusal does not name component 'partial' and "
+                                     f"state 'counts': {message}")
+            return
+        self.fired = True
+        self.events.append(f"rescale {change} done: pause {record.get('pause_ms')} ms")
+        if self.fault.on == "other":
+            self.problems.append("a rescale of shuffle-fed managed state to another "
+                                 "parallelism was accepted")
 
     def _busy_pair(self, a: int, b: int, on: str) -> tuple[int, int]:
         """``(a, b)`` if the connections ``on`` names carry traffic; else the first pair

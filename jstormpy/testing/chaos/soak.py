@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from jstormpy.testing.chaos.scenarios import FAULT_KINDS, Scenario, ScenarioResult, run_scenario
-from jstormpy.testing.chaos.topologies import TOPOLOGIES
+from jstormpy.testing.chaos.topologies import ALL_TOPOLOGIES
 
 _ROW = ("{seed:>6} {topology:<10} {fault:<40} {lost:>5} {dup:>5} {reord:>6} {state:>6} "
         "{rec:>9} {secs:>6}")
@@ -119,8 +119,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=1, help="seed of the first scenario")
     p.add_argument("--fault", choices=FAULT_KINDS, default=None,
                    help="only this fault class (default: every class in turn)")
-    p.add_argument("--topology", choices=TOPOLOGIES, default=None,
-                   help="only this topology (default: drawn from each seed)")
+    p.add_argument("--topology", choices=ALL_TOPOLOGIES, default=None,
+                   help="only this topology (default: drawn from each seed; "
+                        "rescale_unkeyed_state always runs on 'shuffled')")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="print what the injector did for every scenario")
     p.add_argument("--keep", type=Path, default=None, metavar="DIR",
