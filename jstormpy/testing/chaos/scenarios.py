@@ -42,7 +42,9 @@ Fault classes (:data:`FAULT_KINDS`):
     Every ``_metadata`` write to the checkpoint store (WebHDFS test server) fails; once
     one has (its checkpoint's sink transactions are pre-committed), a worker is SIGKILLed,
     and the writes heal as the recovery begins: the sinks must recover to the restored
-    checkpoint, not commit the one whose metadata never landed (issue 23 hole 2).
+    checkpoint, not commit the one whose metadata never landed (issue 23 hole 2). Always
+    the ``stateful`` job, its output also written to a real PostgreSQL (when installed)
+    through a two-phase-commit ``PostgresSink`` and checked the same way.
 ``tm_generation_write_error``
     Every write of the TM's generation counter to the checkpoint store fails; a worker is
     SIGKILLed, so the recovery cannot store its new generation (it waits and retries); the
@@ -89,6 +91,8 @@ from jstormpy.testing.chaos.topologies import (
     Verdict,
     build_topology,
     check_output,
+    check_postgres,
+    create_postgres_table,
 )
 
 FAULT_KINDS = ("kill", "reset", "partition", "stall", "backend_hang", "backend_slow",
@@ -194,6 +198,8 @@ class Scenario:
         topology, kind = topology or topo, kind or k
         if kind == "rescale_unkeyed_state":
             topology = SHUFFLED  # the class needs a shuffle-fed stateful bolt
+        elif kind == "metadata_write_error":
+            topology = "stateful"  # the job that also writes to PostgreSQL
         at = round(rng.uniform(0.4, 1.6), 2)
         w = rng.randrange(workers)
         timeout_s = WORKER_TIMEOUT_MS / 1000
@@ -661,7 +667,9 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
     work.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     kind = scenario.fault.kind
-    topology = build_topology(scenario.topology, work, slow=_slow(kind))
+    pg: Any = None
+    notes: tuple[str, ...] = ()
+    pg_dsn = None
     handle_box: dict[str, Any] = {}
     net = hdfs = backend_proxy = disk = None
     injector: _Injector | None = None
@@ -669,6 +677,11 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
     second: SecondRun | None = None
     error = ""
     try:
+        pg, notes = _postgres_for(kind)
+        if pg is not None:
+            pg_dsn = pg.create_database("chaos")
+            create_postgres_table(pg_dsn)
+        topology = build_topology(scenario.topology, work, slow=_slow(kind), pg_dsn=pg_dsn)
         backend = ""
         if kind in ("backend_hang", "backend_slow"):
             from jstormpy.testing.fault_proxy import FaultProxy
@@ -707,6 +720,8 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
         if disk is not None:
             disk.release()
         verdict = check_output(scenario.topology, work)
+        if pg_dsn is not None:
+            verdict = _both(verdict, check_postgres(pg_dsn), "in PostgreSQL")
         if kind in REUSE_KINDS and status.get("state") == "drained":
             with LocalCluster(home=work / "home", fork=fork) as cluster:
                 second = second_run(kind, scenario.topology, work, scenario_config(backend),
@@ -723,6 +738,8 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
             backend_proxy.close()
         if hdfs is not None:
             hdfs.stop()
+        if pg is not None:
+            pg.close()
         if disk is not None:
             disk.release()
         if own:
@@ -732,7 +749,8 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
     drained = status.get("state") == "drained"
     if not drained and not error:
         error = f"not drained: state {status.get('state')!r}"
-    events = tuple(injector.events if injector else ()) + (second.events if second else ())
+    events = (*notes, *(injector.events if injector else ()),
+              *(second.events if second else ()))
     return ScenarioResult(
         scenario=scenario, verdict=verdict, drained=drained,
         fired=bool(injector and injector.fired) or bool(second and (second.refused
@@ -747,12 +765,37 @@ def _second_verdict(topology: str, work: Path, first: Verdict, second: SecondRun
     restored into an empty directory) that output's: both must be exactly-once."""
     if second.checked == work:
         return first
-    other = check_output(topology, second.checked)
+    return _both(first, check_output(topology, second.checked), "after the savepoint restore")
+
+
+def _both(first: Verdict, other: Verdict, where: str) -> Verdict:
+    """Two outputs' verdicts as one (``where`` names the second's state problems)."""
     return Verdict(lost=first.lost + other.lost, duplicated=first.duplicated + other.duplicated,
                    reordered=first.reordered + other.reordered,
                    state_problems=first.state_problems + tuple(
-                       f"after the savepoint restore: {p}" for p in other.state_problems),
+                       f"{where}: {p}" for p in other.state_problems),
                    detail="\n".join(d for d in (first.detail, other.detail) if d))
+
+
+def _postgres_for(kind: str) -> tuple[Any, tuple[str, ...]]:
+    """``metadata_write_error`` also writes the stateful job's output to a real PostgreSQL
+    (started here, when its binaries are installed): a sink that commits a transaction no
+    completed checkpoint covers duplicates rows there (issue 23 hole 2), while the
+    FileSink keeps such a staged file uncommitted. Returns the started server (or None)
+    and what was done."""
+    if kind != "metadata_write_error":
+        return None, ()
+    from jstormpy.testing.postgres import PostgresServer, find_pg_bindir
+
+    if find_pg_bindir() is None:
+        return None, ("no PostgreSQL server binaries here: FileSink output only",)
+    pg = PostgresServer()
+    try:
+        pg.start()
+    except BaseException:
+        pg.close()
+        raise
+    return pg, (f"output also to PostgreSQL on port {pg.port}",)
 
 
 def _worker_address(box: dict[str, Any], worker: int) -> tuple[str, int] | None:

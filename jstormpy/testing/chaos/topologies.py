@@ -93,17 +93,60 @@ class RunningSum(Bolt):
         self.emit((key, tup["seq"], value, total + value, count + 1))
 
 
-def _stateful(out: Path, slow: float = 1.0) -> Topology:
+PG_TABLE = "chaos_out"
+"""``stateful`` with a PostgreSQL DSN: the table its second sink writes (create it with
+:func:`create_postgres_table`)."""
+_PG_COLUMNS = ("key", "seq", "value", "sum", "count")
+
+
+def _stateful(out: Path, slow: float = 1.0, pg_dsn: str | None = None) -> Topology:
     b = TopologyBuilder("chaos-stateful")
     b.set_spout("events", SequenceSpout(keys=KEYS, per_key=PER_KEY, rate_per_s=RATE / slow),
                 parallelism=2)
     b.set_bolt("sum", RunningSum, parallelism=2).fields_grouping("events", ["key"])
     b.set_bolt("out", FileSink(str(out)), parallelism=2).fields_grouping("sum", ["key"])
+    if pg_dsn is not None:
+        from jstormpy.connectors import PostgresSink
+
+        b.set_bolt("pg", PostgresSink(pg_dsn, PG_TABLE, list(_PG_COLUMNS)),
+                   parallelism=2).fields_grouping("sum", ["key"])
     return b.build()
 
 
+def create_postgres_table(dsn: str) -> None:
+    """Create :data:`PG_TABLE` (rows numbered in insert order) in the database ``dsn``."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {PG_TABLE} (id bigserial PRIMARY KEY, key text, seq int, "
+                     "value int, sum bigint, count int)")
+
+
+def check_postgres(dsn: str) -> Verdict:
+    """The ``stateful`` job's PostgreSQL output (committed rows in insert order, read with a
+    fresh connection) checked like its files; a prepared transaction left behind is a
+    state problem."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(f"SELECT {', '.join(_PG_COLUMNS)} FROM {PG_TABLE} "
+                            "ORDER BY id").fetchall()
+        prepared = [g for (g,) in conn.execute(
+            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()")]
+    verdict = _stateful_verdict([dict(zip(_PG_COLUMNS, r, strict=True)) for r in rows])
+    if not prepared:
+        return verdict
+    return Verdict(lost=verdict.lost, duplicated=verdict.duplicated,
+                   reordered=verdict.reordered, detail=verdict.detail,
+                   state_problems=(*verdict.state_problems,
+                                   f"prepared transactions left behind: {prepared}"))
+
+
 def _check_stateful(out: Path) -> Verdict:
-    records = read_committed(out)
+    return _stateful_verdict(read_committed(out))
+
+
+def _stateful_verdict(records: list[dict[str, Any]]) -> Verdict:
     report = check_sequences(records, "key", "seq", {f"k{i}": PER_KEY for i in range(KEYS)})
     problems: list[str] = []
     sums: dict[str, int] = defaultdict(int)
@@ -345,17 +388,21 @@ def _check_windowed(out: Path) -> Verdict:
 
 
 def build_topology(name: str, workdir: Path, slow: float = 1.0,
-                   out: Path | None = None) -> Topology:
+                   out: Path | None = None, pg_dsn: str | None = None) -> Topology:
     """The topology ``name`` (one of :data:`TOPOLOGIES`), writing to ``workdir/out`` (or
     ``out``; the input, such as the word count's corpus, stays under ``workdir``).
+    ``pg_dsn`` (``stateful`` only): the same output also goes to :data:`PG_TABLE` there
+    through a two-phase-commit :class:`~jstormpy.connectors.PostgresSink`.
 
     ``slow`` stretches the input over ``slow`` times as long (same events, same output):
     a fault that needs time to set up, such as a gray release, then lands mid-run.
     """
     workdir = Path(workdir)
     out = workdir / "out" if out is None else Path(out)
+    if pg_dsn is not None and name != "stateful":
+        raise ValueError(f"only the stateful chaos topology writes to PostgreSQL, not {name!r}")
     if name == "stateful":
-        return _stateful(out, slow)
+        return _stateful(out, slow, pg_dsn)
     if name == "wordcount":
         return _wordcount(out, workdir / "corpus", slow)
     if name == "windowed":
