@@ -47,9 +47,10 @@ Fault classes (:data:`FAULT_KINDS`):
     through a two-phase-commit ``PostgresSink`` and checked the same way.
 ``tm_generation_write_error``
     Every write of the TM's generation counter to the checkpoint store fails; a worker is
-    SIGKILLed, so the recovery cannot store its new generation (it waits and retries); the
-    TM is then SIGKILLed and the writes heal: the restarted TM (``--resume``) must not
-    hand out a generation twice (issue 23 hole 7).
+    SIGKILLed, so the recovery cannot store its new generation: it must wait (not prepare
+    any worker under it, watched for :data:`GENERATION_WAIT_S`); the TM is then SIGKILLed
+    and the writes heal: the restarted TM (``--resume``) must not hand out a generation
+    twice (issue 23 hole 7).
 ``fresh_run_into_used`` / ``savepoint_into_used``
     After the job drained it is submitted again into the same FileSink directory, fresh
     or restored from a savepoint taken while it ran: the submit must be refused naming
@@ -113,6 +114,9 @@ METADATA_PATH = LISTING_ROOT + r"/chk-\d+/_metadata"
 """``metadata_write_error``: every checkpoint's ``_metadata`` in the WebHDFS test server."""
 GENERATION_PATH = LISTING_ROOT + r"/meta/generation/v-\d+"
 """``tm_generation_write_error``: the versions of the TM's generation counter."""
+GENERATION_WAIT_S = 2.5
+"""``tm_generation_write_error``: how long the recovery is watched (it must not leave
+``recovering``) while its generation cannot be stored, before the TM is killed."""
 HDFS_KINDS = ("listing_error", "metadata_write_error", "tm_generation_write_error")
 """Fault classes whose checkpoint store is the WebHDFS test server (no proxy)."""
 WORKER_TIMEOUT_MS = 2_000
@@ -436,6 +440,15 @@ class _Injector:
         self.events.append(f"gave up waiting for {what} after {timeout_s:.0f}s")
         return False
 
+    def _wait_for_quietly(self, cond: Any, timeout_s: float) -> bool:
+        """Poll ``cond()`` for up to ``timeout_s``: whether it became true."""
+        deadline = time.monotonic() + timeout_s
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            if cond():
+                return True
+            self._stop.wait(0.05)
+        return False
+
     def _generation(self) -> int | None:
         st = self.status()
         return None if st is None else int(st.get("generation", 0))
@@ -479,6 +492,16 @@ class _Injector:
         st = self.status() or {}
         self.events.append(f"generation {(gen or 0) + 1} refused; TM at generation "
                            f"{st.get('generation')} in state {st.get('state')!r}")
+        # the recovery must wait while its generation cannot be stored: a TM that prepared
+        # workers under it would hand it out again after a restart (hole 7)
+        went_on = self._wait_for_quietly(lambda: (self.status() or {}).get("state") == "running",
+                                         GENERATION_WAIT_S)
+        st = self._last_status
+        if went_on:
+            self.problems.append(f"the TM prepared workers under generation "
+                                 f"{st.get('generation')}, which it could not store")
+        self.events.append(f"after {GENERATION_WAIT_S:.1f}s: state {st.get('state')!r}, "
+                           f"{len(self.hdfs.renames_failed)} generation write(s) refused")
         self.fired = self._signal(None, signal.SIGKILL)
 
     def _rescale_unkeyed_state(self) -> None:
