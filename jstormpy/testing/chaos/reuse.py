@@ -2,9 +2,11 @@
 the :class:`~jstormpy.FileSink` directory an earlier run of the same job wrote (issue 23,
 holes 3 and 4; used by :mod:`jstormpy.testing.chaos.scenarios`).
 
-The first run of the scenario drains normally (for ``savepoint_into_used`` a savepoint is
-taken while it runs, :func:`take_savepoint`). :func:`second_run` then submits the job again
-into the same directory: fresh, or restored from the savepoint. Checkpoint ids restart (at
+The first run of ``fresh_run_into_used`` drains normally. In ``savepoint_into_used`` a
+savepoint is taken while it runs (:func:`take_savepoint`), and the job is stopped once a
+later checkpoint has committed more output (as a user stops a job to restore it
+elsewhere). :func:`second_run` then submits the job again into the same directory: fresh,
+or restored from the savepoint. Checkpoint ids restart (at
 1, or after the savepoint's) and would name part files the first run committed, so the
 submit must be refused with an error naming the directory, leaving every file as it was.
 For a savepoint the user then does what the error says, a restore into an empty
@@ -38,6 +40,8 @@ class SecondRun:
         error: What went wrong ("" if the refusal was as it must be and the output is
             untouched).
         checked: The directory whose ``out/`` holds the output the verdict must check.
+        drained: The run that wrote the last of it (the restored run, or a second run
+            that was accepted) drained.
     """
 
     refused: bool
@@ -45,6 +49,7 @@ class SecondRun:
     events: tuple[str, ...] = field(default_factory=tuple)
     error: str = ""
     checked: Path = Path()
+    drained: bool = False
 
 
 def savepoint_uri(work: Path) -> str:
@@ -52,12 +57,11 @@ def savepoint_uri(work: Path) -> str:
     return f"file://{work / 'savepoint'}"
 
 
-def take_savepoint(handle: Any, work: Path) -> str:
-    """Savepoint the running first run (it goes on running); returns what happened."""
+def take_savepoint(handle: Any, work: Path) -> int:
+    """Savepoint the running first run (it goes on running); returns its checkpoint id."""
     from jstormpy.savepoints import read_manifest
 
-    uri = handle.savepoint(savepoint_uri(work))
-    return f"savepoint at checkpoint {read_manifest(uri)['checkpoint_id']} ({uri})"
+    return int(read_manifest(handle.savepoint(savepoint_uri(work)))["checkpoint_id"])
 
 
 def _files(out: Path) -> dict[str, int]:
@@ -93,16 +97,19 @@ def second_run(kind: str, topology: str, work: Path, config: Any, cluster: Any,
         if _files(out) != before:
             problems.append("the refused run changed the output directory")
         if uri is None or problems:
-            return SecondRun(True, message, tuple(events), "; ".join(problems), work)
+            return SecondRun(True, message, tuple(events), "; ".join(problems), work,
+                             drained=uri is None)
         return _restore_elsewhere(topology, work, config, cluster, uri, timeout_s, events,
                                   int(read_manifest(uri)["checkpoint_id"]), message)
     events.append(f"{what} into {out} was accepted")
+    drained = False
     try:
-        handle.wait(timeout=timeout_s)
+        drained = handle.wait(timeout=timeout_s).get("state") == "drained"
     except Exception as exc:  # noqa: BLE001 - reported, and the verdict shows the damage
         events.append(f"the second run ended with {type(exc).__name__}: {exc}")
     return SecondRun(False, "", tuple(events),
-                     f"a {what} into the used directory {out} was not refused", work)
+                     f"a {what} into the used directory {out} was not refused", work,
+                     drained=drained)
 
 
 def _restore_elsewhere(topology: str, work: Path, config: Any, cluster: Any, uri: str,
@@ -116,6 +123,7 @@ def _restore_elsewhere(topology: str, work: Path, config: Any, cluster: Any, uri
     handle = cluster.submit(build_topology(topology, work, out=restored), config,
                             from_savepoint=uri)
     status = handle.wait(timeout=timeout_s)
+    drained = status.get("state") == "drained"
     events.append(f"restored into {restored}: {status.get('state')}")
     combined = work / "combined" / "out"
     combined.mkdir(parents=True, exist_ok=True)
@@ -129,10 +137,10 @@ def _restore_elsewhere(topology: str, work: Path, config: Any, cluster: Any, uri
         if (combined / path.name).exists():
             return SecondRun(True, message, tuple(events),
                              f"restored part file {path.name} collides with the first run's",
-                             work / "combined")
+                             work / "combined", drained)
         shutil.copy2(path, combined / path.name)
     events.append(f"checking {kept} part file(s) up to checkpoint {at} plus the restored run's")
-    return SecondRun(True, message, tuple(events), "", work / "combined")
+    return SecondRun(True, message, tuple(events), "", work / "combined", drained)
 
 
 __all__ = ["REUSE_KINDS", "SecondRun", "second_run", "take_savepoint"]

@@ -52,10 +52,11 @@ Fault classes (:data:`FAULT_KINDS`):
     and the writes heal: the restarted TM (``--resume``) must not hand out a generation
     twice (issue 23 hole 7).
 ``fresh_run_into_used`` / ``savepoint_into_used``
-    After the job drained it is submitted again into the same FileSink directory, fresh
-    or restored from a savepoint taken while it ran: the submit must be refused naming
-    the directory, touching nothing; a savepoint is then restored into an empty directory
-    and checked with the output up to it (issue 23 holes 3 and 4;
+    After the job drained (or, for the savepoint, was stopped a checkpoint after a
+    savepoint taken while it ran) it is submitted again into the same FileSink
+    directory, fresh or restored from the savepoint: the submit must be refused naming
+    the directory, touching nothing; the savepoint is then restored into an empty
+    directory and checked with the output up to it (issue 23 holes 3 and 4;
     :mod:`jstormpy.testing.chaos.reuse`).
 ``rescale_unkeyed_state``
     On the ``shuffled`` topology, a live rescale of the shuffle-fed counter to another
@@ -297,6 +298,8 @@ class _Injector:
         self.disk = disk
         self.hdfs = hdfs
         self.events: list[str] = []
+        self.stopped_job = False
+        """``savepoint_into_used``: the injector stopped the job (it does not drain)."""
         self.problems: list[str] = []
         """What the user saw that is wrong although no output was (a refusal missing)."""
         self.fired = False
@@ -363,7 +366,7 @@ class _Injector:
             self._undo()
         if self._fault_end is None:
             self._fault_end = (time.time(), time.monotonic())
-        if self.fired:
+        if self.fired and self.recovery_s is None and not self.stopped_job:
             self._measure_recovery()
 
     def _inject(self) -> None:
@@ -419,8 +422,7 @@ class _Injector:
         elif kind == "tm_generation_write_error":
             self._generation_write_error()
         elif kind == "savepoint_into_used":
-            self.events.append(take_savepoint(self.handle, self.workdir))
-            self.fired = True
+            self._savepoint_then_stop()
         elif kind == "fresh_run_into_used":
             self.events.append("first run undisturbed; the second run follows it")
         elif kind == "rescale_unkeyed_state":
@@ -439,6 +441,30 @@ class _Injector:
             self._stop.wait(0.02)
         self.events.append(f"gave up waiting for {what} after {timeout_s:.0f}s")
         return False
+
+    def _savepoint_then_stop(self) -> None:
+        """A savepoint of the running job; once a later checkpoint has committed more
+        output, the job is stopped (the savepoint is then restored, :mod:`.reuse`).
+        Recovery: from the savepoint to that next completed checkpoint."""
+        at = take_savepoint(self.handle, self.workdir)
+        self.fired = True
+        done = time.monotonic()
+        self.events.append(f"savepoint at checkpoint {at}")
+
+        def later() -> bool:
+            last = (self.status() or {}).get("last_completed_checkpoint") or {}
+            return int(last.get("id", 0)) > at or self._finished_state()
+
+        if not self._wait_for("a checkpoint after the savepoint", later, 30):
+            return
+        self.recovery_s = round(time.monotonic() - done, 2)
+        if self._finished_state():
+            self.events.append(f"the job was {self._last_status.get('state')} before a stop")
+            return
+        self.handle.kill()
+        self.stopped_job = True
+        self.events.append(f"job stopped after checkpoint "
+                           f"{self._last_status['last_completed_checkpoint']['id']}")
 
     def _wait_for_quietly(self, cond: Any, timeout_s: float) -> bool:
         """Poll ``cond()`` for up to ``timeout_s``: whether it became true."""
@@ -742,14 +768,18 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
                 injector.stop(drained=status.get("state") == "drained")
         if disk is not None:
             disk.release()
-        verdict = check_output(scenario.topology, work)
+        stopped = injector is not None and injector.stopped_job
+        if stopped:
+            error = ""  # the injector's stop: the first run's output ends at some checkpoint
+        verdict = Verdict() if stopped else check_output(scenario.topology, work)
         if pg_dsn is not None:
             verdict = _both(verdict, check_postgres(pg_dsn), "in PostgreSQL")
-        if kind in REUSE_KINDS and status.get("state") == "drained":
+        if kind in REUSE_KINDS and (stopped or status.get("state") == "drained"):
             with LocalCluster(home=work / "home", fork=fork) as cluster:
                 second = second_run(kind, scenario.topology, work, scenario_config(backend),
                                     cluster, timeout_s)
-            verdict = _second_verdict(scenario.topology, work, verdict, second)
+            verdict = check_output(scenario.topology, second.checked) if stopped else \
+                _second_verdict(scenario.topology, work, verdict, second)
             error = second.error
     except Exception as exc:
         error = error or f"{type(exc).__name__}: {exc}"
@@ -770,6 +800,8 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
     if injector is not None and injector.problems and not error:
         error = "; ".join(injector.problems)
     drained = status.get("state") == "drained"
+    if injector is not None and injector.stopped_job:  # the job that wrote the output last
+        drained = second is not None and second.drained
     if not drained and not error:
         error = f"not drained: state {status.get('state')!r}"
     events = (*notes, *(injector.events if injector else ()),
