@@ -68,7 +68,7 @@ def format_summary(results: Sequence[ScenarioResult]) -> list[str]:
              f"{sum(1 for r in results if r.verdict.state_problems)} with wrong state, "
              f"{sum(1 for r in results if not r.drained)} not drained, "
              f"{sum(1 for r in results if not r.fired)} where the fault did not fire"]
-    lines.append(f"{'fault class':<24} {'runs':>4} {'failed':>6} {'recovery p50':>13} "
+    lines.append(f"{'fault class':<26} {'runs':>4} {'failed':>6} {'recovery p50':>13} "
                  f"{'max':>7}")
     for kind in FAULT_KINDS:
         runs = [r for r in results if r.scenario.fault.kind == kind]
@@ -77,7 +77,7 @@ def format_summary(results: Sequence[ScenarioResult]) -> list[str]:
         times = [r.recovery_s for r in runs if r.recovery_s is not None]
         p50 = f"{statistics.median(times):.2f}s" if times else "-"
         top = f"{max(times):.2f}s" if times else "-"
-        lines.append(f"{kind:<24} {len(runs):>4} {sum(1 for r in runs if not r.ok):>6} "
+        lines.append(f"{kind:<26} {len(runs):>4} {sum(1 for r in runs if not r.ok):>6} "
                      f"{p50:>13} {top:>7}")
     return lines
 
