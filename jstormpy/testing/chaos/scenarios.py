@@ -52,12 +52,14 @@ Fault classes (:data:`FAULT_KINDS`):
     and the writes heal: the restarted TM (``--resume``) must not hand out a generation
     twice (issue 23 hole 7).
 ``fresh_run_into_used`` / ``savepoint_into_used``
-    After the job drained (or, for the savepoint, was stopped a checkpoint after a
-    savepoint taken while it ran) it is submitted again into the same FileSink
-    directory, fresh or restored from the savepoint: the submit must be refused naming
-    the directory, touching nothing; the savepoint is then restored into an empty
-    directory and checked with the output up to it (issue 23 holes 3 and 4;
-    :mod:`jstormpy.testing.chaos.reuse`).
+    After the job drained (it recovered once from a worker SIGKILL, so its generation
+    passed 1) or, for the savepoint, was stopped a checkpoint after a savepoint taken
+    while it ran, it is submitted again into the same FileSink directory, fresh or
+    restored from the savepoint: the submit must be refused naming the directory,
+    touching nothing. The fresh run then goes into an empty directory and the same,
+    used, PostgreSQL table (the ``stateful`` job; it must not be fenced by the first
+    run's fence rows); the savepoint is restored into an empty directory and checked
+    with the output up to it (issue 23 holes 3 and 4; :mod:`jstormpy.testing.chaos.reuse`).
 ``rescale_unkeyed_state``
     On the ``shuffled`` topology, a live rescale of the shuffle-fed counter to another
     parallelism (must be refused naming the component and state, the job going on) or of
@@ -95,6 +97,7 @@ from jstormpy.testing.chaos.topologies import (
     check_output,
     check_postgres,
     create_postgres_table,
+    postgres_last_row,
 )
 
 FAULT_KINDS = ("kill", "reset", "partition", "stall", "backend_hang", "backend_slow",
@@ -118,6 +121,8 @@ GENERATION_PATH = LISTING_ROOT + r"/meta/generation/v-\d+"
 GENERATION_WAIT_S = 2.5
 """``tm_generation_write_error``: how long the recovery is watched (it must not leave
 ``recovering``) while its generation cannot be stored, before the TM is killed."""
+POSTGRES_KINDS = ("metadata_write_error", "fresh_run_into_used")
+"""Fault classes run on the ``stateful`` job with its output also in a real PostgreSQL."""
 HDFS_KINDS = ("listing_error", "metadata_write_error", "tm_generation_write_error")
 """Fault classes whose checkpoint store is the WebHDFS test server (no proxy)."""
 WORKER_TIMEOUT_MS = 2_000
@@ -167,8 +172,7 @@ class Fault:
         elif self.kind in ("backend_hang", "backend_slow", "disk_full",
                            "tm_kill_during_upgrade"):
             who = ""
-        when = "" if self.kind in ("kill_during_drain", "fresh_run_into_used") \
-            else f" @{self.at_s:.1f}s"
+        when = "" if self.kind == "kill_during_drain" else f" @{self.at_s:.1f}s"
         span = f" {self.duration_s:.1f}s" if self.duration_s else ""
         return f"{self.kind}{who}{when}{span}"
 
@@ -203,7 +207,7 @@ class Scenario:
         topology, kind = topology or topo, kind or k
         if kind == "rescale_unkeyed_state":
             topology = SHUFFLED  # the class needs a shuffle-fed stateful bolt
-        elif kind == "metadata_write_error":
+        elif kind in POSTGRES_KINDS:
             topology = "stateful"  # the job that also writes to PostgreSQL
         at = round(rng.uniform(0.4, 1.6), 2)
         w = rng.randrange(workers)
@@ -224,7 +228,9 @@ class Scenario:
             fault = Fault(kind, at, w, duration_s=round(rng.uniform(1.5, 3.0), 2))
         elif kind in ("metadata_write_error", "tm_generation_write_error"):
             fault = Fault(kind, at, w)
-        elif kind in REUSE_KINDS:  # the savepoint's time; the second run follows the first
+        elif kind == "fresh_run_into_used":  # a kill in the first run: generation 2
+            fault = Fault(kind, at, w)
+        elif kind == "savepoint_into_used":  # the savepoint's time
             fault = Fault(kind, at)
         elif kind == "rescale_unkeyed_state":
             fault = Fault(kind, at, on=rng.choice(RESCALE_TO))
@@ -423,8 +429,8 @@ class _Injector:
             self._generation_write_error()
         elif kind == "savepoint_into_used":
             self._savepoint_then_stop()
-        elif kind == "fresh_run_into_used":
-            self.events.append("first run undisturbed; the second run follows it")
+        elif kind == "fresh_run_into_used":  # its fence rows then hold generation 2
+            self.fired = self._signal(f.worker, signal.SIGKILL)
         elif kind == "rescale_unkeyed_state":
             self._rescale_unkeyed_state()
         elif kind == "tm_kill_during_upgrade":
@@ -772,15 +778,19 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
         if stopped:
             error = ""  # the injector's stop: the first run's output ends at some checkpoint
         verdict = Verdict() if stopped else check_output(scenario.topology, work)
-        if pg_dsn is not None:
-            verdict = _both(verdict, check_postgres(pg_dsn), "in PostgreSQL")
+        first_rows = None if pg_dsn is None else postgres_last_row(pg_dsn)
+        if pg_dsn is not None and not stopped:
+            verdict = _both(verdict, check_postgres(pg_dsn, upto=first_rows), "in PostgreSQL")
         if kind in REUSE_KINDS and (stopped or status.get("state") == "drained"):
             with LocalCluster(home=work / "home", fork=fork) as cluster:
                 second = second_run(kind, scenario.topology, work, scenario_config(backend),
-                                    cluster, timeout_s)
+                                    cluster, timeout_s, pg_dsn)
             verdict = check_output(scenario.topology, second.checked) if stopped else \
                 _second_verdict(scenario.topology, work, verdict, second)
             error = second.error
+            if pg_dsn is not None and second.postgres_after is not None:
+                verdict = _both(verdict, check_postgres(pg_dsn, after=second.postgres_after),
+                                "in PostgreSQL, second run")
     except Exception as exc:
         error = error or f"{type(exc).__name__}: {exc}"
         verdict = Verdict(state_problems=("not checked: the run failed",))
@@ -816,11 +826,12 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
 
 
 def _second_verdict(topology: str, work: Path, first: Verdict, second: SecondRun) -> Verdict:
-    """The first run's verdict, plus (if the second run checked somewhere else, a savepoint
-    restored into an empty directory) that output's: both must be exactly-once."""
+    """The first run's verdict, plus (if the second run wrote somewhere else: a savepoint
+    restored, or a fresh run, into an empty directory) that output's: both must be
+    exactly-once."""
     if second.checked == work:
         return first
-    return _both(first, check_output(topology, second.checked), "after the savepoint restore")
+    return _both(first, check_output(topology, second.checked), "in the second run's output")
 
 
 def _both(first: Verdict, other: Verdict, where: str) -> Verdict:
@@ -833,12 +844,13 @@ def _both(first: Verdict, other: Verdict, where: str) -> Verdict:
 
 
 def _postgres_for(kind: str) -> tuple[Any, tuple[str, ...]]:
-    """``metadata_write_error`` also writes the stateful job's output to a real PostgreSQL
+    """:data:`POSTGRES_KINDS` also write the stateful job's output to a real PostgreSQL
     (started here, when its binaries are installed): a sink that commits a transaction no
     completed checkpoint covers duplicates rows there (issue 23 hole 2), while the
-    FileSink keeps such a staged file uncommitted. Returns the started server (or None)
-    and what was done."""
-    if kind != "metadata_write_error":
+    FileSink keeps such a staged file uncommitted; a fresh run into a used table must not
+    be fenced by the earlier run's fence rows (hole 3). Returns the started server (or
+    None) and what was done."""
+    if kind not in POSTGRES_KINDS:
         return None, ()
     from jstormpy.testing.postgres import PostgresServer, find_pg_bindir
 

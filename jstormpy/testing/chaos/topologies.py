@@ -122,15 +122,26 @@ def create_postgres_table(dsn: str) -> None:
                      "value int, sum bigint, count int)")
 
 
-def check_postgres(dsn: str) -> Verdict:
-    """The ``stateful`` job's PostgreSQL output (committed rows in insert order, read with a
-    fresh connection) checked like its files; a prepared transaction left behind is a
-    state problem."""
+def postgres_last_row(dsn: str) -> int:
+    """The id of the last row in :data:`PG_TABLE` (0 if empty): where a later run's rows
+    begin."""
     import psycopg
 
     with psycopg.connect(dsn) as conn:
-        rows = conn.execute(f"SELECT {', '.join(_PG_COLUMNS)} FROM {PG_TABLE} "
-                            "ORDER BY id").fetchall()
+        row = conn.execute(f"SELECT coalesce(max(id), 0) FROM {PG_TABLE}").fetchone()
+    return int(row[0]) if row else 0
+
+
+def check_postgres(dsn: str, after: int = 0, upto: int | None = None) -> Verdict:
+    """The ``stateful`` job's PostgreSQL output (committed rows in insert order, read with a
+    fresh connection; only ids in ``(after, upto]``: one run's rows) checked like its
+    files; a prepared transaction left behind is a state problem."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(f"SELECT {', '.join(_PG_COLUMNS)} FROM {PG_TABLE} WHERE id > %s "
+                            "AND id <= %s ORDER BY id",
+                            (after, 2**62 if upto is None else upto)).fetchall()
         prepared = [g for (g,) in conn.execute(
             "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()")]
     verdict = _stateful_verdict([dict(zip(_PG_COLUMNS, r, strict=True)) for r in rows])
