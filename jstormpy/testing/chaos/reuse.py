@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jstormpy import JStormError
 from jstormpy.connectors.file_parts import PART_RE, committed_files
-from jstormpy.errors import JStormError
 from jstormpy.testing.chaos.topologies import build_topology
 
 REUSE_KINDS = ("fresh_run_into_used", "savepoint_into_used")

@@ -542,7 +542,7 @@ class _Injector:
         to do, the job running on unchanged), or its sink to 3 tasks while ``partial`` keeps
         2 (``on="same"``: must succeed; the verdict checks the partial counts stayed
         exact). Issue 23 hole 5."""
-        from jstormpy.errors import JStormError
+        from jstormpy import JStormError
 
         change = {"partial": 3} if self.fault.on == "other" else {"out": 3}
         try:
