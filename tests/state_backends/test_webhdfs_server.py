@@ -200,3 +200,32 @@ def test_main_rejects_a_bad_port(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--port", "nope"])
     assert "--port" in capsys.readouterr().err
+
+
+def test_failed_renames_refuse_one_destination_and_heal(webhdfs_server: WebHdfsServer) -> None:
+    """``fail_renames`` (the chaos classes ``metadata_write_error`` and
+    ``tm_generation_write_error``): a matching write-by-rename fails with a permanent
+    error the backend reports, every other write goes on, and healing restores it."""
+    from jstormpy.api.errors import BackendError
+    from jstormpy.state_backends import open_backend
+
+    backend = open_backend(f"hdfs://127.0.0.1:{webhdfs_server.port}/ckpt", retries=1,
+                           backoff_s=0.01, timeout_s=5)
+    backend.put_meta("generation", b"1")
+    webhdfs_server.fail_renames(r"/ckpt/meta/generation/v-\d+", -1)
+    for _ in range(2):
+        with pytest.raises(BackendError, match="fail_renames"):
+            backend.put_meta("generation", b"2")
+    backend.put_meta("completed_checkpoint", b"7")  # another key: served
+    backend.put_object("chk-0000000003/_metadata", b"{}")
+    assert backend.get_meta("generation") == b"1"
+    assert len(webhdfs_server.renames_failed) == 2
+    assert all(d.startswith("/ckpt/meta/generation/v-") for d in webhdfs_server.renames_failed)
+    webhdfs_server.fail_renames(r"/ckpt/meta/generation/v-\d+", 0)
+    backend.put_meta("generation", b"3")
+    assert backend.get_meta("generation") == b"3"
+    webhdfs_server.fail_renames(r"/ckpt/chk-\d+/_metadata", 1)  # one write only
+    with pytest.raises(BackendError):
+        backend.put_object("chk-0000000004/_metadata", b"{}")
+    backend.put_object("chk-0000000005/_metadata", b"{}")
+    assert backend.get_object("chk-0000000005/_metadata") == b"{}"

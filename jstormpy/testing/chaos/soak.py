@@ -24,18 +24,18 @@ from pathlib import Path
 from typing import TextIO
 
 from jstormpy.testing.chaos.scenarios import FAULT_KINDS, Scenario, ScenarioResult, run_scenario
-from jstormpy.testing.chaos.topologies import TOPOLOGIES
+from jstormpy.testing.chaos.topologies import ALL_TOPOLOGIES
 
 _ROW = ("{seed:>6} {topology:<10} {fault:<40} {lost:>5} {dup:>5} {reord:>6} {state:>6} "
         "{rec:>9} {secs:>6}")
 
 
 def plan_scenarios(count: int, seed: int = 1, fault: str | None = None,
-                   topology: str | None = None) -> list[Scenario]:
+                   topology: str | None = None,
+                   kinds: Sequence[str] = FAULT_KINDS) -> list[Scenario]:
     """``count`` scenarios from seeds ``seed .. seed+count-1``, cycling through the fault
-    classes unless ``fault`` fixes one."""
-    return [Scenario.draw(seed + i, topology=topology,
-                          kind=fault or FAULT_KINDS[i % len(FAULT_KINDS)])
+    classes ``kinds`` (default: all of :data:`FAULT_KINDS`) unless ``fault`` fixes one."""
+    return [Scenario.draw(seed + i, topology=topology, kind=fault or kinds[i % len(kinds)])
             for i in range(count)]
 
 
@@ -68,7 +68,7 @@ def format_summary(results: Sequence[ScenarioResult]) -> list[str]:
              f"{sum(1 for r in results if r.verdict.state_problems)} with wrong state, "
              f"{sum(1 for r in results if not r.drained)} not drained, "
              f"{sum(1 for r in results if not r.fired)} where the fault did not fire"]
-    lines.append(f"{'fault class':<24} {'runs':>4} {'failed':>6} {'recovery p50':>13} "
+    lines.append(f"{'fault class':<26} {'runs':>4} {'failed':>6} {'recovery p50':>13} "
                  f"{'max':>7}")
     for kind in FAULT_KINDS:
         runs = [r for r in results if r.scenario.fault.kind == kind]
@@ -77,7 +77,7 @@ def format_summary(results: Sequence[ScenarioResult]) -> list[str]:
         times = [r.recovery_s for r in runs if r.recovery_s is not None]
         p50 = f"{statistics.median(times):.2f}s" if times else "-"
         top = f"{max(times):.2f}s" if times else "-"
-        lines.append(f"{kind:<24} {len(runs):>4} {sum(1 for r in runs if not r.ok):>6} "
+        lines.append(f"{kind:<26} {len(runs):>4} {sum(1 for r in runs if not r.ok):>6} "
                      f"{p50:>13} {top:>7}")
     return lines
 
@@ -119,8 +119,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=1, help="seed of the first scenario")
     p.add_argument("--fault", choices=FAULT_KINDS, default=None,
                    help="only this fault class (default: every class in turn)")
-    p.add_argument("--topology", choices=TOPOLOGIES, default=None,
-                   help="only this topology (default: drawn from each seed)")
+    p.add_argument("--topology", choices=ALL_TOPOLOGIES, default=None,
+                   help="only this topology (default: drawn from each seed; "
+                        "rescale_unkeyed_state always runs on 'shuffled')")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="print what the injector did for every scenario")
     p.add_argument("--keep", type=Path, default=None, metavar="DIR",

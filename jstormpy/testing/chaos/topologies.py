@@ -6,7 +6,10 @@ Three small jobs, each lasting a few seconds, each checked from its committed ou
   running sum per key in managed state, into a transactional :class:`~jstormpy.FileSink`;
 * ``wordcount`` — lines from files, split, counted (managed state), emitting the new count
   at every occurrence;
-* ``windowed`` — per-sensor event-time tumbling windows with early firings.
+* ``windowed`` — per-sensor event-time tumbling windows with early firings;
+* ``shuffled`` — keyed events fed by shuffle into a bolt counting per key in managed state:
+  every task keeps a partial count of every key (state not partitioned by the routing
+  key; used by the ``rescale_unkeyed_state`` fault class only).
 
 :func:`build_topology` makes one; :func:`check_output` returns a :class:`Verdict`: events
 lost, duplicated and reordered per key (Flink's SemanticsCheck idea, via
@@ -29,6 +32,10 @@ from jstormpy.testing.semantics import SemanticsReport, check_sequences
 from jstormpy.window import BoundedOutOfOrderness, TumblingWindows, WindowedBolt
 
 TOPOLOGIES = ("stateful", "wordcount", "windowed")
+"""The topologies a scenario's seed draws from."""
+SHUFFLED = "shuffled"
+"""The topology of the ``rescale_unkeyed_state`` fault class only (not drawn by seeds)."""
+ALL_TOPOLOGIES = (*TOPOLOGIES, SHUFFLED)
 """Names accepted by :func:`build_topology`."""
 
 KEYS, PER_KEY, RATE = 16, 1200, 3000.0          # stateful: ~3 s of input at 2 spout tasks
@@ -86,17 +93,71 @@ class RunningSum(Bolt):
         self.emit((key, tup["seq"], value, total + value, count + 1))
 
 
-def _stateful(out: Path, slow: float = 1.0) -> Topology:
+PG_TABLE = "chaos_out"
+"""``stateful`` with a PostgreSQL DSN: the table its second sink writes (create it with
+:func:`create_postgres_table`)."""
+_PG_COLUMNS = ("key", "seq", "value", "sum", "count")
+
+
+def _stateful(out: Path, slow: float = 1.0, pg_dsn: str | None = None) -> Topology:
     b = TopologyBuilder("chaos-stateful")
     b.set_spout("events", SequenceSpout(keys=KEYS, per_key=PER_KEY, rate_per_s=RATE / slow),
                 parallelism=2)
     b.set_bolt("sum", RunningSum, parallelism=2).fields_grouping("events", ["key"])
     b.set_bolt("out", FileSink(str(out)), parallelism=2).fields_grouping("sum", ["key"])
+    if pg_dsn is not None:
+        from jstormpy.connectors import PostgresSink
+
+        b.set_bolt("pg", PostgresSink(pg_dsn, PG_TABLE, list(_PG_COLUMNS)),
+                   parallelism=2).fields_grouping("sum", ["key"])
     return b.build()
 
 
+def create_postgres_table(dsn: str) -> None:
+    """Create :data:`PG_TABLE` (rows numbered in insert order) in the database ``dsn``."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {PG_TABLE} (id bigserial PRIMARY KEY, key text, seq int, "
+                     "value int, sum bigint, count int)")
+
+
+def postgres_last_row(dsn: str) -> int:
+    """The id of the last row in :data:`PG_TABLE` (0 if empty): where a later run's rows
+    begin."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(f"SELECT coalesce(max(id), 0) FROM {PG_TABLE}").fetchone()
+    return int(row[0]) if row else 0
+
+
+def check_postgres(dsn: str, after: int = 0, upto: int | None = None) -> Verdict:
+    """The ``stateful`` job's PostgreSQL output (committed rows in insert order, read with a
+    fresh connection; only ids in ``(after, upto]``: one run's rows) checked like its
+    files; a prepared transaction left behind is a state problem."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(f"SELECT {', '.join(_PG_COLUMNS)} FROM {PG_TABLE} WHERE id > %s "
+                            "AND id <= %s ORDER BY id",
+                            (after, 2**62 if upto is None else upto)).fetchall()
+        prepared = [g for (g,) in conn.execute(
+            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()")]
+    verdict = _stateful_verdict([dict(zip(_PG_COLUMNS, r, strict=True)) for r in rows])
+    if not prepared:
+        return verdict
+    return Verdict(lost=verdict.lost, duplicated=verdict.duplicated,
+                   reordered=verdict.reordered, detail=verdict.detail,
+                   state_problems=(*verdict.state_problems,
+                                   f"prepared transactions left behind: {prepared}"))
+
+
 def _check_stateful(out: Path) -> Verdict:
-    records = read_committed(out)
+    return _stateful_verdict(read_committed(out))
+
+
+def _stateful_verdict(records: list[dict[str, Any]]) -> Verdict:
     report = check_sequences(records, "key", "seq", {f"k{i}": PER_KEY for i in range(KEYS)})
     problems: list[str] = []
     sums: dict[str, int] = defaultdict(int)
@@ -111,6 +172,67 @@ def _check_stateful(out: Path) -> Verdict:
     problems += [f"key k{i}: final sum {sums[f'k{i}']} != batch recomputation {want}"
                  for i in range(KEYS) if sums[f"k{i}"] != want]
     return _verdict(report, problems)
+
+
+# -- shuffled -------------------------------------------------------------------------------
+SHUFFLED_KEYS, SHUFFLED_RATE = 8, 2000.0          # one spout task: ~4.8 s of input
+
+
+class PartialCount(Bolt):
+    """Fed by shuffle: per key, the number of its events that reached this task (managed
+    state every task holds for every key); emits that partial count with each event."""
+
+    outputs = ("key", "seq", "task", "partial")
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.counts = self.state("counts")
+        self.task = context.task_index
+
+    def execute(self, tup: Any) -> None:
+        key = tup["key"]
+        n = self.counts.get(key, 0) + 1
+        self.counts[key] = n
+        self.emit((key, tup["seq"], self.task, n))
+
+
+def _shuffled(out: Path, slow: float = 1.0) -> Topology:
+    b = TopologyBuilder("chaos-shuffled")
+    b.set_spout("events", SequenceSpout(keys=SHUFFLED_KEYS, per_key=PER_KEY,
+                                        rate_per_s=SHUFFLED_RATE / slow), parallelism=1)
+    b.set_bolt("partial", PartialCount, parallelism=2).shuffle_grouping("events")
+    b.set_bolt("out", FileSink(str(out)), parallelism=2).fields_grouping("partial", ["key"])
+    return b.build()
+
+
+def _check_shuffled(out: Path) -> Verdict:
+    """Every event once (per key), in order per (key, task) (the order across the two
+    shuffle targets is not defined); each task's partial counts go 1, 2, 3, ... and add up
+    to every event of the key."""
+    records = read_committed(out)
+    report = check_sequences(records, "key", "seq",
+                             {f"k{i}": PER_KEY for i in range(SHUFFLED_KEYS)})
+    last_seq: dict[tuple[str, int], int] = {}
+    partial: dict[tuple[str, int], int] = {}
+    reordered = 0
+    problems: list[str] = []
+    for r in records:
+        kt = (r["key"], r["task"])
+        if r["seq"] < last_seq.get(kt, -1):
+            reordered += 1
+        last_seq[kt] = max(last_seq.get(kt, -1), r["seq"])
+        if r["partial"] != partial.get(kt, 0) + 1 and len(problems) < 3:
+            problems.append(f"key {kt[0]} task {kt[1]}: partial count {r['partial']} after "
+                            f"{partial.get(kt, 0)} (recomputed {partial.get(kt, 0) + 1})")
+        partial[kt] = r["partial"]
+    for i in range(SHUFFLED_KEYS):
+        total = sum(n for (k, _t), n in partial.items() if k == f"k{i}")
+        if total != PER_KEY:
+            problems.append(f"key k{i}: partial counts add up to {total} != batch "
+                            f"recomputation {PER_KEY}")
+    verdict = _verdict(report, problems)
+    return Verdict(lost=verdict.lost, duplicated=verdict.duplicated, reordered=reordered,
+                   state_problems=verdict.state_problems,
+                   detail="" if not (verdict.lost or verdict.duplicated) else verdict.detail)
 
 
 # -- wordcount ------------------------------------------------------------------------------
@@ -276,24 +398,34 @@ def _check_windowed(out: Path) -> Verdict:
     return _verdict(report, problems)
 
 
-def build_topology(name: str, workdir: Path, slow: float = 1.0) -> Topology:
-    """The topology ``name`` (one of :data:`TOPOLOGIES`), writing to ``workdir/out``.
+def build_topology(name: str, workdir: Path, slow: float = 1.0,
+                   out: Path | None = None, pg_dsn: str | None = None) -> Topology:
+    """The topology ``name`` (one of :data:`TOPOLOGIES`), writing to ``workdir/out`` (or
+    ``out``; the input, such as the word count's corpus, stays under ``workdir``).
+    ``pg_dsn`` (``stateful`` only): the same output also goes to :data:`PG_TABLE` there
+    through a two-phase-commit :class:`~jstormpy.connectors.PostgresSink`.
 
     ``slow`` stretches the input over ``slow`` times as long (same events, same output):
     a fault that needs time to set up, such as a gray release, then lands mid-run.
     """
     workdir = Path(workdir)
+    out = workdir / "out" if out is None else Path(out)
+    if pg_dsn is not None and name != "stateful":
+        raise ValueError(f"only the stateful chaos topology writes to PostgreSQL, not {name!r}")
     if name == "stateful":
-        return _stateful(workdir / "out", slow)
+        return _stateful(out, slow, pg_dsn)
     if name == "wordcount":
-        return _wordcount(workdir / "out", workdir / "corpus", slow)
+        return _wordcount(out, workdir / "corpus", slow)
     if name == "windowed":
-        return _windowed(workdir / "out", slow)
-    raise ValueError(f"unknown chaos topology {name!r}; choose one of {', '.join(TOPOLOGIES)}")
+        return _windowed(out, slow)
+    if name == SHUFFLED:
+        return _shuffled(out, slow)
+    raise ValueError(f"unknown chaos topology {name!r}; choose one of "
+                     f"{', '.join(ALL_TOPOLOGIES)}")
 
 
 def check_output(name: str, workdir: Path) -> Verdict:
     """Check the committed output of :func:`build_topology` ``(name, workdir)``."""
     checks = {"stateful": _check_stateful, "wordcount": _check_wordcount,
-              "windowed": _check_windowed}
+              "windowed": _check_windowed, SHUFFLED: _check_shuffled}
     return checks[name](Path(workdir) / "out")

@@ -28,6 +28,7 @@ import argparse
 import getpass
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -60,6 +61,8 @@ class HttpServer(ThreadingHTTPServer):
         self.conn_lock = threading.Lock()
         self.faults = 0
         self.listing_faults: dict[str, int] = {}
+        self.rename_faults: list[tuple[re.Pattern[str], int]] = []
+        self.renames_failed: list[str] = []
         super().__init__(addr, RequestHandler)
         self.port = self.server_address[1]
 
@@ -97,6 +100,16 @@ class HttpServer(ThreadingHTTPServer):
             if left > 0:
                 self.listing_faults[hdfs_path.rstrip("/") or "/"] = left - 1
             return True
+
+    def take_rename_fault(self, destination: str) -> bool:
+        with self.conn_lock:
+            for i, (pattern, left) in enumerate(self.rename_faults):
+                if left != 0 and pattern.fullmatch(destination):
+                    if left > 0:
+                        self.rename_faults[i] = (pattern, left - 1)
+                    self.renames_failed.append(destination)
+                    return True
+            return False
 
     def drop_connections(self) -> None:
         with self.conn_lock:
@@ -153,6 +166,29 @@ class WebHdfsServer:
             raise RuntimeError("WebHdfsServer is not running")
         with self._httpd.conn_lock:
             self._httpd.listing_faults[hdfs_path.rstrip("/") or "/"] = count
+
+    def fail_renames(self, destination: str, count: int) -> None:
+        """Answer the next ``count`` RENAMEs onto a path matching the regular expression
+        ``destination`` (whole path) with HTTP 403 IOException, a permanent error: the
+        write of an object the backend puts by write-then-rename (a checkpoint's
+        ``_metadata``, a ``meta/<name>`` version) fails while every other request is
+        served. ``count=-1``: until a later call with ``count=0`` for the same expression.
+        The destinations refused so far are in :attr:`renames_failed`."""
+        if self._httpd is None:
+            raise RuntimeError("WebHdfsServer is not running")
+        with self._httpd.conn_lock:
+            faults = [f for f in self._httpd.rename_faults if f[0].pattern != destination]
+            if count:
+                faults.append((re.compile(destination), count))
+            self._httpd.rename_faults = faults
+
+    @property
+    def renames_failed(self) -> list[str]:
+        """Destinations of the RENAMEs :meth:`fail_renames` refused, oldest first."""
+        if self._httpd is None:
+            return []
+        with self._httpd.conn_lock:
+            return list(self._httpd.renames_failed)
 
     def start(self) -> WebHdfsServer:
         """Bind and serve in a background thread (same port again after a stop)."""

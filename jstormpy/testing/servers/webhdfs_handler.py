@@ -457,6 +457,9 @@ class RequestHandler(BaseHTTPRequestHandler):
         if options - {"NONE", "OVERWRITE", "TO_TRASH"}:
             raise RemoteError("IllegalArgumentException", "Invalid value for webhdfs "
                               f"parameter \"renameoptions\": {params['renameoptions']}")
+        if self.server.take_rename_fault(dest):
+            raise RemoteError("IOException", f"Permission denied: rename {hdfs_path} to "
+                              f"{dest} (injected: WebHdfsServer.fail_renames)")
         src, dst = self.ns.local(hdfs_path), self.ns.local(dest)
         with self.ns.lock:
             if not options:  # ClientProtocol.rename: false on any failure
