@@ -43,8 +43,12 @@ def _start_spark(cluster: HostCluster, workers: list[str]) -> str:
     spark_class = _spark_class()
     master = cluster.address("master")
     url = f"spark://{master}:{SPARK_PORT}"
+    # a dead worker host is declared lost after 5 s instead of 60; the workers must know the
+    # timeout too: they heartbeat every timeout / 4 (with their default 60 s, every 15 s,
+    # and a master expecting one every 5 s drops them again and again)
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_NO_DAEMONIZE="1",
-               SPARK_MASTER_OPTS="-Dspark.worker.timeout=5")
+               SPARK_MASTER_OPTS="-Dspark.worker.timeout=5",
+               SPARK_WORKER_OPTS="-Dspark.worker.timeout=5")
     with open(logs / "master.log", "ab") as log:
         cluster.popen("master", [spark_class, "org.apache.spark.deploy.master.Master",
                                  "--host", master, "--port", str(SPARK_PORT)],

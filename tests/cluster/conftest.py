@@ -119,8 +119,11 @@ def spark_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkHosts
     env.update(SPARK_HOME=str(spark_home()), PYSPARK_PYTHON=sys.executable,
                PYTHONPATH=str(repo), SPARK_LOG_DIR=str(work / "spark-logs"),
                SPARK_NO_DAEMONIZE="1",
-               # a dead worker host is declared lost after 5 s instead of 60
-               SPARK_MASTER_OPTS="-Dspark.worker.timeout=5")
+               # a dead worker host is declared lost after 5 s instead of 60; the workers
+               # heartbeat every timeout / 4, so they must be told it too (with their
+               # default 60 s they heartbeat every 15 s and the master keeps dropping them)
+               SPARK_MASTER_OPTS="-Dspark.worker.timeout=5",
+               SPARK_WORKER_OPTS="-Dspark.worker.timeout=5")
     with HostCluster(HOSTS) as hosts:
         master_url = f"spark://{hosts.address('master')}:{SPARK_PORT}"
         cluster = SparkHosts(hosts, work, master_url,
