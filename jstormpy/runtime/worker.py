@@ -21,12 +21,14 @@ import os
 import queue
 import socket
 import sys
+import tempfile
 import threading
 import time
 import traceback
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import cloudpickle
@@ -56,6 +58,7 @@ from jstormpy.security import auth_metadata, secret_from_env
 from jstormpy.state_backends import StateBackend, open_backend
 from jstormpy.state_backends.changelog import load_task_snapshot
 from jstormpy.state_backends.deadline import DeadlineBackend
+from jstormpy.state_store import MemoryStore, RocksDBStore, open_store
 from jstormpy.tls import grpc_channel, tls_dir_from_env
 from jstormpy.topology import Topology
 
@@ -97,6 +100,7 @@ class Worker(TaskHost):
         self.guarantee = "exactly_once"
         self.executors: dict[int, TaskExecutor] = {}
         self.building_task = 0  # the task _build_tasks is at (0: none yet)
+        self.state_stores: dict[int, MemoryStore | RocksDBStore] = {}  # Config.state_store
         # the input queues of this worker's tasks, tagged with their generation: the
         # receiving threads check a frame's generation and look its queue up in one read
         self.inboxes = Inboxes(0, {})
@@ -342,6 +346,7 @@ class Worker(TaskHost):
                           "exiting so the worker is restarted", ex.task_id, timeout_s)
                 os._exit(3)
         self.executors = {}
+        self._close_state_stores()
         self.chained = {}
         self.inboxes = Inboxes(self.generation, {})
         self.gate = CreditGate()
@@ -426,6 +431,7 @@ class Worker(TaskHost):
                 output_fields=spec.streams, generation=self.generation, run=self.run)
             snap = restore_component(comp, snapshots.get(task_id), self.max_parallelism,
                                      f"component {name!r}, task {task_id}")
+            self._open_state_store(comp, task_id)
             source_index = input_field_index(topo, name, component_tasks)
             incremental = None if self.guarantee == "at_most_once" else make_incremental(
                 comp, task_id, key_group_range(self.max_parallelism, context.parallelism,
@@ -457,6 +463,32 @@ class Worker(TaskHost):
                 self.chained[task_id] = ex
                 log.info("task %d (%s) runs chained into task %d", task_id, name, chained[task_id])
         self.executors.update(executors)
+
+    def _open_state_store(self, comp: Any, task_id: int) -> None:
+        """Give the task its state store (``Config.state_store``); restored states move
+        into it (RocksDB: a fresh database under the store directory)."""
+        conf = self.config
+        assert conf is not None
+        if conf.state_store == "memory":
+            return  # component.state's default: dicts, as restored
+        old = self.state_stores.pop(task_id, None)
+        if old is not None:  # an earlier prepare of this task failed part-way
+            old.close()
+        base = Path(conf.state_store_dir) if conf.state_store_dir else \
+            Path(os.environ.get("JSTORM_RUN_DIR") or tempfile.gettempdir()) / "state-store"
+        store = open_store(conf.state_store, base / f"worker-{self.worker_id}" / f"task-{task_id}",
+                           self.max_parallelism)
+        self.state_stores[task_id] = store
+        comp.__dict__["_jstorm_state_store"] = store
+        store.adopt(comp.__dict__.setdefault("_jstorm_states", {}))
+
+    def _close_state_stores(self) -> None:
+        for task_id, store in list(self.state_stores.items()):
+            try:
+                store.close()
+            except Exception:
+                log.exception("closing the state store of task %s failed", task_id)
+        self.state_stores = {}
 
     def start_tasks(self) -> None:
         """Start every built task thread."""

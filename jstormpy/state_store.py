@@ -1,0 +1,462 @@
+"""State stores: where a task's managed state (``self.state(name)``) lives while it runs.
+
+``Config(state_store="memory")`` (the default) keeps each named state as a Python ``dict``
+in the worker's heap, as always. ``Config(state_store="rocksdb")`` keeps it in an embedded
+RocksDB (``rocksdict``) on local disk, so a task's state is bounded by disk, not RAM:
+
+- one database per task (a fresh directory under ``Config.state_store_dir``, by default
+  under the run directory), one column family per named state;
+- keys are key-group-major: the key group id (2 bytes, big-endian) first, then the
+  serialised key, so a task's key groups are contiguous key ranges;
+- keys and values are serialised by :func:`encode` (str, bytes, int and float in a tagged
+  raw form, anything else with pickle protocol 5).
+
+Both stores hand out a ``MutableMapping`` with the same behaviour (get / [] / set / del /
+in / iteration / len), so user code does not change. Checkpoints are unchanged too: a
+RocksDB-backed state pickles as a plain ``dict`` of its entries (the format the memory
+store writes), so savepoints stay self-contained, rescale splits it by key group as
+before, and a snapshot restores into either store. A restore writes the restored entries
+into a fresh database (:meth:`RocksDBStore.adopt`).
+
+**TTL.** ``self.state(name, ttl_ms=...)`` stores the write time with each value (a
+:class:`Stamped` entry): an entry not written for ``ttl_ms`` is invisible at once, and a
+sweep (at most once per ``ttl_ms``, on access) removes expired entries. Checkpoints keep
+the write time, so a restore never brings an expired entry back.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import struct
+import time
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from jstormpy.errors import ConfigError
+from jstormpy.keygroups import key_group
+
+STATE_STORES = ("memory", "rocksdb")
+"""The values of ``Config.state_store``."""
+
+Clock = Callable[[], float]
+"""Wall-clock milliseconds (TTL write times and expiry)."""
+
+
+def wall_ms() -> float:
+    """Milliseconds since the epoch (the default TTL clock)."""
+    return time.time() * 1000.0
+
+
+class Stamped(NamedTuple):
+    """An entry of a state with a TTL, as checkpoints hold it: the value and the wall-clock
+    millisecond it was last written."""
+
+    written_ms: float
+    value: Any
+
+
+def check_ttl(ttl_ms: Any) -> int | None:
+    """``ttl_ms`` if it is None or an int > 0; a ConfigError naming it otherwise."""
+    if ttl_ms is None:
+        return None
+    if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms <= 0:
+        raise ConfigError(f"state ttl_ms must be an int > 0 (milliseconds) or None, "
+                          f"got {ttl_ms!r}")
+    return ttl_ms
+
+
+def state_ttl(state: Any) -> int | None:
+    """The TTL a managed state was opened with (None for a plain one)."""
+    return getattr(state, "ttl_ms", None)
+
+
+# -- the codec ----------------------------------------------------------------------------------
+_INT = struct.Struct(">q")
+_FLOAT = struct.Struct(">d")
+_STAMP = struct.Struct(">d")
+_S, _B, _I, _F, _P, _T = b"s", b"b", b"i", b"f", b"p", b"T"
+_TAG_S, _TAG_B, _TAG_I, _TAG_F, _TAG_P, _TAG_T = (t[0] for t in (_S, _B, _I, _F, _P, _T))
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def encode(obj: Any) -> bytes:
+    """``obj`` as bytes: a tag byte, then UTF-8 for str, the bytes, 8-byte big-endian for an
+    int that fits and a float, pickle protocol 5 for anything else."""
+    cls = obj.__class__
+    if cls is str:
+        return _S + obj.encode("utf-8", "surrogatepass")
+    if cls is int and _INT_MIN <= obj <= _INT_MAX:
+        return _I + _INT.pack(obj)
+    if cls is bytes:
+        return _B + obj
+    if cls is float:
+        return _F + _FLOAT.pack(obj)
+    return _P + pickle.dumps(obj, protocol=5)
+
+
+def decode(data: bytes) -> Any:
+    """The object :func:`encode` wrote."""
+    tag = data[0]
+    if tag == _TAG_S:
+        return data[1:].decode("utf-8", "surrogatepass")
+    if tag == _TAG_I:
+        return _INT.unpack_from(data, 1)[0]
+    if tag == _TAG_B:
+        return data[1:]
+    if tag == _TAG_F:
+        return _FLOAT.unpack_from(data, 1)[0]
+    if tag == _TAG_P:
+        return pickle.loads(data[1:])
+    raise ValueError(f"not an encoded state value (tag {tag!r})")
+
+
+def encode_key(key: Any) -> bytes:
+    """A state key as stored: keys that compare equal in a ``dict`` (``1``, ``1.0``,
+    ``True``) encode alike, as :func:`jstormpy.keygroups.key_hash` hashes them alike."""
+    cls = key.__class__
+    if cls is bool or (cls is float and key.is_integer()):
+        key = int(key)
+    return encode(key)
+
+
+def encode_stamped(written_ms: float, value: Any) -> bytes:
+    """A TTL entry: tag, write time, then the value's encoding."""
+    return _T + _STAMP.pack(written_ms) + encode(value)
+
+
+def decode_entry(data: bytes) -> Any:
+    """A stored value: a :class:`Stamped` for a TTL entry, else the value."""
+    if data[0] == _TAG_T:
+        return Stamped(_STAMP.unpack_from(data, 1)[0], decode(data[9:]))
+    return decode(data)
+
+
+# -- TTL over the memory store --------------------------------------------------------------------
+class TtlState(MutableMapping[Any, Any]):
+    """A memory-store state with a TTL: a dict of :class:`Stamped` entries underneath.
+
+    Pickles as that dict without its expired entries (what a checkpoint stores)."""
+
+    def __init__(self, entries: dict[Any, Any] | None, ttl_ms: int,
+                 clock: Clock = wall_ms) -> None:
+        self.entries: dict[Any, Any] = {} if entries is None else entries
+        self.ttl_ms = ttl_ms
+        self.clock = clock
+        self.next_sweep = 0.0
+        for k, v in self.entries.items():  # a state written before it had a TTL
+            if v.__class__ is not Stamped:
+                self.entries[k] = Stamped(clock(), v)
+
+    def _now(self) -> float:
+        now = self.clock()
+        if now >= self.next_sweep:
+            self.sweep(now)
+        return now
+
+    def sweep(self, now: float | None = None) -> int:
+        """Remove expired entries; returns how many."""
+        now = self.clock() if now is None else now
+        self.next_sweep = now + self.ttl_ms
+        horizon = now - self.ttl_ms
+        dead = [k for k, s in self.entries.items() if s[0] <= horizon]
+        for k in dead:
+            del self.entries[k]
+        return len(dead)
+
+    def __getitem__(self, key: Any) -> Any:
+        s = self.entries[key]
+        if s[0] <= self._now() - self.ttl_ms:
+            raise KeyError(key)
+        return s[1]
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        s = self.entries.get(key)
+        if s is None or s[0] <= self._now() - self.ttl_ms:
+            return default
+        return s[1]
+
+    def __contains__(self, key: Any) -> bool:
+        s = self.entries.get(key)
+        return s is not None and s[0] > self._now() - self.ttl_ms
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.entries[key] = Stamped(self._now(), value)
+
+    def __delitem__(self, key: Any) -> None:
+        live = key in self
+        self.entries.pop(key, None)
+        if not live:
+            raise KeyError(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        horizon = self._now() - self.ttl_ms
+        return iter([k for k, s in self.entries.items() if s[0] > horizon])
+
+    def __len__(self) -> int:
+        horizon = self._now() - self.ttl_ms
+        return sum(1 for s in self.entries.values() if s[0] > horizon)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        self.sweep()
+        return (dict, (dict(self.entries),))
+
+    def __repr__(self) -> str:
+        return f"TtlState(ttl_ms={self.ttl_ms}, {dict(self.items())!r})"
+
+
+class MemoryStore:
+    """Today's managed state: a dict per name (``factory``: ``dict``, or the incremental
+    checkpoints' tracking dict), a :class:`TtlState` over one with a TTL."""
+
+    kind = "memory"
+
+    def __init__(self, factory: Callable[[], dict[Any, Any]] = dict,
+                 clock: Clock = wall_ms) -> None:
+        self.factory = factory
+        self.clock = clock
+
+    def open(self, name: str, ttl_ms: int | None, current: Any) -> MutableMapping[Any, Any]:
+        """State ``name`` with ``ttl_ms``, keeping the entries of ``current`` (a restored
+        dict, or the same state opened with another TTL)."""
+        if isinstance(current, TtlState):
+            current = {k: s[1] for k, s in current.entries.items()} if ttl_ms is None \
+                else current.entries
+        if ttl_ms is None:
+            if current is None:
+                return self.factory()
+            return current
+        return TtlState(current, ttl_ms, self.clock)
+
+    def adopt(self, states: dict[str, Any]) -> None:
+        """Restored states stay the dicts they were restored as."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+# -- RocksDB ------------------------------------------------------------------------------------
+def _rocksdict() -> Any:
+    try:
+        import rocksdict
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise ConfigError("state_store='rocksdb' needs the rocksdict package "
+                          "(pip install rocksdict)") from exc
+    return rocksdict
+
+
+_GROUP = struct.Struct(">H")
+LOAD_BATCH = 10_000
+"""Entries per write batch when a restore fills a fresh database."""
+
+
+class RocksState(MutableMapping[Any, Any]):
+    """One named state in a task's RocksDB: a column family, keys prefixed with their key
+    group. ``ttl_ms``: entries older than it are invisible (and swept, at most once per
+    ``ttl_ms``, on access). Pickles as a plain dict of its live entries (:class:`Stamped`
+    ones with a TTL), which is what a checkpoint stores."""
+
+    def __init__(self, store: RocksDBStore, name: str, cf: Any,
+                 ttl_ms: int | None = None) -> None:
+        self.store = store
+        self.name = name
+        self.cf = cf
+        self.ttl_ms = ttl_ms
+        self.max_parallelism = store.max_parallelism
+        self.clock = store.clock
+        self.next_sweep = 0.0
+
+    def _key(self, key: Any) -> bytes:
+        return _GROUP.pack(key_group(key, self.max_parallelism)) + encode_key(key)
+
+    def _horizon(self) -> float:
+        """Entries written at or before this are expired (-inf without a TTL)."""
+        if self.ttl_ms is None:
+            return float("-inf")
+        now = self.clock()
+        if now >= self.next_sweep:
+            self.sweep(now)
+        return now - self.ttl_ms
+
+    def _live(self, raw: bytes | None, horizon: float) -> Any:
+        """The value of a stored entry, or the missing marker when absent or expired."""
+        if raw is None:
+            return _MISSING
+        entry = decode_entry(raw)
+        if entry.__class__ is Stamped:
+            if entry.written_ms <= horizon:
+                return _MISSING
+            return entry.value
+        return entry
+
+    def sweep(self, now: float | None = None) -> int:
+        """Delete expired entries; returns how many."""
+        if self.ttl_ms is None:
+            return 0
+        now = self.clock() if now is None else now
+        self.next_sweep = now + self.ttl_ms
+        horizon = now - self.ttl_ms
+        dead = [k for k, v in self.cf.items()
+                if v[0] == _TAG_T and _STAMP.unpack_from(v, 1)[0] <= horizon]
+        for k in dead:
+            self.cf.delete(k)
+        return len(dead)
+
+    def __getitem__(self, key: Any) -> Any:
+        value = self._live(self.cf.get(self._key(key)), self._horizon())
+        if value is _MISSING:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        value = self._live(self.cf.get(self._key(key)), self._horizon())
+        return default if value is _MISSING else value
+
+    def __contains__(self, key: Any) -> bool:
+        return self._live(self.cf.get(self._key(key)), self._horizon()) is not _MISSING
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if self.ttl_ms is None:
+            self.cf.put(self._key(key), encode(value))
+        else:
+            self._horizon()
+            self.cf.put(self._key(key), encode_stamped(self.clock(), value))
+
+    def __delitem__(self, key: Any) -> None:
+        k = self._key(key)
+        if self._live(self.cf.get(k), self._horizon()) is _MISSING:
+            raise KeyError(key)
+        self.cf.delete(k)
+
+    def raw_items(self) -> Iterator[tuple[Any, Any]]:
+        """Every stored entry, expired ones too, TTL entries as :class:`Stamped`."""
+        for k, v in self.cf.items():
+            yield decode(k[2:]), decode_entry(v)
+
+    def items_live(self) -> Iterator[tuple[Any, Any]]:
+        horizon = self._horizon()
+        for k, v in self.cf.items():
+            value = self._live(v, horizon)
+            if value is not _MISSING:
+                yield decode(k[2:]), value
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.ttl_ms is None:
+            return (decode(k[2:]) for k in self.cf.keys())
+        return (k for k, _ in self.items_live())
+
+    def __len__(self) -> int:
+        """Counts the entries (a scan: RocksDB keeps no exact count)."""
+        if self.ttl_ms is None:
+            return sum(1 for _ in self.cf.keys())
+        return sum(1 for _ in self.items_live())
+
+    def clear(self) -> None:
+        for k in list(self.cf.keys()):
+            self.cf.delete(k)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.ttl_ms is None:
+            return (dict, (dict(self.raw_items()),))
+        horizon = self._horizon()
+        return (dict, ({k: v for k, v in self.raw_items()
+                        if v.__class__ is not Stamped or v.written_ms > horizon},))
+
+    def __repr__(self) -> str:
+        return f"RocksState({self.name!r}, ttl_ms={self.ttl_ms})"
+
+
+_MISSING = object()
+
+
+class RocksDBStore:
+    """One task's RocksDB database: a fresh directory at ``path`` (whatever was there —
+    the database of an earlier run or generation of this task — is removed first: a
+    restore always fills a fresh database from the checkpoint)."""
+
+    kind = "rocksdb"
+
+    def __init__(self, path: str | os.PathLike[str], max_parallelism: int,
+                 clock: Clock = wall_ms) -> None:
+        rd = _rocksdict()
+        self.path = Path(path)
+        shutil.rmtree(self.path, ignore_errors=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.max_parallelism = max_parallelism
+        self.clock = clock
+        self.rd = rd
+        self.db = rd.Rdict(str(self.path), options=self._options())
+        self.families: dict[str, Any] = {}
+
+    def _options(self) -> Any:
+        opts = self.rd.Options(raw_mode=True)
+        opts.create_if_missing(True)
+        return opts
+
+    def _family(self, name: str) -> Any:
+        cf = self.families.get(name)
+        if cf is None:
+            cf = self.db.create_column_family(f"s:{name}", self._options())
+            self.families[name] = cf
+        return cf
+
+    def _batch(self, name: str) -> Any:
+        batch = self.rd.WriteBatch(raw_mode=True)
+        batch.set_default_column_family(self.db.get_column_family_handle(f"s:{name}"))
+        return batch
+
+    def open(self, name: str, ttl_ms: int | None, current: Any) -> MutableMapping[Any, Any]:
+        """State ``name`` with ``ttl_ms``; ``current`` (a restored dict) is written into
+        the database first."""
+        if isinstance(current, RocksState):
+            return RocksState(self, name, current.cf, ttl_ms)
+        cf = self._family(name)
+        if current:
+            self._load(name, current)
+        return RocksState(self, name, cf, ttl_ms)
+
+    def _load(self, name: str, entries: Mapping[Any, Any]) -> None:
+        batch = self._batch(name)
+        n = 0
+        for key, value in entries.items():
+            k = _GROUP.pack(key_group(key, self.max_parallelism)) + encode_key(key)
+            if value.__class__ is Stamped:
+                batch.put(k, encode_stamped(value.written_ms, value.value))
+            else:
+                batch.put(k, encode(value))
+            n += 1
+            if n % LOAD_BATCH == 0:
+                self.db.write(batch)
+                batch = self._batch(name)
+        if n % LOAD_BATCH:
+            self.db.write(batch)
+
+    def adopt(self, states: dict[str, Any]) -> None:
+        """Move restored state dicts into the database (replacing them in ``states``)."""
+        for name, current in list(states.items()):
+            if isinstance(current, dict):
+                states[name] = self.open(name, None, current)
+
+    def close(self) -> None:
+        """Close the database (its files stay until the task's next start). The column
+        families are closed first: RocksDB's lock is released only when nothing holds it,
+        and the stopped component may still hold its states."""
+        for cf in self.families.values():
+            cf.close()
+        self.families.clear()
+        self.db.close()
+
+
+def open_store(kind: str, path: str | os.PathLike[str] | None, max_parallelism: int,
+               factory: Callable[[], dict[Any, Any]] = dict,
+               clock: Clock = wall_ms) -> MemoryStore | RocksDBStore:
+    """The store ``Config.state_store`` names, for one task (``path``: its directory)."""
+    if kind == "memory":
+        return MemoryStore(factory, clock)
+    if kind == "rocksdb":
+        if path is None:
+            raise ConfigError("state_store='rocksdb' needs a directory for the database")
+        return RocksDBStore(path, max_parallelism, clock)
+    raise ConfigError(f"state_store must be one of {STATE_STORES}, got {kind!r}")
