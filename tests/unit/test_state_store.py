@@ -147,7 +147,7 @@ def test_ttl_entries_expire_at_once_and_are_swept(kind: str, tmp_path: Any) -> N
     clock = Clock()
     st = MemoryStore(clock=clock) if kind == "memory" else \
         RocksDBStore(tmp_path / "t", MAX_P, clock=clock)
-    d = st.open("s", 1000, None)
+    d: Any = st.open("s", 1000, None)
     d["old"] = 1
     clock.now += 600
     d["new"] = 2
