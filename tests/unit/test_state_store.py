@@ -117,7 +117,7 @@ def test_rocksdb_restore_writes_a_fresh_database(tmp_path: Any) -> None:
 
 def test_rocksdb_keys_are_key_group_major(tmp_path: Any) -> None:
     st = RocksDBStore(tmp_path / "t", MAX_P)
-    d = st.open("s", None, None)
+    d: Any = st.open("s", None, None)
     keys = [f"user-{i}" for i in range(500)]
     for k in keys:
         d[k] = 1
