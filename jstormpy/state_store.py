@@ -228,6 +228,8 @@ class MemoryStore:
             if current is None:
                 return self.factory()
             return current
+        if current is not None and type(current) is not dict:
+            current = dict(current)  # e.g. an incremental tracking dict: a TTL state is whole
         return TtlState(current, ttl_ms, self.clock)
 
     def adopt(self, states: dict[str, Any]) -> None:

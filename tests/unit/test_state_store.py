@@ -191,3 +191,34 @@ def test_ttl_survives_a_restore_without_resurrection(src: str, dst: str, tmp_pat
     restored = b.open("s", 1000, snap["s"])
     assert "early" not in restored and restored["late"] == "l" and len(restored) == 1
     b.close()
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_ttl_state_through_a_task_snapshot_and_restore(incremental: bool) -> None:
+    """The worker's path: capture + serialise at the barrier, restore_component (and the
+    incremental keeper) on the new task, then ``state(name, ttl_ms)`` again."""
+    from jstormpy.runtime.incremental import make_incremental
+    from jstormpy.runtime.snapshots import capture, serialise
+    from jstormpy.runtime.task_wiring import restore_component
+
+    clock = Clock()
+    conf = Config(incremental_checkpoints=incremental)
+    bolt = Bolt()
+    bolt.__dict__["_jstorm_state_store"] = MemoryStore(clock=clock)
+    make_incremental(bolt, 1, range(0, MAX_P), MAX_P, conf, None)
+    s = bolt.state("s", ttl_ms=1000)
+    for i in range(10_000):
+        s[i] = ("v", i)
+    clock.now += 900
+    s["late"] = 1
+    snap = {"states": bolt.__dict__["_jstorm_states"], "max_parallelism": MAX_P}
+    data = serialise(capture(snap))
+    clock.now += 200  # the 10 000 early entries expire while the job is down
+    fresh = Bolt()
+    restore_component(fresh, pickle.loads(data), MAX_P, "test")
+    make_incremental(fresh, 1, range(0, MAX_P), MAX_P, conf, None)
+    fresh.__dict__["_jstorm_state_store"] = MemoryStore(clock=clock)
+    restored: Any = fresh.state("s", ttl_ms=1000)
+    assert dict(restored.items()) == {"late": 1}
+    assert len(restored.entries) == 1  # swept, not only hidden
+    assert type(restored.entries) is dict
