@@ -376,7 +376,8 @@ _MISSING = object()
 class RocksDBStore:
     """One task's RocksDB database: a fresh directory at ``path`` (whatever was there —
     the database of an earlier run or generation of this task — is removed first: a
-    restore always fills a fresh database from the checkpoint)."""
+    restore always fills a fresh database from the checkpoint), created when the task
+    opens its first state."""
 
     kind = "rocksdb"
 
@@ -384,12 +385,15 @@ class RocksDBStore:
                  clock: Clock = wall_ms) -> None:
         rd = _rocksdict()
         self.path = Path(path)
+        self.frozen_dir = self.path.with_name(self.path.name + ".frozen")
         shutil.rmtree(self.path, ignore_errors=True)
+        shutil.rmtree(self.frozen_dir, ignore_errors=True)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.frozen_count = 0
         self.max_parallelism = max_parallelism
         self.clock = clock
         self.rd = rd
-        self.db = rd.Rdict(str(self.path), options=self._options())
+        self.db: Any = None  # opened with the first state: a stateless task has no database
         self.families: dict[str, Any] = {}
 
     def _options(self) -> Any:
@@ -400,6 +404,8 @@ class RocksDBStore:
     def _family(self, name: str) -> Any:
         cf = self.families.get(name)
         if cf is None:
+            if self.db is None:
+                self.db = self.rd.Rdict(str(self.path), options=self._options())
             cf = self.db.create_column_family(f"s:{name}", self._options())
             self.families[name] = cf
         return cf
@@ -435,6 +441,17 @@ class RocksDBStore:
         if n % LOAD_BATCH:
             self.db.write(batch)
 
+    def freeze(self) -> FrozenStore:
+        """A native RocksDB checkpoint of the database (task thread, at a barrier): the
+        memtables are flushed and the SST files hard-linked into a directory beside the
+        database, in milliseconds; the snapshot thread reads it (:class:`FrozenStore`)
+        while the task goes on writing."""
+        self.frozen_count += 1
+        target = self.frozen_dir / str(self.frozen_count)
+        self.frozen_dir.mkdir(parents=True, exist_ok=True)
+        self.rd.Checkpoint(self.db).create_checkpoint(str(target))
+        return FrozenStore(target, self._options(), self.clock())
+
     def adopt(self, states: dict[str, Any]) -> None:
         """Move restored state dicts into the database (replacing them in ``states``)."""
         for name, current in list(states.items()):
@@ -448,7 +465,70 @@ class RocksDBStore:
         for cf in self.families.values():
             cf.close()
         self.families.clear()
-        self.db.close()
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+
+
+class FrozenStore:
+    """A task database as it was at a barrier (a native checkpoint directory), read on the
+    snapshot thread and deleted by :meth:`release`."""
+
+    def __init__(self, path: Path, options: Any, now_ms: float) -> None:
+        self.path = path
+        self.options = options
+        self.now_ms = now_ms
+        self.db: Any = None
+        self.families: dict[str, Any] = {}
+
+    def state(self, name: str, ttl_ms: int | None) -> FrozenState:
+        """State ``name`` as of the barrier (entries expired then left out)."""
+        horizon = float("-inf") if ttl_ms is None else self.now_ms - ttl_ms
+        return FrozenState(self, name, horizon)
+
+    def family(self, name: str) -> Any:
+        """The column family of state ``name`` in the checkpoint (opened read-only)."""
+        cf = self.families.get(name)
+        if cf is None:
+            rd = _rocksdict()
+            if self.db is None:
+                names = rd.Rdict.list_cf(str(self.path))
+                self.db = rd.Rdict(str(self.path), options=self.options,
+                                   column_families={n: self.options for n in names},
+                                   access_type=rd.AccessType.read_only())
+            cf = self.families[name] = self.db.get_column_family(f"s:{name}")
+        return cf
+
+    def release(self) -> None:
+        """Close the checkpoint and delete its directory."""
+        for cf in self.families.values():
+            cf.close()
+        self.families.clear()
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+class FrozenState:
+    """One named state of a :class:`FrozenStore`: iterating it yields what
+    :class:`RocksState` pickles as (the checkpoint's dict format)."""
+
+    def __init__(self, frozen: FrozenStore, name: str, horizon: float) -> None:
+        self.frozen = frozen
+        self.name = name
+        self.horizon = horizon
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        horizon = self.horizon
+        for k, v in self.frozen.family(self.name).items():
+            entry = decode_entry(v)
+            if entry.__class__ is Stamped and entry.written_ms <= horizon:
+                continue
+            yield decode(k[2:]), entry
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.items())
 
 
 def open_store(kind: str, path: str | os.PathLike[str] | None, max_parallelism: int,

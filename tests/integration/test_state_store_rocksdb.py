@@ -50,6 +50,10 @@ def test_worker_sigkill_keeps_every_key_exactly_once(tmp_path: Path) -> None:
         wait_until(lambda: handle.status()["generation"] > gen, 60, "the recovery")
         assert committed_count(out) < KEYS * PER_KEY, "the run ended before the kill mattered"
         handle.wait(timeout=180)
+    # the barriers took native RocksDB checkpoints beside the databases, and every one was
+    # released once its snapshot was written
+    frozen = sorted(stores.glob("worker-*/task-*.frozen"))
+    assert frozen and not [p for d in frozen for p in d.iterdir()]
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
 
 

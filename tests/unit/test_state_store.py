@@ -222,3 +222,47 @@ def test_ttl_state_through_a_task_snapshot_and_restore(incremental: bool) -> Non
     assert dict(restored.items()) == {"late": 1}
     assert len(restored.entries) == 1  # swept, not only hidden
     assert type(restored.entries) is dict
+
+
+def test_barrier_snapshot_of_rocksdb_state_is_a_native_checkpoint(tmp_path: Any) -> None:
+    """capture() takes a RocksDB checkpoint on the task thread; writes after the barrier do
+    not reach the snapshot, which loads as the plain dicts; release deletes the copy."""
+    from jstormpy.runtime.snapshots import capture, release, serialise
+
+    clock = Clock()
+    st = RocksDBStore(tmp_path / "task-1", MAX_P, clock=clock)
+    counts: Any = st.open("counts", None, None)
+    ttl: Any = st.open("recent", 1000, None)
+    for i in range(30_000):
+        counts[f"k{i}"] = i
+    ttl["old"] = 1
+    clock.now += 999
+    ttl["new"] = 2
+    clock.now += 1  # "old" expires at the barrier
+    view = capture({"states": {"counts": counts, "recent": ttl, "plain": {"a": 1}}})
+    assert view.frozen is not None and view.frozen.path.is_dir()
+    counts["k0"] = "after the barrier"
+    del counts["k1"]
+    counts["extra"] = 1
+    snap = pickle.loads(serialise(view))
+    release(view)
+    assert not view.frozen and not list((tmp_path / "task-1.frozen").iterdir())
+    assert snap["states"]["counts"] == {f"k{i}": i for i in range(30_000)}
+    assert snap["states"]["recent"] == {"new": Stamped(clock.now - 1, 2)}
+    assert snap["states"]["plain"] == {"a": 1}
+    st.close()
+
+
+def test_failed_native_checkpoint_falls_back_to_reading_the_state(tmp_path: Any) -> None:
+    """A native checkpoint that cannot be written (here: its directory is a file, as a
+    full disk would fail it) does not fail the snapshot: the states are read whole."""
+    from jstormpy.runtime.snapshots import capture, serialise
+
+    st = RocksDBStore(tmp_path / "task-1", MAX_P)
+    d: Any = st.open("s", None, None)
+    d["a"] = 1
+    (tmp_path / "task-1.frozen").write_text("in the way")
+    view = capture({"states": {"s": d, "t": st.open("t", None, None)}})
+    assert view.frozen is None
+    assert pickle.loads(serialise(view))["states"] == {"s": {"a": 1}, "t": {}}
+    st.close()
