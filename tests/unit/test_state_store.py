@@ -121,6 +121,7 @@ def test_rocksdb_keys_are_key_group_major(tmp_path: Any) -> None:
     keys = [f"user-{i}" for i in range(500)]
     for k in keys:
         d[k] = 1
+    d.flush()  # out of the write cache
     groups = [int.from_bytes(raw[:2], "big") for raw in d.cf.keys()]
     assert groups == sorted(groups)  # a task's key groups are contiguous ranges
     assert sorted(groups) == sorted(key_group(k, MAX_P) for k in keys)
@@ -266,3 +267,44 @@ def test_failed_native_checkpoint_falls_back_to_reading_the_state(tmp_path: Any)
     assert view.frozen is None
     assert pickle.loads(serialise(view))["states"] == {"s": {"a": 1}, "t": {}}
     st.close()
+
+
+def test_rocksdb_write_cache_is_bounded_and_reads_through(tmp_path: Any,
+                                                          monkeypatch: Any) -> None:
+    import jstormpy.state_store as ss
+
+    monkeypatch.setattr(ss, "WRITE_CACHE_ENTRIES", 100)
+    st = RocksDBStore(tmp_path / "t", MAX_P)
+    d: Any = st.open("s", None, None)
+    for i in range(250):
+        d[i] = i
+        assert len(d.cache) < 100  # flushed in batches as it fills
+    on_disk = sum(1 for _ in d.cf.keys())
+    assert on_disk >= 200 and on_disk + len(d.cache) >= 250
+    del d[0]  # on disk only: the deletion is cached
+    d[249] = "new"  # maybe cached, maybe on disk
+    assert 0 not in d and d[249] == "new" and d[1] == 1 and len(d) == 249
+    again: Any = st.open("s", None, d)  # another view of the state shares the cache
+    assert again.cache is d.cache and 0 not in again
+    st.flush()
+    assert not d.cache and sum(1 for _ in d.cf.keys()) == 249
+    st.close()
+
+
+@pytest.mark.slow
+def test_state_store_bench_runs_small() -> None:
+    """bench/state_store_bench.py works at a small size (figures: docs/performance.md)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "bench" / "state_store_bench.py"
+    done = subprocess.run([sys.executable, str(script), "--keys", "3000", "--updates", "5000",
+                           "--json"], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("BENCH_JSON "))
+    stores = json.loads(line[len("BENCH_JSON "):])["stores"]
+    assert set(stores) == {"memory", "rocksdb"}
+    assert stores["rocksdb"]["disk_bytes"] > 0 and stores["memory"]["disk_bytes"] == 0
+    assert all(r["update_ops_s"] > 0 and r["snapshot_bytes"] > 3000 for r in stores.values())
