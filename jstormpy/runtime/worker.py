@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import queue
+import shutil
 import socket
 import sys
 import tempfile
@@ -408,6 +409,7 @@ class Worker(TaskHost):
         for task_id in task_ids:
             self.add_inbox(task_id, TaskInbox(conf.queue_capacity))
         executors: dict[int, TaskExecutor] = {}
+        self._drop_foreign_state_stores(task_ids)
         for task_id in sorted(task_ids):
             self.building_task = task_id  # named in the Ready of a failed prepare
             name = task_component[task_id]
@@ -474,13 +476,31 @@ class Worker(TaskHost):
         old = self.state_stores.pop(task_id, None)
         if old is not None:  # an earlier prepare of this task failed part-way
             old.close()
-        base = Path(conf.state_store_dir) if conf.state_store_dir else \
-            Path(os.environ.get("JSTORM_RUN_DIR") or tempfile.gettempdir()) / "state-store"
-        store = open_store(conf.state_store, base / f"worker-{self.worker_id}" / f"task-{task_id}",
+        store = open_store(conf.state_store, self._state_store_dir() / f"task-{task_id}",
                            self.max_parallelism)
         self.state_stores[task_id] = store
         comp.__dict__["_jstorm_state_store"] = store
         store.adopt(comp.__dict__.setdefault("_jstorm_states", {}))
+
+    def _state_store_dir(self) -> Path:
+        """This worker's directory of task databases (``Config.state_store_dir``)."""
+        conf = self.config
+        assert conf is not None
+        base = Path(conf.state_store_dir) if conf.state_store_dir else \
+            Path(os.environ.get("JSTORM_RUN_DIR") or tempfile.gettempdir()) / "state-store"
+        return base / f"worker-{self.worker_id}"
+
+    def _drop_foreign_state_stores(self, task_ids: list[int]) -> None:
+        """Delete the databases of tasks this worker no longer runs (a rescale or a new
+        assignment moved them): their state lives in the checkpoint and their new home."""
+        if self.config is None or self.config.state_store == "memory":
+            return
+        mine = {f"task-{t}" for t in task_ids} | {f"task-{t}.frozen" for t in task_ids}
+        folder = self._state_store_dir()
+        if folder.is_dir():
+            for entry in folder.iterdir():
+                if entry.name.startswith("task-") and entry.name not in mine:
+                    shutil.rmtree(entry, ignore_errors=True)
 
     def _close_state_stores(self) -> None:
         for task_id, store in list(self.state_stores.items()):

@@ -82,18 +82,30 @@ def test_savepoints_move_state_memory_to_rocksdb_and_back(tmp_path: Path) -> Non
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
 
 
-def test_rescale_two_to_three_with_rocksdb_state(tmp_path: Path) -> None:
+def test_rescale_two_to_three_to_one_with_rocksdb_state(tmp_path: Path) -> None:
     out, stores = tmp_path / "out", tmp_path / "stores"
     with LocalCluster(home=tmp_path / "home") as cluster:
-        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=1000),
+        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=800),
                                 rocks_config(stores))
         wait_until(lambda: committed_count(out) > 2000, 60, "some committed output")
         up = handle.rescale({"sum": 3})
         assert up["error"] == ""
         sums = [c for c in handle.status()["components"] if c["name"] == "sum"][0]
         assert len(sums["tasks"]) == 3
-        assert committed_count(out) < KEYS * PER_KEY, "the run ended before the rescale"
-        handle.wait(timeout=180)
-        # every task of "sum" (3 after the rescale) had its own database
+        # every task of "sum" (3 after the rescale) has its own database
         assert {p.name for p in task_databases(stores)} >= {f"task-{t}" for t in sums["tasks"]}
+        before = committed_count(out)
+        wait_until(lambda: committed_count(out) > before + 1500, 60, "output after the rescale up")
+        down = handle.rescale({"sum": 1})
+        assert down["error"] == ""
+        assert committed_count(out) < KEYS * PER_KEY, "the run ended before the rescale down"
+        # the one "sum" task has the only database: the others were deleted when the
+        # workers were rebuilt for the new layout
+        sums = [c for c in handle.status()["components"] if c["name"] == "sum"][0]
+        held = [p for p in stores.glob("worker-*/task-*") if not p.name.endswith(".frozen")]
+        assert [p.name for p in held] == [f"task-{sums['tasks'][0]}"], held
+        for w in handle.workers():
+            assert {p.name for p in stores.glob(f"worker-{w.id}/task-*")} <= \
+                {f"task-{t}{x}" for t in w.tasks for x in ("", ".frozen")}
+        handle.wait(timeout=180)
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
