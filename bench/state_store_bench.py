@@ -109,6 +109,7 @@ def main() -> int:
             print(done.stderr, file=sys.stderr)
             return 1
         results[kind] = json.loads(done.stdout.strip().splitlines()[-1])
+        print(f"# {kind}: {results[kind]}", file=sys.stderr, flush=True)
     print(f"{'store':8} {'load/s':>10} {'update/s':>10} {'RSS MB':>8} {'disk MB':>8} "
           f"{'pause ms':>9} {'serialise ms':>12} {'snapshot MB':>11}")
     for r in results.values():
