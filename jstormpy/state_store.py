@@ -384,6 +384,13 @@ class RocksState(MutableMapping[Any, Any]):
             return sum(1 for _ in self.cf.keys())
         return sum(1 for _ in self.items_live())
 
+    def __bool__(self) -> bool:
+        """Whether any entry is live (stops at the first; ``len`` would count them all)."""
+        if self.ttl_ms is None:
+            self.flush()
+            return next(iter(self.cf.keys()), None) is not None
+        return next(iter(self.items_live()), None) is not None
+
     def clear(self) -> None:
         self.flush()
         for k in list(self.cf.keys()):

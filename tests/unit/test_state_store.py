@@ -59,12 +59,13 @@ def test_codec_round_trips(obj: Any) -> None:
 
 def test_same_mapping_behaviour_in_both_stores(store: Any) -> None:
     d = store.open("counts", None, None)
-    assert len(d) == 0 and "a" not in d and d.get("a") is None and d.get("a", 7) == 7
+    assert not d and len(d) == 0 and "a" not in d and d.get("a") is None and d.get("a", 7) == 7
     with pytest.raises(KeyError):
         _ = d["a"]
     with pytest.raises(KeyError):
         del d["a"]
     d["a"] = 1
+    assert d
     d[("k", 2)] = {"nested": [1, 2]}
     d[3] = "three"
     d["a"] = d["a"] + 1
@@ -162,7 +163,7 @@ def test_ttl_entries_expire_at_once_and_are_swept(kind: str, tmp_path: Any) -> N
     assert d["old"] == 3 and "new" not in d
     # the sweep removed the expired entries from storage, not only from view
     clock.now += 2000
-    assert len(d) == 0
+    assert not d and len(d) == 0
     raw = d.entries if kind == "memory" else list(d.cf.keys())
     assert len(raw) == 0
     st.close()
