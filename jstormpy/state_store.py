@@ -31,7 +31,14 @@ import pickle
 import shutil
 import struct
 import time
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    ValuesView,
+)
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -384,6 +391,14 @@ class RocksState(MutableMapping[Any, Any]):
             return sum(1 for _ in self.cf.keys())
         return sum(1 for _ in self.items_live())
 
+    def items(self) -> ItemsView[Any, Any]:
+        """A view whose iteration is one scan of the column family (not a read per key)."""
+        return _ScanItems(self)
+
+    def values(self) -> ValuesView[Any]:
+        """A view whose iteration is one scan of the column family (not a read per key)."""
+        return _ScanValues(self)
+
     def __bool__(self) -> bool:
         """Whether any entry is live (stops at the first; ``len`` would count them all)."""
         if self.ttl_ms is None:
@@ -405,6 +420,20 @@ class RocksState(MutableMapping[Any, Any]):
 
     def __repr__(self) -> str:
         return f"RocksState({self.name!r}, ttl_ms={self.ttl_ms})"
+
+
+class _ScanItems(ItemsView[Any, Any]):
+    _mapping: RocksState
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        return self._mapping.items_live()
+
+
+class _ScanValues(ValuesView[Any]):
+    _mapping: RocksState
+
+    def __iter__(self) -> Iterator[Any]:
+        return (v for _, v in self._mapping.items_live())
 
 
 BLOCK_CACHE_BYTES = 32 << 20

@@ -73,6 +73,8 @@ def test_same_mapping_behaviour_in_both_stores(store: Any) -> None:
     assert "a" in d and 3 in d and len(d) == 3
     assert set(d) == {"a", ("k", 2), 3}
     assert dict(d.items()) == {"a": 2, ("k", 2): {"nested": [1, 2]}, 3: "three"}
+    assert sorted(map(str, d.values())) == ["2", "three", "{'nested': [1, 2]}"]
+    assert ("a", 2) in d.items() and ("a", 3) not in d.items() and len(d.items()) == 3
     del d[3]
     assert 3 not in d and len(d) == 2
     assert d.pop("a") == 2 and d.setdefault("b", 5) == 5 and d["b"] == 5
