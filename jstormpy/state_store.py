@@ -436,6 +436,9 @@ class _ScanValues(ValuesView[Any]):
         return (v for _, v in self._mapping.items_live())
 
 
+WRITE_BUFFER_BYTES = 16 << 20
+"""RocksDB memtable size per column family (what a barrier may have to flush)."""
+
 BLOCK_CACHE_BYTES = 32 << 20
 """RocksDB block cache per task database."""
 
@@ -482,6 +485,9 @@ class RocksDBStore:
         filter and a block cache of :data:`BLOCK_CACHE_BYTES` shared by the task's states."""
         opts = self.rd.Options(raw_mode=True)
         opts.create_if_missing(True)
+        # the native checkpoint at a barrier flushes the memtable on the task thread: a
+        # smaller one bounds that pause (RocksDB flushes full ones in the background)
+        opts.set_write_buffer_size(WRITE_BUFFER_BYTES)
         table = self.rd.BlockBasedOptions()
         table.set_bloom_filter(10, False)
         table.set_block_cache(self.block_cache)
