@@ -66,7 +66,9 @@ class Config:
     savepoints and rescale work the same with both."""
     state_store_dir: str = ""
     """Local directory of the RocksDB state store's databases (one per task, rebuilt from
-    the checkpoint at every restore). "" = ``state-store/`` under the run directory."""
+    the checkpoint at every restore). "" = ``state-store/`` under the run directory, or a
+    directory of the worker process's own in the temp directory where there is none (set
+    it on Spark)."""
     state_backend: str = ""
     """Where snapshots live: memory://, file:///dir (default: a run directory), hdfs://, hbase://."""
     state_backend_options: dict[str, Any] = field(default_factory=dict)

@@ -486,8 +486,12 @@ class Worker(TaskHost):
         """This worker's directory of task databases (``Config.state_store_dir``)."""
         conf = self.config
         assert conf is not None
-        base = Path(conf.state_store_dir) if conf.state_store_dir else \
-            Path(os.environ.get("JSTORM_RUN_DIR") or tempfile.gettempdir()) / "state-store"
+        if conf.state_store_dir:
+            base = Path(conf.state_store_dir)
+        elif os.environ.get("JSTORM_RUN_DIR"):
+            base = Path(os.environ["JSTORM_RUN_DIR"]) / "state-store"
+        else:  # no run directory (e.g. on Spark): this process's own, never another job's
+            base = Path(tempfile.gettempdir()) / f"jstorm-state-store-{os.getpid()}"
         return base / f"worker-{self.worker_id}"
 
     def _drop_foreign_state_stores(self, task_ids: list[int]) -> None:

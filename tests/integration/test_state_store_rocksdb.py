@@ -38,10 +38,13 @@ def task_databases(stores: Path) -> list[Path]:
 
 
 def test_worker_sigkill_keeps_every_key_exactly_once(tmp_path: Path) -> None:
-    out, stores = tmp_path / "out", tmp_path / "stores"
+    out = tmp_path / "out"
     with LocalCluster(home=tmp_path / "home") as cluster:
         handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=1500),
-                                rocks_config(stores))
+                                Config(workers=2, checkpoint_interval_ms=300,
+                                       worker_timeout_ms=5000, state_store="rocksdb"))
+        assert handle.run_dir is not None
+        stores = handle.run_dir / "state-store"  # the default state_store_dir
         wait_until(lambda: committed_count(out) > 2000, 60, "some committed output")
         assert task_databases(stores), sorted(map(str, stores.rglob("*")))
         gen = handle.status()["generation"]
