@@ -7,11 +7,12 @@ under names starting with ``_jstorm``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from jstormpy.run_identity import RunIdentity
+from jstormpy.state_store import MemoryStore, check_ttl, state_ttl
 
 DEFAULT_STREAM = "default"
 ERRORS_STREAM = "errors"
@@ -180,6 +181,12 @@ def use_state_factory(component: Any, factory: Any) -> None:
     component.__dict__["_jstorm_state_factory"] = factory
 
 
+def use_state_store(component: Any, store: Any) -> None:
+    """Make ``Component.state`` open its states in ``store`` (a task's RocksDB database,
+    or a memory store; docs/state-stores.md)."""
+    component.__dict__["_jstorm_state_store"] = store
+
+
 def restore_finished(component: Any) -> None:
     """A restored spout had called ``finish()`` before the checkpoint."""
     component.__dict__["_jstorm_finished"] = True
@@ -214,16 +221,26 @@ class Component:
         """Declare that no tuple with an event time below ``watermark_ms`` follows."""
         self._jstorm_collector.emit_watermark(watermark_ms)
 
-    def state(self, name: str) -> dict[Any, Any]:
-        """Managed keyed state: a dict snapshotted at every checkpoint, restored on rollback.
+    def state(self, name: str, ttl_ms: int | None = None) -> MutableMapping[Any, Any]:
+        """Managed keyed state: a mapping snapshotted at every checkpoint, restored on
+        rollback; a dict in the worker's heap, or a RocksDB column family with
+        ``Config(state_store="rocksdb")`` (same behaviour: get / [] / set / del / in /
+        iteration / len).
 
-        Call it in ``open``/``prepare``; the same name returns the same (restored) dict.
+        ``ttl_ms``: an entry not written for this many milliseconds is invisible at once
+        and removed by a sweep later (docs/state-stores.md). Call it in
+        ``open``/``prepare``; the same name returns the same (restored) state.
         """
         states = managed_states(self)
-        if name not in states:
+        current = states.get(name)
+        if current is not None and state_ttl(current) == ttl_ms:
+            return current  # type: ignore[no-any-return]
+        store = self.__dict__.get("_jstorm_state_store")
+        if store is None:
             # incremental checkpoints install a dict that tracks changed keys
-            states[name] = self.__dict__.get("_jstorm_state_factory", dict)()
-        return states[name]
+            store = MemoryStore(self.__dict__.get("_jstorm_state_factory", dict))
+        states[name] = store.open(name, check_ttl(ttl_ms), current)
+        return states[name]  # type: ignore[no-any-return]
 
     @property
     def log(self) -> Any:

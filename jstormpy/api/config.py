@@ -10,6 +10,7 @@ from typing import Any
 
 from jstormpy.api.errors import ConfigError, UnknownSettingError
 from jstormpy.api.restart import DEFAULT_RESTART_STRATEGY, RestartStrategy
+from jstormpy.state_store import STATE_STORES
 
 GUARANTEES = ("exactly_once", "at_least_once", "at_most_once")
 ON_ERROR = ("fail", "dead_letter")
@@ -58,6 +59,16 @@ class Config:
     incremental_compaction_ratio: float = 0.5
     """... or as soon as the increments since the base add up to more than this fraction
     of the base's bytes (whichever comes first)."""
+    state_store: str = "memory"
+    """Where managed state (``self.state(...)``) lives while the job runs: "memory" (a dict
+    per state in the worker's heap) or "rocksdb" (an embedded RocksDB per task on local
+    disk, so state is bounded by disk, not RAM; docs/state-stores.md). Checkpoints,
+    savepoints and rescale work the same with both."""
+    state_store_dir: str = ""
+    """Local directory of the RocksDB state store's databases (one per task, rebuilt from
+    the checkpoint at every restore). "" = ``state-store/`` under the run directory, or a
+    directory of the worker process's own in the temp directory where there is none (set
+    it on Spark)."""
     state_backend: str = ""
     """Where snapshots live: memory://, file:///dir (default: a run directory), hdfs://, hbase://."""
     state_backend_options: dict[str, Any] = field(default_factory=dict)
@@ -232,6 +243,9 @@ class Config:
         need(isinstance(self.chaining, bool), "chaining", "must be True or False")
         need(isinstance(self.incremental_checkpoints, bool), "incremental_checkpoints",
              "must be a bool")
+        need(self.state_store in STATE_STORES, "state_store",
+             f"must be one of {', '.join(map(repr, STATE_STORES))}")
+        need(isinstance(self.state_store_dir, str), "state_store_dir", "must be a path string")
         need(isinstance(self.incremental_compaction_ratio, (int, float))
              and not isinstance(self.incremental_compaction_ratio, bool)
              and self.incremental_compaction_ratio > 0, "incremental_compaction_ratio",

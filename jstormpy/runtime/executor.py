@@ -55,6 +55,7 @@ from jstormpy.runtime.snapshots import (
     Snapshotter,
     SnapshotView,
     capture,
+    release,
     serialise,
     verify,
 )
@@ -413,6 +414,8 @@ class TaskExecutor:
             self._report_snapshot(self.snapshots.failed(ticket, str(exc)), finished,
                                   alignment_ms, 0.0)
             return
+        finally:
+            release(view)
         if self.snapshots.stopped:
             return  # a rollback replaced this task meanwhile: the checkpoint is void
         fault_point("after_snapshot", checkpoint_id, self.host.worker_id)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jstormpy.api.errors import CheckpointError
+from jstormpy.state_store import FrozenStore, RocksState
 
 log = logging.getLogger("jstormpy.task")
 
@@ -58,14 +59,18 @@ class SnapshotView:
 
     rest: bytes
     """The snapshot dict without the copied states, already pickled."""
-    copies: dict[str, dict[Any, Any]]
-    """Private copies of the managed-state dicts with immutable values."""
+    copies: dict[str, Any]
+    """Private copies of the managed-state dicts with immutable values, and RocksDB states
+    as of the barrier (:class:`~jstormpy.state_store.FrozenState`, read here)."""
     extra: dict[str, Any] | None = None
     """Entries added to the snapshot dict on the snapshot thread (the incremental chain)."""
     unchecked: list[str] = field(default_factory=list)
     """Copies whose values were not type-scanned on the task thread (see :func:`capture`)."""
     verified: set[str] | None = None
     """The caller's set of states known immutable-valued (updated by :func:`serialise`)."""
+    frozen: FrozenStore | None = None
+    """The native RocksDB checkpoint the RocksDB states in ``copies`` read (released by
+    :func:`release` once the snapshot is serialised)."""
 
 
 def capture(snap: dict[str, Any], verified: set[str] | None = None) -> SnapshotView:
@@ -77,10 +82,24 @@ def capture(snap: dict[str, Any], verified: set[str] | None = None) -> SnapshotV
     checkpoint if a mutable value turned up, and the state is scanned here again next
     time). Without it every state is scanned here."""
     states: dict[str, Any] = snap.get("states") or {}
-    copies: dict[str, dict[Any, Any]] = {}
+    copies: dict[str, Any] = {}
     kept: dict[str, Any] = {}
     unchecked: list[str] = []
+    frozen: FrozenStore | None = None
+    freeze_failed = False
     for name, d in states.items():
+        if isinstance(d, RocksState) and not freeze_failed:
+            if frozen is None:
+                try:
+                    frozen = d.store.freeze()
+                except Exception as exc:  # e.g. a full disk: write the states whole instead
+                    log.warning("native checkpoint of the task's RocksDB failed (%s); its "
+                                "states are read at the barrier instead", exc)
+                    freeze_failed = True
+                    kept[name] = d
+                    continue
+            copies[name] = frozen.state(name, d.ttl_ms)
+            continue
         if type(d) is dict and len(d) > CHUNK_KEYS // 4:
             if verified is not None and name in verified:
                 copies[name] = d.copy()
@@ -94,8 +113,20 @@ def capture(snap: dict[str, Any], verified: set[str] | None = None) -> SnapshotV
         kept[name] = d
     rest = dict(snap)
     rest["states"] = kept
-    return SnapshotView(pickle.dumps(rest, protocol=pickle.HIGHEST_PROTOCOL), copies,
-                        unchecked=unchecked, verified=verified)
+    try:
+        data = pickle.dumps(rest, protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException:
+        if frozen is not None:
+            frozen.release()
+        raise
+    return SnapshotView(data, copies, unchecked=unchecked, verified=verified, frozen=frozen)
+
+
+def release(view: SnapshotView) -> None:
+    """Free what :func:`capture` took besides copies (a native RocksDB checkpoint)."""
+    if view.frozen is not None:
+        view.frozen.release()
+        view.frozen = None
 
 
 def _dict_from_chunks(chunks: list[bytes]) -> dict[Any, Any]:

@@ -19,21 +19,24 @@ import json
 import logging
 import os
 import queue
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 import time
 import traceback
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import cloudpickle
 import grpc
 
 from jstormpy import pickling
-from jstormpy.api.component import TopologyContext, bind_task
+from jstormpy.api.component import TopologyContext, bind_task, managed_states, use_state_store
 from jstormpy.api.config import Config
 from jstormpy.api.errors import CorruptSnapshotError, JStormError
 from jstormpy.api.topology import Topology
@@ -58,6 +61,7 @@ from jstormpy.security.tokens import auth_metadata, secret_from_env
 from jstormpy.state_backends import StateBackend, open_backend
 from jstormpy.state_backends.changelog import load_task_snapshot
 from jstormpy.state_backends.deadline import DeadlineBackend
+from jstormpy.state_store import MemoryStore, RocksDBStore, open_store
 
 log = logging.getLogger("jstormpy.worker")
 
@@ -97,6 +101,7 @@ class Worker(TaskHost):
         self.guarantee = "exactly_once"
         self.executors: dict[int, TaskExecutor] = {}
         self.building_task = 0  # the task _build_tasks is at (0: none yet)
+        self.state_stores: dict[int, MemoryStore | RocksDBStore] = {}  # Config.state_store
         # the input queues of this worker's tasks, tagged with their generation: the
         # receiving threads check a frame's generation and look its queue up in one read
         self.inboxes = Inboxes(0, {})
@@ -342,6 +347,7 @@ class Worker(TaskHost):
                           "exiting so the worker is restarted", ex.task_id, timeout_s)
                 os._exit(3)
         self.executors = {}
+        self._close_state_stores()
         self.chained = {}
         self.inboxes = Inboxes(self.generation, {})
         self.gate = CreditGate()
@@ -403,6 +409,7 @@ class Worker(TaskHost):
         for task_id in task_ids:
             self.add_inbox(task_id, TaskInbox(conf.queue_capacity))
         executors: dict[int, TaskExecutor] = {}
+        self._drop_foreign_state_stores(task_ids)
         for task_id in sorted(task_ids):
             self.building_task = task_id  # named in the Ready of a failed prepare
             name = task_component[task_id]
@@ -424,6 +431,7 @@ class Worker(TaskHost):
                 output_fields=spec.streams, generation=self.generation, run=self.run)
             snap = restore_component(comp, snapshots.get(task_id), self.max_parallelism,
                                      f"component {name!r}, task {task_id}")
+            self._open_state_store(comp, task_id)
             source_index = input_field_index(topo, name, component_tasks)
             incremental = None if self.guarantee == "at_most_once" else make_incremental(
                 comp, task_id, key_group_range(self.max_parallelism, context.parallelism,
@@ -455,6 +463,54 @@ class Worker(TaskHost):
                 self.chained[task_id] = ex
                 log.info("task %d (%s) runs chained into task %d", task_id, name, chained[task_id])
         self.executors.update(executors)
+
+    def _open_state_store(self, comp: Any, task_id: int) -> None:
+        """Give the task its state store (``Config.state_store``); restored states move
+        into it (RocksDB: a fresh database under the store directory)."""
+        conf = self.config
+        assert conf is not None
+        if conf.state_store == "memory":
+            return  # component.state's default: dicts, as restored
+        old = self.state_stores.pop(task_id, None)
+        if old is not None:  # an earlier prepare of this task failed part-way
+            old.close()
+        store = open_store(conf.state_store, self._state_store_dir() / f"task-{task_id}",
+                           self.max_parallelism)
+        self.state_stores[task_id] = store
+        use_state_store(comp, store)
+        store.adopt(managed_states(comp))
+
+    def _state_store_dir(self) -> Path:
+        """This worker's directory of task databases (``Config.state_store_dir``)."""
+        conf = self.config
+        assert conf is not None
+        if conf.state_store_dir:
+            base = Path(conf.state_store_dir)
+        elif os.environ.get("JSTORM_RUN_DIR"):
+            base = Path(os.environ["JSTORM_RUN_DIR"]) / "state-store"
+        else:  # no run directory (e.g. on Spark): this process's own, never another job's
+            base = Path(tempfile.gettempdir()) / f"jstorm-state-store-{os.getpid()}"
+        return base / f"worker-{self.worker_id}"
+
+    def _drop_foreign_state_stores(self, task_ids: list[int]) -> None:
+        """Delete the databases of tasks this worker no longer runs (a rescale or a new
+        assignment moved them): their state lives in the checkpoint and their new home."""
+        if self.config is None or self.config.state_store == "memory":
+            return
+        mine = {f"task-{t}" for t in task_ids} | {f"task-{t}.frozen" for t in task_ids}
+        folder = self._state_store_dir()
+        if folder.is_dir():
+            for entry in folder.iterdir():
+                if entry.name.startswith("task-") and entry.name not in mine:
+                    shutil.rmtree(entry, ignore_errors=True)
+
+    def _close_state_stores(self) -> None:
+        for task_id, store in list(self.state_stores.items()):
+            try:
+                store.close()
+            except Exception:
+                log.exception("closing the state store of task %s failed", task_id)
+        self.state_stores = {}
 
     def start_tasks(self) -> None:
         """Start every built task thread."""

@@ -1,0 +1,660 @@
+"""State stores: where a task's managed state (``self.state(name)``) lives while it runs.
+
+``Config(state_store="memory")`` (the default) keeps each named state as a Python ``dict``
+in the worker's heap, as always. ``Config(state_store="rocksdb")`` keeps it in an embedded
+RocksDB (``rocksdict``) on local disk, so a task's state is bounded by disk, not RAM:
+
+- one database per task (a fresh directory under ``Config.state_store_dir``, by default
+  under the run directory), one column family per named state;
+- keys are key-group-major: the key group id (2 bytes, big-endian) first, then the
+  serialised key, so a task's key groups are contiguous key ranges;
+- keys and values are serialised by :func:`encode` (str, bytes, int and float in a tagged
+  raw form, anything else with pickle protocol 5).
+
+Both stores hand out a ``MutableMapping`` with the same behaviour (get / [] / set / del /
+in / iteration / len), so user code does not change. Checkpoints are unchanged too: a
+RocksDB-backed state pickles as a plain ``dict`` of its entries (the format the memory
+store writes), so savepoints stay self-contained, rescale splits it by key group as
+before, and a snapshot restores into either store. A restore writes the restored entries
+into a fresh database (:meth:`RocksDBStore.adopt`).
+
+**TTL.** ``self.state(name, ttl_ms=...)`` stores the write time with each value (a
+:class:`Stamped` entry): an entry not written for ``ttl_ms`` is invisible at once, and a
+sweep (at most once per ``ttl_ms``, on access) removes expired entries. Checkpoints keep
+the write time, so a restore never brings an expired entry back.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import struct
+import time
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    ValuesView,
+)
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from jstormpy.api.errors import ConfigError
+from jstormpy.keygroups import key_group, key_groups_of
+
+STATE_STORES = ("memory", "rocksdb")
+"""The values of ``Config.state_store``."""
+
+Clock = Callable[[], float]
+"""Wall-clock milliseconds (TTL write times and expiry)."""
+
+
+def wall_ms() -> float:
+    """Milliseconds since the epoch (the default TTL clock)."""
+    return time.time() * 1000.0
+
+
+class Stamped(NamedTuple):
+    """An entry of a state with a TTL, as checkpoints hold it: the value and the wall-clock
+    millisecond it was last written."""
+
+    written_ms: float
+    value: Any
+
+
+def check_ttl(ttl_ms: Any) -> int | None:
+    """``ttl_ms`` if it is None or an int > 0; a ConfigError naming it otherwise."""
+    if ttl_ms is None:
+        return None
+    if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms <= 0:
+        raise ConfigError(f"state ttl_ms must be an int > 0 (milliseconds) or None, "
+                          f"got {ttl_ms!r}")
+    return ttl_ms
+
+
+def state_ttl(state: Any) -> int | None:
+    """The TTL a managed state was opened with (None for a plain one)."""
+    return getattr(state, "ttl_ms", None)
+
+
+# -- the codec ----------------------------------------------------------------------------------
+_INT = struct.Struct(">q")
+_FLOAT = struct.Struct(">d")
+_STAMP = struct.Struct(">d")
+_S, _B, _I, _F, _P, _T = b"s", b"b", b"i", b"f", b"p", b"T"
+_TAG_S, _TAG_B, _TAG_I, _TAG_F, _TAG_P, _TAG_T = (t[0] for t in (_S, _B, _I, _F, _P, _T))
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def encode(obj: Any) -> bytes:
+    """``obj`` as bytes: a tag byte, then UTF-8 for str, the bytes, 8-byte big-endian for an
+    int that fits and a float, pickle protocol 5 for anything else."""
+    cls = obj.__class__
+    if cls is str:
+        return _S + obj.encode("utf-8", "surrogatepass")
+    if cls is int and _INT_MIN <= obj <= _INT_MAX:
+        return _I + _INT.pack(obj)
+    if cls is bytes:
+        return _B + obj
+    if cls is float:
+        return _F + _FLOAT.pack(obj)
+    return _P + pickle.dumps(obj, protocol=5)
+
+
+def decode(data: bytes) -> Any:
+    """The object :func:`encode` wrote."""
+    tag = data[0]
+    if tag == _TAG_S:
+        return data[1:].decode("utf-8", "surrogatepass")
+    if tag == _TAG_I:
+        return _INT.unpack_from(data, 1)[0]
+    if tag == _TAG_B:
+        return data[1:]
+    if tag == _TAG_F:
+        return _FLOAT.unpack_from(data, 1)[0]
+    if tag == _TAG_P:
+        return pickle.loads(data[1:])
+    raise ValueError(f"not an encoded state value (tag {tag!r})")
+
+
+def encode_key(key: Any) -> bytes:
+    """A state key as stored: keys that compare equal in a ``dict`` (``1``, ``1.0``,
+    ``True``) encode alike, as :func:`jstormpy.keygroups.key_hash` hashes them alike."""
+    cls = key.__class__
+    if cls is bool or (cls is float and key.is_integer()):
+        key = int(key)
+    return encode(key)
+
+
+def encode_stamped(written_ms: float, value: Any) -> bytes:
+    """A TTL entry: tag, write time, then the value's encoding."""
+    return _T + _STAMP.pack(written_ms) + encode(value)
+
+
+def decode_entry(data: bytes) -> Any:
+    """A stored value: a :class:`Stamped` for a TTL entry, else the value."""
+    if data[0] == _TAG_T:
+        return Stamped(_STAMP.unpack_from(data, 1)[0], decode(data[9:]))
+    return decode(data)
+
+
+# -- TTL over the memory store --------------------------------------------------------------------
+class TtlState(MutableMapping[Any, Any]):
+    """A memory-store state with a TTL: a dict of :class:`Stamped` entries underneath.
+
+    Pickles as that dict without its expired entries (what a checkpoint stores)."""
+
+    def __init__(self, entries: dict[Any, Any] | None, ttl_ms: int,
+                 clock: Clock = wall_ms) -> None:
+        self.entries: dict[Any, Any] = {} if entries is None else entries
+        self.ttl_ms = ttl_ms
+        self.clock = clock
+        self.next_sweep = 0.0
+        for k, v in self.entries.items():  # a state written before it had a TTL
+            if v.__class__ is not Stamped:
+                self.entries[k] = Stamped(clock(), v)
+
+    def _now(self) -> float:
+        now = self.clock()
+        if now >= self.next_sweep:
+            self.sweep(now)
+        return now
+
+    def sweep(self, now: float | None = None) -> int:
+        """Remove expired entries; returns how many."""
+        now = self.clock() if now is None else now
+        self.next_sweep = now + self.ttl_ms
+        horizon = now - self.ttl_ms
+        dead = [k for k, s in self.entries.items() if s[0] <= horizon]
+        for k in dead:
+            del self.entries[k]
+        return len(dead)
+
+    def __getitem__(self, key: Any) -> Any:
+        s = self.entries[key]
+        if s[0] <= self._now() - self.ttl_ms:
+            raise KeyError(key)
+        return s[1]
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        s = self.entries.get(key)
+        if s is None or s[0] <= self._now() - self.ttl_ms:
+            return default
+        return s[1]
+
+    def __contains__(self, key: Any) -> bool:
+        s = self.entries.get(key)
+        return s is not None and s[0] > self._now() - self.ttl_ms
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.entries[key] = Stamped(self._now(), value)
+
+    def __delitem__(self, key: Any) -> None:
+        live = key in self
+        self.entries.pop(key, None)
+        if not live:
+            raise KeyError(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        horizon = self._now() - self.ttl_ms
+        return iter([k for k, s in self.entries.items() if s[0] > horizon])
+
+    def __len__(self) -> int:
+        horizon = self._now() - self.ttl_ms
+        return sum(1 for s in self.entries.values() if s[0] > horizon)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        self.sweep()
+        return (dict, (dict(self.entries),))
+
+    def __repr__(self) -> str:
+        return f"TtlState(ttl_ms={self.ttl_ms}, {dict(self.items())!r})"
+
+
+class MemoryStore:
+    """Today's managed state: a dict per name (``factory``: ``dict``, or the incremental
+    checkpoints' tracking dict), a :class:`TtlState` over one with a TTL."""
+
+    kind = "memory"
+
+    def __init__(self, factory: Callable[[], dict[Any, Any]] = dict,
+                 clock: Clock = wall_ms) -> None:
+        self.factory = factory
+        self.clock = clock
+
+    def open(self, name: str, ttl_ms: int | None, current: Any) -> MutableMapping[Any, Any]:
+        """State ``name`` with ``ttl_ms``, keeping the entries of ``current`` (a restored
+        dict, or the same state opened with another TTL)."""
+        if isinstance(current, TtlState):
+            current = {k: s[1] for k, s in current.entries.items()} if ttl_ms is None \
+                else current.entries
+        if ttl_ms is None:
+            if current is None:
+                return self.factory()
+            return current
+        if current is not None and type(current) is not dict:
+            current = dict(current)  # e.g. an incremental tracking dict: a TTL state is whole
+        return TtlState(current, ttl_ms, self.clock)
+
+    def adopt(self, states: dict[str, Any]) -> None:
+        """Restored states stay the dicts they were restored as."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+# -- RocksDB ------------------------------------------------------------------------------------
+def _rocksdict() -> Any:
+    try:
+        import rocksdict
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise ConfigError("state_store='rocksdb' needs the rocksdict package "
+                          "(pip install rocksdict)") from exc
+    return rocksdict
+
+
+_GROUP = struct.Struct(">H")
+LOAD_BATCH = 10_000
+"""Entries per write batch when a restore fills a fresh database."""
+
+
+class RocksState(MutableMapping[Any, Any]):
+    """One named state in a task's RocksDB: a column family, keys prefixed with their key
+    group. ``ttl_ms``: entries older than it are invisible (and swept, at most once per
+    ``ttl_ms``, on access). Pickles as a plain dict of its live entries (:class:`Stamped`
+    ones with a TTL), which is what a checkpoint stores.
+
+    Writes go to a per-state write cache (a dict of the entries written since the last
+    flush, shared by every view of the state) that is written to RocksDB in one write batch
+    when it holds :data:`WRITE_CACHE_ENTRIES` entries, at every barrier (before the native
+    checkpoint) and before a scan (iteration, ``len``); a read looks in it first."""
+
+    def __init__(self, store: RocksDBStore, name: str, cf: Any,
+                 ttl_ms: int | None = None) -> None:
+        self.store = store
+        self.name = name
+        self.cf = cf
+        self.ttl_ms = ttl_ms
+        self.cache: dict[Any, Any] = store.caches.setdefault(name, {})
+        self.max_parallelism = store.max_parallelism
+        self.clock = store.clock
+        self.next_sweep = 0.0
+
+    def _key(self, key: Any) -> bytes:
+        return _GROUP.pack(key_group(key, self.max_parallelism)) + encode_key(key)
+
+    def _horizon(self) -> float:
+        """Entries written at or before this are expired (-inf without a TTL)."""
+        if self.ttl_ms is None:
+            return float("-inf")
+        now = self.clock()
+        if now >= self.next_sweep:
+            self.sweep(now)
+        return now - self.ttl_ms
+
+    def _entry(self, key: Any) -> Any:
+        """The stored entry of ``key`` (a :class:`Stamped` one with a TTL), or the missing
+        marker."""
+        entry = self.cache.get(key, _MISSING)
+        if entry is _MISSING:
+            raw = self.cf.get(self._key(key))
+            return _MISSING if raw is None else decode_entry(raw)
+        return _MISSING if entry is _DELETED else entry
+
+    def _value(self, key: Any) -> Any:
+        """The live value of ``key``, or the missing marker when absent or expired."""
+        entry = self._entry(key)
+        if entry.__class__ is Stamped:
+            if entry.written_ms <= self._horizon():
+                return _MISSING
+            return entry.value
+        return entry
+
+    def flush(self) -> None:
+        """Write the cached writes to RocksDB (one write batch)."""
+        self.store.flush(self.name)
+
+    def sweep(self, now: float | None = None) -> int:
+        """Delete expired entries; returns how many."""
+        if self.ttl_ms is None:
+            return 0
+        self.flush()
+        now = self.clock() if now is None else now
+        self.next_sweep = now + self.ttl_ms
+        horizon = now - self.ttl_ms
+        dead = [k for k, v in self.cf.items()
+                if v[0] == _TAG_T and _STAMP.unpack_from(v, 1)[0] <= horizon]
+        for k in dead:
+            self.cf.delete(k)
+        return len(dead)
+
+    def __getitem__(self, key: Any) -> Any:
+        value = self._value(key)
+        if value is _MISSING:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        value = self._value(key)
+        return default if value is _MISSING else value
+
+    def __contains__(self, key: Any) -> bool:
+        return self._value(key) is not _MISSING
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        cache = self.cache
+        if self.ttl_ms is None:
+            cache[key] = value
+        else:
+            self._horizon()
+            cache[key] = Stamped(self.clock(), value)
+        if len(cache) >= WRITE_CACHE_ENTRIES:
+            self.store.flush(self.name)
+
+    def __delitem__(self, key: Any) -> None:
+        if self._value(key) is _MISSING:
+            raise KeyError(key)
+        self.cache[key] = _DELETED
+        if len(self.cache) >= WRITE_CACHE_ENTRIES:
+            self.store.flush(self.name)
+
+    def raw_items(self) -> Iterator[tuple[Any, Any]]:
+        """Every stored entry, expired ones too, TTL entries as :class:`Stamped`."""
+        self.flush()
+        for k, v in self.cf.items():
+            yield decode(k[2:]), decode_entry(v)
+
+    def items_live(self) -> Iterator[tuple[Any, Any]]:
+        horizon = self._horizon()
+        self.flush()
+        for k, v in self.cf.items():
+            entry = decode_entry(v)
+            if entry.__class__ is Stamped:
+                if entry.written_ms <= horizon:
+                    continue
+                entry = entry.value
+            yield decode(k[2:]), entry
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.ttl_ms is None:
+            self.flush()
+            return (decode(k[2:]) for k in self.cf.keys())
+        return (k for k, _ in self.items_live())
+
+    def __len__(self) -> int:
+        """Counts the entries (a scan: RocksDB keeps no exact count)."""
+        if self.ttl_ms is None:
+            self.flush()
+            return sum(1 for _ in self.cf.keys())
+        return sum(1 for _ in self.items_live())
+
+    def items(self) -> ItemsView[Any, Any]:
+        """A view whose iteration is one scan of the column family (not a read per key)."""
+        return _ScanItems(self)
+
+    def values(self) -> ValuesView[Any]:
+        """A view whose iteration is one scan of the column family (not a read per key)."""
+        return _ScanValues(self)
+
+    def __bool__(self) -> bool:
+        """Whether any entry is live (stops at the first; ``len`` would count them all)."""
+        if self.ttl_ms is None:
+            self.flush()
+            return next(iter(self.cf.keys()), None) is not None
+        return next(iter(self.items_live()), None) is not None
+
+    def clear(self) -> None:
+        self.flush()
+        for k in list(self.cf.keys()):
+            self.cf.delete(k)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.ttl_ms is None:
+            return (dict, (dict(self.raw_items()),))
+        horizon = self._horizon()
+        return (dict, ({k: v for k, v in self.raw_items()
+                        if v.__class__ is not Stamped or v.written_ms > horizon},))
+
+    def __repr__(self) -> str:
+        return f"RocksState({self.name!r}, ttl_ms={self.ttl_ms})"
+
+
+class _ScanItems(ItemsView[Any, Any]):
+    _mapping: RocksState
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        return self._mapping.items_live()
+
+
+class _ScanValues(ValuesView[Any]):
+    _mapping: RocksState
+
+    def __iter__(self) -> Iterator[Any]:
+        return (v for _, v in self._mapping.items_live())
+
+
+WRITE_BUFFER_BYTES = 16 << 20
+"""RocksDB memtable size per column family (what a barrier may have to flush)."""
+
+BLOCK_CACHE_BYTES = 32 << 20
+"""RocksDB block cache per task database."""
+
+WRITE_CACHE_ENTRIES = 16_384
+"""Entries a state's write cache holds before it is written to RocksDB (bounds both the
+cache's RAM and the flush at a barrier: ~1 µs per entry)."""
+
+
+class _Deleted:
+    """A deletion in a write cache."""
+
+
+_DELETED = _Deleted()
+_MISSING = object()
+
+
+class RocksDBStore:
+    """One task's RocksDB database: a fresh directory at ``path`` (whatever was there —
+    the database of an earlier run or generation of this task — is removed first: a
+    restore always fills a fresh database from the checkpoint), created when the task
+    opens its first state."""
+
+    kind = "rocksdb"
+
+    def __init__(self, path: str | os.PathLike[str], max_parallelism: int,
+                 clock: Clock = wall_ms) -> None:
+        rd = _rocksdict()
+        self.path = Path(path)
+        self.frozen_dir = self.path.with_name(self.path.name + ".frozen")
+        shutil.rmtree(self.path, ignore_errors=True)
+        shutil.rmtree(self.frozen_dir, ignore_errors=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.frozen_count = 0
+        self.max_parallelism = max_parallelism
+        self.clock = clock
+        self.rd = rd
+        self.block_cache = rd.Cache(BLOCK_CACHE_BYTES)
+        self.db: Any = None  # opened with the first state: a stateless task has no database
+        self.families: dict[str, Any] = {}
+        self.caches: dict[str, dict[Any, Any]] = {}  # per state: writes since the last flush
+
+    def _options(self) -> Any:
+        """Raw bytes in and out; point lookups (a state read is one) through a bloom
+        filter and a block cache of :data:`BLOCK_CACHE_BYTES` shared by the task's states."""
+        opts = self.rd.Options(raw_mode=True)
+        opts.create_if_missing(True)
+        # the native checkpoint at a barrier flushes the memtable on the task thread: a
+        # smaller one bounds that pause (RocksDB flushes full ones in the background)
+        opts.set_write_buffer_size(WRITE_BUFFER_BYTES)
+        table = self.rd.BlockBasedOptions()
+        table.set_bloom_filter(10, False)
+        table.set_block_cache(self.block_cache)
+        table.set_cache_index_and_filter_blocks(True)
+        opts.set_block_based_table_factory(table)
+        return opts
+
+    def _family(self, name: str) -> Any:
+        cf = self.families.get(name)
+        if cf is None:
+            if self.db is None:
+                self.db = self.rd.Rdict(str(self.path), options=self._options())
+            cf = self.db.create_column_family(f"s:{name}", self._options())
+            self.families[name] = cf
+        return cf
+
+    def _batch(self, name: str) -> Any:
+        batch = self.rd.WriteBatch(raw_mode=True)
+        batch.set_default_column_family(self.db.get_column_family_handle(f"s:{name}"))
+        return batch
+
+    def open(self, name: str, ttl_ms: int | None, current: Any) -> MutableMapping[Any, Any]:
+        """State ``name`` with ``ttl_ms``; ``current`` (a restored dict) is written into
+        the database first."""
+        if isinstance(current, RocksState):
+            return RocksState(self, name, current.cf, ttl_ms)
+        cf = self._family(name)
+        if current:
+            self._load(name, current)
+        return RocksState(self, name, cf, ttl_ms)
+
+    def _load(self, name: str, entries: Mapping[Any, Any]) -> None:
+        batch = self._batch(name)
+        n = 0
+        for key, value in entries.items():
+            k = _GROUP.pack(key_group(key, self.max_parallelism)) + encode_key(key)
+            if value.__class__ is Stamped:
+                batch.put(k, encode_stamped(value.written_ms, value.value))
+            else:
+                batch.put(k, encode(value))
+            n += 1
+            if n % LOAD_BATCH == 0:
+                self.db.write(batch)
+                batch = self._batch(name)
+        if n % LOAD_BATCH:
+            self.db.write(batch)
+
+    def flush(self, name: str | None = None) -> None:
+        """Write the write cache of state ``name`` (None: of every state) to RocksDB."""
+        for state in [name] if name is not None else list(self.caches):
+            cache = self.caches.get(state)
+            if not cache:
+                continue
+            batch = self._batch(state)
+            groups = key_groups_of(cache, self.max_parallelism)  # batched: ~4x key_group
+            pack = _GROUP.pack
+            for group, (key, value) in zip(groups, cache.items(), strict=True):
+                k = pack(group) + encode_key(key)
+                if value is _DELETED:
+                    batch.delete(k)
+                elif value.__class__ is Stamped:
+                    batch.put(k, encode_stamped(value.written_ms, value.value))
+                else:
+                    batch.put(k, encode(value))
+            self.db.write(batch)
+            cache.clear()
+
+    def freeze(self) -> FrozenStore:
+        """A native RocksDB checkpoint of the database (task thread, at a barrier): the
+        memtables are flushed and the SST files hard-linked into a directory beside the
+        database, in milliseconds; the snapshot thread reads it (:class:`FrozenStore`)
+        while the task goes on writing."""
+        self.flush()
+        self.frozen_count += 1
+        target = self.frozen_dir / str(self.frozen_count)
+        self.frozen_dir.mkdir(parents=True, exist_ok=True)
+        self.rd.Checkpoint(self.db).create_checkpoint(str(target))
+        return FrozenStore(target, self._options(), self.clock())
+
+    def adopt(self, states: dict[str, Any]) -> None:
+        """Move restored state dicts into the database (replacing them in ``states``)."""
+        for name, current in list(states.items()):
+            if isinstance(current, dict):
+                states[name] = self.open(name, None, current)
+
+    def close(self) -> None:
+        """Close the database (its files stay until the task's next start). The column
+        families are closed first: RocksDB's lock is released only when nothing holds it,
+        and the stopped component may still hold its states."""
+        for cf in self.families.values():
+            cf.close()
+        self.families.clear()
+        self.caches.clear()  # the next start restores from the checkpoint, not from here
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+
+
+class FrozenStore:
+    """A task database as it was at a barrier (a native checkpoint directory), read on the
+    snapshot thread and deleted by :meth:`release`."""
+
+    def __init__(self, path: Path, options: Any, now_ms: float) -> None:
+        self.path = path
+        self.options = options
+        self.now_ms = now_ms
+        self.db: Any = None
+        self.families: dict[str, Any] = {}
+
+    def state(self, name: str, ttl_ms: int | None) -> FrozenState:
+        """State ``name`` as of the barrier (entries expired then left out)."""
+        horizon = float("-inf") if ttl_ms is None else self.now_ms - ttl_ms
+        return FrozenState(self, name, horizon)
+
+    def family(self, name: str) -> Any:
+        """The column family of state ``name`` in the checkpoint (opened read-only)."""
+        cf = self.families.get(name)
+        if cf is None:
+            rd = _rocksdict()
+            if self.db is None:
+                names = rd.Rdict.list_cf(str(self.path))
+                self.db = rd.Rdict(str(self.path), options=self.options,
+                                   column_families={n: self.options for n in names},
+                                   access_type=rd.AccessType.read_only())
+            cf = self.families[name] = self.db.get_column_family(f"s:{name}")
+        return cf
+
+    def release(self) -> None:
+        """Close the checkpoint and delete its directory."""
+        for cf in self.families.values():
+            cf.close()
+        self.families.clear()
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+class FrozenState:
+    """One named state of a :class:`FrozenStore`: iterating it yields what
+    :class:`RocksState` pickles as (the checkpoint's dict format)."""
+
+    def __init__(self, frozen: FrozenStore, name: str, horizon: float) -> None:
+        self.frozen = frozen
+        self.name = name
+        self.horizon = horizon
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        horizon = self.horizon
+        for k, v in self.frozen.family(self.name).items():
+            entry = decode_entry(v)
+            if entry.__class__ is Stamped and entry.written_ms <= horizon:
+                continue
+            yield decode(k[2:]), entry
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.items())
+
+
+def open_store(kind: str, path: str | os.PathLike[str] | None, max_parallelism: int,
+               factory: Callable[[], dict[Any, Any]] = dict,
+               clock: Clock = wall_ms) -> MemoryStore | RocksDBStore:
+    """The store ``Config.state_store`` names, for one task (``path``: its directory)."""
+    if kind == "memory":
+        return MemoryStore(factory, clock)
+    if kind == "rocksdb":
+        if path is None:
+            raise ConfigError("state_store='rocksdb' needs a directory for the database")
+        return RocksDBStore(path, max_parallelism, clock)
+    raise ConfigError(f"state_store must be one of {STATE_STORES}, got {kind!r}")

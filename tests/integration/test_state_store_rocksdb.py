@@ -1,0 +1,114 @@
+"""The RocksDB state store with real processes (docs/state-stores.md): a keyed running-sum
+job keeps exactly-once per key through a worker SIGKILL, savepoints move its state from the
+memory store into RocksDB and back, and a rescale 2 -> 3 re-partitions it.
+
+Every wait polls a condition with a deadline; no sleep stands in for one.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from jstormpy import Config, LocalCluster
+from jstormpy.operations.savepoints import read_manifest
+from tests.chaos.topologies import check_keyed_sums
+from tests.integration.helpers import committed_count, wait_until
+from tests.integration.savepoint_components import linear
+
+pytestmark = pytest.mark.slow
+
+KEYS, PER_KEY = 12, 1500
+
+
+def rocks_config(stores: Path, **changes: object) -> Config:
+    base: dict[str, object] = {"workers": 2, "checkpoint_interval_ms": 300,
+                               "worker_timeout_ms": 5000, "state_store": "rocksdb",
+                               "state_store_dir": str(stores)}
+    base.update(changes)
+    return Config(**base)  # type: ignore[arg-type]
+
+
+def task_databases(stores: Path) -> list[Path]:
+    """The RocksDB databases the workers opened (a ``CURRENT`` file marks one)."""
+    return sorted(p.parent for p in stores.glob("worker-*/task-*/CURRENT"))
+
+
+def test_worker_sigkill_keeps_every_key_exactly_once(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with LocalCluster(home=tmp_path / "home") as cluster:
+        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=1500),
+                                Config(workers=2, checkpoint_interval_ms=300,
+                                       worker_timeout_ms=5000, state_store="rocksdb"))
+        assert handle.run_dir is not None
+        stores = handle.run_dir / "state-store"  # the default state_store_dir
+        wait_until(lambda: committed_count(out) > 2000, 60, "some committed output")
+        assert task_databases(stores), sorted(map(str, stores.rglob("*")))
+        gen = handle.status()["generation"]
+        victim = handle.workers()[0]
+        os.kill(victim.pid, signal.SIGKILL)
+        wait_until(lambda: handle.status()["generation"] > gen, 60, "the recovery")
+        assert committed_count(out) < KEYS * PER_KEY, "the run ended before the kill mattered"
+        handle.wait(timeout=180)
+    # the barriers took native RocksDB checkpoints beside the databases, and every one was
+    # released once its snapshot was written
+    frozen = sorted(stores.glob("worker-*/task-*.frozen"))
+    assert frozen and not [p for d in frozen for p in d.iterdir()]
+    assert check_keyed_sums(out, KEYS, PER_KEY) == ""
+
+
+def test_savepoints_move_state_memory_to_rocksdb_and_back(tmp_path: Path) -> None:
+    out, stores = tmp_path / "out", tmp_path / "stores"
+    memory = Config(workers=2, checkpoint_interval_ms=300)
+    with LocalCluster(home=tmp_path / "home") as cluster:
+        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=1500), memory)
+        wait_until(lambda: committed_count(out) > 2000, 60, "output of the memory run")
+        first = handle.savepoint(f"file://{tmp_path / 'sp1'}", stop=True)
+    after_memory = committed_count(out)
+    with LocalCluster(home=tmp_path / "home") as cluster:
+        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=1500),
+                                rocks_config(stores), from_savepoint=first)
+        wait_until(lambda: committed_count(out) > after_memory + 2000, 60,
+                   "output of the RocksDB run")
+        second = handle.savepoint(f"file://{tmp_path / 'sp2'}", stop=True)
+    assert task_databases(stores)
+    assert read_manifest(second)["components"]["sum"]["parallelism"] == 2
+    after_rocks = committed_count(out)
+    assert after_rocks < KEYS * PER_KEY, "the RocksDB run ended before its savepoint"
+    with LocalCluster(home=tmp_path / "home") as cluster:
+        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=1500), memory,
+                                from_savepoint=second)
+        handle.wait(timeout=180)
+    assert check_keyed_sums(out, KEYS, PER_KEY) == ""
+
+
+def test_rescale_two_to_three_to_one_with_rocksdb_state(tmp_path: Path) -> None:
+    out, stores = tmp_path / "out", tmp_path / "stores"
+    with LocalCluster(home=tmp_path / "home") as cluster:
+        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=800),
+                                rocks_config(stores))
+        wait_until(lambda: committed_count(out) > 2000, 60, "some committed output")
+        up = handle.rescale({"sum": 3})
+        assert up["error"] == ""
+        sums = [c for c in handle.status()["components"] if c["name"] == "sum"][0]
+        assert len(sums["tasks"]) == 3
+        # every task of "sum" (3 after the rescale) has its own database
+        assert {p.name for p in task_databases(stores)} >= {f"task-{t}" for t in sums["tasks"]}
+        before = committed_count(out)
+        wait_until(lambda: committed_count(out) > before + 1500, 60, "output after the rescale up")
+        down = handle.rescale({"sum": 1})
+        assert down["error"] == ""
+        assert committed_count(out) < KEYS * PER_KEY, "the run ended before the rescale down"
+        # the one "sum" task has the only database: the others were deleted when the
+        # workers were rebuilt for the new layout
+        sums = [c for c in handle.status()["components"] if c["name"] == "sum"][0]
+        held = [p for p in stores.glob("worker-*/task-*") if not p.name.endswith(".frozen")]
+        assert [p.name for p in held] == [f"task-{sums['tasks'][0]}"], held
+        for w in handle.workers():
+            assert {p.name for p in stores.glob(f"worker-{w.id}/task-*")} <= \
+                {f"task-{t}{x}" for t in w.tasks for x in ("", ".frozen")}
+        handle.wait(timeout=180)
+    assert check_keyed_sums(out, KEYS, PER_KEY) == ""
