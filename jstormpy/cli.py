@@ -2,6 +2,7 @@
 
     jstorm run FILE.py [--resume] [--chaos SEED]   run the topology FILE defines, here
     jstorm run FILE.py --spark-master MASTER       ... with its workers in Spark executors
+    jstorm run FILE.py --ha zk://HOST:PORT/PATH    ... with standby launchers (ZooKeeper)
     jstorm verify wordcount --input GLOB --output DIR   recompute with Spark, compare
     jstorm list [--prune]                          running topologies (--prune: forget gone)
     jstorm forget NAME                             forget a gone topology
@@ -138,8 +139,6 @@ def _final_metrics(handle: Any, timeout_s: float = 10.0) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from jstormpy.deploy.local import LocalCluster
-
     module = load_topology_file(args.file)
     try:
         config = as_config(getattr(module, "config", None))
@@ -152,22 +151,42 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.state_backend:
         config = config.replace(state_backend=args.state_backend)
     topology: Topology = module.topology
+    if args.ha:  # leader election through ZooKeeper: lead, or stand by (jstormpy/cli_ha.py)
+        from jstormpy.cli_ha import run_with_ha
+
+        return run_with_ha(args, topology.name,
+                           lambda launch: launch_run(args, module, config, launch))
+    return launch_run(args, module, config)
+
+
+def launch_run(args: argparse.Namespace, module: Any, config: Any,
+               launch: Any = None) -> int:
+    """Start the topology of ``module`` here and follow it until it ends (``jstorm run``).
+    ``launch`` (an ``--ha`` leader's :class:`~jstormpy.cli_ha.Leadership`): resume or not,
+    the environment of the Topology Master, and a hook called with the handle."""
+    from jstormpy.deploy.local import LocalCluster
+
+    topology: Topology = module.topology
     print(f"running {topology.name!r}: {len(topology.components)} components, "
           f"{config.workers} workers, {config.guarantee}")
     t0 = time.monotonic()
+    env = launch.env if launch is not None else None
+    resume = launch.resume if launch is not None else args.resume
     cluster: Any
     if args.spark_master is not None:
         from jstormpy.deploy.spark import SparkCluster
 
         cluster = SparkCluster(master=args.spark_master or None,
-                               conf=_spark_conf(args.spark_conf))
+                               conf=_spark_conf(args.spark_conf), env=env)
         print(f"spark: master {cluster.master}, {config.workers} barrier tasks")
     else:
-        cluster = LocalCluster()
+        cluster = LocalCluster(env=env)
     with cluster:
         from jstormpy.cli_savepoint import submit_kwargs
 
-        handle = cluster.submit(topology, config, resume=args.resume, **submit_kwargs(args))
+        handle = cluster.submit(topology, config, resume=resume, **submit_kwargs(args))
+        if launch is not None:
+            launch.started(handle)
         monkey = None
         if args.chaos is not None:
             from jstormpy.testing.chaos import ChaosMonkey, ChaosSchedule
@@ -399,6 +418,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where checkpoints go, instead of the file's Config.state_backend "
                         "(file:///dir, hdfs://host:port/dir, hbase://host:port/table); on "
                         "a Spark cluster it must be shared storage")
+    r.add_argument("--ha", default=None, metavar="zk://HOST:PORT/PATH",
+                   help="standby Topology Master: run this on two or more hosts; one leads "
+                        "(elected through ZooKeeper), the others take the run over when it "
+                        "dies (docs/cluster.md)")
+    r.add_argument("--ha-session-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="ZooKeeper session timeout with --ha (default 10): how soon a "
+                        "standby takes over; within the server's 2..20 ticks")
     r.set_defaults(func=cmd_run)
     from jstormpy.cli_savepoint import add_parsers as add_savepoint_parsers
     from jstormpy.cli_savepoint import add_run_flags
