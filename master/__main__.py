@@ -70,8 +70,13 @@ def _serve(args: argparse.Namespace, run_dir: Path) -> int:
     core = MasterCore(descriptor["name"], config, descriptor, backend, resume=args.resume)
     if args.leader_lease:
         core.lease = LeaderLease(args.leader_lease)
+        if not core.lease.valid():  # a restart by a launcher that may have lost its lead
+            return _fenced_at_start(run_dir, "before it took the run over")
     # before serving: workers read it from the backend once GetTopology answers
     core.run = take_over_run(backend, args.resume)
+    if core.lease is not None and not core.lease.valid():
+        # the epoch may have been written after a standby could lead: it may not count
+        return _fenced_at_start(run_dir, "while it took the run over")
     logging.getLogger("jstormpy.master").info(
         "%s: %s", descriptor["name"],
         core.run or "a run started before run identities (no run namespace)")
@@ -106,6 +111,13 @@ def _serve(args: argparse.Namespace, run_dir: Path) -> int:
     ui.stop()
     server.stop(grace=0 if code else 1.0).wait()
     return code
+
+
+def _fenced_at_start(run_dir: Path, moment: str) -> int:
+    why = f"fenced: no valid leader lease {moment} (its --ha launcher lost ZooKeeper)"
+    logging.getLogger("jstormpy.master").error("%s; exiting", why)
+    (run_dir / MASTER_ERROR_FILE).write_text(why)
+    return FENCED_EXIT_CODE
 
 
 def _alive(pid: int) -> bool:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from pathlib import Path
@@ -22,7 +23,7 @@ from jstormpy.cli_ha import LOST_EXIT_CODE
 from jstormpy.connectors.file_parts import read_committed
 from jstormpy.state_backends.file import FileBackend
 from tests.ha.conftest import SESSION_TIMEOUT_S, Launcher
-from tests.ha.topologies import check_sums, committed_parts, topology_file
+from tests.ha.topologies import NAME, check_sums, committed_parts, topology_file
 
 pytestmark = pytest.mark.slow
 
@@ -94,14 +95,7 @@ def test_frozen_old_leader_commits_nothing_after_the_takeover(
     assert b.finish(240) == 0, b.output()
     problems = check_sums(read_committed(out), KEYS, PER_KEY)
     assert not problems, problems
-    late = []
-    for name, cid in committed_parts(out).items():
-        if cid <= completed_before:
-            continue
-        for line in (out / name).read_text().splitlines():
-            pid = json.loads(line)["pid"]
-            if pid in a_pids:
-                late.append((name, pid))
+    late = _records_of(out, a_pids, above=completed_before)
     assert not late, (f"output of A's processes {sorted(a_pids)} committed in checkpoints "
                       f"above {completed_before}, the last A completed before it froze: "
                       f"{late[:5]}; A:\n{a.output()}")
@@ -109,8 +103,6 @@ def test_frozen_old_leader_commits_nothing_after_the_takeover(
 
 def _group_pids(pgid: int) -> set[int]:
     """Every process of a process group (launcher, zygote, TM, workers)."""
-    import os
-
     import psutil
 
     pids = set()
@@ -121,3 +113,85 @@ def _group_pids(pgid: int) -> set[int]:
         except (ProcessLookupError, psutil.Error):
             continue
     return pids
+
+
+def test_leader_cut_off_from_zookeeper_stops_committing_before_the_takeover(
+        tmp_path: Path, zookeeper, launchers: list[Launcher]) -> None:
+    """Only the leader's launcher (its ZooKeeper session) freezes; its TM and workers run
+    on, as on a host cut off from ZooKeeper but not from the storage. The TM's lease runs
+    out before the session does: it stops committing before the standby can lead."""
+    a, b, out, store = _start_pair(tmp_path, zookeeper, launchers)
+    _wait_output(out, 120)
+    a_pids = _group_pids(a.proc.pid) - {a.proc.pid}  # TM, workers (and the zygote)
+    watch = _CompletedWatch(tmp_path / "host-a")
+    os.kill(a.proc.pid, signal.SIGSTOP)
+    took_over = b.wait_for(r"ha: leader; taking over run", 60)
+    completed_at_takeover = max(FileBackend(store).list_completed(), default=0)
+    time.sleep(1.0)  # a second of A's TM running on after the takeover, watched
+    seen = watch.stop()
+    os.kill(a.proc.pid, signal.SIGCONT)
+    late_commit_points = [(round(t - took_over, 2), cid) for t, cid in seen
+                          if t > took_over and cid > max((c for t2, c in seen
+                                                          if t2 <= took_over), default=0)]
+    assert not late_commit_points, (
+        f"A's Topology Master completed checkpoints after B took over (s after, id): "
+        f"{late_commit_points}")
+    assert a.finish(60) == LOST_EXIT_CODE, a.output()
+    assert b.finish(240) == 0, b.output()
+    problems = check_sums(read_committed(out), KEYS, PER_KEY)
+    assert not problems, problems
+    late = _records_of(out, a_pids, above=completed_at_takeover)
+    assert not late, (f"output of A's processes committed in checkpoints above "
+                      f"{completed_at_takeover} (completed when B took over): {late[:5]}")
+    master_log = (tmp_path / "host-a" / "runs" / NAME / "logs" / "master.log").read_text()
+    assert "fenced: its leader lease expired" in master_log, master_log[-3000:]
+
+
+class _CompletedWatch:
+    """Polls a launcher's Topology Master (through its registration) for its latest
+    completed checkpoint: (monotonic time, id) whenever it changes."""
+
+    def __init__(self, home: Path) -> None:
+        import threading
+
+        from jstormpy.client import MasterClient, Registration
+
+        self.client = MasterClient.for_registration(Registration.load(NAME, home))
+        self.seen: list[tuple[float, int]] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self) -> None:
+        from jstormpy.errors import JStormError
+
+        last = None
+        while not self.done.wait(0.05):
+            try:
+                cid = (self.client.status(timeout=1.0).get("last_completed_checkpoint")
+                       or {}).get("id")
+            except JStormError:
+                continue  # fenced and gone, or busy
+            if cid is not None and cid != last:
+                self.seen.append((time.monotonic(), int(cid)))
+                last = cid
+
+    def stop(self) -> list[tuple[float, int]]:
+        self.done.set()
+        self.thread.join(5)
+        self.client.close()
+        return self.seen
+
+
+def _records_of(out: Path, pids: set[int], above: int) -> list[tuple[str, int]]:
+    """(part file, pid) of committed records produced by ``pids`` in checkpoints above
+    ``above``."""
+    found = []
+    for name, cid in committed_parts(out).items():
+        if cid <= above:
+            continue
+        for line in (out / name).read_text().splitlines():
+            pid = json.loads(line)["pid"]
+            if pid in pids:
+                found.append((name, pid))
+    return found
