@@ -6,7 +6,7 @@
     jstorm verify wordcount --input GLOB --output DIR   recompute with Spark, compare
     jstorm list [--prune]                          running topologies (--prune: forget gone)
     jstorm forget NAME                             forget a gone topology
-    jstorm status NAME [--json]                    state, workers, checkpoints, errors
+    jstorm status NAME [--json] [--ha URL]         state, workers, checkpoints, errors
     jstorm metrics NAME [--component C] [--watch]  metrics per component/worker/topology
     jstorm checkpoint NAME                         force a checkpoint
     jstorm rollback NAME [--to ID]                 roll back to a completed checkpoint
@@ -167,6 +167,11 @@ def launch_run(args: argparse.Namespace, module: Any, config: Any,
     from jstormpy.deploy.local import LocalCluster
 
     topology: Topology = module.topology
+    if launch is None:  # not --ha: `jstorm status` must not ask an earlier run's ZooKeeper
+        from jstormpy.cli_ha import HA_FILE
+        from jstormpy.client import jstorm_home
+
+        (jstorm_home() / "runs" / topology.name / HA_FILE).unlink(missing_ok=True)
     print(f"running {topology.name!r}: {len(topology.components)} components, "
           f"{config.workers} workers, {config.guarantee}")
     t0 = time.monotonic()
@@ -283,21 +288,54 @@ def cmd_status(args: argparse.Namespace) -> int:
     from jstormpy.client import jstorm_home
     from jstormpy.failure import FINAL_STATUS_FILE
 
+    ha = _ha_status(args)
     try:
         status = _client(args.name).status()
     except JStormError:
         final = jstorm_home() / "runs" / args.name / FINAL_STATUS_FILE
         if not final.exists():
-            raise
+            if ha is None:
+                raise
+            # a standby's host (no TM here): what ZooKeeper says
+            if args.json:
+                print(json.dumps({"name": args.name, "ha": ha}, indent=2))
+            else:
+                from jstormpy.cli_status import format_ha
+
+                print(f"{args.name}: no Topology Master on this host")
+                print(format_ha(ha))
+            return 0
         status = json.loads(final.read_text())  # the run is over: what it ended with
         if not args.json:
             print(f"{args.name}: not running; its run ended {status['state']} (the status "
                   f"below is its last one)")
+    if ha is not None:
+        status["ha"] = ha
     if args.json:
         print(json.dumps(status, indent=2))
     else:
         _print_status(status)
     return 0
+
+
+def _ha_status(args: argparse.Namespace) -> dict[str, Any] | None:
+    """Leader, standbys and the recorded run from ZooKeeper: with ``--ha URL``, or when this
+    host's run of NAME was started with ``--ha`` (its run directory says where)."""
+    from jstormpy.cli_ha import HA_FILE
+    from jstormpy.client import jstorm_home
+
+    url = args.ha
+    marker = jstorm_home() / "runs" / args.name / HA_FILE
+    if not url and marker.exists():
+        url = json.loads(marker.read_text()).get("url")
+    if not url:
+        return None
+    from jstormpy.deploy.ha import ha_status
+
+    try:
+        return ha_status(url, args.name)
+    except JStormError as exc:  # ZooKeeper away: the TM's own status still shows
+        return {"url": url, "error": str(exc)}
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
@@ -447,6 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="state, workers, checkpoints, backpressure")
     st.add_argument("name", help=NAME_HELP)
     st.add_argument("--json", action="store_true", help="the whole status as JSON")
+    st.add_argument("--ha", default=None, metavar="zk://HOST:PORT/PATH",
+                    help="also show the leader, the standbys and the recorded run from "
+                         "ZooKeeper (default: the URL this host's `jstorm run --ha` used)")
     st.set_defaults(func=cmd_status)
     k = sub.add_parser("kill", help="stop a topology")
     k.add_argument("name", help=NAME_HELP)

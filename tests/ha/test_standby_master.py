@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -47,6 +51,19 @@ def _start_pair(tmp_path: Path, zookeeper, launchers: list[Launcher]) -> tuple[
     return a, b, out, store
 
 
+def _identity(launcher: Launcher) -> str:
+    return f"{socket.gethostname()} pid={launcher.proc.pid}"
+
+
+def _status(home: Path, *extra: str) -> str:
+    """``jstorm status NAME`` on a launcher's "host" (its JSTORM_HOME)."""
+    done = subprocess.run([sys.executable, "-m", "jstormpy.cli", "status", NAME, *extra],
+                          env=dict(os.environ, JSTORM_HOME=str(home)), capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
 def _wait_output(out: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not committed_parts(out):
@@ -58,6 +75,10 @@ def test_standby_takes_over_when_the_leader_is_killed(tmp_path: Path, zookeeper,
                                                       launchers: list[Launcher]) -> None:
     a, b, out, _store = _start_pair(tmp_path, zookeeper, launchers)
     _wait_output(out, 120)
+    # on the standby's host (no TM there): ZooKeeper's view
+    before_kill = _status(tmp_path / "host-b", "--ha", zookeeper.url("/jstorm"))
+    assert f"leader {_identity(a)}; standby {_identity(b)}" in before_kill, before_kill
+    assert "recorded: running run" in before_kill and "epoch 1" in before_kill, before_kill
     a.signal_group(signal.SIGKILL)  # the leader's "host" dies: launcher, TM, workers
     killed = time.monotonic()
     before = set(committed_parts(out))
@@ -66,6 +87,9 @@ def test_standby_takes_over_when_the_leader_is_killed(tmp_path: Path, zookeeper,
         assert time.monotonic() - killed < 120, f"no new output; B:\n{b.output()}"
         time.sleep(0.02)  # polling interval of the condition above
     resumed = time.monotonic()
+    after = _status(tmp_path / "host-b")  # the new leader's TM, and ZooKeeper's view
+    assert f"leader {_identity(b)}; standby none" in after, after
+    assert re.search(r"^run +\S+ epoch 2$", after, re.M), after
     assert b.finish(240) == 0, b.output()
     print(f"\nfailover (ZooKeeper session timeout {SESSION_TIMEOUT_S} s): standby leads "
           f"{took_over - killed:.2f} s after the SIGKILL, first new output after "
