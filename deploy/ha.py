@@ -258,10 +258,12 @@ class HaSession:
 
         finished = threading.Event()
 
-        def watch(_data: bytes | None, _stat: Any) -> bool:
+        def watch(data: bytes | None, stat: Any) -> bool:  # kazoo's thread: no blocking
             if finished.is_set():
                 return False
-            if self.finished_since_start() is not None:
+            record = RunRecord.from_json(data)
+            if record is not None and record.state.final and stat is not None \
+                    and stat.version > self._record_version:
                 finished.set()
                 self.election.cancel()
                 return False

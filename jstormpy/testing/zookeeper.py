@@ -17,6 +17,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -43,9 +44,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _ruok(port: int) -> bool:
+def _ruok(host: str, port: int) -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
+        with socket.create_connection((host, port), timeout=1.0) as s:
             s.sendall(b"ruok")
             return s.recv(4) == b"imok"
     except OSError:
@@ -58,9 +59,13 @@ class ZooKeeperServer:
     Args:
         tick_ms: ZooKeeper's tick; sessions may last 2 to 20 ticks (default 250 ms:
             0.5 s to 5 s, so a test sees a session expire within seconds).
+        host: The address to listen on (reachable from this process).
+        command: Wraps the server's argv, e.g. to run it on a network-namespace host
+            (``HostCluster.command``).
     """
 
-    def __init__(self, tick_ms: int = 250) -> None:
+    def __init__(self, tick_ms: int = 250, host: str = "127.0.0.1",
+                 command: Callable[[list[str]], list[str]] | None = None) -> None:
         found = find_zookeeper()
         if found is None:
             raise JStormError("ZooKeeper not found: install Debian's 'zookeeper' package "
@@ -68,6 +73,8 @@ class ZooKeeperServer:
                               "(scripts/setup.sh installs it)")
         self.java, self.jar = found
         self.tick_ms = tick_ms
+        self.host = host
+        self.command = command or (lambda argv: argv)
         self.port = _free_port()
         self.root = Path(tempfile.mkdtemp(prefix="jstorm-zk-"))
         (self.root / "data").mkdir()
@@ -75,7 +82,7 @@ class ZooKeeperServer:
             f"tickTime={tick_ms}\n"
             f"dataDir={self.root / 'data'}\n"
             f"clientPort={self.port}\n"
-            "clientPortAddress=127.0.0.1\n"
+            f"clientPortAddress={host}\n"
             "maxClientCnxns=0\n"
             "admin.enableServer=false\n"
             "4lw.commands.whitelist=ruok,stat,mntr\n")
@@ -89,8 +96,8 @@ class ZooKeeperServer:
 
     @property
     def hosts(self) -> str:
-        """``127.0.0.1:PORT`` (a kazoo ``hosts`` string)."""
-        return f"127.0.0.1:{self.port}"
+        """``HOST:PORT`` (a kazoo ``hosts`` string)."""
+        return f"{self.host}:{self.port}"
 
     def url(self, path: str = "/jstorm") -> str:
         """``zk://127.0.0.1:PORT/path``: what ``jstorm run --ha`` takes."""
@@ -98,14 +105,14 @@ class ZooKeeperServer:
 
     def start(self, timeout: float = 60.0) -> None:
         """Start the server and wait until it answers ``ruok``."""
-        self.proc = subprocess.Popen(
+        self.proc = subprocess.Popen(self.command(
             [self.java, "-Xmx256m", f"-Dlog4j.configuration=file:{self.root / 'log4j.properties'}",
              "-Dzookeeper.jmx.log4j.disable=true", "-cp", self.jar,
-             "org.apache.zookeeper.server.ZooKeeperServerMain", str(self.root / "zoo.cfg")],
+             "org.apache.zookeeper.server.ZooKeeperServerMain", str(self.root / "zoo.cfg")]),
             stdout=open(self.root / "stdout.log", "ab"),  # noqa: SIM115 - the child's
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
-        while not _ruok(self.port):
+        while not _ruok(self.host, self.port):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise JStormError(f"ZooKeeper on port {self.port} did not start: see "

@@ -30,23 +30,28 @@ def zookeeper() -> Iterator[ZooKeeperServer]:
 
 
 class Launcher:
-    """``jstorm run FILE --ha URL`` in its own process group ("its host"), with its own
-    JSTORM_HOME; its output is collected line by line with the monotonic time of each."""
+    """A ``jstorm run --ha`` process (its own process group, "its host") whose output is
+    collected line by line with the monotonic time of each."""
 
-    def __init__(self, name: str, topology_file: Path, ha_url: str, home: Path,
-                 *extra: str) -> None:
+    def __init__(self, name: str, proc: subprocess.Popen, home: Path | None = None) -> None:
         self.name = name
         self.home = home
+        self.proc = proc
+        self.lines: list[tuple[float, str]] = []
+        self.cond = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    @classmethod
+    def start(cls, name: str, topology_file: Path, ha_url: str, home: Path,
+              *extra: str) -> Launcher:
+        """``jstorm run FILE --ha URL`` here, with its own JSTORM_HOME."""
         env = dict(os.environ, JSTORM_HOME=str(home), PYTHONUNBUFFERED="1")
         argv = [sys.executable, "-m", "jstormpy.cli", "run", str(topology_file),
                 "--ha", ha_url, "--ha-session-timeout", str(SESSION_TIMEOUT_S),
                 "--timeout", "240", *extra]
-        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)
-        self.lines: list[tuple[float, str]] = []
-        self.cond = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
+        return cls(name, subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True,
+                                          start_new_session=True), home)
 
     def _read(self) -> None:
         assert self.proc.stdout is not None

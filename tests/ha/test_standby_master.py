@@ -42,10 +42,10 @@ def _start_pair(tmp_path: Path, zookeeper, launchers: list[Launcher]) -> tuple[
     store = f"file://{tmp_path / 'checkpoints'}"
     topo = topology_file(tmp_path / "ha_sums.py", out, store, KEYS, PER_KEY, RATE)
     url = zookeeper.url("/jstorm")
-    a = Launcher("A", topo, url, tmp_path / "host-a")
+    a = Launcher.start("A", topo, url, tmp_path / "host-a")
     launchers.append(a)
     a.wait_for(r"ha: leader; starting a fresh run", 120)
-    b = Launcher("B", topo, url, tmp_path / "host-b")
+    b = Launcher.start("B", topo, url, tmp_path / "host-b")
     launchers.append(b)
     b.wait_for(r"ha: standby; .* leads", 120)
     return a, b, out, store
@@ -97,6 +97,20 @@ def test_standby_takes_over_when_the_leader_is_killed(tmp_path: Path, zookeeper,
     assert "drained" in b.output(), b.output()
     problems = check_sums(read_committed(out), KEYS, PER_KEY)
     assert not problems, problems
+
+
+def test_a_standby_exits_when_the_leader_drains_the_run(tmp_path: Path, zookeeper,
+                                                       launchers: list[Launcher]) -> None:
+    a, b, out, _store = _start_pair(tmp_path, zookeeper, launchers)
+    assert a.finish(240) == 0, a.output()
+    assert b.finish(60) == 0, b.output()
+    assert "ha: the leader closed the run (drained)" in b.output(), b.output()
+    assert "taking over" not in b.output()
+    problems = check_sums(read_committed(out), KEYS, PER_KEY)
+    assert not problems, problems
+    # ZooKeeper's record of the run, from anywhere
+    view = _status(tmp_path / "host-b", "--ha", zookeeper.url("/jstorm"))
+    assert "recorded: drained run" in view and "leader none; standby none" in view, view
 
 
 def test_frozen_old_leader_commits_nothing_after_the_takeover(
