@@ -268,6 +268,14 @@ class TopologyHandle:
             if time.monotonic() - asked < hold:  # not held (a TM restarting, say)
                 time.sleep(poll_s)
 
+    def abandon(self, reason: str) -> None:
+        """SIGKILL the Topology Master and the workers now, without a word to them (an
+        ``--ha`` leader that lost its ZooKeeper session: a successor may already run);
+        ``wait()`` then raises JStormError(``reason``). Local launcher only."""
+        if self._launcher is None:
+            raise JStormError("abandon() needs the handle returned by submit()")
+        self._launcher.abandon(reason)
+
     def kill(self) -> None:
         """Stop the topology and its processes."""
         if self._launcher is not None:
@@ -447,6 +455,20 @@ class Supervisor:
                 proc.wait(5)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+    def abandon(self, reason: str) -> None:
+        """Stop supervising and SIGKILL every process at once (see TopologyHandle.abandon)."""
+        self.stopping.set()
+        self.gave_up = reason
+        with self.lock:
+            procs = [p for p in [self.master, *self.workers.values()] if p is not None]
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGKILL)
+            for proc in procs:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(5)
+            self._close_forkserver()
 
     def shutdown(self) -> None:
         self.stopping.set()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from jstormpy.api.config import Config
 from jstormpy.api.failure import MASTER_ERROR_FILE
+from jstormpy.leader_lease import FENCED_EXIT_CODE, LEADER_LEASE_ENV, LeaderLease
 from jstormpy.master.core import MasterCore
 from jstormpy.master.http import start_ops_server
 from jstormpy.master.rescale import finish_pending_rescale
@@ -39,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="stop the topology when this process (the launcher) is gone")
     parser.add_argument("--resume", action="store_true",
                         help="continue from the latest completed checkpoint")
+    parser.add_argument("--leader-lease", default=os.environ.get(LEADER_LEASE_ENV, ""),
+                        metavar="FILE",
+                        help="commit only while this leader lease (jstormpy/leader_lease.py, "
+                             "renewed by an --ha launcher) is valid; exit when fenced (default: "
+                             "$JSTORM_LEADER_LEASE)")
     args = parser.parse_args(argv)
     run_dir = Path(args.run_dir)
     try:
@@ -62,8 +68,15 @@ def _serve(args: argparse.Namespace, run_dir: Path) -> int:
     descriptor = json.loads(descriptor_json)
     set_process_title(f"jstorm TM {descriptor['name']}")
     core = MasterCore(descriptor["name"], config, descriptor, backend, resume=args.resume)
+    if args.leader_lease:
+        core.lease = LeaderLease(args.leader_lease)
+        if not core.lease.valid():  # a restart by a launcher that may have lost its lead
+            return _fenced_at_start(run_dir, "before it took the run over")
     # before serving: workers read it from the backend once GetTopology answers
     core.run = take_over_run(backend, args.resume)
+    if core.lease is not None and not core.lease.valid():
+        # the epoch may have been written after a standby could lead: it may not count
+        return _fenced_at_start(run_dir, "while it took the run over")
     logging.getLogger("jstormpy.master").info(
         "%s: %s", descriptor["name"],
         core.run or "a run started before run identities (no run namespace)")
@@ -79,7 +92,11 @@ def _serve(args: argparse.Namespace, run_dir: Path) -> int:
                                               descriptor["name"], config.host, args.port)
     ui = start_ops_server(core, config.host, config.ui_port, run_dir)  # web UI, /metrics
     next_check = 0.0
+    code = 0
     while not stop.wait(0.02):
+        if core.fenced_event.is_set():  # a newer leader may exist: stop, commit nothing
+            code = FENCED_EXIT_CODE
+            break
         core.tick()
         if args.launcher_pid and time.monotonic() >= next_check:
             next_check = time.monotonic() + 1.0
@@ -92,8 +109,15 @@ def _serve(args: argparse.Namespace, run_dir: Path) -> int:
                 stop.wait(1.0)  # let the shutdown messages reach the workers
                 break
     ui.stop()
-    server.stop(grace=1.0).wait()
-    return 0
+    server.stop(grace=0 if code else 1.0).wait()
+    return code
+
+
+def _fenced_at_start(run_dir: Path, moment: str) -> int:
+    why = f"fenced: no valid leader lease {moment} (its --ha launcher lost ZooKeeper)"
+    logging.getLogger("jstormpy.master").error("%s; exiting", why)
+    (run_dir / MASTER_ERROR_FILE).write_text(why)
+    return FENCED_EXIT_CODE
 
 
 def _alive(pid: int) -> bool:

@@ -28,6 +28,7 @@ from jstormpy.api.errors import (
 )
 from jstormpy.api.topology import assign_tasks
 from jstormpy.faults import fault_point
+from jstormpy.leader_lease import LeaderLease
 from jstormpy.master.backend_io import BackendIO
 from jstormpy.master.backpressure import BackpressureCoordinator
 from jstormpy.master.coordinator import (
@@ -59,7 +60,7 @@ from jstormpy.master.restore_plan import (
 )
 from jstormpy.master.upgrade import UpgradeController
 from jstormpy.proto import jstorm_pb2 as pb
-from jstormpy.run_identity import RunIdentity
+from jstormpy.run_identity import RunIdentity, load_run_identity
 from jstormpy.state_backends import StateBackend
 from jstormpy.state_backends.base import COMPLETED_META
 
@@ -158,6 +159,11 @@ class MasterCore:
                 backend.delete_objects("inc/")  # incremental segments of those checkpoints
         self.resume = resume
         self.run: RunIdentity | None = None  # set by the TM process (run_identity.py)
+        # with --ha: the launcher's leader lease (jstormpy/leader_lease.py); no commit
+        # point is written, and no sink told to commit, without it
+        self.lease: LeaderLease | None = None
+        self.fenced = ""  # why this TM stopped committing for good ("" while it may)
+        self.fenced_event = threading.Event()
         self.upgrade = UpgradeController(self)  # gray release (master/upgrade.py)
         self.rescale = RescaleController(self)  # in-place rescale (master/rescale.py)
 
@@ -714,11 +720,18 @@ class MasterCore:
     def _write_commit_point(self, action: WriteCommitPoint) -> None:
         """BackendIO thread: write ``_metadata`` (the commit point), then report back."""
         cid = action.checkpoint_id
+        if self._check_fenced(cid, "before its commit point"):
+            return
         error: BackendError | None = None
         try:
             self.backend.write_metadata(cid, dict(action.metadata))
         except BackendError as exc:
             error = exc
+        # after the write: a standby that took over before it lists this checkpoint (its
+        # epoch is stored first), so only a TM that sees its own epoch still stored may
+        # tell its sinks to commit
+        if error is None and self._check_fenced(cid, "after its commit point"):
+            return
         if error is None:  # in the same job: FIFO keeps the floor's writes in id order
             self._persist_completed_floor(cid)
         with self.lock:
@@ -730,6 +743,32 @@ class MasterCore:
             fault_point("master_after_metadata", cid)
             self._perform(self.checkpoints.commit_point_written(
                 cid, self.state == "running", now, time.time()))
+
+    def _check_fenced(self, cid: int, moment: str) -> bool:
+        """BackendIO thread, with a leader lease only: True (and this TM fenced for good)
+        if the lease expired or the state backend's run epoch is newer than this TM's: a
+        standby took the run over, so checkpoint ``cid`` must not commit."""
+        if self.lease is None:
+            return False
+        reason = ""
+        if self.fenced:
+            reason = self.fenced
+        elif not self.lease.valid():
+            reason = "its leader lease expired (no ZooKeeper answer within the lease)"
+        elif moment.startswith("after") and self.run is not None:
+            stored = load_run_identity(self.backend)
+            if stored is not None and (stored.job_id != self.run.job_id
+                                       or stored.epoch > self.run.epoch):
+                reason = f"the state backend names {stored}, a newer Topology Master"
+        if not reason:
+            return False
+        with self.lock:
+            if not self.fenced:
+                log.error("fenced: %s; checkpoint %d (%s) is not committed and this Topology "
+                          "Master stops", reason, cid, moment)
+                self.fenced = reason
+                self.fenced_event.set()
+        return True
 
     def _persist_completed_floor(self, cid: int) -> None:
         """BackendIO thread, right after ``cid``'s metadata landed: store it as the newest
@@ -870,5 +909,6 @@ class MasterCore:
                 "plan": {str(t): w for t, w in self.plan.items()},
                 "upgrade": self.upgrade.status(),
                 "rescale": self.rescale.status(),
+                "run": self.run.to_dict() if self.run is not None else None,
             }
 

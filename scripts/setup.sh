@@ -72,6 +72,18 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v redis-s
     echo "setup: postgresql/redis-server not installed (needs root: apt-get install -y postgresql redis-server)" >&2
   fi
 fi
+# ZooKeeper for the standby Topology Master tests (tests/ha, `jstorm run --ha`): Debian's
+# server jar, started by jstormpy/testing/servers/zookeeper.py in a temp dir (the package's own
+# service is not used).
+if ! [ -f /usr/share/java/zookeeper.jar ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "setup: installing zookeeper (apt): the standby Topology Master tests elect through it"
+    apt_install zookeeper || \
+      echo "setup: could not install zookeeper; the standby Topology Master tests will be skipped" >&2
+  else
+    echo "setup: zookeeper not installed (needs root: apt-get install -y zookeeper)" >&2
+  fi
+fi
 # Headless Chromium for the web-UI browser test (tests/ops/test_ui_browser.py skips without it).
 # Debian's package; Playwright drives it and never downloads a browser of its own.
 if ! command -v chromium >/dev/null 2>&1; then

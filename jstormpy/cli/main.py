@@ -2,10 +2,11 @@
 
     jstorm run FILE.py [--resume] [--chaos SEED]   run the topology FILE defines, here
     jstorm run FILE.py --spark-master MASTER       ... with its workers in Spark executors
+    jstorm run FILE.py --ha zk://HOST:PORT/PATH    ... with standby launchers (ZooKeeper)
     jstorm verify wordcount --input GLOB --output DIR   recompute with Spark, compare
     jstorm list [--prune]                          running topologies (--prune: forget gone)
     jstorm forget NAME                             forget a gone topology
-    jstorm status NAME [--json]                    state, workers, checkpoints, errors
+    jstorm status NAME [--json] [--ha URL]         state, workers, checkpoints, errors
     jstorm metrics NAME [--component C] [--watch]  metrics per component/worker/topology
     jstorm checkpoint NAME                         force a checkpoint
     jstorm rollback NAME [--to ID]                 roll back to a completed checkpoint
@@ -138,8 +139,6 @@ def _final_metrics(handle: Any, timeout_s: float = 10.0) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from jstormpy.deploy.local import LocalCluster
-
     module = load_topology_file(args.file)
     try:
         config = as_config(getattr(module, "config", None))
@@ -152,22 +151,47 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.state_backend:
         config = config.replace(state_backend=args.state_backend)
     topology: Topology = module.topology
+    if args.ha:  # leader election through ZooKeeper: lead, or stand by (jstormpy/cli/ha.py)
+        from jstormpy.cli.ha import run_with_ha
+
+        return run_with_ha(args, topology.name,
+                           lambda launch: launch_run(args, module, config, launch))
+    return launch_run(args, module, config)
+
+
+def launch_run(args: argparse.Namespace, module: Any, config: Any,
+               launch: Any = None) -> int:
+    """Start the topology of ``module`` here and follow it until it ends (``jstorm run``).
+    ``launch`` (an ``--ha`` leader's :class:`~jstormpy.cli.ha.Leadership`): resume or not,
+    the environment of the Topology Master, and a hook called with the handle."""
+    from jstormpy.deploy.local import LocalCluster
+
+    topology: Topology = module.topology
+    if launch is None:  # not --ha: `jstorm status` must not ask an earlier run's ZooKeeper
+        from jstormpy.cli.client import jstorm_home
+        from jstormpy.cli.ha import HA_FILE
+
+        (jstorm_home() / "runs" / topology.name / HA_FILE).unlink(missing_ok=True)
     print(f"running {topology.name!r}: {len(topology.components)} components, "
           f"{config.workers} workers, {config.guarantee}")
     t0 = time.monotonic()
+    env = launch.env if launch is not None else None
+    resume = launch.resume if launch is not None else args.resume
     cluster: Any
     if args.spark_master is not None:
         from jstormpy.deploy.spark import SparkCluster
 
         cluster = SparkCluster(master=args.spark_master or None,
-                               conf=_spark_conf(args.spark_conf))
+                               conf=_spark_conf(args.spark_conf), env=env)
         print(f"spark: master {cluster.master}, {config.workers} barrier tasks")
     else:
-        cluster = LocalCluster()
+        cluster = LocalCluster(env=env)
     with cluster:
         from jstormpy.cli.savepoint import submit_kwargs
 
-        handle = cluster.submit(topology, config, resume=args.resume, **submit_kwargs(args))
+        handle = cluster.submit(topology, config, resume=resume, **submit_kwargs(args))
+        if launch is not None:
+            launch.started(handle)
         monkey = None
         if args.chaos is not None:
             from jstormpy.testing.chaos import ChaosMonkey, ChaosSchedule
@@ -264,21 +288,54 @@ def cmd_status(args: argparse.Namespace) -> int:
     from jstormpy.api.failure import FINAL_STATUS_FILE
     from jstormpy.cli.client import jstorm_home
 
+    ha = _ha_status(args)
     try:
         status = _client(args.name).status()
     except JStormError:
         final = jstorm_home() / "runs" / args.name / FINAL_STATUS_FILE
         if not final.exists():
-            raise
+            if ha is None:
+                raise
+            # a standby's host (no TM here): what ZooKeeper says
+            if args.json:
+                print(json.dumps({"name": args.name, "ha": ha}, indent=2))
+            else:
+                from jstormpy.cli.status import format_ha
+
+                print(f"{args.name}: no Topology Master on this host")
+                print(format_ha(ha))
+            return 0
         status = json.loads(final.read_text())  # the run is over: what it ended with
         if not args.json:
             print(f"{args.name}: not running; its run ended {status['state']} (the status "
                   f"below is its last one)")
+    if ha is not None:
+        status["ha"] = ha
     if args.json:
         print(json.dumps(status, indent=2))
     else:
         _print_status(status)
     return 0
+
+
+def _ha_status(args: argparse.Namespace) -> dict[str, Any] | None:
+    """Leader, standbys and the recorded run from ZooKeeper: with ``--ha URL``, or when this
+    host's run of NAME was started with ``--ha`` (its run directory says where)."""
+    from jstormpy.cli.client import jstorm_home
+    from jstormpy.cli.ha import HA_FILE
+
+    url = args.ha
+    marker = jstorm_home() / "runs" / args.name / HA_FILE
+    if not url and marker.exists():
+        url = json.loads(marker.read_text()).get("url")
+    if not url:
+        return None
+    from jstormpy.deploy.ha import ha_status
+
+    try:
+        return ha_status(url, args.name)
+    except JStormError as exc:  # ZooKeeper away: the TM's own status still shows
+        return {"url": url, "error": str(exc)}
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
@@ -406,6 +463,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where checkpoints go, instead of the file's Config.state_backend "
                         "(file:///dir, hdfs://host:port/dir, hbase://host:port/table); on "
                         "a Spark cluster it must be shared storage")
+    r.add_argument("--ha", default=None, metavar="zk://HOST:PORT/PATH",
+                   help="standby Topology Master: run this on two or more hosts; one leads "
+                        "(elected through ZooKeeper), the others take the run over when it "
+                        "dies (docs/cluster.md)")
+    r.add_argument("--ha-session-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="ZooKeeper session timeout with --ha (default 10): how soon a "
+                        "standby takes over; within the server's 2..20 ticks")
     r.set_defaults(func=cmd_run)
     from jstormpy.cli.savepoint import add_parsers as add_savepoint_parsers
     from jstormpy.cli.savepoint import add_run_flags
@@ -428,6 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="state, workers, checkpoints, backpressure")
     st.add_argument("name", help=NAME_HELP)
     st.add_argument("--json", action="store_true", help="the whole status as JSON")
+    st.add_argument("--ha", default=None, metavar="zk://HOST:PORT/PATH",
+                    help="also show the leader, the standbys and the recorded run from "
+                         "ZooKeeper (default: the URL this host's `jstorm run --ha` used)")
     st.set_defaults(func=cmd_status)
     k = sub.add_parser("kill", help="stop a topology")
     k.add_argument("name", help=NAME_HELP)

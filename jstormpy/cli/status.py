@@ -58,6 +58,11 @@ def format_status(status: dict[str, Any]) -> str:
         lines.append(f"{w['id']:>6} {str(w['alive']):>5} {w['pid'] or '-':>7} "
                      f"{w['code_version'] or '-':>8} {rss:>7} {_tasks_text(w['tasks'], names)}")
     lines.extend(_backpressure_lines(status.get("backpressure") or {}, names))
+    run = status.get("run")
+    if run:  # run identity (docs/checkpointing.md): a takeover bumps the epoch
+        lines.append(f"run        {run['job_id']} epoch {run['epoch']}")
+    if status.get("ha"):  # jstorm run --ha (docs/cluster.md)
+        lines.append(format_ha(status["ha"]))
     for r in status.get("recoveries", [])[-5:]:
         restored = "fresh state" if r["checkpoint"] is None else f"checkpoint {r['checkpoint']}"
         lines.append(f"recovery   gen {r['generation']}: {r['reason']} -> restored "
@@ -87,3 +92,17 @@ def _rescale_lines(rescale: dict[str, Any]) -> list[str]:
             lines.append(f"rescale    {shown}: spouts paused {r['pause_ms']:.0f} ms, total "
                          f"{r['total_ms']:.0f} ms")
     return lines
+
+
+def format_ha(ha: dict[str, Any]) -> str:
+    """The ``ha`` line of ``jstorm status`` (deploy/ha.py's ``ha_status``): leader,
+    standbys, and the run the leader recorded in ZooKeeper."""
+    if ha.get("error"):
+        return f"ha         {ha['url']}: {ha['error']}"
+    standby = ", ".join(ha.get("standby") or []) or "none"
+    line = f"ha         leader {ha.get('leader') or 'none'}; standby {standby}"
+    run = ha.get("run")
+    if run:
+        line += (f"; recorded: {run['state']} run {run['job_id']} epoch {run['epoch']} "
+                 f"generation {run['generation']} checkpoint #{run['checkpoint']}")
+    return line
