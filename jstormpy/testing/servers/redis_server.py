@@ -18,10 +18,10 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from jstormpy.api.errors import JStormError
+from jstormpy.testing.servers.process import ServerProcess
 
 __all__ = ["RedisServer", "append_json", "find_redis_server", "read_json_stream"]
 
@@ -37,7 +37,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class RedisServer:
+class RedisServer(ServerProcess):
     """A throw-away Redis server; ``start()``/``stop()`` may be repeated (same data)."""
 
     def __init__(self) -> None:
@@ -77,30 +77,6 @@ class RedisServer:
                                   f"{self.root / 'redis.log'}")
             time.sleep(0.02)
         client.close()
-
-    def stop(self) -> None:
-        """Stop the server (SIGTERM; the append-only file is already fsynced)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
-
-    def close(self) -> None:
-        """Stop the server and delete its files."""
-        self.stop()
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    def __enter__(self) -> RedisServer:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
 
 def append_json(url: str, entries: Iterable[tuple[str, Mapping[str, Any]]]) -> None:

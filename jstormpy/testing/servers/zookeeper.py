@@ -19,9 +19,9 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 
 from jstormpy.api.errors import JStormError
+from jstormpy.testing.servers.process import ServerProcess
 
 __all__ = ["ZOOKEEPER_JAR", "ZooKeeperServer", "find_zookeeper"]
 
@@ -53,7 +53,7 @@ def _ruok(host: str, port: int) -> bool:
         return False
 
 
-class ZooKeeperServer:
+class ZooKeeperServer(ServerProcess):
     """A throw-away standalone ZooKeeper; ``start()``/``stop()`` may be repeated.
 
     Args:
@@ -119,27 +119,3 @@ class ZooKeeperServer:
                                   f"{self.root / 'zookeeper.log'} and "
                                   f"{self.root / 'stdout.log'}")
             time.sleep(0.05)  # polling interval of the readiness probe above
-
-    def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after 10 s)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
-
-    def close(self) -> None:
-        """Stop the server and delete its files."""
-        self.stop()
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    def __enter__(self) -> ZooKeeperServer:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
