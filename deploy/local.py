@@ -37,6 +37,7 @@ from jstormpy.deploy.forkserver import (
     zygote_env,
 )
 from jstormpy.deploy.launch_lock import submit_lock
+from jstormpy.master.topology_state import TERMINAL_STATES, TopologyState
 from jstormpy.operations.codepkg import UPGRADE_EXIT_CODE, build_package
 from jstormpy.picklecheck import dump_topology
 from jstormpy.security.tls import TLS_DIR_ENV, copy_certs_dir, create_topology_tls
@@ -248,17 +249,17 @@ class TopologyHandle:
             except JStormError:
                 status = {"state": "unreachable"}  # the TM may be restarting
             state = status.get("state")
-            if state in ("drained", "failed", "killed") and self.run_dir is not None:
+            if state in TERMINAL_STATES and self.run_dir is not None:
                 (self.run_dir / FINAL_STATUS_FILE).write_text(json.dumps(status))
-            if state == "drained":
+            if state == TopologyState.DRAINED:
                 return status
-            if state == "killed":  # only the Kill call sets it: a planned stop
+            if state == TopologyState.KILLED:  # only the Kill call sets it: a planned stop
                 last = (status.get("last_completed_checkpoint") or {}).get("id")
                 raise TopologyStopped(f"topology {self.name!r} was stopped on request "
                                       f"(jstorm kill, jstorm savepoint --stop or kill()) "
                                       f"before it drained; last completed checkpoint: "
                                       f"{'#' + str(last) if last else 'none'}")
-            if state in ("failed", "killed"):
+            if state in (TopologyState.FAILED, TopologyState.KILLED):
                 raise JStormError(describe_failure(self.name, status))
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"topology {self.name!r} not drained within {timeout} s "
@@ -642,7 +643,7 @@ def write_tls_dir(run_dir: Path, name: str, config: Config) -> str:
 def _master_answers(reg: Registration) -> bool:
     client = MasterClient.for_registration(reg)
     try:
-        return client.status(timeout=2.0).get("state") not in ("killed", "drained", "failed")
+        return client.status(timeout=2.0).get("state") not in TERMINAL_STATES
     except JStormError:
         return False
     finally:

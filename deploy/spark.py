@@ -67,6 +67,7 @@ from jstormpy.deploy.local import (
     write_run_dir,
 )
 from jstormpy.deploy.spark_logs import quiet_task_failures, restore_task_logging
+from jstormpy.master.topology_state import TERMINAL_STATES
 from jstormpy.operations.codepkg import UPGRADE_EXIT_CODE
 from jstormpy.runtime.worker import WORKER_HOST_ENV, topology_hash_seed
 from jstormpy.security.tls import TLS_DIR_ENV, pack_role, unpack_role
@@ -333,7 +334,7 @@ class _SparkSupervisor(Supervisor):
             if self.stopping.is_set():
                 return
             state = self._topology_state()
-            if state in ("drained", "killed", "failed"):
+            if state in TERMINAL_STATES:
                 return
             if failure:
                 self.job_errors.append(failure)

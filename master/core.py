@@ -58,6 +58,7 @@ from jstormpy.master.restore_plan import (
     Unusable,
     prepare_ids,
 )
+from jstormpy.master.topology_state import TERMINAL_STATES, TopologyState
 from jstormpy.master.upgrade import UpgradeController
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.run_identity import RunIdentity, load_run_identity
@@ -71,7 +72,6 @@ RUN_DIR_ENV = "JSTORM_RUN_DIR"  # = jstormpy.runtime.taskops.RUN_DIR_ENV (set by
 the backend) when the workers are prepared, so an unreachable backend delays the recovery
 instead of making it start from scratch."""
 PREPARE_RETRY_S = 1.0
-TERMINAL_STATES = ("drained", "failed", "killed")  # a topology never leaves them by itself
 
 
 @dataclass
@@ -108,7 +108,7 @@ class MasterCore:
         self.backend = backend
         self.lock = threading.RLock()
         self.sessions: dict[int, WorkerSession] = {}
-        self.state = "starting"
+        self.state = TopologyState.STARTING
         self.state_changed = threading.Condition(self.lock)
         self.stateful = config.guarantee != "at_most_once"
         # checkpoint ids, checkpoints in flight and completed, the drain (I/O-free; this
@@ -186,7 +186,7 @@ class MasterCore:
             self._send_throttle)
 
     # -- helpers -------------------------------------------------------------------------------
-    def _set_state(self, state: str) -> None:
+    def _set_state(self, state: TopologyState) -> None:
         if state != self.state:
             log.info("topology %s: %s -> %s (generation %d)", self.name, self.state, state,
                      self.generation)
@@ -239,9 +239,10 @@ class MasterCore:
             if old is not None and old.alive:
                 old.alive = False
                 old.send(shutdown=pb.Shutdown(reason="replaced by a newer registration"))
-                if self.state == "running":
+                if self.state == TopologyState.RUNNING:
                     self._worker_failed(session.worker_id, "worker re-registered")
-                elif self.state == "recovering" and self.prepared_generation == self.generation:
+                elif self.state == TopologyState.RECOVERING \
+                        and self.prepared_generation == self.generation:
                     # its Prepare went out on the old stream: prepare everyone again in a
                     # new generation, so that no Ready of the old Prepares can start it
                     # (found by the deterministic simulator, docs/simulation.md)
@@ -258,14 +259,14 @@ class MasterCore:
                 return
             if self.upgrade.on_register(session, reported_generation):  # upgrade hook
                 return
-            if self.state == "running" and not self.stateful:
+            if self.state == TopologyState.RUNNING and not self.stateful:
                 self._prepare_partial(session)
                 return
-            if self.state == "starting":
+            if self.state == TopologyState.STARTING:
                 target = LATEST if self.resume else None
                 self.begin_generation("start" if not self.resume else "resume", target,
                                        count_restart=False)
-            elif self.state == "recovering":
+            elif self.state == TopologyState.RECOVERING:
                 self._maybe_prepare_all()
 
     def _supersede_older_launches(self, attempt: int) -> None:
@@ -279,7 +280,8 @@ class MasterCore:
             if 0 < old.launch_attempt < attempt:
                 old.alive = False
                 old.send(shutdown=pb.Shutdown(reason=f"superseded by launch attempt {attempt}"))
-                knock_on = (self.state == "recovering" and self.recovery_started is not None
+                knock_on = (self.state == TopologyState.RECOVERING
+                            and self.recovery_started is not None
                             and old.registered_mono < self.recovery_started)
                 log.warning("worker %d (pid %d, launch attempt %d) superseded by launch "
                             "attempt %d%s", old.worker_id, old.pid, old.launch_attempt, attempt,
@@ -299,7 +301,7 @@ class MasterCore:
             # a worker that registered before the recovery under way began goes down with
             # the failure that recovery handles (on Spark a lost task fails the whole
             # barrier stage): it costs no second restart and keeps the first reason
-            knock_on = (self.state == "recovering" and self.recovery_started is not None
+            knock_on = (self.state == TopologyState.RECOVERING and self.recovery_started is not None
                         and session.registered_mono < self.recovery_started)
             log.warning("worker %d lost: %s%s", session.worker_id, reason,
                         " (part of the failure being recovered)" if knock_on else "")
@@ -368,7 +370,7 @@ class MasterCore:
         log.info("generation %d: %s; restoring checkpoint %s", self.generation, reason,
                  "the latest" if target == LATEST else
                  target if target is not None else "none (fresh state)")
-        self._set_state("recovering")
+        self._set_state(TopologyState.RECOVERING)
         self._maybe_prepare_all()
 
     def _maybe_prepare_all(self) -> None:
@@ -429,7 +431,7 @@ class MasterCore:
                 case _:
                     break
         with self.lock:
-            if generation != self.generation or self.state != "recovering":
+            if generation != self.generation or self.state != TopologyState.RECOVERING:
                 return
             self.preparing = None
             self.checkpoints.id_floor = max([self.checkpoints.id_floor, *plan.listing])
@@ -503,11 +505,11 @@ class MasterCore:
             if self.upgrade.on_ready(msg):  # upgrade hook
                 return
             if getattr(self, "pending_partial_start", None) == msg.worker_id and \
-                    msg.generation == self.generation and self.state == "running":
+                    msg.generation == self.generation and self.state == TopologyState.RUNNING:
                 self.sessions[msg.worker_id].send(start=pb.Start(generation=self.generation))
                 self.pending_partial_start = None
                 return
-            if msg.generation != self.generation or self.state != "recovering":
+            if msg.generation != self.generation or self.state != TopologyState.RECOVERING:
                 return
             if not msg.ok:
                 if msg.corrupt_snapshot and self.target_checkpoint is not None:
@@ -542,7 +544,7 @@ class MasterCore:
                                             "duration_ms": round(took, 1)})
                 base = self.prepared_base if self.stateful else self.checkpoints.next_id - 1
                 self.checkpoints.resume_after(base, time.monotonic())
-                self._set_state("running")
+                self._set_state(TopologyState.RUNNING)
 
     # -- heartbeats, errors --------------------------------------------------------------------
     def on_heartbeat(self, session: WorkerSession, hb: Any) -> None:
@@ -571,7 +573,8 @@ class MasterCore:
                      "traceback": msg.traceback, "tuple": msg.tuple_repr,
                      "generation": msg.generation}
             self.errors.append(error)
-            if msg.generation == self.generation and self.stateful and self.state == "running" \
+            if msg.generation == self.generation and self.stateful \
+                    and self.state == TopologyState.RUNNING \
                     and not self._worker_of_task_lost(msg):
                 if msg.message.startswith(f"{UnavailableError.__name__}:"):
                     self._fail("an external system did not answer in time; restarting "
@@ -599,7 +602,7 @@ class MasterCore:
                             self.config.max_restarts),
                         "error": error, "logs": self._log_paths(error)}
         log.error("topology %s failed: %s", self.name, reason)
-        self._set_state("failed")
+        self._set_state(TopologyState.FAILED)
         self.broadcast(shutdown=pb.Shutdown(reason="topology failed"))
 
     def _log_paths(self, error: dict[str, Any] | None) -> list[str]:
@@ -655,9 +658,9 @@ class MasterCore:
                 case TriggerFinal():
                     self._maybe_final_checkpoint()
                 case Drained(cid):
-                    if self.state == "running":
+                    if self.state == TopologyState.RUNNING:
                         log.info("topology %s drained at checkpoint %d", self.name, cid)
-                        self._set_state("drained")
+                        self._set_state(TopologyState.DRAINED)
                         self.broadcast(shutdown=pb.Shutdown(reason="drained"))
                 case StartRecovery(reason):
                     self.begin_recovery(reason)
@@ -667,7 +670,7 @@ class MasterCore:
     def _maybe_final_checkpoint(self) -> None:
         """Every spout finished and nothing in flight: start the final checkpoint now
         rather than at the next tick."""
-        if self.state == "running" and self.checkpoints.final_checkpoint is None \
+        if self.state == TopologyState.RUNNING and self.checkpoints.final_checkpoint is None \
                 and not self.checkpoints.busy() \
                 and self.spout_tasks and self.finished_spouts >= set(self.spout_tasks):
             self.trigger_checkpoint()
@@ -675,7 +678,7 @@ class MasterCore:
     def trigger_checkpoint(self, force: bool = False) -> int | None:
         """Start a checkpoint now (if running and within the concurrency limit)."""
         with self.lock:
-            if self.state != "running" or self.upgrade.holds_checkpoints() \
+            if self.state != TopologyState.RUNNING or self.upgrade.holds_checkpoints() \
                     or self.rescale.holds_checkpoints():  # upgrade/rescale hooks
                 return None
             if (len(self.alive_sessions()) < self.config.workers
@@ -742,7 +745,7 @@ class MasterCore:
                 return
             fault_point("master_after_metadata", cid)
             self._perform(self.checkpoints.commit_point_written(
-                cid, self.state == "running", now, time.time()))
+                cid, self.state == TopologyState.RUNNING, now, time.time()))
 
     def _check_fenced(self, cid: int, moment: str) -> bool:
         """BackendIO thread, with a leader lease only: True (and this TM fenced for good)
@@ -805,12 +808,12 @@ class MasterCore:
                     # would leave the recovery waiting for it for ever)
                     s.send(shutdown=pb.Shutdown(reason="heartbeat timeout", exit_code=1))
                     self.worker_lost(s, f"no heartbeat for {timeout:.1f} s")
-            if self.state == "recovering" and self.retry_prepare_at is not None \
+            if self.state == TopologyState.RECOVERING and self.retry_prepare_at is not None \
                     and now >= self.retry_prepare_at:
                 self._maybe_prepare_all()
             self.upgrade.tick(now)  # upgrade hook
             self.rescale.tick(now)  # rescale hook
-            if self.state != "running":
+            if self.state != TopologyState.RUNNING:
                 return
             self.backpressure.evaluate(now)
             if self._perform(self.checkpoints.expire(now)):
@@ -827,7 +830,7 @@ class MasterCore:
     def kill(self, reason: str) -> None:
         """Stop the topology: every worker shuts down."""
         with self.lock:
-            self._set_state("killed")
+            self._set_state(TopologyState.KILLED)
             self.broadcast(shutdown=pb.Shutdown(reason=reason or "killed"))
 
     def rollback(self, checkpoint_id: int | None) -> tuple[int | None, int]:
@@ -836,7 +839,7 @@ class MasterCore:
             raise JStormError("rollback needs checkpoints: the topology runs at_most_once")
         done = self.backend.list_completed()  # off the lock: the backend may be slow
         with self.lock:
-            if self.state not in ("running", "recovering"):
+            if self.state not in (TopologyState.RUNNING, TopologyState.RECOVERING):
                 raise JStormError(f"cannot roll back a topology that is {self.state}")
             self.checkpoints.id_floor = max([self.checkpoints.id_floor, *done])
             if checkpoint_id:
@@ -865,7 +868,7 @@ class MasterCore:
                                  count_restart=False)
             return target, self.generation
 
-    def wait_state(self, states: tuple[str, ...], timeout: float) -> bool:
+    def wait_state(self, states: tuple[TopologyState, ...], timeout: float) -> bool:
         """Block until the topology is in one of ``states``."""
         deadline = time.monotonic() + timeout
         with self.lock:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jstormpy.master.ops import live_log_levels
+from jstormpy.master.topology_state import TopologyState
 
 DEFAULT_INTERVAL_S = 10.0
 DEFAULT_WINDOW_S = 3600.0
@@ -87,8 +88,8 @@ class MetricsHistory:
         # the TM prepares workers in its "recovering" state on a fresh start too; say
         # what a user sees there: the topology is starting, not recovering
         starting = recovery_reason in ("start", "resume") and \
-            self._state in (None, "starting", "starting workers")
-        shown = "starting workers" if starting and state == "recovering" else state
+            self._state in (None, TopologyState.STARTING, "starting workers")
+        shown = "starting workers" if starting and state == TopologyState.RECOVERING else state
         if self._generation is not None and gen != self._generation and not starting:
             new.append({"time": now, "kind": "generation", "generation": gen,
                         "message": f"generation {gen}: {recovery_reason}"})

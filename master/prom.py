@@ -21,6 +21,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from jstormpy.master.topology_state import TopologyState
 from jstormpy.metrics import LATENCY_BUCKETS_MS
 
 PREFIX = "jstorm"
@@ -176,7 +177,7 @@ class MasterCollector(Collector):
         yield err
         st = GaugeMetricFamily(f"{PREFIX}_topology_state", "1 for the current state",
                                labels=["topology", "state"])
-        for s in ("starting", "recovering", "running", "drained", "killed", "failed"):
+        for s in TopologyState:
             st.add_metric([name, s], 1.0 if s == state else 0.0)
         yield st
         ci = GaugeMetricFamily(f"{PREFIX}_checkpoint_interval_ms",

@@ -50,6 +50,7 @@ class QuiescentOperation(Generic[P]):
         self.core = core
         self.name = name
         self.phase: P = idle
+        self._idle = idle
         self._holding = holding
         self._quiescing = quiescing
         self.checkpoint_id: int | None = None  # the quiescent checkpoint n
@@ -76,6 +77,10 @@ class QuiescentOperation(Generic[P]):
     def status(self) -> dict[str, Any]:
         """What ``jstorm status`` shows of the operation."""
         raise NotImplementedError
+
+    def is_idle(self) -> bool:
+        """No operation of this kind is in progress (its phase is the idle one)."""
+        return self.phase == self._idle
 
     # -- the shared steps ------------------------------------------------------------------
     def _hold(self, now: float) -> None:

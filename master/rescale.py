@@ -49,6 +49,8 @@ from jstormpy.api.errors import BackendError, JStormError
 from jstormpy.api.topology import Topology
 from jstormpy.faults import fault_point
 from jstormpy.master.quiescent import QuiescentOperation
+from jstormpy.master.topology_state import TERMINAL_STATES, TopologyState
+from jstormpy.master.upgrade import UpgradePhase
 from jstormpy.operations.rescale_state import job_max_parallelism, plan_rescale, rescale_checkpoint
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.state_backends import StateBackend
@@ -222,22 +224,23 @@ class RescaleController(QuiescentOperation[RescalePhase]):
         """Drive the rescale: quiesce, watch the checkpoint, time-outs, completion."""
         core = self.core
         self.drop_old_layout()
-        if self.phase in BEFORE_COMMIT and core.state in ("drained", "killed", "failed"):
+        if self.phase in BEFORE_COMMIT and core.state in TERMINAL_STATES:
             self._abort(f"the topology is {core.state}", resume=False)
             return
-        if self.phase in BEFORE_COMMIT and core.state == "running" and self.phase != \
+        if self.phase in BEFORE_COMMIT and core.state == TopologyState.RUNNING and self.phase != \
                 RescalePhase.REDISTRIBUTING:
             timed_out = self._step_timeout(now)
             if timed_out:
                 self._abort(timed_out, resume=True)
                 return
-        if self._drive_to_cut(core.state == "running" and not core.checkpoints.inflight):
+        if self._drive_to_cut(core.state == TopologyState.RUNNING
+                              and not core.checkpoints.inflight):
             return
         if self.phase == RescalePhase.RESTARTING:
-            if core.state in ("running", "drained") \
+            if core.state in (TopologyState.RUNNING, TopologyState.DRAINED) \
                     and core.generation >= self.layout_generation:
                 self._finish()
-            elif core.state in ("failed", "killed", "drained"):
+            elif core.state in TERMINAL_STATES:
                 self._finish(f"topology {core.state} while the new layout started")
 
     # -- the user's request (gRPC) ---------------------------------------------------------
@@ -268,7 +271,7 @@ class RescaleController(QuiescentOperation[RescalePhase]):
                 "--code PKG --rescale (docs/rescaling.md)")
         old = self._running_topology()
         with core.lock:
-            if core.state != "running":
+            if core.state != TopologyState.RUNNING:
                 raise JStormError(f"the topology is {core.state}; rescale when it is running")
             if not core.stateful:
                 raise JStormError("rescale needs checkpoints: the topology runs at_most_once")
@@ -278,7 +281,8 @@ class RescaleController(QuiescentOperation[RescalePhase]):
                 raise JStormError("every spout has finished and the topology is draining: "
                                   "nothing is left to rescale")
             up = core.upgrade
-            if up.phase not in ("idle", "completed", "rolled_back"):
+            if up.phase not in (UpgradePhase.IDLE, UpgradePhase.COMPLETED,
+                                UpgradePhase.ROLLED_BACK):
                 raise JStormError("a gray release is in progress (phase "
                                   f"{up.phase}): complete or roll it back, then rescale")
             max_p = job_max_parallelism(old, core.config.max_parallelism)
@@ -370,7 +374,7 @@ class RescaleController(QuiescentOperation[RescalePhase]):
             meta, failure = {}, f"{type(exc).__name__}: {exc}"
         with core.lock:
             if self.phase != RescalePhase.REDISTRIBUTING or self.requested != request \
-                    or core.state != "running":
+                    or core.state != TopologyState.RUNNING:
                 if self.phase == RescalePhase.REDISTRIBUTING and self.requested == request:
                     self._abort(f"the topology is {core.state}", resume=False)
                 return  # aborted meanwhile (a recovery restores the old layout)
@@ -459,7 +463,7 @@ class RescaleController(QuiescentOperation[RescalePhase]):
         core.checkpoints.id_floor = max(core.checkpoints.id_floor, new_id)
         self.marks["committed"] = self.t_step = time.monotonic()
         self.phase = RescalePhase.RESTARTING
-        if core.state not in ("running", "recovering"):
+        if core.state not in (TopologyState.RUNNING, TopologyState.RECOVERING):
             return  # killed meanwhile: tick() records the end; a resume runs the new layout
         for s in core.alive_sessions():
             if s.worker_id < config.workers:
@@ -541,7 +545,7 @@ class RescaleController(QuiescentOperation[RescalePhase]):
         self.error = f"aborted: {reason}"
         self.phase = RescalePhase.IDLE
         self.done = self.requested
-        if resume and paused and core.state == "running":
+        if resume and paused and core.state == TopologyState.RUNNING:
             self._resume_spouts()
 
     # -- reporting -----------------------------------------------------------------------------

@@ -15,8 +15,9 @@ import grpc
 
 from jstormpy.api.errors import JStormError
 from jstormpy.master import ops
-from jstormpy.master.core import TERMINAL_STATES, MasterCore, WorkerSession
+from jstormpy.master.core import MasterCore, WorkerSession
 from jstormpy.master.metrics import metrics_reply
+from jstormpy.master.topology_state import TERMINAL_STATES, TopologyState
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.security.tls import ROLE_CLI, ROLE_WORKER, grpc_server_credentials, peer_role
@@ -26,7 +27,7 @@ log = logging.getLogger("jstormpy.master.service")
 
 
 MAX_STATUS_WAIT_S = 5.0
-"""Longest a Status long poll waits for a terminal state (``core.TERMINAL_STATES``)."""
+"""Longest a Status long poll waits for a terminal state (``topology_state.TERMINAL_STATES``)."""
 #: Calls that change the topology or run code: only the CLI/launcher identity may make them.
 STATE_CHANGING = frozenset({"Kill", "Rollback", "Upgrade", "Rescale", "Checkpoint",
                             "SetLogLevel", "SetConfig"})
@@ -257,7 +258,7 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
         cid = None
         while cid is None and time.monotonic() < deadline:
             cid = core.trigger_checkpoint(force=True)
-            if cid is None and core.wait_state(("running",), 0.1):
+            if cid is None and core.wait_state((TopologyState.RUNNING,), 0.1):
                 with core.lock:  # running but held (e.g. an upgrade switch): do not spin
                     core.state_changed.wait(0.05)
         if cid is None:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from jstormpy.api.errors import BackendError, JStormError
 from jstormpy.master.quiescent import QuiescentOperation
+from jstormpy.master.topology_state import TopologyState
 from jstormpy.operations.codepkg import (
     PackageStore,
     check_compatible,
@@ -145,7 +146,7 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
             self._restart(session, f"assigned code version {want}")
             return True
         if self.phase == UpgradePhase.STOPPING and wid in self.batch \
-                and self.core.state == "running":
+                and self.core.state == TopologyState.RUNNING:
             self.registered.add(wid)
             if self.registered >= set(self.batch):
                 self._restore_batch()
@@ -183,14 +184,14 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
     def tick(self, now: float) -> None:
         """Drive the switch: quiesce, watch the checkpoint, time-outs, expiry."""
         core = self.core
-        if self.phase in SWITCHING and core.state == "running":
+        if self.phase in SWITCHING and core.state == TopologyState.RUNNING:
             timed_out = self._step_timeout(now)
             if timed_out:
                 self._abort(timed_out, revert_all=True, recover=True)
                 return
-        if self._drive_to_cut(core.state == "running" and not core.checkpoints.busy()):
+        if self._drive_to_cut(core.state == TopologyState.RUNNING and not core.checkpoints.busy()):
             return
-        if self.phase == UpgradePhase.UPGRADING and core.state == "running":
+        if self.phase == UpgradePhase.UPGRADING and core.state == TopologyState.RUNNING:
             if now - self.started_at > core.config.upgrade_expiry_ms / 1000.0:
                 log.warning("upgrade to %s abandoned for %.0f s: rolling back", self.target,
                             now - self.started_at)
@@ -242,11 +243,11 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
             return self.status()
 
     def _check_can_act(self) -> None:
-        if self.core.state != "running":
+        if self.core.state != TopologyState.RUNNING:
             raise JStormError(f"the topology is {self.core.state}; try again when running")
         if self.phase in SWITCHING:
             raise JStormError(f"a switch is in progress ({self.phase}); wait for it")
-        if self.core.rescale.phase != "idle":
+        if not self.core.rescale.is_idle():
             raise JStormError(f"a rescale is in progress ({self.core.rescale.phase}); wait")
         if self.store is None:
             raise JStormError("this Topology Master has no run directory for code packages")
@@ -538,9 +539,10 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
         for s in core.alive_sessions():
             if s.code_version != self.version_of(s.worker_id):
                 self._restart(s, "upgrade aborted: back to the stable code")
-        if resume and core.state == "running" and len(core.alive_sessions()) == core.config.workers:
+        if resume and core.state == TopologyState.RUNNING \
+                and len(core.alive_sessions()) == core.config.workers:
             self._resume_spouts()
-        elif recover and core.state == "running":
+        elif recover and core.state == TopologyState.RUNNING:
             core.begin_recovery(f"upgrade aborted: {reason}")
 
     # -- reporting -----------------------------------------------------------------------------

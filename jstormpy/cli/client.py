@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 
 from jstormpy.api.errors import JStormError
+from jstormpy.master.topology_state import TERMINAL_STATES, TopologyState
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.security.tls import grpc_channel
@@ -202,7 +203,7 @@ class MasterClient:
             except JStormError:
                 status = {}
             state = status.get("rescale") or {}
-            settled = status.get("state") in ("running", "drained") \
+            settled = status.get("state") in (TopologyState.RUNNING, TopologyState.DRAINED) \
                 and state.get("phase") == "idle"
             if settled and (state.get("done", 0) >= request
                             or state.get("requested", 0) < request):
@@ -216,7 +217,7 @@ class MasterClient:
                 why = ours[-1]["error"] if ours and state.get("requested", 0) >= request \
                     else "the Topology Master restarted before the rescale committed"
                 raise JStormError(f"rescale to {parallelism} did not happen: {why}")
-            if status.get("state") in ("failed", "killed", "drained"):
+            if status.get("state") in TERMINAL_STATES:
                 raise JStormError(f"the topology is {status['state']} (rescale {request})")
             if time.monotonic() > deadline:
                 raise JStormError(f"rescale still {state.get('phase')} after {timeout_s} s")

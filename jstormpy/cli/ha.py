@@ -21,6 +21,7 @@ from jstormpy.api.errors import JStormError
 from jstormpy.api.failure import FINAL_STATUS_FILE
 from jstormpy.cli.client import jstorm_home
 from jstormpy.leader_lease import LEADER_LEASE_ENV, LEASE_FILE, LeaderLease
+from jstormpy.master.topology_state import TopologyState
 
 __all__ = ["LOST_EXIT_CODE", "Leadership", "run_with_ha"]
 
@@ -93,8 +94,8 @@ class Leadership:
         if not final.exists():
             return  # ended without a final state (lost, interrupted): the run goes on
         state = json.loads(final.read_text()).get("state")
-        ends = {"drained": RunState.DRAINED, "killed": RunState.STOPPED,
-                "failed": RunState.FAILED}
+        ends = {TopologyState.DRAINED: RunState.DRAINED, TopologyState.KILLED: RunState.STOPPED,
+                TopologyState.FAILED: RunState.FAILED}
         if state in ends:
             self._record(ends[state])
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from jstormpy.api.errors import JStormError
 from jstormpy.cli.client import MasterClient, Registration, jstorm_home
+from jstormpy.master.topology_state import TopologyState
 
 
 def _stopper(client: MasterClient, timeout_s: float = 60.0) -> Any:
@@ -24,7 +25,7 @@ def _stopper(client: MasterClient, timeout_s: float = 60.0) -> Any:
                 state = client.status(timeout=2.0).get("state")
             except JStormError:
                 return  # the Topology Master is gone: nothing can commit any more
-            if state in ("killed", "failed"):
+            if state in (TopologyState.KILLED, TopologyState.FAILED):
                 return
             time.sleep(0.1)
         raise JStormError(f"the topology did not stop within {timeout_s:.0f} s")

@@ -20,6 +20,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jstormpy.api.errors import AuthenticationError, FrameError
@@ -41,10 +42,15 @@ from jstormpy.runtime.tls_socket import send_buffers
 if TYPE_CHECKING:
     from jstormpy.runtime.dataplane_counters import DataPlaneCounters
 
-# Outbound connection states.
-CONNECTING = "connecting"
-READY = "ready"
-DEAD = "dead"
+
+class ConnectionState(StrEnum):
+    """Where an outbound connection is: connecting (first time or after a break), ready
+    to send, or dead (the peer stayed unreachable; it never comes back)."""
+
+    CONNECTING = "connecting"
+    READY = "ready"
+    DEAD = "dead"
+
 
 Frame = tuple[int, int, bytes, bytes]
 """A queued frame: (generation, seq, header + SEQ prefix, pickled payload)."""
@@ -94,7 +100,7 @@ class Outbound:
         self.unacked: collections.deque[Frame] = collections.deque()
         self.queued_bytes = 0  # queue + unacked
         self.next_seq: dict[int, int] = {}
-        self.state = CONNECTING
+        self.state = ConnectionState.CONNECTING
         self.broken = False
         self.why_dead = ""
         self.sock: socket.socket | None = None
@@ -119,8 +125,8 @@ class Outbound:
         self.queue.clear()
         self.unacked.clear()
         self.queued_bytes = 0
-        if self.state != DEAD:
-            self.state = DEAD
+        if self.state != ConnectionState.DEAD:
+            self.state = ConnectionState.DEAD
             self.why_dead = why
         self.cond.notify_all()
         return dropped
@@ -167,13 +173,13 @@ class Outbound:
                     close_quietly(sock)
                     acks.join(5.0)
                 with self.cond:
-                    if self.state == DEAD:
+                    if self.state == ConnectionState.DEAD:
                         return
                     # Retransmit every unacknowledged frame first, in order.
                     retransmit = len(self.unacked)
                     self.queue.extendleft(reversed(self.unacked))
                     self.unacked.clear()
-                    self.state = CONNECTING
+                    self.state = ConnectionState.CONNECTING
                     self.broken = False
                     self.sock = None
                     self.cond.notify_all()
@@ -194,7 +200,7 @@ class Outbound:
     def _declare_lost(self, why: str) -> None:
         """The channel cannot deliver its frames: drop them, count, and escalate."""
         with self.cond:
-            was_dead = self.state == DEAD
+            was_dead = self.state == ConnectionState.DEAD
             dropped = self._kill_locked(why)
         if dropped:
             self.owner.counters.count("frames_dropped", dropped)
@@ -211,7 +217,7 @@ class Outbound:
         last_error = "no attempt made"
         while True:
             with self.cond:
-                if self.state == DEAD:
+                if self.state == ConnectionState.DEAD:
                     return None
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -237,17 +243,17 @@ class Outbound:
                                  t.worker_id, self.worker_id, *self.addr, exc)
                 last_error = f"{type(exc).__name__}: {exc}"
                 with self.cond:
-                    if self.state == DEAD:
+                    if self.state == ConnectionState.DEAD:
                         return None
                     self.cond.wait(min(backoff, max(deadline - time.monotonic(), 0)))
                 backoff = min(backoff * 2, 0.5)
                 continue
             with self.cond:
-                if self.state == DEAD:
+                if self.state == ConnectionState.DEAD:
                     close_quietly(sock)
                     return None
                 self.sock = sock
-                self.state = READY
+                self.state = ConnectionState.READY
                 self.cond.notify_all()
             t.log.debug("worker %d: connected to worker %d at %s:%d",
                          t.worker_id, self.worker_id, *self.addr)
@@ -292,9 +298,9 @@ class Outbound:
         t = self.settings
         while True:
             with self.cond:
-                while not self.queue and self.state == READY and not self.broken:
+                while not self.queue and self.state == ConnectionState.READY and not self.broken:
                     self.cond.wait()
-                if self.state != READY or self.broken:
+                if self.state != ConnectionState.READY or self.broken:
                     return
                 buffers: list[bytes] = []
                 nbytes = 0

@@ -71,7 +71,7 @@ from jstormpy.runtime.handshake_guard import (
     Ticket,
 )
 from jstormpy.runtime.inbound import InboundChannels
-from jstormpy.runtime.outbound import DEAD, READY, Outbound, OutboundSettings
+from jstormpy.runtime.outbound import ConnectionState, Outbound, OutboundSettings
 from jstormpy.runtime.tls_socket import DataPlaneTls
 
 __all__ = [
@@ -371,10 +371,10 @@ class Transport(InboundChannels):
                 if self._sends_stopped:
                     why = "sending stopped until the next generation (tasks stopping)"
                     break
-                if ob.state == DEAD:
+                if ob.state == ConnectionState.DEAD:
                     why = f"connection to peer lost ({ob.why_dead})"
                     break
-                if ob.state == READY and ob.queued_bytes < limit:
+                if ob.state == ConnectionState.READY and ob.queued_bytes < limit:
                     ob.append_locked(gen, header, payload)
                     return True
                 if not wait:

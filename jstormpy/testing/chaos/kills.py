@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jstormpy.faults import POINTS
+from jstormpy.master.topology_state import TERMINAL_STATES, TopologyState
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ class ChaosMonkey:
         deadline = time.monotonic() + timeout_s
         while not self._stop.is_set() and time.monotonic() < deadline:
             try:
-                if self.handle.status().get("state") == "running":
+                if self.handle.status().get("state") == TopologyState.RUNNING:
                     return
             except Exception:
                 pass
@@ -149,7 +150,7 @@ class ChaosMonkey:
                 state = self.handle.status().get("state")
             except Exception:
                 state = "unknown"
-            if state in ("drained", "killed", "failed"):
+            if state in TERMINAL_STATES:
                 self.done.append(f"skipped {kill.describe()} (topology already {state})")
                 continue
             pid = self._pid(kill)

@@ -26,6 +26,7 @@ from typing import Any
 
 from jstormpy import JStormError
 from jstormpy.connectors.file_parts import PART_RE, committed_files
+from jstormpy.master.topology_state import TopologyState
 from jstormpy.testing.chaos.topologies import build_topology
 
 REUSE_KINDS = ("fresh_run_into_used", "savepoint_into_used")
@@ -119,7 +120,7 @@ def second_run(kind: str, topology: str, work: Path, config: Any, cluster: Any,
     events.append(f"{what} into {out} was accepted")
     drained = False
     try:
-        drained = handle.wait(timeout=timeout_s).get("state") == "drained"
+        drained = handle.wait(timeout=timeout_s).get("state") == TopologyState.DRAINED
     except Exception as exc:  # noqa: BLE001 - reported, and the verdict shows the damage
         events.append(f"the second run ended with {type(exc).__name__}: {exc}")
     return SecondRun(False, "", tuple(events),
@@ -145,7 +146,7 @@ def _fresh_into_used_postgres(topology: str, work: Path, config: Any, cluster: A
         f"(fenced by the earlier run's fence rows?): "
         f"{[r.get('reason') for r in status.get('recoveries', [])][:3]}")
     return SecondRun(True, message, tuple(events), problem, work / "second",
-                     status.get("state") == "drained", postgres_after=after)
+                     status.get("state") == TopologyState.DRAINED, postgres_after=after)
 
 
 def _restore_elsewhere(topology: str, work: Path, config: Any, cluster: Any, uri: str,
@@ -159,7 +160,7 @@ def _restore_elsewhere(topology: str, work: Path, config: Any, cluster: Any, uri
     handle = cluster.submit(build_topology(topology, work, out=restored), config,
                             from_savepoint=uri)
     status = handle.wait(timeout=timeout_s)
-    drained = status.get("state") == "drained"
+    drained = status.get("state") == TopologyState.DRAINED
     events.append(f"restored into {restored}: {status.get('state')}")
     combined = work / "combined" / "out"
     combined.mkdir(parents=True, exist_ok=True)

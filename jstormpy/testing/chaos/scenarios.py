@@ -85,6 +85,7 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy.api.config import Config
+from jstormpy.master.topology_state import TERMINAL_STATES, TopologyState
 from jstormpy.testing.chaos.disk import FullDisk
 from jstormpy.testing.chaos.network import PARTITION_FROM, RESET_ON, ChaosNetwork
 from jstormpy.testing.chaos.reuse import REUSE_KINDS, SecondRun, second_run, take_savepoint
@@ -348,14 +349,14 @@ class _Injector:
         return True
 
     def _finished_state(self) -> bool:
-        return self._last_status.get("state") in ("drained", "killed", "failed")
+        return self._last_status.get("state") in TERMINAL_STATES
 
     # -- the run ----------------------------------------------------------------------------
     def _run(self) -> None:
         deadline = time.monotonic() + 60
         while not self._stop.is_set() and time.monotonic() < deadline:
             st = self.status()
-            if st and st.get("state") == "running":
+            if st and st.get("state") == TopologyState.RUNNING:
                 break
             self._stop.wait(0.02)
         t0 = time.monotonic()
@@ -526,8 +527,9 @@ class _Injector:
                            f"{st.get('generation')} in state {st.get('state')!r}")
         # the recovery must wait while its generation cannot be stored: a TM that prepared
         # workers under it would hand it out again after a restart (hole 7)
-        went_on = self._wait_for_quietly(lambda: (self.status() or {}).get("state") == "running",
-                                         GENERATION_WAIT_S)
+        went_on = self._wait_for_quietly(
+            lambda: (self.status() or {}).get("state") == TopologyState.RUNNING,
+            GENERATION_WAIT_S)
         st = self._last_status
         if went_on:
             self.problems.append(f"the TM prepared workers under generation "
@@ -678,7 +680,7 @@ class _Injector:
                 if done:
                     self.recovery_s = round(max(min(done) - end_wall, 0.0), 2)
                     return
-                if st.get("state") == "drained":
+                if st.get("state") == TopologyState.DRAINED:
                     self.recovery_s = round(time.monotonic() - end, 2)
                     return
                 if self._finished_state():
@@ -771,7 +773,7 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
                 with contextlib.suppress(Exception):
                     status = handle.status()
             finally:
-                injector.stop(drained=status.get("state") == "drained")
+                injector.stop(drained=status.get("state") == TopologyState.DRAINED)
         if disk is not None:
             disk.release()
         stopped = injector is not None and injector.stopped_job
@@ -781,7 +783,7 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
         first_rows = None if pg_dsn is None else postgres_last_row(pg_dsn)
         if pg_dsn is not None and not stopped:
             verdict = _both(verdict, check_postgres(pg_dsn, upto=first_rows), "in PostgreSQL")
-        if kind in REUSE_KINDS and (stopped or status.get("state") == "drained"):
+        if kind in REUSE_KINDS and (stopped or status.get("state") == TopologyState.DRAINED):
             with LocalCluster(home=work / "home", fork=fork) as cluster:
                 second = second_run(kind, scenario.topology, work, scenario_config(backend),
                                     cluster, timeout_s, pg_dsn)
@@ -809,7 +811,7 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
             shutil.rmtree(work, ignore_errors=True)
     if injector is not None and injector.problems and not error:
         error = "; ".join(injector.problems)
-    drained = status.get("state") == "drained"
+    drained = status.get("state") == TopologyState.DRAINED
     if injector is not None and injector.stopped_job:  # the job that wrote the output last
         drained = second is not None and second.drained
     if not drained and not error:

@@ -64,6 +64,7 @@ from jstormpy.master.restore_plan import (
     Unusable,
     prepare_ids,
 )
+from jstormpy.master.topology_state import TopologyState
 from jstormpy.run_identity import RunIdentity
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
 from jstormpy.testing.simulation.outputs import Row, SimOutput
@@ -591,7 +592,8 @@ class SimMaster:
         sim.tm_incarnations += 1
         self.incarnation = sim.tm_incarnations
         self.resume = resume
-        self.state = "starting"
+        self.state = TopologyState.STARTING
+        self.booted = False  # read meta/ (boot): a registration may begin the first generation
         self.failure = ""
         self.generation = 0
         self.persisted_generation = 0
@@ -615,7 +617,7 @@ class SimMaster:
             self.generation = self.sim.storage.meta.get("generation", 0)
             self.persisted_generation = self.generation
             self.coordinator.completed_floor = self.sim.storage.meta.get("completed_floor", 0)
-        self.state = "waiting"
+        self.booted = True
         for w in self.sim.workers:
             if w.alive:
                 w.register()
@@ -628,26 +630,26 @@ class SimMaster:
     def on_register(self, worker_id: int, reported_generation: int) -> None:
         self.registered.add(worker_id)
         self.generation = max(self.generation, reported_generation)
-        if self.state == "running":
+        if self.state == TopologyState.RUNNING:
             self.begin_recovery(f"worker {worker_id} re-registered")
-        elif self.state == "waiting":
+        elif self.state == TopologyState.STARTING and self.booted:
             # as MasterCore: the first generation begins at the first registration (the
             # Prepares wait for every worker), above what that worker reports
             target = LATEST if self.resume else None
             self.begin_recovery("start", target)
-        elif self.state == "recovering" and self.recovery is not None and \
+        elif self.state == TopologyState.RECOVERING and self.recovery is not None and \
                 self.recovery.resolved:
             # its Prepare went out on the old stream: a new generation (MasterCore.register)
             self.begin_recovery(f"worker {worker_id} re-registered")
-        elif self.state == "recovering":
+        elif self.state == TopologyState.RECOVERING:
             self.maybe_prepare()
 
     def worker_lost(self, worker_id: int, reason: str) -> None:
-        if not self.alive or self.state in ("drained", "failed"):
+        if not self.alive or self.state in (TopologyState.DRAINED, TopologyState.FAILED):
             return
         self.registered.discard(worker_id)
         worker = self.sim.workers[worker_id]
-        if self.state in ("running", "recovering"):
+        if self.state in (TopologyState.RUNNING, TopologyState.RECOVERING):
             self.begin_recovery(f"worker {worker_id} lost: {reason}")
         # the worker's process lives on (a broken stream): it registers again
         if worker.alive:
@@ -659,7 +661,7 @@ class SimMaster:
         self.generation += 1
         self.coordinator.new_generation(self.generation)
         self.recovery = Recovery(self.generation, target)
-        self.state = "recovering"
+        self.state = TopologyState.RECOVERING
         self.sim.world.note(f"TM: generation {self.generation}: {reason}")
         self.maybe_prepare()
 
@@ -739,7 +741,7 @@ class SimMaster:
     def on_ready(self, worker_id: int, generation: int, ok: bool, corrupt: bool,
                  error: str) -> None:
         rec = self.recovery
-        if rec is None or generation != self.generation or self.state != "recovering":
+        if rec is None or generation != self.generation or self.state != TopologyState.RECOVERING:
             return
         if not ok:
             if corrupt and rec.target is not None:
@@ -749,17 +751,17 @@ class SimMaster:
         rec.ready.add(worker_id)
         if len(rec.ready) == WORKERS:
             self.coordinator.resume_after(rec.base, self.now())
-            self.state = "running"
+            self.state = TopologyState.RUNNING
             for w in self.sim.workers:
                 self.sim.control.to_worker(w, "start", rec.generation)
 
     # -- checkpoints (MasterCore._perform) -----------------------------------------------------
     def tick(self) -> None:
-        if not self.alive or self.state in ("drained", "failed"):
+        if not self.alive or self.state in (TopologyState.DRAINED, TopologyState.FAILED):
             return
-        if self.state == "running":
+        if self.state == TopologyState.RUNNING:
             self.perform(self.coordinator.expire(self.now()))
-        if self.state == "running" and self.coordinator.may_start() and \
+        if self.state == TopologyState.RUNNING and self.coordinator.may_start() and \
                 not self.sim.rescale_state:
             pause = self.sim.rescale_due(self)
             cid, actions = self.coordinator.start(self.now(), self.now(), pause=pause)
@@ -770,7 +772,7 @@ class SimMaster:
 
     def on_task_error(self, worker_id: int, generation: int, task_id: int,
                       error: str) -> None:
-        if generation == self.generation and self.state == "running":
+        if generation == self.generation and self.state == TopologyState.RUNNING:
             self.begin_recovery(f"task {task_id} failed: {error}")
 
     def on_ack(self, worker_id: int, generation: int, checkpoint_id: int, task_id: int,
@@ -816,7 +818,7 @@ class SimMaster:
                 case TriggerFinal():
                     pass  # the tick starts the next checkpoint
                 case Drained(cid):
-                    self.state = "drained"
+                    self.state = TopologyState.DRAINED
                     sim.drained_at = cid
                     sim.world.note(f"TM: drained at checkpoint {cid}")
                 case StartRecovery(reason):
@@ -826,7 +828,7 @@ class SimMaster:
         alive = self.alive_check()
 
         def written(_: Any, error: BaseException | None) -> None:
-            running = self.state == "running"
+            running = self.state == TopologyState.RUNNING
             if error is not None:
                 self.perform(self.coordinator.commit_point_failed(
                     cid, str(error), isinstance(error, TimeoutError), self.now()))
@@ -1018,7 +1020,7 @@ class Simulation:
 
     def _crash_worker(self, w: int) -> None:
         worker = self.workers[w]
-        if not worker.alive or self.tm.state in ("drained", "failed"):
+        if not worker.alive or self.tm.state in (TopologyState.DRAINED, TopologyState.FAILED):
             return
         worker.crash()
         tm = self.tm
@@ -1027,7 +1029,7 @@ class Simulation:
         self.world.at(self.world.latency(5, 40), worker.restart, f"worker {w} restarts")
 
     def _crash_tm(self) -> None:
-        if self.tm.state in ("drained", "failed") or not self.tm.alive:
+        if self.tm.state in (TopologyState.DRAINED, TopologyState.FAILED) or not self.tm.alive:
             return  # a dead TM's restart is already on its way: one launcher, one TM
         old = self.tm
         old.crash()
@@ -1046,7 +1048,7 @@ class Simulation:
         self.tm.boot()
 
     def finished(self) -> bool:
-        return self.tm.state in ("drained", "failed")
+        return self.tm.state in (TopologyState.DRAINED, TopologyState.FAILED)
 
 
 def handle_key(handle: str) -> tuple[int, int, int]:

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from jstormpy.api.errors import SinkError
+from jstormpy.master.topology_state import TopologyState
 from jstormpy.run_identity import RunIdentity
 from jstormpy.testing.simulation.cluster import Simulation, handle_key
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault, FaultPlan
@@ -143,7 +144,7 @@ def _drive(world: World, sim: Simulation, result: SeedResult) -> bool:
                                  f"{MAX_TIME_MS:.0f} ms / {MAX_STEPS} steps "
                                  f"(TM {sim.tm.state}, generation {sim.tm.generation})")
         return False
-    if sim.tm.state != "drained":
+    if sim.tm.state != TopologyState.DRAINED:
         result.outcome = sim.tm.state
         return False
     return True
