@@ -152,6 +152,7 @@ class HaSession:
         self._on_lost: Callable[[str], None] | None = None
         self._renewer: threading.Thread | None = None
         self._stop_renewing = threading.Event()
+        self._closing = False  # close() ends the session on purpose: that is no loss
         self._record_version = -1  # the record's version when this launcher started
 
     # -- connection ---------------------------------------------------------------------------
@@ -192,6 +193,8 @@ class HaSession:
         connection._connect = capture
 
     def close(self) -> None:
+        self._closing = True
+        self._on_lost = None
         self._stop_renewing.set()
         try:
             self.zk.stop()
@@ -202,7 +205,7 @@ class HaSession:
     def _state_changed(self, state: Any) -> None:
         from kazoo.protocol.states import KazooState
 
-        if state == KazooState.LOST:
+        if state == KazooState.LOST and not self._closing:
             self._lose("its ZooKeeper session expired")
         elif state == KazooState.SUSPENDED:
             log.warning("ha: connection to ZooKeeper suspended; the leader lease runs out "
@@ -322,6 +325,7 @@ class HaSession:
                 return
 
     def stop_lease(self, lease: LeaderLease) -> None:
+        self._on_lost = None  # the run is over: nothing left to kill
         self._stop_renewing.set()
         if self._renewer is not None:
             self._renewer.join(5)

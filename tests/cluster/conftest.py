@@ -1,8 +1,10 @@
 """A Spark standalone cluster across network-namespace hosts (issue 27).
 
 Hosts: ``master`` (the Spark master), ``worker1`` and ``worker2`` (a Spark worker daemon
-each, 2 cores), ``storage`` (the WebHDFS test server holding the checkpoints) and
-``driver`` (where ``jstorm run --spark-master`` runs, so the Topology Master lives there).
+each, 2 cores), ``storage`` (the WebHDFS test server holding the checkpoints),
+``driver`` (where ``jstorm run --spark-master`` runs, so the Topology Master lives there),
+``driver2`` (a standby driver, ``--ha``) and ``zk`` (ZooKeeper, started by the test that
+elects through it).
 Every process starts from the pyspark wheel's ``spark-class``; nothing is downloaded.
 
 CI runs as root and must run these. Where namespaces cannot be made, the tests fail with
@@ -24,7 +26,7 @@ import pytest
 
 from jstormpy.testing.netns import HostCluster, NetnsUnavailableError, check_netns_available
 
-HOSTS = ["master", "worker1", "worker2", "storage", "driver"]
+HOSTS = ["master", "worker1", "worker2", "storage", "driver", "driver2", "zk"]
 SPARK_PORT = 7077
 WEBHDFS_PORT = 9870
 
@@ -47,13 +49,14 @@ class SparkHosts:
     daemons: dict[str, subprocess.Popen]
 
     def driver_run(self, topology_file: Path, *extra: str, timeout: float = 300,
-                   jstorm_home: Path | None = None) -> subprocess.Popen:
-        """``jstorm run FILE --spark-master`` on the driver host (stdout/stderr piped)."""
-        env = dict(self.env, SPARK_LOCAL_IP=self.hosts.address("driver"),
-                   JSTORM_HOME=str(jstorm_home or self.work / "jstorm-home"))
+                   jstorm_home: Path | None = None, host: str = "driver") -> subprocess.Popen:
+        """``jstorm run FILE --spark-master`` on a driver host (stdout/stderr piped)."""
+        env = dict(self.env, SPARK_LOCAL_IP=self.hosts.address(host),
+                   JSTORM_HOME=str(jstorm_home or self.work / "jstorm-home"),
+                   PYTHONUNBUFFERED="1")
         argv = [sys.executable, "-m", "jstormpy.cli.main", "run", str(topology_file),
                 "--spark-master", self.master_url, "--timeout", str(timeout), *extra]
-        return self.hosts.popen("driver", argv, env=env, stdout=subprocess.PIPE,
+        return self.hosts.popen(host, argv, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, cwd=self.work)
 
 

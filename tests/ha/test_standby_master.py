@@ -105,6 +105,8 @@ def test_a_standby_exits_when_the_leader_drains_the_run(tmp_path: Path, zookeepe
     assert a.finish(240) == 0, a.output()
     assert b.finish(60) == 0, b.output()
     assert "ha: the leader closed the run (drained)" in b.output(), b.output()
+    # closing its own session at the end is not losing the leadership
+    assert "lost the leadership" not in a.output(), a.output()
     assert "taking over" not in b.output()
     problems = check_sums(read_committed(out), KEYS, PER_KEY)
     assert not problems, problems
