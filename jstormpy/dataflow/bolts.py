@@ -159,9 +159,50 @@ class DataflowBolt(Bolt):
 class ChainBolt(DataflowBolt):
     """Fused ``map`` / ``filter`` / ``flat_map`` steps (and a final ``key_by``)."""
 
+    def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
+        """Build the fused function, and with one input, bind one per-tuple function
+        that reads the item off the tuple and runs the chain (no decode dispatch per
+        tuple); a lone ``flat_map`` (the usual split before a ``key_by``) runs in it."""
+        super().prepare(conf, context)
+        if len(self.inputs) != 1:
+            return  # a union: each tuple's layout is looked up by its source
+        (wire,) = self.inputs.values()
+        execute = _read_then(wire, self._df_out)
+        steps, key_fn, emit = self.steps, self.key_fn, self.emit
+        if len(steps) == 1 and steps[0].kind is StepKind.FLAT_MAP and key_fn is not None:
+            fn = steps[0].fn
+            if wire is Wire.RAW:
+                def execute(tup: Tuple) -> None:
+                    for each in fn(tup.as_dict()):
+                        emit((key_fn(each), each))
+            elif wire is Wire.ITEM:
+                def execute(tup: Tuple) -> None:
+                    for each in fn(tup.values[0]):
+                        emit((key_fn(each), each))
+        if execute is not None:
+            # the engine looks ``execute`` up on the instance: the bound function
+            self.__dict__["execute"] = execute
+
     def execute(self, tup: Tuple) -> None:
         """Run the chain on the tuple's item."""
         self._df_out(self.decode(tup))
+
+
+def _read_then(wire: Wire, run: Callable[[Any], None]) -> Callable[[Tuple], None] | None:
+    """A per-tuple function reading the item of layout ``wire`` and calling ``run``."""
+    if wire is Wire.ITEM:
+        def item(tup: Tuple) -> None:
+            run(tup.values[0])
+        return item
+    if wire is Wire.KEYED or wire is Wire.LATE:
+        def keyed(tup: Tuple) -> None:
+            run(tup.values[1])
+        return keyed
+    if wire is Wire.RAW:
+        def raw(tup: Tuple) -> None:
+            run(tup.as_dict())
+        return raw
+    return None
 
 
 class ReduceBolt(DataflowBolt):
