@@ -26,8 +26,10 @@ from typing import Any
 
 from jstormpy import Bolt
 from jstormpy.api.component import bind_task
+from jstormpy.dataflow import Dataflow
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.routing import MessageKind, OutputCollector, Route
+from jstormpy.testing import TestingSink, TestingSource
 from jstormpy.window import TumblingWindows, WindowedBolt
 
 WORDS = [f"w{i}" for i in range(10_000)]
@@ -121,17 +123,10 @@ def df_count(n: int | None, word: str) -> tuple[int, tuple[str, int]]:
     return n, (word, n)
 
 
-class _NoSpout:
-    outputs = ("sentence",)
-
-
 def dataflow_bolts() -> tuple[Any, Any, Any]:
     """The dataflow word count's compiled split and count bolts (and a spare count for
     the second task), as ``bench/dataflow_bench.py`` builds them, reading spout "lines"."""
     def build() -> Any:
-        from jstormpy.dataflow import Dataflow
-        from jstormpy.testing import TestingSink, TestingSource
-
         flow = Dataflow("profile-df")
         (flow.source("lines", TestingSource([]))
              .flat_map(lambda r: r["sentence"].split(), name="split")

@@ -118,6 +118,9 @@ class DataflowBolt(Bolt):
     every item the operator produces; ``key_fn`` (a ``key_by``) makes the output keyed.
     """
 
+    _df_execute: Callable[[Tuple], None]
+    """A keyed operator's per-tuple function, bound at ``prepare`` (:func:`bind_rows`)."""
+
     def __init__(self, inputs: Mapping[InputKey, Wire], steps: Sequence[Step] = (),
                  key_fn: Callable[[Any], Any] | None = None) -> None:
         self.inputs = dict(inputs)
@@ -225,17 +228,17 @@ class ReduceBolt(DataflowBolt):
         direct = not self.steps and self.key_fn is None  # nothing fused after it
         emit, send = self.emit, self._df_out
 
-        def execute(tup: Tuple) -> None:
-            key, item = tup.values[0], tup.values[1]
-            value = fn(values[key], item) if key in values else item
-            values[key] = value
-            if direct:
-                emit((KeyedValue(key, value),))
-            else:
-                send(KeyedValue(key, value))
+        def run_rows(rows: Iterable[Sequence[Any]]) -> None:
+            for row in rows:
+                key, item = row[0], row[1]
+                value = fn(values[key], item) if key in values else item
+                values[key] = value
+                if direct:
+                    emit((KeyedValue(key, value),))
+                else:
+                    send(KeyedValue(key, value))
 
-        # the engine looks ``execute`` up on the instance: the bound function, no method
-        self._df_execute = self.__dict__["execute"] = execute
+        bind_rows(self, conf, run_rows)
 
     def execute(self, tup: Tuple) -> None:
         """Fold the item into its key's running value and emit the new value."""
@@ -264,33 +267,55 @@ class StatefulMapBolt(DataflowBolt):
         direct = not self.steps and self.key_fn is None  # nothing fused after it
         emit, send = self.emit, self._df_out
 
-        def execute(tup: Tuple) -> None:
-            values = tup.values
-            key = values[0]
-            result = fn(get(key), values[1])
-            try:
-                new, out = result
-            except (TypeError, ValueError):
-                raise TopologyError(
-                    f"stateful_map function must return (state_or_None, out_or_None), got "
-                    f"{result!r} for key {key!r}") from None
-            if new is None:
-                if key in states:  # (del, not pop: incremental state tracks deletions)
-                    del states[key]
-            else:
-                states[key] = new
-            if out is not None:
-                if direct:
-                    emit((out,))
+        def run_rows(rows: Iterable[Sequence[Any]]) -> None:
+            for values in rows:
+                key = values[0]
+                result = fn(get(key), values[1])
+                try:
+                    new, out = result
+                except (TypeError, ValueError):
+                    raise TopologyError(
+                        f"stateful_map function must return (state_or_None, out_or_None), "
+                        f"got {result!r} for key {key!r}") from None
+                if new is None:
+                    if key in states:  # (del, not pop: incremental state tracks deletions)
+                        del states[key]
                 else:
-                    send(out)
+                    states[key] = new
+                if out is not None:
+                    if direct:
+                        emit((out,))
+                    else:
+                        send(out)
 
-        # the engine looks ``execute`` up on the instance: the bound function, no method
-        self._df_execute = self.__dict__["execute"] = execute
+        bind_rows(self, conf, run_rows)
 
     def execute(self, tup: Tuple) -> None:
         """Call ``f`` with the key's state and the item; keep the new state."""
         self._df_execute(tup)
+
+
+def bind_rows(bolt: DataflowBolt, conf: Mapping[str, Any],
+              run_rows: Callable[[Iterable[Sequence[Any]]], None]) -> None:
+    """Bind a keyed operator's loop over input rows ``(key, item)`` as its ``execute``
+    and, unless the run is at-most-once, as its ``execute_batch`` (one call per channel
+    batch, no Tuple per record).
+
+    At-most-once keeps the per-tuple path: there a user error skips only the failing
+    tuple, while a failing ``execute_batch`` skips the rest of its batch. Under
+    exactly-once and at-least-once both roll back and replay, so the output is the same.
+    The engine looks both up on the instance (after ``prepare``): bound functions, no
+    method dispatch per tuple.
+    """
+    def execute(tup: Tuple) -> None:
+        run_rows((tup.values,))
+
+    bolt.__dict__["_df_execute"] = bolt.__dict__["execute"] = execute
+    if conf.get("guarantee", "exactly_once") != "at_most_once":
+        def execute_batch(batch: Any) -> None:
+            run_rows(batch.rows)
+
+        bolt.__dict__["execute_batch"] = execute_batch
 
 
 class WindowAggregateBolt(WindowedBolt):
