@@ -6,7 +6,13 @@ engine's real task code — :class:`~jstormpy.runtime.routing.OutputCollector` r
 so cProfile sees every engine call per record without sockets or scheduling noise. Used for
 the before/after notes of the data-plane work; figures are relative (a shared machine).
 
-    python bench/profile_datapath.py [--api tuple|batch|window] [--lines 100000] [--top 25]
+    python bench/profile_datapath.py [--api tuple|batch|window|dataflow] [--lines 100000]
+                                     [--top 25]
+
+``--api dataflow`` runs the same word count written with ``jstormpy.dataflow`` (what
+``bench/dataflow_bench.py`` submits: ``flat_map(split)`` -> ``key_by`` ->
+``stateful_map(count)``) through its compiled bolts, so its CPU per word compares with
+``--api tuple`` (the hand-written bolts) in one process.
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ from typing import Any
 
 from jstormpy import Bolt
 from jstormpy.api.component import bind_task
+from jstormpy.dataflow import Dataflow
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.routing import MessageKind, OutputCollector, Route
+from jstormpy.testing import TestingSink, TestingSource
 from jstormpy.window import TumblingWindows, WindowedBolt
 
 WORDS = [f"w{i}" for i in range(10_000)]
@@ -109,6 +117,28 @@ class FinalCount(WindowedBolt):
         return acc
 
 
+def df_count(n: int | None, word: str) -> tuple[int, tuple[str, int]]:
+    """The dataflow bench's per-key count (``stateful_map``)."""
+    n = (n or 0) + 1
+    return n, (word, n)
+
+
+def dataflow_bolts() -> tuple[Any, Any, Any]:
+    """The dataflow word count's compiled split and count bolts (and a spare count for
+    the second task), as ``bench/dataflow_bench.py`` builds them, reading spout "lines"."""
+    def build() -> Any:
+        flow = Dataflow("profile-df")
+        (flow.source("lines", TestingSource([]))
+             .flat_map(lambda r: r["sentence"].split(), name="split")
+             .key_by(lambda w: w)
+             .stateful_map(df_count, name="count", parallelism=2)
+             .sink("end", TestingSink()))
+        return flow.build().components
+
+    comps = build()
+    return comps["split"].obj, comps["count"].obj, build()["count"].obj
+
+
 class _Host:
     guarantee = "exactly_once"
     worker_id = 0
@@ -143,12 +173,15 @@ def run(api: str, lines: list[str], batch_size: int = 512) -> dict[str, int]:
     split_c, count_c = (BatchSplit(), BatchCount()) if api == "batch" else (Split(), Count())
     if api == "window":
         split_c, count_c = Split(), FinalCount()
-    count_c2 = type(count_c)()
+    if api == "dataflow":
+        split_c, count_c, count_c2 = dataflow_bolts()
+    else:
+        count_c2 = type(count_c)()
     split_fields = split_c.outputs
     r_split = Route("fields", "default", "count", [3, 4], 2, send, batch_size, (0,))
     r_counts = Route("global", "default", "sink", [4], 3, lambda d, i: None, batch_size)
     r_counts2 = Route("global", "default", "sink", [4], 4, lambda d, i: None, batch_size)
-    out_streams: dict[str, tuple[str, ...]] = {"default": ("word", "count")}
+    out_streams: dict[str, tuple[str, ...]] = {"default": tuple(count_c.outputs)}
     if api == "window":  # the window bolts' final counts go to task 5's inbox
         inbox[5] = collections.deque()
         out_streams = FinalCount.resolve_outputs(split_fields)
@@ -178,13 +211,13 @@ def run(api: str, lines: list[str], batch_size: int = 512) -> dict[str, int]:
                 if kind == MessageKind.DATA for row in payload}
     merged: dict[str, int] = {}
     for c in (count_c, count_c2):
-        merged.update(c.counts)
+        merged.update(c.counts if api != "dataflow" else c.state("stateful_map"))
     return merged
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--api", choices=("tuple", "batch", "window"), default="tuple")
+    p.add_argument("--api", choices=("tuple", "batch", "window", "dataflow"), default="tuple")
     p.add_argument("--lines", type=int, default=100_000)
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--no-profile", action="store_true", help="time only (relative figure)")

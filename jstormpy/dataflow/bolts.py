@@ -118,6 +118,9 @@ class DataflowBolt(Bolt):
     every item the operator produces; ``key_fn`` (a ``key_by``) makes the output keyed.
     """
 
+    _df_execute: Callable[[Tuple], None]
+    """A keyed operator's per-tuple function, bound at ``prepare`` (:func:`bind_rows`)."""
+
     def __init__(self, inputs: Mapping[InputKey, Wire], steps: Sequence[Step] = (),
                  key_fn: Callable[[Any], Any] | None = None) -> None:
         self.inputs = dict(inputs)
@@ -159,9 +162,87 @@ class DataflowBolt(Bolt):
 class ChainBolt(DataflowBolt):
     """Fused ``map`` / ``filter`` / ``flat_map`` steps (and a final ``key_by``)."""
 
+    def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
+        """Build the fused function, and with one input, bind one per-tuple function
+        that reads the item off the tuple and runs the chain (no decode dispatch per
+        tuple); a lone ``flat_map`` (the usual split before a ``key_by``) runs in it."""
+        super().prepare(conf, context)
+        if len(self.inputs) != 1:
+            return  # a union: each tuple's layout is looked up by its source
+        (wire,) = self.inputs.values()
+        execute = _read_then(wire, self._df_out)
+        steps, key_fn, emit = self.steps, self.key_fn, self.emit
+        if len(steps) == 1 and steps[0].kind is StepKind.FLAT_MAP and key_fn is not None:
+            fn = steps[0].fn
+            if wire is Wire.RAW:
+                def execute(tup: Tuple) -> None:
+                    for each in fn(tup.as_dict()):
+                        emit((key_fn(each), each))
+            elif wire is Wire.ITEM:
+                def execute(tup: Tuple) -> None:
+                    for each in fn(tup.values[0]):
+                        emit((key_fn(each), each))
+        if execute is not None:
+            # the engine looks ``execute`` up on the instance: the bound function
+            self.__dict__["execute"] = execute
+        if conf.get("guarantee", "exactly_once") == "at_most_once":
+            return  # per tuple: a user error skips only its tuple (see bind_rows)
+        run = self._df_out
+        execute_batch: Callable[[Any], None] | None = None
+        if wire is Wire.RAW:
+            if len(steps) == 1 and steps[0].kind is StepKind.FLAT_MAP and key_fn is not None:
+                fn = steps[0].fn
+
+                def execute_batch(batch: Any) -> None:
+                    for item in raw_items(batch):
+                        for each in fn(item):
+                            emit((key_fn(each), each))
+            else:
+                def execute_batch(batch: Any) -> None:
+                    for item in raw_items(batch):
+                        run(item)
+        elif wire is Wire.ITEM:
+            def execute_batch(batch: Any) -> None:
+                for row in batch.rows:
+                    run(row[0])
+        elif wire is Wire.KEYED or wire is Wire.LATE:
+            def execute_batch(batch: Any) -> None:
+                for row in batch.rows:
+                    run(row[1])
+        if execute_batch is not None:
+            self.__dict__["execute_batch"] = execute_batch
+
     def execute(self, tup: Tuple) -> None:
         """Run the chain on the tuple's item."""
         self._df_out(self.decode(tup))
+
+
+def raw_items(batch: Any) -> Iterable[dict[str, Any]]:
+    """The items of a batch of a spout's own tuples: ``{field: value}`` per row, as
+    ``Tuple.as_dict`` gives (a shorter row, from an older version, has fewer fields)."""
+    index = batch.field_index
+    names = tuple(index)
+    if tuple(index.values()) == tuple(range(len(names))):
+        return (dict(zip(names, row, strict=False))  # zip stops at a short row
+                for row in batch.rows)
+    return (tup.as_dict() for tup in batch)
+
+
+def _read_then(wire: Wire, run: Callable[[Any], None]) -> Callable[[Tuple], None] | None:
+    """A per-tuple function reading the item of layout ``wire`` and calling ``run``."""
+    if wire is Wire.ITEM:
+        def item(tup: Tuple) -> None:
+            run(tup.values[0])
+        return item
+    if wire is Wire.KEYED or wire is Wire.LATE:
+        def keyed(tup: Tuple) -> None:
+            run(tup.values[1])
+        return keyed
+    if wire is Wire.RAW:
+        def raw(tup: Tuple) -> None:
+            run(tup.as_dict())
+        return raw
+    return None
 
 
 class ReduceBolt(DataflowBolt):
@@ -184,17 +265,17 @@ class ReduceBolt(DataflowBolt):
         direct = not self.steps and self.key_fn is None  # nothing fused after it
         emit, send = self.emit, self._df_out
 
-        def execute(tup: Tuple) -> None:
-            key, item = tup.values[0], tup.values[1]
-            value = fn(values[key], item) if key in values else item
-            values[key] = value
-            if direct:
-                emit((KeyedValue(key, value),))
-            else:
-                send(KeyedValue(key, value))
+        def run_rows(rows: Iterable[Sequence[Any]]) -> None:
+            for row in rows:
+                key, item = row[0], row[1]
+                value = fn(values[key], item) if key in values else item
+                values[key] = value
+                if direct:
+                    emit((KeyedValue(key, value),))
+                else:
+                    send(KeyedValue(key, value))
 
-        # the engine looks ``execute`` up on the instance: the bound function, no method
-        self._df_execute = self.__dict__["execute"] = execute
+        bind_rows(self, conf, run_rows)
 
     def execute(self, tup: Tuple) -> None:
         """Fold the item into its key's running value and emit the new value."""
@@ -223,33 +304,55 @@ class StatefulMapBolt(DataflowBolt):
         direct = not self.steps and self.key_fn is None  # nothing fused after it
         emit, send = self.emit, self._df_out
 
-        def execute(tup: Tuple) -> None:
-            values = tup.values
-            key = values[0]
-            result = fn(get(key), values[1])
-            try:
-                new, out = result
-            except (TypeError, ValueError):
-                raise TopologyError(
-                    f"stateful_map function must return (state_or_None, out_or_None), got "
-                    f"{result!r} for key {key!r}") from None
-            if new is None:
-                if key in states:  # (del, not pop: incremental state tracks deletions)
-                    del states[key]
-            else:
-                states[key] = new
-            if out is not None:
-                if direct:
-                    emit((out,))
+        def run_rows(rows: Iterable[Sequence[Any]]) -> None:
+            for values in rows:
+                key = values[0]
+                result = fn(get(key), values[1])
+                try:
+                    new, out = result
+                except (TypeError, ValueError):
+                    raise TopologyError(
+                        f"stateful_map function must return (state_or_None, out_or_None), "
+                        f"got {result!r} for key {key!r}") from None
+                if new is None:
+                    if key in states:  # (del, not pop: incremental state tracks deletions)
+                        del states[key]
                 else:
-                    send(out)
+                    states[key] = new
+                if out is not None:
+                    if direct:
+                        emit((out,))
+                    else:
+                        send(out)
 
-        # the engine looks ``execute`` up on the instance: the bound function, no method
-        self._df_execute = self.__dict__["execute"] = execute
+        bind_rows(self, conf, run_rows)
 
     def execute(self, tup: Tuple) -> None:
         """Call ``f`` with the key's state and the item; keep the new state."""
         self._df_execute(tup)
+
+
+def bind_rows(bolt: DataflowBolt, conf: Mapping[str, Any],
+              run_rows: Callable[[Iterable[Sequence[Any]]], None]) -> None:
+    """Bind a keyed operator's loop over input rows ``(key, item)`` as its ``execute``
+    and, unless the run is at-most-once, as its ``execute_batch`` (one call per channel
+    batch, no Tuple per record).
+
+    At-most-once keeps the per-tuple path: there a user error skips only the failing
+    tuple, while a failing ``execute_batch`` skips the rest of its batch. Under
+    exactly-once and at-least-once both roll back and replay, so the output is the same.
+    The engine looks both up on the instance (after ``prepare``): bound functions, no
+    method dispatch per tuple.
+    """
+    def execute(tup: Tuple) -> None:
+        run_rows((tup.values,))
+
+    bolt.__dict__["_df_execute"] = bolt.__dict__["execute"] = execute
+    if conf.get("guarantee", "exactly_once") != "at_most_once":
+        def execute_batch(batch: Any) -> None:
+            run_rows(batch.rows)
+
+        bolt.__dict__["execute_batch"] = execute_batch
 
 
 class WindowAggregateBolt(WindowedBolt):

@@ -121,3 +121,48 @@ def test_stateful_map_with_a_fused_tail_and_a_bad_return_value():
     prepare(broken)
     with pytest.raises(TopologyError, match=r"must return \(state_or_None, out_or_None\)"):
         broken.execute(keyed_tuple("k", 3))
+
+
+def _batch(rows):
+    from jstormpy.api.batch import Batch
+    from jstormpy.api.component import Tuple
+    from jstormpy.dataflow.records import KEYED_FIELDS
+
+    index = {f: i for i, f in enumerate(KEYED_FIELDS)}
+    return Batch(list(rows), index, "up", "default", 1, Tuple.bound(index, "up", "default", 1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(events, st.integers(1, 7))
+def test_keyed_operators_give_the_same_output_and_state_through_execute_batch(evs, size):
+    """The engine feeds keyed operators whole channel batches (``execute_batch``): same
+    output and state as tuple by tuple."""
+    def count(state, item):
+        n = (state or 0) + 1
+        return (None if n % 3 == 0 else n), ((item, n) if n % 2 else None)
+
+    for make, name in ((lambda: ReduceBolt(INPUTS, lambda a, b: a + b), "reduce"),
+                       (lambda: StatefulMapBolt(INPUTS, count), "stateful_map")):
+        by_tuple, state = _run(make(), evs)
+        bolt = make()
+        col = prepare(bolt)
+        for i in range(0, len(evs), size):
+            bolt.execute_batch(_batch(evs[i:i + size]))
+        assert [v[0] for v in col.stream()] == by_tuple
+        assert bolt.__dict__["_jstorm_states"][name] == state[name]
+
+
+def test_at_most_once_keeps_keyed_operators_per_tuple():
+    """At-most-once skips only a failing tuple, so the batch path (which would skip the
+    rest of its batch) is not offered there."""
+    from jstormpy.api.component import TopologyContext, bind_task
+
+    from .drive import Collector
+
+    for guarantee, batched in (("at_most_once", False), ("exactly_once", True),
+                               ("at_least_once", True)):
+        bolt = StatefulMapBolt(INPUTS, lambda s, v: (v, v))
+        bind_task(bolt, Collector(), None)
+        bolt.prepare({"guarantee": guarantee},
+                     TopologyContext("t", "op", 10, 0, 0, {"op": (10,)}, (1,)))
+        assert callable(getattr(bolt, "execute_batch", None)) is batched, guarantee

@@ -1,0 +1,73 @@
+"""The compiled chain bolts take whole channel batches (``execute_batch``): the same
+items out, in the same order, as tuple by tuple, for every input layout."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jstormpy.api.batch import Batch
+from jstormpy.api.component import Tuple
+from jstormpy.dataflow.bolts import ChainBolt, Step, StepKind, raw_items
+from jstormpy.dataflow.records import ITEM_FIELDS, KEYED_FIELDS, Wire
+
+from .drive import prepare
+
+SPLIT = [Step(StepKind.FLAT_MAP, lambda r: r["s"].split())]
+STEPS = [Step(StepKind.FLAT_MAP, lambda r: r["s"].split()),
+         Step(StepKind.FILTER, lambda w: w != "a"), Step(StepKind.MAP, str.upper)]
+sentences = st.lists(st.lists(st.sampled_from(["a", "b", "cc", "d"]), max_size=5)
+                     .map(" ".join), max_size=30)
+
+
+def _batch(rows, fields):
+    index = {f: i for i, f in enumerate(fields)}
+    return Batch(list(rows), index, "up", "default", 1, Tuple.bound(index, "up", "default", 1))
+
+
+def _both(make, rows, fields, size):
+    by_tuple, batched = make(), make()
+    col_t, col_b = prepare(by_tuple), prepare(batched)
+    index = {f: i for i, f in enumerate(fields)}
+    for row in rows:
+        by_tuple.execute(Tuple(row, index, "up", "default", 1))
+    for i in range(0, len(rows), size):
+        batched.execute_batch(_batch(rows[i:i + size], fields))
+    return col_t.stream(), col_b.stream()
+
+
+@settings(max_examples=40, deadline=None)
+@given(sentences, st.integers(1, 6))
+def test_a_source_chain_gives_the_same_items_per_batch(lines, size):
+    rows = [(s, i) for i, s in enumerate(lines)]
+    raw = {("up", "default"): Wire.RAW}
+    for steps, key_fn in ((SPLIT, len), (STEPS, len), (STEPS, None), (SPLIT, None)):
+        by_tuple, batched = _both(lambda s=steps, k=key_fn: ChainBolt(raw, s, key_fn=k),
+                                  rows, ("s", "n"), size)
+        assert batched == by_tuple
+        if steps is SPLIT:
+            words = [w for s in lines for w in s.split()]
+            assert by_tuple == [(len(w), w) if key_fn else (w,) for w in words]
+
+
+@settings(max_examples=30, deadline=None)
+@given(sentences, st.integers(1, 6))
+def test_item_and_keyed_chains_give_the_same_items_per_batch(lines, size):
+    steps = [Step(StepKind.MAP, lambda s: s + "!")]
+    item = {("up", "default"): Wire.ITEM}
+    keyed = {("up", "default"): Wire.KEYED}
+    by_tuple, batched = _both(lambda: ChainBolt(item, steps), [(s,) for s in lines],
+                              ITEM_FIELDS, size)
+    assert batched == by_tuple == [(s + "!",) for s in lines]
+    by_tuple, batched = _both(lambda: ChainBolt(keyed, steps, key_fn=len),
+                              [(0, s) for s in lines], KEYED_FIELDS, size)
+    assert batched == by_tuple == [(len(s) + 1, s + "!") for s in lines]
+
+
+def test_raw_items_match_as_dict_for_short_rows_and_any_field_order():
+    short = _batch([("x", 1), ("y",)], ("s", "n"))  # an older version's shorter tuple
+    assert list(raw_items(short)) == [{"s": "x", "n": 1}, {"s": "y"}]
+    index = {"n": 1, "s": 0}  # positions not in insertion order: the Tuple's own dicts
+    odd = Batch([("x", 1)], index, "up", "default", 1, Tuple.bound(index, "up", "default", 1))
+    got = list(raw_items(odd))
+    assert got == [{"n": 1, "s": "x"}] and list(got[0]) == ["n", "s"]
