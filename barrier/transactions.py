@@ -13,7 +13,10 @@ The protocol (``docs/checkpointing.md``; the sink contract is :mod:`jstormpy.bar
 * restore to completed checkpoint ``c`` (``None``: a fresh run), whose snapshot lists the
   staged ids ``pending`` (all ``<= c``): ``Commit(p)`` for each (idempotent: some may be
   committed already), then ``Recover(c)`` (the sink discards whatever else of this task
-  is open or staged above ``c``, whoever left it, even ids below the floor); then, when
+  is open or staged above ``c``, whoever left it, even ids below the floor), then
+  ``ReportCommitted(c)``: everything up to ``c`` is visible now (the Topology Master counts
+  it only in the generation it is waiting in: a gray release restores a batch of workers
+  in the current one, and may be waiting for ``c`` to drain); then, when
   the task starts, ``Begin(f + 1)``, where ``f`` is the Topology Master's id floor, above
   every id any sink may have seen;
 * barrier ``n``: ``PreCommit(n)`` of the open transaction (if earlier barriers never
@@ -133,6 +136,12 @@ class SinkTransactions:
         if restored is None and id_floor > 0:
             restored = 0
         steps.append(Recover(restored))
+        if restored:
+            # a gray release's restarted worker may have exited before it reported the
+            # commit of its quiescent checkpoint; when that checkpoint is the final one,
+            # the TM waits for this report to declare the job drained (found by the
+            # deterministic simulator)
+            steps.append(ReportCommitted(restored))
         return steps
 
     def start(self, first_txn: int) -> list[SinkStep]:

@@ -56,7 +56,7 @@ def test_fresh_run_recovers_everything_then_opens_the_first_transaction() -> Non
 
 def test_restore_recommits_the_snapshots_staged_ids_then_recovers_to_the_restored_one() -> None:
     p = started(first=8, restored=5, pending=[4, 5])
-    assert p.take() == [Commit(4), Commit(5), Recover(5), Begin(8)]
+    assert p.take() == [Commit(4), Commit(5), Recover(5), ReportCommitted(5), Begin(8)]
     assert p.txns.pending == []
 
 
@@ -160,7 +160,7 @@ def test_restore_below_the_id_floor_recovers_to_the_restored_checkpoint() -> Non
     p = Performer(SinkTransactions([5]))
     p.run(p.txns.restore(5, id_floor=6))
     p.run(p.txns.start(7))
-    assert p.take() == [Commit(5), Recover(5), Begin(7)]
+    assert p.take() == [Commit(5), Recover(5), ReportCommitted(5), Begin(7)]
 
 
 def test_nothing_restored_after_ids_were_handed_out_recovers_to_zero() -> None:
@@ -183,4 +183,4 @@ def test_an_unavailable_sink_at_restore_fails_the_prepare_and_keeps_the_staged_i
     # the recovery restores again, from the same snapshot: the ids are committed then
     p = Performer(SinkTransactions([4, 5]))
     p.run(p.txns.restore(5))
-    assert p.take() == [Commit(4), Commit(5), Recover(5)]
+    assert p.take() == [Commit(4), Commit(5), Recover(5), ReportCommitted(5)]

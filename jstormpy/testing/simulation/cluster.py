@@ -352,6 +352,13 @@ class SimWorker:
         self.register()
 
     # -- TM commands (runtime/worker.py) --------------------------------------------------------
+    def on_shutdown(self, generation: int) -> None:
+        """Shutdown(exit_code=75) of a gray release: the process exits after the commands
+        before it on its control stream; its launcher restarts it on the new code."""
+        self.crash()
+        self.sim.world.at(self.sim.world.latency(5, 40), self.restart,
+                          f"worker {self.worker_id} restarts (gray release)")
+
     def on_prepare(self, generation: int, handles: dict[int, str], restored: int, base: int,
                    layout: Layout) -> None:
         if generation < self.generation:
@@ -605,6 +612,7 @@ class SimMaster:
         self.coordinator.set_layout(self.layout.component_of(), self.layout.tasks("spout"),
                                     self.layout.tasks("sink"))
         self.rescale_done = False
+        self.upgrade_done = False
 
     def boot(self) -> None:
         """Read what a predecessor stored (a restarted TM resumes above it)."""
@@ -630,7 +638,9 @@ class SimMaster:
     def on_register(self, worker_id: int, reported_generation: int) -> None:
         self.registered.add(worker_id)
         self.generation = max(self.generation, reported_generation)
-        if self.state == TopologyState.RUNNING:
+        if self.state == TopologyState.RUNNING and self.sim.upgrading(worker_id):
+            self.sim.upgrade_prepare(self, worker_id)  # UpgradeController.on_register
+        elif self.state == TopologyState.RUNNING:
             self.begin_recovery(f"worker {worker_id} re-registered")
         elif self.state == TopologyState.STARTING and self.booted:
             # as MasterCore: the first generation begins at the first registration (the
@@ -740,6 +750,10 @@ class SimMaster:
 
     def on_ready(self, worker_id: int, generation: int, ok: bool, corrupt: bool,
                  error: str) -> None:
+        if self.state == TopologyState.RUNNING and generation == self.generation and \
+                self.sim.upgrading(worker_id):
+            self.sim.upgrade_ready(self, worker_id, ok, error)
+            return
         rec = self.recovery
         if rec is None or generation != self.generation or self.state != TopologyState.RECOVERING:
             return
@@ -762,7 +776,7 @@ class SimMaster:
         if self.state == TopologyState.RUNNING:
             self.perform(self.coordinator.expire(self.now()))
         if self.state == TopologyState.RUNNING and self.coordinator.may_start() and \
-                not self.sim.rescale_state:
+                not self.sim.rescale_state and self.coordinator.final_checkpoint is None:
             pause = self.sim.rescale_due(self)
             cid, actions = self.coordinator.start(self.now(), self.now(), pause=pause)
             if pause:
@@ -804,9 +818,9 @@ class SimMaster:
                 case WriteCommitPoint(cid, g, meta):
                     self.write_commit_point(cid, dict(meta))
                 case SendComplete(cid, g):
-                    sim.rescale_after_complete(self, cid)
                     for w in sim.workers:
                         sim.control.to_worker(w, "complete", g, cid)
+                    sim.rescale_after_complete(self, cid)  # a Shutdown goes after Complete
                 case SendAbort(cid, g, _):
                     for w in sim.workers:
                         sim.control.to_worker(w, "abort", g, cid)
@@ -876,6 +890,8 @@ class Simulation:
         self.violations: list[str] = []
         self.generations: dict[int, int] = {}  # generation -> the TM incarnation that used it
         self.rescale_state = ""
+        self.quiescent_kind = ""  # "rescale" or "upgrade": the operation the cut is for
+        self.upgrade_worker: int | None = None
         self.rescale_checkpoint = 0
         self.rescale_commits: set[int] = set()
         self.savepoint: int | None = None
@@ -919,21 +935,72 @@ class Simulation:
 
     # -- rescale (master/rescale.py: quiescent checkpoint, redistribute, restore) -------------
     def rescale_due(self, tm: SimMaster) -> bool:
-        at = self.plan.rescale_at
-        if at is None or tm.rescale_done or self.rescale_state:
+        """Whether the next checkpoint is the quiescent cut of a rescale or a gray release
+        (``quiescent_kind`` says which; master/quiescent.py)."""
+        if self.rescale_state:
             return False
-        if len(self.completed) >= at:
-            self.rescale_state = "pausing"
-            return True
-        return False  # (the tick records the quiescent checkpoint's id)
+        done = len(self.completed)
+        rescale, upgrade = self.plan.rescale_at, self.plan.upgrade_at
+        if rescale is not None and not tm.rescale_done and done >= rescale:
+            self.quiescent_kind = "rescale"
+        elif upgrade is not None and not tm.upgrade_done and done >= upgrade:
+            self.quiescent_kind = "upgrade"
+        else:
+            return False
+        self.rescale_state = "pausing"
+        return True  # (the tick records the quiescent checkpoint's id)
 
     def rescale_after_complete(self, tm: SimMaster, cid: int) -> bool:
-        """The quiescent checkpoint completed: once every sink committed it, redistribute
-        and restore at the new parallelism (refused: resume at the old one)."""
+        """The quiescent checkpoint completed. A rescale waits until every sink committed
+        it, then redistributes and restores at the new parallelism (refused: resumes at the
+        old one); a gray release restarts one worker at once (master/upgrade.py)."""
         if self.rescale_state == "pausing" and cid == self.rescale_checkpoint:
-            self.rescale_state = "committing"
-            self.rescale_commits = set()
+            if self.quiescent_kind == "upgrade":
+                self._upgrade(tm, cid)
+            else:
+                self.rescale_state = "committing"
+                self.rescale_commits = set()
         return False
+
+    # -- gray release (master/upgrade.py: quiescent checkpoint, restart a batch, restore it) --
+    def _upgrade(self, tm: SimMaster, cid: int) -> None:
+        """Shutdown(exit 75) to one worker: its launcher restarts it on the new code; it
+        registers, is prepared from ``cid`` in the current generation (partial), and the
+        other worker keeps its tasks, state and generation."""
+        tm.upgrade_done = True
+        w = self.world.rng.randrange(len(self.workers))
+        worker = self.workers[w]
+        self.rescale_state = "upgrading"
+        self.upgrade_worker = w
+        self.world.note(f"gray release: worker {w} restarts on new code at checkpoint {cid}")
+        self.control.to_worker(worker, "shutdown", tm.generation)
+
+    def upgrading(self, worker_id: int) -> bool:
+        return self.rescale_state == "upgrading" and worker_id == self.upgrade_worker
+
+    def upgrade_prepare(self, tm: SimMaster, worker_id: int) -> None:
+        cid = self.rescale_checkpoint
+        meta = self.storage.metadata.get(cid)
+        if meta is None:  # the switch cannot finish: abort, a normal recovery
+            tm.begin_recovery(f"gray release aborted: checkpoint {cid} is gone")
+            return
+        layout = self.layout
+        handles = {int(t): v["handle"] for t, v in meta["tasks"].items()
+                   if layout.worker_of(int(t)) == worker_id}
+        restored, base = prepare_ids(cid, tm.coordinator.id_floor, True)
+        self.control.to_worker(self.workers[worker_id], "prepare", tm.generation, handles,
+                               restored, base, layout)
+
+    def upgrade_ready(self, tm: SimMaster, worker_id: int, ok: bool, error: str) -> None:
+        if not ok:
+            tm.begin_recovery(f"gray release aborted: worker {worker_id} failed to prepare: "
+                              f"{error}")
+            return
+        self.rescale_state = ""
+        self.upgrade_worker = None
+        self.control.to_worker(self.workers[worker_id], "start", tm.generation)
+        for w in self.workers:
+            self.control.to_worker(w, "resume", tm.generation)
 
     def rescale_aborted(self, tm: SimMaster, cid: int) -> None:
         if self.rescale_state == "pausing" and cid == self.rescale_checkpoint:

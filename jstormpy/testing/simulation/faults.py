@@ -49,6 +49,8 @@ class Fault(enum.Enum):
     """A run restored from a savepoint writes into outputs used after the savepoint."""
     RESCALE = "rescale"
     """The bolts are rescaled at a quiescent checkpoint."""
+    GRAY_RELEASE = "gray_release"
+    """One worker is restarted on new code at a quiescent checkpoint (master/upgrade.py)."""
 
 
 ALL_FAULTS = tuple(Fault)
@@ -68,6 +70,7 @@ class FaultPlan:
     sink_down: tuple[float, float] | None = None
     lifecycle: Fault | None = None
     rescale_at: int | None = None
+    upgrade_at: int | None = None
     hits: dict[Fault, int] = field(default_factory=dict)
 
     @classmethod
@@ -96,6 +99,8 @@ class FaultPlan:
             plan.sink_down = (start, start + rng.uniform(20, 200))
         if Fault.RESCALE in plan.enabled:
             plan.rescale_at = rng.randint(1, 4)
+        if Fault.GRAY_RELEASE in plan.enabled:
+            plan.upgrade_at = rng.randint(1, 4)
         return plan
 
     def on(self, fault: Fault) -> bool:
