@@ -46,7 +46,8 @@ class _Core:
         self.resume = False
         self.component_tasks: dict[str, list[int]] = {}
         self.plan: dict[int, int] = {}
-        self.rescale = SimpleNamespace(phase="idle")  # no rescale running (master/rescale.py)
+        # no rescale running (master/rescale.py)
+        self.rescale = SimpleNamespace(phase="idle", is_idle=lambda: True)
 
 
 def _write(path: Path, out: Path, outputs: tuple[str, ...]) -> Path:

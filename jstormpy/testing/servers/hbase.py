@@ -203,9 +203,10 @@ def main(argv: list[str] | None = None,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server = HBaseThriftServer(args.host, args.port, args.data_dir, args.transport,
                                args.protocol).start()
-    print(f"HBase Thrift test server on {server.host}:{server.port}", flush=True)
     stopped = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    # the handler is in place before the line that tells a caller it may stop us
+    print(f"HBase Thrift test server on {server.host}:{server.port}", flush=True)
     try:
         stopped.wait()
     except KeyboardInterrupt:

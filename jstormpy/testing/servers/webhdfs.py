@@ -260,9 +260,10 @@ def main(argv: list[str] | None = None,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     root = args.root if args.root is not None else tempfile.mkdtemp(prefix="jstorm-webhdfs-")
     server = WebHdfsServer(root, host=args.host, port=args.port).start()
-    print(f"WebHDFS test server on {server.url} serving {server.root}", flush=True)
     stopped = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    # the handler is in place before the line that tells a caller it may stop us
+    print(f"WebHDFS test server on {server.url} serving {server.root}", flush=True)
     try:
         stopped.wait()
     except KeyboardInterrupt:
