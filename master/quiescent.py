@@ -24,6 +24,7 @@ their values). Everything runs under ``core.lock``.
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 P = TypeVar("P", bound=StrEnum)
 
 
-class QuiescentOperation(Generic[P]):
+class QuiescentOperation(ABC, Generic[P]):
     """The steps up to the quiescent cut, and the hooks the core calls.
 
     Args:
@@ -58,25 +59,25 @@ class QuiescentOperation(Generic[P]):
         self.marks: dict[str, float] = {}      # monotonic time of each step (status, history)
 
     # -- hooks called by MasterCore (under core.lock) ------------------------------------
+    @abstractmethod
     def holds_checkpoints(self) -> bool:
         """Periodic checkpoints wait while this is True."""
-        raise NotImplementedError
 
+    @abstractmethod
     def on_register(self, session: WorkerSession, reported_generation: int) -> bool:
         """A worker registered. True = handled here (the core does nothing more)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def on_new_generation(self, reason: str) -> None:
         """The core starts a recovery (or a new layout's generation)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def tick(self, now: float) -> None:
         """Drive the operation (called by ``MasterCore.tick``)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def status(self) -> dict[str, Any]:
         """What ``jstorm status`` shows of the operation."""
-        raise NotImplementedError
 
     def is_idle(self) -> bool:
         """No operation of this kind is in progress (its phase is the idle one)."""
@@ -122,13 +123,13 @@ class QuiescentOperation(Generic[P]):
                                             f"{entry['status']}: {entry['error']}")
                 return
 
+    @abstractmethod
     def _quiesced(self) -> None:
         """Step 3: the quiescent checkpoint completed; nothing is in flight."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _quiescence_failed(self, reason: str) -> None:
         """The quiescent checkpoint failed or timed out."""
-        raise NotImplementedError
 
     def _step_timeout(self, now: float) -> str:
         """Why the current step is over its time (``upgrade_step_timeout_ms``), or ''."""

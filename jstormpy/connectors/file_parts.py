@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,13 @@ def unlink_missing_ok(path: str) -> bool:
 
 def committed_names(directory: str) -> list[str]:
     return sorted(n for n in os.listdir(directory) if PART_RE.match(n))
+
+
+def parts_after(names: Iterable[str], checkpoint_id: int) -> list[str]:
+    """The part files among ``names`` committed for a checkpoint above ``checkpoint_id``:
+    the names a run restored from ``checkpoint_id`` would take again."""
+    return sorted(n for n in names
+                  if (m := PART_RE.match(n)) is not None and int(m.group(1)) > checkpoint_id)
 
 
 def committed_files(directory: str | os.PathLike[str]) -> list[Path]:

@@ -34,12 +34,12 @@ from jstormpy.api.component import TopologyContext, Tuple
 from jstormpy.api.errors import FencedError, SinkError
 from jstormpy.barrier.twophase import Sink
 from jstormpy.connectors.file_parts import (
-    PART_RE,
     WORK_RE,
     committed_files,
     committed_names,
     fsync_dir,
     part_name,
+    parts_after,
     read_committed,
     unlink_missing_ok,
 )
@@ -515,8 +515,7 @@ class FileSink(Sink):
             names = committed_names(self.directory)
         except OSError as exc:
             raise self._fail("list its output directory", exc) from exc
-        later = [n for n in names
-                 if (m := PART_RE.match(n)) is not None and int(m.group(1)) > checkpoint_id]
+        later = parts_after(names, checkpoint_id)
         if later:
             raise SinkError(
                 f"FileSink directory {self.directory!r} holds {len(later)} part file(s) "

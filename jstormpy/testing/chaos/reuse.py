@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy import JStormError
-from jstormpy.connectors.file_parts import PART_RE, committed_files
+from jstormpy.connectors.file_parts import PART_RE, committed_files, parts_after
 from jstormpy.master.topology_state import TopologyState
 from jstormpy.testing.chaos.topologies import build_topology
 
@@ -123,7 +123,7 @@ def second_run(kind: str, topology: str, work: Path, config: Any, cluster: Any,
         drained = handle.wait(timeout=timeout_s).get("state") == TopologyState.DRAINED
     except Exception as exc:  # noqa: BLE001 - reported, and the verdict shows the damage
         events.append(f"the second run ended with {type(exc).__name__}: {exc}")
-    if uri is not None and not _parts_above(before, int(read_manifest(uri)["checkpoint_id"])):
+    if uri is not None and not parts_after(before, int(read_manifest(uri)["checkpoint_id"])):
         # the first run committed nothing after the savepoint's checkpoint (it was stopped
         # before its later transactions were committed, or they were empty): nothing can
         # collide, so the restore is rightly accepted; the per-key check judges the output
@@ -135,13 +135,6 @@ def second_run(kind: str, topology: str, work: Path, config: Any, cluster: Any,
     return SecondRun(False, "", tuple(events),
                      f"a {what} into the used directory {out} was not refused", work,
                      drained=drained)
-
-
-def _parts_above(files: dict[str, int], checkpoint_id: int) -> list[str]:
-    """The FileSink part files (``part-<checkpoint>-<task>...``) of a checkpoint above
-    ``checkpoint_id``: what a restored run's ids would collide with."""
-    return sorted(name for name in files
-                  if (m := PART_RE.match(name)) and int(m.group(1)) > checkpoint_id)
 
 
 def _fresh_into_used_postgres(topology: str, work: Path, config: Any, cluster: Any,

@@ -27,7 +27,6 @@ import argparse
 import logging
 import os
 import pickle
-import signal
 import socket
 import threading
 from pathlib import Path
@@ -47,6 +46,7 @@ from jstormpy.testing.servers.hbase_handler import (  # noqa: F401 - public name
     HbaseHandler,
     Table,
 )
+from jstormpy.testing.servers.process import serve_in_foreground
 
 log = logging.getLogger(__name__)
 
@@ -203,17 +203,7 @@ def main(argv: list[str] | None = None,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server = HBaseThriftServer(args.host, args.port, args.data_dir, args.transport,
                                args.protocol).start()
-    stopped = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    # the handler is in place before the line that tells a caller it may stop us
-    print(f"HBase Thrift test server on {server.host}:{server.port}", flush=True)
-    try:
-        stopped.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        server.stop()
+    serve_in_foreground(server.stop, f"HBase Thrift test server on {server.host}:{server.port}")
     return 0
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The life of a test server run as a child process in a temp dir of its own.
+"""The life of a test server: run as a child process in a temp dir of its own, or served
+in the foreground by its own command.
 
 Subclasses (:class:`~jstormpy.testing.servers.redis_server.RedisServer`,
 :class:`~jstormpy.testing.servers.zookeeper.ZooKeeperServer`) start their binary in
@@ -10,21 +11,41 @@ the data.
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 
-class ServerProcess:
+def serve_in_foreground(stop: Callable[[], None], ready_line: str) -> None:
+    """A test server's command (``jstorm testing webhdfs|hbase``): print ``ready_line``,
+    serve until SIGTERM or Ctrl-C, then ``stop()``. The SIGTERM handler is in place before
+    the line, which tells a caller it may stop the server."""
+    stopped = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    print(ready_line, flush=True)
+    try:
+        stopped.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        stop()
+
+
+class ServerProcess(ABC):
     """A server process with its data under :attr:`root`."""
 
     root: Path
     proc: subprocess.Popen[bytes] | None = None
 
+    @abstractmethod
     def start(self, timeout: float = 30.0) -> None:
         """Start the server and wait until it answers (the subclass's probe)."""
-        raise NotImplementedError
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 10 s); its files stay."""

@@ -29,7 +29,6 @@ import getpass
 import logging
 import os
 import re
-import signal
 import socket
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from jstormpy.testing.servers.process import serve_in_foreground
 from jstormpy.testing.servers.webhdfs_handler import (  # noqa: F401 - public names stay here too
     BLOCK_SIZE,
     PREFIX,
@@ -260,17 +260,7 @@ def main(argv: list[str] | None = None,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     root = args.root if args.root is not None else tempfile.mkdtemp(prefix="jstorm-webhdfs-")
     server = WebHdfsServer(root, host=args.host, port=args.port).start()
-    stopped = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    # the handler is in place before the line that tells a caller it may stop us
-    print(f"WebHDFS test server on {server.url} serving {server.root}", flush=True)
-    try:
-        stopped.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        server.stop()
+    serve_in_foreground(server.stop, f"WebHDFS test server on {server.url} serving {server.root}")
     return 0
 
 if __name__ == "__main__":
