@@ -21,13 +21,15 @@ The steps, as ``docs/checkpointing.md`` lists them:
    waits for every sink's commit of ``n`` (:meth:`sink_committed`), then ``Drained``.
 4. :meth:`commit_point_failed` marks ``n`` bad (a write that timed out may still land:
    never restore from it) and aborts it; a backend timeout counts like a checkpoint
-   timeout.
+   timeout. A checkpoint a recovery restored (:meth:`recovery_resolved`) is complete
+   whatever a late timeout says: it is never marked bad.
 5. :meth:`task_failed` and :meth:`expire` abort; past ``tolerable_timeouts`` checkpoint
    timeouts in a row :meth:`expire` asks for ``StartRecovery``.
 """
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +39,11 @@ from jstormpy.metrics import CHECKPOINT_BUCKETS_MS, CumulativeHistogram
 
 HISTORY = 200
 """How many checkpoints :attr:`CheckpointCoordinator.history` keeps."""
+
+BAD_KEPT = 1000
+"""How many of the newest bad checkpoint ids :meth:`CheckpointCoordinator.ids_record`
+keeps (a run with more failed commit points than this has long since retained newer
+checkpoints; the id floor is kept whole)."""
 
 
 # -- actions --------------------------------------------------------------------------------
@@ -158,6 +165,9 @@ class CheckpointCoordinator:
         # because a listing came back short (issue 23, hole 1)
         self.completed_floor = 0
         self.bad: set[int] = set()  # never restore from these
+        # checkpoints a recovery restored: sinks may have committed them again, so they
+        # are complete whatever a late report of their metadata write says
+        self.restored: set[int] = set()
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY)
         self.durations = CumulativeHistogram(CHECKPOINT_BUCKETS_MS)
         self.last_completed: dict[str, Any] | None = None
@@ -264,7 +274,11 @@ class CheckpointCoordinator:
         if pending is None:
             return []
         self.id_floor = max(self.id_floor, checkpoint_id)  # its id is never reused
-        self.bad.add(checkpoint_id)  # whether or not it lands: never restore from it
+        if not (timed_out and checkpoint_id in self.restored):
+            # whether or not it lands: never restore from it. Unless a recovery already
+            # restored it: the write landed, sinks committed it again, and falling back
+            # below it would emit that output twice (issue 23, simulator seed 22619)
+            self.bad.add(checkpoint_id)
         if pending.generation != self.generation:
             return []
         self._record(pending, "failed", now, f"metadata write failed: {error}")
@@ -311,6 +325,44 @@ class CheckpointCoordinator:
             return []
         self.commits_needed.discard(task_id)
         return self._maybe_drained()
+
+    def ids_record(self) -> bytes:
+        """What a restarted TM must know of this one's checkpoint ids (the backend's
+        ``meta/checkpoint_ids``): the id floor and the bad checkpoints."""
+        return json.dumps({"id_floor": self.id_floor,
+                           "bad": sorted(self.bad)[-BAD_KEPT:]}).encode()
+
+    def adopt_ids_record(self, data: bytes) -> None:
+        """A resumed TM starts from a predecessor's :meth:`ids_record`: ids stay above
+        its floor and its bad checkpoints are never restored.
+
+        Raises:
+            ValueError: ``data`` is not such a record.
+        """
+        try:
+            record = json.loads(data)
+            id_floor, bad = int(record["id_floor"]), {int(c) for c in record["bad"]}
+        except (TypeError, KeyError, ValueError) as exc:
+            raise ValueError(f"malformed checkpoint ids record {data[:80]!r}: {exc}") from exc
+        self.id_floor = max(self.id_floor, id_floor)
+        self.bad |= bad - self.restored
+
+    def recovery_resolved(self, listing: Iterable[int], listing_ok: bool,
+                          restored: int | None) -> None:
+        """A recovery's :class:`~jstormpy.master.restore_plan.RestorePlan` ended (any
+        outcome): ``listing`` is what it listed (``listing_ok``: the listing succeeded, so
+        every id in it completed), ``restored`` the checkpoint the Prepares restore (None:
+        none, or no Restore). Ids stay above the listing; the completed floor rises to it
+        and to the restored checkpoint, which is never bad from now on: sinks commit it
+        again at the restore, so no later recovery may go below it."""
+        ids = list(listing)
+        self.id_floor = max([self.id_floor, *ids])
+        if listing_ok:
+            self.completed_floor = max([self.completed_floor, *ids])
+        if restored is not None:
+            self.completed_floor = max(self.completed_floor, restored)
+            self.restored.add(restored)
+            self.bad.discard(restored)
 
     def retention_deleted(self, checkpoint_ids: Iterable[int]) -> None:
         """Retention deleted these checkpoints: they are no longer restorable."""

@@ -50,6 +50,7 @@ from jstormpy.master.restart import ErrorSignature, RestartTracker
 from jstormpy.master.restore_plan import (
     LATEST,
     ListCompleted,
+    PersistFloor,
     PersistGeneration,
     ReadMetadata,
     Restore,
@@ -63,7 +64,7 @@ from jstormpy.master.upgrade import UpgradeController
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.run_identity import RunIdentity, load_run_identity
 from jstormpy.state_backends import StateBackend
-from jstormpy.state_backends.base import COMPLETED_META
+from jstormpy.state_backends.base import CHECKPOINT_IDS_META, COMPLETED_META
 
 log = logging.getLogger("jstormpy.master")
 RUN_DIR_ENV = "JSTORM_RUN_DIR"  # = jstormpy.runtime.taskops.RUN_DIR_ENV (set by launchers)
@@ -148,9 +149,14 @@ class MasterCore:
         floor = backend.get_meta(COMPLETED_META) if resume else None
         if floor:
             self.checkpoints.completed_floor = int(floor.decode())
+        self.persisted_floor = self.checkpoints.completed_floor  # meta/completed_checkpoint
+        ids = backend.get_meta(CHECKPOINT_IDS_META) if resume else None
+        if ids:
+            self.checkpoints.adopt_ids_record(ids)
         if not resume:
             # an earlier run's floor would hold a resume of this run below it for ever
             backend.delete_objects(f"meta/{COMPLETED_META}")
+            backend.delete_objects(f"meta/{CHECKPOINT_IDS_META}")
             stale = backend.list_completed()
             if stale:
                 log.warning("fresh run: discarding %d checkpoint(s) left in %s by an earlier "
@@ -378,6 +384,11 @@ class MasterCore:
         lock), then send the Prepares."""
         if len(self.alive_sessions()) < self.config.workers or self.preparing == self.generation:
             return
+        if self.checkpoints.committing:
+            # a commit point still being written may land after the listing: wait for its
+            # outcome (the write's own deadline bounds it), so the restore decision and the
+            # bad checkpoints it persists are final (issue 23, simulator seed 911)
+            return
         if not self.restart_tracker.due():  # the restart strategy's back-off: tick() comes back
             self.retry_prepare_at = self.restart_tracker.restart_at
             return
@@ -395,14 +406,20 @@ class MasterCore:
         plan = RestorePlan(generation, target, stateful=self.stateful,
                            persisted_generation=self.persisted_generation,
                            completed_floor=self.checkpoints.completed_floor, bad=bad,
-                           uri=self.backend.uri, name=self.name, layout_floor=layout_floor)
+                           uri=self.backend.uri, name=self.name, layout_floor=layout_floor,
+                           persisted_floor=self.persisted_floor)
         actions = plan.begin()
         while True:
             action = actions.pop(0)
             match action:
                 case PersistGeneration(g):
+                    with self.lock:
+                        ids = self.checkpoints.ids_record()
                     try:
                         self.backend.put_meta("generation", str(g).encode())
+                        # before any worker is prepared: the sinks roll back past every
+                        # bad checkpoint, so no later TM may restore one that lands late
+                        self.backend.put_meta(CHECKPOINT_IDS_META, ids)
                     except BackendError as exc:
                         log.error("cannot persist generation %d: %s", g, exc)
                         actions = plan.generation_not_persisted(str(exc))
@@ -428,16 +445,23 @@ class MasterCore:
                         actions = plan.metadata_failed(cid, str(exc))
                         continue
                     actions = plan.metadata_read(cid, meta)
+                case PersistFloor(cid):
+                    try:
+                        self.backend.put_meta(COMPLETED_META, str(cid).encode())
+                    except BackendError as exc:
+                        actions = plan.floor_not_persisted(str(exc))
+                        continue
+                    self.persisted_floor = max(self.persisted_floor, cid)
+                    actions = plan.floor_persisted()
                 case _:
                     break
         with self.lock:
             if generation != self.generation or self.state != TopologyState.RECOVERING:
                 return
             self.preparing = None
-            self.checkpoints.id_floor = max([self.checkpoints.id_floor, *plan.listing])
-            if plan.listing_ok:
-                self.checkpoints.completed_floor = max(
-                    [self.checkpoints.completed_floor, *plan.listing])
+            self.checkpoints.recovery_resolved(
+                plan.listing, plan.listing_ok,
+                action.target if isinstance(action, Restore) else None)
             match action:
                 case RetryLater(reason):
                     self._retry_prepare(reason)
@@ -739,13 +763,23 @@ class MasterCore:
             self._persist_completed_floor(cid)
         with self.lock:
             now = time.monotonic()
-            if error is not None:
+            if error is None:
+                fault_point("master_after_metadata", cid)
+                self._perform(self.checkpoints.commit_point_written(
+                    cid, self.state == TopologyState.RUNNING, now, time.time()))
+            else:
                 self._perform(self.checkpoints.commit_point_failed(
                     cid, str(error), isinstance(error, BackendTimeoutError), now))
-                return
-            fault_point("master_after_metadata", cid)
-            self._perform(self.checkpoints.commit_point_written(
-                cid, self.state == TopologyState.RUNNING, now, time.time()))
+                ids = self.checkpoints.ids_record()
+            if self.state == TopologyState.RECOVERING:
+                self._maybe_prepare_all()  # it waits for the outcome of every commit point
+        if error is not None:
+            # at once, so a TM that dies before the next recovery's record leaves it
+            # (best effort: that record is the one a recovery cannot go without)
+            try:
+                self.backend.put_meta(CHECKPOINT_IDS_META, ids)
+            except BackendError as exc:
+                log.warning("cannot persist bad checkpoint %d: %s", cid, exc)
 
     def _check_fenced(self, cid: int, moment: str) -> bool:
         """BackendIO thread, with a leader lease only: True (and this TM fenced for good)
@@ -783,6 +817,8 @@ class MasterCore:
             self.backend.put_meta(COMPLETED_META, str(cid).encode())
         except BackendError as exc:
             log.warning("cannot persist the completed checkpoint id %d: %s", cid, exc)
+            return
+        self.persisted_floor = max(self.persisted_floor, cid)
 
     def _garbage_collect(self) -> None:
         """BackendIO thread: retention; status stops offering what it deleted."""

@@ -17,6 +17,11 @@ duplicated output (docs/checkpointing.md, holes table):
 3. **Read the target's metadata** for its task snapshot handles. A corrupt or missing
    metadata file makes the target :class:`Unusable`: the caller marks it bad and recovers
    again, one checkpoint lower. A store that does not answer is a :class:`RetryLater`.
+4. **Persist the target as the completed floor** when the stored floor is lower (a TM
+   that died between a commit point and its floor, or a checkpoint only a listing showed):
+   the Prepares make the sinks commit the target again, so a TM restarted after them must
+   not restore below it on the say-so of a short listing (simulator seed 36835). A failed
+   write is a :class:`RetryLater`.
 
 :class:`RestorePlan` holds one recovery's decision. The Topology Master
 (``MasterCore._resolve_restore``) performs its actions on its backend thread; the
@@ -58,6 +63,14 @@ class ReadMetadata:
 
 
 @dataclass(frozen=True)
+class PersistFloor:
+    """Store ``checkpoint_id`` as the completed floor (``meta/completed_checkpoint``);
+    report :meth:`RestorePlan.floor_persisted` or :meth:`RestorePlan.floor_not_persisted`."""
+
+    checkpoint_id: int
+
+
+@dataclass(frozen=True)
 class RetryLater:
     """No worker may be prepared now; try the recovery's restore again later."""
 
@@ -80,8 +93,9 @@ class Restore:
     handles: Mapping[int, str] = field(default_factory=dict)
 
 
-RestoreAction = PersistGeneration | ListCompleted | ReadMetadata | RetryLater | Unusable | Restore
-"""The storage steps (first three) and the outcomes (last three)."""
+RestoreAction = (PersistGeneration | ListCompleted | ReadMetadata | PersistFloor | RetryLater
+                 | Unusable | Restore)
+"""The storage steps (first four) and the outcomes (last three)."""
 
 
 def prepare_ids(target: int | None, id_floor: int, stateful: bool) -> tuple[int, int]:
@@ -104,6 +118,7 @@ class RestorePlan:
         stateful: False under ``at_most_once`` (nothing is restored).
         persisted_generation: The highest generation known to be stored.
         completed_floor: The newest checkpoint this run saw complete.
+        persisted_floor: The completed floor known to be stored.
         bad: Checkpoints never to restore from.
         layout_floor: The first checkpoint of the running layout (written by a rescale);
             older checkpoints hold another layout's tasks and never restore into this one.
@@ -114,7 +129,7 @@ class RestorePlan:
     def __init__(self, generation: int, target: int | None, *, stateful: bool,
                  persisted_generation: int, completed_floor: int, bad: Iterable[int] = (),
                  uri: str = "the state backend", name: str = "NAME",
-                 layout_floor: int = 0) -> None:
+                 layout_floor: int = 0, persisted_floor: int = 0) -> None:
         self.generation = generation
         self.target = target
         self.stateful = stateful
@@ -122,6 +137,9 @@ class RestorePlan:
         self.completed_floor = completed_floor
         self.bad = set(bad)
         self.layout_floor = layout_floor
+        self.persisted_floor = persisted_floor
+        self.restore: Restore | None = None
+        """The decision, once the target's metadata was read (before :class:`PersistFloor`)."""
         self.uri = uri
         self.name = name
         self.listing: list[int] = []
@@ -171,7 +189,21 @@ class RestorePlan:
             handles = {int(t): v["handle"] for t, v in metadata["tasks"].items()}
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             return self.metadata_unusable(checkpoint_id, f"malformed metadata: {exc!r}")
-        return [Restore(checkpoint_id, handles)]
+        self.restore = Restore(checkpoint_id, handles)
+        if checkpoint_id > self.persisted_floor:
+            return [PersistFloor(checkpoint_id)]
+        return [self.restore]
+
+    def floor_persisted(self) -> list[RestoreAction]:
+        assert self.restore is not None and self.restore.target is not None
+        self.persisted_floor = max(self.persisted_floor, self.restore.target)
+        return [self.restore]
+
+    def floor_not_persisted(self, error: str) -> list[RestoreAction]:
+        assert self.restore is not None
+        return [RetryLater(f"cannot store checkpoint {self.restore.target} as the completed "
+                           f"floor ({error}); no worker is prepared to commit it again "
+                           "before a restarted TM would know not to restore below it")]
 
     def metadata_unusable(self, checkpoint_id: int, error: str) -> list[RestoreAction]:
         return [Unusable(checkpoint_id, error)]

@@ -38,6 +38,13 @@ COMPLETED_META = "completed_checkpoint"
 """Meta object (``meta/<name>``): the newest checkpoint id whose ``_metadata`` the run's TM
 wrote. A resumed TM never restores below it on the say-so of a listing; whatever replaces
 the backend's checkpoints (a fresh run, a savepoint restore) deletes it with them."""
+CHECKPOINT_IDS_META = "checkpoint_ids"
+"""Meta object: the checkpoint ids the run's TMs handed out (the id floor) and the ones
+never to restore from (bad: a ``_metadata`` write that failed or timed out, which a timeout
+may still land later). Written at every recovery before any worker is prepared, and after a
+failed commit point; a resumed TM starts from it, so it neither reuses an id nor restores a
+checkpoint an earlier recovery rolled the sinks back past (issue 23, simulator seed 22619).
+Deleted with the checkpoints by a fresh run or a savepoint restore."""
 
 
 def checkpoint_prefix(checkpoint_id: int) -> str:

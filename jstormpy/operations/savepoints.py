@@ -41,7 +41,12 @@ from jstormpy.keygroups import (
 )
 from jstormpy.run_identity import RunIdentity, load_run_identity, store_run_identity
 from jstormpy.state_backends import StateBackend, open_backend
-from jstormpy.state_backends.base import COMPLETED_META, open_blob, seal_blob
+from jstormpy.state_backends.base import (
+    CHECKPOINT_IDS_META,
+    COMPLETED_META,
+    open_blob,
+    seal_blob,
+)
 from jstormpy.state_backends.changelog import load_task_snapshot
 
 FORMAT = "jstormpy-savepoint/1"
@@ -314,6 +319,7 @@ def prepare_restore(uri: str, topology: Topology, config: Any,
     try:
         backend.delete_objects("chk-")
         backend.delete_objects("inc/")  # incremental segments of the dropped checkpoints
+        backend.delete_objects(f"meta/{CHECKPOINT_IDS_META}")  # their ids and bad ones
         cid = import_savepoint(uri, topology, backend, config.max_parallelism,
                                allow_non_restored_state)
         # the restored run never restores below the savepoint: a listing that comes back

@@ -13,14 +13,15 @@ import sys
 
 import pytest
 
-from jstormpy.testing.simulation.faults import ALL_FAULTS
-from jstormpy.testing.simulation.holes import HOLES, reintroduced
+from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault
+from jstormpy.testing.simulation.holes import HOLES, hole_faults, reintroduced
 from jstormpy.testing.simulation.scenario import run_seed, run_seeds
 
 BUDGET_S = float(os.environ.get("JSTORM_SIMULATE_BUDGET", "240"))
 """Wall-clock seconds of the CI run over every fault (issue 23: about 5 minutes)."""
 HOLE_SEEDS = 3000
-"""Seeds each re-introduced hole must be found within (measured: 0 to 1987)."""
+"""Seeds each re-introduced hole must be found within (docs/simulation.md has where each
+is found)."""
 
 
 def test_a_seed_replays_exactly() -> None:
@@ -64,10 +65,11 @@ def test_fault_free_seeds_all_drain() -> None:
 @pytest.mark.parametrize("hole", sorted(HOLES))
 def test_a_reintroduced_hole_is_found(hole: int) -> None:
     with reintroduced(hole):
-        failures, ran, _ = run_seeds(range(HOLE_SEEDS), stop_at_first=True)
+        failures, ran, _ = run_seeds(range(HOLE_SEEDS), hole_faults(hole),
+                                     stop_at_first=True)
     assert failures, f"hole {hole} ({HOLES[hole][0]}) not found in {ran} seeds"
     seed = failures[0].seed
-    assert run_seed(seed).ok, f"seed {seed} fails without hole {hole} too"
+    assert run_seed(seed, hole_faults(hole)).ok, f"seed {seed} fails without hole {hole} too"
     print(f"hole {hole}: found at seed {seed}")
 
 
@@ -87,33 +89,36 @@ def test_the_cli_prints_failing_seeds_with_a_replay_command(capsys) -> None:
 
 
 CI_SEEDS = 70_000
-"""The seeds the CI run takes, in order, until its budget ends (all were run on
-2026-11-27: only :data:`OPEN_FINDINGS` fail)."""
-OPEN_FINDINGS = {
-    22619: "a _metadata write times out, with a TM crash and a short listing: output "
-           "committed twice (the fault of the triaged case in docs/simulation.md: a "
-           "timed-out write that lands late is restored, then marked bad and passed)",
-    23457: "a rescale, a TM crash and a savepoint restore into used output: one record "
-           "committed twice (not yet triaged)",
+"""The seeds the CI run takes, in order, until its budget ends."""
+FIXED_FINDINGS = {
+    (911, "metadata_timeout,slow_storage,message_duplicate,meta_write_error,listing_error,"
+          "write_error"): "a timed-out _metadata write lands late, a recovery restores it, a "
+                          "later one passes it as bad: output committed twice",
+    (22619, ""): "a restarted TM forgot the ids and bad checkpoints of its predecessor: it "
+                 "reused ids and restored a late-landing checkpoint a recovery had rolled "
+                 "the sinks back past: output lost",
+    (23457, ""): "model error: the simulated rescale kept the sinks' staged transactions, "
+                 "which the real one clears (every sink committed the quiescent checkpoint)",
+    (2618, "rescale,tm_crash,savepoint_into_used"): "the same model error, two rescales "
+                                                    "apart",
+    (36835, ""): "a restored checkpoint's floor only in memory: two TM crashes and a short "
+                 "listing restored below what the sinks had committed again",
 }
-"""Failing seeds the simulator found that are not fixed yet (docs/simulation.md, "Open")."""
+"""Seeds that failed once (docs/simulation.md, "What it found"); each passes now."""
 
 
 @pytest.mark.slow
 def test_every_fault_for_the_ci_budget() -> None:
     failures, ran, secs = run_seeds(range(CI_SEEDS), ALL_FAULTS, budget_s=BUDGET_S)
     print(f"simulate: {ran} seeds over every fault in {secs:.0f} s "
-          f"({ran / secs:.0f} seeds/s), {len(failures)} failing "
-          f"({sum(f.seed in OPEN_FINDINGS for f in failures)} of them open findings)")
-    new = [f for f in failures if f.seed not in OPEN_FINDINGS]
-    assert not new, "\n".join(
-        f"seed {f.seed} [{f.faults}]: {f.violations[0]}" for f in new[:5])
+          f"({ran / secs:.0f} seeds/s), {len(failures)} failing")
+    assert not failures, "\n".join(
+        f"seed {f.seed} [{f.faults}]: {f.violations[0]}" for f in failures[:5])
     assert ran >= 1000
 
 
-@pytest.mark.parametrize("seed", sorted(OPEN_FINDINGS))
-@pytest.mark.xfail(strict=True, reason="an open finding of the simulator: once it is "
-                   "fixed this passes, and the entry must leave OPEN_FINDINGS")
-def test_an_open_finding_still_fails(seed: int) -> None:
-    result = run_seed(seed)
+@pytest.mark.parametrize(("seed", "faults"), sorted(FIXED_FINDINGS))
+def test_a_fixed_finding_passes(seed: int, faults: str) -> None:
+    allowed = tuple(Fault(f) for f in faults.split(",")) if faults else ALL_FAULTS
+    result = run_seed(seed, allowed)
     assert result.ok, f"seed {seed}: {result.violations[0]}"

@@ -156,3 +156,46 @@ def test_ids_resume_above_the_restored_base_after_a_recovery() -> None:
     c.resume_after(max(2, c.id_floor), now=5.0)  # restored 2, but 3 completed: above it
     cid, actions = c.start(now=6.0, wall=6.0)
     assert cid == 4 and actions == [SendTrigger(4, 2)]
+
+
+def test_a_restored_checkpoint_is_never_bad_because_its_metadata_write_timed_out() -> None:
+    """Issue 23, the simulator's seed 22619: checkpoint 1's _metadata write times out but
+    lands late; a recovery begun before the timeout was reported lists 1 and restores it,
+    so sinks commit 1 again. Marking 1 bad afterwards made the next recovery fall back
+    below it and emit everything after checkpoint 0 a second time."""
+    c = coordinator(tolerable=5)
+    cid, _ = c.start(now=0.0, wall=0.0)
+    ack_all(c, cid, now=1.0)
+    c.new_generation(2)  # a worker died while the commit point was being written
+    c.recovery_resolved([cid], listing_ok=True, restored=cid)  # the write had landed
+    c.commit_point_failed(cid, "no answer in 20 s", timed_out=True, now=30.0)
+    assert cid not in c.bad and c.completed_floor == cid
+
+
+def test_a_restore_clears_a_timeout_that_was_reported_before_it() -> None:
+    c = coordinator(tolerable=5)
+    cid, _ = c.start(now=0.0, wall=0.0)
+    ack_all(c, cid, now=1.0)
+    c.commit_point_failed(cid, "no answer in 20 s", timed_out=True, now=30.0)
+    assert cid in c.bad  # not known to have landed: never restored from ...
+    c.new_generation(2)
+    # ... unless a recovery whose plan was made before the report restored it anyway
+    c.recovery_resolved([cid], listing_ok=True, restored=cid)
+    assert cid not in c.bad and c.completed_floor == cid
+
+
+def test_a_checkpoint_whose_metadata_write_failed_outright_stays_bad() -> None:
+    c = coordinator(tolerable=5)
+    cid, _ = c.start(now=0.0, wall=0.0)
+    ack_all(c, cid, now=1.0)
+    c.recovery_resolved([], listing_ok=True, restored=None)
+    c.commit_point_failed(cid, "connection refused", timed_out=False, now=2.0)
+    assert cid in c.bad and c.completed_floor == 0
+
+
+def test_a_resolved_recovery_raises_the_floors_to_its_listing() -> None:
+    c = coordinator()
+    c.recovery_resolved([3, 5], listing_ok=True, restored=5)
+    assert (c.id_floor, c.completed_floor) == (5, 5)
+    c.recovery_resolved([9], listing_ok=False, restored=None)  # a failed listing's ids
+    assert (c.id_floor, c.completed_floor) == (9, 5)  # are ids, not completions

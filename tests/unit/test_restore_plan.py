@@ -3,6 +3,7 @@
 from jstormpy.master.restore_plan import (
     LATEST,
     ListCompleted,
+    PersistFloor,
     PersistGeneration,
     ReadMetadata,
     Restore,
@@ -38,7 +39,7 @@ def test_an_already_stored_generation_goes_straight_to_the_listing():
 
 
 def test_the_newest_usable_checkpoint_is_read_and_restored():
-    p = plan(persisted_generation=3, bad={9})
+    p = plan(persisted_generation=3, bad={9}, persisted_floor=8)
     p.begin()
     assert p.listed([7, 8, 9]) == [ReadMetadata(8)]
     meta = {"tasks": {"0": {"handle": "h0"}, "1": {"handle": "h1"}}}
@@ -85,3 +86,17 @@ def test_sinks_recover_to_the_restored_checkpoint_and_ids_resume_above_the_floor
     assert prepare_ids(None, 7, stateful=True) == (0, 7)
     assert prepare_ids(9, 7, stateful=True) == (9, 9)
     assert prepare_ids(9, 7, stateful=False) == (0, 0)
+
+
+def test_a_target_above_the_stored_floor_is_stored_as_the_floor_before_any_prepare():
+    """Simulator seed 36835: a TM died between checkpoint 4's commit point and its floor;
+    the next restored 4 (the sinks committed it again), died too, and the third, reading
+    floor 3 and a short listing, restored 3 below what the sinks had committed."""
+    p = plan(persisted_generation=3, completed_floor=3, persisted_floor=3)
+    p.begin()
+    assert p.listed([3, 4]) == [ReadMetadata(4)]
+    meta = {"tasks": {"0": {"handle": "h0"}}}
+    assert p.metadata_read(4, meta) == [PersistFloor(4)]
+    [retry] = p.floor_not_persisted("disk full")
+    assert isinstance(retry, RetryLater) and "checkpoint 4" in retry.reason
+    assert p.floor_persisted() == [Restore(4, {0: "h0"})]

@@ -55,6 +55,7 @@ from jstormpy.master.coordinator import (
 from jstormpy.master.restore_plan import (
     LATEST,
     ListCompleted,
+    PersistFloor,
     PersistGeneration,
     ReadMetadata,
     Restore,
@@ -66,6 +67,7 @@ from jstormpy.master.restore_plan import (
 )
 from jstormpy.master.topology_state import TopologyState
 from jstormpy.run_identity import RunIdentity
+from jstormpy.state_backends.base import CHECKPOINT_IDS_META
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
 from jstormpy.testing.simulation.outputs import Row, SimOutput
 from jstormpy.testing.simulation.storage import SimStorage
@@ -604,6 +606,7 @@ class SimMaster:
         self.failure = ""
         self.generation = 0
         self.persisted_generation = 0
+        self.persisted_floor = 0  # meta "completed_floor" as last written
         self.registered: set[int] = set()
         self.recovery: Recovery | None = None
         self.layout = sim.layout
@@ -625,6 +628,10 @@ class SimMaster:
             self.generation = self.sim.storage.meta.get("generation", 0)
             self.persisted_generation = self.generation
             self.coordinator.completed_floor = self.sim.storage.meta.get("completed_floor", 0)
+            self.persisted_floor = self.coordinator.completed_floor
+            ids = self.sim.storage.meta.get(CHECKPOINT_IDS_META)
+            if ids:
+                self.coordinator.adopt_ids_record(ids)
         self.booted = True
         for w in self.sim.workers:
             if w.alive:
@@ -677,12 +684,13 @@ class SimMaster:
 
     def maybe_prepare(self) -> None:
         rec = self.recovery
-        if rec is None or rec.plan is not None or len(self.registered) < WORKERS:
+        if rec is None or rec.plan is not None or len(self.registered) < WORKERS or \
+                self.coordinator.committing:  # as MasterCore: a commit point's outcome first
             return
         rec.plan = RestorePlan(rec.generation, rec.target, stateful=True,
                                persisted_generation=self.persisted_generation,
                                completed_floor=self.coordinator.completed_floor,
-                               bad=self.coordinator.bad)
+                               bad=self.coordinator.bad, persisted_floor=self.persisted_floor)
         self.perform_plan(rec, rec.plan.begin())
 
     def perform_plan(self, rec: Recovery, actions: list[RestoreAction]) -> None:
@@ -695,12 +703,19 @@ class SimMaster:
         action = actions[0]
         match action:
             case PersistGeneration(g):
-                def persisted(_: Any, error: BaseException | None) -> None:
+                def ids_persisted(_: Any, error: BaseException | None) -> None:
                     if error is not None:
                         self.perform_plan(rec, plan.generation_not_persisted(str(error)))
                     else:
                         self.persisted_generation = max(self.persisted_generation, g)
                         self.perform_plan(rec, plan.generation_persisted())
+
+                def persisted(_: Any, error: BaseException | None) -> None:
+                    if error is not None:
+                        self.perform_plan(rec, plan.generation_not_persisted(str(error)))
+                    else:
+                        storage.put_meta(CHECKPOINT_IDS_META, self.coordinator.ids_record(),
+                                         alive, ids_persisted)
                 storage.put_meta("generation", g, alive, persisted)
             case ListCompleted():
                 def listed(ids: Any, error: BaseException | None) -> None:
@@ -720,6 +735,14 @@ class SimMaster:
                     else:
                         self.perform_plan(rec, plan.metadata_read(cid, meta))
                 storage.read_metadata(cid, alive, read)
+            case PersistFloor(cid):
+                def floor_written(_: Any, error: BaseException | None) -> None:
+                    if error is not None:
+                        self.perform_plan(rec, plan.floor_not_persisted(str(error)))
+                    else:
+                        self.persisted_floor = max(self.persisted_floor, cid)
+                        self.perform_plan(rec, plan.floor_persisted())
+                storage.put_meta("completed_floor", cid, alive, floor_written)
             case _:
                 self.plan_outcome(rec, action)
 
@@ -727,9 +750,8 @@ class SimMaster:
         plan = rec.plan
         assert plan is not None
         coord = self.coordinator
-        coord.id_floor = max([coord.id_floor, *plan.listing])
-        if plan.listing_ok:
-            coord.completed_floor = max([coord.completed_floor, *plan.listing])
+        coord.recovery_resolved(plan.listing, plan.listing_ok,
+                                action.target if isinstance(action, Restore) else None)
         match action:
             case RetryLater(reason):
                 self.sim.world.note(f"TM: recovery waits: {reason[:80]}")
@@ -846,13 +868,23 @@ class SimMaster:
             if error is not None:
                 self.perform(self.coordinator.commit_point_failed(
                     cid, str(error), isinstance(error, TimeoutError), self.now()))
+                self.sim.storage.put_meta(CHECKPOINT_IDS_META, self.coordinator.ids_record(),
+                                          alive, lambda *_: None)
+                if self.state == TopologyState.RECOVERING:
+                    self.maybe_prepare()
                 return
             self.sim.on_completed(cid)
             actions = self.coordinator.commit_point_written(cid, running, self.now(),
                                                             self.now())
             floor = self.coordinator.completed_floor
-            self.sim.storage.put_meta("completed_floor", floor, alive, lambda *_: None)
+
+            def floor_written(_: Any, error: BaseException | None) -> None:
+                if error is None:
+                    self.persisted_floor = max(self.persisted_floor, floor)
+            self.sim.storage.put_meta("completed_floor", floor, alive, floor_written)
             self.perform(actions)
+            if self.state == TopologyState.RECOVERING:
+                self.maybe_prepare()
         self.sim.storage.put_metadata(cid, meta, alive, written)
 
     def alive_check(self) -> Any:
@@ -1043,6 +1075,10 @@ class Simulation:
         for comp in ("spout", "sink"):
             for old_t, new_t in zip(self.layout.tasks(comp), new.tasks(comp), strict=True):
                 moved[new_t] = by_task[old_t]
+        for t in new.tasks("sink"):
+            # as rescale_state._reset_channels: every sink committed the quiescent
+            # checkpoint, so nothing staged is left to re-commit under the new task ids
+            moved[t] = {**(moved[t] or {}), "pending_rows": {}}
         # the rescaled checkpoint replaces the quiescent one (every sink committed it)
         handles: dict[str, dict[str, str]] = {}
         for t, data in moved.items():

@@ -29,7 +29,7 @@ class SimStorage:
         self.plan = plan
         self.snapshots: dict[tuple[int, int, int], Any] = {}
         self.metadata: dict[int, dict[str, Any]] = {}
-        self.meta: dict[str, int] = {}
+        self.meta: dict[str, Any] = {}
         self.partial: set[tuple[int, int, int]] = set()
         self.tm_queue: list[Any] = []  # the TM's calls run one at a time (BackendIO)
         self.tm_busy = False
@@ -70,7 +70,7 @@ class SimStorage:
             if self.plan.hit(self.world, Fault.METADATA_TIMEOUT):
                 # the write lands after the caller gave up on it
                 def land() -> None:
-                    self.metadata.setdefault(checkpoint_id, metadata)
+                    self.metadata[checkpoint_id] = metadata  # a late rename replaces
                     self.landed.add(checkpoint_id)
                 self.world.at(self.world.latency(50, 400), land,
                               f"storage: late metadata of checkpoint {checkpoint_id} lands")
@@ -101,7 +101,7 @@ class SimStorage:
             return self.metadata[checkpoint_id], None
         self._call("read_metadata", apply, alive, done, serial=True)
 
-    def put_meta(self, name: str, value: int, alive: Callable[[], bool], done: Done) -> None:
+    def put_meta(self, name: str, value: Any, alive: Callable[[], bool], done: Done) -> None:
         def apply() -> tuple[Any, BaseException | None]:
             if self._disk_full() or self.plan.hit(self.world, Fault.META_WRITE_ERROR):
                 return None, BackendError(f"write of meta/{name} failed")
