@@ -247,7 +247,8 @@ class MemoryStore:
 
 
 # -- RocksDB ------------------------------------------------------------------------------------
-def _rocksdict() -> Any:
+def rocksdict_module() -> Any:
+    """The ``rocksdict`` module (a ConfigError naming it if it is not installed)."""
     try:
         import rocksdict
     except ImportError as exc:  # pragma: no cover - a declared dependency
@@ -455,6 +456,23 @@ _DELETED = _Deleted()
 _MISSING = object()
 
 
+def store_options(rd: Any, block_cache: Any = None) -> Any:
+    """Options of a task database: raw bytes in and out; point lookups (a state read is
+    one) through a bloom filter and ``block_cache`` (shared by the task's states)."""
+    opts = rd.Options(raw_mode=True)
+    opts.create_if_missing(True)
+    # the native checkpoint at a barrier flushes the memtable on the task thread: a
+    # smaller one bounds that pause (RocksDB flushes full ones in the background)
+    opts.set_write_buffer_size(WRITE_BUFFER_BYTES)
+    table = rd.BlockBasedOptions()
+    table.set_bloom_filter(10, False)
+    if block_cache is not None:
+        table.set_block_cache(block_cache)
+    table.set_cache_index_and_filter_blocks(True)
+    opts.set_block_based_table_factory(table)
+    return opts
+
+
 class RocksDBStore:
     """One task's RocksDB database: a fresh directory at ``path`` (whatever was there —
     the database of an earlier run or generation of this task — is removed first: a
@@ -465,7 +483,7 @@ class RocksDBStore:
 
     def __init__(self, path: str | os.PathLike[str], max_parallelism: int,
                  clock: Clock = wall_ms) -> None:
-        rd = _rocksdict()
+        rd = rocksdict_module()
         self.path = Path(path)
         self.frozen_dir = self.path.with_name(self.path.name + ".frozen")
         shutil.rmtree(self.path, ignore_errors=True)
@@ -479,21 +497,18 @@ class RocksDBStore:
         self.db: Any = None  # opened with the first state: a stateless task has no database
         self.families: dict[str, Any] = {}
         self.caches: dict[str, dict[Any, Any]] = {}  # per state: writes since the last flush
+        self.native_checkpoints = False
+        """Snapshots are the native checkpoint's files (incremental, shared SST files;
+        ``state_backends/rocksdb_files.py``), not the memory format's entries."""
+        self.key_groups: range | None = None
+        """The task's key groups (recorded in a native snapshot: a restore with the same
+        range opens the files as they are)."""
+        self.uploaded: dict[str, str] = {}
+        """SST file name -> its key in the snapshot backend, for the files already there
+        (filled by the snapshot thread and by a native restore)."""
 
     def _options(self) -> Any:
-        """Raw bytes in and out; point lookups (a state read is one) through a bloom
-        filter and a block cache of :data:`BLOCK_CACHE_BYTES` shared by the task's states."""
-        opts = self.rd.Options(raw_mode=True)
-        opts.create_if_missing(True)
-        # the native checkpoint at a barrier flushes the memtable on the task thread: a
-        # smaller one bounds that pause (RocksDB flushes full ones in the background)
-        opts.set_write_buffer_size(WRITE_BUFFER_BYTES)
-        table = self.rd.BlockBasedOptions()
-        table.set_bloom_filter(10, False)
-        table.set_block_cache(self.block_cache)
-        table.set_cache_index_and_filter_blocks(True)
-        opts.set_block_based_table_factory(table)
-        return opts
+        return store_options(self.rd, self.block_cache)
 
     def _family(self, name: str) -> Any:
         cf = self.families.get(name)
@@ -564,8 +579,28 @@ class RocksDBStore:
         self.frozen_count += 1
         target = self.frozen_dir / str(self.frozen_count)
         self.frozen_dir.mkdir(parents=True, exist_ok=True)
-        self.rd.Checkpoint(self.db).create_checkpoint(str(target))
-        return FrozenStore(target, self._options(), self.clock())
+        try:
+            self.rd.Checkpoint(self.db).create_checkpoint(str(target))
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)  # e.g. a full disk: leave nothing
+            raise
+        return FrozenStore(target, self._options(), self.clock(), self)
+
+    def open_restored(self, states: Mapping[str, int | None],
+                      uploaded: Mapping[str, str]) -> dict[str, RocksState]:
+        """Open the database a native restore put at :attr:`path` (the files of a
+        checkpoint, ``uploaded`` naming where each SST file is in the backend) and return
+        its states (``states``: name -> ttl_ms)."""
+        names = self.rd.Rdict.list_cf(str(self.path))
+        opts = self._options()
+        self.db = self.rd.Rdict(str(self.path), options=opts,
+                                column_families={n: self._options() for n in names})
+        self.uploaded = dict(uploaded)
+        out: dict[str, RocksState] = {}
+        for name, ttl_ms in states.items():
+            cf = self.families[name] = self.db.get_column_family(f"s:{name}")
+            out[name] = RocksState(self, name, cf, ttl_ms)
+        return out
 
     def adopt(self, states: dict[str, Any]) -> None:
         """Move restored state dicts into the database (replacing them in ``states``)."""
@@ -590,23 +625,28 @@ class FrozenStore:
     """A task database as it was at a barrier (a native checkpoint directory), read on the
     snapshot thread and deleted by :meth:`release`."""
 
-    def __init__(self, path: Path, options: Any, now_ms: float) -> None:
+    def __init__(self, path: Path, options: Any, now_ms: float,
+                 source: RocksDBStore | None = None) -> None:
         self.path = path
         self.options = options
         self.now_ms = now_ms
+        self.source = source
+        """The live store it was taken of (None: a downloaded checkpoint)."""
         self.db: Any = None
         self.families: dict[str, Any] = {}
 
-    def state(self, name: str, ttl_ms: int | None) -> FrozenState:
-        """State ``name`` as of the barrier (entries expired then left out)."""
+    def state(self, name: str, ttl_ms: int | None,
+              groups: set[int] | None = None) -> FrozenState:
+        """State ``name`` as of the barrier (entries expired then left out; only key
+        groups ``groups`` if given)."""
         horizon = float("-inf") if ttl_ms is None else self.now_ms - ttl_ms
-        return FrozenState(self, name, horizon)
+        return FrozenState(self, name, horizon, groups)
 
     def family(self, name: str) -> Any:
         """The column family of state ``name`` in the checkpoint (opened read-only)."""
         cf = self.families.get(name)
         if cf is None:
-            rd = _rocksdict()
+            rd = rocksdict_module()
             if self.db is None:
                 names = rd.Rdict.list_cf(str(self.path))
                 self.db = rd.Rdict(str(self.path), options=self.options,
@@ -630,14 +670,19 @@ class FrozenState:
     """One named state of a :class:`FrozenStore`: iterating it yields what
     :class:`RocksState` pickles as (the checkpoint's dict format)."""
 
-    def __init__(self, frozen: FrozenStore, name: str, horizon: float) -> None:
+    def __init__(self, frozen: FrozenStore, name: str, horizon: float,
+                 groups: set[int] | None = None) -> None:
         self.frozen = frozen
         self.name = name
         self.horizon = horizon
+        self.groups = groups
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         horizon = self.horizon
+        groups = self.groups
         for k, v in self.frozen.family(self.name).items():
+            if groups is not None and _GROUP.unpack_from(k)[0] not in groups:
+                continue
             entry = decode_entry(v)
             if entry.__class__ is Stamped and entry.written_ms <= horizon:
                 continue
