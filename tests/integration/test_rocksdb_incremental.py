@@ -1,9 +1,9 @@
 """Incremental native checkpoints of the RocksDB state store with real processes
 (docs/state-stores.md): a worker SIGKILL restores the task databases from shared SST
 files on file://, hdfs:// (WebHDFS test server) and hbase:// (HBase Thrift test server),
-keeping exactly-once per key; a garbled SST file of the newest checkpoint makes the
-recovery fall back to an older checkpoint (naming the file) instead of restoring empty
-state.
+keeping exactly-once per key; a garbled or deleted SST file of the newest checkpoint
+makes the recovery fall back to an older checkpoint (naming the file) instead of
+restoring empty state.
 
 Every wait polls a condition with a deadline; no sleep stands in for one.
 """
@@ -94,7 +94,9 @@ def test_worker_sigkill_restores_from_shared_sst_files(tmp_path: Path, kind: str
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
 
 
-def test_garbled_sst_file_falls_back_to_an_older_checkpoint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", ["garbled", "missing"])
+def test_damaged_sst_file_falls_back_to_an_older_checkpoint(tmp_path: Path,
+                                                            damage: str) -> None:
     out, stores, ckpt = tmp_path / "out", tmp_path / "stores", tmp_path / "ckpt"
     uri = f"file://{ckpt}"
     with LocalCluster(home=tmp_path / "home") as cluster:
@@ -103,13 +105,16 @@ def test_garbled_sst_file_falls_back_to_an_older_checkpoint(tmp_path: Path) -> N
                                                    checkpoints_retained=3))
         newest = wait_until(lambda: committed_count(out) > 1500 and last_completed(handle) >= 3
                             and last_completed(handle), 90, "three checkpoints")
-        # garble every SST file the newest checkpoint uploaded (it and any checkpoint
-        # completing meanwhile reference them; the ones before it do not)
-        garbled = [p for p in (ckpt / "inc").rglob(f"sst-{newest:010d}-*")]
-        assert garbled, sorted(map(str, (ckpt / "inc").rglob("*")))
-        for p in garbled:
-            raw = p.read_bytes()
-            p.write_bytes(raw[:-8] + bytes(b ^ 0xA5 for b in raw[-8:]))
+        # garble or delete every SST file the newest checkpoint uploaded (it and any
+        # checkpoint completing meanwhile reference them; the ones before it do not)
+        damaged = [p for p in (ckpt / "inc").rglob(f"sst-{newest:010d}-*")]
+        assert damaged, sorted(map(str, (ckpt / "inc").rglob("*")))
+        for p in damaged:
+            if damage == "missing":
+                p.unlink()
+            else:
+                raw = p.read_bytes()
+                p.write_bytes(raw[:-8] + bytes(b ^ 0xA5 for b in raw[-8:]))
         gen = handle.status()["generation"]
         os.kill(handle.workers()[0].pid, signal.SIGKILL)
         recovery = wait_until(lambda: [r for r in handle.status()["recoveries"]
@@ -119,6 +124,7 @@ def test_garbled_sst_file_falls_back_to_an_older_checkpoint(tmp_path: Path) -> N
         # the error names the damaged file and the checkpoint it belongs to
         assert "corrupt snapshot in checkpoint" in reason and "SST file" in reason, reason
         assert f"sst-{newest:010d}-" in reason, reason
+        assert ("is missing" if damage == "missing" else "checksum mismatch") in reason, reason
         assert committed_count(out) < KEYS * PER_KEY, "the run ended before the kill mattered"
         handle.wait(timeout=180)
     # the state restored from the older checkpoint is right (not empty): the last record of
