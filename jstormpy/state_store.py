@@ -26,11 +26,14 @@ the write time, so a restore never brings an expired entry back.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import pickle
 import shutil
 import struct
 import time
+import weakref
 from collections.abc import (
     Callable,
     ItemsView,
@@ -44,6 +47,8 @@ from typing import Any, NamedTuple
 
 from jstormpy.api.errors import ConfigError
 from jstormpy.keygroups import key_group, key_groups_of
+
+log = logging.getLogger("jstormpy.state_store")
 
 STATE_STORES = ("memory", "rocksdb")
 """The values of ``Config.state_store``."""
@@ -279,6 +284,7 @@ class RocksState(MutableMapping[Any, Any]):
         self.name = name
         self.cf = cf
         self.ttl_ms = ttl_ms
+        store.add_view(self)  # its column family handle is replaced if the store reopens
         self.cache: dict[Any, Any] = store.caches.setdefault(name, {})
         self.max_parallelism = store.max_parallelism
         self.clock = store.clock
@@ -506,6 +512,11 @@ class RocksDBStore:
         self.uploaded: dict[str, str] = {}
         """SST file name -> its key in the snapshot backend, for the files already there
         (filled by the snapshot thread and by a native restore)."""
+        self.views: list[weakref.ref[RocksState]] = []
+        """The states opened on this database (a mapping is unhashable: no WeakSet)."""
+        self.broken: BaseException | None = None
+        """The write error (e.g. a full disk) that left the database refusing writes:
+        RocksDB keeps refusing until it is reopened (:meth:`reopen`)."""
 
     def _options(self) -> Any:
         return store_options(self.rd, self.block_cache)
@@ -551,7 +562,17 @@ class RocksDBStore:
             self.db.write(batch)
 
     def flush(self, name: str | None = None) -> None:
-        """Write the write cache of state ``name`` (None: of every state) to RocksDB."""
+        """Write the write cache of state ``name`` (None: of every state) to RocksDB (the
+        cache is kept if that fails, and the database reopened before the next try)."""
+        if self.broken is not None:
+            self.reopen()
+        try:
+            self._flush(name)
+        except Exception as exc:
+            self.broken = exc
+            raise
+
+    def _flush(self, name: str | None) -> None:
         for state in [name] if name is not None else list(self.caches):
             cache = self.caches.get(state)
             if not cache:
@@ -578,13 +599,48 @@ class RocksDBStore:
         self.flush()
         self.frozen_count += 1
         target = self.frozen_dir / str(self.frozen_count)
-        self.frozen_dir.mkdir(parents=True, exist_ok=True)
         try:
+            self.frozen_dir.mkdir(parents=True, exist_ok=True)
             self.rd.Checkpoint(self.db).create_checkpoint(str(target))
-        except BaseException:
-            shutil.rmtree(target, ignore_errors=True)  # e.g. a full disk: leave nothing
+        except Exception as exc:  # e.g. a full disk: leave nothing, reopen before the next
+            shutil.rmtree(target, ignore_errors=True)
+            self.broken = exc
             raise
         return FrozenStore(target, self._options(), self.clock(), self)
+
+    def add_view(self, view: RocksState) -> None:
+        """Remember ``view`` (weakly) so :meth:`reopen` can hand it the new handle."""
+        self.views = [r for r in self.views if r() is not None]
+        self.views.append(weakref.ref(view))
+
+    def reopen(self) -> None:
+        """Close and reopen the database after a write error (a full disk): RocksDB
+        refuses every write after one until it is reopened. What the failed writes held is
+        still in the write caches (a failed flush keeps them) and is written again.
+
+        Raises:
+            Exception: the database cannot be opened again yet (the disk is still full).
+        """
+        opened = list(self.families)
+        for cf in self.families.values():
+            with contextlib.suppress(Exception):  # it reports the write error again
+                cf.close()
+        if self.db is not None:
+            with contextlib.suppress(Exception):
+                self.db.close()
+        self.families.clear()
+        self.db = None
+        names = self.rd.Rdict.list_cf(str(self.path))
+        self.db = self.rd.Rdict(str(self.path), options=self._options(),
+                                column_families={n: self._options() for n in names})
+        for name in opened:
+            self.families[name] = self.db.get_column_family(f"s:{name}")
+        for ref in self.views:
+            view = ref()
+            if view is not None:
+                view.cf = self.families[view.name]
+        self.broken = None
+        log.info("reopened the RocksDB at %s after a write error", self.path)
 
     def open_restored(self, states: Mapping[str, int | None],
                       uploaded: Mapping[str, str]) -> dict[str, RocksState]:

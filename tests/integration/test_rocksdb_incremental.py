@@ -137,3 +137,42 @@ def test_damaged_sst_file_falls_back_to_an_older_checkpoint(tmp_path: Path,
     assert sorted(last) == sorted(f"k{k}" for k in range(KEYS))
     assert all(r["count"] == PER_KEY for r in last.values()), last
     assert len({(r["key"], r["seq"]) for r in read_committed(out)}) == KEYS * PER_KEY
+
+
+def test_full_local_disk_fails_the_native_checkpoint_and_the_job_goes_on(
+        tmp_path: Path) -> None:
+    """The task databases' disk fills up (a 16 MB tmpfs and ballast, the disk_full chaos
+    fault's): checkpoints are declined, naming the failed native checkpoint, the job keeps
+    running; once there is space again checkpoints complete and the job drains with every
+    key exactly once."""
+    from jstormpy.testing.chaos.disk import FullDisk
+
+    out, stores = tmp_path / "out", tmp_path / "stores"
+    disk = FullDisk(stores)
+    if not disk.mounted:
+        pytest.skip("needs root to mount a tmpfs")
+    try:
+        with LocalCluster(home=tmp_path / "home") as cluster:
+            handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=600),
+                                    incremental_config(stores, f"file://{tmp_path / 'ckpt'}"))
+            wait_until(lambda: last_completed(handle) >= 2, 90, "two checkpoints")
+            gen = handle.status()["generation"]
+            disk.fill()
+
+            def declined() -> list[dict[str, Any]]:
+                return [c for c in handle.status()["checkpoints"]
+                        if "native RocksDB checkpoint failed" in (c.get("error") or "")]
+
+            failed = wait_until(declined, 60, "a declined checkpoint")
+            assert "No space left" in failed[0]["error"], failed
+            before = committed_count(out)
+            disk.free()
+            newest = max(c["id"] for c in failed)
+            wait_until(lambda: last_completed(handle) > newest, 60,
+                       "a checkpoint completed after the disk has space again")
+            assert committed_count(out) > before or committed_count(out) == KEYS * PER_KEY
+            assert handle.status()["generation"] == gen, "the job was restarted"
+            handle.wait(timeout=180)
+    finally:
+        disk.release()
+    assert check_keyed_sums(out, KEYS, PER_KEY) == ""

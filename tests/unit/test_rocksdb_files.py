@@ -176,3 +176,40 @@ def test_retention_keeps_referenced_sst_files_and_drops_orphans(tmp_path: Path,
     for handle in handles[-2:]:  # and both retained checkpoints still restore
         assert len(load_task_snapshot(backend, handle)["states"]["counts"]) > 0
     store.close()
+
+
+def test_full_local_disk_declines_the_checkpoint_and_the_next_one_goes_ahead(
+        tmp_path: Path, backend: Any) -> None:
+    """A real full disk (a 16 MB tmpfs filled with ballast, the disk_full chaos fault's)
+    under the task database: the native checkpoint fails, that checkpoint is declined
+    (nothing is pickled at the barrier), the task keeps reading and writing its state, and
+    once there is space again the next checkpoint holds every write."""
+    from jstormpy.api.errors import CheckpointError
+    from jstormpy.testing.chaos.disk import FullDisk
+
+    disk = FullDisk(tmp_path / "local")
+    if not disk.mounted:
+        pytest.skip("needs root to mount a tmpfs (a read-only directory is no full disk)")
+    try:
+        store = native_store(tmp_path / "local" / "db")
+        counts = store.open("counts", None, None)
+        counts.update({i: i for i in range(5000)})
+        checkpoint(backend, store, {"counts": counts}, 1)
+        assert "ENOSPC" in disk.fill()
+        counts.update({i: -i for i in range(2000)})
+        view = capture({"states": {"counts": counts}})
+        assert view.decline and "native RocksDB checkpoint failed" in view.decline
+        assert "counts" not in pickle.loads(view.rest)["states"]
+        with pytest.raises(CheckpointError, match="No space left"):
+            verify(view)
+        release(view)
+        assert counts[5] == -5 and counts[4999] == 4999  # the task goes on
+        counts[6000] = 6000
+        disk.free()
+        handle, _ = checkpoint(backend, store, {"counts": counts}, 2)
+        store.close()
+        got = load_task_snapshot(backend, handle)["states"]["counts"]
+        assert len(got) == 5001 and got[1999] == -1999 and got[2000] == 2000
+        assert got[6000] == 6000
+    finally:
+        disk.release()
