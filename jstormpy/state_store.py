@@ -512,6 +512,11 @@ class RocksDBStore:
         self.uploaded: dict[str, str] = {}
         """SST file name -> its key in the snapshot backend, for the files already there
         (filled by the snapshot thread and by a native restore)."""
+        self.crcs: dict[str, int] = {}
+        """Backend key -> CRC-32 of the SST files in :attr:`uploaded` (where known)."""
+        self.local: Any = None
+        """Where the uploaded SST files are kept locally for local recovery (a
+        ``state_backends.rocksdb_files.LocalCopies``; None: not kept)."""
         self.views: list[weakref.ref[RocksState]] = []
         """The states opened on this database (a mapping is unhashable: no WeakSet)."""
         self.broken: BaseException | None = None
@@ -642,16 +647,17 @@ class RocksDBStore:
         self.broken = None
         log.info("reopened the RocksDB at %s after a write error", self.path)
 
-    def open_restored(self, states: Mapping[str, int | None],
-                      uploaded: Mapping[str, str]) -> dict[str, RocksState]:
+    def open_restored(self, states: Mapping[str, int | None], uploaded: Mapping[str, str],
+                      crcs: Mapping[str, int] | None = None) -> dict[str, RocksState]:
         """Open the database a native restore put at :attr:`path` (the files of a
-        checkpoint, ``uploaded`` naming where each SST file is in the backend) and return
-        its states (``states``: name -> ttl_ms)."""
+        checkpoint, ``uploaded`` naming where each SST file is in the backend, ``crcs``
+        their checksums by key) and return its states (``states``: name -> ttl_ms)."""
         names = self.rd.Rdict.list_cf(str(self.path))
         opts = self._options()
         self.db = self.rd.Rdict(str(self.path), options=opts,
                                 column_families={n: self._options() for n in names})
         self.uploaded = dict(uploaded)
+        self.crcs = dict(crcs or {})
         out: dict[str, RocksState] = {}
         for name, ttl_ms in states.items():
             cf = self.families[name] = self.db.get_column_family(f"s:{name}")

@@ -33,9 +33,12 @@ self-contained.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+import zlib
 from collections.abc import Callable, Iterable, MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,15 +59,19 @@ def sst_key(task_id: int, checkpoint_id: int, generation: int, attempt: str,
 
 
 def upload_checkpoint(backend: StateBackend, folder: Path, uploaded: MutableMapping[str, str],
-                      *, task_id: int, checkpoint_id: int, generation: int, attempt: str,
+                      known_crcs: MutableMapping[str, int], *, task_id: int,
+                      checkpoint_id: int, generation: int, attempt: str,
                       states: dict[str, int | None], key_groups: range | None,
                       max_parallelism: int, now_ms: float,
                       after_first_upload: Callable[[], None] | None = None
                       ) -> tuple[dict[str, Any], int]:
     """Upload the native checkpoint in ``folder``: the SST files not in ``uploaded``
     (file name -> key; each one is added as it lands, so a failed checkpoint's files are
-    referenced, not uploaded again, by the next), and the small files inline. Returns the
-    snapshot's ``"rocksdb"`` entry and the bytes written. ``after_first_upload`` runs once
+    referenced, not uploaded again, by the next), and the small files inline.
+    ``known_crcs`` (key -> CRC-32 of the file, kept by the caller) gives the checksums of
+    the files referenced; the entry carries them (local recovery checks its copies against
+    them); each new file's is added. Returns the snapshot's ``"rocksdb"`` entry and the
+    bytes written. ``after_first_upload`` runs once
     the first new SST file is in the backend (a fault point)."""
     ssts: list[list[Any]] = []
     files: dict[str, bytes] = {}
@@ -80,8 +87,10 @@ def upload_checkpoint(backend: StateBackend, folder: Path, uploaded: MutableMapp
         key = uploaded.get(name)
         if key is None:
             key = sst_key(task_id, checkpoint_id, generation, attempt, name)
-            backend.put_object(key, seal_blob(path.read_bytes()))
+            data = path.read_bytes()
+            backend.put_object(key, seal_blob(data))
             uploaded[name] = key
+            known_crcs[key] = zlib.crc32(data)
             written += size
             if hook is not None:
                 run: Callable[[], None] = hook
@@ -89,21 +98,109 @@ def upload_checkpoint(backend: StateBackend, folder: Path, uploaded: MutableMapp
                 run()
         ssts.append([name, key, size])
     groups = None if key_groups is None else [key_groups.start, key_groups.stop]
-    entry = {"format": FORMAT, "states": dict(states), "key_groups": groups,
-             "max_parallelism": max_parallelism, "now_ms": now_ms, "sst": ssts,
-             "files": files}
+    entry: dict[str, Any] = {
+        "format": FORMAT, "states": dict(states), "key_groups": groups,
+        "max_parallelism": max_parallelism, "now_ms": now_ms, "sst": ssts,
+        "crc32": {k: known_crcs[k] for _n, k, _s in ssts if k in known_crcs},
+        "files": files}
+    for key in [k for k in known_crcs if k not in entry["crc32"]]:
+        del known_crcs[key]  # files the database no longer has
     return entry, written
+
+
+def sst_keys_of(ssts: Iterable[list[Any]]) -> list[str]:
+    return [key for _name, key, _size in ssts]
 
 
 def sst_keys(entry: dict[str, Any]) -> list[str]:
     """The shared-file keys a ``"rocksdb"`` snapshot entry references (its ``.refs``)."""
-    return [key for _name, key, _size in entry.get("sst", ())]
+    return sst_keys_of(entry.get("sst", ()))
+
+
+class LocalCopies:
+    """Local recovery: a worker's local copies of the SST files one task uploaded, in
+    ``folder`` (beside the task databases), hard links to the database's own files (SST
+    files never change, so a link costs no space until RocksDB deletes its name).
+
+    After every upload the task keeps links to the files of that checkpoint and of the
+    one before (the newest may not complete) and drops the rest of its own; a restore of
+    that task on the same host takes every file whose copy has the size and CRC-32 the
+    snapshot records, and downloads only the others (:func:`download_checkpoint`)."""
+
+    def __init__(self, folder: Path, task_id: int) -> None:
+        self.folder = folder
+        self.prefix = _local_name(f"{SHARED_PREFIX}task-{task_id:05d}/")
+        self.previous: set[str] = set()
+
+    def path(self, key: str) -> Path:
+        return self.folder / _local_name(key)
+
+    def seed(self, entry: dict[str, Any]) -> None:
+        """The restored checkpoint's files count as the previous upload's."""
+        self.previous = set(sst_keys(entry))
+
+    def keep(self, checkpoint: Path, entry: dict[str, Any]) -> None:
+        """Link the SST files of the uploaded ``entry`` from the native checkpoint
+        directory ``checkpoint``; delete this task's other copies."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        current = set()
+        for name, key, _size in entry["sst"]:
+            current.add(key)
+            target = self.path(key)
+            if not target.exists():
+                os.link(checkpoint / name, target)
+        wanted = {_local_name(k) for k in current | self.previous}
+        for p in self.folder.iterdir():
+            if p.name.startswith(self.prefix) and p.name not in wanted:
+                p.unlink(missing_ok=True)
+        self.previous = current
+
+    @staticmethod
+    def drop_others(folder: Path, task_ids: Iterable[int]) -> None:
+        """Delete the local copies in ``folder`` of every task but ``task_ids`` (the
+        tasks this worker no longer runs)."""
+        if not folder.is_dir():
+            return
+        mine = tuple(_local_name(f"{SHARED_PREFIX}task-{t:05d}/") for t in task_ids)
+        for p in folder.iterdir():
+            if not p.name.startswith(mine):
+                p.unlink(missing_ok=True)
+
+    def take(self, key: str, size: int, crc: int | None, dest: Path) -> bool:
+        """Link the local copy of ``key`` to ``dest`` if it is intact; whether it was."""
+        if crc is None:
+            return False
+        source = self.path(key)
+        try:
+            if source.stat().st_size != size or zlib.crc32(source.read_bytes()) != crc:
+                return False
+            os.link(source, dest)
+        except OSError:
+            return False
+        return True
+
+
+def _local_name(key: str) -> str:
+    return key.replace("/", "__")
+
+
+@dataclass
+class Downloaded:
+    """What :func:`download_checkpoint` put in place."""
+
+    files: dict[str, str]
+    """SST file name -> backend key."""
+    local: int = 0
+    """SST files taken from local copies."""
+    downloaded: int = 0
+    """SST files downloaded."""
+    downloaded_bytes: int = 0
 
 
 def download_checkpoint(backend: StateBackend, entry: dict[str, Any], target: Path,
-                        where: str) -> dict[str, str]:
-    """Write the native checkpoint of ``entry`` into ``target`` (a fresh directory);
-    returns file name -> key of its SST files.
+                        where: str, local: LocalCopies | None = None) -> Downloaded:
+    """Write the native checkpoint of ``entry`` into ``target`` (a fresh directory),
+    taking intact ``local`` copies of SST files instead of downloading them.
 
     Raises:
         MissingSegmentError: an SST file is gone from the backend (named).
@@ -113,8 +210,13 @@ def download_checkpoint(backend: StateBackend, entry: dict[str, Any], target: Pa
         raise CorruptSnapshotError(f"{where}: unknown RocksDB checkpoint format "
                                    f"{entry.get('format')!r}")
     target.mkdir(parents=True, exist_ok=True)
-    out: dict[str, str] = {}
+    out = Downloaded({})
+    crcs = entry.get("crc32") or {}
     for name, key, size in entry["sst"]:
+        out.files[name] = key
+        if local is not None and local.take(key, size, crcs.get(key), target / name):
+            out.local += 1
+            continue
         label = f"SST file {name} ({key}) of {where}"
         try:
             sealed = backend.get_object(key)
@@ -125,7 +227,8 @@ def download_checkpoint(backend: StateBackend, entry: dict[str, Any], target: Pa
             raise CorruptSnapshotError(f"{label}: {len(data)} bytes, the snapshot says "
                                        f"{size}")
         (target / name).write_bytes(data)
-        out[name] = key
+        out.downloaded += 1
+        out.downloaded_bytes += size
     for name, data in entry["files"].items():
         (target / name).write_bytes(data)
     return out

@@ -160,11 +160,18 @@ def upload_native(view: SnapshotView, backend: StateBackend | None, *, task_id: 
         raise CheckpointError("a native RocksDB checkpoint needs a state backend")
     store = frozen.source
     entry, written = upload_checkpoint(
-        backend, frozen.path, store.uploaded, task_id=task_id, checkpoint_id=checkpoint_id,
+        backend, frozen.path, store.uploaded, store.crcs, task_id=task_id,
+        checkpoint_id=checkpoint_id,
         generation=generation, attempt=attempt, states=view.native,
         key_groups=store.key_groups, max_parallelism=store.max_parallelism,
         now_ms=frozen.now_ms, after_first_upload=after_first_upload)
     view.extra = {**(view.extra or {}), "rocksdb": entry}
+    if store.local is not None:  # local recovery: keep links to what was uploaded
+        try:
+            store.local.keep(frozen.path, entry)
+        except OSError as exc:  # e.g. a full disk: the restore downloads instead
+            log.warning("task %s: keeping local copies of checkpoint %s failed: %s",
+                        task_id, checkpoint_id, exc)
     return sst_keys(entry), written
 
 

@@ -61,7 +61,11 @@ from jstormpy.security.tokens import auth_metadata, secret_from_env
 from jstormpy.state_backends import StateBackend, open_backend
 from jstormpy.state_backends.changelog import load_task_snapshot
 from jstormpy.state_backends.deadline import DeadlineBackend
-from jstormpy.state_backends.rocksdb_files import download_checkpoint, materialise_into
+from jstormpy.state_backends.rocksdb_files import (
+    LocalCopies,
+    download_checkpoint,
+    materialise_into,
+)
 from jstormpy.state_store import MemoryStore, RocksDBStore, open_store
 
 log = logging.getLogger("jstormpy.worker")
@@ -510,10 +514,18 @@ class Worker(TaskHost):
             store.native_checkpoints = (conf.incremental_checkpoints
                                         and self.backend is not None
                                         and self.guarantee != "at_most_once")
+            if store.native_checkpoints or native is not None:  # local recovery
+                store.local = LocalCopies(self._state_store_dir() / "local", task_id)
             if native is not None:
                 assert self.backend is not None
-                uploaded = download_checkpoint(self.backend, native, store.path, where)
-                managed_states(comp).update(store.open_restored(native["states"], uploaded))
+                got = download_checkpoint(self.backend, native, store.path, where,
+                                          store.local)
+                store.local.seed(native)
+                log.info("task %s: opened the RocksDB checkpoint of %s: %d SST file(s) "
+                         "from local copies, %d downloaded (%d bytes)", task_id, where,
+                         got.local, got.downloaded, got.downloaded_bytes)
+                managed_states(comp).update(store.open_restored(
+                    native["states"], got.files, native.get("crc32")))
         use_state_store(comp, store)
         store.adopt(managed_states(comp))
 
@@ -540,6 +552,7 @@ class Worker(TaskHost):
             for entry in folder.iterdir():
                 if entry.name.startswith("task-") and entry.name not in mine:
                     shutil.rmtree(entry, ignore_errors=True)
+            LocalCopies.drop_others(folder / "local", task_ids)  # and their local copies
 
     def _close_state_stores(self) -> None:
         for task_id, store in list(self.state_stores.items()):

@@ -64,8 +64,9 @@ INCREMENTAL = [
     # rest and before its snapshot: those files are orphans, retention must delete them
     ("linear", ChaosSchedule(64, (Kill("point", point="during_sst_upload", checkpoint=3),))),
     # the TM dies half-way through deleting SST files no retained checkpoint references
-    ("linear", ChaosSchedule(65, (Kill("point", point="master_during_segment_gc",
-                                       checkpoint=5),))),
+    # (armed at three checkpoints: it fires only where a compaction left files to delete)
+    ("linear", ChaosSchedule(65, tuple(Kill("point", point="master_during_segment_gc",
+                                            checkpoint=c) for c in (5, 6, 9)))),
     ("wordcount", ChaosSchedule.random(seed=66, kills=3, workers=3, master=True,
                                        points=True)),
 ]

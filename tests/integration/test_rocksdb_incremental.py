@@ -10,8 +10,10 @@ Every wait polls a condition with a deadline; no sleep stands in for one.
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
+import shutil
 import signal
 from pathlib import Path
 from typing import Any
@@ -81,6 +83,7 @@ def test_worker_sigkill_restores_from_shared_sst_files(tmp_path: Path, kind: str
         wait_until(lambda: committed_count(out) > 2000 and last_completed(handle) >= 3, 90,
                    "some committed output and three checkpoints")
         gen = handle.status()["generation"]
+        victim = handle.workers()[0].id
         os.kill(handle.workers()[0].pid, signal.SIGKILL)
         wait_until(lambda: handle.status()["generation"] > gen, 60, "the recovery")
         # the first checkpoint after the restore references SST files uploaded before
@@ -90,6 +93,13 @@ def test_worker_sigkill_restores_from_shared_sst_files(tmp_path: Path, kind: str
             if generation_of(h) > gen], 90, "a checkpoint of the new generation")
         assert committed_count(out) < KEYS * PER_KEY, "the run ended before the kill mattered"
         assert any(generation_of(k) <= gen for _h, keys in refs for k in keys), refs
+        # local recovery: the restarted worker, on the same host, took its tasks' SST files
+        # from its local copies
+        assert handle.run_dir is not None
+        restores = [line for line in (handle.run_dir / "logs" / f"worker-{victim}.log")
+                    .read_text().splitlines() if "opened the RocksDB checkpoint" in line]
+        assert restores and all(" 0 SST file(s) from local copies" not in line
+                                for line in restores), restores
         handle.wait(timeout=180)
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
 
@@ -115,6 +125,19 @@ def test_damaged_sst_file_falls_back_to_an_older_checkpoint(tmp_path: Path,
             else:
                 raw = p.read_bytes()
                 p.write_bytes(raw[:-8] + bytes(b ^ 0xA5 for b in raw[-8:]))
+        # and no local copy survives (as on another host; local recovery would take the
+        # intact copies instead): each worker's local folder becomes a plain file, so no
+        # copy is kept or found from now on
+        local = sorted(stores.glob("worker-*/local"))
+        assert local and any(d.glob(f"*sst-{newest:010d}-*") for d in local), local
+        def replace(d: Path) -> bool:  # a concurrent upload may create it again
+            if d.is_dir():
+                shutil.rmtree(d, ignore_errors=True)
+            d.write_text("no local copies here")
+            return True
+
+        for d in local:
+            wait_until(functools.partial(replace, d), 10, f"{d} replaced by a file")
         gen = handle.status()["generation"]
         os.kill(handle.workers()[0].pid, signal.SIGKILL)
         recovery = wait_until(lambda: [r for r in handle.status()["recoveries"]

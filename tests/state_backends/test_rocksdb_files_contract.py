@@ -35,8 +35,8 @@ def test_native_checkpoints_round_trip_incrementally(env: Env, tmp_path: Path  #
     store.close()
     entry = pickle.loads(b.get_snapshot(h2))["rocksdb"]
     restored = native_store(tmp_path / "db2")
-    uploaded = download_checkpoint(b, entry, restored.path, "checkpoint 2")
-    got = restored.open_restored(entry["states"], uploaded)["counts"]
+    files = download_checkpoint(b, entry, restored.path, "checkpoint 2").files
+    got = restored.open_restored(entry["states"], files)["counts"]
     assert len(got) == N
     assert got["k300"] == (-300, "y") and got["k301"] == (301, "x" * 20)
     restored.close()

@@ -88,8 +88,9 @@ def test_second_checkpoint_uploads_only_new_sst_files(tmp_path: Path, backend: A
 
     # a restore of the same key groups opens the files as they are
     restored = native_store(tmp_path / "db2")
-    uploaded = download_checkpoint(backend, entry, restored.path, "test")
-    states = restored.open_restored(entry["states"], uploaded)
+    got = download_checkpoint(backend, entry, restored.path, "test")
+    assert got.downloaded == len(entry["sst"]) and got.local == 0
+    states = restored.open_restored(entry["states"], got.files, entry["crc32"])
     assert isinstance(states["counts"], RocksState)
     assert states["counts"]["k100"] == -100 and states["counts"]["k101"] == 101
     assert len(states["counts"]) == N
@@ -213,3 +214,75 @@ def test_full_local_disk_declines_the_checkpoint_and_the_next_one_goes_ahead(
         assert got[6000] == 6000
     finally:
         disk.release()
+
+
+def test_local_recovery_takes_intact_local_copies_and_downloads_the_rest(
+        tmp_path: Path, backend: Any) -> None:
+    from jstormpy.state_backends.rocksdb_files import LocalCopies
+
+    local = tmp_path / "local"
+    store = native_store(tmp_path / "db")
+    store.local = LocalCopies(local, 7)
+    counts = store.open("counts", None, None)
+    entries = []
+    for cid in range(1, 5):
+        counts.update({(cid, i): i for i in range(3000)})
+        if cid == 3:
+            store.db.compact_range(None, None)  # the files of checkpoints 1-2 go
+        handle, _ = checkpoint(backend, store, {"counts": counts}, cid)
+        entries.append(pickle.loads(backend.get_snapshot(handle))["rocksdb"])
+    store.close()
+    kept = {p.name for p in local.iterdir()}
+    newest = {k.replace("/", "__") for _n, k, _s in entries[3]["sst"]}
+    previous = {k.replace("/", "__") for _n, k, _s in entries[2]["sst"]}
+    assert kept == newest | previous, "local copies of the last two uploads only"
+    assert set(entries[3]["crc32"]) == {k for _n, k, _s in entries[3]["sst"]}
+
+    # a restart on the same host: every SST file of the newest checkpoint is local, and
+    # is taken even with the backend's copies gone
+    for _n, key, _s in entries[3]["sst"]:
+        backend.delete_objects(key)
+    fresh = native_store(tmp_path / "db2")
+    got = download_checkpoint(backend, entries[3], fresh.path, "checkpoint 4",
+                              LocalCopies(local, 7))
+    assert got.local == len(entries[3]["sst"]) and got.downloaded == 0
+    states = fresh.open_restored(entries[3]["states"], got.files, entries[3]["crc32"])
+    assert len(states["counts"]) == 4 * 3000
+    fresh.close()
+
+    # a damaged local copy is not taken: that file is downloaded (here: it is gone from
+    # the backend too, so the restore names it rather than open a damaged database)
+    name, key, _size = entries[3]["sst"][0]
+    copy = local / key.replace("/", "__")
+    copy.unlink()
+    copy.write_bytes(b"\0" * _size)
+    with pytest.raises(MissingSegmentError, match=f"SST file {name}"):
+        download_checkpoint(backend, entries[3], tmp_path / "db3", "checkpoint 4",
+                            LocalCopies(local, 7))
+
+    # the task moves to another worker: this worker drops its copies, and only its
+    (local / "inc__task-00008__sst-0000000001-g1-ax-000009.sst").write_bytes(b"task 8")
+    LocalCopies.drop_others(local, [8, 9])
+    assert [p.name for p in local.iterdir()] == ["inc__task-00008__sst-0000000001-g1-ax-000009.sst"]
+
+
+def test_local_recovery_downloads_only_what_differs(tmp_path: Path, backend: Any) -> None:
+    from jstormpy.state_backends.rocksdb_files import LocalCopies
+
+    store = native_store(tmp_path / "db")
+    store.local = LocalCopies(tmp_path / "local", 7)
+    counts = store.open("counts", None, None)
+    counts.update({i: i for i in range(3000)})
+    checkpoint(backend, store, {"counts": counts}, 1)
+    store.local = None  # checkpoint 2's new file is uploaded but not kept locally
+    counts.update({i: -i for i in range(100)})
+    h2, _ = checkpoint(backend, store, {"counts": counts}, 2)
+    store.close()
+    entry = pickle.loads(backend.get_snapshot(h2))["rocksdb"]
+    got = download_checkpoint(backend, entry, tmp_path / "db2", "checkpoint 2",
+                              LocalCopies(tmp_path / "local", 7))
+    assert got.local >= 1 and got.downloaded >= 1
+    assert got.local + got.downloaded == len(entry["sst"])
+    # what was downloaded is exactly the file(s) checkpoint 2 added
+    assert got.downloaded_bytes == sum(s for _n, k, s in entry["sst"]
+                                       if "sst-0000000002-" in k)
