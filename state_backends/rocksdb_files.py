@@ -45,6 +45,7 @@ from typing import Any
 from jstormpy.api.errors import CorruptSnapshotError, MissingSegmentError, SnapshotNotFoundError
 from jstormpy.state_backends.base import StateBackend, open_blob, seal_blob
 from jstormpy.state_backends.shared_files import SHARED_PREFIX
+from jstormpy.state_store import FrozenStore, rocksdict_module, store_options
 
 FORMAT = 1
 SST_SUFFIX = ".sst"
@@ -239,8 +240,6 @@ def materialise(backend: StateBackend, entry: dict[str, Any],
     """The entries of the native checkpoint ``entry`` in the memory format: ``{state:
     {key: value}}`` (TTL entries as ``Stamped``, those expired at the barrier left out),
     of key groups ``groups`` only if given. Downloads into a temporary directory."""
-    from jstormpy.state_store import FrozenStore, rocksdict_module, store_options
-
     wanted = None if groups is None else set(groups)
     folder = Path(tempfile.mkdtemp(prefix="jstorm-rocksdb-restore-"))
     try:
