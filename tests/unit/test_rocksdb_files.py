@@ -286,3 +286,27 @@ def test_local_recovery_downloads_only_what_differs(tmp_path: Path, backend: Any
     # what was downloaded is exactly the file(s) checkpoint 2 added
     assert got.downloaded_bytes == sum(s for _n, k, s in entry["sst"]
                                        if "sst-0000000002-" in k)
+
+
+def test_a_pinned_checkpoint_keeps_its_sst_files(tmp_path: Path, backend: Any) -> None:
+    """A savepoint copying checkpoint 1 pins it: retention keeps every SST file it
+    references however many newer checkpoints complete, and drops them once unpinned."""
+    store = native_store(tmp_path / "db")
+    counts = store.open("counts", None, None)
+    counts.update({i: i for i in range(3000)})
+    h1, _ = checkpoint(backend, store, {"counts": counts}, 1)
+    first = {k for _n, k, _s in pickle.loads(backend.get_snapshot(h1))["rocksdb"]["sst"]}
+    pin = backend.pin_checkpoint(1)
+    for cid in range(2, 5):
+        counts.update({(cid, i): i for i in range(3000)})
+        store.db.compact_range(None, None)  # checkpoint 1's files leave the database
+        checkpoint(backend, store, {"counts": counts}, cid)
+        backend.garbage_collect(keep=1)
+    assert first <= set(backend.list_objects(SHARED_PREFIX))
+    assert len(load_task_snapshot(backend, h1)["states"]["counts"]) == 3000
+    backend.unpin(pin)
+    counts[0] = -1
+    checkpoint(backend, store, {"counts": counts}, 5)
+    backend.garbage_collect(keep=1)
+    assert not first & set(backend.list_objects(SHARED_PREFIX))
+    store.close()
