@@ -1,7 +1,10 @@
 """Exactly-once with the RocksDB state store (docs/state-stores.md) under real SIGKILLs of
 workers and of the Topology Master, at random moments and at protocol fault points: per
 key no loss, duplicate or reordering, and the keyed state (running sums, word counts)
-equal to a recomputation. Every restore rebuilds the task databases from the checkpoint."""
+equal to a recomputation. Every restore rebuilds the task databases from the checkpoint.
+With incremental checkpoints (shared SST files) also under a SIGKILL during the SST upload
+and of the TM during retention: every retained checkpoint still restores, and no SST file
+of a completed checkpoint is left unreferenced (a killed upload's orphans included)."""
 
 from __future__ import annotations
 
