@@ -16,8 +16,20 @@ barrier path (``jstormpy.runtime.snapshots.capture`` on the "task thread", then
 Reported per store: load and update rates (ops/s), peak RSS of the child (MB), bytes on
 disk of the database, checkpoint pause / serialise ms and snapshot bytes.
 
+``--incremental`` measures incremental native checkpoints of the RocksDB store instead
+(``Config(state_store="rocksdb", incremental_checkpoints=True)``): ``--keys`` keys, then
+``--intervals`` checkpoint intervals each changing ``--changed`` (a fraction, 1 % by
+default) of the keys at random; every checkpoint goes the task's way (capture with the
+native checkpoint on the "task thread", then the SST upload to a ``file://`` backend,
+the snapshot and its ``.refs`` as the snapshot thread does, and retention keeping one).
+Reported: the bytes each incremental checkpoint writes against the first (full) one and
+against the memory format's snapshot of the same keys, checkpoint duration p50/p99 (the
+task-thread pause plus the upload) and the task-thread pause p50/p99/max.
+
     python bench/state_store_bench.py [--keys 1000000] [--updates 1000000]
                                       [--stores memory,rocksdb] [--json]
+    python bench/state_store_bench.py --incremental [--keys 1000000] [--intervals 10]
+                                      [--changed 0.01] [--json]
 """
 
 from __future__ import annotations
@@ -25,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import random
 import resource
 import subprocess
@@ -87,6 +100,70 @@ def run_one(kind: str, keys: int, updates: int, seed: int) -> dict[str, Any]:
             "snapshot_bytes": len(data)}
 
 
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def run_incremental(keys: int, intervals: int, changed: float, seed: int) -> dict[str, Any]:
+    """Incremental native checkpoints of one RocksDB task database, in this process."""
+    from jstormpy.runtime.snapshots import capture, release, serialise, upload_native
+    from jstormpy.state_backends import open_backend
+    from jstormpy.state_backends.shared_files import encode_refs
+    from jstormpy.state_store import RocksDBStore
+
+    with tempfile.TemporaryDirectory(prefix="jstorm-inc-bench-") as tmp:
+        store = RocksDBStore(Path(tmp) / "task-1", MAX_P)
+        store.native_checkpoints = True
+        store.key_groups = range(0, MAX_P)
+        backend = open_backend(f"file://{tmp}/ckpt")
+        d = store.open("counts", None, None)
+        for i in range(keys):
+            d[f"user-{i}"] = 0
+        rng = random.Random(seed)
+        rows = []
+        for cid in range(1, intervals + 2):
+            if cid > 1:
+                for _ in range(int(keys * changed)):
+                    k = f"user-{rng.randrange(keys)}"
+                    d[k] = d.get(k, 0) + 1
+            t0 = time.perf_counter()
+            view = capture({"states": {"counts": d}})
+            pause_ms = (time.perf_counter() - t0) * 1000.0
+            try:
+                shared, written = upload_native(view, backend, task_id=1, checkpoint_id=cid,
+                                                generation=1, attempt="bench")
+                data = serialise(view)
+            finally:
+                release(view)
+            handle = backend.put_snapshot(cid, 1, data, 1, "bench", refs=encode_refs(shared))
+            duration_ms = (time.perf_counter() - t0) * 1000.0
+            backend.write_metadata(cid, {"tasks": {"1": {"handle": handle}}})
+            backend.garbage_collect(keep=1)
+            rows.append({"cid": cid, "bytes": written + len(data), "pause_ms": pause_ms,
+                         "duration_ms": duration_ms, "sst_files": len(shared)})
+        # the memory format's snapshot of the same keys (what every checkpoint wrote before)
+        memory_bytes = len(pickle.dumps(dict(d.items()), protocol=pickle.HIGHEST_PROTOCOL))
+        disk = _disk_bytes(Path(tmp) / "task-1")
+        store.close()
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    full, inc = rows[0], rows[1:]
+    inc_bytes = [r["bytes"] for r in inc]
+    return {"keys": keys, "intervals": intervals, "changed": changed,
+            "full_bytes": full["bytes"], "full_duration_ms": round(full["duration_ms"], 1),
+            "memory_format_bytes": memory_bytes, "disk_bytes": disk,
+            "inc_bytes_p50": _pct(inc_bytes, 0.5), "inc_bytes_max": max(inc_bytes),
+            "inc_bytes_mean": round(sum(inc_bytes) / len(inc_bytes)),
+            "inc_vs_full_p50": round(_pct(inc_bytes, 0.5) / full["bytes"], 4),
+            "inc_vs_memory_format_p50": round(_pct(inc_bytes, 0.5) / memory_bytes, 4),
+            "duration_ms_p50": round(_pct([r["duration_ms"] for r in inc], 0.5), 1),
+            "duration_ms_p99": round(_pct([r["duration_ms"] for r in inc], 0.99), 1),
+            "pause_ms_p50": round(_pct([r["pause_ms"] for r in inc], 0.5), 1),
+            "pause_ms_p99": round(_pct([r["pause_ms"] for r in inc], 0.99), 1),
+            "pause_ms_max": round(max(r["pause_ms"] for r in inc), 1),
+            "peak_rss_mb": round(rss_mb, 1), "per_checkpoint": rows}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--keys", type=int, default=1_000_000)
@@ -94,8 +171,36 @@ def main() -> int:
     ap.add_argument("--stores", default="memory,rocksdb")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", action="store_true", help="print the BENCH_JSON line")
+    ap.add_argument("--incremental", action="store_true",
+                    help="incremental native checkpoints of the RocksDB store")
+    ap.add_argument("--intervals", type=int, default=10)
+    ap.add_argument("--changed", type=float, default=0.01,
+                    help="fraction of the keys changed per interval (--incremental)")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.incremental:
+        r = run_incremental(args.keys, args.intervals, args.changed, args.seed)
+        for row in r["per_checkpoint"]:
+            print(f"# checkpoint {row['cid']}: {row['bytes'] / 1e6:.2f} MB in "
+                  f"{row['sst_files']} SST files, pause {row['pause_ms']:.1f} ms, "
+                  f"duration {row['duration_ms']:.1f} ms", file=sys.stderr)
+        print(f"keys {r['keys']:,}, {r['changed']:.1%} changed per interval, "
+              f"{r['intervals']} intervals")
+        print(f"full checkpoint      {r['full_bytes'] / 1e6:8.2f} MB "
+              f"({r['full_duration_ms']:.0f} ms); memory format "
+              f"{r['memory_format_bytes'] / 1e6:.2f} MB; database on disk "
+              f"{r['disk_bytes'] / 1e6:.2f} MB")
+        print(f"incremental p50/max  {r['inc_bytes_p50'] / 1e6:8.2f} / "
+              f"{r['inc_bytes_max'] / 1e6:.2f} MB = {r['inc_vs_full_p50']:.1%} of the full "
+              f"one, {r['inc_vs_memory_format_p50']:.1%} of the memory format; mean "
+              f"{r['inc_bytes_mean'] / 1e6:.2f} MB = "
+              f"{r['inc_bytes_mean'] / r['full_bytes']:.1%} (compactions rewrite files)")
+        print(f"duration p50/p99     {r['duration_ms_p50']:8.1f} / {r['duration_ms_p99']:.1f} ms")
+        print(f"task-thread pause    p50 {r['pause_ms_p50']:.1f} / p99 {r['pause_ms_p99']:.1f} "
+              f"/ max {r['pause_ms_max']:.1f} ms; peak RSS {r['peak_rss_mb']:.0f} MB")
+        if args.json:
+            emit_json({k: v for k, v in r.items() if k != "per_checkpoint"})
+        return 0
     if args.child:
         print(json.dumps(run_one(args.child, args.keys, args.updates, args.seed)))
         return 0

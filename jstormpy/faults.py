@@ -16,8 +16,10 @@ checkpoint id).
 Incremental checkpoints add ``after_segment`` (a task wrote its
 segment for checkpoint n — a base when compacting — but not its snapshot) and
 ``master_during_segment_gc`` (the TM, after checkpoint n completed, deleted some of the
-unreferenced segments but not all). These two are not in :data:`POINTS`, so seeded
-random schedules stay as they were.
+unreferenced segments but not all; with a RocksDB store the unreferenced SST files too).
+A RocksDB store with incremental checkpoints adds ``during_sst_upload`` (a task uploaded
+the first new SST file of checkpoint n, not the rest nor its snapshot). These three are
+not in :data:`POINTS`, so seeded random schedules stay as they were.
 
 Routes (``JSTORM_CHAOS_ROUTES``, a JSON object set by :mod:`jstormpy.testing.chaos` when it
 puts fault-injecting TCP proxies on the network): ``{"A>B": [host, port], "A>tm": [...]}``

@@ -26,11 +26,14 @@ the write time, so a restore never brings an expired entry back.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import pickle
 import shutil
 import struct
 import time
+import weakref
 from collections.abc import (
     Callable,
     ItemsView,
@@ -44,6 +47,8 @@ from typing import Any, NamedTuple
 
 from jstormpy.api.errors import ConfigError
 from jstormpy.keygroups import key_group, key_groups_of
+
+log = logging.getLogger("jstormpy.state_store")
 
 STATE_STORES = ("memory", "rocksdb")
 """The values of ``Config.state_store``."""
@@ -247,7 +252,8 @@ class MemoryStore:
 
 
 # -- RocksDB ------------------------------------------------------------------------------------
-def _rocksdict() -> Any:
+def rocksdict_module() -> Any:
+    """The ``rocksdict`` module (a ConfigError naming it if it is not installed)."""
     try:
         import rocksdict
     except ImportError as exc:  # pragma: no cover - a declared dependency
@@ -278,6 +284,7 @@ class RocksState(MutableMapping[Any, Any]):
         self.name = name
         self.cf = cf
         self.ttl_ms = ttl_ms
+        store.add_view(self)  # its column family handle is replaced if the store reopens
         self.cache: dict[Any, Any] = store.caches.setdefault(name, {})
         self.max_parallelism = store.max_parallelism
         self.clock = store.clock
@@ -455,6 +462,23 @@ _DELETED = _Deleted()
 _MISSING = object()
 
 
+def store_options(rd: Any, block_cache: Any = None) -> Any:
+    """Options of a task database: raw bytes in and out; point lookups (a state read is
+    one) through a bloom filter and ``block_cache`` (shared by the task's states)."""
+    opts = rd.Options(raw_mode=True)
+    opts.create_if_missing(True)
+    # the native checkpoint at a barrier flushes the memtable on the task thread: a
+    # smaller one bounds that pause (RocksDB flushes full ones in the background)
+    opts.set_write_buffer_size(WRITE_BUFFER_BYTES)
+    table = rd.BlockBasedOptions()
+    table.set_bloom_filter(10, False)
+    if block_cache is not None:
+        table.set_block_cache(block_cache)
+    table.set_cache_index_and_filter_blocks(True)
+    opts.set_block_based_table_factory(table)
+    return opts
+
+
 class RocksDBStore:
     """One task's RocksDB database: a fresh directory at ``path`` (whatever was there —
     the database of an earlier run or generation of this task — is removed first: a
@@ -465,7 +489,7 @@ class RocksDBStore:
 
     def __init__(self, path: str | os.PathLike[str], max_parallelism: int,
                  clock: Clock = wall_ms) -> None:
-        rd = _rocksdict()
+        rd = rocksdict_module()
         self.path = Path(path)
         self.frozen_dir = self.path.with_name(self.path.name + ".frozen")
         shutil.rmtree(self.path, ignore_errors=True)
@@ -479,21 +503,28 @@ class RocksDBStore:
         self.db: Any = None  # opened with the first state: a stateless task has no database
         self.families: dict[str, Any] = {}
         self.caches: dict[str, dict[Any, Any]] = {}  # per state: writes since the last flush
+        self.native_checkpoints = False
+        """Snapshots are the native checkpoint's files (incremental, shared SST files;
+        ``state_backends/rocksdb_files.py``), not the memory format's entries."""
+        self.key_groups: range | None = None
+        """The task's key groups (recorded in a native snapshot: a restore with the same
+        range opens the files as they are)."""
+        self.uploaded: dict[str, str] = {}
+        """SST file name -> its key in the snapshot backend, for the files already there
+        (filled by the snapshot thread and by a native restore)."""
+        self.crcs: dict[str, int] = {}
+        """Backend key -> CRC-32 of the SST files in :attr:`uploaded` (where known)."""
+        self.local: Any = None
+        """Where the uploaded SST files are kept locally for local recovery (a
+        ``state_backends.rocksdb_files.LocalCopies``; None: not kept)."""
+        self.views: list[weakref.ref[RocksState]] = []
+        """The states opened on this database (a mapping is unhashable: no WeakSet)."""
+        self.broken: BaseException | None = None
+        """The write error (e.g. a full disk) that left the database refusing writes:
+        RocksDB keeps refusing until it is reopened (:meth:`reopen`)."""
 
     def _options(self) -> Any:
-        """Raw bytes in and out; point lookups (a state read is one) through a bloom
-        filter and a block cache of :data:`BLOCK_CACHE_BYTES` shared by the task's states."""
-        opts = self.rd.Options(raw_mode=True)
-        opts.create_if_missing(True)
-        # the native checkpoint at a barrier flushes the memtable on the task thread: a
-        # smaller one bounds that pause (RocksDB flushes full ones in the background)
-        opts.set_write_buffer_size(WRITE_BUFFER_BYTES)
-        table = self.rd.BlockBasedOptions()
-        table.set_bloom_filter(10, False)
-        table.set_block_cache(self.block_cache)
-        table.set_cache_index_and_filter_blocks(True)
-        opts.set_block_based_table_factory(table)
-        return opts
+        return store_options(self.rd, self.block_cache)
 
     def _family(self, name: str) -> Any:
         cf = self.families.get(name)
@@ -536,7 +567,17 @@ class RocksDBStore:
             self.db.write(batch)
 
     def flush(self, name: str | None = None) -> None:
-        """Write the write cache of state ``name`` (None: of every state) to RocksDB."""
+        """Write the write cache of state ``name`` (None: of every state) to RocksDB (the
+        cache is kept if that fails, and the database reopened before the next try)."""
+        if self.broken is not None:
+            self.reopen()
+        try:
+            self._flush(name)
+        except Exception as exc:
+            self.broken = exc
+            raise
+
+    def _flush(self, name: str | None) -> None:
         for state in [name] if name is not None else list(self.caches):
             cache = self.caches.get(state)
             if not cache:
@@ -563,9 +604,65 @@ class RocksDBStore:
         self.flush()
         self.frozen_count += 1
         target = self.frozen_dir / str(self.frozen_count)
-        self.frozen_dir.mkdir(parents=True, exist_ok=True)
-        self.rd.Checkpoint(self.db).create_checkpoint(str(target))
-        return FrozenStore(target, self._options(), self.clock())
+        try:
+            self.frozen_dir.mkdir(parents=True, exist_ok=True)
+            self.rd.Checkpoint(self.db).create_checkpoint(str(target))
+        except Exception as exc:  # e.g. a full disk: leave nothing, reopen before the next
+            shutil.rmtree(target, ignore_errors=True)
+            self.broken = exc
+            raise
+        return FrozenStore(target, self._options(), self.clock(), self)
+
+    def add_view(self, view: RocksState) -> None:
+        """Remember ``view`` (weakly) so :meth:`reopen` can hand it the new handle."""
+        self.views = [r for r in self.views if r() is not None]
+        self.views.append(weakref.ref(view))
+
+    def reopen(self) -> None:
+        """Close and reopen the database after a write error (a full disk): RocksDB
+        refuses every write after one until it is reopened. What the failed writes held is
+        still in the write caches (a failed flush keeps them) and is written again.
+
+        Raises:
+            Exception: the database cannot be opened again yet (the disk is still full).
+        """
+        opened = list(self.families)
+        for cf in self.families.values():
+            with contextlib.suppress(Exception):  # it reports the write error again
+                cf.close()
+        if self.db is not None:
+            with contextlib.suppress(Exception):
+                self.db.close()
+        self.families.clear()
+        self.db = None
+        names = self.rd.Rdict.list_cf(str(self.path))
+        self.db = self.rd.Rdict(str(self.path), options=self._options(),
+                                column_families={n: self._options() for n in names})
+        for name in opened:
+            self.families[name] = self.db.get_column_family(f"s:{name}")
+        for ref in self.views:
+            view = ref()
+            if view is not None:
+                view.cf = self.families[view.name]
+        self.broken = None
+        log.info("reopened the RocksDB at %s after a write error", self.path)
+
+    def open_restored(self, states: Mapping[str, int | None], uploaded: Mapping[str, str],
+                      crcs: Mapping[str, int] | None = None) -> dict[str, RocksState]:
+        """Open the database a native restore put at :attr:`path` (the files of a
+        checkpoint, ``uploaded`` naming where each SST file is in the backend, ``crcs``
+        their checksums by key) and return its states (``states``: name -> ttl_ms)."""
+        names = self.rd.Rdict.list_cf(str(self.path))
+        opts = self._options()
+        self.db = self.rd.Rdict(str(self.path), options=opts,
+                                column_families={n: self._options() for n in names})
+        self.uploaded = dict(uploaded)
+        self.crcs = dict(crcs or {})
+        out: dict[str, RocksState] = {}
+        for name, ttl_ms in states.items():
+            cf = self.families[name] = self.db.get_column_family(f"s:{name}")
+            out[name] = RocksState(self, name, cf, ttl_ms)
+        return out
 
     def adopt(self, states: dict[str, Any]) -> None:
         """Move restored state dicts into the database (replacing them in ``states``)."""
@@ -590,23 +687,28 @@ class FrozenStore:
     """A task database as it was at a barrier (a native checkpoint directory), read on the
     snapshot thread and deleted by :meth:`release`."""
 
-    def __init__(self, path: Path, options: Any, now_ms: float) -> None:
+    def __init__(self, path: Path, options: Any, now_ms: float,
+                 source: RocksDBStore | None = None) -> None:
         self.path = path
         self.options = options
         self.now_ms = now_ms
+        self.source = source
+        """The live store it was taken of (None: a downloaded checkpoint)."""
         self.db: Any = None
         self.families: dict[str, Any] = {}
 
-    def state(self, name: str, ttl_ms: int | None) -> FrozenState:
-        """State ``name`` as of the barrier (entries expired then left out)."""
+    def state(self, name: str, ttl_ms: int | None,
+              groups: set[int] | None = None) -> FrozenState:
+        """State ``name`` as of the barrier (entries expired then left out; only key
+        groups ``groups`` if given)."""
         horizon = float("-inf") if ttl_ms is None else self.now_ms - ttl_ms
-        return FrozenState(self, name, horizon)
+        return FrozenState(self, name, horizon, groups)
 
     def family(self, name: str) -> Any:
         """The column family of state ``name`` in the checkpoint (opened read-only)."""
         cf = self.families.get(name)
         if cf is None:
-            rd = _rocksdict()
+            rd = rocksdict_module()
             if self.db is None:
                 names = rd.Rdict.list_cf(str(self.path))
                 self.db = rd.Rdict(str(self.path), options=self.options,
@@ -630,14 +732,19 @@ class FrozenState:
     """One named state of a :class:`FrozenStore`: iterating it yields what
     :class:`RocksState` pickles as (the checkpoint's dict format)."""
 
-    def __init__(self, frozen: FrozenStore, name: str, horizon: float) -> None:
+    def __init__(self, frozen: FrozenStore, name: str, horizon: float,
+                 groups: set[int] | None = None) -> None:
         self.frozen = frozen
         self.name = name
         self.horizon = horizon
+        self.groups = groups
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         horizon = self.horizon
+        groups = self.groups
         for k, v in self.frozen.family(self.name).items():
+            if groups is not None and _GROUP.unpack_from(k)[0] not in groups:
+                continue
             entry = decode_entry(v)
             if entry.__class__ is Stamped and entry.written_ms <= horizon:
                 continue

@@ -12,9 +12,11 @@ Layout (keys, "/"-separated):
                                          fenced by generation + attempt (the writing
                                          worker process's incarnation)
     chk-0000000042/task-00007-g3-a<attempt>.refs
-                                         segment keys that snapshot references (incremental)
+                                         shared-file keys that snapshot references
+                                         (state_backends/shared_files.py)
     chk-0000000042/_metadata             JSON; its presence marks checkpoint 42 complete
     inc/task-00007/seg-0000000042-g3.*   incremental segments (state_backends/changelog.py)
+    inc/task-00007/sst-0000000042-g3-*   RocksDB SST files (state_backends/rocksdb_files.py)
     meta/<name>                          small named objects (e.g. the generation counter)
     meta/pins/<checkpoint>-<id>          a pin: retention keeps that checkpoint (savepoints)
 """
@@ -178,7 +180,7 @@ class StateBackend(ABC):
         doomed = sorted(c for c in seen if c not in keep_ids and c <= newest)
         for cid in doomed:
             self.discard_checkpoint(cid)
-        self.collect_segments(sorted(keep_ids), newest)
+        self.collect_shared_files(sorted(keep_ids), newest)
         return doomed
 
     def pin_checkpoint(self, checkpoint_id: int, ttl_s: float = 3600.0) -> str:
@@ -215,46 +217,14 @@ class StateBackend(ABC):
             out.add(int(pin["checkpoint_id"]))
         return out
 
-    def collect_segments(self, retained: list[int], newest: int) -> list[str]:
-        """Delete incremental segments no retained checkpoint references.
+    def collect_shared_files(self, retained: list[int], newest: int) -> list[str]:
+        """Delete the shared state files (incremental segments, RocksDB SST files) no
+        retained checkpoint references (``state_backends/shared_files.py``); returns
+        their keys."""
+        from jstormpy.state_backends.shared_files import collect_shared_files
 
-        Reference counting by recomputation (crash-safe: no counter can drift when a
-        process dies mid-way): the live set is the union of the ``.refs`` of every task
-        snapshot of the ``retained`` checkpoints; a segment written for a checkpoint
-        newer than ``newest`` belongs to one still in flight and is kept. Returns the
-        segment keys deleted.
-        """
-        from jstormpy.state_backends.changelog import (
-            SEGMENT_PREFIX,
-            referenced_segments,
-            segment_checkpoint,
-        )
-
-        segments = self.list_objects(SEGMENT_PREFIX)
-        if not segments:
-            return []
         cache: dict[str, frozenset[str]] = self.__dict__.setdefault("_refs_cache", {})
-        handles: list[str] = []
-        for cid in retained:
-            try:
-                meta = self.read_metadata(cid)
-            except SnapshotNotFoundError:
-                continue
-            handles += [t["handle"] for t in meta.get("tasks", {}).values()
-                        if t.get("handle")]
-        live = referenced_segments(self, handles, cache)
-        live_handles = set(handles)
-        for handle in [h for h in cache if h not in live_handles]:
-            del cache[handle]
-        doomed = [k for k in segments if k not in live
-                  and (segment_checkpoint(k) or newest + 1) <= newest]
-        from jstormpy.faults import fault_point
-
-        for i, key in enumerate(doomed):
-            if i == len(doomed) // 2:
-                fault_point("master_during_segment_gc", newest)
-            self.delete_objects(key)
-        return doomed
+        return collect_shared_files(self, retained, newest, cache)
 
     def get_segment(self, key: str, groups: set[int] | None = None) -> bytes:
         """An incremental segment (state_backends/changelog.py); a backend that stores

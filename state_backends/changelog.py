@@ -12,7 +12,7 @@ group, the keys put since the previous segment and the keys deleted. The task sn
 of checkpoint ``n`` (the usual ``chk-n/task-*.snap``) then carries the *chain*: the base
 and every delta after it, oldest first, under ``snapshot["incremental"]``; a ``.refs``
 object beside it lists the same segment keys, so retention can tell which segments a
-retained checkpoint still needs (:func:`referenced_segments`).
+retained checkpoint still needs (retention: ``state_backends/shared_files.py``).
 
 Segment layout (every part checksummed, so a damaged key group is named, not guessed):
 
@@ -43,10 +43,19 @@ from typing import Any
 from jstormpy.api.errors import CorruptSnapshotError, MissingSegmentError, SnapshotNotFoundError
 from jstormpy.keygroups import key_groups_of
 from jstormpy.state_backends.base import StateBackend
+from jstormpy.state_backends.shared_files import (
+    SHARED_PREFIX,
+    encode_refs,
+    referenced_files,
+    refs_key,
+    shared_file_checkpoint,
+)
 
-__all__ = ["key_groups_of"]  # re-exported: it lived here first
+# re-exported: they lived here first
+__all__ = ["encode_refs", "key_groups_of", "referenced_files", "refs_key"]
+referenced_segments = referenced_files
 
-SEGMENT_PREFIX = "inc/"
+SEGMENT_PREFIX = SHARED_PREFIX
 CHUNK_KEYS = 20000
 _MAGIC = b"JSEG"
 _VERSION = 2  # 2: delta puts as (keys, values) lists
@@ -62,15 +71,8 @@ def segment_key(task_id: int, checkpoint_id: int, generation: int, kind: str,
     return f"{SEGMENT_PREFIX}task-{task_id:05d}/seg-{checkpoint_id:010d}-{token}.{kind}"
 
 
-def segment_checkpoint(key: str) -> int | None:
-    """The checkpoint id a segment key was written for (None if ``key`` is not one)."""
-    name = key.rsplit("/", 1)[-1]
-    if not name.startswith("seg-"):
-        return None
-    try:
-        return int(name[4:14])
-    except ValueError:
-        return None
+segment_checkpoint = shared_file_checkpoint
+"""The checkpoint id a segment key was written for (None if ``key`` is not one)."""
 
 
 def _pickle(obj: Any) -> bytes:
@@ -313,13 +315,19 @@ def restore_key_groups(backend: StateBackend, chain: list[dict[str, Any]],
 
 
 def load_task_snapshot(backend: StateBackend, handle: str,
-                       groups: Iterable[int] | None = None) -> dict[str, Any]:
+                       groups: Iterable[int] | None = None,
+                       keep_native: bool = False) -> dict[str, Any]:
     """A task snapshot as a plain dict, with incremental keyed state replayed into
     ``snapshot["states"]`` (every reader of task snapshots goes through this).
 
     ``groups`` limits the replayed keyed state to those key groups. The chain stays
-    under ``snapshot["incremental"]`` so the restored task can continue it.
+    under ``snapshot["incremental"]`` so the restored task can continue it. A RocksDB
+    native checkpoint (``snapshot["rocksdb"]``, ``state_backends/rocksdb_files.py``) is
+    read into ``snapshot["states"]`` too, unless ``keep_native`` (a restore that opens
+    its files as they are).
     """
+    from jstormpy.state_backends.rocksdb_files import materialise_into
+
     snap: dict[str, Any] = pickle.loads(backend.get_snapshot(handle))
     inc = snap.get("incremental")
     if inc:
@@ -329,42 +337,6 @@ def load_task_snapshot(backend: StateBackend, handle: str,
         for name in inc.get("states", ()):
             if name not in states:  # a state written whole meanwhile is newer: keep it
                 states[name] = replayed.get(name, {})
+    if not keep_native:
+        materialise_into(backend, snap, groups, f"task snapshot {handle}")
     return snap
-
-
-def refs_key(handle: str) -> str:
-    """The ``.refs`` object beside a task snapshot handle."""
-    return handle[:-5] + ".refs" if handle.endswith(".snap") else handle + ".refs"
-
-
-def encode_refs(chain: list[dict[str, Any]]) -> bytes:
-    """The body of a ``.refs`` object: the segment keys a snapshot needs."""
-    return json.dumps(sorted({s["key"] for s in chain})).encode()
-
-
-def referenced_segments(backend: StateBackend, handles: Iterable[str],
-                        cache: dict[str, frozenset[str]] | None = None) -> set[str]:
-    """Every segment key the task snapshots ``handles`` reference (their ``.refs``).
-
-    Raises:
-        CorruptSnapshotError: a ``.refs`` object is unreadable (retention must then keep
-            every segment rather than guess).
-    """
-    from jstormpy.state_backends.base import open_blob
-
-    out: set[str] = set()
-    for handle in handles:
-        if cache is not None and handle in cache:
-            out |= cache[handle]
-            continue
-        try:
-            raw = open_blob(backend.get_object(refs_key(handle)), f"refs of {handle}")
-            refs = frozenset(json.loads(raw))
-        except SnapshotNotFoundError:
-            refs = frozenset()
-        except ValueError as exc:
-            raise CorruptSnapshotError(f"refs of {handle} are not JSON: {exc}") from exc
-        if cache is not None:
-            cache[handle] = refs
-        out |= refs
-    return out

@@ -10,6 +10,7 @@ watermark (minimum over input channels); END_OF_STREAM marks a channel finished.
 
 from __future__ import annotations
 
+import json
 import logging
 import pickle
 import sys
@@ -57,9 +58,11 @@ from jstormpy.runtime.snapshots import (
     capture,
     release,
     serialise,
+    upload_native,
     verify,
 )
 from jstormpy.runtime.task_host import TaskCommand, TaskHost, TaskMetricsCounters, TaskStopped
+from jstormpy.state_backends.shared_files import encode_refs
 
 log = logging.getLogger("jstormpy.task")
 
@@ -395,19 +398,25 @@ class TaskExecutor:
         try:
             size = 0
             verify(view)  # before any segment is written
+            backend = getattr(self.host, "backend", None)
+            attempt = str(getattr(self.host, "incarnation", "") or "")
+            worker_id = self.host.worker_id
+            shared, size = upload_native(
+                view, backend, task_id=self.task_id, checkpoint_id=checkpoint_id,
+                generation=generation, attempt=attempt,
+                after_first_upload=lambda: fault_point("during_sst_upload", checkpoint_id,
+                                                       worker_id))
+            refs = encode_refs(shared) if view.native else None
             if inc is not None and self.incremental is not None:
-                entry, refs, size = self.incremental.write(
-                    getattr(self.host, "backend", None), inc, checkpoint_id,
-                    generation, str(getattr(self.host, "incarnation", "") or ""))
+                entry, chain_refs, seg_size = self.incremental.write(
+                    backend, inc, checkpoint_id, generation, attempt)
                 fault_point("after_segment", checkpoint_id, self.host.worker_id)
-                view.extra = {"incremental": entry}
-                data = serialise(view)
-                handle = self.host.write_snapshot(checkpoint_id, self.task_id, data,
-                                                  refs=refs, generation=generation)
-            else:
-                data = serialise(view)
-                handle = self.host.write_snapshot(checkpoint_id, self.task_id, data,
-                                                  generation=generation)
+                view.extra = {**(view.extra or {}), "incremental": entry}
+                size += seg_size
+                refs = encode_refs([*shared, *json.loads(chain_refs)])
+            data = serialise(view)
+            handle = self.host.write_snapshot(checkpoint_id, self.task_id, data,
+                                              refs=refs, generation=generation)
         except Exception as exc:
             log.error("task %s: snapshot for checkpoint %s failed: %s", self.task_id,
                       checkpoint_id, exc)

@@ -327,7 +327,7 @@ class IncrementalKeyedState:
         entry = {"chain": list(c.chain), "max_parallelism": self.max_parallelism,
                  "states": sorted(c.names),
                  "key_groups": [self.key_groups.start, self.key_groups.stop]}
-        return entry, encode_refs(c.chain), len(data)
+        return entry, encode_refs(s["key"] for s in c.chain), len(data)
 
 
 def _merge(old: IncrementalCapture, new: IncrementalCapture) -> IncrementalCapture:

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jstormpy.api.errors import CheckpointError
+from jstormpy.state_backends.base import StateBackend
+from jstormpy.state_backends.rocksdb_files import sst_keys, upload_checkpoint
 from jstormpy.state_store import FrozenStore, RocksState
 
 log = logging.getLogger("jstormpy.task")
@@ -71,6 +73,11 @@ class SnapshotView:
     frozen: FrozenStore | None = None
     """The native RocksDB checkpoint the RocksDB states in ``copies`` read (released by
     :func:`release` once the snapshot is serialised)."""
+    native: dict[str, int | None] = field(default_factory=dict)
+    """RocksDB states whose snapshot is ``frozen``'s files (name -> ttl_ms; uploaded by
+    the snapshot thread, ``state_backends/rocksdb_files.py``), not their entries."""
+    decline: str | None = None
+    """Why this checkpoint is declined (a native RocksDB checkpoint could not be taken)."""
 
 
 def capture(snap: dict[str, Any], verified: set[str] | None = None) -> SnapshotView:
@@ -87,7 +94,19 @@ def capture(snap: dict[str, Any], verified: set[str] | None = None) -> SnapshotV
     unchecked: list[str] = []
     frozen: FrozenStore | None = None
     freeze_failed = False
+    native: dict[str, int | None] = {}
+    decline: str | None = None
     for name, d in states.items():
+        if isinstance(d, RocksState) and d.store.native_checkpoints:
+            if frozen is None and decline is None:
+                try:
+                    frozen = d.store.freeze()
+                except Exception as exc:  # e.g. a full disk: this checkpoint fails
+                    log.warning("native checkpoint of the task's RocksDB failed (%s); the "
+                                "checkpoint is declined", exc)
+                    decline = f"native RocksDB checkpoint failed: {exc}"
+            native[name] = d.ttl_ms
+            continue
         if isinstance(d, RocksState) and not freeze_failed:
             if frozen is None:
                 try:
@@ -119,7 +138,41 @@ def capture(snap: dict[str, Any], verified: set[str] | None = None) -> SnapshotV
         if frozen is not None:
             frozen.release()
         raise
-    return SnapshotView(data, copies, unchecked=unchecked, verified=verified, frozen=frozen)
+    if decline is not None and frozen is not None:
+        frozen.release()
+        frozen = None
+    return SnapshotView(data, copies, unchecked=unchecked, verified=verified, frozen=frozen,
+                        native=native, decline=decline)
+
+
+def upload_native(view: SnapshotView, backend: StateBackend | None, *, task_id: int,
+                  checkpoint_id: int, generation: int, attempt: str,
+                  after_first_upload: Callable[[], None] | None = None
+                  ) -> tuple[list[str], int]:
+    """Snapshot thread: upload the native RocksDB checkpoint of ``view.native``'s states
+    (only the SST files not in the backend yet, ``state_backends/rocksdb_files.py``) and
+    put its ``"rocksdb"`` entry in ``view.extra``. Returns the SST keys the snapshot
+    references (its ``.refs``) and the bytes written."""
+    if not view.native:
+        return [], 0
+    frozen = view.frozen
+    if backend is None or frozen is None or frozen.source is None:
+        raise CheckpointError("a native RocksDB checkpoint needs a state backend")
+    store = frozen.source
+    entry, written = upload_checkpoint(
+        backend, frozen.path, store.uploaded, store.crcs, task_id=task_id,
+        checkpoint_id=checkpoint_id,
+        generation=generation, attempt=attempt, states=view.native,
+        key_groups=store.key_groups, max_parallelism=store.max_parallelism,
+        now_ms=frozen.now_ms, after_first_upload=after_first_upload)
+    view.extra = {**(view.extra or {}), "rocksdb": entry}
+    if store.local is not None:  # local recovery: keep links to what was uploaded
+        try:
+            store.local.keep(frozen.path, entry)
+        except OSError as exc:  # e.g. a full disk: the restore downloads instead
+            log.warning("task %s: keeping local copies of checkpoint %s failed: %s",
+                        task_id, checkpoint_id, exc)
+    return sst_keys(entry), written
 
 
 def release(view: SnapshotView) -> None:
@@ -167,6 +220,8 @@ def verify(view: SnapshotView) -> None:
     :class:`~jstormpy.api.errors.CheckpointError` (the checkpoint is declined, the task keeps
     running) if such a copy holds a mutable value: it shares that value with the live
     state, so the bytes could show a change made after the barrier."""
+    if view.decline is not None:
+        raise CheckpointError(view.decline)
     unchecked, view.unchecked = view.unchecked, []
     for name in unchecked:
         if not immutable_values(view.copies[name]):

@@ -61,6 +61,11 @@ from jstormpy.security.tokens import auth_metadata, secret_from_env
 from jstormpy.state_backends import StateBackend, open_backend
 from jstormpy.state_backends.changelog import load_task_snapshot
 from jstormpy.state_backends.deadline import DeadlineBackend
+from jstormpy.state_backends.rocksdb_files import (
+    LocalCopies,
+    download_checkpoint,
+    materialise_into,
+)
 from jstormpy.state_store import MemoryStore, RocksDBStore, open_store
 
 log = logging.getLogger("jstormpy.worker")
@@ -402,7 +407,9 @@ class Worker(TaskHost):
             if handle:
                 if self.backend is None:
                     raise JStormError("restore requested but no state backend configured")
-                snapshots[task_id] = load_task_snapshot(self.backend, handle)
+                # a RocksDB store may open a native checkpoint's files as they are
+                snapshots[task_id] = load_task_snapshot(
+                    self.backend, handle, keep_native=conf.state_store == "rocksdb")
         chained = chain_plan(topo.components, component_tasks, self.task_workers, conf.chaining)
         channels_in = input_channels(topo.components, component_tasks, chained)
         self.task_inputs = {t: len(srcs) for t, srcs in channels_in.items()}
@@ -429,9 +436,13 @@ class Worker(TaskHost):
                 task_index=component_tasks[name].index(task_id), worker_id=self.worker_id,
                 component_tasks=component_tasks, input_tasks=inputs,
                 output_fields=spec.streams, generation=self.generation, run=self.run)
+            groups = key_group_range(self.max_parallelism, len(component_tasks[name]),
+                                     component_tasks[name].index(task_id))
+            where = f"task snapshot {handles.get(task_id, '')}"
+            native = self._native_restore(snapshots.get(task_id), comp, groups, where)
             snap = restore_component(comp, snapshots.get(task_id), self.max_parallelism,
                                      f"component {name!r}, task {task_id}")
-            self._open_state_store(comp, task_id)
+            self._open_state_store(comp, task_id, groups, native, where)
             source_index = input_field_index(topo, name, component_tasks)
             incremental = None if self.guarantee == "at_most_once" else make_incremental(
                 comp, task_id, key_group_range(self.max_parallelism, context.parallelism,
@@ -464,9 +475,29 @@ class Worker(TaskHost):
                 log.info("task %d (%s) runs chained into task %d", task_id, name, chained[task_id])
         self.executors.update(executors)
 
-    def _open_state_store(self, comp: Any, task_id: int) -> None:
+    def _native_restore(self, snap: dict[str, Any] | None, comp: Any, groups: range,
+                        where: str) -> dict[str, Any] | None:
+        """The native RocksDB checkpoint (``snap["rocksdb"]``) the task opens as it is: one
+        of the same key groups, max parallelism and state version. Any other is read into
+        ``snap["states"]`` here (the memory format: a rescale, a migration) and None is
+        returned."""
+        if snap is None or not snap.get("rocksdb"):
+            return None
+        entry = snap["rocksdb"]
+        same = (entry.get("key_groups") == [groups.start, groups.stop]
+                and entry.get("max_parallelism") == self.max_parallelism
+                and snap.get("state_version") == getattr(type(comp), "state_version", None))
+        assert self.backend is not None  # the snapshot came from it
+        if not same:
+            materialise_into(self.backend, snap, None, where)
+            return None
+        return snap.pop("rocksdb")  # type: ignore[no-any-return]
+
+    def _open_state_store(self, comp: Any, task_id: int, groups: range,
+                          native: dict[str, Any] | None = None, where: str = "") -> None:
         """Give the task its state store (``Config.state_store``); restored states move
-        into it (RocksDB: a fresh database under the store directory)."""
+        into it (RocksDB: a fresh database under the store directory, or the files of
+        ``native``, a native checkpoint of the same key groups, downloaded into it)."""
         conf = self.config
         assert conf is not None
         if conf.state_store == "memory":
@@ -477,6 +508,24 @@ class Worker(TaskHost):
         store = open_store(conf.state_store, self._state_store_dir() / f"task-{task_id}",
                            self.max_parallelism)
         self.state_stores[task_id] = store
+        if isinstance(store, RocksDBStore):
+            store.key_groups = groups
+            # incremental checkpoints of a RocksDB store: its native files, shared
+            store.native_checkpoints = (conf.incremental_checkpoints
+                                        and self.backend is not None
+                                        and self.guarantee != "at_most_once")
+            if store.native_checkpoints or native is not None:  # local recovery
+                store.local = LocalCopies(self._state_store_dir() / "local", task_id)
+            if native is not None:
+                assert self.backend is not None
+                got = download_checkpoint(self.backend, native, store.path, where,
+                                          store.local)
+                store.local.seed(native)
+                log.info("task %s: opened the RocksDB checkpoint of %s: %d SST file(s) "
+                         "from local copies, %d downloaded (%d bytes)", task_id, where,
+                         got.local, got.downloaded, got.downloaded_bytes)
+                managed_states(comp).update(store.open_restored(
+                    native["states"], got.files, native.get("crc32")))
         use_state_store(comp, store)
         store.adopt(managed_states(comp))
 
@@ -503,6 +552,7 @@ class Worker(TaskHost):
             for entry in folder.iterdir():
                 if entry.name.startswith("task-") and entry.name not in mine:
                     shutil.rmtree(entry, ignore_errors=True)
+            LocalCopies.drop_others(folder / "local", task_ids)  # and their local copies
 
     def _close_state_stores(self) -> None:
         for task_id, store in list(self.state_stores.items()):

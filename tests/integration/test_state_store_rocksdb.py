@@ -60,7 +60,11 @@ def test_worker_sigkill_keeps_every_key_exactly_once(tmp_path: Path) -> None:
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
 
 
-def test_savepoints_move_state_memory_to_rocksdb_and_back(tmp_path: Path) -> None:
+@pytest.mark.parametrize("incremental", [False, True], ids=["whole", "shared-sst"])
+def test_savepoints_move_state_memory_to_rocksdb_and_back(tmp_path: Path,
+                                                          incremental: bool) -> None:
+    """With incremental checkpoints the RocksDB run's savepoint reads its entries out of
+    the checkpoint's SST files: self-contained, restored into the memory store."""
     out, stores = tmp_path / "out", tmp_path / "stores"
     memory = Config(workers=2, checkpoint_interval_ms=300)
     with LocalCluster(home=tmp_path / "home") as cluster:
@@ -70,12 +74,16 @@ def test_savepoints_move_state_memory_to_rocksdb_and_back(tmp_path: Path) -> Non
     after_memory = committed_count(out)
     with LocalCluster(home=tmp_path / "home") as cluster:
         handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=1500),
-                                rocks_config(stores), from_savepoint=first)
+                                rocks_config(stores, incremental_checkpoints=incremental,
+                                             state_backend=f"file://{tmp_path / 'ckpt'}"),
+                                from_savepoint=first)
         wait_until(lambda: committed_count(out) > after_memory + 2000, 60,
                    "output of the RocksDB run")
         second = handle.savepoint(f"file://{tmp_path / 'sp2'}", stop=True)
     assert task_databases(stores)
     assert read_manifest(second)["components"]["sum"]["parallelism"] == 2
+    assert not list((tmp_path / "sp2").rglob("*.sst")), "a savepoint references no SST file"
+    assert bool(list((tmp_path / "ckpt").rglob("sst-*.sst"))) == incremental
     after_rocks = committed_count(out)
     assert after_rocks < KEYS * PER_KEY, "the RocksDB run ended before its savepoint"
     with LocalCluster(home=tmp_path / "home") as cluster:
@@ -85,11 +93,16 @@ def test_savepoints_move_state_memory_to_rocksdb_and_back(tmp_path: Path) -> Non
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
 
 
-def test_rescale_two_to_three_to_one_with_rocksdb_state(tmp_path: Path) -> None:
+@pytest.mark.parametrize("incremental", [False, True], ids=["whole", "shared-sst"])
+def test_rescale_two_to_three_to_one_with_rocksdb_state(tmp_path: Path,
+                                                        incremental: bool) -> None:
+    """With incremental checkpoints the rescale reads the tasks' entries out of their SST
+    files and splits them by key group into the new tasks' fresh databases."""
     out, stores = tmp_path / "out", tmp_path / "stores"
     with LocalCluster(home=tmp_path / "home") as cluster:
         handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=800),
-                                rocks_config(stores))
+                                rocks_config(stores, incremental_checkpoints=incremental,
+                                             state_backend=f"file://{tmp_path / 'ckpt'}"))
         wait_until(lambda: committed_count(out) > 2000, 60, "some committed output")
         up = handle.rescale({"sum": 3})
         assert up["error"] == ""
@@ -112,3 +125,5 @@ def test_rescale_two_to_three_to_one_with_rocksdb_state(tmp_path: Path) -> None:
                 {f"task-{t}{x}" for t in w.tasks for x in ("", ".frozen")}
         handle.wait(timeout=180)
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
+    # the shared-sst variant's checkpoints were SST files (retention keeps the newest)
+    assert bool(list((tmp_path / "ckpt").rglob("sst-*.sst"))) == incremental

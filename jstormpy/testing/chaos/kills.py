@@ -169,6 +169,8 @@ _FAULT_WORDS = {
                       "checkpoint {cid}",
     "after_segment": "{who} was SIGKILLed right after writing an incremental segment of "
                      "checkpoint {cid}",
+    "during_sst_upload": "{who} was SIGKILLed in the middle of uploading the SST files of "
+                         "checkpoint {cid}",
     "sink_before_commit": "{who} was SIGKILLed in a sink between pre-commit and commit of "
                           "checkpoint {cid}",
     "sink_after_commit": "{who} was SIGKILLed in a sink right after committing checkpoint "
