@@ -53,6 +53,7 @@ from jstormpy.master.restore_plan import (
     PersistFloor,
     PersistGeneration,
     ReadMetadata,
+    Refuse,
     Restore,
     RestorePlan,
     RetryLater,
@@ -465,6 +466,8 @@ class MasterCore:
             match action:
                 case RetryLater(reason):
                     self._retry_prepare(reason)
+                case Refuse(reason):
+                    self._fail(reason)
                 case Unusable(cid, reason):
                     log.error("checkpoint %s unusable (%s); falling back", cid, reason)
                     self.checkpoints.bad.add(cid)

@@ -13,7 +13,9 @@ duplicated output (docs/checkpointing.md, holes table):
    newest checkpoint this run saw complete (``completed_floor``) is *short*: the store is
    failing or unmounted. Restoring less would replay output the sinks committed, so that
    is a :class:`RetryLater` too, until the listing shows it; only that checkpoint turning
-   out unusable (``bad``) or an explicit ``jstorm rollback --to N`` goes lower.
+   out unusable (``bad``) or an explicit ``jstorm rollback --to N`` goes lower. When
+   every checkpoint is unusable although one completed in this run, the recovery is a
+   :class:`Refuse`: the topology fails rather than replay committed output from nothing.
 3. **Read the target's metadata** for its task snapshot handles. A corrupt or missing
    metadata file makes the target :class:`Unusable`: the caller marks it bad and recovers
    again, one checkpoint lower. A store that does not answer is a :class:`RetryLater`.
@@ -78,6 +80,15 @@ class RetryLater:
 
 
 @dataclass(frozen=True)
+class Refuse:
+    """No usable checkpoint is left, yet one completed in this run (its output is
+    committed): restoring empty state would replay that output into the sinks. The
+    topology fails, naming why (Flink fails the job rather than start from nothing)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class Unusable:
     """Checkpoint ``checkpoint_id`` cannot be restored: mark it bad, recover again."""
 
@@ -94,8 +105,8 @@ class Restore:
 
 
 RestoreAction = (PersistGeneration | ListCompleted | ReadMetadata | PersistFloor | RetryLater
-                 | Unusable | Restore)
-"""The storage steps (first four) and the outcomes (last three)."""
+                 | Unusable | Refuse | Restore)
+"""The storage steps (first four) and the outcomes (last four)."""
 
 
 def prepare_ids(target: int | None, id_floor: int, stateful: bool) -> tuple[int, int]:
@@ -178,6 +189,15 @@ class RestorePlan:
         short = self._short_listing(target)
         if short:
             return [RetryLater(short)]
+        if target is None and self.completed_floor:
+            unusable = sorted(c for c in self.listing if c in self.bad) or [self.completed_floor]
+            return [Refuse(
+                f"no usable checkpoint is left in {self.uri}: checkpoint(s) {unusable} are "
+                "unusable (a corrupt or missing snapshot, shared file or metadata; the errors "
+                f"of jstorm status name each), and checkpoint {self.completed_floor} completed "
+                "in this run, so the sinks committed its output. Restoring empty state would "
+                "replay that output into them: the topology fails instead. Restore a "
+                "savepoint, or start a fresh run into new outputs")]
         return self._read(target)
 
     def listing_failed(self, error: str) -> list[RestoreAction]:

@@ -297,3 +297,37 @@ def test_worker_killed_while_backend_unreachable(tmp_path, kind, request):
     assert restored and restored[0] is not None, final["recoveries"]
     problems = check_keyed_sums(out, KEYS, per_key)
     assert not problems, problems
+
+
+def test_every_checkpoint_corrupt_fails_the_topology_instead_of_replaying_from_nothing(
+        tmp_path):
+    """Corrupt a snapshot of every completed checkpoint, kill a worker: once the TM has
+    found each unusable it fails the topology naming them, instead of restoring empty
+    state under committed output (every key's output would be emitted again)."""
+    per_key = 2000
+    out = tmp_path / "out"
+    ckpt = tmp_path / "ckpt"
+    conf = config(f"file://{ckpt}", checkpoint_interval_ms=600_000)  # only forced ones
+    with LocalCluster() as cluster:
+        handle = cluster.submit(linear(out, KEYS, per_key, rate=4000), conf)
+        ids = []
+        for _ in range(2):
+            emitted = handle.metrics().get("topology", {}).get("emitted", 0)
+            wait_for(lambda e=emitted: handle.metrics().get("topology", {}).get("emitted", 0) > e,
+                     30, "progress between checkpoints")
+            ids.append(handle.checkpoint())
+        wait_for(lambda: read_committed(out), 30, "committed output")
+        committed = len(read_committed(out))
+        for chk in sorted(ckpt.glob("chk-*")):
+            for victim in chk.glob("task-*.snap"):
+                data = bytearray(victim.read_bytes())
+                for i in range(len(data) - 8, len(data)):
+                    data[i] ^= 0xFF  # the checksum no longer matches
+                victim.write_bytes(bytes(data))
+        os.kill(handle.workers()[0].pid, signal.SIGKILL)
+        with pytest.raises(JStormError, match="no usable checkpoint is left") as failed:
+            handle.wait(timeout=120)
+    assert f"checkpoint(s) {ids}" in str(failed.value), failed.value
+    assert len(read_committed(out)) >= committed
+    rows = [(r["key"], r["seq"]) for r in read_committed(out)]
+    assert len(rows) == len(set(rows)), "committed output was replayed"

@@ -6,6 +6,7 @@ from jstormpy.master.restore_plan import (
     PersistFloor,
     PersistGeneration,
     ReadMetadata,
+    Refuse,
     Restore,
     RestorePlan,
     RetryLater,
@@ -100,3 +101,17 @@ def test_a_target_above_the_stored_floor_is_stored_as_the_floor_before_any_prepa
     [retry] = p.floor_not_persisted("disk full")
     assert isinstance(retry, RetryLater) and "checkpoint 4" in retry.reason
     assert p.floor_persisted() == [Restore(4, {0: "h0"})]
+
+
+def test_no_usable_checkpoint_after_one_completed_fails_instead_of_restoring_nothing():
+    """Every checkpoint this run completed turned out unusable (corrupt snapshots, a
+    damaged SST file): empty state would replay committed output, so the recovery
+    refuses, naming the checkpoints; before one completed, fresh state is right."""
+    p = plan(persisted_generation=3, completed_floor=5, bad={4, 5})
+    p.begin()
+    [refuse] = p.listed([4, 5])
+    assert isinstance(refuse, Refuse) and "[4, 5]" in refuse.reason
+    assert "checkpoint 5 completed" in refuse.reason
+    p = plan(persisted_generation=3, completed_floor=0, bad={1})
+    p.begin()
+    assert p.listed([1]) == [Restore(None)]

@@ -58,6 +58,7 @@ from jstormpy.master.restore_plan import (
     PersistFloor,
     PersistGeneration,
     ReadMetadata,
+    Refuse,
     Restore,
     RestoreAction,
     RestorePlan,
@@ -753,6 +754,10 @@ class SimMaster:
         coord.recovery_resolved(plan.listing, plan.listing_ok,
                                 action.target if isinstance(action, Restore) else None)
         match action:
+            case Refuse(reason):
+                self.state = TopologyState.FAILED
+                self.failure = reason
+                self.sim.world.note(f"TM: failed: {reason[:80]}")
             case RetryLater(reason):
                 self.sim.world.note(f"TM: recovery waits: {reason[:80]}")
                 rec.plan = None
