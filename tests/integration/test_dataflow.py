@@ -12,14 +12,17 @@ from jstormpy import LocalCluster, read_committed
 from .dataflow_flows import (
     interval_join,
     interval_join_reference,
+    sessions_and_tumbling,
+    sessions_and_tumbling_reference,
     window_join,
     window_join_reference,
+    window_rows,
     windowed,
     windowed_reference,
     wordcount,
     wordcount_reference,
 )
-from .helpers import committed_count, fast_config, wait_until
+from .helpers import committed_count, fast_config, kill_now, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -95,6 +98,38 @@ def test_dataflow_window_join_rescaled_while_running_stays_exactly_once(tmp_path
         assert handle.wait(timeout=150)["state"] == "drained"
     got = Counter((r["key"], r["l"], r["r"]) for r in read_committed(out))
     assert got == want
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sigkill", [False, True], ids=["rescale", "rescale-then-sigkill"])
+def test_dataflow_session_and_tumbling_windows_rescaled_mid_run_stay_exactly_once(
+        tmp_path, sigkill):
+    """`rescale {"sessions": 3, "tumbling": 3}` mid-run: each window's state moves by key
+    group to the new tasks (sessions cut by the checkpoint go on growing there), the old
+    tasks' watermarks merge, and every window fires once with all its records. With
+    `sigkill`, a worker is killed at once after the rescale: the restore from the
+    rescaled checkpoint runs again, with the same result."""
+    keys, per_key = 8, 600
+    out = tmp_path / "out"
+    with LocalCluster(home=tmp_path / "home") as cluster:
+        handle = cluster.submit(sessions_and_tumbling(out, keys, per_key, rate=400),
+                                fast_config(checkpoint_interval_ms=300))
+        wait_until(lambda: committed_count(out / "tumbling") > 40, 60, "some windows")
+        done = handle.rescale({"sessions": 3, "tumbling": 3})
+        assert done["error"] == ""
+        if sigkill:
+            kill_now(handle, "worker", 1)
+        assert {c["name"]: c["parallelism"] for c in handle.status()["components"]
+                if c["name"] in ("sessions", "tumbling")} == {"sessions": 3, "tumbling": 3}
+        want_sessions, want_tumbling = sessions_and_tumbling_reference(keys, per_key)
+        assert committed_count(out / "tumbling") < sum(want_tumbling.values()), \
+            "the run ended before the rescale"
+        status = handle.wait(timeout=150)
+        assert status["state"] == "drained"
+        if sigkill:
+            assert status["restarts"] >= 1
+    assert window_rows(out / "sessions") == want_sessions
+    assert window_rows(out / "tumbling") == want_tumbling
 
 
 def test_dataflow_join_state_size_is_in_the_metrics(tmp_path):
