@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import heapq
 import math
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Any, NamedTuple
@@ -27,6 +28,7 @@ from jstormpy.dataflow.records import (
     ITEM_FIELDS,
     KEY_FIELD,
     KEYED_FIELDS,
+    PLAIN_ITEMS,
     RecordTuples,
     Wire,
     decode_item,
@@ -853,13 +855,31 @@ def _sink_execute(self: Any, tup: Tuple) -> None:
 
 def _sink_execute_batch(self: Any, batch: Any) -> None:
     """A channel batch: its layout and record builder looked up once, items read off the
-    rows."""
+    rows.
+
+    An unkeyed row ``(item,)`` of a plain item (a str, a number, a plain tuple, ...) is
+    already the values of its ``{"value": item}`` record: it goes into one record Tuple
+    reused from row to row for as long as the sink keeps no reference to it (checked
+    with ``sys.getrefcount``, as the executor does for its own tuples)."""
     wire = self.__dict__["_df_inputs"][(batch.source, batch.stream)]
     execute = self._df_base.execute
-    record = _record_tuples(self).channel(batch.source, batch.task)
+    records = _record_tuples(self)
+    record = records.channel(batch.source, batch.task)
     if wire is Wire.ITEM:
+        value_cls = records.value_class(batch.source, batch.task)
+        plain = PLAIN_ITEMS
+        refs = sys.getrefcount
+        tup: Any = None
         for values in batch.rows:
-            execute(self, record(values[0]))
+            if type(values[0]) in plain:
+                # 2 references (this variable and the argument): the sink kept none
+                if tup is None or refs(tup) > 2:
+                    tup = value_cls(values)  # type: ignore[call-arg]  # Tuple.bound
+                else:
+                    tup.values = values
+                execute(self, tup)
+            else:
+                execute(self, record(values[0]))
     elif wire is Wire.KEYED or wire is Wire.LATE:
         for values in batch.rows:
             execute(self, record(values[1]))
