@@ -138,20 +138,20 @@ def session_ts(seq: int) -> int:
 
 
 def sessions_and_tumbling(out: Path, keys: int, per_key: int,
-                          rate: float | None = None) -> Any:
+                          rate: float | None = None, windows: int = 2) -> Any:
     """One keyed stream into a session-window count ("sessions") and a tumbling 100 ms
-    sum ("tumbling"), both with parallelism 2: what the rescale tests change."""
+    sum ("tumbling"), both with parallelism ``windows``: what the rescale tests change."""
     flow = Dataflow("df-windows")
     keyed = flow.source("events", SequenceSpout(keys=keys, per_key=per_key, batch=20,
                                                 rate_per_s=rate), parallelism=2) \
         .key_by(lambda r: r["key"], name="by-key")
     keyed.window(SessionWindows(gap_ms=SESSION_GAP), timestamp=lambda r: session_ts(r["seq"]),
                  out_of_orderness_ms=50) \
-        .aggregate(Count(), name="sessions", parallelism=2) \
+        .aggregate(Count(), name="sessions", parallelism=windows) \
         .sink("session-counts", FileSink(out / "sessions"))
     keyed.window(TumblingWindows(size_ms=100), timestamp=lambda r: session_ts(r["seq"]),
                  out_of_orderness_ms=50) \
-        .aggregate(Sum("value"), name="tumbling", parallelism=2) \
+        .aggregate(Sum("value"), name="tumbling", parallelism=windows) \
         .sink("tumbling-sums", FileSink(out / "tumbling"))
     return flow.build()
 

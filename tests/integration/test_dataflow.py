@@ -132,6 +132,27 @@ def test_dataflow_session_and_tumbling_windows_rescaled_mid_run_stay_exactly_onc
     assert window_rows(out / "tumbling") == want_tumbling
 
 
+@pytest.mark.slow
+def test_dataflow_windows_from_a_savepoint_at_another_parallelism(tmp_path):
+    """A savepoint of session and tumbling windows at parallelism 2, restored at 3: the
+    windows move by key group as in a rescale, and every window is committed once."""
+    keys, per_key = 8, 500
+    out = tmp_path / "out"
+    with LocalCluster() as cluster:
+        handle = cluster.submit(sessions_and_tumbling(out, keys, per_key, rate=400),
+                                fast_config(checkpoint_interval_ms=300))
+        wait_until(lambda: committed_count(out / "tumbling") > 40, 60, "some windows")
+        uri = handle.savepoint(f"file://{tmp_path / 'sp'}", stop=True)
+    want_sessions, want_tumbling = sessions_and_tumbling_reference(keys, per_key)
+    assert committed_count(out / "tumbling") < sum(want_tumbling.values())
+    with LocalCluster() as cluster:
+        status = cluster.submit(sessions_and_tumbling(out, keys, per_key, windows=3),
+                                fast_config(), from_savepoint=uri).wait(timeout=150)
+    assert status["state"] == "drained"
+    assert window_rows(out / "sessions") == want_sessions
+    assert window_rows(out / "tumbling") == want_tumbling
+
+
 def test_dataflow_join_state_size_is_in_the_metrics(tmp_path):
     """A window join's buffered left and right records are reported as `state_records`
     (task and component level) while it runs, bounded by what the sources emitted."""
