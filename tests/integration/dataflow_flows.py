@@ -107,12 +107,13 @@ def window_join_reference(keys: int, left_per_key: int, right_per_key: int,
 
 
 def interval_join(out: Path, keys: int, left_per_key: int, right_per_key: int,
-                  lower: int, upper: int) -> Any:
+                  lower: int, upper: int, rate: float | None = None) -> Any:
     """Left ts = seq * 10, right ts = seq * 20; pairs with lower <= t_r - t_l <= upper."""
     flow = Dataflow("df-interval")
-    left = flow.source("left", SequenceSpout(keys=keys, per_key=left_per_key, batch=20),
-                       parallelism=2)
-    right = flow.source("right", SequenceSpout(keys=keys, per_key=right_per_key, batch=20))
+    left = flow.source("left", SequenceSpout(keys=keys, per_key=left_per_key, batch=20,
+                                             rate_per_s=rate), parallelism=2)
+    right = flow.source("right", SequenceSpout(keys=keys, per_key=right_per_key, batch=20,
+                                               rate_per_s=rate))
     left.key_by(lambda r: r["key"], name="left-by-key").interval_join(
         right.key_by(lambda r: r["key"], name="right-by-key"), lower, upper,
         timestamp=(lambda r: r["seq"] * 10, lambda r: r["seq"] * 20),

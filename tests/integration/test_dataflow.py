@@ -133,6 +133,23 @@ def test_dataflow_session_and_tumbling_windows_rescaled_mid_run_stay_exactly_onc
 
 
 @pytest.mark.slow
+def test_dataflow_interval_join_rescaled_while_running_stays_exactly_once(tmp_path):
+    """The interval join's buffers are managed keyed state: `rescale {"interval": 3}`
+    mid-run moves them by key group, and every pair in range is committed once."""
+    keys, nl, nr = 6, 400, 200
+    out = tmp_path / "out"
+    with LocalCluster(home=tmp_path / "home") as cluster:
+        handle = cluster.submit(interval_join(out, keys, nl, nr, -30, 50, rate=300),
+                                fast_config(checkpoint_interval_ms=300))
+        wait_until(lambda: committed_count(out) > 100, 60, "some committed pairs")
+        assert handle.rescale({"interval": 3})["error"] == ""
+        want = interval_join_reference(keys, nl, nr, -30, 50)
+        assert committed_count(out) < sum(want.values()), "the run ended before the rescale"
+        assert handle.wait(timeout=150)["state"] == "drained"
+    assert Counter((r["key"], r["l"], r["r"]) for r in read_committed(out)) == want
+
+
+@pytest.mark.slow
 def test_dataflow_windows_from_a_savepoint_at_another_parallelism(tmp_path):
     """A savepoint of session and tumbling windows at parallelism 2, restored at 3: the
     windows move by key group as in a rescale, and every window is committed once."""
