@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 from jstormpy.api.component import Bolt, TopologyContext, Tuple
 from jstormpy.api.errors import TopologyError
+from jstormpy.barrier.twophase import Sink
 from jstormpy.dataflow.records import (
     ITEM_FIELDS,
     KEY_FIELD,
@@ -860,9 +861,16 @@ def _sink_execute_batch(self: Any, batch: Any) -> None:
     An unkeyed row ``(item,)`` of a plain item (a str, a number, a plain tuple, ...) is
     already the values of its ``{"value": item}`` record: it goes into one record Tuple
     reused from row to row for as long as the sink keeps no reference to it (checked
-    with ``sys.getrefcount``, as the executor does for its own tuples)."""
+    with ``sys.getrefcount``, as the executor does for its own tuples). A sink whose class
+    keeps ``Sink.execute`` gets ``write`` called directly (that is all it does)."""
     wire = self.__dict__["_df_inputs"][(batch.source, batch.stream)]
-    execute = self._df_base.execute
+    base_execute = self._df_base.execute
+    execute: Callable[[Tuple], None]
+    if base_execute is Sink.execute:  # not overridden: it is write(), one call less
+        execute = self.write
+    else:
+        def execute(tup: Tuple) -> None:
+            base_execute(self, tup)
     records = _record_tuples(self)
     record = records.channel(batch.source, batch.task)
     if wire is Wire.ITEM:
@@ -877,15 +885,15 @@ def _sink_execute_batch(self: Any, batch: Any) -> None:
                     tup = value_cls(values)  # type: ignore[call-arg]  # Tuple.bound
                 else:
                     tup.values = values
-                execute(self, tup)
+                execute(tup)
             else:
-                execute(self, record(values[0]))
+                execute(record(values[0]))
     elif wire is Wire.KEYED or wire is Wire.LATE:
         for values in batch.rows:
-            execute(self, record(values[1]))
+            execute(record(values[1]))
     else:
         for tup in batch:
-            execute(self, record(decode_item(wire, tup)))
+            execute(record(decode_item(wire, tup)))
 
 
 __all__ = ["ChainBolt", "DataflowBolt", "IntervalJoinBolt", "JoinHow", "ReduceBolt",

@@ -120,3 +120,18 @@ def test_the_sink_adapter_writes_the_same_records_batched_as_tuple_by_tuple(rows
     if keep:
         assert [t.as_dict() for t in batched.kept] == batched.read
         assert len({id(t) for t in batched.kept}) == len(rows)
+
+
+class _Filtering(_Keeper):
+    """A sink that overrides ``execute``: the batched adapter must still go through it."""
+
+    def execute(self, tup):
+        if tup.as_dict().get("value") != 0:
+            super().execute(tup)
+
+
+def test_the_sink_adapter_keeps_a_sinks_own_execute():
+    inputs = {("up", "default"): Wire.ITEM}
+    sink = dataflow_sink(_Filtering(False), inputs)
+    sink.execute_batch(_batch([(0,), (1,), ({"value": 0},), (2,)], ITEM_FIELDS))
+    assert sink.read == [{"value": 1}, {"value": 2}]
