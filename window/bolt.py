@@ -245,8 +245,10 @@ class WindowedBolt(Bolt):
         rt = self._jw_runtime()
         collector = bound_emitter(self)
         rt.columnar = callable(getattr(collector, "emit_batch", None))
-        if rt.tracker is not None:
-            rt.tracker.add_channels(context.input_tasks)
+        if rt.tracker is not None and context.input_tasks:
+            # the channels of this run: restored maxima of channels that a rescale of
+            # an upstream component renamed are dropped (the watermark never goes back)
+            rt.tracker.keep_only(context.input_tasks)
         if not type(self)._jw_explicit_tick:
             self.tick_interval_ms = default_tick_interval(self)  # type: ignore[misc]
 
@@ -298,7 +300,10 @@ class WindowedBolt(Bolt):
         splits = []
         for old in old_states:
             if not isinstance(old, dict) or old.get("format") != _SNAPSHOT_FORMAT:
-                raise CheckpointError("not a WindowedBolt snapshot")
+                raise CheckpointError(
+                "WindowedBolt.redistribute_keyed_state got a snapshot that is not a "
+                "WindowedBolt snapshot: a subclass that overrides snapshot() needs its own "
+                "redistribute_state hook to change parallelism")
             pending += old.get("pending", ())
             splits.append(WindowOperator.split_snapshot(old["op"], place, new_parallelism))
         out = []

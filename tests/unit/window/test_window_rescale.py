@@ -199,3 +199,20 @@ def test_plan_rescale_accepts_a_dataflow_window_aggregate() -> None:
         .aggregate(Count(), name="win", parallelism=2).sink("out", TestingSink())
     topo = flow.build()
     assert plan_rescale(topo, {"win": 3}, 128).components["win"].parallelism == 3
+
+
+def test_restored_maxima_of_renamed_channels_do_not_hold_the_watermark() -> None:
+    """A rescale of the upstream component renames this task's input channels: the
+    restored maximum of old channel 1 must not hold the watermark for ever."""
+    old = Sessions()
+    attach(old, (1, 2))
+    old.execute(sensor("a", 100, 1.0, task=1))
+    old.execute(sensor("a", 50, 1.0, task=2))  # channel 2 holds the watermark at 50
+    assert old.current_watermark == 50
+    new = Sessions()
+    new.restore(old.snapshot())
+    col = attach(new, (5,))  # the upstream now has one task, id 5
+    new.execute(sensor("b", 300, 2.0, task=5))
+    assert new.current_watermark == 300
+    assert col.stream("default") == [("a", 50, 60, [1.0], "on_time"),
+                                     ("a", 100, 110, [1.0], "on_time")]
