@@ -36,6 +36,12 @@ def orders_payments_reference(keys: int, orders: int, payments: int) -> Counter[
 
 
 SESSION_GAP = 30
+LAG = 3_000
+"""``views_clicks``' out-of-orderness: each key's records are in order, but a join input
+channel may carry both spout tasks' records (local_or_shuffle falls back to shuffle when
+a spout task and its key_by task run in different workers), out of order by as much as
+one spout is ahead of the other: at 200 records/s per task, 3 s of event time is about
+1 s of wall-clock time, which covers a worker's restart."""
 
 
 def click_ts(seq: int) -> int:
@@ -59,7 +65,7 @@ def views_clicks(out: Path, keys: int, views: int, clicks: int, rate: float) -> 
         right.key_by(lambda r: r["key"], name="clicks-by-key"),
         window=SessionWindows(gap_ms=SESSION_GAP),
         timestamp=(lambda r: r["seq"] * 40, lambda r: click_ts(r["seq"])),
-        out_of_orderness_ms=300, how="outer", name="session-join", parallelism=2,
+        out_of_orderness_ms=LAG, how="outer", name="session-join", parallelism=2,
     ).map(lambda j: {"key": j.key, "view": j.left and j.left["seq"],
                      "click": j.right and j.right["seq"]}, name="pair") \
         .sink("pairs", FileSink(out))

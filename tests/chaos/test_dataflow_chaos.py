@@ -45,7 +45,7 @@ def test_dataflow_session_join_is_exactly_once_under_sigkill(tmp_path):
     """An outer session-window join, a worker SIGKILLed mid-run: every pair of one
     session, and every unmatched record, committed exactly once."""
     out = tmp_path / "out"
-    topo = views_clicks(out, KEYS, 240, 200, rate=300)
+    topo = views_clicks(out, KEYS, 240, 200, rate=200)
     config = Config(workers=3, guarantee="exactly_once", checkpoint_interval_ms=200,
                     worker_timeout_ms=5000)
     schedule = ChaosSchedule(43, (Kill("worker", at_s=1.0, worker=1),))
