@@ -7,12 +7,19 @@ so cProfile sees every engine call per record without sockets or scheduling nois
 the before/after notes of the data-plane work; figures are relative (a shared machine).
 
     python bench/profile_datapath.py [--api tuple|batch|window|dataflow] [--lines 100000]
-                                     [--top 25]
+                                     [--top 25] [--sink] [--wire]
 
 ``--api dataflow`` runs the same word count written with ``jstormpy.dataflow`` (what
 ``bench/dataflow_bench.py`` submits: ``flat_map(split)`` -> ``key_by`` ->
 ``stateful_map(count)``) through its compiled bolts, so its CPU per word compares with
 ``--api tuple`` (the hand-written bolts) in one process.
+
+``--sink`` adds the step after the count: a no-op two-phase-commit sink (the same class
+for every API) chained behind each count task, reached through the dataflow's sink
+adapter for ``--api dataflow``. ``--wire`` encodes and decodes every batch of the
+fields-grouped hop with the data plane's codec (``runtime/codec.py``), as a hop to
+another worker does: the hand-written bolts send ``(word,)``, the dataflow
+``(key, item)``.
 """
 
 from __future__ import annotations
@@ -26,10 +33,12 @@ from typing import Any
 
 from jstormpy import Bolt
 from jstormpy.api.component import bind_task
+from jstormpy.barrier.twophase import Sink
 from jstormpy.dataflow import Dataflow
+from jstormpy.runtime.codec import decode_item, encode_item
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.routing import MessageKind, OutputCollector, Route
-from jstormpy.testing import TestingSink, TestingSource
+from jstormpy.testing import TestingSource
 from jstormpy.window import TumblingWindows, WindowedBolt
 
 WORDS = [f"w{i}" for i in range(10_000)]
@@ -117,26 +126,53 @@ class FinalCount(WindowedBolt):
         return acc
 
 
+class NullSink(Sink):
+    """A two-phase-commit sink that only counts what it is given."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def begin(self, checkpoint_id: int) -> None:
+        pass
+
+    def write(self, tup: Any) -> None:
+        self.seen += 1
+
+    def pre_commit(self, checkpoint_id: int) -> None:
+        pass
+
+    def commit(self, checkpoint_id: int) -> None:
+        pass
+
+    def abort(self, checkpoint_id: int) -> None:
+        pass
+
+    def recover(self, completed_id: int | None) -> None:
+        pass
+
+
 def df_count(n: int | None, word: str) -> tuple[int, tuple[str, int]]:
     """The dataflow bench's per-key count (``stateful_map``)."""
     n = (n or 0) + 1
     return n, (word, n)
 
 
-def dataflow_bolts() -> tuple[Any, Any, Any]:
+def dataflow_bolts() -> tuple[Any, Any, Any, Any, Any]:
     """The dataflow word count's compiled split and count bolts (and a spare count for
-    the second task), as ``bench/dataflow_bench.py`` builds them, reading spout "lines"."""
+    the second task), as ``bench/dataflow_bench.py`` builds them, reading spout "lines",
+    and its two sink tasks (the adapter around :class:`NullSink`)."""
     def build() -> Any:
         flow = Dataflow("profile-df")
         (flow.source("lines", TestingSource([]))
              .flat_map(lambda r: r["sentence"].split(), name="split")
              .key_by(lambda w: w)
              .stateful_map(df_count, name="count", parallelism=2)
-             .sink("end", TestingSink()))
+             .sink("end", NullSink(), parallelism=2))
         return flow.build().components
 
-    comps = build()
-    return comps["split"].obj, comps["count"].obj, build()["count"].obj
+    comps, more = build(), build()
+    return (comps["split"].obj, comps["count"].obj, more["count"].obj, comps["end"].obj,
+            more["end"].obj)
 
 
 class _Host:
@@ -163,24 +199,33 @@ def _task(task_id: int, name: str, comp: Any, streams: dict[str, tuple[str, ...]
     return TaskExecutor(task_id, name, "bolt", comp, coll, _Host(), source_index=sources)
 
 
-def run(api: str, lines: list[str], batch_size: int = 512) -> dict[str, int]:
-    """Push ``lines`` through split -> count (2 count tasks); returns the final counts."""
-    inbox: dict[int, collections.deque[Any]] = {t: collections.deque() for t in (2, 3, 4)}
+def run(api: str, lines: list[str], batch_size: int = 512, sink: bool = False,
+        wire: bool = False) -> dict[str, int]:
+    """Push ``lines`` through split -> count (2 count tasks), and with ``sink`` on to a
+    sink task behind each count; returns the final counts."""
+    inbox: dict[int, collections.deque[Any]] = {t: collections.deque()
+                                                for t in (2, 3, 4, 6, 7)}
 
     def send(dst: int, item: Any) -> None:
         inbox[dst].append(item)
 
+    def send_wire(dst: int, item: Any) -> None:  # the bytes a remote hop carries
+        inbox[dst].append(decode_item(memoryview(encode_item(dst, item)))[1])
+
     split_c, count_c = (BatchSplit(), BatchCount()) if api == "batch" else (Split(), Count())
     if api == "window":
         split_c, count_c = Split(), FinalCount()
+    sinks: list[Any] = [NullSink(), NullSink()]
     if api == "dataflow":
-        split_c, count_c, count_c2 = dataflow_bolts()
+        split_c, count_c, count_c2, *sinks = dataflow_bolts()
     else:
         count_c2 = type(count_c)()
     split_fields = split_c.outputs
-    r_split = Route("fields", "default", "count", [3, 4], 2, send, batch_size, (0,))
-    r_counts = Route("global", "default", "sink", [4], 3, lambda d, i: None, batch_size)
-    r_counts2 = Route("global", "default", "sink", [4], 4, lambda d, i: None, batch_size)
+    r_split = Route("fields", "default", "count", [3, 4], 2, send_wire if wire else send,
+                    batch_size, (0,))
+    to_sink = send if sink else (lambda d, i: None)
+    r_counts = Route("global", "default", "sink", [6], 3, to_sink, batch_size)
+    r_counts2 = Route("global", "default", "sink", [7], 4, to_sink, batch_size)
     out_streams: dict[str, tuple[str, ...]] = {"default": tuple(count_c.outputs)}
     if api == "window":  # the window bolts' final counts go to task 5's inbox
         inbox[5] = collections.deque()
@@ -194,6 +239,9 @@ def run(api: str, lines: list[str], batch_size: int = 512) -> dict[str, int]:
                     {(2, "default"): ("split", idx)}, send),
               _task(4, "count", count_c2, out_streams, r_counts2,
                     {(2, "default"): ("split", idx)}, send)]
+    count_idx = {f: i for i, f in enumerate(count_c.outputs)}
+    sink_tasks = [_task(t, "end", s, {}, None, {(c, "default"): ("count", count_idx)}, send)
+                  for t, c, s in ((6, 3, sinks[0]), (7, 4, sinks[1]))]
     for i in range(0, len(lines), batch_size):
         split._execute_batch(1, "default", [(s,) for s in lines[i:i + batch_size]])
         split.collector.flush()
@@ -204,11 +252,19 @@ def run(api: str, lines: list[str], batch_size: int = 512) -> dict[str, int]:
                 assert kind == MessageKind.DATA
                 ex._execute_batch(src, stream, payload)
             ex.collector.flush()
+        for t, ex in zip((6, 7), sink_tasks, strict=True):  # chained: right behind
+            q = inbox[t]
+            while q:
+                src, kind, stream, payload = q.popleft()
+                ex._execute_batch(src, stream, payload)
     if api == "window":
         for ex in counts:
             ex._on_end_of_stream(2)  # the input ends: the one window fires
         return {row[0]: row[3] for src, kind, stream, payload in inbox[5]
                 if kind == MessageKind.DATA for row in payload}
+    if sink:
+        seen = sum(s.seen for s in sinks)
+        assert seen == sum(len(s.split()) for s in lines), f"the sinks saw {seen} records"
     merged: dict[str, int] = {}
     for c in (count_c, count_c2):
         merged.update(c.counts if api != "dataflow" else c.state("stateful_map"))
@@ -221,6 +277,10 @@ def main() -> None:
     p.add_argument("--lines", type=int, default=100_000)
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--no-profile", action="store_true", help="time only (relative figure)")
+    p.add_argument("--sink", action="store_true", help="add a chained no-op sink task behind "
+                   "each count (the dataflow's sink adapter for --api dataflow)")
+    p.add_argument("--wire", action="store_true", help="encode and decode the fields-grouped "
+                   "hop's batches as a hop to another worker does")
     args = p.parse_args()
     lines = make_lines(args.lines)
     expected = collections.Counter(w for s in lines for w in s.split())
@@ -228,13 +288,15 @@ def main() -> None:
     t0 = time.process_time()
     if not args.no_profile:
         prof.enable()
-    got = run(args.api, lines)
+    got = run(args.api, lines, sink=args.sink, wire=args.wire)
     if not args.no_profile:
         prof.disable()
     cpu = time.process_time() - t0
     assert got == expected, "wrong counts"
     words = sum(expected.values())
-    print(f"api={args.api} words={words} cpu={cpu:.3f}s ({words / cpu / 1e3:.0f}k words/cpu-s)"
+    extra = "".join(f" +{f}" for f in ("sink", "wire") if getattr(args, f))
+    print(f"api={args.api}{extra} words={words} cpu={cpu:.3f}s "
+          f"({words / cpu / 1e3:.0f}k words/cpu-s)"
           f"{' under cProfile' if not args.no_profile else ''}")
     if not args.no_profile:
         pstats.Stats(prof).sort_stats("tottime").print_stats(args.top)

@@ -283,6 +283,51 @@ def check_max_parallelism(stored: int | None, current: int, where: str = "") -> 
 RedistributeHook = Callable[[list[Any], int], Sequence[Any]]
 
 
+class KeyPlacement:
+    """key -> index of the new task that owns its key group, for ``parallelism`` tasks:
+    what a ``redistribute_keyed_state`` hook splits a whole-task snapshot with.
+
+    Example:
+        >>> place = KeyPlacement(128, 3)
+        >>> place("k1") == task_index_for_key_group(128, 3, key_group("k1", 128))
+        True
+    """
+
+    __slots__ = ("max_parallelism", "owner", "parallelism")
+
+    def __init__(self, max_parallelism: int, parallelism: int) -> None:
+        self.max_parallelism = max_parallelism
+        self.parallelism = parallelism
+        self.owner = [task_index_for_key_group(max_parallelism, parallelism, g)
+                      for g in range(max_parallelism)]
+
+    def __call__(self, key: Any) -> int:
+        return self.owner[key_hash(key) % self.max_parallelism]
+
+
+def redistribution_hook(cls: type, max_parallelism: int) -> RedistributeHook | None:
+    """The hook that splits ``cls``'s non-keyed snapshot (``custom``) over new tasks.
+
+    * ``redistribute_state(old_states, new_parallelism)``: the component splits it itself;
+    * ``redistribute_keyed_state(old_states, new_parallelism, place)``: the snapshot holds
+      per-key state (a window operator's windows), and ``place`` (:class:`KeyPlacement`)
+      names the new task owning each key, so it moves by key group like managed state.
+
+    None when the class has neither (a parallelism change of it is refused).
+    """
+    hook = getattr(cls, "redistribute_state", None)
+    if callable(hook):
+        return hook  # type: ignore[no-any-return]
+    keyed = getattr(cls, "redistribute_keyed_state", None)
+    if not callable(keyed):
+        return None
+
+    def by_key_group(old_states: list[Any], new_parallelism: int) -> Sequence[Any]:
+        return keyed(old_states, new_parallelism,  # type: ignore[no-any-return]
+                     KeyPlacement(max_parallelism, new_parallelism))
+    return by_key_group
+
+
 def redistribute(component: str, snapshots: Sequence[dict[str, Any]], new_parallelism: int,
                  max_parallelism: int, hook: RedistributeHook | None = None,
                  keyed_state: bool = True) -> list[dict[str, Any]]:

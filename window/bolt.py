@@ -57,7 +57,8 @@ class _Runtime:
     """Per-task state of a WindowedBolt (built lazily: subclasses may skip super().__init__)."""
 
     __slots__ = ("batched", "builtin", "columnar", "error_records", "forwarded", "key_fields",
-                 "late_records", "late_stream", "mode", "op", "ts_field", "tracker")
+                 "late_records", "late_stream", "mode", "op", "pending", "ts_field",
+                 "tracker")
 
     def __init__(self, bolt: WindowedBolt) -> None:
         validate_window_config(bolt, type(bolt).__name__)
@@ -98,6 +99,10 @@ class _Runtime:
         """execute_batch was called: emit the final firings with emit_batch too."""
         self.late_records = 0
         self.error_records = 0
+        self.pending: list[Firing] = []
+        """Firings of a rescale's restore (:meth:`WindowOperator.restore_parts`) not yet
+        emitted: they go out before anything else the task emits, and are in the
+        snapshot until then."""
 
 
 class _LazyTuples(Sequence[Tuple]):
@@ -240,31 +245,79 @@ class WindowedBolt(Bolt):
         rt = self._jw_runtime()
         collector = bound_emitter(self)
         rt.columnar = callable(getattr(collector, "emit_batch", None))
-        if rt.tracker is not None:
-            rt.tracker.add_channels(context.input_tasks)
+        if rt.tracker is not None and context.input_tasks:
+            # the channels of this run: restored maxima of channels that a rescale of
+            # an upstream component renamed are dropped (the watermark never goes back)
+            rt.tracker.keep_only(context.input_tasks)
         if not type(self)._jw_explicit_tick:
             self.tick_interval_ms = default_tick_interval(self)  # type: ignore[misc]
 
     def snapshot(self) -> dict[str, Any]:
         """The whole window state: operator (windows, timers, counters), watermarks."""
         rt = self._jw_runtime()
-        return {"format": _SNAPSHOT_FORMAT, "op": rt.op.snapshot(),
+        snap = {"format": _SNAPSHOT_FORMAT, "op": rt.op.snapshot(),
                 "tracker": rt.tracker.snapshot() if rt.tracker is not None else None,
                 "forwarded": rt.forwarded, "late_records": rt.late_records,
                 "error_records": rt.error_records}
+        if rt.pending:
+            snap["pending"] = list(rt.pending)
+        return snap
 
     def restore(self, snap: dict[str, Any]) -> None:
-        """Reload :meth:`snapshot` output (runs before ``prepare``)."""
+        """Reload :meth:`snapshot` output, or the parts :meth:`redistribute_keyed_state`
+        gave this task (runs before ``prepare``)."""
         if not isinstance(snap, dict) or snap.get("format") != _SNAPSHOT_FORMAT:
             raise CheckpointError(f"{type(self).__name__}: not a WindowedBolt snapshot")
         self.__dict__.pop("_jw_rt", None)
         rt = self._jw_runtime()
-        rt.op.restore(snap["op"])
-        if rt.tracker is not None and snap.get("tracker") is not None:
-            rt.tracker.restore(snap["tracker"])
+        rt.pending = list(snap.get("pending", ()))
+        if "parts" in snap:  # rescaled: windows of several old tasks, channels renamed
+            rt.pending += rt.op.restore_parts(snap["parts"])
+        else:
+            rt.op.restore(snap["op"])
+            if rt.tracker is not None and snap.get("tracker") is not None:
+                rt.tracker.restore(snap["tracker"])
         rt.forwarded = snap["forwarded"]
         rt.late_records = snap["late_records"]
         rt.error_records = snap["error_records"]
+
+    @staticmethod
+    def redistribute_keyed_state(old_states: list[Any], new_parallelism: int,
+                                 place: Callable[[Any], int]) -> list[dict[str, Any]]:
+        """The rescale hook (``keygroups.redistribution_hook``): every old task's windows
+        cut by key (``place(key)``: the new task owning its key group), so the windows of
+        a key move whole, with their timers, panes and session bounds.
+
+        New task ``i`` gets the parts of every old task for its keys, each with its old
+        watermark; :meth:`restore` brings them to the highest one and merges them
+        (:meth:`WindowOperator.restore_parts`). The per-channel watermarks start afresh
+        (input task ids change with a rescale) and the operator's watermark never goes
+        back, so a record is late after the rescale only if it was already behind a
+        watermark before it. The new task forwards its watermark anew. Firings not yet
+        emitted go to new task 0; the late and error counts too (their sums stay).
+        """
+        pending: list[Any] = []
+        splits = []
+        for old in old_states:
+            if not isinstance(old, dict) or old.get("format") != _SNAPSHOT_FORMAT:
+                raise CheckpointError(
+                "WindowedBolt.redistribute_keyed_state got a snapshot that is not a "
+                "WindowedBolt snapshot: a subclass that overrides snapshot() needs its own "
+                "redistribute_state hook to change parallelism")
+            pending += old.get("pending", ())
+            splits.append(WindowOperator.split_snapshot(old["op"], place, new_parallelism))
+        out = []
+        for i in range(new_parallelism):
+            new: dict[str, Any] = {
+                "format": _SNAPSHOT_FORMAT, "parts": [parts[i] for parts in splits],
+                "tracker": None, "forwarded": _NEG_INF,
+                "late_records": sum(s["late_records"] for s in old_states) if i == 0 else 0,
+                "error_records": sum(s["error_records"] for s in old_states) if i == 0
+                else 0}
+            if i == 0 and pending:
+                new["pending"] = pending
+            out.append(new)
+        return out
 
     # ------------------------------------------------------------ input
     def _jw_key(self, rt: _Runtime, tup: Tuple) -> Any:
@@ -458,7 +511,16 @@ class WindowedBolt(Bolt):
             return None
         return keys, tss
 
+    def _jw_flush_pending(self, rt: _Runtime) -> None:
+        """Emit the firings a rescale's restore left (before anything else goes out)."""
+        pending, rt.pending = rt.pending, []
+        emit = self.emit
+        for firing in pending:
+            emit(tuple(firing))
+
     def _jw_emit(self, rt: _Runtime, results: list[Any]) -> None:
+        if rt.pending:
+            self._jw_flush_pending(rt)
         emit = self.emit
         for res in results:
             cls = res.__class__
@@ -472,6 +534,8 @@ class WindowedBolt(Bolt):
 
     def _jw_emit_runs(self, rt: _Runtime, results: list[Any]) -> None:
         """Like :meth:`_jw_emit`, each run of firings as one ``emit_batch``."""
+        if rt.pending:
+            self._jw_flush_pending(rt)
         run: list[Any] = []
         for res in results:
             cls = res.__class__
@@ -490,6 +554,8 @@ class WindowedBolt(Bolt):
             self.emit_batch(list(zip(*run, strict=True)))
 
     def _jw_forward(self, rt: _Runtime) -> None:
+        if rt.pending:
+            self._jw_flush_pending(rt)
         if rt.mode in ("processing", "count"):
             return
         wm = rt.op.watermark

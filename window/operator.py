@@ -510,3 +510,83 @@ class WindowOperator:
             if state["sliced"] is None:
                 raise CheckpointError("window snapshot was taken without slicing")
             self._sliced.restore_state(state["sliced"], self._wm)
+
+    # ------------------------------------------------------------------ rescaling
+    @staticmethod
+    def split_snapshot(snap: dict[str, Any], place: Callable[[Any], int],
+                       parallelism: int) -> list[dict[str, Any]]:
+        """One :meth:`snapshot` cut into ``parallelism`` snapshots by key: part ``i`` holds
+        the windows, timers, sliced panes and count-window state of the keys with
+        ``place(key) == i``, and the snapshot's watermark and early-fire clock. Its late
+        count goes to part 0 (the sum is unchanged). Needs no aggregator: nothing fires.
+
+        A part restores like any snapshot; :meth:`restore_parts` merges the parts that a
+        new task takes from several old ones.
+        """
+        if snap.get("format") != SNAPSHOT_FORMAT:
+            raise CheckpointError(f"unknown window snapshot format {snap.get('format')!r}")
+        state = cloudpickle.loads(snap["blob"])
+        parts: list[dict[str, Any]] = [{
+            "wm": state["wm"], "wins": {}, "fire": {}, "purge": {}, "dirty": [],
+            "next_early": state["next_early"], "counts": {},
+            "late_records": state["late_records"] if i == 0 else 0, "sliced": None}
+            for i in range(parallelism)]
+        for wid, entry in state["wins"].items():
+            parts[place(wid[0])]["wins"][wid] = entry
+        for name in ("fire", "purge"):
+            for t, wids in state[name].items():
+                for wid in wids:
+                    parts[place(wid[0])][name].setdefault(t, []).append(wid)
+        for wid in state["dirty"]:
+            parts[place(wid[0])]["dirty"].append(wid)
+        for key, data in state["counts"].items():
+            parts[place(key)]["counts"][key] = data
+        sliced = state["sliced"]
+        if sliced is not None:
+            for i, part in enumerate(parts):
+                part["sliced"] = SlicedWindows.split_state(sliced, place, i)
+        return [{"format": SNAPSHOT_FORMAT, "assigner": snap["assigner"],
+                 "blob": cloudpickle.dumps(part, protocol=5)} for part in parts]
+
+    def restore_parts(self, parts: Sequence[dict[str, Any]]) -> list[Firing]:
+        """Restore from the parts of several old operators' snapshots
+        (:meth:`split_snapshot`) that hold disjoint keys, each taken at its own watermark.
+
+        Each part is restored alone and brought to the highest of their watermarks, which
+        fires (on time) the windows it passes; then the parts are merged into this
+        operator at that watermark. Returns those firings, in part order: the caller
+        emits them before anything else. Bringing every part up (rather than the merged
+        operator down to the lowest watermark) never fires a window twice: a window
+        another part already fired stays fired.
+        """
+        if not parts:
+            self._reset()
+            return []
+        ops = []
+        for part in parts:
+            op = WindowOperator.__new__(WindowOperator)
+            op.__dict__.update(self.__dict__)  # the same configuration
+            op.restore(part)
+            ops.append(op)
+        wm = max(op.watermark for op in ops)
+        fired: list[Firing] = []
+        for op in ops:
+            fired += op.advance_watermark(wm)  # Firings: columnar is off
+        self._reset()
+        self._wm = wm
+        sessions = self._sessions
+        for op in ops:
+            self._wins.update(op._wins)
+            for wid in op._wins:
+                if self._session:
+                    sessions.setdefault(wid[0], []).append(wid)
+            self._fire_timers.absorb(op._fire_timers)
+            self._purge_timers.absorb(op._purge_timers)
+            self._dirty.update(op._dirty)
+            if self._next_early is None:
+                self._next_early = op._next_early
+            self._counts.update(op._counts)
+            self.late_records += op.late_records
+        if self._sliced is not None:
+            self._sliced.absorb([op._sliced for op in ops if op._sliced is not None], wm)
+        return fired

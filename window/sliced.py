@@ -536,3 +536,67 @@ class SlicedWindows:
         self.evicted = data["evicted"]
         self.next_end = data["next_end"]
         self.set_watermark(wm)
+
+    # ------------------------------------------------------------------ rescaling
+    @staticmethod
+    def split_state(data: dict[str, Any], place: Callable[[Any], int],
+                    index: int) -> dict[str, Any]:
+        """The part of :meth:`snapshot_state` output holding the keys with
+        ``place(key) == index``: their pane accumulators and queues; slices left empty
+        are dropped (the progress fields stay: :meth:`absorb` recomputes them)."""
+        slices = {}
+        for ps, d in data["slices"].items():
+            mine = {key: acc for key, acc in d.items() if place(key) == index}
+            if mine:
+                slices[ps] = mine
+        return {"slices": slices, "starts": sorted(slices),
+                "queues": {k: q for k, q in data["queues"].items() if place(k) == index},
+                "fired_end": data["fired_end"], "evicted": data["evicted"],
+                "next_end": data["next_end"]}
+
+    def absorb(self, parts: Sequence[SlicedWindows], wm: float) -> None:
+        """Become the union of ``parts`` (disjoint keys, each already advanced to ``wm``).
+
+        Only the panes are taken; the progress is recomputed from ``wm`` alone: every
+        window ending at or below ``wm + 1`` has fired (its round ran in each part that
+        held a pane of it), so the last round is the last such window end, the queues
+        hold each key's panes of that window, and the next round is the first later
+        window holding a pane. That is the state one operator holding all these panes
+        would be in at ``wm``, whatever rounds each part skipped for want of a pane.
+        """
+        slices: dict[float, dict[Any, Any]] = {}
+        evicted = -_INF
+        for part in parts:
+            for ps, d in part.slices.items():
+                slices.setdefault(ps, {}).update(d)
+            evicted = max(evicted, part.evicted)
+        self.slices = slices
+        self.starts = sorted(slices)
+        self.queues = {}
+        if wm == -_INF:
+            self.fired_end = self.evicted = -_INF
+            self.next_end = self._first_end(self.starts[0]) if self.starts else _INF
+        else:
+            if wm == _INF:
+                last = _INF
+            else:
+                first = wm + 1 - self.size  # the last window end <= wm + 1: its start
+                last = first - first % self.slide + self.size
+            self.fired_end = last
+            self.evicted = max(evicted, last - self.size)
+            if not self._tumbling:
+                keys: dict[Any, None] = {}
+                i = bisect_left(self.starts, self.evicted)
+                while i < len(self.starts) and self.starts[i] < last:
+                    keys.update(dict.fromkeys(slices[self.starts[i]]))
+                    i += 1
+                for key in keys:
+                    self._rebuild(key)
+            nxt = last + self.slide
+            i = bisect_left(self.starts, nxt - self.size)
+            if i == len(self.starts):
+                self.next_end = _INF
+            else:
+                first_end = self._first_end(self.starts[i])
+                self.next_end = first_end if first_end > nxt else nxt
+        self.set_watermark(wm)

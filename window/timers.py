@@ -49,6 +49,16 @@ class TimerQueue:
         t = heapq.heappop(heap)
         return t, self._due.pop(t)
 
+    def absorb(self, other: TimerQueue) -> None:
+        """Add every timer of ``other`` (after this queue's own at the same time)."""
+        for t, items in other._due.items():
+            bucket = self._due.get(t)
+            if bucket is None:
+                self._due[t] = list(items)
+                heapq.heappush(self._heap, t)
+            else:
+                bucket.extend(items)
+
     def __len__(self) -> int:
         return sum(len(v) for v in self._due.values())
 

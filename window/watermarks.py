@@ -83,6 +83,18 @@ class ChannelWatermarks:
             self._max.setdefault(ch, NEG_INF)
         self._cur = None
 
+    def keep_only(self, channels: Iterable[Hashable]) -> None:
+        """Forget every channel not in ``channels`` (input task ids that a rescale
+        renamed: a channel that never delivers again must not hold the watermark at its
+        old maximum for ever) and declare the rest."""
+        wanted = set(channels)
+        for ch in [ch for ch in self._max if ch not in wanted]:
+            del self._max[ch]
+            self._last_active.pop(ch, None)
+            self._active.discard(ch)
+            self._idle.discard(ch)
+        self.add_channels(wanted)
+
     @property
     def channels(self) -> tuple[Hashable, ...]:
         """Every known channel."""

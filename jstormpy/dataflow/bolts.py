@@ -17,16 +17,19 @@ from __future__ import annotations
 import copy
 import heapq
 import math
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Any, NamedTuple
 
 from jstormpy.api.component import Bolt, TopologyContext, Tuple
 from jstormpy.api.errors import TopologyError
+from jstormpy.barrier.twophase import Sink
 from jstormpy.dataflow.records import (
     ITEM_FIELDS,
     KEY_FIELD,
     KEYED_FIELDS,
+    PLAIN_ITEMS,
     RecordTuples,
     Wire,
     decode_item,
@@ -36,6 +39,7 @@ from jstormpy.window import (
     BoundedOutOfOrderness,
     ChannelWatermarks,
     CountWindows,
+    SessionWindows,
     SlidingWindows,
     TumblingWindows,
     WindowAssigner,
@@ -489,10 +493,17 @@ class WindowJoinBolt(DataflowBolt):
     the watermark closes its window is emitted with None for the other side (a
     partner that arrives later, within the allowed lateness, is still paired).
 
-    State: managed dict ``"join"``, key -> ``{(start, end): [lefts, rights, left_matched,
-    right_matched, closed]}``; a window is dropped once the watermark passes
-    ``end - 1 + allowed_lateness_ms``. Records for a dropped window are counted in
-    :attr:`late_records` and dropped.
+    Session windows (``SessionWindows(gap_ms)``) span both sides: a record opens
+    ``[t, t + gap)`` and merges every session of its key it overlaps, whichever side
+    those sessions' records came from, so a record of either side can bridge two
+    sessions. At a merge the pairs between the merged sessions' records are emitted (a
+    pair is emitted once: records once in one session stay in one session).
+
+    State: managed dict ``"join"``, key -> ``{(start, end): [lefts, rights, left_done,
+    right_done, closed]}``; ``*_done`` marks a record that found a partner or was
+    emitted without one (never emitted without one again). A window is dropped once
+    the watermark passes ``end - 1 + allowed_lateness_ms``. Records for a dropped window
+    are counted in :attr:`late_records` and dropped.
     """
 
     def __init__(self, sides: Mapping[InputKey, int], window: WindowAssigner,
@@ -500,9 +511,11 @@ class WindowJoinBolt(DataflowBolt):
                  out_of_orderness_ms: float = 0, allowed_lateness_ms: float = 0,
                  how: str = "inner", steps: Sequence[Step] = ()) -> None:
         super().__init__(_join_sides(sides), steps)
-        if not isinstance(window, TumblingWindows | SlidingWindows):
+        if not isinstance(window, TumblingWindows | SlidingWindows | SessionWindows):
             raise TopologyError(
-                f"join(window=...) takes TumblingWindows or SlidingWindows, got {window!r}")
+                f"join(window=...) takes TumblingWindows, SlidingWindows or SessionWindows, "
+                f"got {window!r}")
+        window.validate()
         try:
             self.how = JoinHow(how)
         except ValueError:
@@ -522,6 +535,7 @@ class WindowJoinBolt(DataflowBolt):
         """Open the buffers (restored after a rollback or rescale) and rebuild timers."""
         super().prepare(conf, context)
         self._df_buf = self.state("join")
+        self._df_session = isinstance(self.window, SessionWindows)
         self._df_clock = _EventClock(self.lag, context.input_tasks)
         for key, wins in self._df_buf.items():
             for win, entry in wins.items():
@@ -545,6 +559,12 @@ class WindowJoinBolt(DataflowBolt):
             self.error_records += 1
             return
         clock = self._df_clock
+        if self._df_session:
+            if not self._place_in_session(key, side, item, ts):
+                self.late_records += 1
+            if clock.observe(tup.task, ts):
+                self._advance()
+            return
         wm = clock.wm
         buf = self._df_buf
         wins = buf.get(key)
@@ -568,6 +588,50 @@ class WindowJoinBolt(DataflowBolt):
         if clock.observe(tup.task, ts):
             self._advance()
 
+    def _place_in_session(self, key: Any, side: int, item: Any, ts: float) -> bool:
+        """Add a record to its key's session, merging the sessions it overlaps; False if
+        its session would already be purged (a late record)."""
+        start, end = ts, ts + self.window.gap_ms  # type: ignore[union-attr]
+        clock = self._df_clock
+        wm = clock.wm
+        if wm >= end - 1 + self.lateness:
+            return False
+        buf = self._df_buf
+        wins = buf.get(key)
+        if wins is None:
+            wins = {}
+        hits = sorted(win for win in wins if win[0] <= end and win[1] >= start)
+        if hits:
+            start, end = min(start, hits[0][0]), max(end, *(win[1] for win in hits))
+        win = (start, end)
+        if hits == [win]:  # inside an existing session
+            entry = wins[win]
+        else:
+            entry = [[], [], [], [], False]
+            for old in hits:
+                self._merge_into(key, entry, wins.pop(old))
+            entry[4] = wm >= end - 1
+            wins[win] = entry
+            clock.push(self._due(win, entry[4]), key, win)
+        self._add(key, entry, side, item)
+        buf[key] = wins  # written back: incremental checkpoints see the change
+        return True
+
+    def _merge_into(self, key: Any, entry: list[Any], part: list[Any]) -> None:
+        """Add session ``part`` to ``entry``, emitting the pairs between them."""
+        out = self._df_out
+        for side in (0, 1):
+            mine, other = part[side], entry[1 - side]
+            if mine and other:
+                for item in mine:
+                    for partner in other:
+                        out(JoinResult(key, item, partner) if side == 0 else
+                            JoinResult(key, partner, item))
+                part[2 + side] = [True] * len(mine)
+                entry[3 - side] = [True] * len(other)
+        for i in range(4):
+            entry[i] = entry[i] + part[i]
+
     def _add(self, key: Any, entry: list[Any], side: int, item: Any) -> None:
         mine, other = entry[side], entry[1 - side]
         my_hits, other_hits = entry[2 + side], entry[3 - side]
@@ -579,6 +643,7 @@ class WindowJoinBolt(DataflowBolt):
         my_hits.append(bool(other))
         if entry[4] and not other:  # a closed window: no partner now is final for now
             self._emit_unmatched(key, side, item)
+            my_hits[-1] = True  # emitted: a session that closes again does not repeat it
 
     def _emit_unmatched(self, key: Any, side: int, item: Any) -> None:
         if self.how is JoinHow.OUTER or (self.how is JoinHow.LEFT and side == 0):
@@ -592,17 +657,21 @@ class WindowJoinBolt(DataflowBolt):
             wins = buf.get(key)
             entry = wins.get(win) if wins is not None else None
             if wins is None or entry is None:
-                continue
+                continue  # a timer of a window merged into a session, or already dropped
             if not entry[4]:
                 entry[4] = True
                 for side in (0, 1):
-                    for item, hit in zip(entry[side], entry[2 + side], strict=True):
+                    hits = entry[2 + side]
+                    for j, (item, hit) in enumerate(zip(entry[side], hits, strict=True)):
                         if not hit:
                             self._emit_unmatched(key, side, item)
+                            hits[j] = True
                 if self.lateness > 0:
                     clock.push(self._due(win, True), key, win)
                     buf[key] = wins
                     continue
+            elif clock.wm < self._due(win, True):
+                continue  # an earlier timer of a session with these bounds: not due yet
             del wins[win]
             if wins:
                 buf[key] = wins
@@ -787,19 +856,44 @@ def _sink_execute(self: Any, tup: Tuple) -> None:
 
 def _sink_execute_batch(self: Any, batch: Any) -> None:
     """A channel batch: its layout and record builder looked up once, items read off the
-    rows."""
+    rows.
+
+    An unkeyed row ``(item,)`` of a plain item (a str, a number, a plain tuple, ...) is
+    already the values of its ``{"value": item}`` record: it goes into one record Tuple
+    reused from row to row for as long as the sink keeps no reference to it (checked
+    with ``sys.getrefcount``, as the executor does for its own tuples). A sink whose class
+    keeps ``Sink.execute`` gets ``write`` called directly (that is all it does)."""
     wire = self.__dict__["_df_inputs"][(batch.source, batch.stream)]
-    execute = self._df_base.execute
-    record = _record_tuples(self).channel(batch.source, batch.task)
+    base_execute = self._df_base.execute
+    execute: Callable[[Tuple], None]
+    if base_execute is Sink.execute:  # not overridden: it is write(), one call less
+        execute = self.write
+    else:
+        def execute(tup: Tuple) -> None:
+            base_execute(self, tup)
+    records = _record_tuples(self)
+    record = records.channel(batch.source, batch.task)
     if wire is Wire.ITEM:
+        value_cls = records.value_class(batch.source, batch.task)
+        plain = PLAIN_ITEMS
+        refs = sys.getrefcount
+        tup: Any = None
         for values in batch.rows:
-            execute(self, record(values[0]))
+            if type(values[0]) in plain:
+                # 2 references (this variable and the argument): the sink kept none
+                if tup is None or refs(tup) > 2:
+                    tup = value_cls(values)  # type: ignore[call-arg]  # Tuple.bound
+                else:
+                    tup.values = values
+                execute(tup)
+            else:
+                execute(record(values[0]))
     elif wire is Wire.KEYED or wire is Wire.LATE:
         for values in batch.rows:
-            execute(self, record(values[1]))
+            execute(record(values[1]))
     else:
         for tup in batch:
-            execute(self, record(decode_item(wire, tup)))
+            execute(record(decode_item(wire, tup)))
 
 
 __all__ = ["ChainBolt", "DataflowBolt", "IntervalJoinBolt", "JoinHow", "ReduceBolt",

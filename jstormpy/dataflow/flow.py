@@ -385,7 +385,8 @@ class KeyedStream:
              parallelism: int | None = None) -> Stream:
         """Pairs of this stream's and ``other``'s items of one key in one window:
         ``JoinResult(key, left, right)``; ``how="left"`` / ``"outer"`` also emit unmatched
-        records with None for the other side when their window closes."""
+        records with None for the other side when their window closes. ``window``:
+        TumblingWindows, SlidingWindows, or SessionWindows (sessions span both sides)."""
         self._check_join(other)
         WindowJoinBolt({}, window, timestamp, out_of_orderness_ms,  # validate now
                        allowed_lateness_ms, how)

@@ -72,7 +72,7 @@ def record_tuple(record: Mapping[str, Any], source: str, task: int) -> Tuple:
 
 
 VALUE_KEYS = ("value",)
-_PLAIN = frozenset({tuple, list, str, bytes, int, float, bool, type(None)})
+PLAIN_ITEMS = frozenset({tuple, list, str, bytes, int, float, bool, type(None)})
 """Item types written as ``{"value": item}`` without further checks."""
 
 
@@ -94,12 +94,24 @@ class RecordTuples:
 
     def __init__(self) -> None:
         self.channels: dict[tuple[str, int], Callable[[Any], Tuple]] = {}
+        self.value_classes: dict[tuple[str, int], type[Tuple]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {}  # classes and closures built at run time: rebuilt, never shipped
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.channels = {}
+        self.value_classes = {}
+
+    def value_class(self, source: str, task: int) -> type[Tuple]:
+        """The Tuple class of ``{"value": item}`` records from ``source``'s task ``task``:
+        ``cls((item,))`` is what :meth:`channel`'s function gives for a plain item
+        (:data:`PLAIN_ITEMS`)."""
+        cls = self.value_classes.get((source, task))
+        if cls is None:
+            cls = self.value_classes[(source, task)] = Tuple.bound(
+                {"value": 0}, source, "default", task)
+        return cls
 
     def channel(self, source: str, task: int) -> Callable[[Any], Tuple]:
         """The function turning an item from ``source``'s task ``task`` into its Tuple."""
@@ -119,9 +131,9 @@ class RecordTuples:
                                               "default", task)
             return cls(values)  # type: ignore[call-arg]  # Tuple.bound's one-arg form
 
-        value_cls = Tuple.bound({"value": 0}, source, "default", task)
+        value_cls = self.value_class(source, task)
         get = classes.get
-        plain = _PLAIN
+        plain = PLAIN_ITEMS
 
         def record(item: Any) -> Tuple:
             kind = type(item)

@@ -21,7 +21,7 @@ from typing import Any
 
 from jstormpy.api.errors import JStormError
 from jstormpy.api.topology import Topology
-from jstormpy.keygroups import redistribute, resolve_max_parallelism
+from jstormpy.keygroups import redistribute, redistribution_hook, resolve_max_parallelism
 from jstormpy.state_backends import StateBackend
 from jstormpy.state_backends.changelog import load_task_snapshot
 
@@ -70,8 +70,8 @@ def plan_rescale(topology: Topology, changes: Mapping[str, int],
         # a two-phase-commit sink rescales too: the rescale waits until every sink task
         # committed the quiescent checkpoint, so no transaction is open or staged when
         # its task ids change (master/rescale.py, step 3)
-        if _has_custom_state(spec.cls) and not callable(
-                getattr(spec.cls, "redistribute_state", None)):
+        if _has_custom_state(spec.cls) and redistribution_hook(spec.cls,
+                                                               max_parallelism) is None:
             raise JStormError(
                 f"rescale: component {name!r} ({spec.cls.__name__}) keeps non-keyed state "
                 f"(snapshot()/restore()) and defines no redistribute_state(old_states, "
@@ -127,10 +127,10 @@ def rescale_checkpoint(backend: StateBackend, checkpoint_id: int, old: Topology,
                 raise JStormError(f"checkpoint {checkpoint_id} has no snapshot of task "
                                   f"{task_id} ({name!r}); cannot rescale from it")
             snaps.append(_load_snapshot(backend, entry["handle"]))
-        hook = getattr(spec.cls, "redistribute_state", None)
         try:
             out = redistribute(name, snaps, len(new_ids[name]), max_parallelism,
-                               hook if callable(hook) else None, keyed_state=not spec.is_sink)
+                               redistribution_hook(spec.cls, max_parallelism),
+                               keyed_state=not spec.is_sink)
         except JStormError:
             raise
         except Exception as exc:

@@ -36,6 +36,7 @@ from jstormpy.keygroups import (
     merge_key_groups,
     misplaced_key,
     redistribute,
+    redistribution_hook,
     resolve_max_parallelism,
     split_by_key_group,
 )
@@ -221,9 +222,8 @@ def import_savepoint(uri: str, topology: Topology, backend: StateBackend,
             if name not in manifest["components"]:
                 continue
             spec = topology.components[name]
-            hook = getattr(spec.cls, "redistribute_state", None)
             snaps = redistribute(name, old_task_snapshots(source, manifest, name),
-                                 len(task_ids), max_p, hook if callable(hook) else None,
+                                 len(task_ids), max_p, redistribution_hook(spec.cls, max_p),
                                  keyed_state=not spec.is_sink)
             for task_id, snap in zip(task_ids, snaps, strict=True):
                 data = pickle.dumps(snap, protocol=pickle.HIGHEST_PROTOCOL)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -43,3 +45,20 @@ def fast_config(**changes: Any) -> Config:
 def committed_count(out: Any) -> int:
     """How many records a FileSink directory holds committed (0 before it exists)."""
     return len(read_committed(out)) if out.exists() else 0
+
+
+def kill_now(handle, victim: str, worker: int) -> None:
+    """SIGKILL the TM or worker ``worker`` (its replacement if it is restarting)."""
+    deadline = time.monotonic() + 30
+    while True:
+        pid = handle.master_pid if victim == "master" else next(
+            (w.pid for w in handle.workers() if w.id == worker and w.alive), None)
+        try:
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                return
+        except ProcessLookupError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no live {victim} {worker} to kill")
+        time.sleep(0.02)

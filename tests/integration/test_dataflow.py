@@ -12,14 +12,17 @@ from jstormpy import LocalCluster, read_committed
 from .dataflow_flows import (
     interval_join,
     interval_join_reference,
+    sessions_and_tumbling,
+    sessions_and_tumbling_reference,
     window_join,
     window_join_reference,
+    window_rows,
     windowed,
     windowed_reference,
     wordcount,
     wordcount_reference,
 )
-from .helpers import committed_count, fast_config, wait_until
+from .helpers import committed_count, fast_config, kill_now, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -95,6 +98,76 @@ def test_dataflow_window_join_rescaled_while_running_stays_exactly_once(tmp_path
         assert handle.wait(timeout=150)["state"] == "drained"
     got = Counter((r["key"], r["l"], r["r"]) for r in read_committed(out))
     assert got == want
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sigkill", [False, True], ids=["rescale", "rescale-then-sigkill"])
+def test_dataflow_session_and_tumbling_windows_rescaled_mid_run_stay_exactly_once(
+        tmp_path, sigkill):
+    """`rescale {"sessions": 3, "tumbling": 3}` mid-run: each window's state moves by key
+    group to the new tasks (sessions cut by the checkpoint go on growing there), the old
+    tasks' watermarks merge, and every window fires once with all its records. With
+    `sigkill`, a worker is killed at once after the rescale: the restore from the
+    rescaled checkpoint runs again, with the same result."""
+    keys, per_key = 8, 600
+    out = tmp_path / "out"
+    with LocalCluster(home=tmp_path / "home") as cluster:
+        handle = cluster.submit(sessions_and_tumbling(out, keys, per_key, rate=400),
+                                fast_config(checkpoint_interval_ms=300))
+        wait_until(lambda: committed_count(out / "tumbling") > 40, 60, "some windows")
+        done = handle.rescale({"sessions": 3, "tumbling": 3})
+        assert done["error"] == ""
+        if sigkill:
+            kill_now(handle, "worker", 1)
+        assert {c["name"]: c["parallelism"] for c in handle.status()["components"]
+                if c["name"] in ("sessions", "tumbling")} == {"sessions": 3, "tumbling": 3}
+        want_sessions, want_tumbling = sessions_and_tumbling_reference(keys, per_key)
+        assert committed_count(out / "tumbling") < sum(want_tumbling.values()), \
+            "the run ended before the rescale"
+        status = handle.wait(timeout=150)
+        assert status["state"] == "drained"
+        if sigkill:
+            assert status["restarts"] >= 1
+    assert window_rows(out / "sessions") == want_sessions
+    assert window_rows(out / "tumbling") == want_tumbling
+
+
+@pytest.mark.slow
+def test_dataflow_interval_join_rescaled_while_running_stays_exactly_once(tmp_path):
+    """The interval join's buffers are managed keyed state: `rescale {"interval": 3}`
+    mid-run moves them by key group, and every pair in range is committed once."""
+    keys, nl, nr = 6, 400, 200
+    out = tmp_path / "out"
+    with LocalCluster(home=tmp_path / "home") as cluster:
+        handle = cluster.submit(interval_join(out, keys, nl, nr, -30, 50, rate=300),
+                                fast_config(checkpoint_interval_ms=300))
+        wait_until(lambda: committed_count(out) > 100, 60, "some committed pairs")
+        assert handle.rescale({"interval": 3})["error"] == ""
+        want = interval_join_reference(keys, nl, nr, -30, 50)
+        assert committed_count(out) < sum(want.values()), "the run ended before the rescale"
+        assert handle.wait(timeout=150)["state"] == "drained"
+    assert Counter((r["key"], r["l"], r["r"]) for r in read_committed(out)) == want
+
+
+@pytest.mark.slow
+def test_dataflow_windows_from_a_savepoint_at_another_parallelism(tmp_path):
+    """A savepoint of session and tumbling windows at parallelism 2, restored at 3: the
+    windows move by key group as in a rescale, and every window is committed once."""
+    keys, per_key = 8, 500
+    out = tmp_path / "out"
+    with LocalCluster() as cluster:
+        handle = cluster.submit(sessions_and_tumbling(out, keys, per_key, rate=400),
+                                fast_config(checkpoint_interval_ms=300))
+        wait_until(lambda: committed_count(out / "tumbling") > 40, 60, "some windows")
+        uri = handle.savepoint(f"file://{tmp_path / 'sp'}", stop=True)
+    want_sessions, want_tumbling = sessions_and_tumbling_reference(keys, per_key)
+    assert committed_count(out / "tumbling") < sum(want_tumbling.values())
+    with LocalCluster() as cluster:
+        status = cluster.submit(sessions_and_tumbling(out, keys, per_key, windows=3),
+                                fast_config(), from_savepoint=uri).wait(timeout=150)
+    assert status["state"] == "drained"
+    assert window_rows(out / "sessions") == want_sessions
+    assert window_rows(out / "tumbling") == want_tumbling
 
 
 def test_dataflow_join_state_size_is_in_the_metrics(tmp_path):

@@ -5,9 +5,7 @@ output stays exactly-once, through the Python API and the CLI."""
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import time
 from pathlib import Path
 
@@ -17,7 +15,7 @@ from jstormpy import Config, LocalCluster
 from jstormpy.api.errors import JStormError
 from jstormpy.cli.status import format_status
 from tests.chaos.topologies import check_keyed_sums
-from tests.integration.helpers import committed_count, wait_until
+from tests.integration.helpers import committed_count, kill_now, wait_until
 from tests.integration.savepoint_components import linear
 
 KEYS, PER_KEY = 12, 1500
@@ -102,23 +100,6 @@ def test_cli_rescales_spout_splits_and_keyed_state(tmp_path: Path, capsys) -> No
         assert "is not COMPONENT=PARALLELISM" in capsys.readouterr().err
         handle.wait(timeout=180)
     assert check_keyed_sums(out, keys, 400) == ""
-
-
-def kill_now(handle, victim: str, worker: int) -> None:
-    """SIGKILL the TM or worker ``worker`` (its replacement if it is restarting)."""
-    deadline = time.monotonic() + 30
-    while True:
-        pid = handle.master_pid if victim == "master" else next(
-            (w.pid for w in handle.workers() if w.id == worker and w.alive), None)
-        try:
-            if pid is not None:
-                os.kill(pid, signal.SIGKILL)
-                return
-        except ProcessLookupError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no live {victim} {worker} to kill")
-        time.sleep(0.02)
 
 
 @pytest.mark.slow

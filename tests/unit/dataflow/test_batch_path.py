@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from jstormpy.api.batch import Batch
 from jstormpy.api.component import Tuple
-from jstormpy.dataflow.bolts import ChainBolt, Step, StepKind, raw_items
-from jstormpy.dataflow.records import ITEM_FIELDS, KEYED_FIELDS, Wire
+from jstormpy.barrier.twophase import Sink
+from jstormpy.dataflow.bolts import ChainBolt, Step, StepKind, dataflow_sink, raw_items
+from jstormpy.dataflow.records import ITEM_FIELDS, KEYED_FIELDS, Wire, as_record
 
 from .drive import prepare
 
@@ -71,3 +72,66 @@ def test_raw_items_match_as_dict_for_short_rows_and_any_field_order():
     odd = Batch([("x", 1)], index, "up", "default", 1, Tuple.bound(index, "up", "default", 1))
     got = list(raw_items(odd))
     assert got == [{"n": 1, "s": "x"}] and list(got[0]) == ["n", "s"]
+
+
+class _Keeper(Sink):
+    """A sink that keeps every Tuple it is given (and one that only reads them)."""
+
+    def __init__(self, keep: bool) -> None:
+        self.keep = keep
+        self.kept: list = []
+        self.read: list = []
+
+    def begin(self, checkpoint_id):
+        pass
+
+    def write(self, tup):
+        if self.keep:
+            self.kept.append(tup)
+        self.read.append(tup.as_dict())
+
+    def pre_commit(self, checkpoint_id):
+        pass
+
+    def commit(self, checkpoint_id):
+        pass
+
+
+items = st.lists(st.one_of(st.integers(), st.text(max_size=3),
+                           st.tuples(st.text(max_size=2), st.integers()),
+                           st.dictionaries(st.sampled_from("ab"), st.integers(), max_size=2)),
+                 max_size=40)
+
+
+@settings(max_examples=40, deadline=None)
+@given(items, st.integers(1, 7), st.booleans())
+def test_the_sink_adapter_writes_the_same_records_batched_as_tuple_by_tuple(rows, size, keep):
+    """Plain items share one reused record Tuple while the sink keeps none: a sink that
+    keeps them still gets a Tuple of its own per record, and every record is right."""
+    inputs = {("up", "default"): Wire.ITEM}
+    by_tuple = dataflow_sink(_Keeper(keep), inputs)
+    batched = dataflow_sink(_Keeper(keep), inputs)
+    index = {f: i for i, f in enumerate(ITEM_FIELDS)}
+    for item in rows:
+        by_tuple.execute(Tuple((item,), index, "up", "default", 1))
+    for i in range(0, len(rows), size):
+        batched.execute_batch(_batch([(it,) for it in rows[i:i + size]], ITEM_FIELDS))
+    assert batched.read == by_tuple.read == [as_record(it) for it in rows]
+    if keep:
+        assert [t.as_dict() for t in batched.kept] == batched.read
+        assert len({id(t) for t in batched.kept}) == len(rows)
+
+
+class _Filtering(_Keeper):
+    """A sink that overrides ``execute``: the batched adapter must still go through it."""
+
+    def execute(self, tup):
+        if tup.as_dict().get("value") != 0:
+            super().execute(tup)
+
+
+def test_the_sink_adapter_keeps_a_sinks_own_execute():
+    inputs = {("up", "default"): Wire.ITEM}
+    sink = dataflow_sink(_Filtering(False), inputs)
+    sink.execute_batch(_batch([(0,), (1,), ({"value": 0},), (2,)], ITEM_FIELDS))
+    assert sink.read == [{"value": 1}, {"value": 2}]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from jstormpy.dataflow import JoinResult
 from jstormpy.dataflow.bolts import IntervalJoinBolt, WindowJoinBolt, join_windows
-from jstormpy.window import SlidingWindows, TumblingWindows
+from jstormpy.window import SessionWindows, SlidingWindows, TumblingWindows
 
 from .drive import bounded_shuffle, keyed_tuple, prepare
 
@@ -148,3 +148,95 @@ def test_an_item_without_a_usable_timestamp_is_counted_not_a_crash():
         bolt.execute(keyed_tuple("k", {"ts": 3, "id": 3}, source="right", task=2))
         assert bolt.error_records == 2
         assert [(r[0][1]["id"], r[0][2]["id"]) for r in col.stream()] == [(2, 3)]
+
+
+def _session_reference(gap, lefts, rights, how):
+    """Per key, sessions over both sides' records (a record at most ``gap`` after the
+    session's newest one extends it); the pairs within each, and the unmatched."""
+    out = Counter()
+    for key in {it["k"] for it in lefts + rights}:
+        recs = sorted((it for it in lefts + rights if it["k"] == key),
+                      key=lambda it: it["ts"])
+        sessions, end = [], None
+        for it in recs:
+            if end is None or it["ts"] > end:
+                sessions.append([])
+            sessions[-1].append(it)
+            end = it["ts"] + gap if end is None or it["ts"] > end else \
+                max(end, it["ts"] + gap)
+        for session in sessions:
+            ls = [it for it in session if it["side"] == 0]
+            rs = [it for it in session if it["side"] == 1]
+            out.update((key, l_["id"], r["id"]) for l_ in ls for r in rs)
+            if how in ("left", "outer") and not rs:
+                out.update((key, l_["id"], None) for l_ in ls)
+            if how == "outer" and not ls:
+                out.update((key, None, r["id"]) for r in rs)
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 7), st.sampled_from(["inner", "left", "outer"]), st.integers(0, 2**32),
+       st.integers(0, 30), st.integers(0, 30), st.sampled_from([0, 2, 20]),
+       st.integers(0, 60))
+def test_session_window_join_equals_the_reference_across_a_restore(gap, how, seed, nl, nr,
+                                                                   lag, cut):
+    """Sessions span both sides and merge when a record of either side bridges two; even
+    timestamps and odd gaps keep records off a session's exact end, where merging would
+    depend on when the watermark passed it."""
+    rng = random.Random(seed)
+    gap = 2 * gap + 1
+    lefts, rights = _items(rng, nl, 0), _items(rng, nr, 1)
+    for it in lefts + rights:
+        it["ts"] *= 2
+    arrival = bounded_shuffle(lefts + rights, lambda it: it["ts"], lag, rng)
+
+    def bolt():
+        return WindowJoinBolt(SIDES, SessionWindows(gap), TS, out_of_orderness_ms=lag,
+                              how=how)
+
+    def bounded(b):  # nothing is kept that the watermark passed
+        wm = b._df_clock.wm
+        for wins in b.state("join").values():
+            assert all(end - 1 > wm for _, end in wins)
+
+    first = bolt()
+    got = [JoinResult(*v[0]) for v in _drive(first, arrival[:cut], check=bounded).stream()]
+    second = bolt()
+    col = _drive(second, arrival[cut:], first.__dict__["_jstorm_states"], bounded)
+    second.on_inputs_finished()
+    got += [JoinResult(*v[0]) for v in col.stream()]
+    assert first.late_records == second.late_records == 0
+    assert Counter(map(_ids, got)) == _session_reference(gap, lefts, rights, how)
+    assert second.state("join") == {} and second.buffered_records == 0
+
+
+def test_a_right_record_bridges_two_left_sessions():
+    """Two left records 20 ms apart (gap 10) are two sessions until a right record
+    between them merges them: both pairs then, and no unmatched left."""
+    bolt = WindowJoinBolt(SIDES, SessionWindows(10), TS, how="left")
+    col = prepare(bolt, input_tasks=(1, 2))
+    bolt.execute(keyed_tuple("k", {"ts": 0, "id": 0}, source="left", task=1))
+    bolt.execute(keyed_tuple("k", {"ts": 20, "id": 1}, source="left", task=1))
+    assert len(bolt.state("join")["k"]) == 2
+    bolt.execute(keyed_tuple("k", {"ts": 10, "id": 2}, source="right", task=2))
+    assert list(bolt.state("join")["k"]) == [(0, 30)]
+    bolt.on_inputs_finished()
+    assert sorted((r[0][1]["id"], r[0][2]["id"]) for r in col.stream()) == [(0, 2), (1, 2)]
+
+
+def test_a_session_reopened_by_a_late_record_emits_each_unmatched_record_once():
+    """Within the allowed lateness a late record can extend a closed session past the
+    watermark; when it closes again, only the records not emitted yet go out."""
+    bolt = WindowJoinBolt(SIDES, SessionWindows(10), TS, allowed_lateness_ms=100, how="left")
+    col = prepare(bolt, input_tasks=(1, 2))
+    bolt.execute(keyed_tuple("k", {"ts": 0, "id": 0}, source="left", task=1))
+    bolt.execute(keyed_tuple("o", {"ts": 13, "id": 1}, source="right", task=2))
+    bolt.execute(keyed_tuple("o", {"ts": 13, "id": 2}, source="left", task=1))
+    assert bolt._df_clock.wm == 12  # k's session [0, 10) closed: its left went out alone
+    bolt.execute(keyed_tuple("k", {"ts": 5, "id": 3}, source="left", task=1))  # late
+    assert list(bolt.state("join")["k"]) == [(0, 15)]  # open again, up to 14
+    bolt.on_inputs_finished()
+    assert bolt.late_records == 0
+    assert sorted((r[0][1]["id"], r[0][2] and r[0][2]["id"]) for r in col.stream()
+                  if r[0][0] == "k") == [(0, None), (3, None)]
