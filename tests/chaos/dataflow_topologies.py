@@ -12,6 +12,13 @@ from jstormpy.dataflow import Dataflow
 from jstormpy.window import SessionWindows, TumblingWindows
 
 
+ORDERS_LAG = 1_500
+"""``orders_payments``' out-of-orderness: a join input channel may carry both spout tasks'
+records (see :data:`LAG`); at 500 records/s per task, orders advance 5 s of event time per
+second, so 1.5 s covers one spout task running 300 ms ahead of the other (300 ms covered
+60 ms, which a loaded CI machine exceeds: records dropped as late, a flaky test)."""
+
+
 def orders_payments(out: Path, keys: int, orders: int, payments: int, rate: float) -> Any:
     """Orders (ts = seq * 10) joined with payments (ts = seq * 20) per key in tumbling
     100 ms windows; the pairs are written as {key, order, payment} (the seqs)."""
@@ -24,7 +31,7 @@ def orders_payments(out: Path, keys: int, orders: int, payments: int, rate: floa
         right.key_by(lambda r: r["key"], name="payments-by-key"),
         window=TumblingWindows(size_ms=100),
         timestamp=(lambda r: r["seq"] * 10, lambda r: r["seq"] * 20),
-        out_of_orderness_ms=300, name="join", parallelism=2,
+        out_of_orderness_ms=ORDERS_LAG, name="join", parallelism=2,
     ).map(lambda j: {"key": j.key, "order": j.left["seq"], "payment": j.right["seq"]},
           name="pair").sink("pairs", FileSink(out))
     return flow.build()
