@@ -352,13 +352,17 @@ class CheckpointCoordinator:
         """A recovery's :class:`~jstormpy.master.restore_plan.RestorePlan` ended (any
         outcome): ``listing`` is what it listed (``listing_ok``: the listing succeeded, so
         every id in it completed), ``restored`` the checkpoint the Prepares restore (None:
-        none, or no Restore). Ids stay above the listing; the completed floor rises to it
-        and to the restored checkpoint, which is never bad from now on: sinks commit it
+        none, or no Restore). Ids stay above the listing; the completed floor rises to its
+        checkpoints that are not bad and to the restored checkpoint, which is never bad from now on: sinks commit it
         again at the restore, so no later recovery may go below it."""
         ids = list(listing)
         self.id_floor = max([self.id_floor, *ids])
         if listing_ok:
-            self.completed_floor = max([self.completed_floor, *ids])
+            # a bad checkpoint is listed once its timed-out write landed, yet it did not
+            # complete: as a floor it would switch off the short-listing check below it
+            # (simulator seed 36483: restored from nothing under committed output)
+            self.completed_floor = max([self.completed_floor,
+                                        *(c for c in ids if c not in self.bad)])
         if restored is not None:
             self.completed_floor = max(self.completed_floor, restored)
             self.restored.add(restored)

@@ -199,3 +199,14 @@ def test_a_resolved_recovery_raises_the_floors_to_its_listing() -> None:
     assert (c.id_floor, c.completed_floor) == (5, 5)
     c.recovery_resolved([9], listing_ok=False, restored=None)  # a failed listing's ids
     assert (c.id_floor, c.completed_floor) == (9, 5)  # are ids, not completions
+
+
+def test_a_listed_bad_checkpoint_never_becomes_the_completed_floor() -> None:
+    """Simulator seed 36483: a timed-out commit point that landed is listed; as the floor
+    it made a later short listing (it alone) look complete, and the recovery restored
+    nothing under committed output."""
+    c = coordinator(tolerable=5)
+    c.recovery_resolved([1], listing_ok=True, restored=1)
+    c.bad.add(2)
+    c.recovery_resolved([1, 2], listing_ok=True, restored=1)
+    assert (c.completed_floor, c.id_floor) == (1, 2)
