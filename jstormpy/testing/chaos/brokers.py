@@ -6,10 +6,11 @@
 :class:`~jstormpy.testing.servers.redis_server.RedisServer`, on a free port in a temp dir)
 and librdkafka's mock Kafka cluster, hosted by this process (the chaos runner), so it
 outlives every worker it SIGKILLs. The job then also writes its ``sum`` stream through a
-two-phase-commit :class:`~jstormpy.connectors.RedisStreamSink` into :data:`REDIS_STREAM`
-and a transactional :class:`~jstormpy.connectors.kafka.KafkaSink` into
-:data:`KAFKA_TOPIC` (keyed by the event key, so a key's records stay in one partition, in
-order; its commit log read through the transaction markers, which is exact on the mock).
+two-phase-commit :class:`~jstormpy.connectors.RedisStreamSink` into a stream
+(:data:`REDIS_STREAM`) and a transactional :class:`~jstormpy.connectors.kafka.KafkaSink`
+into a topic (:data:`KAFKA_TOPIC`; keyed by the event key, so a key's records stay in one
+partition, in order; its commit log read through the transaction markers, which is exact
+on the mock).
 
 :meth:`BrokerOutputs.mark` says where the output written so far ends (the last Redis entry
 id; each Kafka partition's end offset); :meth:`BrokerOutputs.check` checks one run's
@@ -42,10 +43,9 @@ class BrokerMark:
     """Where the brokers' output ended at some moment.
 
     Attributes:
-        redis_last: The last entry id of :data:`REDIS_STREAM` ("" if there was none or no
-            Redis).
-        kafka_ends: ``(partition, end offset)`` of :data:`KAFKA_TOPIC` (records at or
-            after it were written later).
+        redis_last: The last entry id of the stream ("" if there was none or no Redis).
+        kafka_ends: ``(partition, end offset)`` of the topic (records at or after it were
+            written later).
     """
 
     redis_last: str = ""
@@ -59,10 +59,14 @@ class BrokerOutputs:
     Attributes:
         redis_url: ``redis://host:port/db`` of the Redis server.
         kafka_bootstrap: The Kafka bootstrap servers.
+        redis_stream: The stream written.
+        kafka_topic: The topic written.
     """
 
     redis_url: str | None = None
     kafka_bootstrap: str | None = None
+    redis_stream: str = REDIS_STREAM
+    kafka_topic: str = KAFKA_TOPIC
 
     def add_sinks(self, builder: TopologyBuilder, upstream: str, key: str,
                   parallelism: int) -> None:
@@ -71,13 +75,13 @@ class BrokerOutputs:
         if self.redis_url is not None:
             from jstormpy.connectors import RedisStreamSink
 
-            builder.set_bolt("redis", RedisStreamSink(self.redis_url, REDIS_STREAM,
+            builder.set_bolt("redis", RedisStreamSink(self.redis_url, self.redis_stream,
                                                       list(STATEFUL_FIELDS)),
                              parallelism=parallelism).fields_grouping(upstream, [key])
         if self.kafka_bootstrap is not None:
             from jstormpy.connectors.kafka import KafkaSink
 
-            builder.set_bolt("kafka", KafkaSink(KAFKA_TOPIC, self.kafka_bootstrap,
+            builder.set_bolt("kafka", KafkaSink(self.kafka_topic, self.kafka_bootstrap,
                                                 key_field=key, value_field=None,
                                                 commit_log_read="markers"),
                              parallelism=parallelism).fields_grouping(upstream, [key])
@@ -89,11 +93,11 @@ class BrokerOutputs:
             import redis
 
             with redis.Redis.from_url(self.redis_url, decode_responses=True) as client:
-                entries = client.xrevrange(REDIS_STREAM, count=1)
+                entries = client.xrevrange(self.redis_stream, count=1)
             last = str(entries[0][0]) if entries else ""
         ends: tuple[tuple[int, int], ...] = ()
         if self.kafka_bootstrap is not None:
-            ends = _kafka_ends(self.kafka_bootstrap)
+            ends = _kafka_ends(self.kafka_bootstrap, self.kafka_topic)
         return BrokerMark(last, ends)
 
     def check(self, after: BrokerMark | None = None,
@@ -115,7 +119,7 @@ class BrokerOutputs:
         high = upto.redis_last if upto is not None and upto.redis_last else "+"
         with redis.Redis.from_url(self.redis_url, decode_responses=True) as client:
             entries = [] if upto is not None and not upto.redis_last else \
-                client.xrange(REDIS_STREAM, min=low, max=high)
+                client.xrange(self.redis_stream, min=low, max=high)
             staged = sorted(k for k in client.scan_iter(match="jstorm:2pc:*:staged")
                             if client.scard(k))
         verdict = stateful_verdict([{k: json.loads(v) for k, v in kv.items()}
@@ -131,7 +135,7 @@ class BrokerOutputs:
         low = dict(after.kafka_ends) if after is not None else {}
         high = dict(upto.kafka_ends) if upto is not None else None
         rows = [json.loads(m.value()) for m in committed_records(self.kafka_bootstrap,
-                                                                 KAFKA_TOPIC)
+                                                                 self.kafka_topic)
                 if m.offset() >= low.get(m.partition(), 0)
                 and (high is None or m.offset() < high.get(m.partition(), 0))]
         return stateful_verdict(rows)
@@ -143,17 +147,17 @@ def _with_problem(verdict: Verdict, problem: str) -> Verdict:
                    state_problems=(*verdict.state_problems, problem))
 
 
-def _kafka_ends(bootstrap: str) -> tuple[tuple[int, int], ...]:
-    """``(partition, high watermark)`` of :data:`KAFKA_TOPIC` (empty if it does not exist)."""
+def _kafka_ends(bootstrap: str, topic: str) -> tuple[tuple[int, int], ...]:
+    """``(partition, high watermark)`` of ``topic`` (empty if it does not exist)."""
     import confluent_kafka as ck
 
     c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "jstorm-chaos-mark",
                      "enable.auto.commit": False, "log_level": 3})
     try:
-        meta = c.list_topics(KAFKA_TOPIC, timeout=10).topics.get(KAFKA_TOPIC)
+        meta = c.list_topics(topic, timeout=10).topics.get(topic)
         if meta is None or meta.error is not None:
             return ()
-        return tuple((p, int(c.get_watermark_offsets(ck.TopicPartition(KAFKA_TOPIC, p),
+        return tuple((p, int(c.get_watermark_offsets(ck.TopicPartition(topic, p),
                                                      timeout=10)[1]))
                      for p in sorted(meta.partitions))
     finally:

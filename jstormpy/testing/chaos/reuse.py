@@ -16,9 +16,9 @@ writes to PostgreSQL, a Redis stream or a Kafka topic
 (:mod:`jstormpy.testing.chaos.brokers`), the refused fresh run is followed by one into an
 empty directory and the used table, stream and topic: not fenced by the first run's fence
 rows or keys, and a worker SIGKILLed in a sink between complete and commit of checkpoint 2
-(:data:`SECOND_RUN_CRASH`), whose transactions the recovery must re-commit, not take for
-the first run's committed 2 (issue 23 hole 3). Its output must be exactly once after the
-first run's in each of them.
+(:data:`SECOND_RUN_CRASH`, on a worker holding a Kafka sink task), whose transactions the
+recovery must re-commit, not take for the first run's committed 2 (issue 23 hole 3). Its
+output must be exactly once after the first run's in each of them.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy import JStormError
+from jstormpy.api.topology import Topology, assign_tasks
 from jstormpy.connectors.file_parts import PART_RE, committed_files, parts_after
 from jstormpy.master.topology_state import TopologyState
 from jstormpy.testing.chaos.brokers import BrokerMark, BrokerOutputs
@@ -39,8 +40,12 @@ REUSE_KINDS = ("fresh_run_into_used", "savepoint_into_used")
 """The fault classes of this module."""
 SECOND_RUN_CRASH = "sink_before_commit@2"
 """The fault point (:mod:`jstormpy.faults`) armed in the fresh run into used external
-outputs: the first worker whose sink is told checkpoint 2 completed SIGKILLs itself before
-committing it."""
+outputs, on one worker (:func:`second_run_environment`): the first of its sink tasks told
+that checkpoint 2 completed SIGKILLs the worker before committing it, so its other sink
+tasks have not committed 2 either."""
+EXTERNAL_SINKS = ("kafka", "redis", "pg")
+"""The ``stateful`` job's sinks into external systems; the crash of
+:data:`SECOND_RUN_CRASH` goes to the worker of the first one present's first task."""
 
 
 @dataclass(frozen=True)
@@ -88,15 +93,21 @@ def _files(out: Path) -> dict[str, int]:
     return {p.name: p.stat().st_size for p in out.iterdir()} if out.is_dir() else {}
 
 
-def second_run_environment(kind: str, work: Path, external: bool) -> dict[str, str]:
+def second_run_environment(kind: str, work: Path, topology: Topology,
+                           workers: int) -> dict[str, str]:
     """The environment of the cluster the second run goes to: for ``fresh_run_into_used``
-    into ``external`` outputs (PostgreSQL, Redis, Kafka), :data:`SECOND_RUN_CRASH` armed
-    (fired at most once, marked in ``work/faults``)."""
+    of a ``topology`` with external sinks (:data:`EXTERNAL_SINKS`), :data:`SECOND_RUN_CRASH`
+    armed on the worker of the first external sink's first task (Kafka's, when the job
+    writes there: the sink whose commit log a recovery reads) among ``workers``; fired at
+    most once, marked in ``work/faults``."""
+    tasks = topology.task_ids()
+    external = [c for c in EXTERNAL_SINKS if c in tasks]
     if kind != "fresh_run_into_used" or not external:
         return {}
+    worker = assign_tasks(tasks, workers)[tasks[external[0]][0]]
     folder = work / "faults"
     folder.mkdir(parents=True, exist_ok=True)
-    return {"JSTORM_FAULTS": SECOND_RUN_CRASH, "JSTORM_FAULT_DIR": str(folder)}
+    return {"JSTORM_FAULTS": f"{SECOND_RUN_CRASH}@{worker}", "JSTORM_FAULT_DIR": str(folder)}
 
 
 def second_run(kind: str, topology: str, work: Path, config: Any, cluster: Any,
@@ -231,5 +242,5 @@ def _restore_elsewhere(topology: str, work: Path, config: Any, cluster: Any, uri
     return SecondRun(True, message, tuple(events), "", work / "combined", drained)
 
 
-__all__ = ["REUSE_KINDS", "SECOND_RUN_CRASH", "SecondRun", "second_run",
+__all__ = ["EXTERNAL_SINKS", "REUSE_KINDS", "SECOND_RUN_CRASH", "SecondRun", "second_run",
            "second_run_environment", "take_savepoint"]

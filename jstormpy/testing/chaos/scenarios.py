@@ -58,12 +58,12 @@ Fault classes (:data:`FAULT_KINDS`):
     restored from the savepoint: the submit must be refused naming the directory,
     touching nothing. The fresh run then goes into an empty directory and the same,
     used, PostgreSQL table, Redis stream and Kafka topic (the ``stateful`` job writes to
-    all four; :mod:`jstormpy.testing.chaos.brokers`), a worker SIGKILLing itself in a sink
-    between complete and commit of checkpoint 2: it must not be fenced by the first run's
-    fence rows, nor take the first run's commit log for its own, and each run's output
-    must be exactly once in each of them; the savepoint is restored into an empty
-    directory and checked with the output up to it (issue 23 holes 3 and 4;
-    :mod:`jstormpy.testing.chaos.reuse`).
+    all four; :mod:`jstormpy.testing.chaos.brokers`), the worker of a Kafka sink task
+    SIGKILLing itself in a sink between complete and commit of checkpoint 2: it must not
+    be fenced by the first run's fence rows, nor take the first run's commit log for its
+    own, and each run's output must be exactly once in each of them; the savepoint is
+    restored into an empty directory and checked with the output up to it (issue 23
+    holes 3 and 4; :mod:`jstormpy.testing.chaos.reuse`).
 ``rescale_unkeyed_state``
     On the ``shuffled`` topology, a live rescale of the shuffle-fed counter to another
     parallelism (must be refused naming the component and state, the job going on) or of
@@ -807,7 +807,7 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
             for where, other in outputs.check(upto=first_mark):
                 verdict = _both(verdict, other, where)
         if kind in REUSE_KINDS and (stopped or status.get("state") == TopologyState.DRAINED):
-            env = second_run_environment(kind, work, pg_dsn is not None or outputs is not None)
+            env = second_run_environment(kind, work, topology, WORKERS)
             with LocalCluster(home=work / "home", env=env, fork=fork) as cluster:
                 second = second_run(kind, scenario.topology, work, scenario_config(backend),
                                     cluster, timeout_s, pg_dsn, outputs)
