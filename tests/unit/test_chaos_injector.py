@@ -342,3 +342,27 @@ def test_keep_leaves_only_the_failed_scenarios_directories(tmp_path: Path) -> No
     assert sorted(p.name for p in tmp_path.iterdir()) == ["seed-1", "seed-3"]
     assert f"kept: {tmp_path / 'seed-1'}" in buf.getvalue()
     assert "seed-2" not in buf.getvalue()
+
+
+def test_the_fresh_run_into_used_crash_goes_to_a_worker_holding_a_kafka_sink(
+        tmp_path: Path) -> None:
+    """``fresh_run_into_used``: the second run's armed crash (``sink_before_commit@2``) is
+    on the worker of the first Kafka sink task, whose commit log a recovery reads (hole
+    3); only that class, and only when the job writes outside its FileSink directory."""
+    from jstormpy.testing.chaos.brokers import BrokerOutputs
+    from jstormpy.testing.chaos.reuse import second_run_environment
+    from jstormpy.testing.chaos.topologies import build_topology
+
+    brokers = BrokerOutputs("redis://127.0.0.1:1/0", "127.0.0.1:1")
+    # tasks: events 1-2, sum 3-4, out 5-6, pg 7-8, redis 9-10, kafka 11-12; 3 workers
+    # round-robin, so task 11 is on worker 1 (without PostgreSQL: kafka 9-10, worker 2)
+    full = build_topology("stateful", tmp_path, pg_dsn="postgresql://x/y", brokers=brokers)
+    env = second_run_environment("fresh_run_into_used", tmp_path, full, 3)
+    assert env["JSTORM_FAULTS"] == "sink_before_commit@2@1"
+    assert Path(env["JSTORM_FAULT_DIR"]).is_dir()
+    no_pg = build_topology("stateful", tmp_path, brokers=brokers)
+    assert second_run_environment("fresh_run_into_used", tmp_path, no_pg, 3)[
+        "JSTORM_FAULTS"] == "sink_before_commit@2@2"
+    assert second_run_environment("savepoint_into_used", tmp_path, full, 3) == {}
+    assert second_run_environment("fresh_run_into_used", tmp_path,
+                                  build_topology("stateful", tmp_path), 3) == {}

@@ -7,7 +7,8 @@
 * the fault classes ``kill``, ``reset``, ``partition``, ``stall``, ``backend_hang``,
   ``backend_slow``, ``disk_full``, ``tm_kill_during_upgrade``, ``kill_during_drain``,
   ``listing_error``, ``metadata_write_error``, ``tm_generation_write_error``,
-  ``fresh_run_into_used``, ``savepoint_into_used`` (:mod:`.reuse`) and
+  ``fresh_run_into_used``, ``savepoint_into_used`` (:mod:`.reuse`; the Redis and Kafka
+  outputs: :mod:`.brokers`) and
   ``rescale_unkeyed_state`` as seeded :class:`Scenario` objects run by
   :func:`run_scenario` (:mod:`.scenarios`);
 * the soak behind ``jstorm chaos`` — :func:`run_soak` (:mod:`.soak`).

@@ -57,9 +57,13 @@ Fault classes (:data:`FAULT_KINDS`):
     while it ran, it is submitted again into the same FileSink directory, fresh or
     restored from the savepoint: the submit must be refused naming the directory,
     touching nothing. The fresh run then goes into an empty directory and the same,
-    used, PostgreSQL table (the ``stateful`` job; it must not be fenced by the first
-    run's fence rows); the savepoint is restored into an empty directory and checked
-    with the output up to it (issue 23 holes 3 and 4; :mod:`jstormpy.testing.chaos.reuse`).
+    used, PostgreSQL table, Redis stream and Kafka topic (the ``stateful`` job writes to
+    all four; :mod:`jstormpy.testing.chaos.brokers`), the worker of a Kafka sink task
+    SIGKILLing itself in a sink between complete and commit of checkpoint 2: it must not
+    be fenced by the first run's fence rows, nor take the first run's commit log for its
+    own, and each run's output must be exactly once in each of them; the savepoint is
+    restored into an empty directory and checked with the output up to it (issue 23
+    holes 3 and 4; :mod:`jstormpy.testing.chaos.reuse`).
 ``rescale_unkeyed_state``
     On the ``shuffled`` topology, a live rescale of the shuffle-fed counter to another
     parallelism (must be refused naming the component and state, the job going on) or of
@@ -86,9 +90,16 @@ from typing import Any
 
 from jstormpy.api.config import Config
 from jstormpy.master.topology_state import TERMINAL_STATES, TopologyState
+from jstormpy.testing.chaos.brokers import BrokerServers, start_brokers
 from jstormpy.testing.chaos.disk import FullDisk
 from jstormpy.testing.chaos.network import PARTITION_FROM, RESET_ON, ChaosNetwork
-from jstormpy.testing.chaos.reuse import REUSE_KINDS, SecondRun, second_run, take_savepoint
+from jstormpy.testing.chaos.reuse import (
+    REUSE_KINDS,
+    SecondRun,
+    second_run,
+    second_run_environment,
+    take_savepoint,
+)
 from jstormpy.testing.chaos.topologies import (
     ALL_TOPOLOGIES,
     SHUFFLED,
@@ -124,6 +135,8 @@ GENERATION_WAIT_S = 2.5
 ``recovering``) while its generation cannot be stored, before the TM is killed."""
 POSTGRES_KINDS = ("metadata_write_error", "fresh_run_into_used")
 """Fault classes run on the ``stateful`` job with its output also in a real PostgreSQL."""
+BROKER_KINDS = ("fresh_run_into_used",)
+"""Fault classes whose ``stateful`` job also writes to a Redis stream and a Kafka topic."""
 HDFS_KINDS = ("listing_error", "metadata_write_error", "tm_generation_write_error")
 """Fault classes whose checkpoint store is the WebHDFS test server (no proxy)."""
 WORKER_TIMEOUT_MS = 2_000
@@ -727,6 +740,7 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
     pg: Any = None
     notes: tuple[str, ...] = ()
     pg_dsn = None
+    brokers: BrokerServers | None = None
     handle_box: dict[str, Any] = {}
     net = hdfs = backend_proxy = disk = None
     injector: _Injector | None = None
@@ -738,7 +752,12 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
         if pg is not None:
             pg_dsn = pg.create_database("chaos")
             create_postgres_table(pg_dsn)
-        topology = build_topology(scenario.topology, work, slow=_slow(kind), pg_dsn=pg_dsn)
+        if kind in BROKER_KINDS:
+            brokers = start_brokers()
+            notes += brokers.notes
+        outputs = None if brokers is None else brokers.outputs
+        topology = build_topology(scenario.topology, work, slow=_slow(kind), pg_dsn=pg_dsn,
+                                  brokers=outputs)
         backend = ""
         if kind in ("backend_hang", "backend_slow"):
             from jstormpy.testing.servers.fault_proxy import FaultProxy
@@ -781,18 +800,26 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
             error = ""  # the injector's stop: the first run's output ends at some checkpoint
         verdict = Verdict() if stopped else check_output(scenario.topology, work)
         first_rows = None if pg_dsn is None else postgres_last_row(pg_dsn)
+        first_mark = None if outputs is None else outputs.mark()
         if pg_dsn is not None and not stopped:
             verdict = _both(verdict, check_postgres(pg_dsn, upto=first_rows), "in PostgreSQL")
+        if outputs is not None and not stopped:
+            for where, other in outputs.check(upto=first_mark):
+                verdict = _both(verdict, other, where)
         if kind in REUSE_KINDS and (stopped or status.get("state") == TopologyState.DRAINED):
-            with LocalCluster(home=work / "home", fork=fork) as cluster:
+            env = second_run_environment(kind, work, topology, WORKERS)
+            with LocalCluster(home=work / "home", env=env, fork=fork) as cluster:
                 second = second_run(kind, scenario.topology, work, scenario_config(backend),
-                                    cluster, timeout_s, pg_dsn)
+                                    cluster, timeout_s, pg_dsn, outputs)
             verdict = check_output(scenario.topology, second.checked) if stopped else \
                 _second_verdict(scenario.topology, work, verdict, second)
             error = second.error
             if pg_dsn is not None and second.postgres_after is not None:
                 verdict = _both(verdict, check_postgres(pg_dsn, after=second.postgres_after),
                                 "in PostgreSQL, second run")
+            if outputs is not None and second.brokers_after is not None:
+                for where, other in outputs.check(after=second.brokers_after):
+                    verdict = _both(verdict, other, f"{where}, second run")
     except Exception as exc:
         error = error or f"{type(exc).__name__}: {exc}"
         verdict = Verdict(state_problems=("not checked: the run failed",))
@@ -805,6 +832,8 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
             hdfs.stop()
         if pg is not None:
             pg.close()
+        if brokers is not None:
+            brokers.close()
         if disk is not None:
             disk.release()
         if own:

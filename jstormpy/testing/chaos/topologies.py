@@ -23,13 +23,16 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jstormpy import Bolt, FileSink, FileSpout, SequenceSpout, Spout, TopologyBuilder
 from jstormpy.api.topology import Topology
 from jstormpy.connectors.sinks import read_committed
 from jstormpy.testing.semantics import SemanticsReport, check_sequences
 from jstormpy.window import BoundedOutOfOrderness, TumblingWindows, WindowedBolt
+
+if TYPE_CHECKING:
+    from jstormpy.testing.chaos.brokers import BrokerOutputs
 
 TOPOLOGIES = ("stateful", "wordcount", "windowed")
 """The topologies a scenario's seed draws from."""
@@ -96,10 +99,13 @@ class RunningSum(Bolt):
 PG_TABLE = "chaos_out"
 """``stateful`` with a PostgreSQL DSN: the table its second sink writes (create it with
 :func:`create_postgres_table`)."""
-_PG_COLUMNS = ("key", "seq", "value", "sum", "count")
+STATEFUL_FIELDS = ("key", "seq", "value", "sum", "count")
+"""The fields of the ``stateful`` job's output (its PostgreSQL columns, its Redis entries'
+fields, its Kafka records' JSON keys)."""
 
 
-def _stateful(out: Path, slow: float = 1.0, pg_dsn: str | None = None) -> Topology:
+def _stateful(out: Path, slow: float = 1.0, pg_dsn: str | None = None,
+              brokers: BrokerOutputs | None = None) -> Topology:
     b = TopologyBuilder("chaos-stateful")
     b.set_spout("events", SequenceSpout(keys=KEYS, per_key=PER_KEY, rate_per_s=RATE / slow),
                 parallelism=2)
@@ -108,8 +114,10 @@ def _stateful(out: Path, slow: float = 1.0, pg_dsn: str | None = None) -> Topolo
     if pg_dsn is not None:
         from jstormpy.connectors import PostgresSink
 
-        b.set_bolt("pg", PostgresSink(pg_dsn, PG_TABLE, list(_PG_COLUMNS)),
+        b.set_bolt("pg", PostgresSink(pg_dsn, PG_TABLE, list(STATEFUL_FIELDS)),
                    parallelism=2).fields_grouping("sum", ["key"])
+    if brokers is not None:
+        brokers.add_sinks(b, "sum", "key", parallelism=2)
     return b.build()
 
 
@@ -139,12 +147,12 @@ def check_postgres(dsn: str, after: int = 0, upto: int | None = None) -> Verdict
     import psycopg
 
     with psycopg.connect(dsn) as conn:
-        rows = conn.execute(f"SELECT {', '.join(_PG_COLUMNS)} FROM {PG_TABLE} WHERE id > %s "
+        rows = conn.execute(f"SELECT {', '.join(STATEFUL_FIELDS)} FROM {PG_TABLE} WHERE id > %s "
                             "AND id <= %s ORDER BY id",
                             (after, 2**62 if upto is None else upto)).fetchall()
         prepared = [g for (g,) in conn.execute(
             "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()")]
-    verdict = _stateful_verdict([dict(zip(_PG_COLUMNS, r, strict=True)) for r in rows])
+    verdict = stateful_verdict([dict(zip(STATEFUL_FIELDS, r, strict=True)) for r in rows])
     if not prepared:
         return verdict
     return Verdict(lost=verdict.lost, duplicated=verdict.duplicated,
@@ -154,10 +162,13 @@ def check_postgres(dsn: str, after: int = 0, upto: int | None = None) -> Verdict
 
 
 def _check_stateful(out: Path) -> Verdict:
-    return _stateful_verdict(read_committed(out))
+    return stateful_verdict(read_committed(out))
 
 
-def _stateful_verdict(records: list[dict[str, Any]]) -> Verdict:
+def stateful_verdict(records: list[dict[str, Any]]) -> Verdict:
+    """The ``stateful`` job's output records (dicts of :data:`STATEFUL_FIELDS`, in commit
+    order) checked: every event of every key once, in order, running sums and counts
+    equal to a recomputation."""
     report = check_sequences(records, "key", "seq", {f"k{i}": PER_KEY for i in range(KEYS)})
     problems: list[str] = []
     sums: dict[str, int] = defaultdict(int)
@@ -399,21 +410,25 @@ def _check_windowed(out: Path) -> Verdict:
 
 
 def build_topology(name: str, workdir: Path, slow: float = 1.0,
-                   out: Path | None = None, pg_dsn: str | None = None) -> Topology:
+                   out: Path | None = None, pg_dsn: str | None = None,
+                   brokers: BrokerOutputs | None = None) -> Topology:
     """The topology ``name`` (one of :data:`TOPOLOGIES`), writing to ``workdir/out`` (or
     ``out``; the input, such as the word count's corpus, stays under ``workdir``).
     ``pg_dsn`` (``stateful`` only): the same output also goes to :data:`PG_TABLE` there
-    through a two-phase-commit :class:`~jstormpy.connectors.PostgresSink`.
+    through a two-phase-commit :class:`~jstormpy.connectors.PostgresSink`; ``brokers``
+    (``stateful`` only): also to a Redis stream and a Kafka topic
+    (:mod:`jstormpy.testing.chaos.brokers`).
 
     ``slow`` stretches the input over ``slow`` times as long (same events, same output):
     a fault that needs time to set up, such as a gray release, then lands mid-run.
     """
     workdir = Path(workdir)
     out = workdir / "out" if out is None else Path(out)
-    if pg_dsn is not None and name != "stateful":
-        raise ValueError(f"only the stateful chaos topology writes to PostgreSQL, not {name!r}")
+    if (pg_dsn is not None or brokers is not None) and name != "stateful":
+        raise ValueError(f"only the stateful chaos topology writes to PostgreSQL, Redis or "
+                         f"Kafka, not {name!r}")
     if name == "stateful":
-        return _stateful(out, slow, pg_dsn)
+        return _stateful(out, slow, pg_dsn, brokers)
     if name == "wordcount":
         return _wordcount(out, workdir / "corpus", slow)
     if name == "windowed":
