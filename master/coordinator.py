@@ -353,8 +353,8 @@ class CheckpointCoordinator:
         outcome): ``listing`` is what it listed (``listing_ok``: the listing succeeded, so
         every id in it completed), ``restored`` the checkpoint the Prepares restore (None:
         none, or no Restore). Ids stay above the listing; the completed floor rises to its
-        checkpoints that are not bad and to the restored checkpoint, which is never bad from now on: sinks commit it
-        again at the restore, so no later recovery may go below it."""
+        checkpoints that are not bad and to the restored checkpoint, which is never bad from
+        now on: sinks commit it again at the restore, so no later recovery may go below it."""
         ids = list(listing)
         self.id_floor = max([self.id_floor, *ids])
         if listing_ok:

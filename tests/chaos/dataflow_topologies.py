@@ -11,7 +11,6 @@ from jstormpy.connectors.sources import SequenceSpout
 from jstormpy.dataflow import Dataflow
 from jstormpy.window import SessionWindows, TumblingWindows
 
-
 ORDERS_LAG = 1_500
 """``orders_payments``' out-of-orderness: a join input channel may carry both spout tasks'
 records (see :data:`LAG`); at 500 records/s per task, orders advance 5 s of event time per
