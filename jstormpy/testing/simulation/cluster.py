@@ -69,9 +69,10 @@ from jstormpy.master.restore_plan import (
 from jstormpy.master.topology_state import TopologyState
 from jstormpy.run_identity import RunIdentity
 from jstormpy.state_backends.base import CHECKPOINT_IDS_META
+from jstormpy.state_backends.shared_files import collect_shared_files
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
 from jstormpy.testing.simulation.outputs import Row, SimOutput
-from jstormpy.testing.simulation.storage import SimStorage
+from jstormpy.testing.simulation.storage import SharedFilesView, SimStorage, merge_files
 from jstormpy.testing.simulation.world import World
 
 MAX_PARALLELISM = 8
@@ -80,6 +81,8 @@ CHECKPOINT_INTERVAL = 12.0
 HEARTBEAT_TIMEOUT = 25.0
 RETRY_PREPARE = 20.0
 RETAINED = 2
+BASE_EVERY = 4
+"""With shared files, a task's chain holds at most this many files: then a base."""
 RETRIED = frozenset({"complete", "abort"})
 """TM commands a retry may deliver twice (idempotent by design); a Prepare, trigger or
 start is sent once on the ordered control stream (a Prepare again only in a new
@@ -151,6 +154,12 @@ class SimTask:
         state = state or {}
         self.states: dict[str, dict[Any, Any]] = {
             n: dict(v) for n, v in state.get("states", {}).items()}
+        # with shared files: the chain the restored snapshot referenced, and what changed
+        # since the last snapshot (state name -> keys)
+        self.files: list[str] = list(state.get("files", []))
+        self.dirty: dict[str, set[Any]] = {}
+        self.carry: dict[str, Any] | None = None  # a capture whose upload failed
+        self.uploads: list[Any] = []  # the Snapshotter's queue: the head is running
         self.offset = int(state.get("offset", 0))
         self.eos_sent = bool(state.get("eos_sent", False))
         self.pending_rows: dict[int, list[Row]] = {
@@ -219,11 +228,13 @@ class SimTask:
         if self.component == "count":
             counts = self.states.setdefault("counts", {})
             counts[item.key] = counts.get(item.key, 0) + 1
+            self.dirty.setdefault("counts", set()).add(item.key)
             self.emit(route(item.key, self.worker.layout.tasks("sink")),
                       Record(item.key, item.seq, counts[item.key]))
         elif self.component == "tally":
             tally = self.states.setdefault("tally", {})
             tally[item.key] = tally.get(item.key, 0) + 1
+            self.dirty.setdefault("tally", set()).add(item.key)
         elif self.component == "sink":
             if self.txns.open is None:
                 raise AssertionError(f"sink task {self.task_id} got a record with no open "
@@ -284,26 +295,65 @@ class SimTask:
 
     # -- snapshots (executor._take_snapshot / _upload_snapshot) ---------------------------------
     def snapshot(self, checkpoint_id: int, extra: dict[str, Any]) -> None:
+        """Capture at the barrier (task thread), upload after the task's earlier snapshots
+        (its ``Snapshotter`` thread runs one job at a time, in order)."""
         ticket = self.snapshots.barrier(checkpoint_id, self.generation)
-        data = {"states": {n: dict(v) for n, v in self.states.items()}, **extra}
+        capture: dict[str, Any] | None = None
+        if self.sim.plan.shared_files and self.component in ("count", "tally"):
+            base = not self.files or len(self.files) >= BASE_EVERY
+            capture = {"kind": "base" if base else "delta", "states": {
+                n: ({k: v for k, v in state.items()} if base else
+                    {k: state[k] for k in self.dirty.get(n, ())})
+                for n, state in self.states.items()}}
+            self.dirty = {}
+            data: dict[str, Any] = dict(extra)
+        else:
+            data = {"states": {n: dict(v) for n, v in self.states.items()}, **extra}
         finished = self.component == "spout" and self.eos_sent
         key = (checkpoint_id, self.task_id, ticket.generation)
         worker_alive = self.worker.alive_check()
 
-        def uploaded(handle: Any, error: BaseException | None) -> None:
-            if error is not None:
-                reports = self.snapshots.failed(ticket, str(error))
-            else:
-                reports = self.snapshots.uploaded(ticket, handle, 1)
-            for r in reports:
-                match r:
-                    case AckSnapshot(t, h, _):
-                        self.worker.to_tm("ack", t.generation, t.checkpoint_id,
-                                          self.task_id, h, finished)
-                    case DeclineSnapshot(t, why):
-                        self.worker.to_tm("fail", t.generation, t.checkpoint_id,
-                                          self.task_id, why)
-        self.sim.storage.put_snapshot(key, data, worker_alive, uploaded)
+        def upload() -> None:
+            new_files: dict[str, Any] = {}
+            files = self.files
+            if capture is not None:  # IncrementalKeyedState.write: carry, segment, chain
+                cap = capture if self.carry is None else _merge_capture(self.carry, capture)
+                self.carry = None
+                name = (f"inc/task-{self.task_id:05d}/seg-{checkpoint_id:010d}"
+                        f"-g{ticket.generation}.{cap['kind']}")
+                new_files = {name: cap}
+                files = [name] if cap["kind"] == "base" else [*self.files, name]
+                data["files"] = files
+
+            def uploaded(handle: Any, error: BaseException | None) -> None:
+                if capture is not None:
+                    name = next(iter(new_files))
+                    if name in self.sim.storage.objects or error is None:
+                        self.files = files  # the segment was written: the chain has it
+                    else:
+                        self.carry = new_files[name]  # merged into the next one
+                if error is not None:
+                    reports = self.snapshots.failed(ticket, str(error))
+                else:
+                    reports = self.snapshots.uploaded(ticket, handle, 1)
+                for r in reports:
+                    match r:
+                        case AckSnapshot(t, h, _):
+                            self.worker.to_tm("ack", t.generation, t.checkpoint_id,
+                                              self.task_id, h, finished)
+                        case DeclineSnapshot(t, why):
+                            self.worker.to_tm("fail", t.generation, t.checkpoint_id,
+                                              self.task_id, why)
+                self._next_upload()
+            self.sim.storage.put_snapshot(key, data, worker_alive, uploaded, new_files)
+        self.uploads.append(upload)
+        if len(self.uploads) == 1:
+            upload()
+
+    def _next_upload(self) -> None:
+        self.uploads.pop(0)
+        if self.uploads:
+            self.uploads[0]()
 
     # -- channels -----------------------------------------------------------------------------
     def downstream(self) -> list[int]:
@@ -406,7 +456,7 @@ class SimWorker:
         left = [len(waiting)]
 
         def read_one(task: int) -> Any:
-            def done(data: Any, error: BaseException | None) -> None:
+            def finish(data: Any, error: BaseException | None) -> None:
                 if error is not None:
                     failed.append(error)
                 else:
@@ -414,6 +464,17 @@ class SimWorker:
                 left[0] -= 1
                 if not left[0]:
                     build()
+
+            def done(data: Any, error: BaseException | None) -> None:
+                if error is not None or not data or not data.get("files"):
+                    finish(data, error)
+                    return
+
+                # its keyed state is in shared files: read them before the task is built;
+                # the task goes on with the same chain
+                def files_read(files: Any, err: BaseException | None) -> None:
+                    finish(None if err else {**data, "states": merge_files(files)}, err)
+                self.sim.storage.read_shared(list(data["files"]), alive, files_read)
             return done
         for tid in waiting:
             self.sim.storage.read_snapshot(handles[tid], alive, read_one(tid))
@@ -786,6 +847,10 @@ class SimMaster:
             return
         if not ok:
             if corrupt and rec.target is not None:
+                if rec.target in self.sim.completed or rec.target in self.coordinator.restored:
+                    # docs/checkpointing.md, "a snapshot of c is corrupt": the fallback
+                    # past a committed checkpoint is at-least-once for its span
+                    self.sim.fell_back_past.add(rec.target)
                 self.coordinator.bad.add(rec.target)
             self.begin_recovery(f"worker {worker_id} failed to prepare: {error}")
             return
@@ -856,6 +921,11 @@ class SimMaster:
                     keep = set(sorted(sim.storage.metadata)[-RETAINED:])
                     keep |= {self.coordinator.completed_floor} | sim.savepoint_ids()
                     self.coordinator.retention_deleted(sim.storage.delete_checkpoints(keep))
+                    if sim.storage.metadata:  # StateBackend.garbage_collect's second step
+                        collect_shared_files(
+                            SharedFilesView(sim.storage),  # type: ignore[arg-type]
+                            sorted(keep & set(sim.storage.metadata)),
+                            max(sim.storage.metadata))
                 case TriggerFinal():
                     pass  # the tick starts the next checkpoint
                 case Drained(cid):
@@ -924,6 +994,9 @@ class Simulation:
         self.workers = [SimWorker(self, w) for w in range(WORKERS)]
         self.tm = SimMaster(self, resume)
         self.completed: set[int] = set(storage.metadata)
+        self.fell_back_past: set[int] = set()
+        """Committed checkpoints a restore found damaged (a lost shared file) and fell back
+        past: output is at-least-once for their span, by design."""
         self.violations: list[str] = []
         self.generations: dict[int, int] = {}  # generation -> the TM incarnation that used it
         self.rescale_state = ""
@@ -1058,7 +1131,7 @@ class Simulation:
         new = Layout(count=3 if self.layout.count == 2 else 1, tally=3)
         meta = self.storage.metadata.get(cid)
         by_task = {} if meta is None else {
-            int(t): self.storage.snapshots.get(handle_key(v["handle"]))
+            int(t): self.storage.materialize(self.storage.snapshots.get(handle_key(v["handle"])))
             for t, v in meta["tasks"].items()}
         if meta is None or any(v is None for v in by_task.values()):
             self.world.note(f"rescale: checkpoint {cid} is gone; resuming")
@@ -1105,16 +1178,22 @@ class Simulation:
             if meta is None:
                 return
             # a savepoint is a self-contained copy (jstorm savepoint)
+            copy = {k: self.storage.materialize(v) for k, v in self.storage.snapshots.items()
+                    if k[0] == cid}  # self-contained: shared files are read into it
+            if any(v is None for v in copy.values()):
+                return
             self.savepoint = cid
             self.savepoint_layout = self.layout
-            self.savepoint_copy = (meta, {k: v for k, v in self.storage.snapshots.items()
-                                          if k[0] == cid})
+            self.savepoint_copy = (meta, copy)
 
     def savepoint_ids(self) -> set[int]:
         return {self.savepoint} if self.savepoint is not None else set()
 
     # -- faults scheduled by the plan ---------------------------------------------------------
     def schedule_faults(self) -> None:
+        if self.plan.file_loss_at is not None:
+            self.world.at(self.plan.file_loss_at, self._lose_a_shared_file,
+                          "fault: a shared file is lost")
         for t, w in self.plan.crash_times:
             self.world.at(t, functools.partial(self._crash_worker, w), f"fault: crash worker {w}")
         for t in self.plan.tm_crash_times:
@@ -1125,6 +1204,14 @@ class Simulation:
                           "fault: external system down")
             self.world.at(end, lambda: setattr(self.output, "down", False),
                           "fault: external system back")
+
+    def _lose_a_shared_file(self) -> None:
+        files = sorted(k for k in self.storage.objects if k.startswith("inc/"))
+        if files:
+            key = self.world.rng.choice(files)
+            del self.storage.objects[key]
+            self.storage.lost.add(key)
+            self.world.note(f"storage: lost {key}")
 
     def _crash_worker(self, w: int) -> None:
         worker = self.workers[w]
@@ -1157,6 +1244,16 @@ class Simulation:
 
     def finished(self) -> bool:
         return self.tm.state in (TopologyState.DRAINED, TopologyState.FAILED)
+
+
+def _merge_capture(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A capture equal to writing ``old`` then ``new`` (incremental._merge)."""
+    if new["kind"] == "base":
+        return new
+    states = {n: dict(v) for n, v in old["states"].items()}
+    for n, v in new["states"].items():
+        states.setdefault(n, {}).update(v)
+    return {"kind": old["kind"], "states": states}
 
 
 def handle_key(handle: str) -> tuple[int, int, int]:

@@ -51,6 +51,14 @@ class Fault(enum.Enum):
     """The bolts are rescaled at a quiescent checkpoint."""
     GRAY_RELEASE = "gray_release"
     """One worker is restarted on new code at a quiescent checkpoint (master/upgrade.py)."""
+    SHARED_FILES = "shared_files"
+    """Keyed state is checkpointed incrementally: each snapshot writes only a new shared file
+    (a delta, or a base every few) and references the older ones, as the incremental
+    changelog and the RocksDB store's SST files do; retention deletes a shared file once no
+    retained checkpoint references it (the real ``state_backends/shared_files.py``)."""
+    SHARED_FILE_LOSS = "shared_file_loss"
+    """With shared files, one of them disappears from storage (an operator's cleanup, a lost
+    disk): a restore that needs it must fall back or fail naming it, never restore less."""
 
 
 ALL_FAULTS = tuple(Fault)
@@ -71,6 +79,7 @@ class FaultPlan:
     lifecycle: Fault | None = None
     rescale_at: int | None = None
     upgrade_at: int | None = None
+    file_loss_at: float | None = None
     hits: dict[Fault, int] = field(default_factory=dict)
 
     @classmethod
@@ -101,7 +110,14 @@ class FaultPlan:
             plan.rescale_at = rng.randint(1, 4)
         if Fault.GRAY_RELEASE in plan.enabled:
             plan.upgrade_at = rng.randint(1, 4)
+        if Fault.SHARED_FILE_LOSS in plan.enabled:
+            plan.file_loss_at = rng.uniform(0, horizon)
         return plan
+
+    @property
+    def shared_files(self) -> bool:
+        """Whether keyed state goes to shared files (either shared-file fault is on)."""
+        return bool(self.enabled & {Fault.SHARED_FILES, Fault.SHARED_FILE_LOSS})
 
     def on(self, fault: Fault) -> bool:
         return fault in self.enabled

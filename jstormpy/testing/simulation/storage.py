@@ -14,6 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from jstormpy.api.errors import BackendError, CorruptSnapshotError, SnapshotNotFoundError
+from jstormpy.state_backends.base import seal_blob
+from jstormpy.state_backends.shared_files import encode_refs, refs_key
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
 from jstormpy.testing.simulation.world import World
 
@@ -35,20 +37,57 @@ class SimStorage:
         self.tm_busy = False
         self.landed: set[int] = set()
         """Every checkpoint whose metadata ever landed (retention does not forget it)."""
+        self.objects: dict[str, Any] = {}
+        """Shared files (``inc/task-N/seg-...``) and the sealed ``.refs`` beside snapshots."""
+        self.lost: set[str] = set()
+        """Shared files the ``shared_file_loss`` fault removed (not retention)."""
 
     # -- the calls ---------------------------------------------------------------------------
     def put_snapshot(self, key: tuple[int, int, int], data: Any, alive: Callable[[], bool],
-                     done: Done) -> None:
+                     done: Done, new_files: dict[str, Any] | None = None) -> None:
+        """``new_files``: shared files the snapshot needs that are not stored yet; they are
+        uploaded first (a failed snapshot write leaves them behind, as orphans), and the
+        snapshot's ``.refs`` lists every file in ``data["files"]``."""
         def apply() -> tuple[Any, BaseException | None]:
+            if new_files:
+                if self._disk_full():
+                    return None, BackendError(f"write of a shared file of {key} failed "
+                                              "(ENOSPC)")
+                self.objects.update(new_files)
             if self._disk_full() or self.plan.hit(self.world, Fault.WRITE_ERROR):
                 return None, BackendError(f"write of snapshot {key} failed (EIO)")
             if self.plan.hit(self.world, Fault.PARTIAL_WRITE):
                 self.partial.add(key)
                 return None, BackendError(f"write of snapshot {key} failed half-way")
+            handle = f"chk-{key[0]}/task-{key[1]}-g{key[2]}"
+            if "files" in data:  # before the snapshot, as StateBackend.put_snapshot
+                self.objects[refs_key(handle)] = seal_blob(encode_refs(data["files"]))
             self.snapshots[key] = data
             self.partial.discard(key)
-            return f"chk-{key[0]}/task-{key[1]}-g{key[2]}", None
+            return handle, None
         self._call("put_snapshot", apply, alive, done)
+
+    def read_shared(self, keys: list[str], alive: Callable[[], bool], done: Done) -> None:
+        """Read the shared files ``keys`` (in order); a missing one is corrupt state, named."""
+        def apply() -> tuple[Any, BaseException | None]:
+            if self.plan.hit(self.world, Fault.READ_ERROR):
+                return None, BackendError(f"read of {keys[0]} failed (EIO)")
+            missing = [k for k in keys if k not in self.objects]
+            if missing:
+                return None, CorruptSnapshotError(f"shared file {missing[0]} is missing")
+            return [self.objects[k] for k in keys], None
+        self._call("read_shared", apply, alive, done)
+
+    def materialize(self, snapshot: Any) -> Any:
+        """A snapshot with its shared files read back into ``states`` (what a rescale, a
+        savepoint and the final check read, whole); None if a file is missing."""
+        if not snapshot or "files" not in snapshot:
+            return snapshot
+        if any(k not in self.objects for k in snapshot["files"]):
+            return None
+        out = {k: v for k, v in snapshot.items() if k != "files"}
+        out["states"] = merge_files([self.objects[k] for k in snapshot["files"]])
+        return out
 
     def read_snapshot(self, handle: str, alive: Callable[[], bool], done: Done) -> None:
         def apply() -> tuple[Any, BaseException | None]:
@@ -115,6 +154,8 @@ class SimStorage:
         gone = [c for c in self.metadata if c not in keep]
         for c in gone:
             del self.metadata[c]
+            for k in [k for k in self.objects if k.startswith(f"chk-{c}/")]:
+                del self.objects[k]  # the .refs beside its snapshots
         for key in [k for k in self.snapshots if k[0] in gone]:
             del self.snapshots[key]
         return gone
@@ -151,6 +192,46 @@ class SimStorage:
         self.tm_busy = True
         delay, complete, label = self.tm_queue.pop(0)
         self.world.at(delay, complete, label)
+
+
+def merge_files(files: list[Any]) -> dict[str, dict[Any, Any]]:
+    """Keyed states from a chain of shared files: a base replaces, a delta updates."""
+    states: dict[str, dict[Any, Any]] = {}
+    for f in files:
+        if f["kind"] == "base":
+            states = {n: dict(v) for n, v in f["states"].items()}
+        else:
+            for n, v in f["states"].items():
+                states.setdefault(n, {}).update(v)
+    return states
+
+
+class SharedFilesView:
+    """The calls :func:`~jstormpy.state_backends.shared_files.collect_shared_files` makes
+    of a state backend, answered from the simulated storage (synchronously, as the TM's
+    retention runs inline here)."""
+
+    def __init__(self, storage: SimStorage) -> None:
+        self.storage = storage
+
+    def list_objects(self, prefix: str) -> list[str]:
+        return sorted(k for k in self.storage.objects if k.startswith(prefix))
+
+    def read_metadata(self, checkpoint_id: int) -> dict[str, Any]:
+        if checkpoint_id not in self.storage.metadata:
+            raise SnapshotNotFoundError(f"checkpoint {checkpoint_id} has no metadata")
+        return self.storage.metadata[checkpoint_id]
+
+    def get_object(self, key: str) -> bytes:
+        if key not in self.storage.objects:
+            raise SnapshotNotFoundError(f"{key} does not exist")
+        data = self.storage.objects[key]
+        assert isinstance(data, bytes)
+        return data
+
+    def delete_objects(self, prefix: str) -> None:
+        for k in [k for k in self.storage.objects if k.startswith(prefix)]:
+            del self.storage.objects[k]
 
 
 def _key_of(handle: str) -> tuple[int, int, int]:
