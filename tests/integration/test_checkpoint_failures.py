@@ -131,6 +131,25 @@ def test_file_checkpoint_dir_replaced_by_a_file(tmp_path):
     _outage_run(tmp_path, f"file://{ckpt}", break_dir, repair_dir, "Not a directory")
 
 
+def forced_checkpoints(handle: Any, n: int) -> list[int]:
+    """``n`` checkpoints taken with ``handle.checkpoint()``, each after some progress."""
+    ids = []
+    for _ in range(n):
+        emitted = handle.metrics().get("topology", {}).get("emitted", 0)
+        wait_for(lambda e=emitted: handle.metrics().get("topology", {}).get("emitted", 0) > e,
+                 30, "progress between checkpoints")
+        ids.append(handle.checkpoint())
+    return ids
+
+
+def corrupt(snapshot: Path) -> None:
+    """Flip a snapshot's last payload bytes: its checksum no longer matches."""
+    data = bytearray(snapshot.read_bytes())
+    for i in range(len(data) - 8, len(data)):
+        data[i] ^= 0xFF
+    snapshot.write_bytes(bytes(data))
+
+
 def test_corrupt_snapshot_falls_back_to_previous_checkpoint(tmp_path):
     """Corrupt a snapshot of the newest completed checkpoint, kill a worker: the TM logs
     the corrupt snapshot, restores the previous checkpoint and the job completes.
@@ -144,22 +163,13 @@ def test_corrupt_snapshot_falls_back_to_previous_checkpoint(tmp_path):
     conf = config(f"file://{ckpt}", checkpoint_interval_ms=600_000)  # only forced ones
     with LocalCluster() as cluster:
         handle = cluster.submit(linear(out, KEYS, per_key, rate=4000), conf)
-        ids = []
-        for _ in range(3):
-            emitted = handle.metrics().get("topology", {}).get("emitted", 0)
-            wait_for(lambda e=emitted: handle.metrics().get("topology", {}).get("emitted", 0) > e,
-                     30, "progress between checkpoints")
-            ids.append(handle.checkpoint())
+        ids = forced_checkpoints(handle, 3)
         assert ids == sorted(ids) and handle.last_completed_checkpoint() == ids[-1]
         latest, previous = ids[-1], ids[-2]
         wait_for(lambda: read_committed(out), 30, "committed output")
         snaps = sorted((ckpt / f"chk-{latest:010d}").glob("task-*.snap"))
         assert snaps, list(ckpt.rglob("*"))
-        victim = snaps[len(snaps) // 2]
-        data = bytearray(victim.read_bytes())
-        for i in range(len(data) - 8, len(data)):
-            data[i] ^= 0xFF  # flip payload bytes: the checksum no longer matches
-        victim.write_bytes(bytes(data))
+        corrupt(snaps[len(snaps) // 2])
         gen = handle.status()["generation"]
         os.kill(handle.workers()[0].pid, signal.SIGKILL)
         recovery = wait_for(
@@ -310,20 +320,11 @@ def test_every_checkpoint_corrupt_fails_the_topology_instead_of_replaying_from_n
     conf = config(f"file://{ckpt}", checkpoint_interval_ms=600_000)  # only forced ones
     with LocalCluster() as cluster:
         handle = cluster.submit(linear(out, KEYS, per_key, rate=4000), conf)
-        ids = []
-        for _ in range(2):
-            emitted = handle.metrics().get("topology", {}).get("emitted", 0)
-            wait_for(lambda e=emitted: handle.metrics().get("topology", {}).get("emitted", 0) > e,
-                     30, "progress between checkpoints")
-            ids.append(handle.checkpoint())
+        ids = forced_checkpoints(handle, 2)
         wait_for(lambda: read_committed(out), 30, "committed output")
         committed = len(read_committed(out))
-        for chk in sorted(ckpt.glob("chk-*")):
-            for victim in chk.glob("task-*.snap"):
-                data = bytearray(victim.read_bytes())
-                for i in range(len(data) - 8, len(data)):
-                    data[i] ^= 0xFF  # the checksum no longer matches
-                victim.write_bytes(bytes(data))
+        for victim in sorted(ckpt.glob("chk-*/task-*.snap")):
+            corrupt(victim)
         os.kill(handle.workers()[0].pid, signal.SIGKILL)
         with pytest.raises(JStormError, match="no usable checkpoint is left") as failed:
             handle.wait(timeout=120)
