@@ -93,6 +93,15 @@ def checkpoint(core: MasterCore) -> int:
     return cid
 
 
+def one_checkpoint_done(backend: LateLanding) -> tuple[MasterCore, list[WorkerSession], int]:
+    """A running TM whose first checkpoint completed."""
+    core = new_core(backend)
+    sessions, _ = prepare_all(core)
+    first = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    return core, sessions, first
+
+
 def recover(core: MasterCore, sessions: list[WorkerSession]) -> tuple[list[WorkerSession], int]:
     """Worker 0 dies; both workers register again for the recovery."""
     core.worker_lost(sessions[0], "killed by the test")
@@ -102,10 +111,7 @@ def recover(core: MasterCore, sessions: list[WorkerSession]) -> tuple[list[Worke
 def test_a_recovery_waits_for_the_commit_point_and_never_goes_below_what_it_restored(
         tmp_path: Path) -> None:
     backend = LateLanding(f"file://{tmp_path}")
-    core = new_core(backend)
-    sessions, _ = prepare_all(core)
-    first = checkpoint(core)
-    assert core.backend_io.wait_idle(10)
+    core, sessions, first = one_checkpoint_done(backend)
     backend.late, backend.gate = first + 1, threading.Event()
     late = checkpoint(core)
     assert backend.entered.wait(10)
@@ -129,10 +135,7 @@ def test_a_recovery_waits_for_the_commit_point_and_never_goes_below_what_it_rest
 def test_a_restarted_master_keeps_the_bad_checkpoints_and_the_ids_it_handed_out(
         tmp_path: Path) -> None:
     backend = LateLanding(f"file://{tmp_path}")
-    core = new_core(backend)
-    sessions, _ = prepare_all(core)
-    first = checkpoint(core)
-    assert core.backend_io.wait_idle(10)
+    core, sessions, first = one_checkpoint_done(backend)
     backend.late = first + 1
     late = checkpoint(core)
     wait_until(lambda: late in core.checkpoints.bad, "the timeout reported")
