@@ -196,7 +196,7 @@ def launch_run(args: argparse.Namespace, module: Any, config: Any,
     topology: Topology = module.topology
     if launch is None:  # not --ha: `jstorm status` must not ask an earlier run's ZooKeeper
         from jstormpy.cli.client import jstorm_home
-        from jstormpy.cli.ha import HA_FILE
+        from jstormpy.ha_view import HA_FILE
 
         (jstorm_home() / "runs" / topology.name / HA_FILE).unlink(missing_ok=True)
     print(f"running {topology.name!r}: {len(topology.components)} components, "
@@ -350,12 +350,12 @@ def _ha_status(args: argparse.Namespace) -> dict[str, Any] | None:
     """Leader, standbys and the recorded run from ZooKeeper: with ``--ha URL``, or when this
     host's run of NAME was started with ``--ha`` (its run directory says where)."""
     from jstormpy.cli.client import jstorm_home
-    from jstormpy.cli.ha import HA_FILE
+    from jstormpy.ha_view import HaView
 
     url = args.ha
-    marker = jstorm_home() / "runs" / args.name / HA_FILE
-    if not url and marker.exists():
-        url = json.loads(marker.read_text()).get("url")
+    view = HaView.read(jstorm_home() / "runs" / args.name)
+    if not url and view is not None:
+        url = view.url
     if not url:
         return None
     from jstormpy.deploy.ha import ha_status
