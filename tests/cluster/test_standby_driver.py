@@ -13,8 +13,10 @@ Both tests share one ZooKeeper (on host ``zk``) and the package's Spark cluster.
 
 from __future__ import annotations
 
+import json
 import re
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,6 +103,19 @@ def wait_new_output(b: Launcher, out: Path, before: set[str], since: float) -> f
     return time.monotonic()
 
 
+def wait_application_gone(cluster: SparkHosts, app_id: str, timeout: float) -> None:
+    """Wait until the Spark master no longer lists ``app_id`` as active."""
+    url = f"http://{cluster.hosts.address('master')}:8080/json/"
+    deadline = time.monotonic() + timeout
+    while True:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            active = [a["id"] for a in json.load(resp).get("activeapps", [])]
+        if app_id not in active:
+            return
+        assert time.monotonic() < deadline, f"{app_id} still active: {active}"
+        time.sleep(0.5)  # polling interval of the condition above
+
+
 def test_killing_the_driver_host_hands_the_run_to_the_standby_driver(
         spark_hosts: SparkHosts, zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
     hosts = spark_hosts.hosts
@@ -154,6 +169,11 @@ def test_a_partitioned_leader_host_is_deposed_and_commits_nothing_after_the_heal
         resumed = wait_new_output(b, out, before, cut)
         assert a.finish(180) == LOST_EXIT_CODE, a.output()[-4000:]
         assert b.finish(400) == 0, b.output()[-4000:]
+        # back on the network, the old leader's Spark application (its executors, and the
+        # jstorm workers of the old epoch in them) is removed by the Spark master
+        app = re.search(r"spark: master \S+, application (\S+)", a.output())
+        assert app is not None, a.output()[-4000:]
+        wait_application_gone(spark_hosts, app.group(1), 120)
     finally:
         pair.close()
     print(f"\ndriver host partitioned (session timeout {SESSION_TIMEOUT_S} s): standby leads "
