@@ -2,7 +2,8 @@
 
 The ZooKeeper side (election, run record, lease renewal) is ``deploy/ha.py``; this is the
 launcher's part: what a leader starts (a fresh run, or the takeover of a run whose record
-says it is still running), what it records while it runs, and what a launcher does when it
+says it is still running), what it records while it runs (the run record in ZooKeeper, and
+what it sees there for its TM's web UI: jstormpy/ha_view.py), and what a launcher does when it
 loses its session (kill its Topology Master and workers at once, exit 3). See
 docs/cluster.md, "A standby Topology Master".
 """
@@ -31,7 +32,6 @@ LOST_EXIT_CODE = 3
 
 RECORD_EVERY_S = 1.0
 """How often a leader refreshes its run record (latest checkpoint, generation, epoch)."""
-
 
 
 @dataclass

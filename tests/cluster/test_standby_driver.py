@@ -193,9 +193,11 @@ def test_a_partitioned_leader_host_is_deposed_and_commits_nothing_after_the_heal
     finally:
         backend.close()
     epochs = {cid: (m["run"]["job_id"], m["run"]["epoch"]) for cid, m in metas.items()}
-    assert set(epochs.values()) == {(job_id, old_epoch), (job_id, old_epoch + 1)}, epochs
+    # one run; the old epoch and the new leader's (a TM it restarted would add another)
+    assert {j for j, _e in epochs.values()} == {job_id}, epochs
     old = [cid for cid, (_j, e) in epochs.items() if e == old_epoch]
-    new = [cid for cid, (_j, e) in epochs.items() if e == old_epoch + 1]
+    new = [cid for cid, (_j, e) in epochs.items() if e > old_epoch]
+    assert old and new and len(old) + len(new) == len(epochs), epochs
     assert max(old) < min(new), f"commit points of the old epoch above the new one's: {epochs}"
     late = {cid: metas[cid]["completed_at"] - cut_wall for cid in old
             if metas[cid]["completed_at"] > cut_wall}
@@ -205,4 +207,4 @@ def test_a_partitioned_leader_host_is_deposed_and_commits_nothing_after_the_heal
     assert parts <= set(metas), f"output committed without a commit point: {parts - set(metas)}"
     print(f"commit points: epoch {old_epoch} #{min(old)}..#{max(old)} (the last "
           f"{cut_wall - metas[max(old)]['completed_at']:.1f} s before the cut), epoch "
-          f"{old_epoch + 1} #{min(new)}..#{max(new)}")
+          f"{old_epoch + 1}+ #{min(new)}..#{max(new)}")
