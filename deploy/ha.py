@@ -102,9 +102,11 @@ class RunRecord:
     updated: float = 0.0
 
     def to_json(self) -> bytes:
-        data = asdict(self)
-        data["state"] = self.state.value
-        return json.dumps(data, sort_keys=True).encode()
+        return json.dumps(self.status_dict(), sort_keys=True).encode()
+
+    def status_dict(self) -> dict[str, Any]:
+        """JSON-ready, as `jstorm status` and the web UI show it."""
+        return {**asdict(self), "state": self.state.value}
 
     @classmethod
     def from_json(cls, raw: bytes | None) -> RunRecord | None:
@@ -360,5 +362,4 @@ def ha_status(url: str, name: str, timeout_s: float = 10.0) -> dict[str, Any]:
         zk.close()
     return {"url": str(ha), "leader": contenders[0] if contenders else None,
             "standby": contenders[1:],
-            "run": None if record is None else {**asdict(record),
-                                                "state": record.state.value}}
+            "run": None if record is None else record.status_dict()}

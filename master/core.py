@@ -753,8 +753,11 @@ class MasterCore:
         if self._check_fenced(cid, "before its commit point"):
             return
         error: BackendError | None = None
+        metadata = dict(action.metadata)
+        if self.run is not None:  # which run, and which TM epoch, committed it
+            metadata["run"] = self.run.to_dict()
         try:
-            self.backend.write_metadata(cid, dict(action.metadata))
+            self.backend.write_metadata(cid, metadata)
         except BackendError as exc:
             error = exc
         # after the write: a standby that took over before it lists this checkpoint (its

@@ -4,7 +4,8 @@ Started by ``master/__main__.py`` in a daemon thread (stdlib ``ThreadingHTTPServ
 
     GET /               the web UI (static files from ``master/ui/``, no CDN)
     GET /metrics        Prometheus text format (``master/prom.py``)
-    GET /api/status     MasterCore.status() plus the live config and recent events
+    GET /api/status     MasterCore.status() plus the live config and recent events (and
+                        ``ha``, the leader and standbys of a ``--ha`` run)
     GET /api/metrics    metrics task → component → worker → topology (+ worker processes)
     GET /api/history    the last hour at 10 s resolution (``?since=EPOCH_S``)
     GET /healthz        ``ok`` (liveness)
@@ -31,6 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from jstormpy.api.errors import JStormError
+from jstormpy.ha_view import HaView
 from jstormpy.master import ops as live_ops
 from jstormpy.master.history import DEFAULT_INTERVAL_S, MetricsHistory
 from jstormpy.master.http_auth import create_ui_token, refuse_change
@@ -51,9 +53,15 @@ def _static(name: str) -> bytes:
     return resources.files("jstormpy.master").joinpath("ui", name).read_bytes()
 
 
-def api_status(core: Any, history: MetricsHistory | None) -> dict[str, Any]:
-    """Status for the UI: MasterCore.status() + live config + recent events."""
+def api_status(core: Any, history: MetricsHistory | None,
+               run_dir: Path | None = None) -> dict[str, Any]:
+    """Status for the UI: MasterCore.status() + live config + recent events, and for a
+    ``--ha`` run what its launcher last saw in ZooKeeper (``ha``: leader, standbys, the
+    recorded run; jstormpy/ha_view.py)."""
     status = core.status()
+    view = HaView.read(run_dir) if run_dir is not None else None
+    if view is not None:
+        status["ha"] = view.to_dict()
     with core.lock:
         cfg = core.config
         status["config"] = {k: getattr(cfg, k) for k in (
@@ -107,7 +115,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif url.path == "/metrics":
                 self._send(200, generate_latest(ops.registry), CONTENT_TYPE_LATEST)
             elif url.path == "/api/status":
-                self._json(api_status(ops.core, ops.history))
+                self._json(api_status(ops.core, ops.history, ops.run_dir))
             elif url.path == "/api/metrics":
                 self._json(api_metrics(ops.core, query.get("component", [""])[0]))
             elif url.path == "/api/history":
@@ -166,6 +174,7 @@ class OpsHttpServer(ThreadingHTTPServer):
         self.history = history
         self.registry = registry_for(core)
         self.token = ""  # the UI token for state-changing requests (set by start_ops_server)
+        self.run_dir: Path | None = None  # the run directory (set by start_ops_server)
         self.thread: threading.Thread | None = None
 
     @property
@@ -199,6 +208,7 @@ def start_ops_server(core: Any, host: str, port: int, run_dir: Path | None) -> O
         log.warning("web UI cannot bind %s:%d (%s); using a free port instead", host, port, exc)
         server = OpsHttpServer(core, host, 0, MetricsHistory(core, interval_s=interval))
     server.token = create_ui_token(run_dir)
+    server.run_dir = run_dir
     server.start()
     if run_dir is not None:
         tmp = run_dir / "ui.port.tmp"

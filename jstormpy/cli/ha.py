@@ -2,7 +2,8 @@
 
 The ZooKeeper side (election, run record, lease renewal) is ``deploy/ha.py``; this is the
 launcher's part: what a leader starts (a fresh run, or the takeover of a run whose record
-says it is still running), what it records while it runs, and what a launcher does when it
+says it is still running), what it records while it runs (the run record in ZooKeeper, and
+what it sees there for its TM's web UI: jstormpy/ha_view.py), and what a launcher does when it
 loses its session (kill its Topology Master and workers at once, exit 3). See
 docs/cluster.md, "A standby Topology Master".
 """
@@ -20,6 +21,7 @@ from typing import Any
 from jstormpy.api.errors import JStormError
 from jstormpy.api.failure import FINAL_STATUS_FILE
 from jstormpy.cli.client import jstorm_home
+from jstormpy.ha_view import HaView
 from jstormpy.leader_lease import LEADER_LEASE_ENV, LEASE_FILE, LeaderLease
 from jstormpy.master.topology_state import TopologyState
 
@@ -30,9 +32,6 @@ LOST_EXIT_CODE = 3
 
 RECORD_EVERY_S = 1.0
 """How often a leader refreshes its run record (latest checkpoint, generation, epoch)."""
-
-HA_FILE = "ha.json"
-"""In the run directory: the ``--ha`` URL, for `jstorm status` on the leader's host."""
 
 
 @dataclass
@@ -52,8 +51,8 @@ class Leadership:
         from jstormpy.deploy.ha import RunState
 
         self.handle = handle
-        if handle.run_dir is not None:
-            (handle.run_dir / HA_FILE).write_text(json.dumps({"url": str(self.session.url)}))
+        if handle.run_dir is not None:  # the URL for `jstorm status`, at once
+            HaView(str(self.session.url), self.session.identity).write(handle.run_dir)
         self._record(RunState.RUNNING)
         threading.Thread(target=self._refresh, name="ha-record", daemon=True).start()
 
@@ -74,8 +73,13 @@ class Leadership:
                            last.get("id"), time.time())
         try:
             self.session.write_record(record)
+            contenders = self.session.contenders()
         except Exception as exc:  # noqa: BLE001 - ZooKeeper away: the lease handles it
             print(f"ha: could not record the run in ZooKeeper: {exc}", flush=True)
+            return
+        if self.handle.run_dir is not None:  # for the TM's web UI (jstormpy/ha_view.py)
+            HaView(str(self.session.url), contenders[0] if contenders else None,
+                   tuple(contenders[1:]), record.status_dict()).write(self.handle.run_dir)
 
     def _refresh(self) -> None:
         from jstormpy.deploy.ha import RunState

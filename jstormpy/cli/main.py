@@ -154,22 +154,49 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.ha:  # leader election through ZooKeeper: lead, or stand by (jstormpy/cli/ha.py)
         from jstormpy.cli.ha import run_with_ha
 
-        return run_with_ha(args, topology.name,
-                           lambda launch: launch_run(args, module, config, launch))
+        if args.spark_master is None:
+            return run_with_ha(args, topology.name,
+                               lambda launch: launch_run(args, module, config, launch))
+        from concurrent.futures import ThreadPoolExecutor
+
+        # the Spark application starts while the launcher contends: a standby's is up
+        # when it is elected, and only the Topology Master and the workers' job remain
+        # to start (docs/cluster.md, "A standby Topology Master")
+        with ThreadPoolExecutor(1, thread_name_prefix="spark-session") as ahead:
+            prepared = ahead.submit(_spark_cluster, args)
+            try:
+                return run_with_ha(args, topology.name, lambda launch: launch_run(
+                    args, module, config, launch, prepared.result()))
+            finally:
+                if prepared.exception() is None:  # (waits for a session still starting)
+                    prepared.result().shutdown()
     return launch_run(args, module, config)
 
 
+def _spark_cluster(args: argparse.Namespace, env: dict[str, str] | None = None) -> Any:
+    """``--spark-master``'s cluster: its SparkSession (the driver JVM, the application
+    registered with the master, executors as its cores allow) starts here."""
+    from jstormpy.deploy.spark import SparkCluster
+
+    cluster = SparkCluster(master=args.spark_master or None,
+                           conf=_spark_conf(args.spark_conf), env=env)
+    print(f"spark: master {cluster.master}, application "
+          f"{cluster.spark.sparkContext.applicationId}", flush=True)
+    return cluster
+
+
 def launch_run(args: argparse.Namespace, module: Any, config: Any,
-               launch: Any = None) -> int:
+               launch: Any = None, prepared: Any = None) -> int:
     """Start the topology of ``module`` here and follow it until it ends (``jstorm run``).
     ``launch`` (an ``--ha`` leader's :class:`~jstormpy.cli.ha.Leadership`): resume or not,
-    the environment of the Topology Master, and a hook called with the handle."""
+    the environment of the Topology Master, and a hook called with the handle.
+    ``prepared``: the ``SparkCluster`` started before the election (``--ha``), if any."""
     from jstormpy.deploy.local import LocalCluster
 
     topology: Topology = module.topology
     if launch is None:  # not --ha: `jstorm status` must not ask an earlier run's ZooKeeper
         from jstormpy.cli.client import jstorm_home
-        from jstormpy.cli.ha import HA_FILE
+        from jstormpy.ha_view import HA_FILE
 
         (jstorm_home() / "runs" / topology.name / HA_FILE).unlink(missing_ok=True)
     print(f"running {topology.name!r}: {len(topology.components)} components, "
@@ -178,12 +205,13 @@ def launch_run(args: argparse.Namespace, module: Any, config: Any,
     env = launch.env if launch is not None else None
     resume = launch.resume if launch is not None else args.resume
     cluster: Any
-    if args.spark_master is not None:
-        from jstormpy.deploy.spark import SparkCluster
-
-        cluster = SparkCluster(master=args.spark_master or None,
-                               conf=_spark_conf(args.spark_conf), env=env)
-        print(f"spark: master {cluster.master}, {config.workers} barrier tasks")
+    if prepared is not None:
+        cluster = prepared
+        cluster.env.update(env or {})  # the leader lease the TM must hold
+        print(f"spark: {config.workers} barrier tasks")
+    elif args.spark_master is not None:
+        cluster = _spark_cluster(args, env)
+        print(f"spark: {config.workers} barrier tasks")
     else:
         cluster = LocalCluster(env=env)
     with cluster:
@@ -322,12 +350,12 @@ def _ha_status(args: argparse.Namespace) -> dict[str, Any] | None:
     """Leader, standbys and the recorded run from ZooKeeper: with ``--ha URL``, or when this
     host's run of NAME was started with ``--ha`` (its run directory says where)."""
     from jstormpy.cli.client import jstorm_home
-    from jstormpy.cli.ha import HA_FILE
+    from jstormpy.ha_view import HaView
 
     url = args.ha
-    marker = jstorm_home() / "runs" / args.name / HA_FILE
-    if not url and marker.exists():
-        url = json.loads(marker.read_text()).get("url")
+    view = HaView.read(jstorm_home() / "runs" / args.name)
+    if not url and view is not None:
+        url = view.url
     if not url:
         return None
     from jstormpy.deploy.ha import ha_status

@@ -208,6 +208,7 @@ function renderSummary(status, metrics) {
   $("#restarts").textContent = status.restarts;
   $("#uptime").textContent = fmtDur(status.uptime_s);
   $("#guarantee").textContent = status.guarantee;
+  renderHa(status);
   // what Flink's and Heron's UIs show: records in at the spouts, records out at the sinks
   // (a sum of every bolt's execute rate counts a record once per bolt it passes)
   const comps = metrics.components || {};
@@ -219,6 +220,18 @@ function renderSummary(status, metrics) {
     $(id).textContent = `${fmtNum(v)}/s`;
     $(id).setAttribute("data-rate", String(v));
   }
+}
+
+// a --ha run: the epoch of this Topology Master, and who leads and stands by
+function renderHa(status) {
+  const ha = status.ha;
+  $("#ha").hidden = !ha;
+  if (!ha) return;
+  $("#ha-epoch").textContent = (status.run || ha.run || {}).epoch ?? "-";
+  $("#ha-leader").textContent = ha.leader || "none";
+  $("#ha-standby").textContent = (ha.standby || []).join(", ") || "none";
+  $("#ha-seen").textContent = ha.seen_at ?
+    `seen in ZooKeeper ${fmtDur(Math.max(0, Date.now() / 1000 - ha.seen_at))} ago` : "";
 }
 
 // ---------------------------------------------------------------- history sparkline

@@ -19,6 +19,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -79,6 +81,10 @@ def test_standby_takes_over_when_the_leader_is_killed(tmp_path: Path, zookeeper,
     before_kill = _status(tmp_path / "host-b", "--ha", zookeeper.url("/jstorm"))
     assert f"leader {_identity(a)}; standby {_identity(b)}" in before_kill, before_kill
     assert "recorded: running run" in before_kill and "epoch 1" in before_kill, before_kill
+    # the leader's web UI shows the same, through HTTP
+    ui = _ui_ha(tmp_path / "host-a", lambda ha: bool(ha["standby"]))
+    assert (ui["leader"], ui["standby"]) == (_identity(a), [_identity(b)]), ui
+    assert ui["epoch"] == 1 and ui["run"]["state"] == "running", ui
     a.signal_group(signal.SIGKILL)  # the leader's "host" dies: launcher, TM, workers
     killed = time.monotonic()
     before = set(committed_parts(out))
@@ -90,6 +96,8 @@ def test_standby_takes_over_when_the_leader_is_killed(tmp_path: Path, zookeeper,
     after = _status(tmp_path / "host-b")  # the new leader's TM, and ZooKeeper's view
     assert f"leader {_identity(b)}; standby none" in after, after
     assert re.search(r"^run +\S+ epoch 2$", after, re.M), after
+    ui = _ui_ha(tmp_path / "host-b", lambda ha: ha["leader"] == _identity(b))
+    assert ui["standby"] == [] and ui["epoch"] == 2 and ui["run"]["epoch"] == 2, ui
     assert b.finish(240) == 0, b.output()
     print(f"\nfailover (ZooKeeper session timeout {SESSION_TIMEOUT_S} s): standby leads "
           f"{took_over - killed:.2f} s after the SIGKILL, first new output after "
@@ -97,6 +105,26 @@ def test_standby_takes_over_when_the_leader_is_killed(tmp_path: Path, zookeeper,
     assert "drained" in b.output(), b.output()
     problems = check_sums(read_committed(out), KEYS, PER_KEY)
     assert not problems, problems
+
+
+def _ui_ha(home: Path, ready: Callable[[dict], bool], timeout: float = 30) -> dict:
+    """The ``ha`` part of a launcher's TM web UI (``GET /api/status``), with the TM's own
+    epoch as ``epoch``, once ``ready`` holds; the page has the elements that show it."""
+    run_dir = home / "runs" / NAME
+    deadline = time.monotonic() + timeout
+    while True:
+        port = int((run_dir / "ui.port").read_text())
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status", timeout=10) as r:
+            status = json.load(r)
+        ha = status.get("ha")
+        if ha is not None and ready(ha):
+            break
+        assert time.monotonic() < deadline, f"the UI shows {ha!r}"
+        time.sleep(0.2)  # polling interval of the condition above
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
+        page = r.read().decode()
+    assert all(f'id="{e}"' in page for e in ("ha", "ha-epoch", "ha-leader", "ha-standby"))
+    return {**ha, "epoch": status["run"]["epoch"]}
 
 
 def test_a_standby_exits_when_the_leader_drains_the_run(tmp_path: Path, zookeeper,

@@ -14,6 +14,7 @@ import pytest
 from opstopo import keyed, ui_base, wait_for
 
 from jstormpy import Config, LocalCluster
+from jstormpy.ha_view import HaView
 
 pytestmark = pytest.mark.slow
 
@@ -59,6 +60,15 @@ def test_ui_graph_rates_checkpoints_and_worker_recovery(page, tmp_path):
             "#graph .edge", "es => es.map(e => e.dataset.from + '>' + e.dataset.to)")
         assert sorted(edges) == ["events>tally", "tally>sink"]
         assert _text(page, "#topology-name") == "uidemo"
+
+        # the HA header: hidden without --ha; shown from the view a --ha leader's launcher
+        # writes into the run directory (tests/ha reads it from real launchers over HTTP)
+        assert page.is_hidden("#ha")
+        HaView("zk://10.213.0.5:2181/jstorm", "host-a pid=11", ("host-b pid=22",),
+               {"state": "running", "epoch": 1}).write(handle.run_dir)
+        page.wait_for_selector("#ha:not([hidden])", timeout=30_000)
+        assert (_text(page, "#ha-leader"), _text(page, "#ha-standby"),
+                _text(page, "#ha-epoch")) == ("host-a pid=11", "host-b pid=22", "1")
 
         # rates: non-zero and moving between two reads
         def rate(component):

@@ -65,3 +65,19 @@ def test_run_record_round_trip_and_garbage() -> None:
     assert RunRecord.from_json(None) is None
     assert RunRecord.from_json(b"not json") is None
     assert RunRecord.from_json(b'{"state": "dancing", "leader": "x"}') is None
+
+
+def test_the_ha_view_round_trips_through_the_run_directory(tmp_path: Path) -> None:
+    from jstormpy.ha_view import HA_FILE, HaView
+
+    assert HaView.read(tmp_path) is None  # not a --ha run
+    record = RunRecord(RunState.RUNNING, "host-a pid=1", "abc", 2, 5, 17, 1.5)
+    view = HaView("zk://10.0.0.5:2181/jstorm", "host-a pid=1", ("host-b pid=2",),
+                  record.status_dict())
+    view.write(tmp_path)
+    back = HaView.read(tmp_path)
+    assert back == view
+    assert back is not None and back.to_dict()["run"]["epoch"] == 2
+    assert back.to_dict()["standby"] == ["host-b pid=2"]
+    (tmp_path / HA_FILE).write_text("{")  # torn or foreign: no view rather than an error
+    assert HaView.read(tmp_path) is None

@@ -57,3 +57,21 @@ def test_a_savepoint_restore_is_a_new_run_naming_the_one_it_came_from(
 def test_a_bad_job_id_is_refused_by_name() -> None:
     with pytest.raises(JStormError, match="job_id 'a/b'"):
         RunIdentity("a/b")
+
+
+def test_every_commit_point_names_the_run_and_the_epoch_that_wrote_it(tmp_path: Path) -> None:
+    """A checkpoint's ``_metadata`` carries ``"run"`` (job id and TM epoch): what tells a
+    commit of a deposed leader's epoch from its successor's in the store (real MasterCore,
+    file backend; the workers' control streams driven by hand)."""
+    from tests.unit.test_rescale_commit import ack_all, setup
+
+    core, backend, _sessions = setup(tmp_path)  # its gate is never set: a plain backend
+    take_over_run(backend, resume=False)
+    core.run = take_over_run(backend, resume=True)  # a TM that took the run over: epoch 2
+    assert core.run is not None and core.run.epoch == 2
+    with core.lock:
+        cid, _started = core.start_checkpoint()
+    ack_all(core, cid)
+    assert core.backend_io.wait_idle(10)
+    assert cid in backend.list_completed()
+    assert backend.read_metadata(cid)["run"] == core.run.to_dict()
