@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault
+from jstormpy.testing.simulation.faults import ALL_FAULTS
 from jstormpy.testing.simulation.holes import HOLES, hole_faults, reintroduced
 from jstormpy.testing.simulation.scenario import run_seed, run_seeds
 
@@ -90,23 +90,6 @@ def test_the_cli_prints_failing_seeds_with_a_replay_command(capsys) -> None:
 
 CI_SEEDS = 70_000
 """The seeds the CI run takes, in order, until its budget ends."""
-FIXED_FINDINGS = {
-    (911, "metadata_timeout,slow_storage,message_duplicate,meta_write_error,listing_error,"
-          "write_error"): "a timed-out _metadata write lands late, a recovery restores it, a "
-                          "later one passes it as bad: output committed twice",
-    (22619, ""): "a restarted TM forgot the ids and bad checkpoints of its predecessor: it "
-                 "reused ids and restored a late-landing checkpoint a recovery had rolled "
-                 "the sinks back past: output lost",
-    (23457, ""): "model error: the simulated rescale kept the sinks' staged transactions, "
-                 "which the real one clears (every sink committed the quiescent checkpoint)",
-    (2618, "rescale,tm_crash,savepoint_into_used"): "the same model error, two rescales "
-                                                    "apart",
-    (36835, ""): "a restored checkpoint's floor only in memory: two TM crashes and a short "
-                 "listing restored below what the sinks had committed again",
-    (36483, ""): "a listed bad checkpoint (a timed-out write that landed) became the "
-                 "completed floor, so a short listing of it alone restored nothing",
-}
-"""Seeds that failed once (docs/simulation.md, "What it found"); each passes now."""
 
 
 @pytest.mark.slow
@@ -117,10 +100,3 @@ def test_every_fault_for_the_ci_budget() -> None:
     assert not failures, "\n".join(
         f"seed {f.seed} [{f.faults}]: {f.violations[0]}" for f in failures[:5])
     assert ran >= 1000
-
-
-@pytest.mark.parametrize(("seed", "faults"), sorted(FIXED_FINDINGS))
-def test_a_fixed_finding_passes(seed: int, faults: str) -> None:
-    allowed = tuple(Fault(f) for f in faults.split(",")) if faults else ALL_FAULTS
-    result = run_seed(seed, allowed)
-    assert result.ok, f"seed {seed}: {result.violations[0]}"

@@ -38,7 +38,7 @@ class Fault(enum.Enum):
     META_WRITE_ERROR = "meta_write_error"
     """Storing the generation counter or the completed floor fails."""
     SLOW_STORAGE = "slow_storage"
-    """Storage answers up to 100x slower (uploads outlive a recovery)."""
+    """Some storage calls answer up to 100x slower (uploads outlive a recovery)."""
     DISK_FULL = "disk_full"
     """For a while every write fails."""
     SINK_UNAVAILABLE = "sink_unavailable"

@@ -169,7 +169,9 @@ class SimStorage:
               alive: Callable[[], bool], done: Done, serial: bool = False) -> None:
         """``serial``: a TM call, run after every TM call issued before it (the TM's
         ``BackendIO`` thread: a recovery's listing sees every metadata write before it)."""
-        slow = self.plan.on(Fault.SLOW_STORAGE) and self.world.chance(0.3)
+        # a bounded number of slow calls, as every fault here (MAX_HITS): with a task's
+        # uploads in order, slowness without end times every checkpoint out for ever
+        slow = self.plan.hit(self.world, Fault.SLOW_STORAGE)
         delay = self.world.latency(1, 8) * (self.world.rng.uniform(10, 100) if slow else 1)
 
         def complete() -> None:
