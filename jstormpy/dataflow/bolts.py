@@ -20,6 +20,7 @@ import math
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from jstormpy.api.component import Bolt, TopologyContext, Tuple
@@ -119,14 +120,15 @@ class DataflowBolt(Bolt):
     """Base of the compiled bolts: decodes its inputs, runs its fused tail, emits items.
 
     ``inputs`` maps each subscription to the layout of what it carries; ``steps`` run on
-    every item the operator produces; ``key_fn`` (a ``key_by``) makes the output keyed.
+    every item the operator produces; ``key_fn`` (a ``key_by``) makes the output keyed:
+    a function of the item, or a field name (the key is ``item[field]``, read inline).
     """
 
     _df_execute: Callable[[Tuple], None]
     """A keyed operator's per-tuple function, bound at ``prepare`` (:func:`bind_rows`)."""
 
     def __init__(self, inputs: Mapping[InputKey, Wire], steps: Sequence[Step] = (),
-                 key_fn: Callable[[Any], Any] | None = None) -> None:
+                 key_fn: Callable[[Any], Any] | str | None = None) -> None:
         self.inputs = dict(inputs)
         self.steps = tuple(steps)
         self.key_fn = key_fn
@@ -135,7 +137,8 @@ class DataflowBolt(Bolt):
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
         """Build the fused function that runs the tail steps and emits."""
         emit = self.emit
-        key_fn = self.key_fn
+        key_fn = key_function(self.key_fn)
+        field = self.key_fn if isinstance(self.key_fn, str) else None
         steps = self.steps
         if steps and steps[-1].kind is StepKind.FLAT_MAP:
             # the usual tail (a split before a key_by): emit each result in the loop, one
@@ -145,6 +148,10 @@ class DataflowBolt(Bolt):
                 def out(item: Any) -> None:
                     for each in fn(item):
                         emit((each,))
+            elif field is not None:  # key_by("field"): a subscript, no call
+                def out(item: Any) -> None:
+                    for each in fn(item):
+                        emit((each[field], each))
             else:
                 def out(item: Any) -> None:
                     for each in fn(item):
@@ -153,6 +160,9 @@ class DataflowBolt(Bolt):
         elif key_fn is None:
             def out(item: Any) -> None:
                 emit((item,))
+        elif field is not None:
+            def out(item: Any) -> None:
+                emit((item[field], item))
         else:
             def out(item: Any) -> None:
                 emit((key_fn(item), item))
@@ -176,6 +186,8 @@ class ChainBolt(DataflowBolt):
         (wire,) = self.inputs.values()
         execute = _read_then(wire, self._df_out)
         steps, key_fn, emit = self.steps, self.key_fn, self.emit
+        if isinstance(key_fn, str):
+            key_fn = None  # key_by("field"): ``_df_out`` reads it inline, per item
         if len(steps) == 1 and steps[0].kind is StepKind.FLAT_MAP and key_fn is not None:
             fn = steps[0].fn
             if wire is Wire.RAW:
@@ -219,6 +231,19 @@ class ChainBolt(DataflowBolt):
     def execute(self, tup: Tuple) -> None:
         """Run the chain on the tuple's item."""
         self._df_out(self.decode(tup))
+
+
+def key_function(key: Callable[[Any], Any] | str | None) -> Callable[[Any], Any] | None:
+    """A ``key_by``'s key as a function of the item: the user's function, or for a field
+    name ``operator.itemgetter(field)`` (C code: no Python call per record).
+
+    Example:
+        >>> key_function("user")({"user": "u1", "n": 2}), key_function(None)
+        ('u1', None)
+    """
+    if isinstance(key, str):
+        return itemgetter(key)
+    return key
 
 
 def raw_items(batch: Any) -> Iterable[dict[str, Any]]:
@@ -898,4 +923,4 @@ def _sink_execute_batch(self: Any, batch: Any) -> None:
 
 __all__ = ["ChainBolt", "DataflowBolt", "IntervalJoinBolt", "JoinHow", "ReduceBolt",
            "StatefulMapBolt", "Step", "StepKind", "WindowAggregateBolt", "WindowJoinBolt",
-           "dataflow_sink", "event_time", "join_windows", "watermark_lag"]
+           "dataflow_sink", "event_time", "join_windows", "key_function", "watermark_lag"]
