@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
 from operator import itemgetter
+from types import FunctionType
 from typing import Any, NamedTuple
 
 from jstormpy.api.component import Bolt, TopologyContext, Tuple
@@ -31,6 +32,7 @@ from jstormpy.dataflow.records import (
     KEY_FIELD,
     KEYED_FIELDS,
     PLAIN_ITEMS,
+    SELF_KEYED_FIELDS,
     RecordTuples,
     Wire,
     decode_item,
@@ -132,12 +134,15 @@ class DataflowBolt(Bolt):
         self.inputs = dict(inputs)
         self.steps = tuple(steps)
         self.key_fn = key_fn
-        self.outputs = KEYED_FIELDS if key_fn is not None else ITEM_FIELDS  # type: ignore[misc]
+        self.outputs = (  # type: ignore[misc]
+            ITEM_FIELDS if key_fn is None else
+            SELF_KEYED_FIELDS if is_identity(key_fn) else KEYED_FIELDS)
 
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
         """Build the fused function that runs the tail steps and emits."""
         emit = self.emit
-        key_fn = key_function(self.key_fn)
+        # an identity key (the item is its key) emits ``(item,)`` as an unkeyed step does
+        key_fn = None if is_identity(self.key_fn) else key_function(self.key_fn)
         field = self.key_fn if isinstance(self.key_fn, str) else None
         steps = self.steps
         if steps and steps[-1].kind is StepKind.FLAT_MAP:
@@ -186,8 +191,8 @@ class ChainBolt(DataflowBolt):
         (wire,) = self.inputs.values()
         execute = _read_then(wire, self._df_out)
         steps, key_fn, emit = self.steps, self.key_fn, self.emit
-        if isinstance(key_fn, str):
-            key_fn = None  # key_by("field"): ``_df_out`` reads it inline, per item
+        if isinstance(key_fn, str) or is_identity(key_fn):
+            key_fn = None  # key_by("field") or an identity key: ``_df_out`` emits
         if len(steps) == 1 and steps[0].kind is StepKind.FLAT_MAP and key_fn is not None:
             fn = steps[0].fn
             if wire is Wire.RAW:
@@ -224,13 +229,35 @@ class ChainBolt(DataflowBolt):
         elif wire is Wire.KEYED or wire is Wire.LATE:
             def execute_batch(batch: Any) -> None:
                 for row in batch.rows:
-                    run(row[1])
+                    run(row[-1])
         if execute_batch is not None:
             self.__dict__["execute_batch"] = execute_batch
 
     def execute(self, tup: Tuple) -> None:
         """Run the chain on the tuple's item."""
         self._df_out(self.decode(tup))
+
+
+def _identity(item: Any) -> Any:
+    return item
+
+
+_IDENTITY_CODE = _identity.__code__.co_code
+
+
+def is_identity(key: Any) -> bool:
+    """Whether the ``key_by`` function returns its argument unchanged (``lambda w: w``):
+    a plain function whose bytecode is this interpreter's ``return first_argument``.
+    Its stream is sent as ``(item,)`` (:data:`~jstormpy.dataflow.records.SELF_KEYED_FIELDS`)
+    and the function is never called: the key is the item.
+
+    Example:
+        >>> is_identity(lambda w: w), is_identity(lambda w: w.lower()), is_identity(str)
+        (True, False, False)
+    """
+    code = getattr(key, "__code__", None)
+    return (type(key) is FunctionType and code is not None  # not a bound method
+            and code.co_argcount == 1 and code.co_code == _IDENTITY_CODE)
 
 
 def key_function(key: Callable[[Any], Any] | str | None) -> Callable[[Any], Any] | None:
@@ -265,7 +292,7 @@ def _read_then(wire: Wire, run: Callable[[Any], None]) -> Callable[[Tuple], None
         return item
     if wire is Wire.KEYED or wire is Wire.LATE:
         def keyed(tup: Tuple) -> None:
-            run(tup.values[1])
+            run(tup.values[-1])
         return keyed
     if wire is Wire.RAW:
         def raw(tup: Tuple) -> None:
@@ -296,7 +323,7 @@ class ReduceBolt(DataflowBolt):
 
         def run_rows(rows: Iterable[Sequence[Any]]) -> None:
             for row in rows:
-                key, item = row[0], row[1]
+                key, item = row[0], row[-1]
                 value = fn(values[key], item) if key in values else item
                 values[key] = value
                 if direct:
@@ -336,7 +363,7 @@ class StatefulMapBolt(DataflowBolt):
         def run_rows(rows: Iterable[Sequence[Any]]) -> None:
             for values in rows:
                 key = values[0]
-                result = fn(get(key), values[1])
+                result = fn(get(key), values[-1])
                 try:
                     new, out = result
                 except (TypeError, ValueError):
@@ -426,7 +453,7 @@ class WindowAggregateBolt(WindowedBolt):
 
     def timestamp(self, tup: Tuple) -> float:  # type: ignore[override]
         """The item's event time."""
-        return self.df_timestamp(tup.values[1])  # type: ignore[misc]
+        return self.df_timestamp(tup.values[-1])  # type: ignore[misc]
 
     def create(self) -> Any:
         """The aggregator's empty accumulator."""
@@ -434,7 +461,7 @@ class WindowAggregateBolt(WindowedBolt):
 
     def add(self, acc: Any, tup: Tuple) -> Any:
         """The item added to ``acc``."""
-        return self.df_aggregator.add(acc, tup.values[1])
+        return self.df_aggregator.add(acc, tup.values[-1])
 
     def merge(self, a: Any, b: Any) -> Any:
         """Two accumulators merged (session windows)."""
@@ -578,7 +605,7 @@ class WindowJoinBolt(DataflowBolt):
     def execute(self, tup: Tuple) -> None:
         """Pair the record with the other side's records of its windows, buffer it."""
         side = self.sides[(tup.source, tup.stream)]
-        key, item = tup.values[0], tup.values[1]
+        key, item = tup.values[0], tup.values[-1]
         ts = event_time(self.timestamps[side], item)
         if ts is None:
             self.error_records += 1
@@ -762,7 +789,7 @@ class IntervalJoinBolt(DataflowBolt):
     def execute(self, tup: Tuple) -> None:
         """Pair the record with the other side's buffered records in range, buffer it."""
         side = self.sides[(tup.source, tup.stream)]
-        key, item = tup.values[0], tup.values[1]
+        key, item = tup.values[0], tup.values[-1]
         ts = event_time(self.timestamps[side], item)
         if ts is None:
             self.error_records += 1
@@ -915,7 +942,7 @@ def _sink_execute_batch(self: Any, batch: Any) -> None:
                 execute(record(values[0]))
     elif wire is Wire.KEYED or wire is Wire.LATE:
         for values in batch.rows:
-            execute(record(values[1]))
+            execute(record(values[-1]))
     else:
         for tup in batch:
             execute(record(decode_item(wire, tup)))
@@ -923,4 +950,5 @@ def _sink_execute_batch(self: Any, batch: Any) -> None:
 
 __all__ = ["ChainBolt", "DataflowBolt", "IntervalJoinBolt", "JoinHow", "ReduceBolt",
            "StatefulMapBolt", "Step", "StepKind", "WindowAggregateBolt", "WindowJoinBolt",
-           "dataflow_sink", "event_time", "join_windows", "key_function", "watermark_lag"]
+           "dataflow_sink", "event_time", "is_identity", "join_windows", "key_function",
+           "watermark_lag"]
