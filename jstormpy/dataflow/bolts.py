@@ -141,8 +141,10 @@ class DataflowBolt(Bolt):
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
         """Build the fused function that runs the tail steps and emits."""
         emit = self.emit
-        # an identity key (the item is its key) emits ``(item,)`` as an unkeyed step does
-        key_fn = None if is_identity(self.key_fn) else key_function(self.key_fn)
+        # an identity key (the item is its key, decided at build: ``outputs``) emits
+        # ``(item,)`` as an unkeyed step does
+        self_keyed = tuple(self.outputs) == SELF_KEYED_FIELDS
+        key_fn = None if self_keyed else key_function(self.key_fn)
         field = self.key_fn if isinstance(self.key_fn, str) else None
         steps = self.steps
         if steps and steps[-1].kind is StepKind.FLAT_MAP:
@@ -191,7 +193,7 @@ class ChainBolt(DataflowBolt):
         (wire,) = self.inputs.values()
         execute = _read_then(wire, self._df_out)
         steps, key_fn, emit = self.steps, self.key_fn, self.emit
-        if isinstance(key_fn, str) or is_identity(key_fn):
+        if isinstance(key_fn, str) or tuple(self.outputs) == SELF_KEYED_FIELDS:
             key_fn = None  # key_by("field") or an identity key: ``_df_out`` emits
         if len(steps) == 1 and steps[0].kind is StepKind.FLAT_MAP and key_fn is not None:
             fn = steps[0].fn
