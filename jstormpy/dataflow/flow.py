@@ -257,7 +257,8 @@ class Stream:
         inline with no Python call per record (as Flink's ``keyBy("field")`` and Storm's
         ``Fields``). Where the stream's fields are known when the dataflow is built (a
         source's declared fields, through filters and unions), ``build()`` refuses a
-        field they lack, naming the stream.
+        field they lack, naming the stream. A function that returns its argument
+        (``key_by(lambda w: w)``) is never called: the item alone is sent, as its key.
 
         Keys are hashed with :func:`jstormpy.keygroups.key_hash`: str, int, float,
         bytes, None and tuples of these route stably across processes.
