@@ -7,9 +7,12 @@ Both read the same spout (``BenchSentences``, 2 tasks) and end in the same no-op
 * bolts: ``Split`` (2, ``local_or_shuffle``: chained into the spout's thread) →
   ``RunningCount`` (2, fields grouping on the word, managed state, emits ``(word, n)``
   per tuple) → sink (``local_or_shuffle``);
-* dataflow: ``flat_map(str.split)`` → ``key_by(word)`` → ``stateful_map(count)`` → sink,
-  which the dataflow compiles onto the same shape (a chained flat_map bolt, a fields
-  grouping on ``_key``, one stateful bolt, the sink adapter).
+* dataflow: ``flat_map(str.split)`` → ``key_by(lambda w: w)`` → ``stateful_map(count)`` →
+  sink, which the dataflow compiles onto the same shape (a chained flat_map bolt, a
+  fields grouping on ``_key``, one stateful bolt, the sink adapter). The key function is
+  the identity, so the keyed hop carries ``(word,)`` as the hand-written split's does.
+  (``key_by("word")`` needs dict items: a ``{"word": w}`` per word costs more than it
+  saves, docs/performance.md.)
 
 Words/s = words / (last sink end − first spout tuple), as in ``bench/wordcount.py``.
 

@@ -20,6 +20,8 @@ import math
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
+from operator import itemgetter
+from types import FunctionType
 from typing import Any, NamedTuple
 
 from jstormpy.api.component import Bolt, TopologyContext, Tuple
@@ -30,6 +32,7 @@ from jstormpy.dataflow.records import (
     KEY_FIELD,
     KEYED_FIELDS,
     PLAIN_ITEMS,
+    SELF_KEYED_FIELDS,
     RecordTuples,
     Wire,
     decode_item,
@@ -119,23 +122,30 @@ class DataflowBolt(Bolt):
     """Base of the compiled bolts: decodes its inputs, runs its fused tail, emits items.
 
     ``inputs`` maps each subscription to the layout of what it carries; ``steps`` run on
-    every item the operator produces; ``key_fn`` (a ``key_by``) makes the output keyed.
+    every item the operator produces; ``key_fn`` (a ``key_by``) makes the output keyed:
+    a function of the item, or a field name (the key is ``item[field]``, read inline).
     """
 
     _df_execute: Callable[[Tuple], None]
     """A keyed operator's per-tuple function, bound at ``prepare`` (:func:`bind_rows`)."""
 
     def __init__(self, inputs: Mapping[InputKey, Wire], steps: Sequence[Step] = (),
-                 key_fn: Callable[[Any], Any] | None = None) -> None:
+                 key_fn: Callable[[Any], Any] | str | None = None) -> None:
         self.inputs = dict(inputs)
         self.steps = tuple(steps)
         self.key_fn = key_fn
-        self.outputs = KEYED_FIELDS if key_fn is not None else ITEM_FIELDS  # type: ignore[misc]
+        self.outputs = (  # type: ignore[misc]
+            ITEM_FIELDS if key_fn is None else
+            SELF_KEYED_FIELDS if is_identity(key_fn) else KEYED_FIELDS)
 
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
         """Build the fused function that runs the tail steps and emits."""
         emit = self.emit
-        key_fn = self.key_fn
+        # an identity key (the item is its key, decided at build: ``outputs``) emits
+        # ``(item,)`` as an unkeyed step does
+        self_keyed = tuple(self.outputs) == SELF_KEYED_FIELDS
+        key_fn = None if self_keyed else key_function(self.key_fn)
+        field = self.key_fn if isinstance(self.key_fn, str) else None
         steps = self.steps
         if steps and steps[-1].kind is StepKind.FLAT_MAP:
             # the usual tail (a split before a key_by): emit each result in the loop, one
@@ -145,6 +155,10 @@ class DataflowBolt(Bolt):
                 def out(item: Any) -> None:
                     for each in fn(item):
                         emit((each,))
+            elif field is not None:  # key_by("field"): a subscript, no call
+                def out(item: Any) -> None:
+                    for each in fn(item):
+                        emit((each[field], each))
             else:
                 def out(item: Any) -> None:
                     for each in fn(item):
@@ -153,6 +167,9 @@ class DataflowBolt(Bolt):
         elif key_fn is None:
             def out(item: Any) -> None:
                 emit((item,))
+        elif field is not None:
+            def out(item: Any) -> None:
+                emit((item[field], item))
         else:
             def out(item: Any) -> None:
                 emit((key_fn(item), item))
@@ -176,6 +193,8 @@ class ChainBolt(DataflowBolt):
         (wire,) = self.inputs.values()
         execute = _read_then(wire, self._df_out)
         steps, key_fn, emit = self.steps, self.key_fn, self.emit
+        if isinstance(key_fn, str) or tuple(self.outputs) == SELF_KEYED_FIELDS:
+            key_fn = None  # key_by("field") or an identity key: ``_df_out`` emits
         if len(steps) == 1 and steps[0].kind is StepKind.FLAT_MAP and key_fn is not None:
             fn = steps[0].fn
             if wire is Wire.RAW:
@@ -212,13 +231,48 @@ class ChainBolt(DataflowBolt):
         elif wire is Wire.KEYED or wire is Wire.LATE:
             def execute_batch(batch: Any) -> None:
                 for row in batch.rows:
-                    run(row[1])
+                    run(row[-1])
         if execute_batch is not None:
             self.__dict__["execute_batch"] = execute_batch
 
     def execute(self, tup: Tuple) -> None:
         """Run the chain on the tuple's item."""
         self._df_out(self.decode(tup))
+
+
+def _identity(item: Any) -> Any:
+    return item
+
+
+_IDENTITY_CODE = _identity.__code__.co_code
+
+
+def is_identity(key: Any) -> bool:
+    """Whether the ``key_by`` function returns its argument unchanged (``lambda w: w``):
+    a plain function whose bytecode is this interpreter's ``return first_argument``.
+    Its stream is sent as ``(item,)`` (:data:`~jstormpy.dataflow.records.SELF_KEYED_FIELDS`)
+    and the function is never called: the key is the item.
+
+    Example:
+        >>> is_identity(lambda w: w), is_identity(lambda w: w.lower()), is_identity(str)
+        (True, False, False)
+    """
+    code = getattr(key, "__code__", None)
+    return (type(key) is FunctionType and code is not None  # not a bound method
+            and code.co_argcount == 1 and code.co_code == _IDENTITY_CODE)
+
+
+def key_function(key: Callable[[Any], Any] | str | None) -> Callable[[Any], Any] | None:
+    """A ``key_by``'s key as a function of the item: the user's function, or for a field
+    name ``operator.itemgetter(field)`` (C code: no Python call per record).
+
+    Example:
+        >>> key_function("user")({"user": "u1", "n": 2}), key_function(None)
+        ('u1', None)
+    """
+    if isinstance(key, str):
+        return itemgetter(key)
+    return key
 
 
 def raw_items(batch: Any) -> Iterable[dict[str, Any]]:
@@ -240,7 +294,7 @@ def _read_then(wire: Wire, run: Callable[[Any], None]) -> Callable[[Tuple], None
         return item
     if wire is Wire.KEYED or wire is Wire.LATE:
         def keyed(tup: Tuple) -> None:
-            run(tup.values[1])
+            run(tup.values[-1])
         return keyed
     if wire is Wire.RAW:
         def raw(tup: Tuple) -> None:
@@ -271,7 +325,7 @@ class ReduceBolt(DataflowBolt):
 
         def run_rows(rows: Iterable[Sequence[Any]]) -> None:
             for row in rows:
-                key, item = row[0], row[1]
+                key, item = row[0], row[-1]
                 value = fn(values[key], item) if key in values else item
                 values[key] = value
                 if direct:
@@ -311,7 +365,7 @@ class StatefulMapBolt(DataflowBolt):
         def run_rows(rows: Iterable[Sequence[Any]]) -> None:
             for values in rows:
                 key = values[0]
-                result = fn(get(key), values[1])
+                result = fn(get(key), values[-1])
                 try:
                     new, out = result
                 except (TypeError, ValueError):
@@ -401,7 +455,7 @@ class WindowAggregateBolt(WindowedBolt):
 
     def timestamp(self, tup: Tuple) -> float:  # type: ignore[override]
         """The item's event time."""
-        return self.df_timestamp(tup.values[1])  # type: ignore[misc]
+        return self.df_timestamp(tup.values[-1])  # type: ignore[misc]
 
     def create(self) -> Any:
         """The aggregator's empty accumulator."""
@@ -409,7 +463,7 @@ class WindowAggregateBolt(WindowedBolt):
 
     def add(self, acc: Any, tup: Tuple) -> Any:
         """The item added to ``acc``."""
-        return self.df_aggregator.add(acc, tup.values[1])
+        return self.df_aggregator.add(acc, tup.values[-1])
 
     def merge(self, a: Any, b: Any) -> Any:
         """Two accumulators merged (session windows)."""
@@ -553,7 +607,7 @@ class WindowJoinBolt(DataflowBolt):
     def execute(self, tup: Tuple) -> None:
         """Pair the record with the other side's records of its windows, buffer it."""
         side = self.sides[(tup.source, tup.stream)]
-        key, item = tup.values[0], tup.values[1]
+        key, item = tup.values[0], tup.values[-1]
         ts = event_time(self.timestamps[side], item)
         if ts is None:
             self.error_records += 1
@@ -737,7 +791,7 @@ class IntervalJoinBolt(DataflowBolt):
     def execute(self, tup: Tuple) -> None:
         """Pair the record with the other side's buffered records in range, buffer it."""
         side = self.sides[(tup.source, tup.stream)]
-        key, item = tup.values[0], tup.values[1]
+        key, item = tup.values[0], tup.values[-1]
         ts = event_time(self.timestamps[side], item)
         if ts is None:
             self.error_records += 1
@@ -890,7 +944,7 @@ def _sink_execute_batch(self: Any, batch: Any) -> None:
                 execute(record(values[0]))
     elif wire is Wire.KEYED or wire is Wire.LATE:
         for values in batch.rows:
-            execute(record(values[1]))
+            execute(record(values[-1]))
     else:
         for tup in batch:
             execute(record(decode_item(wire, tup)))
@@ -898,4 +952,5 @@ def _sink_execute_batch(self: Any, batch: Any) -> None:
 
 __all__ = ["ChainBolt", "DataflowBolt", "IntervalJoinBolt", "JoinHow", "ReduceBolt",
            "StatefulMapBolt", "Step", "StepKind", "WindowAggregateBolt", "WindowJoinBolt",
-           "dataflow_sink", "event_time", "join_windows", "watermark_lag"]
+           "dataflow_sink", "event_time", "is_identity", "join_windows", "key_function",
+           "watermark_lag"]

@@ -8,7 +8,10 @@ Streams are immutable descriptions of a graph of operators; nothing is compiled 
   between the steps), named after the first step; a step read by more than one
   consumer, or whose ``parallelism=`` differs from the run's, ends the run;
 * a ``key_by`` fuses into the run before it (if that run has no other consumer), and its
-  consumers read it with a fields grouping on the hidden key field;
+  consumers read it with a fields grouping on the hidden key field; ``key_by("field")``
+  reads the key as ``item["field"]`` inline (no Python call per record), and where the
+  stream's fields are known at build (a source, filters of one, unions of such) the field
+  is checked against them;
 * keyed operators, joins and windows are one bolt each, named after the operator;
 * a sink is a copy of the user's sink that writes items as records.
 
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from jstormpy.api.component import DEFAULT_STREAM
+from jstormpy.api.component import DEFAULT_STREAM, declared_streams
 from jstormpy.api.errors import TopologyError
 from jstormpy.api.topology import Topology, TopologyBuilder
 from jstormpy.dataflow.bolts import (
@@ -63,7 +66,8 @@ def _check_parallelism(where: str, parallelism: Any, *, optional: bool = False) 
 
 
 def _fn_label(fn: Any) -> str:
-    name = getattr(fn, "__name__", None) or type(fn).__name__
+    name = fn if isinstance(fn, str) else (getattr(fn, "__name__", None)
+                                           or type(fn).__name__)
     label = re.sub(r"[^A-Za-z0-9_.-]+", "", name.replace("<lambda>", "lambda"))
     return label or "fn"
 
@@ -136,6 +140,7 @@ class Dataflow:
         self._names: set[str] = set()
         self._sinks: list[tuple[str, Any, int, Stream]] = []
         self._sources: list[tuple[str, Any, int]] = []
+        self._source_fields: dict[str, tuple[str, ...] | None] = {}
 
     def _op_name(self, op: str, fn: Any, name: str | None) -> str:
         """The stable name of the next operator: ``name`` or ``<op>-<position>-<fn>``."""
@@ -157,6 +162,7 @@ class Dataflow:
         _check_parallelism(f"source {name!r}", parallelism)
         label = self._op_name("source", None, name)
         self._sources.append((label, spout, parallelism))
+        self._source_fields[label] = declared_streams(spout).get(DEFAULT_STREAM)
         return Stream(self, _Op.SOURCE, (), label, parallelism)
 
     def build(self) -> Topology:
@@ -243,15 +249,25 @@ class Stream:
         return Stream(self._flow, _Op.UNION, parents, "union",
                       max(p.parallelism for p in parents))
 
-    def key_by(self, f: Callable[[Any], Any], *, name: str | None = None,
+    def key_by(self, f: Callable[[Any], Any] | str, *, name: str | None = None,
                parallelism: int | None = None) -> KeyedStream:
         """The items keyed by ``f(item)`` (a fields grouping on a hidden key field).
+
+        ``f`` may be a field name: ``key_by("user")`` keys by ``item["user"]``, read
+        inline with no Python call per record (as Flink's ``keyBy("field")`` and Storm's
+        ``Fields``). Where the stream's fields are known when the dataflow is built (a
+        source's declared fields, through filters and unions), ``build()`` refuses a
+        field they lack, naming the stream. A function that returns its argument
+        (``key_by(lambda w: w)``) is never called: the item alone is sent, as its key.
 
         Keys are hashed with :func:`jstormpy.keygroups.key_hash`: str, int, float,
         bytes, None and tuples of these route stably across processes.
         """
-        if not callable(f):
-            raise TopologyError(f"key_by needs a function, got {f!r}")
+        if isinstance(f, str):
+            if not f:
+                raise TopologyError("key_by needs a function or a field name, got ''")
+        elif not callable(f):
+            raise TopologyError(f"key_by needs a function or a field name, got {f!r}")
         _check_parallelism("key_by", parallelism, optional=True)
         label = self._flow._op_name("key_by", f, name)  # noqa: SLF001 - one package
         return KeyedStream(self._flow, self, label, f, parallelism)
@@ -265,6 +281,29 @@ class Stream:
         self._flow._sinks.append((label, sink, parallelism, self))  # noqa: SLF001
 
     # -------------------------------------------------------------- compiling
+    def _fields(self) -> tuple[str, ...] | None:
+        """The fields every item of this stream has, if known when building: a
+        source's declared fields, kept by filters; a union's are those all its inputs
+        have. None: not known (a map's or an operator's items are whatever they are)."""
+        if self._op is _Op.SOURCE:
+            return self._flow._source_fields.get(self._name)  # noqa: SLF001 - one package
+        if self._op is _Op.STEP and self._step is not None \
+                and self._step.kind is StepKind.FILTER:
+            return self._parents[0]._fields()  # noqa: SLF001 - one package
+        if self._op is _Op.UNION:
+            each = [p._fields() for p in self._parents]  # noqa: SLF001 - one package
+            if any(f is None for f in each):
+                return None
+            return tuple(f for f in each[0] if all(f in other for other in each[1:]))
+        return None
+
+    def _described(self) -> str:
+        """How an error names this stream: its operator's name, or the sources a union
+        reads."""
+        if self._op is _Op.UNION:
+            return "union of " + ", ".join(p._described() for p in self._parents)  # noqa: SLF001
+        return repr(self._name)
+
     def _fusable_into(self, parallelism: int) -> bool:
         """Whether a consumer running with ``parallelism`` may take this step into its
         own bolt (it is a step, read by nothing else, with the same parallelism)."""
@@ -311,7 +350,7 @@ class KeyedStream:
     """A stream keyed by a ``key_by``: its operators keep per-key managed state."""
 
     def __init__(self, flow: Dataflow, parent: Stream, name: str,
-                 key_fn: Callable[[Any], Any], parallelism: int | None) -> None:
+                 key_fn: Callable[[Any], Any] | str, parallelism: int | None) -> None:
         self._flow = flow
         self._parent = parent
         self._name = name
@@ -323,6 +362,13 @@ class KeyedStream:
 
     def _compile(self, c: _Compiler) -> tuple[_Out, ...]:
         parent = self._parent
+        if isinstance(self._key_fn, str):
+            fields = parent._fields()  # noqa: SLF001 - one package
+            if fields is not None and self._key_fn not in fields:
+                raise TopologyError(
+                    f"key_by({self._key_fn!r}) ({self._name!r}): the items of stream "
+                    f"{parent._described()} have no field {self._key_fn!r} "  # noqa: SLF001
+                    f"(their fields: {', '.join(fields) or 'none'})")
         if parent._fusable_into(self.parallelism):  # noqa: SLF001 - one package
             head, steps = parent._run()  # noqa: SLF001
             name, upstream_stream = head._name, head._parents[0]  # noqa: SLF001

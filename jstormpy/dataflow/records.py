@@ -20,6 +20,10 @@ KEY_FIELD = "_key"
 """The hidden key field a ``key_by`` adds (the fields grouping of keyed operators)."""
 KEYED_FIELDS = (KEY_FIELD, "_item")
 """The fields of a keyed dataflow stream."""
+SELF_KEYED_FIELDS = (KEY_FIELD,)
+"""The fields of a stream keyed by the items themselves (``key_by(lambda w: w)``): the
+row is ``(item,)``, the key and the item one value, so no column is sent twice. Keyed
+readers take the key at index 0 and the item at index -1, which fits both layouts."""
 
 
 class Wire(Enum):
@@ -30,11 +34,12 @@ class Wire(Enum):
     ITEM = "item"
     """``("_item",)``: the item itself."""
     KEYED = "keyed"
-    """``("_key", "_item")``: the key and the item."""
+    """``("_key", "_item")``: the key and the item; or ``("_key",)`` when the item is its
+    own key (:data:`SELF_KEYED_FIELDS`). The item is the last value in both."""
     FIRING = "firing"
     """A WindowedBolt's firings ``(key, start, end, result, kind)``: a WindowResult."""
     LATE = "late"
-    """A WindowedBolt's late records: the keyed input tuple, the item is the second value."""
+    """A WindowedBolt's late records: the keyed input tuple, the item is the last value."""
 
 
 def decode_item(wire: Wire, tup: Tuple) -> Any:
@@ -45,7 +50,7 @@ def decode_item(wire: Wire, tup: Tuple) -> Any:
         return tup.as_dict()
     if wire is Wire.FIRING:
         return WindowResult(*tup.values)
-    return tup.values[1]  # KEYED, LATE
+    return tup.values[-1]  # KEYED, LATE: (key, item) or (item,)
 
 
 def as_record(item: Any) -> dict[str, Any]:
