@@ -86,6 +86,11 @@ class Config:
     """Longest a partly filled batch waits before it is flushed."""
     queue_capacity: int = 64
     """Batches a task's input queue holds before the producer blocks."""
+    worker_gc: str = "tuned"
+    """A worker's garbage collector: ``"tuned"`` (after building its tasks it collects once,
+    freezes what it holds so collections never scan it again, and collects the young
+    generation every 10,000 allocations instead of 700) or ``"default"`` (CPython's
+    settings). docs/performance.md has what it buys."""
     chaining: bool = True
     """Run a bolt in its source's thread when it reads only that source with
     ``local_or_shuffle`` and their tasks pair up one per worker (Flink's operator
@@ -243,6 +248,8 @@ class Config:
         need(isinstance(self.chaining, bool), "chaining", "must be True or False")
         need(isinstance(self.incremental_checkpoints, bool), "incremental_checkpoints",
              "must be a bool")
+        need(self.worker_gc in ("tuned", "default"), "worker_gc",
+             "must be 'tuned' or 'default'")
         need(self.state_store in STATE_STORES, "state_store",
              f"must be one of {', '.join(map(repr, STATE_STORES))}")
         need(isinstance(self.state_store_dir, str), "state_store_dir", "must be a path string")

@@ -48,6 +48,7 @@ from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.run_identity import RunIdentity
 from jstormpy.runtime import taskops
 from jstormpy.runtime.channel_plan import chain_plan, input_channels
+from jstormpy.runtime.collector import apply_collector_policy
 from jstormpy.runtime.credits import CreditGate, GrantTotals, Stopped, TaskInbox
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.heartbeat import heartbeat_message
@@ -387,6 +388,7 @@ class Worker(TaskHost):
             return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=False,
                             error=f"{type(exc).__name__}: {exc}",
                             failed_task=self.building_task)
+        apply_collector_policy(self.config.worker_gc)  # the new tasks' heap, once built
         return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=True)
 
     def _build_tasks(self, task_ids: list[int], handles: dict[int, str],
