@@ -18,6 +18,7 @@ from .helpers import (
     drive,
     event_st,
     expand,
+    make_operator,
     time_assigners,
 )
 
@@ -28,14 +29,15 @@ early_n_st = st.one_of(st.none(), st.integers(1, 4))
 @settings(max_examples=500, deadline=None)
 @given(assigner=time_assigners, raw=st.lists(event_st, max_size=60),
        lag=st.integers(0, 30), lateness=st.integers(0, 20),
-       early_ms=early_ms_st, early_n=early_n_st, slicing=st.sampled_from([None, False]))
+       early_ms=early_ms_st, early_n=early_n_st,
+       slicing=st.sampled_from([None, False, "stored"]))
 def test_time_windows_match_reference(  # noqa: PLR0917
         assigner, raw, lag, lateness, early_ms, early_n, slicing) -> None:
-    """slicing=None: panes + two-stacks where possible; False: one accumulator per window."""
+    """slicing=None: panes + two-stacks where possible; False: one accumulator per window;
+    "stored": windows in a store that hands out copies (the RocksDB state store's way)."""
     calls = expand(raw, lag)
-    op = WindowOperator(assigner, SetAgg(), allowed_lateness_ms=lateness,
-                        early_fire_every_ms=early_ms, early_fire_every_n=early_n,
-                        slicing=slicing)
+    op = make_operator(assigner, SetAgg(), slicing, allowed_lateness_ms=lateness,
+                       early_fire_every_ms=early_ms, early_fire_every_n=early_n)
     ref = ReferenceWindows(assigner, SetAgg(), lateness)
     got = [*drive(op, calls), op.finish()]
     want = [*drive(ref, calls), ref.finish()]

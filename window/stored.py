@@ -1,0 +1,249 @@
+"""Time windows kept in the task's state store, with a compact in-memory timer index.
+
+Used by :class:`~jstormpy.window.operator.WindowOperator` when the task's state store is
+RocksDB (``Config(state_store="rocksdb")``, docs/state-stores.md): the contents of a
+key's open windows (accumulator, records since the last firing, fired flag) live in one
+entry of a managed state (:data:`WINDOW_STATE`) keyed by the window key, so they are a
+RocksDB column family with key-group-major keys — on disk, checkpointed with the task's
+other state (native, incremental checkpoints) and moved by key-group range on a rescale.
+
+What stays in RAM is the timer index: two :class:`~jstormpy.window.timers.TimerQueue`
+whose items are window *keys* (not window ids), one heap entry per distinct time:
+
+* ``fire``: at ``end - 1`` the key's window ending at ``end`` fires on time;
+* ``purge``: at ``end + allowed_lateness`` the key's window ending at ``end`` is dropped.
+
+A key's window is found again from the timer's time (one window of a key ends at a given
+time: aligned windows of one key have distinct ends, sessions of one key never overlap).
+So per open window the index holds two list slots (16 bytes) and a reference to the key
+object; it is rebuilt from the task's own snapshot on restore. Windows changed since the
+last early round (``early_fire_every_ms``) are also indexed in RAM, as ids.
+
+Semantics are those of the operator's per-window path (same firings per key, in the same
+order); the timer index is the operator's snapshot, the windows are the managed state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, MutableMapping, Sequence
+from typing import Any
+
+from jstormpy.window.timers import TimerQueue
+from jstormpy.window.types import Firing, FiringKind, Window
+
+WINDOW_STATE = "jstorm.windows"
+"""The managed state holding the open windows: window key -> ``{(start, end): [acc,
+pending, fired]}``."""
+
+Entry = dict[tuple[float, float], list[Any]]
+
+
+class StoredWindows:
+    """Open time windows in a mapping (the task's store) and their timers in RAM.
+
+    ``gap`` is the session gap (None: aligned windows of ``size`` every ``slide``)."""
+
+    def __init__(self, size: float, slide: float, gap: float | None, lateness: float,
+                 aggregator: Any, early_n: int | None, early_ms: float | None,
+                 store: MutableMapping[Any, Any] | None = None) -> None:
+        self.size = size
+        self.slide = slide
+        self.gap = gap
+        self.lateness = lateness
+        self._create: Callable[[], Any] = aggregator.create
+        self._add: Callable[[Any, Any], Any] = aggregator.add
+        self._merge: Callable[[Any, Any], Any] = aggregator.merge
+        self._result: Callable[[Any, Window, Any], Any] = aggregator.result
+        self.early_n = early_n
+        self.early_ms = early_ms
+        self.store: MutableMapping[Any, Any] = {} if store is None else store
+        """Window key -> its open windows (:data:`Entry`)."""
+        self.fire = TimerQueue()
+        self.purge = TimerQueue()
+        self.dirty: dict[tuple[Any, float, float], None] = {}
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def window_count(self) -> int:
+        """Open windows (a scan of the store)."""
+        return sum(len(entry) for entry in self.store.values())
+
+    def timer_count(self) -> int:
+        """Entries of the in-memory timer index (fire and purge)."""
+        return len(self.fire) + len(self.purge)
+
+    # ------------------------------------------------------------------ input
+    def process(self, key: Any, ts: float, record: Any, wm: float, out: list[Any]) -> bool:
+        """Add ``record``; firings it causes go to ``out``. False: it is late for all its
+        windows (nothing changed)."""
+        entry: Entry | None = self.store.get(key)
+        if entry is None:
+            entry = {}
+        if self.gap is None:
+            accepted = self._add_aligned(entry, key, ts, record, wm, out)
+        else:
+            accepted = self._add_session(entry, key, ts, record, wm, out)
+        if accepted:
+            self.store[key] = entry
+        return accepted
+
+    def _new_window(self, key: Any, end: float, wm: float) -> None:
+        if end - 1 > wm:
+            self.fire.add(end - 1, key)
+        self.purge.add(end + self.lateness, key)
+
+    def _add_aligned(self, entry: Entry, key: Any, ts: float, record: Any, wm: float,
+                     out: list[Any]) -> bool:
+        size, slide, lateness = self.size, self.slide, self.lateness
+        start = ts - ts % slide
+        lowest = ts - size
+        accepted = False
+        while start > lowest:
+            end = start + size
+            if wm >= end + lateness:
+                break  # purged, and so is every earlier window of this record
+            w = entry.get((start, end))
+            if w is None:
+                w = entry[(start, end)] = [self._create(), 0, False]
+                self._new_window(key, end, wm)
+            w[0] = self._add(w[0], record)
+            accepted = True
+            self._touched(key, start, end, w, wm, out)
+            start -= slide
+        return accepted
+
+    def _add_session(self, entry: Entry, key: Any, ts: float, record: Any, wm: float,
+                     out: list[Any]) -> bool:
+        assert self.gap is not None
+        start, end = ts, ts + self.gap
+        hits = sorted(se for se in entry if se[0] <= end and se[1] >= start)
+        if not hits:
+            if wm >= end + self.lateness:
+                return False
+            acc = self._create()
+            pending = 0
+        else:
+            start = min(start, hits[0][0])
+            end = max(end, *(se[1] for se in hits))
+            parts = [entry[se] for se in hits]
+            acc = parts[0][0]
+            for part in parts[1:]:
+                acc = self._merge(acc, part[0])
+            pending = sum(part[1] for part in parts)
+        acc = self._add(acc, record)
+        if hits == [(start, end)]:
+            w = entry[(start, end)]  # the record fell inside an existing session
+            w[0] = acc
+        else:
+            for old in hits:
+                del entry[old]
+                self.dirty.pop((key, *old), None)  # type: ignore[arg-type]
+            w = entry[(start, end)] = [acc, pending, False]
+            self._new_window(key, end, wm)
+        self._touched(key, start, end, w, wm, out)
+        return True
+
+    def _touched(self, key: Any, start: float, end: float, w: list[Any], wm: float,
+                 out: list[Any]) -> None:
+        """A record was added to window ``w``: fire late, or count towards early firing."""
+        if end - 1 <= wm:
+            w[2] = True
+            self._fire(key, start, end, w, "late", out)
+            return
+        w[1] += 1
+        if self.early_n is not None and w[1] >= self.early_n:
+            self._fire(key, start, end, w, "early", out)
+            self.dirty.pop((key, start, end), None)
+        elif self.early_ms is not None:
+            self.dirty[(key, start, end)] = None
+
+    def _fire(self, key: Any, start: float, end: float, w: list[Any], kind: FiringKind,
+              out: list[Any]) -> None:
+        out.append(Firing(key, start, end, self._result(key, Window(start, end), w[0]), kind))
+        w[1] = 0
+
+    # ------------------------------------------------------------------ time
+    def advance(self, wm: float, out: list[Any]) -> None:
+        """The watermark reached ``wm``: fire on time, then purge, what it passed."""
+        store = self.store
+        changed: dict[Any, Entry] = {}
+        while (due := self.fire.pop_earliest(wm)) is not None:
+            t, keys = due
+            for key in keys:
+                entry = changed.get(key)
+                if entry is None:
+                    entry = store.get(key)
+                    if entry is None:
+                        continue
+                for (start, end), w in entry.items():
+                    if end - 1 == t and not w[2]:
+                        w[2] = True
+                        self._fire(key, start, end, w, "on_time", out)
+                        self.dirty.pop((key, start, end), None)
+                        changed[key] = entry
+        lateness = self.lateness
+        while (due := self.purge.pop_earliest(wm)) is not None:
+            t, keys = due
+            for key in keys:
+                entry = changed.get(key)
+                if entry is None:
+                    entry = store.get(key)
+                    if entry is None:
+                        continue
+                for se in [se for se in entry if se[1] + lateness == t]:
+                    del entry[se]
+                    self.dirty.pop((key, *se), None)  # type: ignore[arg-type]
+                    changed[key] = entry
+        for key, entry in changed.items():
+            if entry:
+                store[key] = entry
+            elif key in store:
+                del store[key]
+
+    def early_round(self, out: list[Any]) -> None:
+        """Fire ``early`` every window changed since its last firing."""
+        changed: dict[Any, Entry] = {}
+        for key, start, end in self.dirty:
+            entry = changed.get(key)
+            if entry is None:
+                entry = changed[key] = self.store[key]
+            w = entry[(start, end)]
+            if not w[2]:
+                self._fire(key, start, end, w, "early", out)
+        self.dirty.clear()
+        for key, entry in changed.items():
+            self.store[key] = entry
+
+    # ------------------------------------------------------------------ state
+    def snapshot_state(self) -> dict[str, Any]:
+        """The in-memory part (the timer index, changed windows); the windows themselves
+        are the managed state :data:`WINDOW_STATE`."""
+        return {"fire": self.fire.snapshot(), "purge": self.purge.snapshot(),
+                "dirty": list(self.dirty)}
+
+    def restore_state(self, data: dict[str, Any]) -> None:
+        """Load :meth:`snapshot_state` output."""
+        self.fire = TimerQueue.from_snapshot(data["fire"])
+        self.purge = TimerQueue.from_snapshot(data["purge"])
+        self.dirty = dict.fromkeys(data["dirty"])
+
+    @staticmethod
+    def split_state(data: dict[str, Any], place: Callable[[Any], int],
+                    index: int) -> dict[str, Any]:
+        """The part of :meth:`snapshot_state` output for the keys ``place`` puts on task
+        ``index`` (the windows move with the managed state, by key group)."""
+        part: dict[str, Any] = {"fire": {}, "purge": {},
+                                "dirty": [w for w in data["dirty"] if place(w[0]) == index]}
+        for name in ("fire", "purge"):
+            for t, keys in data[name].items():
+                mine = [k for k in keys if place(k) == index]
+                if mine:
+                    part[name][t] = mine
+        return part
+
+    def absorb(self, parts: Sequence[StoredWindows]) -> None:
+        """Take the timers of ``parts`` (disjoint keys, the same store)."""
+        for part in parts:
+            self.fire.absorb(part.fire)
+            self.purge.absorb(part.purge)
+            self.dirty.update(part.dirty)
