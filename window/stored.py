@@ -194,10 +194,10 @@ class StoredWindows:
                     del entry[se]
                     self.dirty.pop((key, *se), None)  # type: ignore[arg-type]
                     changed[key] = entry
-        for key, entry in changed.items():
+        for key, entry in changed.items():  # each came from the store
             if entry:
                 store[key] = entry
-            elif key in store:
+            else:
                 del store[key]
 
     def early_round(self, out: list[Any]) -> None:

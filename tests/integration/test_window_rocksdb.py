@@ -25,9 +25,12 @@ import sensor_windows  # noqa: E402
 pytestmark = pytest.mark.slow
 
 
-def rocks_config(stores: Path) -> Config:
-    return Config(workers=2, guarantee="exactly_once", checkpoint_interval_ms=300,
-                  state_store="rocksdb", state_store_dir=str(stores))
+def rocks_config(stores: Path, **changes: object) -> Config:
+    base: dict[str, object] = {"workers": 2, "guarantee": "exactly_once",
+                               "checkpoint_interval_ms": 300, "state_store": "rocksdb",
+                               "state_store_dir": str(stores)}
+    base.update(changes)
+    return Config(**base)  # type: ignore[arg-type]
 
 
 def window_families(stores: Path) -> list[Path]:
@@ -37,14 +40,21 @@ def window_families(stores: Path) -> list[Path]:
             if f"s:{WINDOW_STATE}" in rd.Rdict.list_cf(str(p.parent))]
 
 
-def test_rocksdb_windows_exactly_once_under_worker_sigkill(tmp_path: Path) -> None:
+@pytest.mark.parametrize("incremental", [False, True], ids=["whole", "shared-sst"])
+def test_rocksdb_windows_exactly_once_under_worker_sigkill(tmp_path: Path,
+                                                           incremental: bool) -> None:
+    """shared-sst: the windows are checkpointed as the database's SST files and the
+    recovery opens the downloaded checkpoint as it is."""
     out, stores = tmp_path / "out", tmp_path / "stores"
     schedule = ChaosSchedule(31, (Kill("worker", at_s=0.8, worker=1),))
-    status, kills, _ = run_with_chaos(sensor_windows.build(out), rocks_config(stores),
+    config = rocks_config(stores, incremental_checkpoints=incremental,
+                          state_backend=f"file://{tmp_path / 'ckpt'}")
+    status, kills, _ = run_with_chaos(sensor_windows.build(out), config,
                                       schedule, timeout=180, home=str(tmp_path / "home"))
     assert status["state"] == "drained"
     assert any(k.startswith("SIGKILL") for k in kills), kills
     assert window_families(stores), "the windows were not kept in RocksDB"
+    assert bool(list((tmp_path / "ckpt").rglob("sst-*.sst"))) == incremental
     assert sensor_windows.verify(out=out)
 
 
