@@ -37,6 +37,18 @@ pending, fired]}``."""
 
 Entry = dict[tuple[float, float], list[Any]]
 
+SCAN_MIN_DUE = 50_000
+"""Due timers from which a watermark step reads the windows in one scan of the store
+(when they are also a quarter of the index), not with a point read per key."""
+
+
+def _pop_all(queue: TimerQueue, wm: float) -> list[tuple[float, list[Any]]]:
+    """Every ``(time, keys)`` of ``queue`` due at ``wm``, earliest first."""
+    out = []
+    while (due := queue.pop_earliest(wm)) is not None:
+        out.append(due)
+    return out
+
 
 class StoredWindows:
     """Open time windows in a mapping (the task's store) and their timers in RAM.
@@ -164,37 +176,96 @@ class StoredWindows:
 
     # ------------------------------------------------------------------ time
     def advance(self, wm: float, out: list[Any]) -> None:
-        """The watermark reached ``wm``: fire on time, then purge, what it passed."""
+        """The watermark reached ``wm``: fire on time, then purge, what it passed.
+
+        When at least :data:`SCAN_MIN_DUE` timers are due and they are at least a quarter
+        of the index (a tumbling window's end passing every key's window), the windows
+        are read in one scan of the store instead of a point read per key; per key the
+        firings are the same, in the same order (keys come in store order)."""
+        fires = _pop_all(self.fire, wm)
+        purges = _pop_all(self.purge, wm)
+        due = sum(len(keys) for _, keys in fires) + sum(len(keys) for _, keys in purges)
+        if due >= SCAN_MIN_DUE and 4 * due >= due + self.timer_count():
+            self._advance_scan(fires, purges, out)
+            return
         store = self.store
         changed: dict[Any, Entry] = {}
-        while (due := self.fire.pop_earliest(wm)) is not None:
-            t, keys = due
+        for t, keys in fires:
             for key in keys:
                 entry = changed.get(key)
                 if entry is None:
                     entry = store.get(key)
                     if entry is None:
                         continue
-                for (start, end), w in entry.items():
-                    if end - 1 == t and not w[2]:
-                        w[2] = True
-                        self._fire(key, start, end, w, "on_time", out)
-                        self.dirty.pop((key, start, end), None)
-                        changed[key] = entry
-        lateness = self.lateness
-        while (due := self.purge.pop_earliest(wm)) is not None:
-            t, keys = due
+                if self._fire_due(key, entry, t, out):
+                    changed[key] = entry
+        for t, keys in purges:
             for key in keys:
                 entry = changed.get(key)
                 if entry is None:
                     entry = store.get(key)
                     if entry is None:
                         continue
-                for se in [se for se in entry if se[1] + lateness == t]:
-                    del entry[se]
-                    self.dirty.pop((key, *se), None)  # type: ignore[arg-type]
+                if self._purge_due(key, entry, t):
                     changed[key] = entry
         for key, entry in changed.items():  # each came from the store
+            if entry:
+                store[key] = entry
+            else:
+                del store[key]
+
+    def _fire_due(self, key: Any, entry: Entry, t: float, out: list[Any]) -> bool:
+        """Fire the key's window whose fire timer is ``t``; whether one fired."""
+        fired = False
+        for (start, end), w in entry.items():
+            if end - 1 == t and not w[2]:
+                w[2] = True
+                self._fire(key, start, end, w, "on_time", out)
+                self.dirty.pop((key, start, end), None)
+                fired = True
+        return fired
+
+    def _purge_due(self, key: Any, entry: Entry, t: float) -> bool:
+        """Drop the key's window whose purge timer is ``t``; whether one was."""
+        gone = [se for se in entry if se[1] + self.lateness == t]
+        for se in gone:
+            del entry[se]
+            self.dirty.pop((key, *se), None)  # type: ignore[arg-type]
+        return bool(gone)
+
+    def _advance_scan(self, fires: list[tuple[float, list[Any]]],
+                      purges: list[tuple[float, list[Any]]], out: list[Any]) -> None:
+        fire_at: dict[Any, list[float]] = {}
+        for t, keys in fires:  # times ascending
+            for key in keys:
+                fire_at.setdefault(key, []).append(t)
+        purge_at: dict[Any, list[float]] = {}
+        for t, keys in purges:
+            for key in keys:
+                purge_at.setdefault(key, []).append(t)
+        store = self.store
+        # a dict cannot change while it is iterated: collect its writes (a RocksDB scan
+        # reads a snapshot, so the store's writes go out as the scan goes)
+        later: dict[Any, Entry] | None = {} if isinstance(store, dict) else None
+        for key, entry in store.items():
+            ft = fire_at.get(key)
+            pt = purge_at.get(key)
+            if ft is None and pt is None:
+                continue
+            changed = False
+            for t in ft or ():
+                changed = self._fire_due(key, entry, t, out) or changed
+            for t in pt or ():
+                changed = self._purge_due(key, entry, t) or changed
+            if not changed:
+                continue
+            if later is not None:
+                later[key] = entry
+            elif entry:
+                store[key] = entry
+            else:
+                del store[key]
+        for key, entry in (later or {}).items():
             if entry:
                 store[key] = entry
             else:

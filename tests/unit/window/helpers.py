@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import pickle
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,3 +185,15 @@ def make_operator(assigner: Any, agg: Any, mode: Any = None, store: Any = None,
             op.bind_store(CopyingStore() if store is None else store)
         return op
     return WindowOperator(assigner, agg, slicing=mode, **kwargs)
+
+
+@contextlib.contextmanager
+def scan_from(due: int) -> Iterator[None]:
+    """Stored windows read the store in one scan from ``due`` due timers (for a while)."""
+    from jstormpy.window import stored
+    old = stored.SCAN_MIN_DUE
+    stored.SCAN_MIN_DUE = due
+    try:
+        yield
+    finally:
+        stored.SCAN_MIN_DUE = old
