@@ -25,6 +25,7 @@ order); the timer index is the operator's snapshot, the windows are the managed 
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any
 
@@ -72,6 +73,11 @@ class StoredWindows:
         """Window key -> its open windows (:data:`Entry`)."""
         self.fire = TimerQueue()
         self.purge = TimerQueue()
+        """Sessions: keys by the time their window is due to fire / be purged."""
+        self.checks: list[float] = []
+        """Aligned windows: a heap of the times some window is due to fire or be purged
+        (no keys: every key's windows are read in one scan when one passes)."""
+        self.check_set: set[float] = set()
         self.dirty: dict[tuple[Any, float, float], None] = {}
 
     # ------------------------------------------------------------------ queries
@@ -82,7 +88,7 @@ class StoredWindows:
 
     def timer_count(self) -> int:
         """Entries of the in-memory timer index (fire and purge)."""
-        return len(self.fire) + len(self.purge)
+        return len(self.fire) + len(self.purge) + len(self.checks)
 
     # ------------------------------------------------------------------ input
     def process(self, key: Any, ts: float, record: Any, wm: float, out: list[Any]) -> bool:
@@ -100,6 +106,12 @@ class StoredWindows:
         return accepted
 
     def _new_window(self, key: Any, end: float, wm: float) -> None:
+        if self.gap is None:
+            for t in (end - 1, end + self.lateness):
+                if t > wm and t not in self.check_set:
+                    self.check_set.add(t)
+                    heapq.heappush(self.checks, t)
+            return
         if end - 1 > wm:
             self.fire.add(end - 1, key)
         self.purge.add(end + self.lateness, key)
@@ -182,6 +194,13 @@ class StoredWindows:
         of the index (a tumbling window's end passing every key's window), the windows
         are read in one scan of the store instead of a point read per key; per key the
         firings are the same, in the same order (keys come in store order)."""
+        if self.gap is None:
+            checks = self.checks
+            if checks and checks[0] <= wm:
+                while checks and checks[0] <= wm:
+                    self.check_set.discard(heapq.heappop(checks))
+                self._sweep(wm, out)
+            return
         fires = _pop_all(self.fire, wm)
         purges = _pop_all(self.purge, wm)
         due = sum(len(keys) for _, keys in fires) + sum(len(keys) for _, keys in purges)
@@ -209,6 +228,41 @@ class StoredWindows:
                 if self._purge_due(key, entry, t):
                     changed[key] = entry
         for key, entry in changed.items():  # each came from the store
+            if entry:
+                store[key] = entry
+            else:
+                del store[key]
+
+    def _sweep(self, wm: float, out: list[Any]) -> None:
+        """Aligned windows: one scan of the store firing (in end order per key) every
+        window whose end the watermark passed, then dropping those beyond lateness."""
+        store = self.store
+        lateness = self.lateness
+        later: dict[Any, Entry] | None = {} if isinstance(store, dict) else None
+        for key, entry in store.items():
+            changed = False
+            due = [(se[1], se, w) for se, w in entry.items() if se[1] - 1 <= wm and not w[2]]
+            if due:
+                due.sort(key=lambda d: d[0])
+                for _, (start, end), w in due:
+                    w[2] = True
+                    self._fire(key, start, end, w, "on_time", out)
+                    self.dirty.pop((key, start, end), None)
+                changed = True
+            gone = [se for se in entry if se[1] + lateness <= wm]
+            for se in gone:
+                del entry[se]
+                self.dirty.pop((key, *se), None)  # type: ignore[arg-type]
+                changed = True
+            if not changed:
+                continue
+            if later is not None:
+                later[key] = entry
+            elif entry:
+                store[key] = entry
+            else:
+                del store[key]
+        for key, entry in (later or {}).items():
             if entry:
                 store[key] = entry
             else:
@@ -290,12 +344,14 @@ class StoredWindows:
         """The in-memory part (the timer index, changed windows); the windows themselves
         are the managed state :data:`WINDOW_STATE`."""
         return {"fire": self.fire.snapshot(), "purge": self.purge.snapshot(),
-                "dirty": list(self.dirty)}
+                "checks": sorted(self.check_set), "dirty": list(self.dirty)}
 
     def restore_state(self, data: dict[str, Any]) -> None:
         """Load :meth:`snapshot_state` output."""
         self.fire = TimerQueue.from_snapshot(data["fire"])
         self.purge = TimerQueue.from_snapshot(data["purge"])
+        self.checks = list(data.get("checks", ()))  # sorted: a heap
+        self.check_set = set(self.checks)
         self.dirty = dict.fromkeys(data["dirty"])
 
     @staticmethod
@@ -303,7 +359,9 @@ class StoredWindows:
                     index: int) -> dict[str, Any]:
         """The part of :meth:`snapshot_state` output for the keys ``place`` puts on task
         ``index`` (the windows move with the managed state, by key group)."""
-        part: dict[str, Any] = {"fire": {}, "purge": {},
+        # aligned windows' check times hold no keys: every part takes them all (a check
+        # that finds nothing due costs a scan, never a firing)
+        part: dict[str, Any] = {"fire": {}, "purge": {}, "checks": list(data.get("checks", ())),
                                 "dirty": [w for w in data["dirty"] if place(w[0]) == index]}
         for name in ("fire", "purge"):
             for t, keys in data[name].items():
@@ -318,3 +376,6 @@ class StoredWindows:
             self.fire.absorb(part.fire)
             self.purge.absorb(part.purge)
             self.dirty.update(part.dirty)
+            for t in part.check_set - self.check_set:
+                self.check_set.add(t)
+                heapq.heappush(self.checks, t)
