@@ -7,20 +7,23 @@ entry of a managed state (:data:`WINDOW_STATE`) keyed by the window key, so they
 RocksDB column family with key-group-major keys — on disk, checkpointed with the task's
 other state (native, incremental checkpoints) and moved by key-group range on a rescale.
 
-What stays in RAM is the timer index: two :class:`~jstormpy.window.timers.TimerQueue`
-whose items are window *keys* (not window ids), one heap entry per distinct time:
+What stays in RAM is the timer index, in the bolt's snapshot:
 
-* ``fire``: at ``end - 1`` the key's window ending at ``end`` fires on time;
-* ``purge``: at ``end + allowed_lateness`` the key's window ending at ``end`` is dropped.
+* tumbling and sliding windows: only the set of times some window is due to fire
+  (``end - 1``) or be purged (``end + allowed_lateness``) — no keys; when the watermark
+  passes one, one scan of the store fires and purges every key's windows it passed;
+* sessions: two :class:`~jstormpy.window.timers.TimerQueue` whose items are window
+  *keys* (``fire`` at ``end - 1``, ``purge`` at ``end + allowed_lateness``); a key's
+  session is found again from the timer's time (sessions of one key never share an
+  end), so a watermark step reads exactly the keys due (two list slots and a reference
+  to the key per open session).
 
-A key's window is found again from the timer's time (one window of a key ends at a given
-time: aligned windows of one key have distinct ends, sessions of one key never overlap).
-So per open window the index holds two list slots (16 bytes) and a reference to the key
-object; it is rebuilt from the task's own snapshot on restore. Windows changed since the
-last early round (``early_fire_every_ms``) are also indexed in RAM, as ids.
+Windows changed since the last early round (``early_fire_every_ms``) are also indexed in
+RAM, as ids.
 
-Semantics are those of the operator's per-window path (same firings per key, in the same
-order); the timer index is the operator's snapshot, the windows are the managed state.
+Semantics are those of the operator's per-window path (the same firings per key, in the
+same order; across keys a scan goes in store order); the timer index is the operator's
+snapshot, the windows are the managed state.
 """
 
 from __future__ import annotations
