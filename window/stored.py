@@ -46,6 +46,16 @@ SCAN_MIN_DUE = 50_000
 (when they are also a quarter of the index), not with a point read per key."""
 
 
+def _discard(store: MutableMapping[Any, Any], key: Any) -> None:
+    """Delete ``key`` from ``store`` without reading it first where the store can (a
+    RocksDB state's ``discard``: a blind delete)."""
+    discard = getattr(store, "discard", None)
+    if discard is not None:
+        discard(key)
+    else:
+        store.pop(key, None)
+
+
 def _pop_all(queue: TimerQueue, wm: float) -> list[tuple[float, list[Any]]]:
     """Every ``(time, keys)`` of ``queue`` due at ``wm``, earliest first."""
     out = []
@@ -234,7 +244,7 @@ class StoredWindows:
             if entry:
                 store[key] = entry
             else:
-                del store[key]
+                _discard(store, key)
 
     def _sweep(self, wm: float, out: list[Any]) -> None:
         """Aligned windows: one scan of the store firing (in end order per key) every
@@ -264,12 +274,12 @@ class StoredWindows:
             elif entry:
                 store[key] = entry
             else:
-                del store[key]
+                _discard(store, key)
         for key, entry in (later or {}).items():
             if entry:
                 store[key] = entry
             else:
-                del store[key]
+                _discard(store, key)
 
     def _fire_due(self, key: Any, entry: Entry, t: float, out: list[Any]) -> bool:
         """Fire the key's window whose fire timer is ``t``; whether one fired."""
@@ -321,12 +331,12 @@ class StoredWindows:
             elif entry:
                 store[key] = entry
             else:
-                del store[key]
+                _discard(store, key)
         for key, entry in (later or {}).items():
             if entry:
                 store[key] = entry
             else:
-                del store[key]
+                _discard(store, key)
 
     def early_round(self, out: list[Any]) -> None:
         """Fire ``early`` every window changed since its last firing."""
