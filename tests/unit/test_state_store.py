@@ -14,6 +14,7 @@ from jstormpy.keygroups import key_group
 from jstormpy.state_store import (
     MemoryStore,
     RocksDBStore,
+    RocksState,
     Stamped,
     decode,
     decode_entry,
@@ -106,6 +107,7 @@ def test_pickles_as_the_plain_dict_a_checkpoint_stores(store: Any) -> None:
 def test_rocksdb_discard_deletes_without_a_read(tmp_path: Any) -> None:
     st = RocksDBStore(tmp_path / "t", MAX_P)
     d = st.open("s", None, None)
+    assert isinstance(d, RocksState)
     for i in range(10):
         d[i] = i
     st.flush()
