@@ -368,6 +368,13 @@ class RocksState(MutableMapping[Any, Any]):
         if len(self.cache) >= WRITE_CACHE_ENTRIES:
             self.store.flush(self.name)
 
+    def discard(self, key: Any) -> None:
+        """Delete ``key`` if it is there, without reading it first (``del`` reads, to
+        raise KeyError): a blind delete, one write."""
+        self.cache[key] = _DELETED
+        if len(self.cache) >= WRITE_CACHE_ENTRIES:
+            self.store.flush(self.name)
+
     def raw_items(self) -> Iterator[tuple[Any, Any]]:
         """Every stored entry, expired ones too, TTL entries as :class:`Stamped`."""
         self.flush()

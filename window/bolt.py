@@ -20,12 +20,19 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 from jstormpy.api.batch import Batch
-from jstormpy.api.component import Bolt, TopologyContext, Tuple, bound_emitter
+from jstormpy.api.component import (
+    Bolt,
+    TopologyContext,
+    Tuple,
+    bound_emitter,
+    state_store_kind,
+)
 from jstormpy.api.errors import CheckpointError
 from jstormpy.window.aggregates import BuiltinAggregate
 from jstormpy.window.assigners import CountWindows, WindowAssigner
 from jstormpy.window.config import default_tick_interval, validate_window_config
 from jstormpy.window.operator import WindowOperator
+from jstormpy.window.stored import WINDOW_STATE
 from jstormpy.window.types import (
     ERROR_FIELDS,
     ERRORS_STREAM,
@@ -60,7 +67,7 @@ class _Runtime:
                  "late_records", "late_stream", "mode", "op", "pending", "ts_field",
                  "tracker")
 
-    def __init__(self, bolt: WindowedBolt) -> None:
+    def __init__(self, bolt: WindowedBolt, stored: bool = False) -> None:
         validate_window_config(bolt, type(bolt).__name__)
         window: WindowAssigner = bolt.window  # type: ignore[assignment]
         self.mode = "count" if isinstance(window, CountWindows) else bolt.time
@@ -78,7 +85,7 @@ class _Runtime:
             window, aggregator, allowed_lateness_ms=bolt.allowed_lateness_ms,
             early_fire_every_ms=bolt.early_fire_every_ms,
             early_fire_every_n=bolt.early_fire_every_n,
-            processing_time=self.mode == "processing")
+            processing_time=self.mode == "processing", stored=stored)
         strategy = bolt.watermark
         self.tracker: ChannelWatermarks | None = None
         if isinstance(strategy, BoundedOutOfOrderness) and self.mode != "count":
@@ -237,12 +244,21 @@ class WindowedBolt(Bolt):
     def _jw_runtime(self) -> _Runtime:
         rt = self.__dict__.get("_jw_rt")
         if rt is None:
-            rt = self.__dict__["_jw_rt"] = _Runtime(self)
+            # with a RocksDB state store the open windows live in it (window/stored.py)
+            rt = self.__dict__["_jw_rt"] = _Runtime(
+                self, stored=state_store_kind(self) == "rocksdb")
         return rt
+
+    def _jw_bind_store(self, rt: _Runtime) -> None:
+        """Give a ``stored`` operator the task's window state (the managed state
+        ``WINDOW_STATE``: the restored dict in ``restore``, the store's in ``prepare``)."""
+        if rt.op.stored:
+            rt.op.bind_store(self.state(WINDOW_STATE))
 
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
         """Validate the configuration and set up (or keep restored) window state."""
         rt = self._jw_runtime()
+        self._jw_bind_store(rt)
         collector = bound_emitter(self)
         rt.columnar = callable(getattr(collector, "emit_batch", None))
         if rt.tracker is not None and context.input_tasks:
@@ -268,8 +284,12 @@ class WindowedBolt(Bolt):
         gave this task (runs before ``prepare``)."""
         if not isinstance(snap, dict) or snap.get("format") != _SNAPSHOT_FORMAT:
             raise CheckpointError(f"{type(self).__name__}: not a WindowedBolt snapshot")
-        self.__dict__.pop("_jw_rt", None)
-        rt = self._jw_runtime()
+        # the windows are where the snapshot's operator kept them: in the managed state
+        # (a stored operator, whatever the store now is) or in the snapshot
+        parts = snap["parts"] if "parts" in snap else [snap["op"]]
+        stored = any(WindowOperator.snapshot_is_stored(p) for p in parts)
+        rt = self.__dict__["_jw_rt"] = _Runtime(self, stored=stored)
+        self._jw_bind_store(rt)
         rt.pending = list(snap.get("pending", ()))
         if "parts" in snap:  # rescaled: windows of several old tasks, channels renamed
             rt.pending += rt.op.restore_parts(snap["parts"])

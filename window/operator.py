@@ -35,6 +35,7 @@ from jstormpy.window.assigners import (
 )
 from jstormpy.window.count import CountWindowLogic, CountWindowState
 from jstormpy.window.sliced import SlicedWindows
+from jstormpy.window.stored import StoredWindows
 from jstormpy.window.timers import TimerQueue
 from jstormpy.window.types import Firing, FiringKind, LateRecord, Window
 
@@ -106,6 +107,10 @@ class WindowOperator:
             ``gcd(size, slide)``, two-stacks aggregation; see :mod:`.sliced`). None
             (default) = whenever possible: integer sizes and no early firing. False
             forces one accumulator per window.
+        stored: keep the open time windows in a mapping given by :meth:`bind_store`
+            (the task's state store; :mod:`.stored`) with only a timer index in RAM.
+            Tumbling, sliding and session windows (count windows ignore it); implies
+            ``slicing=False``.
 
     Example:
         >>> class Count:
@@ -123,7 +128,7 @@ class WindowOperator:
     def __init__(self, assigner: WindowAssigner, aggregator: Aggregator, *,
                  allowed_lateness_ms: float = 0, early_fire_every_ms: float | None = None,
                  early_fire_every_n: int | None = None, processing_time: bool = False,
-                 slicing: bool | None = None) -> None:
+                 slicing: bool | None = None, stored: bool = False) -> None:
         if not isinstance(assigner, TumblingWindows | SlidingWindows | SessionWindows
                           | CountWindows):
             raise TopologyError(
@@ -158,12 +163,15 @@ class WindowOperator:
         elif not self._session:
             self._size: float = assigner.size_ms
             self._slide: float = assigner.slide_ms
-        can_slice = (not self._session and self._count is None
+        self.stored = stored and not isinstance(assigner, CountWindows)
+        """Open windows live in the bound store (:meth:`bind_store`), not in RAM."""
+        self._window_store: Any = None
+        can_slice = (not self.stored and not self._session and self._count is None
                      and isinstance(self._size, int) and isinstance(self._slide, int)
                      and early_fire_every_ms is None and early_fire_every_n is None)
         if slicing and not can_slice:
             raise TopologyError("slicing needs tumbling/sliding windows with integer sizes "
-                                "and no early firing")
+                                "and no early firing, and windows not kept in a store")
         self._slicing = can_slice if slicing is None else slicing
         self._reset()
 
@@ -177,6 +185,13 @@ class WindowOperator:
         self._sessions: dict[Any, list[WindowId]] = {}
         self._counts: dict[Any, CountWindowState] = {}
         self._sliced: SlicedWindows | None = None
+        self._stored: StoredWindows | None = None
+        if self.stored:
+            gap = self.assigner.gap_ms if self._session else None  # type: ignore[union-attr]
+            size = 0.0 if self._session else self._size
+            slide = 0.0 if self._session else self._slide
+            self._stored = StoredWindows(size, slide, gap, self._lateness, self._aggregator,
+                                         self._early_n, self._early_ms, self._window_store)
         if self._slicing:
             self._sliced = SlicedWindows(int(self._size), int(self._slide), self._lateness,
                                          self._aggregator)
@@ -187,6 +202,21 @@ class WindowOperator:
         nothing and returns False (call :meth:`process`)."""
         self.late_records = 0
         """Records returned as LateRecord so far."""
+
+    def bind_store(self, store: Any) -> None:
+        """Keep the open windows in ``store`` (a ``MutableMapping``: the task's managed
+        state :data:`~jstormpy.window.stored.WINDOW_STATE`); an operator made with
+        ``stored=True`` only."""
+        if not self.stored:
+            raise TopologyError("bind_store needs an operator made with stored=True")
+        self._window_store = store
+        assert self._stored is not None
+        self._stored.store = store
+
+    @property
+    def window_store(self) -> Any:
+        """The mapping :meth:`bind_store` gave (None: not bound, or not ``stored``)."""
+        return self._window_store
 
     # ------------------------------------------------------------------ queries
     @property
@@ -200,6 +230,8 @@ class WindowOperator:
         count-window state."""
         if self._sliced is not None:
             return self._sliced.pane_count
+        if self._stored is not None:
+            return self._stored.window_count
         return len(self._counts) if self._count is not None else len(self._wins)
 
     # ------------------------------------------------------------------ input
@@ -221,6 +253,11 @@ class WindowOperator:
         """
         if self._count is not None:
             return self._process_count(key, record)
+        if self._stored is not None:
+            got: list[Firing | LateRecord] = []
+            if self._stored.process(key, timestamp, record, self._wm, got):
+                return got
+            return self._late(key, timestamp, record)
         if self._session:
             return self._process_session(key, timestamp, record)
         if self._sliced is not None:
@@ -401,6 +438,9 @@ class WindowOperator:
             finally:
                 sliced.columnar = False
             return out
+        if self._stored is not None:
+            self._stored.advance(watermark, out)
+            return out
         wins = self._wins
         for wid in self._fire_timers.pop_due(watermark):
             w = wins.get(wid)  # type: ignore[call-overload]
@@ -432,7 +472,11 @@ class WindowOperator:
         every = self._early_ms
         if every is None:
             return out
-        if self._next_early is not None and now_ms >= self._next_early and self._dirty:
+        stored = self._stored
+        if stored is not None:
+            if self._next_early is not None and now_ms >= self._next_early and stored.dirty:
+                stored.early_round(out)  # type: ignore[arg-type]
+        elif self._next_early is not None and now_ms >= self._next_early and self._dirty:
             wins = self._wins
             for wid in self._dirty:
                 w = wins[wid]
@@ -477,9 +521,19 @@ class WindowOperator:
             "counts": {key: st.dump() for key, st in self._counts.items()},
             "late_records": self.late_records,
             "sliced": self._sliced.snapshot_state() if self._sliced is not None else None,
+            "stored": self._stored.snapshot_state() if self._stored is not None else None,
         }
-        return {"format": SNAPSHOT_FORMAT, "assigner": repr(self.assigner),
+        snap = {"format": SNAPSHOT_FORMAT, "assigner": repr(self.assigner),
                 "blob": cloudpickle.dumps(state, protocol=5)}
+        if self.stored:  # the windows are the managed state WINDOW_STATE, not in the blob
+            snap["stored"] = True
+        return snap
+
+    @staticmethod
+    def snapshot_is_stored(snap: dict[str, Any]) -> bool:
+        """Whether :meth:`snapshot` output (or a part of one) was taken by a ``stored``
+        operator (its windows are in the managed state, not in the snapshot)."""
+        return bool(snap.get("stored"))
 
     def restore(self, snap: dict[str, Any]) -> None:
         """Replace all state with a :meth:`snapshot` taken by an identically configured
@@ -490,6 +544,10 @@ class WindowOperator:
             raise CheckpointError(
                 f"window snapshot was taken with {snap.get('assigner')}, but the operator "
                 f"is configured with {self.assigner!r}")
+        if bool(snap.get("stored")) != self.stored:
+            raise CheckpointError(
+                f"window snapshot was taken with stored={bool(snap.get('stored'))}, but "
+                f"the operator has stored={self.stored}")
         state = cloudpickle.loads(snap["blob"])
         self._reset()
         self._wm = state["wm"]
@@ -510,6 +568,8 @@ class WindowOperator:
             if state["sliced"] is None:
                 raise CheckpointError("window snapshot was taken without slicing")
             self._sliced.restore_state(state["sliced"], self._wm)
+        if self._stored is not None:
+            self._stored.restore_state(state["stored"])
 
     # ------------------------------------------------------------------ rescaling
     @staticmethod
@@ -529,7 +589,8 @@ class WindowOperator:
         parts: list[dict[str, Any]] = [{
             "wm": state["wm"], "wins": {}, "fire": {}, "purge": {}, "dirty": [],
             "next_early": state["next_early"], "counts": {},
-            "late_records": state["late_records"] if i == 0 else 0, "sliced": None}
+            "late_records": state["late_records"] if i == 0 else 0, "sliced": None,
+            "stored": None}
             for i in range(parallelism)]
         for wid, entry in state["wins"].items():
             parts[place(wid[0])]["wins"][wid] = entry
@@ -545,8 +606,13 @@ class WindowOperator:
         if sliced is not None:
             for i, part in enumerate(parts):
                 part["sliced"] = SlicedWindows.split_state(sliced, place, i)
+        stored = state.get("stored")
+        if stored is not None:
+            for i, part in enumerate(parts):
+                part["stored"] = StoredWindows.split_state(stored, place, i)
+        extra = {"stored": True} if snap.get("stored") else {}
         return [{"format": SNAPSHOT_FORMAT, "assigner": snap["assigner"],
-                 "blob": cloudpickle.dumps(part, protocol=5)} for part in parts]
+                 "blob": cloudpickle.dumps(part, protocol=5), **extra} for part in parts]
 
     def restore_parts(self, parts: Sequence[dict[str, Any]]) -> list[Firing]:
         """Restore from the parts of several old operators' snapshots
@@ -589,4 +655,6 @@ class WindowOperator:
             self.late_records += op.late_records
         if self._sliced is not None:
             self._sliced.absorb([op._sliced for op in ops if op._sliced is not None], wm)
+        if self._stored is not None:
+            self._stored.absorb([op._stored for op in ops if op._stored is not None])
         return fired

@@ -187,6 +187,13 @@ def use_state_store(component: Any, store: Any) -> None:
     component.__dict__["_jstorm_state_store"] = store
 
 
+def state_store_kind(component: Any) -> str:
+    """``"rocksdb"`` when the task's managed state lives in a RocksDB store, else
+    ``"memory"`` (also outside a running task)."""
+    store = component.__dict__.get("_jstorm_state_store")
+    return "memory" if store is None else str(store.kind)
+
+
 def restore_finished(component: Any) -> None:
     """A restored spout had called ``finish()`` before the checkpoint."""
     component.__dict__["_jstorm_finished"] = True

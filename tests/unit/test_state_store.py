@@ -14,6 +14,7 @@ from jstormpy.keygroups import key_group
 from jstormpy.state_store import (
     MemoryStore,
     RocksDBStore,
+    RocksState,
     Stamped,
     decode,
     decode_entry,
@@ -101,6 +102,22 @@ def test_pickles_as_the_plain_dict_a_checkpoint_stores(store: Any) -> None:
     restored = pickle.loads(pickle.dumps({"states": {"s": d}}))
     assert type(restored["states"]["s"]) is dict
     assert restored["states"]["s"] == {f"k{i}": i for i in range(1000)}
+
+
+def test_rocksdb_discard_deletes_without_a_read(tmp_path: Any) -> None:
+    st = RocksDBStore(tmp_path / "t", MAX_P)
+    d = st.open("s", None, None)
+    assert isinstance(d, RocksState)
+    for i in range(10):
+        d[i] = i
+    st.flush()
+    d.discard(3)  # in the database
+    d[11] = 11
+    d.discard(11)  # in the write cache only
+    d.discard(99)  # absent: no KeyError
+    st.flush()
+    assert sorted(d) == [0, 1, 2, 4, 5, 6, 7, 8, 9] and 3 not in d and 11 not in d
+    st.close()
 
 
 def test_rocksdb_restore_writes_a_fresh_database(tmp_path: Any) -> None:

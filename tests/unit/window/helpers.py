@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import pickle
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,3 +152,48 @@ def drive(target: Any, calls: list[tuple]) -> list[list[Any]]:
         else:
             out.append([])
     return out
+
+
+class CopyingStore(dict):  # type: ignore[type-arg]
+    """A window store that, like the RocksDB one, hands out copies: each value is kept
+    pickled, so a window change that is not written back is lost (as it would be)."""
+
+    def __getitem__(self, key: Any) -> Any:
+        return pickle.loads(super().__getitem__(key))
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, pickle.dumps(value))
+
+    def values(self) -> Any:  # type: ignore[override]
+        return [self[k] for k in self]
+
+    def items(self) -> Any:  # type: ignore[override]
+        return [(k, self[k]) for k in self]
+
+
+def make_operator(assigner: Any, agg: Any, mode: Any = None, store: Any = None,
+                  **kwargs: Any) -> Any:
+    """A WindowOperator; ``mode``: the ``slicing`` argument, or "stored" for windows kept
+    in ``store`` (a fresh :class:`CopyingStore` if None)."""
+    from jstormpy.window import WindowOperator
+    if mode == "stored":
+        op = WindowOperator(assigner, agg, stored=True, **kwargs)
+        if op.stored:
+            op.bind_store(CopyingStore() if store is None else store)
+        return op
+    return WindowOperator(assigner, agg, slicing=mode, **kwargs)
+
+
+@contextlib.contextmanager
+def scan_from(due: int) -> Iterator[None]:
+    """Stored windows read the store in one scan from ``due`` due timers (for a while)."""
+    from jstormpy.window import stored
+    old = stored.SCAN_MIN_DUE
+    stored.SCAN_MIN_DUE = due
+    try:
+        yield
+    finally:
+        stored.SCAN_MIN_DUE = old

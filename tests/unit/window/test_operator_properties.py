@@ -7,7 +7,7 @@ from collections import defaultdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jstormpy.window import Firing, LateRecord, TumblingWindows, WindowOperator
+from jstormpy.window import Firing, LateRecord, TumblingWindows, WindowOperator, stored
 from jstormpy.window.reference import ReferenceWindows
 
 from .helpers import (
@@ -18,6 +18,8 @@ from .helpers import (
     drive,
     event_st,
     expand,
+    make_operator,
+    scan_from,
     time_assigners,
 )
 
@@ -28,16 +30,20 @@ early_n_st = st.one_of(st.none(), st.integers(1, 4))
 @settings(max_examples=500, deadline=None)
 @given(assigner=time_assigners, raw=st.lists(event_st, max_size=60),
        lag=st.integers(0, 30), lateness=st.integers(0, 20),
-       early_ms=early_ms_st, early_n=early_n_st, slicing=st.sampled_from([None, False]))
+       early_ms=early_ms_st, early_n=early_n_st,
+       slicing=st.sampled_from([None, False, "stored", "stored-scan"]))
 def test_time_windows_match_reference(  # noqa: PLR0917
         assigner, raw, lag, lateness, early_ms, early_n, slicing) -> None:
-    """slicing=None: panes + two-stacks where possible; False: one accumulator per window."""
+    """slicing=None: panes + two-stacks where possible; False: one accumulator per window;
+    "stored": windows in a store that hands out copies (the RocksDB state store's way);
+    "stored-scan": the same, every watermark step reading the windows in one scan."""
     calls = expand(raw, lag)
-    op = WindowOperator(assigner, SetAgg(), allowed_lateness_ms=lateness,
-                        early_fire_every_ms=early_ms, early_fire_every_n=early_n,
-                        slicing=slicing)
+    op = make_operator(assigner, SetAgg(), "stored" if slicing == "stored-scan" else slicing,
+                       allowed_lateness_ms=lateness, early_fire_every_ms=early_ms,
+                       early_fire_every_n=early_n)
     ref = ReferenceWindows(assigner, SetAgg(), lateness)
-    got = [*drive(op, calls), op.finish()]
+    with scan_from(1 if slicing == "stored-scan" else stored.SCAN_MIN_DUE):
+        got = [*drive(op, calls), op.finish()]
     want = [*drive(ref, calls), ref.finish()]
     for call, g, w in zip([*calls, ("finish",)], got, want, strict=True):
         not_early = [r for r in g if not (isinstance(r, Firing) and r.kind == "early")]

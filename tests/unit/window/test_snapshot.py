@@ -11,36 +11,48 @@ from hypothesis import strategies as st
 from jstormpy.api.errors import CheckpointError
 from jstormpy.window import CountWindows, SessionWindows, TumblingWindows, WindowOperator
 
-from .helpers import SetAgg, count_assigners, drive, event_st, expand, time_assigners
+from .helpers import (
+    CopyingStore,
+    SetAgg,
+    count_assigners,
+    drive,
+    event_st,
+    expand,
+    make_operator,
+    time_assigners,
+)
 
 
 @settings(max_examples=200, deadline=None)
 @given(assigner=st.one_of(time_assigners, count_assigners),
        raw=st.lists(event_st, max_size=60), lag=st.integers(0, 30),
        lateness=st.integers(0, 20), early_ms=st.one_of(st.none(), st.integers(1, 10)),
-       early_n=st.one_of(st.none(), st.integers(1, 4)), slicing=st.sampled_from([None, False]),
-       data=st.data())
+       early_n=st.one_of(st.none(), st.integers(1, 4)),
+       slicing=st.sampled_from([None, False, "stored"]), data=st.data())
 def test_restore_anywhere_equals_uninterrupted(  # noqa: PLR0917
         assigner, raw, lag, lateness, early_ms, early_n, slicing, data) -> None:
     if isinstance(assigner, CountWindows):
         early_ms = early_n = None
     kwargs = {"allowed_lateness_ms": lateness, "early_fire_every_ms": early_ms,
-              "early_fire_every_n": early_n,
-              "slicing": None if isinstance(assigner, CountWindows) else slicing}
+              "early_fire_every_n": early_n}
+    mode = None if isinstance(assigner, CountWindows) and slicing is False else slicing
     calls = expand(raw, lag)
-    straight = WindowOperator(assigner, SetAgg(), **kwargs)
+    straight = make_operator(assigner, SetAgg(), mode, **kwargs)
     expected = [*drive(straight, calls), straight.finish()]
 
     cuts = sorted(data.draw(st.lists(st.integers(0, len(calls)), max_size=3)))
-    op = WindowOperator(assigner, SetAgg(), **kwargs)
+    store = CopyingStore()
+    op = make_operator(assigner, SetAgg(), mode, store, **kwargs)
     got: list = []
     pos = 0
     for cut in cuts:
         got += drive(op, calls[pos:cut])
         pos = cut
         snap = pickle.loads(pickle.dumps(op.snapshot()))  # as a state backend would
+        # the managed state is checkpointed with the snapshot (stored windows)
+        store = CopyingStore(pickle.loads(pickle.dumps(dict(store))))
         op.process(99, 0, "garbage after the snapshot")  # must not leak into the restore
-        op = WindowOperator(assigner, SetAgg(), **kwargs)
+        op = make_operator(assigner, SetAgg(), mode, store, **kwargs)
         op.restore(snap)
     got += drive(op, calls[pos:])
     got.append(op.finish())

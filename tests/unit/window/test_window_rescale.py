@@ -26,7 +26,7 @@ from jstormpy.window import (
 )
 from jstormpy.window.watermarks import BoundedOutOfOrderness
 
-from .helpers import SetAgg, attach, sensor
+from .helpers import CopyingStore, SetAgg, attach, make_operator, sensor
 
 # even timestamps, odd session gaps: a record never lands exactly on a session's end,
 # where whether it extends the session depends on when the watermark passed (a watermark
@@ -72,16 +72,18 @@ def _results(firings: list[Any]) -> Counter[tuple]:
 
 @settings(max_examples=300, deadline=None)
 @given(assigner=assigners, raw=records_st, lag=st.integers(0, 10),
-       lateness=st.integers(0, 20), slicing=st.sampled_from([None, False]),
+       lateness=st.integers(0, 20), slicing=st.sampled_from([None, False, "stored"]),
        old_n=st.integers(1, 3), new_n=st.integers(1, 4), cut=st.floats(0, 1))
 def test_rescaled_operators_fire_what_one_operator_fires(  # noqa: PLR0917
         assigner, raw, lag, lateness, slicing, old_n, new_n, cut) -> None:
+    """slicing="stored": each operator keeps its windows in its own store, and the stores'
+    entries move by key (as the engine moves managed state by key group)."""
     events = _stream(raw, lag)
     bound = 2 * lag
 
-    def make() -> WindowOperator:
-        return WindowOperator(assigner, SetAgg(), allowed_lateness_ms=lateness,
-                              slicing=slicing)
+    def make(store: CopyingStore | None = None) -> WindowOperator:
+        return make_operator(assigner, SetAgg(), slicing, store,  # type: ignore[no-any-return]
+                             allowed_lateness_ms=lateness)
 
     one = _Run([make()], lambda k: 0, bound)
     for e in events:
@@ -94,7 +96,12 @@ def test_rescaled_operators_fire_what_one_operator_fires(  # noqa: PLR0917
         old.feed(*e)
     place = KeyPlacement(128, new_n)
     cuts = [WindowOperator.split_snapshot(op.snapshot(), place, new_n) for op in old.ops]
-    new = _Run([make() for _ in range(new_n)], place, bound)
+    stores = [CopyingStore() for _ in range(new_n)]
+    if slicing == "stored":
+        for op in old.ops:
+            for key, entry in op.window_store.items():  # the managed state
+                stores[place(key)][key] = entry
+    new = _Run([make(store) for store in stores], place, bound)
     caught_up = []
     for j, op in enumerate(new.ops):
         caught_up += op.restore_parts([parts[j] for parts in cuts])
