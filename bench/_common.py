@@ -416,3 +416,21 @@ def fmt_rate(x: float | None) -> str:
 
 def mb(n: int | None) -> str:
     return "-" if not n else f"{n / 1e6:.0f} MB"
+
+
+def run_per_store(script: str, stores: list[str], *args: str) -> dict[str, Any] | None:
+    """Run ``script --child STORE ARGS`` in a fresh process per store (so each store's RSS
+    is its own) and return each child's last stdout line, parsed as JSON, by store; None
+    (after printing the child's stderr) if one failed."""
+    import subprocess
+
+    results: dict[str, Any] = {}
+    for kind in stores:
+        done = subprocess.run([sys.executable, os.path.abspath(script), "--child", kind,
+                               *args], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            print(done.stderr, file=sys.stderr)
+            return None
+        results[kind] = json.loads(done.stdout.strip().splitlines()[-1])
+        print(f"# {kind}: {results[kind]}", file=sys.stderr, flush=True)
+    return results

@@ -40,7 +40,6 @@ import os
 import pickle
 import random
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,7 +48,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import emit_json  # noqa: E402
+from _common import emit_json, run_per_store  # noqa: E402
 
 MAX_P = 128
 
@@ -204,17 +203,10 @@ def main() -> int:
     if args.child:
         print(json.dumps(run_one(args.child, args.keys, args.updates, args.seed)))
         return 0
-    results = {}
-    for kind in args.stores.split(","):
-        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", kind,
-                               "--keys", str(args.keys), "--updates", str(args.updates),
-                               "--seed", str(args.seed)],
-                              capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            print(done.stderr, file=sys.stderr)
-            return 1
-        results[kind] = json.loads(done.stdout.strip().splitlines()[-1])
-        print(f"# {kind}: {results[kind]}", file=sys.stderr, flush=True)
+    results = run_per_store(__file__, args.stores.split(","), "--keys", str(args.keys),
+                            "--updates", str(args.updates), "--seed", str(args.seed))
+    if results is None:
+        return 1
     print(f"{'store':8} {'load/s':>10} {'update/s':>10} {'RSS MB':>8} {'disk MB':>8} "
           f"{'pause ms':>9} {'serialise ms':>12} {'snapshot MB':>11}")
     for r in results.values():

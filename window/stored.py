@@ -46,6 +46,14 @@ SCAN_MIN_DUE = 50_000
 (when they are also a quarter of the index), not with a point read per key."""
 
 
+def _write_entry(store: Any, key: Any, entry: Entry) -> None:
+    """Store a key's changed windows back, or drop the key once it has none."""
+    if entry:
+        store[key] = entry
+    else:
+        _discard(store, key)
+
+
 def _discard(store: MutableMapping[Any, Any], key: Any) -> None:
     """Delete ``key`` from ``store`` without reading it first where the store can (a
     RocksDB state's ``discard``: a blind delete)."""
@@ -271,15 +279,10 @@ class StoredWindows:
                 continue
             if later is not None:
                 later[key] = entry
-            elif entry:
-                store[key] = entry
             else:
-                _discard(store, key)
+                _write_entry(store, key, entry)
         for key, entry in (later or {}).items():
-            if entry:
-                store[key] = entry
-            else:
-                _discard(store, key)
+            _write_entry(store, key, entry)
 
     def _fire_due(self, key: Any, entry: Entry, t: float, out: list[Any]) -> bool:
         """Fire the key's window whose fire timer is ``t``; whether one fired."""
@@ -328,15 +331,10 @@ class StoredWindows:
                 continue
             if later is not None:
                 later[key] = entry
-            elif entry:
-                store[key] = entry
             else:
-                _discard(store, key)
+                _write_entry(store, key, entry)
         for key, entry in (later or {}).items():
-            if entry:
-                store[key] = entry
-            else:
-                _discard(store, key)
+            _write_entry(store, key, entry)
 
     def early_round(self, out: list[Any]) -> None:
         """Fire ``early`` every window changed since its last firing."""
