@@ -17,6 +17,14 @@ def cmdline(pid: int) -> str:
     return " ".join(psutil.Process(pid).cmdline()).strip()  # as `ps -o args` shows it
 
 
+def living_cmdline(proc: psutil.Process) -> str:
+    """A child's title; "" for one that has exited (an earlier test's unreaped zombie has none)."""
+    try:
+        return cmdline(proc.pid)
+    except (psutil.ZombieProcess, psutil.NoSuchProcess):
+        return ""
+
+
 @pytest.mark.parametrize("forkserver", ["1", "0"], ids=["forked", "cold-start"])
 def test_processes_are_named_after_their_role_and_topology(monkeypatch, forkserver):
     monkeypatch.setenv("JSTORM_FORKSERVER", forkserver)
@@ -31,7 +39,7 @@ def test_processes_are_named_after_their_role_and_topology(monkeypatch, forkserv
         titles = {w.id: wait_until(lambda w=w: "titled" in cmdline(w.pid) and cmdline(w.pid),
                                    timeout=30, what=f"worker {w.id}'s title")
                   for w in workers}
-        names = [cmdline(p.pid) for p in psutil.Process().children(recursive=True)]
+        names = [living_cmdline(p) for p in psutil.Process().children(recursive=True)]
     for wid, title in titles.items():
         assert title == f"jstorm worker {wid} titled", title
     assert "jstorm TM titled" in names, names
