@@ -10,6 +10,7 @@ import pytest
 
 from jstormpy.testing.servers.hbase import HBaseThriftServer
 from jstormpy.testing.servers.webhdfs import WebHdfsServer
+from tests.simulation import ci_sweep
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -19,6 +20,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "slow" in item.keywords:
                 item.add_marker(skip)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The simulator's CI sweep, if selected, starts in the background now
+    (tests/simulation/ci_sweep.py)."""
+    ci_sweep.start_if_selected(session.items)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    ci_sweep.stop_background()
 
 
 @pytest.fixture
