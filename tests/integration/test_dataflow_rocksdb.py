@@ -1,0 +1,58 @@
+"""Dataflow joins with their buffers in the RocksDB state store (docs/state-stores.md),
+with real processes: a window join (outer) and an interval join under a worker SIGKILL,
+every pair (and unmatched record) committed exactly once, equal to a recomputation.
+
+Every wait polls a condition with a deadline; no sleep stands in for one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from jstormpy import LocalCluster, read_committed
+from jstormpy.state_store import rocksdict_module
+
+from .dataflow_flows import (
+    interval_join,
+    interval_join_reference,
+    window_join,
+    window_join_reference,
+)
+from .helpers import committed_count, fast_config, kill_now, wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+
+def databases_with(stores: Path, state: str) -> list[Path]:
+    """The task databases holding managed state ``state``'s column family."""
+    rd = rocksdict_module()
+    return [p.parent for p in sorted(stores.glob("worker-*/task-*/CURRENT"))
+            if f"s:{state}" in rd.Rdict.list_cf(str(p.parent))]
+
+
+@pytest.mark.parametrize("join", ["window", "interval"])
+def test_rocksdb_join_exactly_once_under_worker_sigkill(tmp_path: Path, join: str) -> None:
+    keys, nl, nr = 6, 300, 150
+    out, stores = tmp_path / "out", tmp_path / "stores"
+    if join == "window":
+        topology = window_join(out, keys, nl, nr, rate=300, how="outer")
+        want, state = window_join_reference(keys, nl, nr, "outer"), "join"
+    else:
+        topology = interval_join(out, keys, nl, nr, -30, 50, rate=300)
+        want, state = interval_join_reference(keys, nl, nr, -30, 50), "interval_join"
+    config = fast_config(checkpoint_interval_ms=300, state_store="rocksdb",
+                         state_store_dir=str(stores))
+    with LocalCluster(home=tmp_path / "home") as cluster:
+        handle = cluster.submit(topology, config)
+        wait_until(lambda: committed_count(out) > 100, 60, "some committed pairs")
+        kill_now(handle, "worker", 1)
+        assert committed_count(out) < sum(want.values()), "the run ended before the kill"
+        status = handle.wait(timeout=180)
+        assert status["state"] == "drained"
+        assert status["recoveries"], "the SIGKILL caused no recovery"
+    assert databases_with(stores, state), "the join buffers were not kept in RocksDB"
+    got = Counter((r["key"], r["l"], r["r"]) for r in read_committed(out))
+    assert got == want
