@@ -558,15 +558,18 @@ class WindowJoinBolt(DataflowBolt):
         self._df_buf = self.state("join")
         self._df_session = isinstance(self.window, SessionWindows)
         self._df_clock = JoinClock(watermark_lag(self.lag), context.input_tasks)
-        for key, wins in self._df_buf.items():  # the timer index (one scan)
+        held = 0
+        for key, wins in self._df_buf.items():  # the timer index and count (one scan)
             for win, entry in wins.items():
                 self._schedule(key, win, entry[4])
+                held += len(entry[0]) + len(entry[1])
+        self._df_held = held
 
     @property
     def buffered_records(self) -> int:
-        """Records held in the join state (both sides, all keys)."""
-        return sum(len(e[0]) + len(e[1]) for wins in self.__dict__.get("_df_buf", {}).values()
-                   for e in wins.values())
+        """Records held in the join state (both sides, all keys): a count kept as they
+        come and go (the heartbeat thread reads it; it never scans the store)."""
+        return int(self.__dict__.get("_df_held", 0))
 
     def _due(self, win: tuple[float, float], closed: bool) -> float:
         return win[1] - 1 + self.lateness if closed else win[1] - 1
@@ -672,6 +675,7 @@ class WindowJoinBolt(DataflowBolt):
             out(JoinResult(key, item, partner) if side == 0 else JoinResult(key, partner, item))
             other_hits[j] = True
         mine.append(item)
+        self._df_held += 1
         my_hits.append(bool(other))
         if entry[4] and not other:  # a closed window: no partner now is final for now
             self._emit_unmatched(key, side, item)
@@ -732,6 +736,7 @@ class WindowJoinBolt(DataflowBolt):
             elif wm < self._due(win, True):
                 continue
             del wins[win]
+            self._df_held -= len(entry[0]) + len(entry[1])
             changed = True
         return changed
 
@@ -778,13 +783,17 @@ class IntervalJoinBolt(DataflowBolt):
         super().prepare(conf, context)
         self._df_buf = self.state("interval_join")
         self._df_clock = JoinClock(watermark_lag(self.lag), context.input_tasks)
-        for key, sides in self._df_buf.items():  # the timer index (one scan)
+        held = 0
+        for key, sides in self._df_buf.items():  # the timer index and count (one scan)
             self._df_clock.add_key(self._first_expiry(sides), key)
+            held += len(sides[0]) + len(sides[1])
+        self._df_held = held
 
     @property
     def buffered_records(self) -> int:
-        """Records held in the join state (both sides, all keys)."""
-        return sum(len(s[0]) + len(s[1]) for s in self.__dict__.get("_df_buf", {}).values())
+        """Records held in the join state (both sides, all keys): a count kept as they
+        come and go (the heartbeat thread reads it; it never scans the store)."""
+        return int(self.__dict__.get("_df_held", 0))
 
     def _expiry(self, side: int, ts: float) -> float:
         return ts + self.upper if side == 0 else ts - self.lower
@@ -829,6 +838,7 @@ class IntervalJoinBolt(DataflowBolt):
                 if fresh or expiry < self._first_expiry(sides):
                     clock.add_key(expiry, key)
                 sides[side].append((ts, item))
+                self._df_held += 1
                 buf[key] = sides
         if clock.observe(tup.task, ts):
             self._advance()
@@ -842,6 +852,7 @@ class IntervalJoinBolt(DataflowBolt):
             if sides is None:
                 continue
             kept = [[(t, x) for t, x in sides[s] if self._expiry(s, t) > wm] for s in (0, 1)]
+            self._df_held -= len(sides[0]) + len(sides[1]) - len(kept[0]) - len(kept[1])
             if kept[0] or kept[1]:
                 buf[key] = kept
                 clock.add_key(self._first_expiry(kept), key)

@@ -128,8 +128,11 @@ def test_window_join_equals_the_reference_across_a_restore(kind, window, how, se
 
     def bounded(b):  # nothing is kept that the watermark passed
         wm = b._df_clock.wm
+        held = 0
         for wins in b.state("join").values():
             assert all(end - 1 > wm for _, end in wins)
+            held += sum(len(e[0]) + len(e[1]) for e in wins.values())
+        assert b.buffered_records == held
 
     stores = Stores(kind)
     try:
@@ -168,8 +171,11 @@ def test_interval_join_equals_the_reference_across_a_restore(kind, seed, nl, nr,
 
     def bounded(b):  # a record stays only while a future one could pair with it
         wm = b._df_clock.wm
+        held = 0
         for ls, rs in b.state("interval_join").values():
             assert all(t + hi > wm for t, _ in ls) and all(t - lo > wm for t, _ in rs)
+            held += len(ls) + len(rs)
+        assert b.buffered_records == held
 
     stores = Stores(kind)
     try:
@@ -262,8 +268,11 @@ def test_session_window_join_equals_the_reference_across_a_restore(kind, gap, ho
 
     def bounded(b):  # nothing is kept that the watermark passed
         wm = b._df_clock.wm
+        held = 0
         for wins in b.state("join").values():
             assert all(end - 1 > wm for _, end in wins)
+            held += sum(len(e[0]) + len(e[1]) for e in wins.values())
+        assert b.buffered_records == held
 
     stores = Stores(kind)
     try:
