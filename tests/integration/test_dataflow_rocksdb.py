@@ -1,6 +1,7 @@
-"""Dataflow joins with their buffers in the RocksDB state store (docs/state-stores.md),
-with real processes: a window join (outer) and an interval join under a worker SIGKILL,
-every pair (and unmatched record) committed exactly once, equal to a recomputation.
+"""Dataflow joins and count windows with their state in the RocksDB state store
+(docs/state-stores.md), with real processes: a window join (outer), an interval join and
+a count window under a worker SIGKILL, every pair (and unmatched record) or window
+committed exactly once, equal to a recomputation.
 
 Every wait polls a condition with a deadline; no sleep stands in for one.
 """
@@ -12,8 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from jstormpy import LocalCluster, read_committed
+from jstormpy import FileSink, LocalCluster, read_committed
+from jstormpy.connectors.sources import SequenceSpout
+from jstormpy.dataflow import Dataflow
 from jstormpy.state_store import rocksdict_module
+from jstormpy.window import Count, CountWindows
+from jstormpy.window.stored import WINDOW_STATE
 
 from .dataflow_flows import (
     interval_join,
@@ -55,4 +60,36 @@ def test_rocksdb_join_exactly_once_under_worker_sigkill(tmp_path: Path, join: st
         assert status["recoveries"], "the SIGKILL caused no recovery"
     assert databases_with(stores, state), "the join buffers were not kept in RocksDB"
     got = Counter((r["key"], r["l"], r["r"]) for r in read_committed(out))
+    assert got == want
+
+
+def count_windows(out: Path, keys: int, per_key: int) -> object:
+    """Per key, a count window of every 10 records (Count()), from a rate-limited source."""
+    flow = Dataflow("df-count-windows")
+    flow.source("events", SequenceSpout(keys=keys, per_key=per_key, batch=20,
+                                        rate_per_s=300), parallelism=2) \
+        .key_by(lambda r: r["key"]).window(CountWindows(10)) \
+        .aggregate(Count(), name="counts", parallelism=2).sink("out", FileSink(out))
+    return flow.build()
+
+
+def test_rocksdb_count_windows_exactly_once_under_worker_sigkill(tmp_path: Path) -> None:
+    """Each key's 600 records make 60 windows of 10 whatever their order: a lost record
+    would leave a partial last window, a repeated one an eleventh record."""
+    keys, per_key = 6, 600
+    out, stores = tmp_path / "out", tmp_path / "stores"
+    want = sorted((f"k{k}", start, start + 10, 10) for k in range(keys)
+                  for start in range(0, per_key, 10))
+    config = fast_config(checkpoint_interval_ms=300, state_store="rocksdb",
+                         state_store_dir=str(stores))
+    with LocalCluster(home=tmp_path / "home") as cluster:
+        handle = cluster.submit(count_windows(out, keys, per_key), config)
+        wait_until(lambda: committed_count(out) > 60, 60, "some committed windows")
+        kill_now(handle, "worker", 1)
+        assert committed_count(out) < len(want), "the run ended before the kill"
+        status = handle.wait(timeout=180)
+        assert status["state"] == "drained"
+        assert status["recoveries"], "the SIGKILL caused no recovery"
+    assert databases_with(stores, WINDOW_STATE), "the count windows were not in RocksDB"
+    got = sorted((r["key"], r["start"], r["end"], r["value"]) for r in read_committed(out))
     assert got == want
