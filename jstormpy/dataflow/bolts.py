@@ -798,6 +798,13 @@ class IntervalJoinBolt(DataflowBolt):
     def _expiry(self, side: int, ts: float) -> float:
         return ts + self.upper if side == 0 else ts - self.lower
 
+    def _head_expiry(self, sides: list[list[tuple[float, Any]]]) -> float:
+        """The sooner expiry of each side's first buffered record (at or after the key's
+        first expiry: a cheap bound of it)."""
+        lefts, rights = sides
+        return min(lefts[0][0] + self.upper if lefts else _INF,
+                   rights[0][0] - self.lower if rights else _INF)
+
     def _first_expiry(self, sides: list[list[tuple[float, Any]]]) -> float:
         """When the key's first buffered record expires (its one timer)."""
         upper, lower = self.upper, self.lower
@@ -835,7 +842,9 @@ class IntervalJoinBolt(DataflowBolt):
             expiry = self._expiry(side, ts)
             if expiry > clock.wm:
                 # one timer per key, at its first expiry: a new one only if this is sooner
-                if fresh or expiry < self._first_expiry(sides):
+                # (any buffered record's expiry bounds the first one: the heads' first)
+                if fresh or (expiry < self._head_expiry(sides)
+                             and expiry < self._first_expiry(sides)):
                     clock.add_key(expiry, key)
                 sides[side].append((ts, item))
                 self._df_held += 1
