@@ -533,7 +533,8 @@ class WindowOperator:
                         states[key] = state.dump()
                     else:
                         later[key] = state.dump()
-            states.update(later or {})
+            for key, data in (later or {}).items():
+                states[key] = data
         return out
 
     # ------------------------------------------------------------------ state
