@@ -38,19 +38,21 @@ def _ids(r):
 
 
 class Stores:
-    """Task stores of one kind for one example: a fresh RocksDB per task (as a worker
-    builds one at every start), with a write cache of 2 entries so most reads decode
-    what RocksDB holds; all closed and deleted by :meth:`close`."""
+    """Task stores for one example, of the kinds ``kind`` names (``"a>b"``: the first
+    task's store is a, the next ones' b): a fresh RocksDB per task (as a worker builds
+    one at every start), with a write cache of 2 entries so most reads decode what
+    RocksDB holds; all closed and deleted by :meth:`close`."""
 
     def __init__(self, kind):
-        self.kind = kind
+        self.kinds = kind.split(">")
         self.dir = Path(tempfile.mkdtemp(prefix="join-store-"))
         self.opened = []
         self.cache_entries = state_store.WRITE_CACHE_ENTRIES
         state_store.WRITE_CACHE_ENTRIES = 2
 
     def open(self):
-        store = state_store.open_store(self.kind, self.dir / str(len(self.opened)), 128)
+        kind = self.kinds[min(len(self.opened), len(self.kinds) - 1)]
+        store = state_store.open_store(kind, self.dir / str(len(self.opened)), 128)
         self.opened.append(store)
         return store
 
@@ -69,7 +71,10 @@ def checkpoint(bolt):
     return pickle.loads(pickle.dumps(dict(managed_states(bolt))))
 
 
-KINDS = pytest.mark.parametrize("kind", ["memory", "rocksdb"])
+KINDS = pytest.mark.parametrize("kind", ["memory", "rocksdb", "memory>rocksdb",
+                                         "rocksdb>memory"])
+"""The store of the run before the restore and after it (a savepoint taken with one store
+restores into the other)."""
 
 
 def _drive(bolt, arrival, state=None, check=None, stores=None):
@@ -84,7 +89,7 @@ def _drive(bolt, arrival, state=None, check=None, stores=None):
         if store.kind == "rocksdb":
             store.adopt(managed_states(bolt))
     col = prepare(bolt, input_tasks=(1, 2))
-    if stores is not None and stores.kind == "rocksdb":  # the buffers are in RocksDB
+    if stores is not None and store.kind == "rocksdb":  # the buffers are in RocksDB
         assert all(isinstance(v, state_store.RocksState)
                    for v in managed_states(bolt).values())
     for it in arrival:
