@@ -1,7 +1,8 @@
 """Dataflow joins and count windows with their state in the RocksDB state store
 (docs/state-stores.md), with real processes: a window join (outer), an interval join and
-a count window under a worker SIGKILL, every pair (and unmatched record) or window
-committed exactly once, equal to a recomputation.
+a count window under a worker SIGKILL, and an interval join rescaled 1 -> 3 mid-run,
+every pair (and unmatched record) or window committed exactly once, equal to a
+recomputation.
 
 Every wait polls a condition with a deadline; no sleep stands in for one.
 """
@@ -93,3 +94,23 @@ def test_rocksdb_count_windows_exactly_once_under_worker_sigkill(tmp_path: Path)
     assert databases_with(stores, WINDOW_STATE), "the count windows were not in RocksDB"
     got = sorted((r["key"], r["start"], r["end"], r["value"]) for r in read_committed(out))
     assert got == want
+
+
+def test_rocksdb_interval_join_rescaled_while_running_stays_exactly_once(
+        tmp_path: Path) -> None:
+    """`rescale {"interval": 3}` mid-run: the buffers move by key-group range into the
+    new tasks' databases, and every pair in range is committed once."""
+    keys, nl, nr = 6, 400, 200
+    out, stores = tmp_path / "out", tmp_path / "stores"
+    config = fast_config(checkpoint_interval_ms=300, state_store="rocksdb",
+                         state_store_dir=str(stores))
+    with LocalCluster(home=tmp_path / "home") as cluster:
+        handle = cluster.submit(interval_join(out, keys, nl, nr, -30, 50, rate=300), config)
+        wait_until(lambda: committed_count(out) > 100, 60, "some committed pairs")
+        assert handle.rescale({"interval": 3})["error"] == ""
+        want = interval_join_reference(keys, nl, nr, -30, 50)
+        assert committed_count(out) < sum(want.values()), "the run ended before the rescale"
+        assert handle.wait(timeout=180)["state"] == "drained"
+    assert len(databases_with(stores, "interval_join")) >= 3, \
+        "the new tasks' buffers are not in RocksDB"
+    assert Counter((r["key"], r["l"], r["r"]) for r in read_committed(out)) == want
