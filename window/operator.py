@@ -20,7 +20,7 @@ Semantics (time windows; the watermark ``wm`` means "no more timestamps ≤ wm")
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, MutableMapping, Sequence
 from typing import Any, Protocol
 
 import cloudpickle
@@ -108,9 +108,9 @@ class WindowOperator:
             (default) = whenever possible: integer sizes and no early firing. False
             forces one accumulator per window.
         stored: keep the open time windows in a mapping given by :meth:`bind_store`
-            (the task's state store; :mod:`.stored`) with only a timer index in RAM.
-            Tumbling, sliding and session windows (count windows ignore it); implies
-            ``slicing=False``.
+            (the task's state store; :mod:`.stored`) with only a timer index in RAM;
+            implies ``slicing=False``. Count windows keep each key's panes there (a
+            :meth:`CountWindowState.dump` per key, read and written per record).
 
     Example:
         >>> class Count:
@@ -163,8 +163,9 @@ class WindowOperator:
         elif not self._session:
             self._size: float = assigner.size_ms
             self._slide: float = assigner.slide_ms
-        self.stored = stored and not isinstance(assigner, CountWindows)
-        """Open windows live in the bound store (:meth:`bind_store`), not in RAM."""
+        self.stored = stored
+        """Open windows (count windows: each key's panes) live in the bound store
+        (:meth:`bind_store`), not in RAM."""
         self._window_store: Any = None
         can_slice = (not self.stored and not self._session and self._count is None
                      and isinstance(self._size, int) and isinstance(self._slide, int)
@@ -186,7 +187,7 @@ class WindowOperator:
         self._counts: dict[Any, CountWindowState] = {}
         self._sliced: SlicedWindows | None = None
         self._stored: StoredWindows | None = None
-        if self.stored:
+        if self.stored and self._count is None:
             gap = self.assigner.gap_ms if self._session else None  # type: ignore[union-attr]
             size = 0.0 if self._session else self._size
             slide = 0.0 if self._session else self._slide
@@ -210,8 +211,8 @@ class WindowOperator:
         if not self.stored:
             raise TopologyError("bind_store needs an operator made with stored=True")
         self._window_store = store
-        assert self._stored is not None
-        self._stored.store = store
+        if self._stored is not None:
+            self._stored.store = store
 
     @property
     def window_store(self) -> Any:
@@ -232,7 +233,19 @@ class WindowOperator:
             return self._sliced.pane_count
         if self._stored is not None:
             return self._stored.window_count
-        return len(self._counts) if self._count is not None else len(self._wins)
+        if self._count is not None:
+            return len(self._count_states())
+        return len(self._wins)
+
+    def _count_states(self) -> MutableMapping[Any, Any]:
+        """Count windows' per-key state: :class:`CountWindowState` objects, or, ``stored``,
+        their :meth:`~CountWindowState.dump` in the bound store (read and written back
+        per record, so RAM holds none)."""
+        if self.stored:
+            if self._window_store is None:
+                self._window_store = {}
+            return self._window_store  # type: ignore[no-any-return]
+        return self._counts
 
     # ------------------------------------------------------------------ input
     def add_rows_on_time(self, keys: Sequence[Any], rows: Sequence[Any], ts: float,
@@ -410,10 +423,18 @@ class WindowOperator:
     def _process_count(self, key: Any, record: Any) -> list[Firing | LateRecord]:
         logic = self._count
         assert logic is not None
-        state = self._counts.get(key)
-        if state is None:
-            state = self._counts[key] = logic.new_state()
-        done = logic.add(state, record)
+        if self.stored:
+            states = self._count_states()
+            data = states.get(key)
+            state = logic.new_state() if data is None else \
+                CountWindowState.load(logic.panes_kept, data)
+            done = logic.add(state, record)
+            states[key] = state.dump()
+        else:
+            state = self._counts.get(key)
+            if state is None:
+                state = self._counts[key] = logic.new_state()
+            done = logic.add(state, record)
         if done is None:
             return []
         start, end, acc = done
@@ -494,13 +515,26 @@ class WindowOperator:
         out: list[Any] = self.advance_watermark(INF, columnar=columnar)
         if self._count is not None:
             logic = self._count
-            for key, state in self._counts.items():
+            states = self._count_states()
+            # a dict cannot change while it is iterated: its writes wait (a RocksDB scan
+            # reads a snapshot of the database, so its writes go out as the scan goes)
+            later: dict[Any, Any] | None = {} if isinstance(states, dict) else None
+            for key, data in states.items():  # stored: one scan of the store
+                state = CountWindowState.load(logic.panes_kept, data) if self.stored else data
                 done = logic.flush(state)
                 if done is not None:
                     start, end, acc = done
                     out.append(Firing(key, start, end,
                                       self._result(key, Window(start, end), acc), "on_time"))
                     state.n = -(-state.n // logic.slide) * logic.slide  # flushed once only
+                    if not self.stored:
+                        continue
+                    if later is None:
+                        states[key] = state.dump()
+                    else:
+                        later[key] = state.dump()
+            for key, data in (later or {}).items():
+                states[key] = data
         return out
 
     # ------------------------------------------------------------------ state

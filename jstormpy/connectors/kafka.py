@@ -356,7 +356,9 @@ class KafkaSink(Sink):
         self._errors: list[Any] = []   # KafkaErrors of failed deliveries
         # whole transactions pre-committed while an earlier one still awaited its commit
         # (Kafka has one open transaction per transactional.id), in checkpoint order
-        self._buffer_txns: list[tuple[int, list[tuple[bytes | None, bytes | None]]]] = []
+        self._buffer_txns: list[int] = []
+        """Pre-committed transactions waiting for an earlier one's commit, in order: ids
+        only, their records are in the pending state (the task's store)."""
 
     # -- set-up ---------------------------------------------------------------------------
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
@@ -467,7 +469,7 @@ class KafkaSink(Sink):
         if self._staged is not None:
             # an earlier transaction still awaits its commit: this one stays buffered;
             # kept (and in the snapshot) until the commits before it start it
-            self._buffer_txns.append((checkpoint_id, list(self._rows)))
+            self._buffer_txns.append(checkpoint_id)
         else:
             self._log_commit(checkpoint_id)
             self._flush(checkpoint_id)
@@ -531,8 +533,8 @@ class KafkaSink(Sink):
             return
         self._producer.begin_transaction()
         if self._buffer_txns:  # a whole transaction was pre-committed while buffered
-            cid, rows = self._buffer_txns.pop(0)
-            for key, value in rows:
+            cid = self._buffer_txns.pop(0)
+            for key, value in self._pending_rows[cid]:
                 self._produce(key, value, cid)
             self._log_commit(cid)
             self._flush(cid)
@@ -555,7 +557,7 @@ class KafkaSink(Sink):
         elif self._staged == checkpoint_id:
             self._staged = None
         else:
-            self._buffer_txns = [t for t in self._buffer_txns if t[0] != checkpoint_id]
+            self._buffer_txns = [t for t in self._buffer_txns if t != checkpoint_id]
             return
         try:
             self._producer.abort_transaction(30)

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import copy
-import heapq
 import math
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -27,6 +26,7 @@ from typing import Any, NamedTuple
 from jstormpy.api.component import Bolt, TopologyContext, Tuple
 from jstormpy.api.errors import TopologyError
 from jstormpy.barrier.twophase import Sink
+from jstormpy.dataflow.join_clock import JoinClock
 from jstormpy.dataflow.records import (
     ITEM_FIELDS,
     KEY_FIELD,
@@ -40,7 +40,6 @@ from jstormpy.dataflow.records import (
 from jstormpy.dataflow.results import JoinResult, KeyedValue
 from jstormpy.window import (
     BoundedOutOfOrderness,
-    ChannelWatermarks,
     CountWindows,
     SessionWindows,
     SlidingWindows,
@@ -495,38 +494,6 @@ def join_windows(window: WindowAssigner, ts: float) -> list[tuple[float, float]]
     return out
 
 
-class _EventClock:
-    """Per-channel watermarks of a join (bounded out-of-orderness), with the timers of
-    its buffered state: ``(time, key, window)`` entries fired once the watermark
-    reaches ``time``. Rebuilt from the managed state at ``prepare``."""
-
-    def __init__(self, lag: float, channels: Iterable[int]) -> None:
-        self.marks = ChannelWatermarks(watermark_lag(lag), None, channels)
-        self.wm = _NEG_INF
-        self.timers: list[tuple[float, int, Any, Any]] = []
-        self._seq = 0
-
-    def push(self, time: float, key: Any, what: Any) -> None:
-        self._seq += 1
-        heapq.heappush(self.timers, (time, self._seq, key, what))
-
-    def observe(self, channel: int, ts: float) -> bool:
-        """Record a timestamp; True if the watermark advanced."""
-        if self.marks.observe(channel, ts):
-            wm = self.marks.current()
-            if wm > self.wm:
-                self.wm = wm
-                return True
-        return False
-
-    def due(self) -> Iterable[tuple[Any, Any]]:
-        """Pop every timer at or below the watermark, in time order."""
-        timers = self.timers
-        while timers and timers[0][0] <= self.wm:
-            _, _, key, what = heapq.heappop(timers)
-            yield key, what
-
-
 class JoinHow(Enum):
     """Which unmatched records a window join emits (with None for the other side)."""
 
@@ -590,19 +557,33 @@ class WindowJoinBolt(DataflowBolt):
         super().prepare(conf, context)
         self._df_buf = self.state("join")
         self._df_session = isinstance(self.window, SessionWindows)
-        self._df_clock = _EventClock(self.lag, context.input_tasks)
-        for key, wins in self._df_buf.items():
+        self._df_clock = JoinClock(watermark_lag(self.lag), context.input_tasks)
+        held = 0
+        for key, wins in self._df_buf.items():  # the timer index and count (one scan)
             for win, entry in wins.items():
-                self._df_clock.push(self._due(win, entry[4]), key, win)
+                self._schedule(key, win, entry[4])
+                held += len(entry[0]) + len(entry[1])
+        self._df_held = held
 
     @property
     def buffered_records(self) -> int:
-        """Records held in the join state (both sides, all keys)."""
-        return sum(len(e[0]) + len(e[1]) for wins in self.__dict__.get("_df_buf", {}).values()
-                   for e in wins.values())
+        """Records held in the join state (both sides, all keys): a count kept as they
+        come and go (the heartbeat thread reads it; it never scans the store)."""
+        return int(self.__dict__.get("_df_held", 0))
 
     def _due(self, win: tuple[float, float], closed: bool) -> float:
         return win[1] - 1 + self.lateness if closed else win[1] - 1
+
+    def _schedule(self, key: Any, win: tuple[float, float], closed: bool) -> None:
+        """Index a window's next due times: a session's by its key, an aligned window's
+        as times alone (its close and its drop: a scan finds the key again)."""
+        clock = self._df_clock
+        if self._df_session:
+            clock.add_key(self._due(win, closed), key)
+            return
+        if not closed:
+            clock.add_time(win[1] - 1)
+        clock.add_time(win[1] - 1 + self.lateness)
 
     def execute(self, tup: Tuple) -> None:
         """Pair the record with the other side's records of its windows, buffer it."""
@@ -633,7 +614,7 @@ class WindowJoinBolt(DataflowBolt):
             if entry is None:
                 closed = wm >= win[1] - 1
                 entry = wins[win] = [[], [], [], [], closed]
-                clock.push(self._due(win, closed), key, win)
+                self._schedule(key, win, closed)
             self._add(key, entry, side, item)
         if placed:
             buf[key] = wins  # written back: incremental checkpoints see the change
@@ -666,7 +647,7 @@ class WindowJoinBolt(DataflowBolt):
                 self._merge_into(key, entry, wins.pop(old))
             entry[4] = wm >= end - 1
             wins[win] = entry
-            clock.push(self._due(win, entry[4]), key, win)
+            self._schedule(key, win, entry[4])
         self._add(key, entry, side, item)
         buf[key] = wins  # written back: incremental checkpoints see the change
         return True
@@ -694,6 +675,7 @@ class WindowJoinBolt(DataflowBolt):
             out(JoinResult(key, item, partner) if side == 0 else JoinResult(key, partner, item))
             other_hits[j] = True
         mine.append(item)
+        self._df_held += 1
         my_hits.append(bool(other))
         if entry[4] and not other:  # a closed window: no partner now is final for now
             self._emit_unmatched(key, side, item)
@@ -705,32 +687,58 @@ class WindowJoinBolt(DataflowBolt):
                          JoinResult(key, None, item))
 
     def _advance(self) -> None:
+        """Close and drop the windows the watermark passed: a session's by the keys
+        due, aligned windows in one scan of the buffers when a due time passed."""
         buf = self._df_buf
         clock = self._df_clock
-        for key, win in clock.due():
-            wins = buf.get(key)
-            entry = wins.get(win) if wins is not None else None
-            if wins is None or entry is None:
-                continue  # a timer of a window merged into a session, or already dropped
+        if self._df_session:
+            for key in clock.due_keys():
+                wins = buf.get(key)
+                if wins is not None and self._settle(key, wins):
+                    _write_back(buf, key, wins)
+            return
+        if not clock.times_passed():
+            return
+        # a dict cannot change while it is iterated: its writes wait (a RocksDB scan
+        # reads a snapshot of the database, so its writes go out as the scan goes)
+        later: dict[Any, Any] | None = {} if isinstance(buf, dict) else None
+        for key, wins in buf.items():
+            if self._settle(key, wins):
+                if later is None:
+                    _write_back(buf, key, wins)
+                else:
+                    later[key] = wins
+        for key, wins in (later or {}).items():
+            _write_back(buf, key, wins)
+
+    def _settle(self, key: Any, wins: dict[tuple[float, float], list[Any]]) -> bool:
+        """Close (emitting the unmatched records ``how`` asks for) and drop the key's
+        windows the watermark passed, in end order; whether any changed."""
+        wm = self._df_clock.wm
+        changed = False
+        for win in sorted(wins, key=itemgetter(1)):
+            entry = wins[win]
             if not entry[4]:
+                if wm < win[1] - 1:
+                    continue
                 entry[4] = True
+                changed = True
                 for side in (0, 1):
                     hits = entry[2 + side]
                     for j, (item, hit) in enumerate(zip(entry[side], hits, strict=True)):
                         if not hit:
                             self._emit_unmatched(key, side, item)
                             hits[j] = True
-                if self.lateness > 0:
-                    clock.push(self._due(win, True), key, win)
-                    buf[key] = wins
+                if wm < self._due(win, True):
+                    if self._df_session:
+                        self._df_clock.add_key(self._due(win, True), key)
                     continue
-            elif clock.wm < self._due(win, True):
-                continue  # an earlier timer of a session with these bounds: not due yet
+            elif wm < self._due(win, True):
+                continue
             del wins[win]
-            if wins:
-                buf[key] = wins
-            else:
-                del buf[key]
+            self._df_held -= len(entry[0]) + len(entry[1])
+            changed = True
+        return changed
 
     def on_inputs_finished(self) -> None:
         """Every input ended: the watermark goes to +inf, every window closes."""
@@ -774,19 +782,34 @@ class IntervalJoinBolt(DataflowBolt):
         """Open the buffers (restored after a rollback or rescale) and rebuild timers."""
         super().prepare(conf, context)
         self._df_buf = self.state("interval_join")
-        self._df_clock = _EventClock(self.lag, context.input_tasks)
-        for key, sides in self._df_buf.items():
-            for side in (0, 1):
-                for ts, _ in sides[side]:
-                    self._df_clock.push(self._expiry(side, ts), key, None)
+        self._df_clock = JoinClock(watermark_lag(self.lag), context.input_tasks)
+        held = 0
+        for key, sides in self._df_buf.items():  # the timer index and count (one scan)
+            self._df_clock.add_key(self._first_expiry(sides), key)
+            held += len(sides[0]) + len(sides[1])
+        self._df_held = held
 
     @property
     def buffered_records(self) -> int:
-        """Records held in the join state (both sides, all keys)."""
-        return sum(len(s[0]) + len(s[1]) for s in self.__dict__.get("_df_buf", {}).values())
+        """Records held in the join state (both sides, all keys): a count kept as they
+        come and go (the heartbeat thread reads it; it never scans the store)."""
+        return int(self.__dict__.get("_df_held", 0))
 
     def _expiry(self, side: int, ts: float) -> float:
         return ts + self.upper if side == 0 else ts - self.lower
+
+    def _head_expiry(self, sides: list[list[tuple[float, Any]]]) -> float:
+        """The sooner expiry of each side's first buffered record (at or after the key's
+        first expiry: a cheap bound of it)."""
+        lefts, rights = sides
+        return min(lefts[0][0] + self.upper if lefts else _INF,
+                   rights[0][0] - self.lower if rights else _INF)
+
+    def _first_expiry(self, sides: list[list[tuple[float, Any]]]) -> float:
+        """When the key's first buffered record expires (its one timer)."""
+        upper, lower = self.upper, self.lower
+        return min(min((t + upper for t, _ in sides[0]), default=_INF),
+                   min((t - lower for t, _ in sides[1]), default=_INF))
 
     def execute(self, tup: Tuple) -> None:
         """Pair the record with the other side's buffered records in range, buffer it."""
@@ -801,7 +824,10 @@ class IntervalJoinBolt(DataflowBolt):
             self.late_records += 1
         else:
             buf = self._df_buf
-            sides = buf.get(key) or [[], []]
+            sides: Any = buf.get(key)
+            fresh = sides is None
+            if fresh:
+                sides = [[], []]
             out = self._df_out
             if side == 0:
                 lo, hi = ts + self.lower, ts + self.upper
@@ -815,22 +841,30 @@ class IntervalJoinBolt(DataflowBolt):
                         out(JoinResult(key, left, item))
             expiry = self._expiry(side, ts)
             if expiry > clock.wm:
+                # one timer per key, at its first expiry: a new one only if this is sooner
+                # (any buffered record's expiry bounds the first one: the heads' first)
+                if fresh or (expiry < self._head_expiry(sides)
+                             and expiry < self._first_expiry(sides)):
+                    clock.add_key(expiry, key)
                 sides[side].append((ts, item))
+                self._df_held += 1
                 buf[key] = sides
-                clock.push(expiry, key, None)
         if clock.observe(tup.task, ts):
             self._advance()
 
     def _advance(self) -> None:
         buf = self._df_buf
         wm = self._df_clock.wm
-        for key, _ in self._df_clock.due():
+        clock = self._df_clock
+        for key in clock.due_keys():
             sides = buf.get(key)
             if sides is None:
                 continue
             kept = [[(t, x) for t, x in sides[s] if self._expiry(s, t) > wm] for s in (0, 1)]
+            self._df_held -= len(sides[0]) + len(sides[1]) - len(kept[0]) - len(kept[1])
             if kept[0] or kept[1]:
                 buf[key] = kept
+                clock.add_key(self._first_expiry(kept), key)
             else:
                 del buf[key]
 
@@ -838,6 +872,14 @@ class IntervalJoinBolt(DataflowBolt):
         """Every input ended: the watermark goes to +inf and the buffers empty."""
         self._df_clock.wm = _INF
         self._advance()
+
+
+def _write_back(buf: Any, key: Any, wins: dict[Any, Any]) -> None:
+    """Store a key's changed windows, or drop the key once it has none."""
+    if wins:
+        buf[key] = wins
+    else:
+        del buf[key]
 
 
 def event_time(fn: Callable[[Any], Any], item: Any) -> float | None:

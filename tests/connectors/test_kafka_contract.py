@@ -130,7 +130,7 @@ def test_pre_committed_transactions_queue_up_in_order(bootstrap: str) -> None:
     for i in range(3):
         d.write(rows_for("a", range(i * 3, i * 3 + 3)))
         done.append(d.barrier())
-    assert h.staged() == [f"jstorm-{TOPOLOGY}-1-{done[0]}"]  # the others wait in memory
+    assert h.staged() == [f"jstorm-{TOPOLOGY}-1-{done[0]}"]  # the others wait in the state
     for n in done:
         d.complete(n)
     assert triples(h.committed()) == rows_for("a", range(9))

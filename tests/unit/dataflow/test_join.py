@@ -5,12 +5,19 @@ restore in the middle of the input."""
 from __future__ import annotations
 
 import copy
+import pickle
 import random
+import shutil
+import tempfile
 from collections import Counter
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jstormpy import state_store
+from jstormpy.api.component import managed_states, use_state_store
 from jstormpy.dataflow import JoinResult
 from jstormpy.dataflow.bolts import IntervalJoinBolt, WindowJoinBolt, join_windows
 from jstormpy.window import SessionWindows, SlidingWindows, TumblingWindows
@@ -30,12 +37,61 @@ def _ids(r):
     return (r.key, r.left and r.left["id"], r.right and r.right["id"])
 
 
-def _drive(bolt, arrival, state=None, check=None):
+class Stores:
+    """Task stores for one example, of the kinds ``kind`` names (``"a>b"``: the first
+    task's store is a, the next ones' b): a fresh RocksDB per task (as a worker builds
+    one at every start), with a write cache of 2 entries so most reads decode what
+    RocksDB holds; all closed and deleted by :meth:`close`."""
+
+    def __init__(self, kind):
+        self.kinds = kind.split(">")
+        self.dir = Path(tempfile.mkdtemp(prefix="join-store-"))
+        self.opened = []
+        self.cache_entries = state_store.WRITE_CACHE_ENTRIES
+        state_store.WRITE_CACHE_ENTRIES = 2
+
+    def open(self):
+        kind = self.kinds[min(len(self.opened), len(self.kinds) - 1)]
+        store = state_store.open_store(kind, self.dir / str(len(self.opened)), 128)
+        self.opened.append(store)
+        return store
+
+    def close(self):
+        for store in self.opened:
+            store.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        state_store.WRITE_CACHE_ENTRIES = self.cache_entries
+
+
+def checkpoint(bolt):
+    """The bolt's managed states as a checkpoint holds them (through pickle)."""
+    for store in {id(s): s for s in [bolt.__dict__.get("_jstorm_state_store")]}.values():
+        if store is not None and store.kind == "rocksdb":
+            store.flush()
+    return pickle.loads(pickle.dumps(dict(managed_states(bolt))))
+
+
+KINDS = pytest.mark.parametrize("kind", ["memory", "rocksdb", "memory>rocksdb",
+                                         "rocksdb>memory"])
+"""The store of the run before the restore and after it (a savepoint taken with one store
+restores into the other)."""
+
+
+def _drive(bolt, arrival, state=None, check=None, stores=None):
     """Feed ``arrival`` (left on task 1, right on task 2), calling ``check(bolt)`` after
-    each record; ``state``: managed state installed first, as a restore does."""
+    each record; ``state``: managed state installed first, as a restore does;
+    ``stores``: the bolt's state store comes from it (as the worker installs one)."""
     if state is not None:
         bolt.__dict__["_jstorm_states"] = copy.deepcopy(state)
+    if stores is not None:
+        store = stores.open()
+        use_state_store(bolt, store)
+        if store.kind == "rocksdb":
+            store.adopt(managed_states(bolt))
     col = prepare(bolt, input_tasks=(1, 2))
+    if stores is not None and store.kind == "rocksdb":  # the buffers are in RocksDB
+        assert all(isinstance(v, state_store.RocksState)
+                   for v in managed_states(bolt).values())
     for it in arrival:
         src = "left" if it["side"] == 0 else "right"
         bolt.execute(keyed_tuple(it["k"], it, source=src, task=1 + it["side"]))
@@ -60,13 +116,14 @@ def _window_reference(window, lefts, rights, how):
     return out
 
 
+@KINDS
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from([TumblingWindows(size_ms=20), SlidingWindows(size_ms=30, slide_ms=10)]),
        st.sampled_from(["inner", "left", "outer"]), st.integers(0, 2**32),
        st.integers(0, 30), st.integers(0, 30), st.sampled_from([0, 1, 20]),
        st.integers(0, 60))
-def test_window_join_equals_the_reference_across_a_restore(window, how, seed, nl, nr, lag,
-                                                           cut):
+def test_window_join_equals_the_reference_across_a_restore(kind, window, how, seed, nl, nr,
+                                                           lag, cut):
     rng = random.Random(seed)
     lefts, rights = _items(rng, nl, 0), _items(rng, nr, 1)
     arrival = bounded_shuffle(lefts + rights, lambda it: it["ts"], lag, rng)
@@ -76,17 +133,25 @@ def test_window_join_equals_the_reference_across_a_restore(window, how, seed, nl
 
     def bounded(b):  # nothing is kept that the watermark passed
         wm = b._df_clock.wm
+        held = 0
         for wins in b.state("join").values():
             assert all(end - 1 > wm for _, end in wins)
+            held += sum(len(e[0]) + len(e[1]) for e in wins.values())
+        assert b.buffered_records == held
 
-    first = bolt()
-    got = [JoinResult(*v[0]) for v in _drive(first, arrival[:cut], check=bounded).stream()]
-    second = bolt()
-    col = _drive(second, arrival[cut:], first.__dict__["_jstorm_states"], bounded)
-    second.on_inputs_finished()
-    got += [JoinResult(*v[0]) for v in col.stream()]
-    assert Counter(map(_ids, got)) == _window_reference(window, lefts, rights, how)
-    assert second.state("join") == {} and second.buffered_records == 0
+    stores = Stores(kind)
+    try:
+        first = bolt()
+        got = [JoinResult(*v[0]) for v in
+               _drive(first, arrival[:cut], check=bounded, stores=stores).stream()]
+        second = bolt()
+        col = _drive(second, arrival[cut:], checkpoint(first), bounded, stores)
+        second.on_inputs_finished()
+        got += [JoinResult(*v[0]) for v in col.stream()]
+        assert Counter(map(_ids, got)) == _window_reference(window, lefts, rights, how)
+        assert second.state("join") == {} and second.buffered_records == 0
+    finally:
+        stores.close()
 
 
 def _interval_reference(lefts, rights, lower, upper):
@@ -94,11 +159,13 @@ def _interval_reference(lefts, rights, lower, upper):
                    if l_["k"] == r["k"] and lower <= r["ts"] - l_["ts"] <= upper)
 
 
+@KINDS
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**32), st.integers(0, 30), st.integers(0, 30),
        st.sampled_from([(-5, 5), (0, 10), (3, 3), (-20, -2)]), st.sampled_from([0, 1, 20]),
        st.integers(0, 60))
-def test_interval_join_equals_the_reference_across_a_restore(seed, nl, nr, bounds, lag, cut):
+def test_interval_join_equals_the_reference_across_a_restore(kind, seed, nl, nr, bounds, lag,
+                                                             cut):
     rng = random.Random(seed)
     lefts, rights = _items(rng, nl, 0), _items(rng, nr, 1)
     lo, hi = bounds
@@ -109,18 +176,26 @@ def test_interval_join_equals_the_reference_across_a_restore(seed, nl, nr, bound
 
     def bounded(b):  # a record stays only while a future one could pair with it
         wm = b._df_clock.wm
+        held = 0
         for ls, rs in b.state("interval_join").values():
             assert all(t + hi > wm for t, _ in ls) and all(t - lo > wm for t, _ in rs)
+            held += len(ls) + len(rs)
+        assert b.buffered_records == held
 
-    first = bolt()
-    got = [JoinResult(*v[0]) for v in _drive(first, arrival[:cut], check=bounded).stream()]
-    second = bolt()
-    col = _drive(second, arrival[cut:], first.__dict__["_jstorm_states"], bounded)
-    second.on_inputs_finished()
-    got += [JoinResult(*v[0]) for v in col.stream()]
-    assert first.late_records == second.late_records == 0
-    assert Counter(map(_ids, got)) == _interval_reference(lefts, rights, lo, hi)
-    assert second.state("interval_join") == {}
+    stores = Stores(kind)
+    try:
+        first = bolt()
+        got = [JoinResult(*v[0]) for v in
+               _drive(first, arrival[:cut], check=bounded, stores=stores).stream()]
+        second = bolt()
+        col = _drive(second, arrival[cut:], checkpoint(first), bounded, stores)
+        second.on_inputs_finished()
+        got += [JoinResult(*v[0]) for v in col.stream()]
+        assert first.late_records == second.late_records == 0
+        assert Counter(map(_ids, got)) == _interval_reference(lefts, rights, lo, hi)
+        assert second.state("interval_join") == {}
+    finally:
+        stores.close()
 
 
 def test_a_window_join_drops_a_window_once_the_watermark_passes_it():
@@ -175,12 +250,13 @@ def _session_reference(gap, lefts, rights, how):
     return out
 
 
+@KINDS
 @settings(max_examples=80, deadline=None)
 @given(st.integers(0, 7), st.sampled_from(["inner", "left", "outer"]), st.integers(0, 2**32),
        st.integers(0, 30), st.integers(0, 30), st.sampled_from([0, 2, 20]),
        st.integers(0, 60))
-def test_session_window_join_equals_the_reference_across_a_restore(gap, how, seed, nl, nr,
-                                                                   lag, cut):
+def test_session_window_join_equals_the_reference_across_a_restore(kind, gap, how, seed, nl,
+                                                                   nr, lag, cut):
     """Sessions span both sides and merge when a record of either side bridges two; even
     timestamps and odd gaps keep records off a session's exact end, where merging would
     depend on when the watermark passed it."""
@@ -197,18 +273,26 @@ def test_session_window_join_equals_the_reference_across_a_restore(gap, how, see
 
     def bounded(b):  # nothing is kept that the watermark passed
         wm = b._df_clock.wm
+        held = 0
         for wins in b.state("join").values():
             assert all(end - 1 > wm for _, end in wins)
+            held += sum(len(e[0]) + len(e[1]) for e in wins.values())
+        assert b.buffered_records == held
 
-    first = bolt()
-    got = [JoinResult(*v[0]) for v in _drive(first, arrival[:cut], check=bounded).stream()]
-    second = bolt()
-    col = _drive(second, arrival[cut:], first.__dict__["_jstorm_states"], bounded)
-    second.on_inputs_finished()
-    got += [JoinResult(*v[0]) for v in col.stream()]
-    assert first.late_records == second.late_records == 0
-    assert Counter(map(_ids, got)) == _session_reference(gap, lefts, rights, how)
-    assert second.state("join") == {} and second.buffered_records == 0
+    stores = Stores(kind)
+    try:
+        first = bolt()
+        got = [JoinResult(*v[0]) for v in
+               _drive(first, arrival[:cut], check=bounded, stores=stores).stream()]
+        second = bolt()
+        col = _drive(second, arrival[cut:], checkpoint(first), bounded, stores)
+        second.on_inputs_finished()
+        got += [JoinResult(*v[0]) for v in col.stream()]
+        assert first.late_records == second.late_records == 0
+        assert Counter(map(_ids, got)) == _session_reference(gap, lefts, rights, how)
+        assert second.state("join") == {} and second.buffered_records == 0
+    finally:
+        stores.close()
 
 
 def test_a_right_record_bridges_two_left_sessions():
@@ -240,3 +324,22 @@ def test_a_session_reopened_by_a_late_record_emits_each_unmatched_record_once():
     assert bolt.late_records == 0
     assert sorted((r[0][1]["id"], r[0][2] and r[0][2]["id"]) for r in col.stream()
                   if r[0][0] == "k") == [(0, None), (3, None)]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: WindowJoinBolt(SIDES, TumblingWindows(size_ms=20), TS, allowed_lateness_ms=5),
+    lambda: IntervalJoinBolt(SIDES, -5, 5, TS)], ids=["tumbling", "interval"])
+def test_a_join_s_timers_hold_no_records(make):
+    """The timer index in RAM: aligned windows keep their due times only (no keys), an
+    interval join one timer per key (records in time order), whatever the number of
+    buffered records."""
+    bolt = make()
+    prepare(bolt, input_tasks=(1, 2))
+    for i in range(2000):  # 200 keys, 10 records each, all within one window
+        item = {"ts": 100 + i // 200, "id": i}
+        bolt.execute(keyed_tuple(f"k{i % 200}", item, source="left", task=1))
+    assert bolt.buffered_records == 2000
+    if isinstance(bolt, WindowJoinBolt):
+        assert bolt._df_clock.timer_count() == 2  # [100, 120): close at 119, drop at 124
+    else:
+        assert bolt._df_clock.timer_count() == 200

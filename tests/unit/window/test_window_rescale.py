@@ -114,8 +114,10 @@ def test_rescaled_operators_fire_what_one_operator_fires(  # noqa: PLR0917
 
 @settings(max_examples=100, deadline=None)
 @given(size=st.integers(1, 5), raw=records_st, old_n=st.integers(1, 3),
-       new_n=st.integers(1, 4), cut=st.floats(0, 1))
-def test_count_windows_move_with_their_keys(size, raw, old_n, new_n, cut) -> None:
+       new_n=st.integers(1, 4), cut=st.floats(0, 1), stored=st.booleans())
+def test_count_windows_move_with_their_keys(size, raw, old_n, new_n, cut, stored) -> None:
+    """stored: each operator keeps its keys' panes in its own store, and the stores'
+    entries move by key (as the engine moves managed state by key group)."""
     events = _stream(raw, 0)
     want = Counter()
     one = WindowOperator(CountWindows(size), SetAgg())
@@ -123,13 +125,26 @@ def test_count_windows_move_with_their_keys(size, raw, old_n, new_n, cut) -> Non
         want += _results(one.process(key, ts, rec))
     want += _results(one.finish())
     split = int(cut * len(events))
-    olds = [WindowOperator(CountWindows(size), SetAgg()) for _ in range(old_n)]
+
+    def make(store: CopyingStore) -> WindowOperator:
+        op = WindowOperator(CountWindows(size), SetAgg(), stored=stored)
+        if stored:
+            op.bind_store(store)
+        return op
+
+    olds = [make(CopyingStore()) for _ in range(old_n)]
     got: Counter[tuple] = Counter()
     for key, ts, rec in events[:split]:
         got += _results(olds[key % old_n].process(key, ts, rec))
     place = KeyPlacement(128, new_n)
     cuts = [WindowOperator.split_snapshot(op.snapshot(), place, new_n) for op in olds]
-    news = [WindowOperator(CountWindows(size), SetAgg()) for _ in range(new_n)]
+    stores = [CopyingStore() for _ in range(new_n)]
+    if stored:
+        for op in olds:
+            assert op.snapshot()["stored"] is True
+            for key, entry in op.window_store.items():  # the managed state
+                stores[place(key)][key] = entry
+    news = [make(store) for store in stores]
     for j, op in enumerate(news):
         got += _results(op.restore_parts([parts[j] for parts in cuts]))
     for key, ts, rec in events[split:]:
