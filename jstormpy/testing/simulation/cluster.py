@@ -1009,6 +1009,9 @@ class Simulation:
         self.savepoint_at: int | None = None
         self.savepoint_layout = self.layout
         self.savepoint_copy: tuple[dict[str, Any], dict[tuple[int, int, int], Any]] | None = None
+        self.savepoint_fell_back: frozenset[int] = frozenset()
+        """``fell_back_past`` when the savepoint was taken: the at-least-once spans inside
+        the output the savepoint covers (a run restored from it continues that output)."""
 
     def layout_now(self) -> Layout:
         return self.tm.layout
@@ -1185,6 +1188,7 @@ class Simulation:
             self.savepoint = cid
             self.savepoint_layout = self.layout
             self.savepoint_copy = (meta, copy)
+            self.savepoint_fell_back = frozenset(self.fell_back_past)
 
     def savepoint_ids(self) -> set[int]:
         return {self.savepoint} if self.savepoint is not None else set()
