@@ -784,7 +784,7 @@ class SimMaster:
                     if error is not None:
                         self.perform_plan(rec, plan.listing_failed(str(error)))
                     else:
-                        self.perform_plan(rec, plan.listed(ids))
+                        self.perform_plan(rec, plan.listed(*ids))
                 storage.list_completed(alive, listed)
             case ReadMetadata(cid):
                 def read(meta: Any, error: BaseException | None) -> None:
@@ -813,7 +813,8 @@ class SimMaster:
         assert plan is not None
         coord = self.coordinator
         coord.recovery_resolved(plan.listing, plan.listing_ok,
-                                action.target if isinstance(action, Restore) else None)
+                                action.target if isinstance(action, Restore) else None,
+                                plan.present)
         match action:
             case Refuse(reason):
                 self.state = TopologyState.FAILED
