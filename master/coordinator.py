@@ -348,15 +348,20 @@ class CheckpointCoordinator:
         self.bad |= bad - self.restored
 
     def recovery_resolved(self, listing: Iterable[int], listing_ok: bool,
-                          restored: int | None) -> None:
+                          restored: int | None, present: Iterable[int] = ()) -> None:
         """A recovery's :class:`~jstormpy.master.restore_plan.RestorePlan` ended (any
         outcome): ``listing`` is what it listed (``listing_ok``: the listing succeeded, so
         every id in it completed), ``restored`` the checkpoint the Prepares restore (None:
         none, or no Restore). Ids stay above the listing; the completed floor rises to its
         checkpoints that are not bad and to the restored checkpoint, which is never bad from
-        now on: sinks commit it again at the restore, so no later recovery may go below it."""
+        now on: sinks commit it again at the restore, so no later recovery may go below it.
+
+        ``present``: every checkpoint the listing found objects of, complete or not. Ids
+        stay above them too: a TM that died while writing one's commit point left that
+        write with the backend, and a successor reusing the id would have its own commit
+        point replaced when it lands (simulator seed 291464)."""
         ids = list(listing)
-        self.id_floor = max([self.id_floor, *ids])
+        self.id_floor = max([self.id_floor, *ids, *present])
         if listing_ok:
             # a bad checkpoint is listed once its timed-out write landed, yet it did not
             # complete: as a floor it would switch off the short-listing check below it

@@ -431,10 +431,11 @@ class MasterCore:
                 case ListCompleted():
                     try:
                         listed = self.backend.list_completed()
+                        present = self.backend.list_checkpoint_ids()
                     except BackendError as exc:
                         actions = plan.listing_failed(str(exc))
                         continue
-                    actions = plan.listed(listed)
+                    actions = plan.listed(listed, present)
                 case ReadMetadata(cid):
                     try:
                         meta = self.backend.read_metadata(cid)
@@ -462,7 +463,7 @@ class MasterCore:
             self.preparing = None
             self.checkpoints.recovery_resolved(
                 plan.listing, plan.listing_ok,
-                action.target if isinstance(action, Restore) else None)
+                action.target if isinstance(action, Restore) else None, plan.present)
             match action:
                 case RetryLater(reason):
                     self._retry_prepare(reason)

@@ -8,14 +8,17 @@ duplicated output (docs/checkpointing.md, holes table):
 1. **Persist the generation** first. A TM restarted after a failed write would hand the
    same generation out again, and live workers would accept the old timeline's frames
    (hole 7). A failed write is a :class:`RetryLater`: no worker is prepared.
-2. **List the completed checkpoints** (``target`` is :data:`LATEST`). A listing that fails
-   is an error, never "no checkpoints" (hole 1). A listing that succeeds but lacks the
-   newest checkpoint this run saw complete (``completed_floor``) is *short*: the store is
-   failing or unmounted. Restoring less would replay output the sinks committed, so that
-   is a :class:`RetryLater` too, until the listing shows it; only that checkpoint turning
-   out unusable (``bad``) or an explicit ``jstorm rollback --to N`` goes lower. When
-   every checkpoint is unusable although one completed in this run, the recovery is a
-   :class:`Refuse`: the topology fails rather than replay committed output from nothing.
+2. **List the completed checkpoints** (``target`` is :data:`LATEST`), and every
+   checkpoint with objects in storage: new ids stay above those too, since a dead TM's
+   commit point of one may still land and would replace a reused id's (simulator seed
+   291464). A listing that fails is an error, never "no checkpoints" (hole 1). A listing
+   that succeeds but lacks the newest checkpoint this run saw complete
+   (``completed_floor``) is *short*: the store is failing or unmounted. Restoring less
+   would replay output the sinks committed, so that is a :class:`RetryLater` too, until
+   the listing shows it; only that checkpoint turning out unusable (``bad``) or an
+   explicit ``jstorm rollback --to N`` goes lower. When every checkpoint is unusable
+   although one completed in this run, the recovery is a :class:`Refuse`: the topology
+   fails rather than replay committed output from nothing.
 3. **Read the target's metadata** for its task snapshot handles. A corrupt or missing
    metadata file makes the target :class:`Unusable`: the caller marks it bad and recovers
    again, one checkpoint lower. A store that does not answer is a :class:`RetryLater`.
@@ -157,6 +160,9 @@ class RestorePlan:
         """What the listing returned (empty if none was made or it failed)."""
         self.listing_ok = False
         """The listing succeeded: every checkpoint it names completed."""
+        self.present: list[int] = []
+        """Every checkpoint the listing found objects of, complete or not: one a dead TM
+        was committing may still get its ``_metadata``, so new ids stay above them."""
 
     # -- events ----------------------------------------------------------------------------
     def begin(self) -> list[RestoreAction]:
@@ -174,8 +180,12 @@ class RestorePlan:
                            "worker is prepared with a generation a restarted TM could hand "
                            "out again")]
 
-    def listed(self, checkpoint_ids: Iterable[int]) -> list[RestoreAction]:
+    def listed(self, checkpoint_ids: Iterable[int],
+               present: Iterable[int] = ()) -> list[RestoreAction]:
+        """``checkpoint_ids``: the completed checkpoints; ``present``: every checkpoint with
+        objects in storage (``StateBackend.list_checkpoint_ids``)."""
         self.listing = sorted(checkpoint_ids)
+        self.present = sorted(present)
         self.listing_ok = True
         done = [c for c in self.listing if c not in self.bad and c >= self.layout_floor]
         target = done[-1] if done else None

@@ -151,6 +151,21 @@ class StateBackend(ABC):
                     continue
         return sorted(set(ids))
 
+    def list_checkpoint_ids(self) -> list[int]:
+        """Ids of every checkpoint with any object stored (complete or not), ascending.
+
+        A checkpoint's task snapshots are stored before its commit point is written, so a
+        checkpoint whose ``_metadata`` write a dead TM left with the backend (it may still
+        land) is among these: a recovery hands out ids above them
+        (:meth:`~jstormpy.master.coordinator.CheckpointCoordinator.recovery_resolved`)."""
+        ids = set()
+        for key in self.list_objects("chk-"):
+            try:
+                ids.add(int(key.partition("/")[0][4:]))
+            except ValueError:
+                continue
+        return sorted(ids)
+
     def latest_completed(self) -> int | None:
         """The newest completed checkpoint id, or None."""
         done = self.list_completed()

@@ -784,7 +784,7 @@ class SimMaster:
                     if error is not None:
                         self.perform_plan(rec, plan.listing_failed(str(error)))
                     else:
-                        self.perform_plan(rec, plan.listed(ids))
+                        self.perform_plan(rec, plan.listed(*ids))
                 storage.list_completed(alive, listed)
             case ReadMetadata(cid):
                 def read(meta: Any, error: BaseException | None) -> None:
@@ -813,7 +813,8 @@ class SimMaster:
         assert plan is not None
         coord = self.coordinator
         coord.recovery_resolved(plan.listing, plan.listing_ok,
-                                action.target if isinstance(action, Restore) else None)
+                                action.target if isinstance(action, Restore) else None,
+                                plan.present)
         match action:
             case Refuse(reason):
                 self.state = TopologyState.FAILED
@@ -1009,6 +1010,9 @@ class Simulation:
         self.savepoint_at: int | None = None
         self.savepoint_layout = self.layout
         self.savepoint_copy: tuple[dict[str, Any], dict[tuple[int, int, int], Any]] | None = None
+        self.savepoint_fell_back: frozenset[int] = frozenset()
+        """``fell_back_past`` when the savepoint was taken: the at-least-once spans inside
+        the output the savepoint covers (a run restored from it continues that output)."""
 
     def layout_now(self) -> Layout:
         return self.tm.layout
@@ -1185,6 +1189,7 @@ class Simulation:
             self.savepoint = cid
             self.savepoint_layout = self.layout
             self.savepoint_copy = (meta, copy)
+            self.savepoint_fell_back = frozenset(self.fell_back_past)
 
     def savepoint_ids(self) -> set[int]:
         return {self.savepoint} if self.savepoint is not None else set()

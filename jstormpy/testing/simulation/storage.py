@@ -120,13 +120,20 @@ class SimStorage:
         self._call("put_metadata", apply, alive, done, serial=True)
 
     def list_completed(self, alive: Callable[[], bool], done: Done) -> None:
+        """Answers ``(completed, present)``: the checkpoints with metadata, and every one
+        with any object (``StateBackend.list_completed`` and ``list_checkpoint_ids``)."""
         def apply() -> tuple[Any, BaseException | None]:
             if self.plan.hit(self.world, Fault.LISTING_ERROR):
                 return None, BackendError("listing of checkpoints failed (EMFILE)")
             ids = sorted(self.metadata)
+            present = sorted(set(ids) | {k[0] for k in self.snapshots}
+                             | {k[0] for k in self.partial})
             if ids and self.plan.hit(self.world, Fault.LISTING_SHORT):
                 ids = ids[:self.world.rng.randrange(len(ids))]
-            return ids, None
+                # the store lags: it misses the newest checkpoints, complete or not
+                cut = sorted(self.metadata)[len(ids)]
+                present = [c for c in present if c < cut]
+            return (ids, present), None
         self._call("list_completed", apply, alive, done, serial=True)
 
     def read_metadata(self, checkpoint_id: int, alive: Callable[[], bool],

@@ -1,0 +1,79 @@
+"""A restarted TM never reuses the id of a checkpoint whose commit point its predecessor
+was still writing (issue 23; found by the deterministic simulator, seed 291464).
+
+A TM dies while checkpoint ``n``'s ``_metadata`` write is with the backend (a stalled
+NameNode or region server: the request was sent, the answer never heard). Nothing records
+``n``: the ids record is written at recoveries and after a failed commit point, the
+completed floor after a commit point. So the successor restored the newest checkpoint its
+listing showed, below ``n``, and handed ``n`` out again. When the predecessor's write
+landed after the successor's own commit point of ``n``, it replaced it: the checkpoint
+the sinks committed now named the dead generation's snapshots, a different cut (its
+shared files already deleted by retention, which had read the successor's metadata).
+
+Every task snapshot of ``n`` is stored before its commit point is written, so the listing
+a recovery makes shows ``n``'s objects: the recovery's ids stay above every checkpoint
+with objects in storage, complete or not.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from jstormpy.api.errors import BackendError
+from jstormpy.state_backends.file import FileBackend
+from tests.unit.test_checkpoint_ids_record import checkpoint, new_core, prepare_all
+
+
+class DyingMaster(FileBackend):
+    """The backend as the TM that dies sees it: the ``_metadata`` write of ``late`` waits
+    for ``gate`` and then lands; by then the process is dead, so it hears nothing and
+    writes nothing more."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(uri)
+        self.late: int | None = None
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+        self.dead = False
+
+    def write_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
+        if checkpoint_id == self.late:
+            self.entered.set()
+            assert self.gate.wait(30), "the test never opened the gate"
+            super().write_metadata(checkpoint_id, metadata)
+            self.dead = True
+            raise BackendError("the TM process is dead")
+        super().write_metadata(checkpoint_id, metadata)
+
+    def put_object(self, key: str, data: bytes) -> None:
+        if self.dead:
+            raise BackendError("the TM process is dead")
+        super().put_object(key, data)
+
+
+def test_a_restarted_master_never_reuses_an_id_whose_commit_point_may_still_land(
+        tmp_path: Path) -> None:
+    dying = DyingMaster(f"file://{tmp_path}")
+    core = new_core(dying)  # type: ignore[arg-type]
+    prepare_all(core)
+    first = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    dying.late = first + 1
+    late = checkpoint(core)  # every task's snapshot stored; the commit point is written...
+    assert dying.entered.wait(10)  # ... and the TM dies before it answers
+
+    backend = FileBackend(f"file://{tmp_path}")
+    successor = new_core(backend, resume=True)  # type: ignore[arg-type]
+    _, restored = prepare_all(successor, successor.generation)
+    assert restored == first  # the listing does not show `late` yet
+    own = checkpoint(successor)
+    assert successor.backend_io.wait_idle(10)
+    assert own > late, f"the restarted TM handed out checkpoint {own} again"
+
+    dying.gate.set()  # the dead TM's write lands
+    assert core.backend_io.wait_idle(10)
+    assert backend.read_metadata(own)["generation"] == successor.generation, (
+        f"checkpoint {own}, which the restarted TM completed, now names the dead "
+        "generation's snapshots")
