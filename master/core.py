@@ -50,6 +50,7 @@ from jstormpy.master.restart import ErrorSignature, RestartTracker
 from jstormpy.master.restore_plan import (
     LATEST,
     ListCompleted,
+    PersistEpochStart,
     PersistFloor,
     PersistGeneration,
     ReadMetadata,
@@ -408,7 +409,9 @@ class MasterCore:
                            persisted_generation=self.persisted_generation,
                            completed_floor=self.checkpoints.completed_floor, bad=bad,
                            uri=self.backend.uri, name=self.name, layout_floor=layout_floor,
-                           persisted_floor=self.persisted_floor)
+                           persisted_floor=self.persisted_floor,
+                           epoch=self.run.epoch if self.run is not None else 0,
+                           epoch_starts=self.checkpoints.epoch_starts)
         actions = plan.begin()
         while True:
             action = actions.pop(0)
@@ -446,6 +449,22 @@ class MasterCore:
                         actions = plan.metadata_failed(cid, str(exc))
                         continue
                     actions = plan.metadata_read(cid, meta)
+                case PersistEpochStart(epoch, cid):
+                    with self.lock:
+                        before = self.checkpoints.epoch_starts.get(epoch)
+                        self.checkpoints.epoch_started(epoch, cid)
+                        ids = self.checkpoints.ids_record()
+                    try:
+                        self.backend.put_meta(CHECKPOINT_IDS_META, ids)
+                    except BackendError as exc:
+                        with self.lock:  # not stored: the next attempt stores it again
+                            if before is None:
+                                self.checkpoints.epoch_starts.pop(epoch, None)
+                            else:
+                                self.checkpoints.epoch_starts[epoch] = before
+                        actions = plan.epoch_start_not_persisted(str(exc))
+                        continue
+                    actions = plan.epoch_start_persisted()
                 case PersistFloor(cid):
                     try:
                         self.backend.put_meta(COMPLETED_META, str(cid).encode())
@@ -460,6 +479,8 @@ class MasterCore:
             if generation != self.generation or self.state != TopologyState.RECOVERING:
                 return
             self.preparing = None
+            if isinstance(action, Unusable):  # bad before the floor rises to the listing
+                self.checkpoints.bad.add(action.checkpoint_id)
             self.checkpoints.recovery_resolved(
                 plan.listing, plan.listing_ok,
                 action.target if isinstance(action, Restore) else None)
@@ -470,7 +491,6 @@ class MasterCore:
                     self._fail(reason)
                 case Unusable(cid, reason):
                     log.error("checkpoint %s unusable (%s); falling back", cid, reason)
-                    self.checkpoints.bad.add(cid)
                     self.begin_recovery(f"checkpoint {cid} unusable", count_restart=False)
                 case Restore(restored, handles):
                     self.target_checkpoint = restored
@@ -757,7 +777,8 @@ class MasterCore:
         if self.run is not None:  # which run, and which TM epoch, committed it
             metadata["run"] = self.run.to_dict()
         try:
-            self.backend.write_metadata(cid, metadata)
+            # create-only: a deposed TM's late write never replaces it (issue 27)
+            self.backend.create_metadata(cid, metadata)
         except BackendError as exc:
             error = exc
         # after the write: a standby that took over before it lists this checkpoint (its

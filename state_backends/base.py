@@ -29,7 +29,7 @@ import zlib
 from abc import ABC, abstractmethod
 from typing import Any
 
-from jstormpy.api.errors import CorruptSnapshotError, SnapshotNotFoundError
+from jstormpy.api.errors import CorruptSnapshotError, ObjectExistsError, SnapshotNotFoundError
 
 _MAGIC = b"JSNP"
 _HEADER = struct.Struct("!4sBIQ")  # magic, version, crc32, length
@@ -96,6 +96,15 @@ class StateBackend(ABC):
     def delete_objects(self, prefix: str) -> None:
         """Delete every key starting with ``prefix`` (no error if there are none)."""
 
+    def create_object(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key`` only if the key is absent; raise ObjectExistsError
+        if it is taken. Atomic where the backend can (``file://``: a hard link;
+        ``hdfs://``: a rename that does not overwrite; ``memory://``); here, for the
+        others, a look then a write: a writer between the two still replaces."""
+        if key in self.list_objects(key):
+            raise ObjectExistsError(f"{key!r} exists in {self.uri}")
+        self.put_object(key, data)
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
 
@@ -127,6 +136,14 @@ class StateBackend(ABC):
         body = json.dumps({**metadata, "checkpoint_id": checkpoint_id}, sort_keys=True)
         self.put_object(checkpoint_prefix(checkpoint_id) + METADATA_NAME,
                         seal_blob(body.encode()))
+
+    def create_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
+        """:meth:`write_metadata`, create-only (:meth:`create_object`): a Topology Master's
+        commit point. A deposed or dead TM's write that lands late never replaces the
+        commit point a newer TM wrote under the same id (ObjectExistsError instead)."""
+        body = json.dumps({**metadata, "checkpoint_id": checkpoint_id}, sort_keys=True)
+        self.create_object(checkpoint_prefix(checkpoint_id) + METADATA_NAME,
+                           seal_blob(body.encode()))
 
     def read_metadata(self, checkpoint_id: int) -> dict[str, Any]:
         """The metadata of a completed checkpoint (checksum verified)."""
