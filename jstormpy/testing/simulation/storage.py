@@ -119,8 +119,11 @@ class SimStorage:
             self.landed.add(checkpoint_id)
             return None
 
+        def land() -> None:
+            create()  # nobody hears the outcome
+
         if late is not None:
-            self.world.at(late, create,
+            self.world.at(late, land,
                           f"storage: deposed TM's metadata of checkpoint {checkpoint_id} lands")
             return
 
@@ -129,7 +132,7 @@ class SimStorage:
                 return None, BackendError(f"write of chk-{checkpoint_id}/_metadata failed")
             if self.plan.hit(self.world, Fault.METADATA_TIMEOUT):
                 # the write lands after the caller gave up on it
-                self.world.at(self.world.latency(50, 400), create,
+                self.world.at(self.world.latency(50, 400), land,
                               f"storage: late metadata of checkpoint {checkpoint_id} lands")
                 return None, TimeoutError(f"chk-{checkpoint_id}/_metadata: no answer")
             return None, create()
