@@ -783,8 +783,11 @@ class MasterCore:
             error = exc
         # after the write: a standby that took over before it lists this checkpoint (its
         # epoch is stored first), so only a TM that sees its own epoch still stored may
-        # tell its sinks to commit
-        if error is None and self._check_fenced(cid, "after its commit point"):
+        # tell its sinks to commit. After a failed write, the lease alone (while it holds,
+        # no standby leads): a deposed TM must not write its ids record over the new
+        # leader's (issue 27)
+        if self._check_fenced(cid, "after its commit point" if error is None
+                              else "when its commit point failed"):
             return
         if error is None:  # in the same job: FIFO keeps the floor's writes in id order
             self._persist_completed_floor(cid)

@@ -17,6 +17,7 @@ a commit point is created, never replaced. These are the real ``MasterCore`` and
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 from jstormpy.leader_lease import LeaderLease
 from jstormpy.master.core import MasterCore, WorkerSession
 from jstormpy.run_identity import take_over_run
+from jstormpy.state_backends.base import CHECKPOINT_IDS_META
 from jstormpy.state_backends.file import FileBackend
 from tests.unit.test_checkpoint_ids_record import checkpoint, new_core, prepare_all, recover
 
@@ -120,6 +122,10 @@ def test_a_late_commit_point_never_replaces_the_new_leaders_own(tmp_path: Path) 
     assert old_store.outcome is not None, "the late write replaced a commit point"
     assert new_store.read_metadata(own)["run"]["epoch"] == 2, (
         "the deposed leader's late write replaced the new leader's commit point")
+    assert old.fenced
+    record = json.loads(new_store.get_meta(CHECKPOINT_IDS_META) or b"{}")
+    assert record["epochs"] == {"1": 0, "2": first}, (
+        f"the deposed leader wrote its ids record over the new leader's: {record}")
 
     _, restored = recover(new, sessions)
     assert restored == own
