@@ -853,7 +853,9 @@ class MasterCore:
     def _garbage_collect(self) -> None:
         """BackendIO thread: retention; status stops offering what it deleted."""
         try:
-            deleted = self.backend.garbage_collect(self.config.checkpoints_retained)
+            with self.lock:  # never the ones it will not restore (issue 27)
+                bad, upto = set(self.checkpoints.bad), self.checkpoints.id_floor
+            deleted = self.backend.garbage_collect(self.config.checkpoints_retained, bad, upto)
         except BackendError as exc:
             log.warning("checkpoint garbage collection failed: %s", exc)
             return

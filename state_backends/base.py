@@ -27,6 +27,7 @@ import json
 import struct
 import zlib
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 from typing import Any
 
 from jstormpy.api.errors import CorruptSnapshotError, ObjectExistsError, SnapshotNotFoundError
@@ -179,14 +180,22 @@ class StateBackend(ABC):
         self.delete_objects(prefix + METADATA_NAME)
         self.delete_objects(prefix)
 
-    def garbage_collect(self, keep: int) -> list[int]:
+    def garbage_collect(self, keep: int, bad: Collection[int] = (),
+                        upto: int | None = None) -> list[int]:
         """Delete all but the newest ``keep`` completed checkpoints, and any incomplete
-        checkpoint older than the newest completed one. Returns the ids deleted."""
-        done = self.list_completed()
+        checkpoint older than the newest completed one. Returns the ids deleted.
+
+        The Topology Master passes the checkpoints it will never restore (``bad``) and the
+        newest id it knows of (``upto``): neither counts among the newest ``keep``, and
+        nothing above ``upto`` is touched. A commit point of a deposed or dead TM that
+        landed late may carry an id above every checkpoint of the TM that runs now; as
+        the newest it would crowd out the checkpoints it restores from (issue 27)."""
+        listed = self.list_completed()
+        done = [c for c in listed if c not in bad and (upto is None or c <= upto)]
         if not done:
             return []
         keep_ids = set(done[-keep:]) if keep > 0 else set()
-        keep_ids |= self.pinned_checkpoints() & set(done)
+        keep_ids |= self.pinned_checkpoints() & set(listed)
         newest = done[-1]
         seen: set[int] = set()
         for key in self.list_objects("chk-"):

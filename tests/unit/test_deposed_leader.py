@@ -148,3 +148,38 @@ def test_a_commit_point_is_created_never_replaced(tmp_path: Path) -> None:
         assert backend.read_metadata(7)["run"]["epoch"] == 2
         assert backend.list_completed() == [7]
     assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".tmp-")]
+
+
+def test_retention_never_keeps_a_late_commit_point_in_place_of_the_new_leaders(
+        tmp_path: Path) -> None:
+    """Simulator seed 2064 (leader_deposed): the old leader had handed out ids far above
+    the new leader's; its late commit point counted as the newest checkpoint, so retention
+    deleted the new leader's own, and the final checkpoint's state was gone."""
+    old_store = SlowCommitPoint(f"file://{tmp_path / 'store'}")
+    old = leader(old_store, tmp_path / "old.lease", resume=False)
+    prepare_all(old)
+    first = checkpoint(old)
+    assert old.backend_io.wait_idle(10)
+    old_store.slow = first + 5
+    old.checkpoints.next_id = first + 5  # ids it handed out were never stored nor listed
+    late = checkpoint(old)
+    assert old_store.entered.wait(10)
+    assert old.lease is not None
+    old.lease.revoke()
+
+    store = FileBackend(f"file://{tmp_path / 'store'}")
+    new = leader(store, tmp_path / "new.lease", resume=True)
+    sessions, restored = prepare_all(new, old.generation)
+    assert restored == first
+    old_store.gate.set()
+    assert old.backend_io.wait_idle(10) and old.fenced
+    assert late in store.list_completed()
+    own = [checkpoint(new) for _ in range(new.config.checkpoints_retained + 1)]
+    assert new.backend_io.wait_idle(10)
+    assert max(own) < late
+    kept = store.list_completed()
+    assert own[-new.config.checkpoints_retained:] == [c for c in kept if c in own], (
+        f"retention kept {kept}: the late checkpoint {late} took the place of the new "
+        f"leader's {own}")
+    _, restored = recover(new, sessions)
+    assert restored == own[-1]

@@ -938,14 +938,22 @@ class SimMaster:
                         sim.control.to_worker(w, "abort", g, cid)
                     sim.rescale_aborted(self, cid)
                 case CollectGarbage():
-                    keep = set(sorted(sim.storage.metadata)[-RETAINED:])
-                    keep |= {self.coordinator.completed_floor} | sim.savepoint_ids()
-                    self.coordinator.retention_deleted(sim.storage.delete_checkpoints(keep))
-                    if sim.storage.metadata:  # StateBackend.garbage_collect's second step
-                        collect_shared_files(
-                            SharedFilesView(sim.storage),  # type: ignore[arg-type]
-                            sorted(keep & set(sim.storage.metadata)),
-                            max(sim.storage.metadata))
+                    # as StateBackend.garbage_collect(keep, bad, upto): neither a bad
+                    # checkpoint nor one above every id this TM knows (a deposed TM's
+                    # late commit point) counts among the newest; nothing above is touched
+                    coord = self.coordinator
+                    done = sorted(c for c in sim.storage.metadata
+                                  if c not in coord.bad and c <= coord.id_floor)
+                    if not done:
+                        continue
+                    kept = set(done[-RETAINED:]) | {coord.completed_floor}
+                    kept |= sim.savepoint_ids()
+                    newest = done[-1]
+                    above = {c for c in sim.storage.metadata if c > newest}
+                    coord.retention_deleted(sim.storage.delete_checkpoints(kept | above))
+                    collect_shared_files(  # StateBackend.garbage_collect's second step
+                        SharedFilesView(sim.storage),  # type: ignore[arg-type]
+                        sorted(kept & set(sim.storage.metadata)), newest)
                 case TriggerFinal():
                     pass  # the tick starts the next checkpoint
                 case Drained(cid):
