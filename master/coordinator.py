@@ -44,6 +44,9 @@ BAD_KEPT = 1000
 """How many of the newest bad checkpoint ids :meth:`CheckpointCoordinator.ids_record`
 keeps (a run with more failed commit points than this has long since retained newer
 checkpoints; the id floor is kept whole)."""
+EPOCHS_KEPT = 100
+"""How many of the newest epochs' restores the ids record keeps (a commit point that
+lands late comes from one of the last few Topology Masters)."""
 
 
 # -- actions --------------------------------------------------------------------------------
@@ -165,6 +168,10 @@ class CheckpointCoordinator:
         # because a listing came back short (issue 23, hole 1)
         self.completed_floor = 0
         self.bad: set[int] = set()  # never restore from these
+        # epoch -> the lowest checkpoint that Topology Master epoch restored: a commit
+        # point of an older epoch above it landed after the sinks were rolled back past it
+        # (a deposed or dead TM's late write): never restored (RestorePlan, issue 27)
+        self.epoch_starts: dict[int, int] = {}
         # checkpoints a recovery restored: sinks may have committed them again, so they
         # are complete whatever a late report of their metadata write says
         self.restored: set[int] = set()
@@ -328,9 +335,16 @@ class CheckpointCoordinator:
 
     def ids_record(self) -> bytes:
         """What a restarted TM must know of this one's checkpoint ids (the backend's
-        ``meta/checkpoint_ids``): the id floor and the bad checkpoints."""
-        return json.dumps({"id_floor": self.id_floor,
-                           "bad": sorted(self.bad)[-BAD_KEPT:]}).encode()
+        ``meta/checkpoint_ids``): the id floor, the bad checkpoints and each epoch's
+        lowest restored checkpoint (:attr:`epoch_starts`)."""
+        epochs = sorted(self.epoch_starts)[-EPOCHS_KEPT:]
+        return json.dumps({"id_floor": self.id_floor, "bad": sorted(self.bad)[-BAD_KEPT:],
+                           "epochs": {str(e): self.epoch_starts[e] for e in epochs}}).encode()
+
+    def epoch_started(self, epoch: int, restored: int) -> None:
+        """Topology Master epoch ``epoch`` restored ``restored`` (0: nothing), and the ids
+        record saying so is stored: no commit point of an older epoch above it counts."""
+        self.epoch_starts[epoch] = min(restored, self.epoch_starts.get(epoch, restored))
 
     def adopt_ids_record(self, data: bytes) -> None:
         """A resumed TM starts from a predecessor's :meth:`ids_record`: ids stay above
@@ -342,10 +356,13 @@ class CheckpointCoordinator:
         try:
             record = json.loads(data)
             id_floor, bad = int(record["id_floor"]), {int(c) for c in record["bad"]}
-        except (TypeError, KeyError, ValueError) as exc:
+            epochs = {int(e): int(c) for e, c in record.get("epochs", {}).items()}
+        except (TypeError, KeyError, ValueError, AttributeError) as exc:
             raise ValueError(f"malformed checkpoint ids record {data[:80]!r}: {exc}") from exc
         self.id_floor = max(self.id_floor, id_floor)
         self.bad |= bad - self.restored
+        for epoch, restored in epochs.items():
+            self.epoch_started(epoch, restored)
 
     def recovery_resolved(self, listing: Iterable[int], listing_ok: bool,
                           restored: int | None, present: Iterable[int] = ()) -> None:

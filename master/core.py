@@ -50,6 +50,7 @@ from jstormpy.master.restart import ErrorSignature, RestartTracker
 from jstormpy.master.restore_plan import (
     LATEST,
     ListCompleted,
+    PersistEpochStart,
     PersistFloor,
     PersistGeneration,
     ReadMetadata,
@@ -408,7 +409,9 @@ class MasterCore:
                            persisted_generation=self.persisted_generation,
                            completed_floor=self.checkpoints.completed_floor, bad=bad,
                            uri=self.backend.uri, name=self.name, layout_floor=layout_floor,
-                           persisted_floor=self.persisted_floor)
+                           persisted_floor=self.persisted_floor,
+                           epoch=self.run.epoch if self.run is not None else 0,
+                           epoch_starts=self.checkpoints.epoch_starts)
         actions = plan.begin()
         while True:
             action = actions.pop(0)
@@ -447,6 +450,22 @@ class MasterCore:
                         actions = plan.metadata_failed(cid, str(exc))
                         continue
                     actions = plan.metadata_read(cid, meta)
+                case PersistEpochStart(epoch, cid):
+                    with self.lock:
+                        before = self.checkpoints.epoch_starts.get(epoch)
+                        self.checkpoints.epoch_started(epoch, cid)
+                        ids = self.checkpoints.ids_record()
+                    try:
+                        self.backend.put_meta(CHECKPOINT_IDS_META, ids)
+                    except BackendError as exc:
+                        with self.lock:  # not stored: the next attempt stores it again
+                            if before is None:
+                                self.checkpoints.epoch_starts.pop(epoch, None)
+                            else:
+                                self.checkpoints.epoch_starts[epoch] = before
+                        actions = plan.epoch_start_not_persisted(str(exc))
+                        continue
+                    actions = plan.epoch_start_persisted()
                 case PersistFloor(cid):
                     try:
                         self.backend.put_meta(COMPLETED_META, str(cid).encode())
@@ -461,6 +480,8 @@ class MasterCore:
             if generation != self.generation or self.state != TopologyState.RECOVERING:
                 return
             self.preparing = None
+            if isinstance(action, Unusable):  # bad before the floor rises to the listing
+                self.checkpoints.bad.add(action.checkpoint_id)
             self.checkpoints.recovery_resolved(
                 plan.listing, plan.listing_ok,
                 action.target if isinstance(action, Restore) else None, plan.present)
@@ -471,7 +492,6 @@ class MasterCore:
                     self._fail(reason)
                 case Unusable(cid, reason):
                     log.error("checkpoint %s unusable (%s); falling back", cid, reason)
-                    self.checkpoints.bad.add(cid)
                     self.begin_recovery(f"checkpoint {cid} unusable", count_restart=False)
                 case Restore(restored, handles):
                     self.target_checkpoint = restored
@@ -758,13 +778,17 @@ class MasterCore:
         if self.run is not None:  # which run, and which TM epoch, committed it
             metadata["run"] = self.run.to_dict()
         try:
-            self.backend.write_metadata(cid, metadata)
+            # create-only: a deposed TM's late write never replaces it (issue 27)
+            self.backend.create_metadata(cid, metadata)
         except BackendError as exc:
             error = exc
         # after the write: a standby that took over before it lists this checkpoint (its
         # epoch is stored first), so only a TM that sees its own epoch still stored may
-        # tell its sinks to commit
-        if error is None and self._check_fenced(cid, "after its commit point"):
+        # tell its sinks to commit. After a failed write, the lease alone (while it holds,
+        # no standby leads): a deposed TM must not write its ids record over the new
+        # leader's (issue 27)
+        if self._check_fenced(cid, "after its commit point" if error is None
+                              else "when its commit point failed"):
             return
         if error is None:  # in the same job: FIFO keeps the floor's writes in id order
             self._persist_completed_floor(cid)
@@ -830,7 +854,9 @@ class MasterCore:
     def _garbage_collect(self) -> None:
         """BackendIO thread: retention; status stops offering what it deleted."""
         try:
-            deleted = self.backend.garbage_collect(self.config.checkpoints_retained)
+            with self.lock:  # never the ones it will not restore (issue 27)
+                bad, upto = set(self.checkpoints.bad), self.checkpoints.id_floor
+            deleted = self.backend.garbage_collect(self.config.checkpoints_retained, bad, upto)
         except BackendError as exc:
             log.warning("checkpoint garbage collection failed: %s", exc)
             return

@@ -22,7 +22,14 @@ duplicated output (docs/checkpointing.md, holes table):
 3. **Read the target's metadata** for its task snapshot handles. A corrupt or missing
    metadata file makes the target :class:`Unusable`: the caller marks it bad and recovers
    again, one checkpoint lower. A store that does not answer is a :class:`RetryLater`.
-4. **Persist the target as the completed floor** when the stored floor is lower (a TM
+4. **Refuse an older epoch's late commit point.** Every commit point names the Topology
+   Master epoch that wrote it (``"run"`` in ``_metadata``), and the ids record keeps the
+   lowest checkpoint each epoch restored (``epoch_starts``). A checkpoint of epoch ``e``
+   above what a later epoch restored was not listed when that epoch rolled its sinks back
+   (a deposed or dead TM's write that landed late, issue 27): it is :class:`Unusable`.
+   An epoch's first restore (or a lower one) is stored before any ``Prepare``
+   (:class:`PersistEpochStart`); a failed write is a :class:`RetryLater`.
+5. **Persist the target as the completed floor** when the stored floor is lower (a TM
    that died between a commit point and its floor, or a checkpoint only a listing showed):
    the Prepares make the sinks commit the target again, so a TM restarted after them must
    not restore below it on the say-so of a short listing (simulator seed 36835). A failed
@@ -68,6 +75,16 @@ class ReadMetadata:
 
 
 @dataclass(frozen=True)
+class PersistEpochStart:
+    """Store the ids record with Topology Master epoch ``epoch`` restoring
+    ``checkpoint_id`` (0: nothing); report :meth:`RestorePlan.epoch_start_persisted` or
+    :meth:`RestorePlan.epoch_start_not_persisted`."""
+
+    epoch: int
+    checkpoint_id: int
+
+
+@dataclass(frozen=True)
 class PersistFloor:
     """Store ``checkpoint_id`` as the completed floor (``meta/completed_checkpoint``);
     report :meth:`RestorePlan.floor_persisted` or :meth:`RestorePlan.floor_not_persisted`."""
@@ -107,9 +124,9 @@ class Restore:
     handles: Mapping[int, str] = field(default_factory=dict)
 
 
-RestoreAction = (PersistGeneration | ListCompleted | ReadMetadata | PersistFloor | RetryLater
-                 | Unusable | Refuse | Restore)
-"""The storage steps (first four) and the outcomes (last four)."""
+RestoreAction = (PersistGeneration | ListCompleted | ReadMetadata | PersistEpochStart
+                 | PersistFloor | RetryLater | Unusable | Refuse | Restore)
+"""The storage steps (first five) and the outcomes (last four)."""
 
 
 def prepare_ids(target: int | None, id_floor: int, stateful: bool) -> tuple[int, int]:
@@ -138,12 +155,17 @@ class RestorePlan:
             older checkpoints hold another layout's tasks and never restore into this one.
         uri: The state backend, for messages.
         name: The topology, for messages.
+        epoch: The Topology Master's epoch (``RunIdentity.epoch``; 0: a run without run
+            identity, no epoch checks).
+        epoch_starts: The lowest checkpoint each epoch restored, as the ids record keeps
+            them (``CheckpointCoordinator.epoch_starts``).
     """
 
     def __init__(self, generation: int, target: int | None, *, stateful: bool,
                  persisted_generation: int, completed_floor: int, bad: Iterable[int] = (),
                  uri: str = "the state backend", name: str = "NAME",
-                 layout_floor: int = 0, persisted_floor: int = 0) -> None:
+                 layout_floor: int = 0, persisted_floor: int = 0, epoch: int = 0,
+                 epoch_starts: Mapping[int, int] | None = None) -> None:
         self.generation = generation
         self.target = target
         self.stateful = stateful
@@ -152,6 +174,8 @@ class RestorePlan:
         self.bad = set(bad)
         self.layout_floor = layout_floor
         self.persisted_floor = persisted_floor
+        self.epoch = epoch
+        self.epoch_starts = dict(epoch_starts or {})
         self.restore: Restore | None = None
         """The decision, once the target's metadata was read (before :class:`PersistFloor`)."""
         self.uri = uri
@@ -219,10 +243,21 @@ class RestorePlan:
             handles = {int(t): v["handle"] for t, v in metadata["tasks"].items()}
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             return self.metadata_unusable(checkpoint_id, f"malformed metadata: {exc!r}")
-        self.restore = Restore(checkpoint_id, handles)
-        if checkpoint_id > self.persisted_floor:
-            return [PersistFloor(checkpoint_id)]
-        return [self.restore]
+        late = self._late_commit_point(checkpoint_id, metadata)
+        if late:
+            return [Unusable(checkpoint_id, late)]
+        return self._decided(Restore(checkpoint_id, handles))
+
+    def epoch_start_persisted(self) -> list[RestoreAction]:
+        assert self.restore is not None
+        self.epoch_starts[self.epoch] = self.restore.target or 0
+        return self._decided(self.restore)
+
+    def epoch_start_not_persisted(self, error: str) -> list[RestoreAction]:
+        assert self.restore is not None
+        return [RetryLater(f"cannot store that epoch {self.epoch} restores checkpoint "
+                           f"{self.restore.target or 0} ({error}); no worker is prepared "
+                           "before a late commit point of an older epoch can be told apart")]
 
     def floor_persisted(self) -> list[RestoreAction]:
         assert self.restore is not None and self.restore.target is not None
@@ -243,14 +278,48 @@ class RestorePlan:
 
     # -- helpers ---------------------------------------------------------------------------
     def _choose(self) -> list[RestoreAction]:
-        if not self.stateful or self.target is None:
+        if not self.stateful:
             return [Restore(None)]
+        if self.target is None:
+            return self._decided(Restore(None))
         if self.target == LATEST:
             return [ListCompleted()]
         return self._read(self.target)
 
     def _read(self, target: int | None) -> list[RestoreAction]:
-        return [Restore(None)] if target is None else [ReadMetadata(target)]
+        return self._decided(Restore(None)) if target is None else [ReadMetadata(target)]
+
+    def _decided(self, restore: Restore) -> list[RestoreAction]:
+        """The decision is made: store what must be stored before any Prepare (the epoch's
+        restore, then the floor), then restore."""
+        self.restore = restore
+        target = restore.target or 0
+        start = self.epoch_starts.get(self.epoch)
+        if self.epoch and (start is None or target < start):
+            return [PersistEpochStart(self.epoch, target)]
+        if restore.target is not None and restore.target > self.persisted_floor:
+            return [PersistFloor(restore.target)]
+        return [restore]
+
+    def _late_commit_point(self, checkpoint_id: int, metadata: Mapping[str, Any]) -> str:
+        """Why ``checkpoint_id`` is an older epoch's commit point that landed after a
+        later epoch restored below it ('' if it is not)."""
+        run = metadata.get("run")
+        if not self.epoch or not isinstance(run, Mapping) or "epoch" not in run:
+            return ""  # written before run identities: no epoch to compare
+        try:
+            written = int(run["epoch"])
+        except (TypeError, ValueError):
+            return ""
+        later = [(c, e) for e, c in self.epoch_starts.items() if e > written]
+        if not later:
+            return ""
+        start, epoch = min(later)
+        if checkpoint_id <= start:
+            return ""
+        return (f"its commit point was written by Topology Master epoch {written}, and epoch "
+                f"{epoch} restored checkpoint {start} without it (the sinks rolled back past "
+                "it): a deposed or dead Topology Master's write that landed late")
 
     def _short_listing(self, target: int | None) -> str:
         """Why restoring ``target`` from this listing would go below a checkpoint this run

@@ -27,9 +27,10 @@ import json
 import struct
 import zlib
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 from typing import Any
 
-from jstormpy.api.errors import CorruptSnapshotError, SnapshotNotFoundError
+from jstormpy.api.errors import CorruptSnapshotError, ObjectExistsError, SnapshotNotFoundError
 
 _MAGIC = b"JSNP"
 _HEADER = struct.Struct("!4sBIQ")  # magic, version, crc32, length
@@ -96,6 +97,15 @@ class StateBackend(ABC):
     def delete_objects(self, prefix: str) -> None:
         """Delete every key starting with ``prefix`` (no error if there are none)."""
 
+    def create_object(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key`` only if the key is absent; raise ObjectExistsError
+        if it is taken. Atomic where the backend can (``file://``: a hard link;
+        ``hdfs://``: a rename that does not overwrite; ``memory://``); here, for the
+        others, a look then a write: a writer between the two still replaces."""
+        if key in self.list_objects(key):
+            raise ObjectExistsError(f"{key!r} exists in {self.uri}")
+        self.put_object(key, data)
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
 
@@ -127,6 +137,14 @@ class StateBackend(ABC):
         body = json.dumps({**metadata, "checkpoint_id": checkpoint_id}, sort_keys=True)
         self.put_object(checkpoint_prefix(checkpoint_id) + METADATA_NAME,
                         seal_blob(body.encode()))
+
+    def create_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
+        """:meth:`write_metadata`, create-only (:meth:`create_object`): a Topology Master's
+        commit point. A deposed or dead TM's write that lands late never replaces the
+        commit point a newer TM wrote under the same id (ObjectExistsError instead)."""
+        body = json.dumps({**metadata, "checkpoint_id": checkpoint_id}, sort_keys=True)
+        self.create_object(checkpoint_prefix(checkpoint_id) + METADATA_NAME,
+                           seal_blob(body.encode()))
 
     def read_metadata(self, checkpoint_id: int) -> dict[str, Any]:
         """The metadata of a completed checkpoint (checksum verified)."""
@@ -177,14 +195,22 @@ class StateBackend(ABC):
         self.delete_objects(prefix + METADATA_NAME)
         self.delete_objects(prefix)
 
-    def garbage_collect(self, keep: int) -> list[int]:
+    def garbage_collect(self, keep: int, bad: Collection[int] = (),
+                        upto: int | None = None) -> list[int]:
         """Delete all but the newest ``keep`` completed checkpoints, and any incomplete
-        checkpoint older than the newest completed one. Returns the ids deleted."""
-        done = self.list_completed()
+        checkpoint older than the newest completed one. Returns the ids deleted.
+
+        The Topology Master passes the checkpoints it will never restore (``bad``) and the
+        newest id it knows of (``upto``): neither counts among the newest ``keep``, and
+        nothing above ``upto`` is touched. A commit point of a deposed or dead TM that
+        landed late may carry an id above every checkpoint of the TM that runs now; as
+        the newest it would crowd out the checkpoints it restores from (issue 27)."""
+        listed = self.list_completed()
+        done = [c for c in listed if c not in bad and (upto is None or c <= upto)]
         if not done:
             return []
         keep_ids = set(done[-keep:]) if keep > 0 else set()
-        keep_ids |= self.pinned_checkpoints() & set(done)
+        keep_ids |= self.pinned_checkpoints() & set(listed)
         newest = done[-1]
         seen: set[int] = set()
         for key in self.list_objects("chk-"):

@@ -71,6 +71,9 @@ class DeadlineBackend(StateBackend):
     def put_object(self, key: str, data: bytes) -> None:
         self._call(f"put {key}", lambda: self.inner.put_object(key, data))
 
+    def create_object(self, key: str, data: bytes) -> None:
+        self._call(f"create {key}", lambda: self.inner.create_object(key, data))
+
     def get_object(self, key: str) -> bytes:
         return self._call(f"get {key}", lambda: self.inner.get_object(key))
 

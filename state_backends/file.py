@@ -8,7 +8,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from jstormpy.api.errors import BackendError, SnapshotNotFoundError
+from jstormpy.api.errors import BackendError, ObjectExistsError, SnapshotNotFoundError
 from jstormpy.state_backends.base import StateBackend
 
 
@@ -29,6 +29,14 @@ class FileBackend(StateBackend):
         return self.root / key
 
     def put_object(self, key: str, data: bytes) -> None:
+        self._write(key, data, create=False)
+
+    def create_object(self, key: str, data: bytes) -> None:
+        """Create-only and atomic: the whole file is hard-linked to its name, which fails
+        if the name exists (no check-then-write window)."""
+        self._write(key, data, create=True)
+
+    def _write(self, key: str, data: bytes, create: bool) -> None:
         target = self._path(key)
         try:
             _make_dirs_durable(target.parent)
@@ -38,12 +46,18 @@ class FileBackend(StateBackend):
                     fh.write(data)
                     fh.flush()
                     os.fsync(fh.fileno())
-                os.replace(tmp, target)
+                if create:
+                    os.link(tmp, target)
+                    os.unlink(tmp)
+                else:
+                    os.replace(tmp, target)
             except BaseException:
                 with _suppress():
                     os.unlink(tmp)
                 raise
             _fsync_dir(target.parent)
+        except FileExistsError:
+            raise ObjectExistsError(f"{key!r} exists in {self.uri}") from None
         except OSError as exc:
             raise BackendError(f"cannot write {key!r} to {self.uri}: {exc.strerror or exc} "
                                f"({exc.filename or target})") from exc

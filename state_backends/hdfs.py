@@ -42,7 +42,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from jstormpy.api.errors import BackendError, SnapshotNotFoundError
+from jstormpy.api.errors import BackendError, ObjectExistsError, SnapshotNotFoundError
 from jstormpy.state_backends.base import StateBackend
 
 log = logging.getLogger(__name__)
@@ -196,6 +196,23 @@ class HdfsBackend(StateBackend):
         else:
             self._retry(f"put {key!r}", lambda: self._put_once(key, target, data))
         self._root_seen = True
+
+    def create_object(self, key: str, data: bytes) -> None:
+        """Create-only: a rename that does not overwrite (WebHDFS answers false when the
+        target exists). A retried create whose first rename landed reports the key taken,
+        like a write that timed out and landed: the caller treats it as failed."""
+        target = self._path(key)
+        self._retry(f"create {key!r}", lambda: self._create_once(key, target, data))
+        self._root_seen = True
+
+    def _create_once(self, key: str, target: str, data: bytes) -> None:
+        tmp = self._write_tmp(posixpath.dirname(target), data)
+        try:
+            if not self.client._rename(tmp, destination=target).json()["boolean"]:
+                raise ObjectExistsError(f"{key!r} exists in {self.uri}")
+        except BaseException:
+            self._discard(tmp)
+            raise
 
     def _put_once(self, key: str, target: str, data: bytes) -> None:
         from hdfs import HdfsError

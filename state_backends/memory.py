@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from jstormpy.api.errors import SnapshotNotFoundError
+from jstormpy.api.errors import ObjectExistsError, SnapshotNotFoundError
 from jstormpy.state_backends.base import StateBackend
 
 _STORES: dict[str, dict[str, bytes]] = {}
@@ -24,6 +24,12 @@ class MemoryBackend(StateBackend):
 
     def put_object(self, key: str, data: bytes) -> None:
         with _LOCK:
+            self._objects[key] = bytes(data)
+
+    def create_object(self, key: str, data: bytes) -> None:
+        with _LOCK:
+            if key in self._objects:
+                raise ObjectExistsError(f"{key!r} exists in {self.uri}")
             self._objects[key] = bytes(data)
 
     def get_object(self, key: str) -> bytes:

@@ -33,6 +33,11 @@ class BackendTimeoutError(BackendError):
     """A state backend did not answer within ``Config.state_backend_timeout_ms``."""
 
 
+class ObjectExistsError(BackendError):
+    """A create-only write found its key taken (a checkpoint's commit point is written
+    once: a late writer never replaces it)."""
+
+
 class SnapshotNotFoundError(BackendError):
     """A snapshot or metadata object that should exist does not."""
 

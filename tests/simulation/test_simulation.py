@@ -21,6 +21,10 @@ from . import ci_sweep
 HOLE_SEEDS = 3000
 """Seeds each re-introduced hole must be found within (docs/simulation.md has where each
 is found)."""
+HOLE_SEEDS_FOR = {7: 12_000}
+"""Holes that need more: hole 7 is found at seed 4434 of its two fault kinds since each
+epoch's first restore is stored (issue 27): a failed write of it retries the generation's
+too, so fewer runs reach a crash with the generation unstored."""
 
 
 def test_a_seed_replays_exactly() -> None:
@@ -64,7 +68,8 @@ def test_fault_free_seeds_all_drain() -> None:
 @pytest.mark.parametrize("hole", sorted(HOLES))
 def test_a_reintroduced_hole_is_found(hole: int) -> None:
     with reintroduced(hole):
-        failures, ran, _ = run_seeds(range(HOLE_SEEDS), hole_faults(hole),
+        failures, ran, _ = run_seeds(range(HOLE_SEEDS_FOR.get(hole, HOLE_SEEDS)),
+                                     hole_faults(hole),
                                      stop_at_first=True)
     assert failures, f"hole {hole} ({HOLES[hole][0]}) not found in {ran} seeds"
     seed = failures[0].seed

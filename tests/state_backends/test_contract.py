@@ -12,7 +12,12 @@ from typing import Any
 
 import pytest
 
-from jstormpy.api.errors import BackendError, CorruptSnapshotError, SnapshotNotFoundError
+from jstormpy.api.errors import (
+    BackendError,
+    CorruptSnapshotError,
+    ObjectExistsError,
+    SnapshotNotFoundError,
+)
 from jstormpy.state_backends import StateBackend, open_backend
 from jstormpy.state_backends.base import seal_blob
 
@@ -90,6 +95,19 @@ def test_metadata_and_list_completed(env: Env) -> None:
     assert b.list_completed() == [1, 3]
     assert b.latest_completed() == 3
     assert b.read_metadata(1) == {"tasks": 1, "checkpoint_id": 1}
+
+
+def test_a_commit_point_is_created_never_replaced(env: Env) -> None:
+    # issue 27: a deposed Topology Master's late write never replaces a newer one's
+    b = env.backend
+    b.create_metadata(3, {"tasks": {}, "run": {"job_id": "j", "epoch": 2}})
+    with pytest.raises(ObjectExistsError):
+        b.create_metadata(3, {"tasks": {}, "run": {"job_id": "j", "epoch": 1}})
+    assert b.read_metadata(3)["run"]["epoch"] == 2 and b.list_completed() == [3]
+    assert b.list_objects("chk-0000000003/") == ["chk-0000000003/_metadata"]  # no temp left
+    b.discard_checkpoint(3)
+    b.create_metadata(3, {"tasks": {}, "run": {"job_id": "j", "epoch": 3}})
+    assert b.read_metadata(3)["run"]["epoch"] == 3
 
 
 def test_garbage_collect_keeps_newest(env: Env) -> None:

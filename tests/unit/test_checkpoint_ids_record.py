@@ -45,21 +45,21 @@ class LateLanding(FileBackend):
         self.entered = threading.Event()
         self.held: tuple[int, dict[str, Any]] | None = None
 
-    def write_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
+    def create_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
         if checkpoint_id != self.late:
-            super().write_metadata(checkpoint_id, metadata)
+            super().create_metadata(checkpoint_id, metadata)
             return
         if self.gate is not None:
             self.entered.set()
             assert self.gate.wait(30), "the test never opened the gate"
-            super().write_metadata(checkpoint_id, metadata)  # landed, answer lost
+            super().create_metadata(checkpoint_id, metadata)  # landed, answer lost
         else:
             self.held = (checkpoint_id, metadata)
         raise BackendTimeoutError(f"chk-{checkpoint_id}/_metadata: no answer in 20 s")
 
     def land(self) -> None:
         assert self.held is not None
-        super().write_metadata(*self.held)
+        super().create_metadata(*self.held)
 
 
 def new_core(backend: LateLanding, resume: bool = False) -> MasterCore:

@@ -115,3 +115,53 @@ def test_no_usable_checkpoint_after_one_completed_fails_instead_of_restoring_not
     p = plan(persisted_generation=3, completed_floor=0, bad={1})
     p.begin()
     assert p.listed([1]) == [Restore(None)]
+
+
+def meta_of(epoch):
+    return {"tasks": {"0": {"handle": "h0"}}, "run": {"job_id": "j", "epoch": epoch}}
+
+
+def test_an_epochs_first_restore_is_stored_before_the_restore_then_the_floor():
+    from jstormpy.master.restore_plan import PersistEpochStart
+
+    p = plan(persisted_generation=3, epoch=2, epoch_starts={1: 0})
+    p.begin()
+    assert p.listed([4, 5]) == [ReadMetadata(5)]
+    assert p.metadata_read(5, meta_of(1)) == [PersistEpochStart(2, 5)]
+    assert p.epoch_start_persisted() == [PersistFloor(5)]
+    assert p.floor_persisted() == [Restore(5, {0: "h0"})]
+
+
+def test_an_epoch_start_that_cannot_be_stored_prepares_nobody():
+    p = plan(persisted_generation=3, epoch=2, persisted_floor=5)
+    p.begin()
+    p.listed([5])
+    p.metadata_read(5, meta_of(1))
+    [retry] = p.epoch_start_not_persisted("EIO")
+    assert isinstance(retry, RetryLater) and "epoch 2" in retry.reason
+
+
+def test_an_older_epochs_checkpoint_above_a_later_epochs_restore_is_unusable():
+    p = plan(persisted_generation=3, epoch=3, epoch_starts={2: 5, 3: 5}, persisted_floor=7)
+    p.begin()
+    assert p.listed([5, 6, 7]) == [ReadMetadata(7)]
+    [unusable] = p.metadata_read(7, meta_of(1))  # landed after epoch 2 restored 5
+    assert isinstance(unusable, Unusable) and "epoch 1" in unusable.reason
+    assert "epoch 2 restored checkpoint 5" in unusable.reason
+    # epoch 2's too (epoch 3 restored 5); epoch 3's own, or one at or below 5: restorable
+    q = plan(persisted_generation=3, epoch=3, epoch_starts={2: 5, 3: 5}, persisted_floor=7)
+    q.begin()
+    q.listed([7])
+    assert isinstance(q.metadata_read(7, meta_of(2))[0], Unusable)
+    for cid, epoch in ((7, 3), (5, 1), (5, 2)):
+        q = plan(persisted_generation=3, epoch=3, epoch_starts={2: 5, 3: 5}, persisted_floor=7)
+        q.begin()
+        q.listed([cid])
+        assert q.metadata_read(cid, meta_of(epoch)) == [Restore(cid, {0: "h0"})]
+
+
+def test_a_run_without_epochs_has_no_epoch_check():
+    p = plan(persisted_generation=3, epoch_starts={2: 1}, persisted_floor=7)
+    p.begin()
+    p.listed([7])
+    assert p.metadata_read(7, meta_of(1)) == [Restore(7, {0: "h0"})]

@@ -55,6 +55,7 @@ from jstormpy.master.coordinator import (
 from jstormpy.master.restore_plan import (
     LATEST,
     ListCompleted,
+    PersistEpochStart,
     PersistFloor,
     PersistGeneration,
     ReadMetadata,
@@ -678,6 +679,8 @@ class SimMaster:
                                     self.layout.tasks("sink"))
         self.rescale_done = False
         self.upgrade_done = False
+        self.epoch = 0  # the run's TM epoch (take_over_run at boot)
+        self.deposed = False
 
     def boot(self) -> None:
         """Read what a predecessor stored (a restarted TM resumes above it)."""
@@ -694,6 +697,9 @@ class SimMaster:
             ids = self.sim.storage.meta.get(CHECKPOINT_IDS_META)
             if ids:
                 self.coordinator.adopt_ids_record(ids)
+        # as take_over_run, before serving: a resume is the run's next epoch
+        self.epoch = self.sim.storage.meta.get("epoch", 0) + 1 if self.resume else 1
+        self.sim.storage.meta["epoch"] = self.epoch
         self.booted = True
         for w in self.sim.workers:
             if w.alive:
@@ -752,7 +758,8 @@ class SimMaster:
         rec.plan = RestorePlan(rec.generation, rec.target, stateful=True,
                                persisted_generation=self.persisted_generation,
                                completed_floor=self.coordinator.completed_floor,
-                               bad=self.coordinator.bad, persisted_floor=self.persisted_floor)
+                               bad=self.coordinator.bad, persisted_floor=self.persisted_floor,
+                               epoch=self.epoch, epoch_starts=self.coordinator.epoch_starts)
         self.perform_plan(rec, rec.plan.begin())
 
     def perform_plan(self, rec: Recovery, actions: list[RestoreAction]) -> None:
@@ -797,6 +804,18 @@ class SimMaster:
                     else:
                         self.perform_plan(rec, plan.metadata_read(cid, meta))
                 storage.read_metadata(cid, alive, read)
+            case PersistEpochStart(epoch, cid):
+                coord = self.coordinator
+                before = dict(coord.epoch_starts)
+                coord.epoch_started(epoch, cid)
+
+                def start_written(_: Any, error: BaseException | None) -> None:
+                    if error is not None:
+                        coord.epoch_starts = before  # not stored: stored again next time
+                        self.perform_plan(rec, plan.epoch_start_not_persisted(str(error)))
+                    else:
+                        self.perform_plan(rec, plan.epoch_start_persisted())
+                storage.put_meta(CHECKPOINT_IDS_META, coord.ids_record(), alive, start_written)
             case PersistFloor(cid):
                 def floor_written(_: Any, error: BaseException | None) -> None:
                     if error is not None:
@@ -812,6 +831,8 @@ class SimMaster:
         plan = rec.plan
         assert plan is not None
         coord = self.coordinator
+        if isinstance(action, Unusable):  # as MasterCore: bad before the floor rises
+            coord.bad.add(action.checkpoint_id)
         coord.recovery_resolved(plan.listing, plan.listing_ok,
                                 action.target if isinstance(action, Restore) else None,
                                 plan.present)
@@ -825,7 +846,6 @@ class SimMaster:
                 rec.plan = None
                 self.sim.world.at(RETRY_PREPARE, self.maybe_prepare, "TM: retry prepare")
             case Unusable(cid, _):
-                coord.bad.add(cid)
                 self.begin_recovery(f"checkpoint {cid} unusable")
             case Restore(target, handles):
                 rec.restored, rec.base = prepare_ids(target, coord.id_floor, True)
@@ -919,14 +939,22 @@ class SimMaster:
                         sim.control.to_worker(w, "abort", g, cid)
                     sim.rescale_aborted(self, cid)
                 case CollectGarbage():
-                    keep = set(sorted(sim.storage.metadata)[-RETAINED:])
-                    keep |= {self.coordinator.completed_floor} | sim.savepoint_ids()
-                    self.coordinator.retention_deleted(sim.storage.delete_checkpoints(keep))
-                    if sim.storage.metadata:  # StateBackend.garbage_collect's second step
-                        collect_shared_files(
-                            SharedFilesView(sim.storage),  # type: ignore[arg-type]
-                            sorted(keep & set(sim.storage.metadata)),
-                            max(sim.storage.metadata))
+                    # as StateBackend.garbage_collect(keep, bad, upto): neither a bad
+                    # checkpoint nor one above every id this TM knows (a deposed TM's
+                    # late commit point) counts among the newest; nothing above is touched
+                    coord = self.coordinator
+                    done = sorted(c for c in sim.storage.metadata
+                                  if c not in coord.bad and c <= coord.id_floor)
+                    if not done:
+                        continue
+                    kept = set(done[-RETAINED:]) | {coord.completed_floor}
+                    kept |= sim.savepoint_ids()
+                    newest = done[-1]
+                    above = {c for c in sim.storage.metadata if c > newest}
+                    coord.retention_deleted(sim.storage.delete_checkpoints(kept | above))
+                    collect_shared_files(  # StateBackend.garbage_collect's second step
+                        SharedFilesView(sim.storage),  # type: ignore[arg-type]
+                        sorted(kept & set(sim.storage.metadata)), newest)
                 case TriggerFinal():
                     pass  # the tick starts the next checkpoint
                 case Drained(cid):
@@ -938,6 +966,15 @@ class SimMaster:
 
     def write_commit_point(self, cid: int, meta: dict[str, Any]) -> None:
         alive = self.alive_check()
+        meta = {**meta, "run": {**self.sim.run.to_dict(), "epoch": self.epoch}}
+        if self.state == TopologyState.RUNNING and self.sim.plan.hit(self.sim.world,
+                                                                     Fault.LEADER_DEPOSED):
+            # its lease was valid when it began the write; the write is slow, the lease
+            # runs out meanwhile: the launcher kills the TM, a standby takes over
+            self.sim.storage.put_metadata(cid, meta, alive, lambda *_: None,
+                                          late=self.sim.world.latency(1, 400))
+            self.sim.depose_tm()
+            return
 
         def written(_: Any, error: BaseException | None) -> None:
             running = self.state == TopologyState.RUNNING
@@ -1227,6 +1264,13 @@ class Simulation:
         self.world.at(HEARTBEAT_TIMEOUT, lambda: tm.worker_lost(w, "heartbeat timeout"),
                       f"TM: worker {w} missed heartbeats")
         self.world.at(self.world.latency(5, 40), worker.restart, f"worker {w} restarts")
+
+    def depose_tm(self) -> None:
+        """The TM lost its lead mid-commit (LEADER_DEPOSED): it stops; a standby's TM takes
+        the run over (the next epoch) once the old leader's session expired."""
+        self.tm.deposed = True
+        self.world.note(f"TM epoch {self.tm.epoch} deposed")
+        self._crash_tm()
 
     def _crash_tm(self) -> None:
         if self.tm.state in (TopologyState.DRAINED, TopologyState.FAILED) or not self.tm.alive:

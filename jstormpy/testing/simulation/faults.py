@@ -56,6 +56,11 @@ class Fault(enum.Enum):
     (a delta, or a base every few) and references the older ones, as the incremental
     changelog and the RocksDB store's SST files do; retention deletes a shared file once no
     retained checkpoint references it (the real ``state_backends/shared_files.py``)."""
+    LEADER_DEPOSED = "leader_deposed"
+    """The Topology Master is deposed while a commit point is being written (an ``--ha``
+    leader whose lease ran out): it stops at once, a standby takes the run over in the
+    next epoch, and the old write lands at any moment, often after the standby listed
+    the checkpoints and restored an older one."""
     SHARED_FILE_LOSS = "shared_file_loss"
     """With shared files, one of them disappears from storage (an operator's cleanup, a lost
     disk): a restore that needs it must fall back or fail naming it, never restore less."""

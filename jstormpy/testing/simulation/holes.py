@@ -63,6 +63,11 @@ def _hole7() -> contextlib.AbstractContextManager[Any]:
                      lambda self, error: self._choose()))
 
 
+def _hole8() -> contextlib.AbstractContextManager[Any]:
+    # issue 27: an older epoch's commit point that landed late is restored like any other
+    return _patches((RestorePlan, "_late_commit_point", lambda self, cid, metadata: ""))
+
+
 HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]]] = {
     1: ("a failed checkpoint listing read as 'no checkpoints'", _hole1),
     2: ("sinks recover to the id floor, not the restored checkpoint", _hole2),
@@ -71,15 +76,19 @@ HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]
     5: ("key groups merged per group, not per state name", _hole5),
     6: ("snapshots of a stopped task still report", _hole6),
     7: ("a generation handed out without being stored", _hole7),
+    8: ("a deposed leader's late commit point restored (issue 27)", _hole8),
 }
 
 HOLE_FAULTS: dict[int, tuple[Fault, ...]] = {
     7: (Fault.META_WRITE_ERROR, Fault.TM_CRASH),
+    8: (Fault.LEADER_DEPOSED, Fault.WORKER_CRASH, Fault.MESSAGE_LOSS, Fault.MESSAGE_DELAY),
 }
 """The fault kinds a hole's hunt draws from, where not every kind: hole 7 needs a failed
 write of ``meta/`` and then a TM crash before any other write of it succeeds; among every
 kind (which since the ids record, issue 23, write ``meta/`` more often) that is rarer than
-one seed in 20,000."""
+one seed in 20,000. Hole 8 needs a deposed leader and then a recovery of the new one (a
+worker lost) after the late commit point landed and before the new leader's own
+checkpoints passed it."""
 
 
 @contextlib.contextmanager

@@ -121,7 +121,8 @@ def _run(world: World, plan: FaultPlan, inputs: dict[int, list[tuple[str, int]]]
         return
     storage2 = SimStorage(world, plan)
     meta, snaps = sim.savepoint_copy
-    storage2.metadata[s] = meta
+    # as savepoints.prepare_restore writes it: no run identity (the new run's epochs)
+    storage2.metadata[s] = {k: v for k, v in meta.items() if k != "run"}
     storage2.landed.add(s)
     storage2.meta["completed_floor"] = s  # savepoints.prepare_restore
     storage2.snapshots.update(snaps)

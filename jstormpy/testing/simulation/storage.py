@@ -13,7 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from jstormpy.api.errors import BackendError, CorruptSnapshotError, SnapshotNotFoundError
+from jstormpy.api.errors import (
+    BackendError,
+    CorruptSnapshotError,
+    ObjectExistsError,
+    SnapshotNotFoundError,
+)
 from jstormpy.state_backends.base import seal_blob
 from jstormpy.state_backends.shared_files import encode_refs, refs_key
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
@@ -102,21 +107,35 @@ class SimStorage:
         self._call("read_snapshot", apply, alive, done)
 
     def put_metadata(self, checkpoint_id: int, metadata: dict[str, Any],
-                     alive: Callable[[], bool], done: Done) -> None:
+                     alive: Callable[[], bool], done: Done, late: float | None = None) -> None:
+        """The commit point, create-only (``StateBackend.create_metadata``): a write that
+        finds one under its id fails and replaces nothing. ``late``: the write of a
+        deposed TM, which lands after that many ms, outside the TM's call queue (the
+        queue is the new TM's now), and is answered to nobody."""
+        def create() -> BaseException | None:
+            if checkpoint_id in self.metadata:
+                return ObjectExistsError(f"chk-{checkpoint_id}/_metadata exists")
+            self.metadata[checkpoint_id] = metadata
+            self.landed.add(checkpoint_id)
+            return None
+
+        def land() -> None:
+            create()  # nobody hears the outcome
+
+        if late is not None:
+            self.world.at(late, land,
+                          f"storage: deposed TM's metadata of checkpoint {checkpoint_id} lands")
+            return
+
         def apply() -> tuple[Any, BaseException | None]:
             if self._disk_full() or self.plan.hit(self.world, Fault.METADATA_WRITE_ERROR):
                 return None, BackendError(f"write of chk-{checkpoint_id}/_metadata failed")
             if self.plan.hit(self.world, Fault.METADATA_TIMEOUT):
                 # the write lands after the caller gave up on it
-                def land() -> None:
-                    self.metadata[checkpoint_id] = metadata  # a late rename replaces
-                    self.landed.add(checkpoint_id)
                 self.world.at(self.world.latency(50, 400), land,
                               f"storage: late metadata of checkpoint {checkpoint_id} lands")
                 return None, TimeoutError(f"chk-{checkpoint_id}/_metadata: no answer")
-            self.metadata[checkpoint_id] = metadata
-            self.landed.add(checkpoint_id)
-            return None, None
+            return None, create()
         self._call("put_metadata", apply, alive, done, serial=True)
 
     def list_completed(self, alive: Callable[[], bool], done: Done) -> None:

@@ -1,0 +1,185 @@
+"""A deposed leader's late commit point never counts (issue 27, docs/cluster.md "Fencing").
+
+An ``--ha`` leader checks its lease, then writes a checkpoint's ``_metadata``. When that
+write is slower than the rest of the lease, a standby takes the run over in between: it
+stores the next epoch, lists the checkpoints (not that one yet) and restores an older
+one, rolling its sinks back past everything above it. The old leader's write lands
+afterwards. It tells no sink to commit it (fenced), but before the fix the new leader
+listed it at its next recovery and restored it, although its sinks had discarded that
+checkpoint's staged output: the output was lost. And when the new leader handed out the
+same checkpoint id itself, the late write replaced its commit point with the old one.
+
+Now every commit point names the epoch that wrote it, the ids record keeps the checkpoint
+each epoch restored first, and a restore refuses a checkpoint of an older epoch above it;
+a commit point is created, never replaced. These are the real ``MasterCore`` and
+``RestorePlan`` on a file backend, two Topology Masters sharing one store.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from jstormpy.leader_lease import LeaderLease
+from jstormpy.master.core import MasterCore, WorkerSession
+from jstormpy.run_identity import take_over_run
+from jstormpy.state_backends.base import CHECKPOINT_IDS_META
+from jstormpy.state_backends.file import FileBackend
+from tests.unit.test_checkpoint_ids_record import checkpoint, new_core, prepare_all, recover
+
+
+class SlowCommitPoint(FileBackend):
+    """The old leader's store: its ``_metadata`` write of checkpoint ``slow`` waits for
+    ``gate`` (the storage is slow) and then lands."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(uri)
+        self.slow: int | None = None
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+        self.outcome: BaseException | None = None
+
+    def create_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
+        if checkpoint_id != self.slow:
+            super().create_metadata(checkpoint_id, metadata)
+            return
+        self.entered.set()
+        assert self.gate.wait(30), "the test never let the write land"
+        try:
+            super().create_metadata(checkpoint_id, metadata)
+        except BaseException as exc:
+            self.outcome = exc
+            raise
+
+
+def leader(backend: FileBackend, lease_path: Path, resume: bool) -> MasterCore:
+    """A TM as an ``--ha`` launcher starts it: a valid lease, the run taken over."""
+    core = new_core(backend, resume=resume)  # type: ignore[arg-type]
+    core.lease = LeaderLease(lease_path)
+    core.lease.renew(time.monotonic(), 60.0)
+    core.run = take_over_run(backend, resume)
+    return core
+
+
+def old_leader_deposed_mid_commit(tmp_path: Path) -> tuple[
+        MasterCore, SlowCommitPoint, MasterCore, FileBackend, list[WorkerSession], int, int]:
+    """The old leader (epoch 1) completed one checkpoint; its next commit point is being
+    written when its lease runs out; the new leader (epoch 2) takes the run over and
+    restores. Returns both, the new leader's sessions, the restored and the late id."""
+    old_store = SlowCommitPoint(f"file://{tmp_path / 'store'}")
+    old = leader(old_store, tmp_path / "old.lease", resume=False)
+    prepare_all(old)
+    first = checkpoint(old)
+    assert old.backend_io.wait_idle(10)
+    old_store.slow = first + 1
+    late = checkpoint(old)
+    assert old_store.entered.wait(10), "the old leader never started its commit point"
+    assert old.lease is not None
+    old.lease.revoke()  # its launcher lost ZooKeeper; the standby leads
+
+    new_store = FileBackend(f"file://{tmp_path / 'store'}")
+    new = leader(new_store, tmp_path / "new.lease", resume=True)
+    assert new.run is not None and new.run.epoch == 2
+    sessions, restored = prepare_all(new, old.generation)
+    assert restored == first, "the late commit point has not landed: it is not listed"
+    return old, old_store, new, new_store, sessions, first, late
+
+
+def test_a_late_commit_point_of_a_deposed_leader_is_never_restored(tmp_path: Path) -> None:
+    old, old_store, new, new_store, sessions, first, late = old_leader_deposed_mid_commit(
+        tmp_path)
+    old_store.gate.set()  # the old leader's commit point lands now
+    assert old.backend_io.wait_idle(10)
+    assert old.fenced, "the old leader told its sinks to commit after its lease ran out"
+    assert late in new_store.list_completed()
+    assert new_store.read_metadata(late)["run"]["epoch"] == 1
+
+    _, restored = recover(new, sessions)
+    assert restored == first, (
+        f"the new leader restored checkpoint {restored}, the old leader's late commit point: "
+        f"its sinks were rolled back to {first} when it took over")
+    assert late in new.checkpoints.bad
+
+    # and a third leader, after a restart, knows it too
+    third = leader(FileBackend(f"file://{tmp_path / 'store'}"), tmp_path / "third.lease",
+                   resume=True)
+    _, restored = prepare_all(third, new.generation)
+    assert restored == first
+    assert checkpoint(third) > late  # its id is never handed out again
+
+
+def test_a_late_commit_point_never_replaces_the_new_leaders_own(tmp_path: Path) -> None:
+    old, old_store, new, new_store, sessions, first, late = old_leader_deposed_mid_commit(
+        tmp_path)
+    own = checkpoint(new)  # the new leader hands out the same id (it never saw it)
+    assert new.backend_io.wait_idle(10)
+    assert own == late and new_store.read_metadata(own)["run"]["epoch"] == 2
+    old_store.gate.set()
+    assert old.backend_io.wait_idle(10)
+    assert old_store.outcome is not None, "the late write replaced a commit point"
+    assert new_store.read_metadata(own)["run"]["epoch"] == 2, (
+        "the deposed leader's late write replaced the new leader's commit point")
+    assert old.fenced
+    record = json.loads(new_store.get_meta(CHECKPOINT_IDS_META) or b"{}")
+    assert record["epochs"] == {"1": 0, "2": first}, (
+        f"the deposed leader wrote its ids record over the new leader's: {record}")
+
+    _, restored = recover(new, sessions)
+    assert restored == own
+
+
+def test_a_commit_point_is_created_never_replaced(tmp_path: Path) -> None:
+    from jstormpy.api.errors import ObjectExistsError
+    from jstormpy.state_backends.deadline import DeadlineBackend
+    from jstormpy.state_backends.memory import MemoryBackend
+
+    for backend in (FileBackend(f"file://{tmp_path}"), MemoryBackend("memory://deposed"),
+                    DeadlineBackend(FileBackend(f"file://{tmp_path / 'd'}"), 5000)):
+        backend.create_metadata(7, {"run": {"job_id": "a", "epoch": 2}, "tasks": {}})
+        try:
+            backend.create_metadata(7, {"run": {"job_id": "a", "epoch": 1}, "tasks": {}})
+        except ObjectExistsError:
+            pass
+        else:
+            raise AssertionError(f"{backend.uri}: a second commit point replaced the first")
+        assert backend.read_metadata(7)["run"]["epoch"] == 2
+        assert backend.list_completed() == [7]
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".tmp-")]
+
+
+def test_retention_never_keeps_a_late_commit_point_in_place_of_the_new_leaders(
+        tmp_path: Path) -> None:
+    """Simulator seed 2064 (leader_deposed): the old leader had handed out ids far above
+    the new leader's; its late commit point counted as the newest checkpoint, so retention
+    deleted the new leader's own, and the final checkpoint's state was gone."""
+    old_store = SlowCommitPoint(f"file://{tmp_path / 'store'}")
+    old = leader(old_store, tmp_path / "old.lease", resume=False)
+    prepare_all(old)
+    first = checkpoint(old)
+    assert old.backend_io.wait_idle(10)
+    old_store.slow = first + 5
+    old.checkpoints.next_id = first + 5  # ids it handed out were never stored nor listed
+    late = checkpoint(old)
+    assert old_store.entered.wait(10)
+    assert old.lease is not None
+    old.lease.revoke()
+
+    store = FileBackend(f"file://{tmp_path / 'store'}")
+    new = leader(store, tmp_path / "new.lease", resume=True)
+    sessions, restored = prepare_all(new, old.generation)
+    assert restored == first
+    old_store.gate.set()
+    assert old.backend_io.wait_idle(10) and old.fenced
+    assert late in store.list_completed()
+    own = [checkpoint(new) for _ in range(new.config.checkpoints_retained + 1)]
+    assert new.backend_io.wait_idle(10)
+    assert max(own) < late
+    kept = store.list_completed()
+    assert own[-new.config.checkpoints_retained:] == [c for c in kept if c in own], (
+        f"retention kept {kept}: the late checkpoint {late} took the place of the new "
+        f"leader's {own}")
+    _, restored = recover(new, sessions)
+    assert restored == own[-1]
