@@ -11,9 +11,11 @@ counts, exactly-once with 1 s checkpoints on 2 workers, written with the batch A
   and emits the final counts when its inputs end, into the transactional ``FileSink``.
 
 Harness contract: ``--corpus DIR --out FILE --workdir DIR [--guarantee G]
-[--checkpoint-interval SECONDS]``; the final counts go to ``FILE`` as one JSON object and
-the last stdout line is ``PROCESSING_SECONDS=<float>``: from the first spout call (the
-topology built and running, spouts about to start) to drained (all input processed, last
+[--checkpoint-interval SECONDS]`` (plus ``--state-store memory|rocksdb``, default
+``$JSTORMPY_STATE_STORE`` or memory; ``bench/peer_wordcount_stores.py`` runs both); the
+final counts go to ``FILE`` as one JSON object and the last stdout line is
+``PROCESSING_SECONDS=<float>``: from the first spout call (the topology built and
+running, spouts about to start) to drained (all input processed, last
 checkpoint committed, final counts committed in the sink). Starting the Topology Master
 and the worker processes is excluded (``INFO submit_to_drained_seconds`` includes it).
 
@@ -140,6 +142,10 @@ def main() -> int:
                     help="Config.batch_size: most tuples per channel batch")
     ap.add_argument("--no-tls", action="store_true",
                     help="Config(tls=False): measure what TLS costs (docs/security.md)")
+    ap.add_argument("--state-store", choices=("memory", "rocksdb"),
+                    default=os.environ.get("JSTORMPY_STATE_STORE") or "memory",
+                    help="Config.state_store of the count (default: $JSTORMPY_STATE_STORE, "
+                         "else memory); bench/peer_wordcount_stores.py runs both")
     a = ap.parse_args()
     files = sorted(glob.glob(os.path.join(os.path.abspath(a.corpus), "part-*.txt")))
     if not files:
@@ -154,7 +160,9 @@ def main() -> int:
     conf = Config(workers=a.workers, guarantee=a.guarantee,
                   checkpoint_interval_ms=int(a.checkpoint_interval * 1000),
                   batch_size=a.batch_size, log_level="WARNING", tls=not a.no_tls,
-                  state_backend="file://" + os.path.join(work, "ckpt"))
+                  state_backend="file://" + os.path.join(work, "ckpt"),
+                  state_store=a.state_store,
+                  state_store_dir=os.path.join(work, "state") if a.state_store != "memory" else "")
     with LocalCluster() as cluster:
         t0 = time.perf_counter()
         handle = cluster.submit(topo, conf)
@@ -176,7 +184,8 @@ def main() -> int:
         json.dump(counts, f, separators=(",", ":"), sort_keys=True)
     import jstormpy
 
-    print(f"VERSION=jstormpy {jstormpy.__version__} (batch API)", flush=True)
+    store = "" if a.state_store == "memory" else f", state_store={a.state_store}"
+    print(f"VERSION=jstormpy {jstormpy.__version__} (batch API{store})", flush=True)
     print(f"PROCESSING_SECONDS={dt:.6f}", flush=True)
     return 0
 
