@@ -16,9 +16,13 @@ The steps, as ``docs/checkpointing.md`` lists them:
    :attr:`id_floor`, every id a sink may have seen) and asks for ``SendTrigger(n)``.
 2. :meth:`ack` records each task's ack of ``n`` for the current generation; the last one
    asks for ``WriteCommitPoint(n, metadata)`` (``at_most_once``: straight to complete).
-3. :meth:`commit_point_written` is the commit point: ``n`` is complete. It asks for
+3. :meth:`commit_point_written` is the commit point: ``n`` is complete. The performer
+   reports it only once ``n`` is also stored as the completed floor, so that no sink
+   commits output a restarted TM's floor does not cover. It asks for
    ``SendComplete(n)`` and ``CollectGarbage``; if every spout's ack said "finished" it
    waits for every sink's commit of ``n`` (:meth:`sink_committed`), then ``Drained``.
+   A floor that could not be stored is :meth:`floor_not_stored`: ``n`` is complete on
+   storage but no sink is told so (the next completed checkpoint commits its output).
 4. :meth:`commit_point_failed` marks ``n`` bad (a write that timed out may still land:
    never restore from it) and aborts it; a backend timeout counts like a checkpoint
    timeout. A checkpoint a recovery restored (:meth:`recovery_resolved`) is complete
@@ -59,8 +63,12 @@ class SendTrigger:
 
 @dataclass(frozen=True)
 class WriteCommitPoint:
-    """Write ``chk-n/_metadata`` atomically, then report :meth:`commit_point_written` or
-    :meth:`commit_point_failed`."""
+    """Write ``chk-n/_metadata`` atomically, then store ``n`` as the completed floor
+    (``meta/completed_checkpoint``), then report :meth:`commit_point_written`; or
+    :meth:`commit_point_failed` (the metadata write failed), or
+    :meth:`floor_not_stored` (the metadata landed, the floor's write failed). The floor
+    is stored before ``SendComplete``: a sink that committed ``n`` under a stored floor
+    below ``n`` let a restarted TM with a short listing restore below it."""
 
     checkpoint_id: int
     generation: int
@@ -284,6 +292,29 @@ class CheckpointCoordinator:
         self._record(pending, "failed", now, f"metadata write failed: {error}")
         actions: list[CoordinatorAction] = [
             SendAbort(checkpoint_id, self.generation, f"metadata write failed: {error}")]
+        if timed_out:
+            actions += self._count_timeout(checkpoint_id,
+                                           f"the state backend did not answer: {error}")
+        return actions
+
+    def floor_not_stored(self, checkpoint_id: int, error: str, timed_out: bool,
+                         now: float) -> list[CoordinatorAction]:
+        """``checkpoint_id``'s metadata landed but storing it as the completed floor failed
+        (``timed_out``: the backend did not answer in time). It is complete on storage, so
+        ids stay above it and a recovery never goes below it (it is not bad: a restore of
+        it stores the floor first), but no sink is told to commit it: a restarted TM would
+        read the older floor and could restore below that output (simulator seeds 167056,
+        249419, ...). It is aborted; the next completed checkpoint commits its output."""
+        pending = self.committing.pop(checkpoint_id, None)
+        if pending is None:
+            return []
+        self.id_floor = max(self.id_floor, checkpoint_id)
+        self.completed_floor = max(self.completed_floor, checkpoint_id)
+        if pending.generation != self.generation:
+            return []
+        reason = f"completed floor not stored: {error}"
+        self._record(pending, "failed", now, reason)
+        actions: list[CoordinatorAction] = [SendAbort(checkpoint_id, self.generation, reason)]
         if timed_out:
             actions += self._count_timeout(checkpoint_id,
                                            f"the state backend did not answer: {error}")

@@ -765,14 +765,18 @@ class MasterCore:
         # tell its sinks to commit
         if error is None and self._check_fenced(cid, "after its commit point"):
             return
+        floor_error: BackendError | None = None
         if error is None:  # in the same job: FIFO keeps the floor's writes in id order
-            self._persist_completed_floor(cid)
+            floor_error = self._persist_completed_floor(cid)
         with self.lock:
             now = time.monotonic()
-            if error is None:
+            if error is None and floor_error is None:
                 fault_point("master_after_metadata", cid)
                 self._perform(self.checkpoints.commit_point_written(
                     cid, self.state == TopologyState.RUNNING, now, time.time()))
+            elif error is None:  # no sink commits what a restarted TM's floor misses
+                self._perform(self.checkpoints.floor_not_stored(
+                    cid, str(floor_error), isinstance(floor_error, BackendTimeoutError), now))
             else:
                 self._perform(self.checkpoints.commit_point_failed(
                     cid, str(error), isinstance(error, BackendTimeoutError), now))
@@ -813,18 +817,21 @@ class MasterCore:
                 self.fenced_event.set()
         return True
 
-    def _persist_completed_floor(self, cid: int) -> None:
-        """BackendIO thread, right after ``cid``'s metadata landed: store it as the newest
-        completed id beside the generation, so a resumed TM also refuses a listing that
-        lacks it (COMPLETED_META)."""
-        if cid < self.checkpoints.completed_floor:
-            return  # a newer one completed first (concurrent checkpoints): keep the newer
+    def _persist_completed_floor(self, cid: int) -> BackendError | None:
+        """BackendIO thread, right after ``cid``'s metadata landed and before any sink is
+        told to commit it: store it as the newest completed id beside the generation, so a
+        resumed TM also refuses a listing that lacks it (COMPLETED_META). Returns the
+        write's error: then ``cid`` is not announced complete (``floor_not_stored``)."""
+        if cid <= self.persisted_floor:
+            return None  # stored already (a restore of it, or a newer one)
         try:
             self.backend.put_meta(COMPLETED_META, str(cid).encode())
         except BackendError as exc:
-            log.warning("cannot persist the completed checkpoint id %d: %s", cid, exc)
-            return
+            log.warning("cannot persist the completed checkpoint id %d: %s; no sink is "
+                        "told to commit it", cid, exc)
+            return exc
         self.persisted_floor = max(self.persisted_floor, cid)
+        return None
 
     def _garbage_collect(self) -> None:
         """BackendIO thread: retention; status stops offering what it deleted."""

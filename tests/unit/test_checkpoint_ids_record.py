@@ -207,3 +207,60 @@ def test_a_restored_checkpoint_is_stored_as_the_floor_before_the_sinks_commit_it
     assert again.backend_io.wait_idle(10)
     assert all(s.outq.empty() for s in sessions), "restored below a recommitted checkpoint"
     assert any(f"checkpoint {second} completed" in e["message"] for e in again.errors)
+
+
+def drain(sessions: list[WorkerSession]) -> list[Any]:
+    """Every message the TM queued for ``sessions`` so far."""
+    messages = []
+    for s in sessions:
+        while not s.outq.empty():
+            messages.append(s.outq.get_nowait())
+    return messages
+
+
+def test_no_sink_commits_a_checkpoint_whose_floor_is_not_stored(tmp_path: Path) -> None:
+    """Simulator seeds 167056, 249419, ... (a TM restart and a short listing): the floor
+    was stored best effort, so the sinks were told to commit a checkpoint that the stored
+    floor did not cover; a restarted TM, reading the older floor and a listing missing
+    that checkpoint, restored below output the sinks had committed."""
+    backend = FloorOutage(f"file://{tmp_path}")
+    core = new_core(backend)
+    sessions, _ = prepare_all(core)
+    first = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    backend.floor_down = True
+    second = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    told = drain(sessions)
+    completed = {m.complete.checkpoint_id for m in told if m.WhichOneof("body") == "complete"}
+    aborted = {m.abort.checkpoint_id for m in told if m.WhichOneof("body") == "abort"}
+    assert completed == {first} and aborted == {second}, (
+        f"sinks told to commit {sorted(completed)} with the stored floor at {first}")
+    assert core.checkpoints.completed_floor == second  # its metadata is on storage
+
+    backend.floor_down = False  # the running TM goes on: the next checkpoint completes
+    third = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    assert next_message(sessions[0], "complete").complete.checkpoint_id == third
+    assert backend.get_meta(COMPLETED_META) == str(third).encode()
+
+
+def test_a_restarted_master_never_restores_below_what_the_sinks_were_told_to_commit(
+        tmp_path: Path) -> None:
+    backend = FloorOutage(f"file://{tmp_path}")
+    core = new_core(backend)
+    sessions, _ = prepare_all(core)
+    checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    backend.floor_down = True
+    newest = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    committed = max([m.complete.checkpoint_id for m in drain(sessions)
+                     if m.WhichOneof("body") == "complete"])
+
+    backend.floor_down = False  # the TM dies; its successor's listing misses the newest
+    backend.hide = {newest}
+    restarted = new_core(backend, resume=True)
+    _, restored = prepare_all(restarted, restarted.generation)
+    assert restored >= committed, (f"restored checkpoint {restored} below checkpoint "
+                                   f"{committed}, whose output the sinks committed")

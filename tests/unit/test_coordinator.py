@@ -210,3 +210,27 @@ def test_a_listed_bad_checkpoint_never_becomes_the_completed_floor() -> None:
     c.bad.add(2)
     c.recovery_resolved([1, 2], listing_ok=True, restored=1)
     assert (c.completed_floor, c.id_floor) == (1, 2)
+
+
+def test_a_floor_not_stored_aborts_a_landed_checkpoint_yet_no_recovery_goes_below_it() -> None:
+    c = coordinator(tolerable=0)
+    cid, _ = c.start(now=0.0, wall=0.0)
+    ack_all(c, cid, now=0.5)
+    out = c.floor_not_stored(cid, "meta/completed_checkpoint: EIO", timed_out=False, now=1.0)
+    assert out == [SendAbort(cid, 1, "completed floor not stored: meta/completed_checkpoint: "
+                                     "EIO")]  # no SendComplete: no sink commits it
+    assert c.last_completed is None and c.history[-1]["status"] == "failed"
+    assert c.busy() == 0 and cid not in c.bad  # restorable: its metadata landed
+    assert c.id_floor == c.completed_floor == cid
+    nxt, _ = c.start(now=2.0, wall=2.0)
+    ack_all(c, nxt, now=2.5)
+    assert c.commit_point_written(nxt, running=True, now=3.0, wall=3.0)[0] == \
+        SendComplete(nxt, 1)  # the next completed checkpoint commits both
+
+
+def test_a_floor_write_that_timed_out_counts_toward_the_tolerance() -> None:
+    c = coordinator(tolerable=0)
+    cid, _ = c.start(now=0.0, wall=0.0)
+    ack_all(c, cid, now=0.5)
+    out = c.floor_not_stored(cid, "no answer", timed_out=True, now=1.0)
+    assert isinstance(out[0], SendAbort) and isinstance(out[-1], StartRecovery)

@@ -939,7 +939,6 @@ class SimMaster:
         alive = self.alive_check()
 
         def written(_: Any, error: BaseException | None) -> None:
-            running = self.state == TopologyState.RUNNING
             if error is not None:
                 self.perform(self.coordinator.commit_point_failed(
                     cid, str(error), isinstance(error, TimeoutError), self.now()))
@@ -949,15 +948,19 @@ class SimMaster:
                     self.maybe_prepare()
                 return
             self.sim.on_completed(cid)
-            actions = self.coordinator.commit_point_written(cid, running, self.now(),
-                                                            self.now())
-            floor = self.coordinator.completed_floor
+            if cid <= self.persisted_floor:  # MasterCore._persist_completed_floor
+                floor_written(None, None)
+            else:  # stored before any sink hears of it (WriteCommitPoint)
+                self.sim.storage.put_meta("completed_floor", cid, alive, floor_written)
 
-            def floor_written(_: Any, error: BaseException | None) -> None:
-                if error is None:
-                    self.persisted_floor = max(self.persisted_floor, floor)
-            self.sim.storage.put_meta("completed_floor", floor, alive, floor_written)
-            self.perform(actions)
+        def floor_written(_: Any, error: BaseException | None) -> None:
+            if error is not None:
+                self.perform(self.coordinator.floor_not_stored(
+                    cid, str(error), isinstance(error, TimeoutError), self.now()))
+            else:
+                self.persisted_floor = max(self.persisted_floor, cid)
+                self.perform(self.coordinator.commit_point_written(
+                    cid, self.state == TopologyState.RUNNING, self.now(), self.now()))
             if self.state == TopologyState.RECOVERING:
                 self.maybe_prepare()
         self.sim.storage.put_metadata(cid, meta, alive, written)
