@@ -49,6 +49,12 @@ BAD_KEPT = 1000
 keeps (a run with more failed commit points than this has long since retained newer
 checkpoints; the id floor is kept whole)."""
 
+ID_RESERVATION = 100
+"""How many checkpoint ids above the stored ids record a Topology Master may hand out:
+a resumed TM starts above the record's reservation, so it never reuses an id whose commit
+point a dead predecessor may still land late (simulator seed 5646). A new record is
+stored when half of it is used (:meth:`CheckpointCoordinator.needs_ids_record`)."""
+
 
 # -- actions --------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -173,6 +179,8 @@ class CheckpointCoordinator:
         # because a listing came back short (issue 23, hole 1)
         self.completed_floor = 0
         self.bad: set[int] = set()  # never restore from these
+        # the highest id a stored ids record reserves: no checkpoint starts above it
+        self.ids_reserved = 0
         # checkpoints a recovery restored: sinks may have committed them again, so they
         # are complete whatever a late report of their metadata write says
         self.restored: set[int] = set()
@@ -214,8 +222,16 @@ class CheckpointCoordinator:
         return len(self.inflight) + len(self.committing)
 
     def may_start(self, force: bool = False) -> bool:
-        """Whether :meth:`start` stays within ``max_concurrent`` (or is forced)."""
+        """Whether :meth:`start` stays within ``max_concurrent`` (or is forced) and within
+        the ids a stored ids record reserves (never forced)."""
+        if self.stateful and self.next_id > self.ids_reserved:
+            return False
         return force or self.busy() < self.max_concurrent
+
+    def needs_ids_record(self) -> bool:
+        """Half of the reserved ids are used: the performer stores a new
+        :meth:`ids_record` (and reports :meth:`ids_record_stored`)."""
+        return self.stateful and self.next_id + ID_RESERVATION // 2 > self.ids_reserved
 
     # -- events ----------------------------------------------------------------------------
     def start(self, now: float, wall: float, pause: bool = False) -> tuple[int, list[
@@ -359,13 +375,22 @@ class CheckpointCoordinator:
 
     def ids_record(self) -> bytes:
         """What a restarted TM must know of this one's checkpoint ids (the backend's
-        ``meta/checkpoint_ids``): the id floor and the bad checkpoints."""
-        return json.dumps({"id_floor": self.id_floor,
-                           "bad": sorted(self.bad)[-BAD_KEPT:]}).encode()
+        ``meta/checkpoint_ids``): the id floor, the bad checkpoints, and the ids reserved
+        (:data:`ID_RESERVATION` above every id handed out or known)."""
+        reserved = max(self.id_floor, self.next_id - 1) + ID_RESERVATION
+        return json.dumps({"id_floor": self.id_floor, "bad": sorted(self.bad)[-BAD_KEPT:],
+                           "reserved": reserved}).encode()
+
+    def ids_record_stored(self, data: bytes) -> None:
+        """The performer stored ``data``, an :meth:`ids_record` of this coordinator: ids up
+        to its reservation may be handed out."""
+        self.ids_reserved = max(self.ids_reserved, int(json.loads(data)["reserved"]))
 
     def adopt_ids_record(self, data: bytes) -> None:
         """A resumed TM starts from a predecessor's :meth:`ids_record`: ids stay above
-        its floor and its bad checkpoints are never restored.
+        its floor and its reservation (the predecessor may have handed out any of those
+        ids, and a commit point of one may land late), and its bad checkpoints are never
+        restored.
 
         Raises:
             ValueError: ``data`` is not such a record.
@@ -373,7 +398,8 @@ class CheckpointCoordinator:
         try:
             record = json.loads(data)
             id_floor, bad = int(record["id_floor"]), {int(c) for c in record["bad"]}
-        except (TypeError, KeyError, ValueError) as exc:
+            id_floor = max(id_floor, int(record.get("reserved", 0)))
+        except (TypeError, KeyError, ValueError, AttributeError) as exc:
             raise ValueError(f"malformed checkpoint ids record {data[:80]!r}: {exc}") from exc
         self.id_floor = max(self.id_floor, id_floor)
         self.bad |= bad - self.restored

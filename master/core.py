@@ -131,6 +131,7 @@ class MasterCore:
         # every state-backend call after start-up runs there, never under self.lock
         self.backend_io = BackendIO(f"tm-backend-{name}")
         self.preparing: int | None = None  # generation whose restore is being resolved
+        self.storing_ids = False  # a new ids record is being stored (_store_ids_record)
         self.checkpoints.last_trigger = time.monotonic()
         self.restarts = 0
         # restart strategy and deterministic-error check (master/restart.py)
@@ -427,6 +428,7 @@ class MasterCore:
                         continue
                     with self.lock:
                         self.persisted_generation = max(self.persisted_generation, g)
+                        self.checkpoints.ids_record_stored(ids)
                     actions = plan.generation_persisted()
                 case ListCompleted():
                     try:
@@ -790,6 +792,25 @@ class MasterCore:
                 self.backend.put_meta(CHECKPOINT_IDS_META, ids)
             except BackendError as exc:
                 log.warning("cannot persist bad checkpoint %d: %s", cid, exc)
+                return
+            with self.lock:
+                self.checkpoints.ids_record_stored(ids)
+
+    def _store_ids_record(self) -> None:
+        """BackendIO thread: store a new ids record when half of the reserved checkpoint
+        ids are used (``CheckpointCoordinator.needs_ids_record``)."""
+        with self.lock:
+            ids = self.checkpoints.ids_record()
+        try:
+            self.backend.put_meta(CHECKPOINT_IDS_META, ids)
+        except BackendError as exc:
+            log.warning("cannot store the checkpoint ids record: %s", exc)
+        else:
+            with self.lock:
+                self.checkpoints.ids_record_stored(ids)
+        finally:
+            with self.lock:
+                self.storing_ids = False
 
     def _check_fenced(self, cid: int, moment: str) -> bool:
         """BackendIO thread, with a leader lease only: True (and this TM fenced for good)
@@ -864,6 +885,9 @@ class MasterCore:
             self.rescale.tick(now)  # rescale hook
             if self.state != TopologyState.RUNNING:
                 return
+            if self.checkpoints.needs_ids_record() and not self.storing_ids:
+                self.storing_ids = True
+                self.backend_io.submit(self._store_ids_record)
             self.backpressure.evaluate(now)
             if self._perform(self.checkpoints.expire(now)):
                 return  # a recovery began

@@ -264,3 +264,29 @@ def test_a_restarted_master_never_restores_below_what_the_sinks_were_told_to_com
     _, restored = prepare_all(restarted, restarted.generation)
     assert restored >= committed, (f"restored checkpoint {restored} below checkpoint "
                                    f"{committed}, whose output the sinks committed")
+
+
+def test_a_restarted_master_never_reuses_an_id_whose_commit_point_may_land_late(
+        tmp_path: Path) -> None:
+    """Simulator seed 5646: a TM died with checkpoint 1's ``_metadata`` write in flight;
+    its successor handed out id 1 again and its sinks committed that checkpoint; the dead
+    TM's write then landed over it, and a recovery restored the dead TM's snapshots."""
+    backend = LateLanding(f"file://{tmp_path}")
+    dead = new_core(backend)
+    prepare_all(dead)
+    backend.late, backend.gate = 1, threading.Event()
+    in_flight = checkpoint(dead)
+    assert backend.entered.wait(10)  # the TM dies here, its write still on its way
+
+    restarted = new_core(backend, resume=True)
+    sessions, _ = prepare_all(restarted, restarted.generation)
+    own = checkpoint(restarted)
+    assert restarted.backend_io.wait_idle(10)
+    assert next_message(sessions[0], "complete").complete.checkpoint_id == own
+    backend.gate.set()  # the dead TM's write lands now
+    assert dead.backend_io.wait_idle(10)
+    assert own > in_flight, f"id {own} handed out again"
+    _, restored = recover(restarted, sessions)
+    assert restored == own
+    assert backend.read_metadata(restored)["generation"] != 1, (
+        "restored the dead TM's snapshots under the id whose output the sinks committed")

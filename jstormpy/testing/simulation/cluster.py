@@ -765,19 +765,21 @@ class SimMaster:
         action = actions[0]
         match action:
             case PersistGeneration(g):
+                ids = self.coordinator.ids_record()
+
                 def ids_persisted(_: Any, error: BaseException | None) -> None:
                     if error is not None:
                         self.perform_plan(rec, plan.generation_not_persisted(str(error)))
                     else:
                         self.persisted_generation = max(self.persisted_generation, g)
+                        self.coordinator.ids_record_stored(ids)
                         self.perform_plan(rec, plan.generation_persisted())
 
                 def persisted(_: Any, error: BaseException | None) -> None:
                     if error is not None:
                         self.perform_plan(rec, plan.generation_not_persisted(str(error)))
                     else:
-                        storage.put_meta(CHECKPOINT_IDS_META, self.coordinator.ids_record(),
-                                         alive, ids_persisted)
+                        storage.put_meta(CHECKPOINT_IDS_META, ids, alive, ids_persisted)
                 storage.put_meta("generation", g, alive, persisted)
             case ListCompleted():
                 def listed(ids: Any, error: BaseException | None) -> None:
@@ -942,8 +944,12 @@ class SimMaster:
             if error is not None:
                 self.perform(self.coordinator.commit_point_failed(
                     cid, str(error), isinstance(error, TimeoutError), self.now()))
-                self.sim.storage.put_meta(CHECKPOINT_IDS_META, self.coordinator.ids_record(),
-                                          alive, lambda *_: None)
+                ids = self.coordinator.ids_record()
+
+                def ids_stored(_: Any, error: BaseException | None) -> None:
+                    if error is None:
+                        self.coordinator.ids_record_stored(ids)
+                self.sim.storage.put_meta(CHECKPOINT_IDS_META, ids, alive, ids_stored)
                 if self.state == TopologyState.RECOVERING:
                     self.maybe_prepare()
                 return
