@@ -669,6 +669,7 @@ class SimMaster:
         self.generation = 0
         self.persisted_generation = 0
         self.persisted_floor = 0  # meta "completed_floor" as last written
+        self.storing_ids = False  # a new ids record is being stored (tick)
         self.registered: set[int] = set()
         self.recovery: Recovery | None = None
         self.layout = sim.layout
@@ -867,6 +868,16 @@ class SimMaster:
     def tick(self) -> None:
         if not self.alive or self.state in (TopologyState.DRAINED, TopologyState.FAILED):
             return
+        if self.state == TopologyState.RUNNING and self.coordinator.needs_ids_record() \
+                and not self.storing_ids:  # MasterCore.tick: reserve ids ahead
+            self.storing_ids = True
+            ids = self.coordinator.ids_record()
+
+            def ids_stored(_: Any, error: BaseException | None) -> None:
+                self.storing_ids = False
+                if error is None:
+                    self.coordinator.ids_record_stored(ids)
+            self.sim.storage.put_meta(CHECKPOINT_IDS_META, ids, self.alive_check(), ids_stored)
         if self.state == TopologyState.RUNNING:
             self.perform(self.coordinator.expire(self.now()))
         if self.state == TopologyState.RUNNING and self.coordinator.may_start() and \
