@@ -16,9 +16,13 @@ The steps, as ``docs/checkpointing.md`` lists them:
    :attr:`id_floor`, every id a sink may have seen) and asks for ``SendTrigger(n)``.
 2. :meth:`ack` records each task's ack of ``n`` for the current generation; the last one
    asks for ``WriteCommitPoint(n, metadata)`` (``at_most_once``: straight to complete).
-3. :meth:`commit_point_written` is the commit point: ``n`` is complete. It asks for
+3. :meth:`commit_point_written` is the commit point: ``n`` is complete. The performer
+   reports it only once ``n`` is also stored as the completed floor, so that no sink
+   commits output a restarted TM's floor does not cover. It asks for
    ``SendComplete(n)`` and ``CollectGarbage``; if every spout's ack said "finished" it
    waits for every sink's commit of ``n`` (:meth:`sink_committed`), then ``Drained``.
+   A floor that could not be stored is :meth:`floor_not_stored`: ``n`` is complete on
+   storage but no sink is told so (the next completed checkpoint commits its output).
 4. :meth:`commit_point_failed` marks ``n`` bad (a write that timed out may still land:
    never restore from it) and aborts it; a backend timeout counts like a checkpoint
    timeout. A checkpoint a recovery restored (:meth:`recovery_resolved`) is complete
@@ -48,6 +52,12 @@ EPOCHS_KEPT = 100
 """How many of the newest epochs' restores the ids record keeps (a commit point that
 lands late comes from one of the last few Topology Masters)."""
 
+ID_RESERVATION = 100
+"""How many checkpoint ids above the stored ids record a Topology Master may hand out:
+a resumed TM starts above the record's reservation, so it never reuses an id whose commit
+point a dead predecessor may still land late (simulator seed 5646). A new record is
+stored when half of it is used (:meth:`CheckpointCoordinator.needs_ids_record`)."""
+
 
 # -- actions --------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -62,8 +72,12 @@ class SendTrigger:
 
 @dataclass(frozen=True)
 class WriteCommitPoint:
-    """Write ``chk-n/_metadata`` atomically, then report :meth:`commit_point_written` or
-    :meth:`commit_point_failed`."""
+    """Write ``chk-n/_metadata`` atomically, then store ``n`` as the completed floor
+    (``meta/completed_checkpoint``), then report :meth:`commit_point_written`; or
+    :meth:`commit_point_failed` (the metadata write failed), or
+    :meth:`floor_not_stored` (the metadata landed, the floor's write failed). The floor
+    is stored before ``SendComplete``: a sink that committed ``n`` under a stored floor
+    below ``n`` let a restarted TM with a short listing restore below it."""
 
     checkpoint_id: int
     generation: int
@@ -172,6 +186,8 @@ class CheckpointCoordinator:
         # point of an older epoch above it landed after the sinks were rolled back past it
         # (a deposed or dead TM's late write): never restored (RestorePlan, issue 27)
         self.epoch_starts: dict[int, int] = {}
+        # the highest id a stored ids record reserves: no checkpoint starts above it
+        self.ids_reserved = 0
         # checkpoints a recovery restored: sinks may have committed them again, so they
         # are complete whatever a late report of their metadata write says
         self.restored: set[int] = set()
@@ -213,8 +229,16 @@ class CheckpointCoordinator:
         return len(self.inflight) + len(self.committing)
 
     def may_start(self, force: bool = False) -> bool:
-        """Whether :meth:`start` stays within ``max_concurrent`` (or is forced)."""
+        """Whether :meth:`start` stays within ``max_concurrent`` (or is forced) and within
+        the ids a stored ids record reserves (never forced)."""
+        if self.stateful and self.next_id > self.ids_reserved:
+            return False
         return force or self.busy() < self.max_concurrent
+
+    def needs_ids_record(self) -> bool:
+        """Half of the reserved ids are used: the performer stores a new
+        :meth:`ids_record` (and reports :meth:`ids_record_stored`)."""
+        return self.stateful and self.next_id + ID_RESERVATION // 2 > self.ids_reserved
 
     # -- events ----------------------------------------------------------------------------
     def start(self, now: float, wall: float, pause: bool = False) -> tuple[int, list[
@@ -296,6 +320,29 @@ class CheckpointCoordinator:
                                            f"the state backend did not answer: {error}")
         return actions
 
+    def floor_not_stored(self, checkpoint_id: int, error: str, timed_out: bool,
+                         now: float) -> list[CoordinatorAction]:
+        """``checkpoint_id``'s metadata landed but storing it as the completed floor failed
+        (``timed_out``: the backend did not answer in time). It is complete on storage, so
+        ids stay above it and a recovery never goes below it (it is not bad: a restore of
+        it stores the floor first), but no sink is told to commit it: a restarted TM would
+        read the older floor and could restore below that output (simulator seeds 167056,
+        249419, ...). It is aborted; the next completed checkpoint commits its output."""
+        pending = self.committing.pop(checkpoint_id, None)
+        if pending is None:
+            return []
+        self.id_floor = max(self.id_floor, checkpoint_id)
+        self.completed_floor = max(self.completed_floor, checkpoint_id)
+        if pending.generation != self.generation:
+            return []
+        reason = f"completed floor not stored: {error}"
+        self._record(pending, "failed", now, reason)
+        actions: list[CoordinatorAction] = [SendAbort(checkpoint_id, self.generation, reason)]
+        if timed_out:
+            actions += self._count_timeout(checkpoint_id,
+                                           f"the state backend did not answer: {error}")
+        return actions
+
     def expire(self, now: float) -> list[CoordinatorAction]:
         """Abort checkpoints in flight longer than the timeout; past the tolerance the
         last action is a :class:`StartRecovery`."""
@@ -335,11 +382,19 @@ class CheckpointCoordinator:
 
     def ids_record(self) -> bytes:
         """What a restarted TM must know of this one's checkpoint ids (the backend's
-        ``meta/checkpoint_ids``): the id floor, the bad checkpoints and each epoch's
-        lowest restored checkpoint (:attr:`epoch_starts`)."""
+        ``meta/checkpoint_ids``): the id floor, the bad checkpoints, the ids reserved
+        (:data:`ID_RESERVATION` above every id handed out or known) and each epoch's lowest
+        restored checkpoint (:attr:`epoch_starts`)."""
+        reserved = max(self.id_floor, self.next_id - 1) + ID_RESERVATION
         epochs = sorted(self.epoch_starts)[-EPOCHS_KEPT:]
         return json.dumps({"id_floor": self.id_floor, "bad": sorted(self.bad)[-BAD_KEPT:],
+                           "reserved": reserved,
                            "epochs": {str(e): self.epoch_starts[e] for e in epochs}}).encode()
+
+    def ids_record_stored(self, data: bytes) -> None:
+        """The performer stored ``data``, an :meth:`ids_record` of this coordinator: ids up
+        to its reservation may be handed out."""
+        self.ids_reserved = max(self.ids_reserved, int(json.loads(data)["reserved"]))
 
     def epoch_started(self, epoch: int, restored: int) -> None:
         """Topology Master epoch ``epoch`` restored ``restored`` (0: nothing), and the ids
@@ -348,7 +403,9 @@ class CheckpointCoordinator:
 
     def adopt_ids_record(self, data: bytes) -> None:
         """A resumed TM starts from a predecessor's :meth:`ids_record`: ids stay above
-        its floor and its bad checkpoints are never restored.
+        its floor and its reservation (the predecessor may have handed out any of those
+        ids, and a commit point of one may land late), and its bad checkpoints are never
+        restored.
 
         Raises:
             ValueError: ``data`` is not such a record.
@@ -357,6 +414,7 @@ class CheckpointCoordinator:
             record = json.loads(data)
             id_floor, bad = int(record["id_floor"]), {int(c) for c in record["bad"]}
             epochs = {int(e): int(c) for e, c in record.get("epochs", {}).items()}
+            id_floor = max(id_floor, int(record.get("reserved", 0)))
         except (TypeError, KeyError, ValueError, AttributeError) as exc:
             raise ValueError(f"malformed checkpoint ids record {data[:80]!r}: {exc}") from exc
         self.id_floor = max(self.id_floor, id_floor)

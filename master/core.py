@@ -132,6 +132,7 @@ class MasterCore:
         # every state-backend call after start-up runs there, never under self.lock
         self.backend_io = BackendIO(f"tm-backend-{name}")
         self.preparing: int | None = None  # generation whose restore is being resolved
+        self.storing_ids = False  # a new ids record is being stored (_store_ids_record)
         self.checkpoints.last_trigger = time.monotonic()
         self.restarts = 0
         # restart strategy and deterministic-error check (master/restart.py)
@@ -430,6 +431,7 @@ class MasterCore:
                         continue
                     with self.lock:
                         self.persisted_generation = max(self.persisted_generation, g)
+                        self.checkpoints.ids_record_stored(ids)
                     actions = plan.generation_persisted()
                 case ListCompleted():
                     try:
@@ -465,6 +467,8 @@ class MasterCore:
                                 self.checkpoints.epoch_starts[epoch] = before
                         actions = plan.epoch_start_not_persisted(str(exc))
                         continue
+                    with self.lock:
+                        self.checkpoints.ids_record_stored(ids)
                     actions = plan.epoch_start_persisted()
                 case PersistFloor(cid):
                     try:
@@ -790,14 +794,18 @@ class MasterCore:
         if self._check_fenced(cid, "after its commit point" if error is None
                               else "when its commit point failed"):
             return
+        floor_error: BackendError | None = None
         if error is None:  # in the same job: FIFO keeps the floor's writes in id order
-            self._persist_completed_floor(cid)
+            floor_error = self._persist_completed_floor(cid)
         with self.lock:
             now = time.monotonic()
-            if error is None:
+            if error is None and floor_error is None:
                 fault_point("master_after_metadata", cid)
                 self._perform(self.checkpoints.commit_point_written(
                     cid, self.state == TopologyState.RUNNING, now, time.time()))
+            elif error is None:  # no sink commits what a restarted TM's floor misses
+                self._perform(self.checkpoints.floor_not_stored(
+                    cid, str(floor_error), isinstance(floor_error, BackendTimeoutError), now))
             else:
                 self._perform(self.checkpoints.commit_point_failed(
                     cid, str(error), isinstance(error, BackendTimeoutError), now))
@@ -811,6 +819,25 @@ class MasterCore:
                 self.backend.put_meta(CHECKPOINT_IDS_META, ids)
             except BackendError as exc:
                 log.warning("cannot persist bad checkpoint %d: %s", cid, exc)
+                return
+            with self.lock:
+                self.checkpoints.ids_record_stored(ids)
+
+    def _store_ids_record(self) -> None:
+        """BackendIO thread: store a new ids record when half of the reserved checkpoint
+        ids are used (``CheckpointCoordinator.needs_ids_record``)."""
+        with self.lock:
+            ids = self.checkpoints.ids_record()
+        try:
+            self.backend.put_meta(CHECKPOINT_IDS_META, ids)
+        except BackendError as exc:
+            log.warning("cannot store the checkpoint ids record: %s", exc)
+        else:
+            with self.lock:
+                self.checkpoints.ids_record_stored(ids)
+        finally:
+            with self.lock:
+                self.storing_ids = False
 
     def _check_fenced(self, cid: int, moment: str) -> bool:
         """BackendIO thread, with a leader lease only: True (and this TM fenced for good)
@@ -838,18 +865,21 @@ class MasterCore:
                 self.fenced_event.set()
         return True
 
-    def _persist_completed_floor(self, cid: int) -> None:
-        """BackendIO thread, right after ``cid``'s metadata landed: store it as the newest
-        completed id beside the generation, so a resumed TM also refuses a listing that
-        lacks it (COMPLETED_META)."""
-        if cid < self.checkpoints.completed_floor:
-            return  # a newer one completed first (concurrent checkpoints): keep the newer
+    def _persist_completed_floor(self, cid: int) -> BackendError | None:
+        """BackendIO thread, right after ``cid``'s metadata landed and before any sink is
+        told to commit it: store it as the newest completed id beside the generation, so a
+        resumed TM also refuses a listing that lacks it (COMPLETED_META). Returns the
+        write's error: then ``cid`` is not announced complete (``floor_not_stored``)."""
+        if cid <= self.persisted_floor:
+            return None  # stored already (a restore of it, or a newer one)
         try:
             self.backend.put_meta(COMPLETED_META, str(cid).encode())
         except BackendError as exc:
-            log.warning("cannot persist the completed checkpoint id %d: %s", cid, exc)
-            return
+            log.warning("cannot persist the completed checkpoint id %d: %s; no sink is "
+                        "told to commit it", cid, exc)
+            return exc
         self.persisted_floor = max(self.persisted_floor, cid)
+        return None
 
     def _garbage_collect(self) -> None:
         """BackendIO thread: retention; status stops offering what it deleted."""
@@ -884,6 +914,9 @@ class MasterCore:
             self.rescale.tick(now)  # rescale hook
             if self.state != TopologyState.RUNNING:
                 return
+            if self.checkpoints.needs_ids_record() and not self.storing_ids:
+                self.storing_ids = True
+                self.backend_io.submit(self._store_ids_record)
             self.backpressure.evaluate(now)
             if self._perform(self.checkpoints.expire(now)):
                 return  # a recovery began

@@ -95,7 +95,7 @@ class QuiescentOperation(ABC, Generic[P]):
         """Steps 1-2 of ``tick``: quiesce once ``may_quiesce`` (running, nothing in flight),
         then watch the quiescent checkpoint. True if the operation is in one of them."""
         if self.phase == self._holding:
-            if may_quiesce:
+            if may_quiesce and self.core.checkpoints.may_start():  # within the reserved ids
                 self._quiesce()
             return True
         if self.phase == self._quiescing:

@@ -207,3 +207,86 @@ def test_a_restored_checkpoint_is_stored_as_the_floor_before_the_sinks_commit_it
     assert again.backend_io.wait_idle(10)
     assert all(s.outq.empty() for s in sessions), "restored below a recommitted checkpoint"
     assert any(f"checkpoint {second} completed" in e["message"] for e in again.errors)
+
+
+def drain(sessions: list[WorkerSession]) -> list[Any]:
+    """Every message the TM queued for ``sessions`` so far."""
+    messages = []
+    for s in sessions:
+        while not s.outq.empty():
+            messages.append(s.outq.get_nowait())
+    return messages
+
+
+def test_no_sink_commits_a_checkpoint_whose_floor_is_not_stored(tmp_path: Path) -> None:
+    """Simulator seeds 167056, 249419, ... (a TM restart and a short listing): the floor
+    was stored best effort, so the sinks were told to commit a checkpoint that the stored
+    floor did not cover; a restarted TM, reading the older floor and a listing missing
+    that checkpoint, restored below output the sinks had committed."""
+    backend = FloorOutage(f"file://{tmp_path}")
+    core = new_core(backend)
+    sessions, _ = prepare_all(core)
+    first = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    backend.floor_down = True
+    second = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    told = drain(sessions)
+    completed = {m.complete.checkpoint_id for m in told if m.WhichOneof("body") == "complete"}
+    aborted = {m.abort.checkpoint_id for m in told if m.WhichOneof("body") == "abort"}
+    assert completed == {first} and aborted == {second}, (
+        f"sinks told to commit {sorted(completed)} with the stored floor at {first}")
+    assert core.checkpoints.completed_floor == second  # its metadata is on storage
+
+    backend.floor_down = False  # the running TM goes on: the next checkpoint completes
+    third = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    assert next_message(sessions[0], "complete").complete.checkpoint_id == third
+    assert backend.get_meta(COMPLETED_META) == str(third).encode()
+
+
+def test_a_restarted_master_never_restores_below_what_the_sinks_were_told_to_commit(
+        tmp_path: Path) -> None:
+    backend = FloorOutage(f"file://{tmp_path}")
+    core = new_core(backend)
+    sessions, _ = prepare_all(core)
+    checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    backend.floor_down = True
+    newest = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    committed = max([m.complete.checkpoint_id for m in drain(sessions)
+                     if m.WhichOneof("body") == "complete"])
+
+    backend.floor_down = False  # the TM dies; its successor's listing misses the newest
+    backend.hide = {newest}
+    restarted = new_core(backend, resume=True)
+    _, restored = prepare_all(restarted, restarted.generation)
+    assert restored >= committed, (f"restored checkpoint {restored} below checkpoint "
+                                   f"{committed}, whose output the sinks committed")
+
+
+def test_a_restarted_master_never_reuses_an_id_whose_commit_point_may_land_late(
+        tmp_path: Path) -> None:
+    """Simulator seed 5646: a TM died with checkpoint 1's ``_metadata`` write in flight;
+    its successor handed out id 1 again and its sinks committed that checkpoint; the dead
+    TM's write then landed over it, and a recovery restored the dead TM's snapshots."""
+    backend = LateLanding(f"file://{tmp_path}")
+    dead = new_core(backend)
+    prepare_all(dead)
+    backend.late, backend.gate = 1, threading.Event()
+    in_flight = checkpoint(dead)
+    assert backend.entered.wait(10)  # the TM dies here, its write still on its way
+
+    restarted = new_core(backend, resume=True)
+    sessions, _ = prepare_all(restarted, restarted.generation)
+    own = checkpoint(restarted)
+    assert restarted.backend_io.wait_idle(10)
+    assert next_message(sessions[0], "complete").complete.checkpoint_id == own
+    backend.gate.set()  # the dead TM's write lands now
+    assert dead.backend_io.wait_idle(10)
+    assert own > in_flight, f"id {own} handed out again"
+    _, restored = recover(restarted, sessions)
+    assert restored == own
+    assert backend.read_metadata(restored)["generation"] != 1, (
+        "restored the dead TM's snapshots under the id whose output the sinks committed")

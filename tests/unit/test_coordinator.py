@@ -5,6 +5,7 @@ every test is exact."""
 from __future__ import annotations
 
 from jstormpy.master.coordinator import (
+    ID_RESERVATION,
     CheckpointCoordinator,
     CollectGarbage,
     Drained,
@@ -25,6 +26,7 @@ def coordinator(tolerable: int = 1, stateful: bool = True) -> CheckpointCoordina
                               tolerable_timeouts=tolerable)
     c.set_layout(TASKS, spout_tasks=[1], sink_tasks=[3])
     c.new_generation(1)
+    c.ids_record_stored(c.ids_record())  # as the recovery's PersistGeneration step
     c.resume_after(0, now=0.0)
     return c
 
@@ -210,3 +212,55 @@ def test_a_listed_bad_checkpoint_never_becomes_the_completed_floor() -> None:
     c.bad.add(2)
     c.recovery_resolved([1, 2], listing_ok=True, restored=1)
     assert (c.completed_floor, c.id_floor) == (1, 2)
+
+
+def test_a_floor_not_stored_aborts_a_landed_checkpoint_yet_no_recovery_goes_below_it() -> None:
+    c = coordinator(tolerable=0)
+    cid, _ = c.start(now=0.0, wall=0.0)
+    ack_all(c, cid, now=0.5)
+    out = c.floor_not_stored(cid, "meta/completed_checkpoint: EIO", timed_out=False, now=1.0)
+    assert out == [SendAbort(cid, 1, "completed floor not stored: meta/completed_checkpoint: "
+                                     "EIO")]  # no SendComplete: no sink commits it
+    assert c.last_completed is None and c.history[-1]["status"] == "failed"
+    assert c.busy() == 0 and cid not in c.bad  # restorable: its metadata landed
+    assert c.id_floor == c.completed_floor == cid
+    nxt, _ = c.start(now=2.0, wall=2.0)
+    ack_all(c, nxt, now=2.5)
+    assert c.commit_point_written(nxt, running=True, now=3.0, wall=3.0)[0] == \
+        SendComplete(nxt, 1)  # the next completed checkpoint commits both
+
+
+def test_a_floor_write_that_timed_out_counts_toward_the_tolerance() -> None:
+    c = coordinator(tolerable=0)
+    cid, _ = c.start(now=0.0, wall=0.0)
+    ack_all(c, cid, now=0.5)
+    out = c.floor_not_stored(cid, "no answer", timed_out=True, now=1.0)
+    assert isinstance(out[0], SendAbort) and isinstance(out[-1], StartRecovery)
+
+
+def test_no_checkpoint_starts_above_the_ids_a_stored_record_reserves() -> None:
+    c = CheckpointCoordinator(stateful=True, max_concurrent=1, timeout_s=10.0,
+                              tolerable_timeouts=1)
+    c.set_layout(TASKS, spout_tasks=[1], sink_tasks=[3])
+    c.new_generation(1)
+    assert not c.may_start(force=True) and c.needs_ids_record()  # nothing stored yet
+    c.ids_record_stored(c.ids_record())
+    assert c.may_start() and not c.needs_ids_record()
+    c.resume_after(ID_RESERVATION - 1, now=0.0)  # the last reserved id is next
+    assert c.may_start() and c.needs_ids_record()
+    c.resume_after(ID_RESERVATION, now=0.0)
+    assert not c.may_start(force=True)
+    c.ids_record_stored(c.ids_record())
+    assert c.may_start()
+
+
+def test_a_resumed_coordinator_starts_above_its_predecessors_reservation() -> None:
+    old = coordinator()
+    stored = old.ids_record()  # the record its recovery stored
+    cid, _ = old.start(now=0.0, wall=0.0)  # handed out, never recorded: its TM dies
+    new = CheckpointCoordinator(stateful=True, max_concurrent=1, timeout_s=10.0,
+                                tolerable_timeouts=1)
+    new.adopt_ids_record(stored)
+    assert new.id_floor >= cid and new.id_floor >= ID_RESERVATION
+    new.adopt_ids_record(b'{"id_floor": 7, "bad": [7]}')  # a record without a reservation
+    assert 7 in new.bad

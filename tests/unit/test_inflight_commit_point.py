@@ -38,14 +38,14 @@ class DyingMaster(FileBackend):
         self.entered = threading.Event()
         self.dead = False
 
-    def write_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
+    def create_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
         if checkpoint_id == self.late:
             self.entered.set()
             assert self.gate.wait(30), "the test never opened the gate"
-            super().write_metadata(checkpoint_id, metadata)
+            super().create_metadata(checkpoint_id, metadata)
             self.dead = True
             raise BackendError("the TM process is dead")
-        super().write_metadata(checkpoint_id, metadata)
+        super().create_metadata(checkpoint_id, metadata)
 
     def put_object(self, key: str, data: bytes) -> None:
         if self.dead:

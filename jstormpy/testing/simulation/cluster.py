@@ -670,6 +670,7 @@ class SimMaster:
         self.generation = 0
         self.persisted_generation = 0
         self.persisted_floor = 0  # meta "completed_floor" as last written
+        self.storing_ids = False  # a new ids record is being stored (tick)
         self.registered: set[int] = set()
         self.recovery: Recovery | None = None
         self.layout = sim.layout
@@ -772,19 +773,21 @@ class SimMaster:
         action = actions[0]
         match action:
             case PersistGeneration(g):
+                ids = self.coordinator.ids_record()
+
                 def ids_persisted(_: Any, error: BaseException | None) -> None:
                     if error is not None:
                         self.perform_plan(rec, plan.generation_not_persisted(str(error)))
                     else:
                         self.persisted_generation = max(self.persisted_generation, g)
+                        self.coordinator.ids_record_stored(ids)
                         self.perform_plan(rec, plan.generation_persisted())
 
                 def persisted(_: Any, error: BaseException | None) -> None:
                     if error is not None:
                         self.perform_plan(rec, plan.generation_not_persisted(str(error)))
                     else:
-                        storage.put_meta(CHECKPOINT_IDS_META, self.coordinator.ids_record(),
-                                         alive, ids_persisted)
+                        storage.put_meta(CHECKPOINT_IDS_META, ids, alive, ids_persisted)
                 storage.put_meta("generation", g, alive, persisted)
             case ListCompleted():
                 def listed(ids: Any, error: BaseException | None) -> None:
@@ -886,6 +889,16 @@ class SimMaster:
     def tick(self) -> None:
         if not self.alive or self.state in (TopologyState.DRAINED, TopologyState.FAILED):
             return
+        if self.state == TopologyState.RUNNING and self.coordinator.needs_ids_record() \
+                and not self.storing_ids:  # MasterCore.tick: reserve ids ahead
+            self.storing_ids = True
+            ids = self.coordinator.ids_record()
+
+            def ids_stored(_: Any, error: BaseException | None) -> None:
+                self.storing_ids = False
+                if error is None:
+                    self.coordinator.ids_record_stored(ids)
+            self.sim.storage.put_meta(CHECKPOINT_IDS_META, ids, self.alive_check(), ids_stored)
         if self.state == TopologyState.RUNNING:
             self.perform(self.coordinator.expire(self.now()))
         if self.state == TopologyState.RUNNING and self.coordinator.may_start() and \
@@ -977,25 +990,32 @@ class SimMaster:
             return
 
         def written(_: Any, error: BaseException | None) -> None:
-            running = self.state == TopologyState.RUNNING
             if error is not None:
                 self.perform(self.coordinator.commit_point_failed(
                     cid, str(error), isinstance(error, TimeoutError), self.now()))
-                self.sim.storage.put_meta(CHECKPOINT_IDS_META, self.coordinator.ids_record(),
-                                          alive, lambda *_: None)
+                ids = self.coordinator.ids_record()
+
+                def ids_stored(_: Any, error: BaseException | None) -> None:
+                    if error is None:
+                        self.coordinator.ids_record_stored(ids)
+                self.sim.storage.put_meta(CHECKPOINT_IDS_META, ids, alive, ids_stored)
                 if self.state == TopologyState.RECOVERING:
                     self.maybe_prepare()
                 return
             self.sim.on_completed(cid)
-            actions = self.coordinator.commit_point_written(cid, running, self.now(),
-                                                            self.now())
-            floor = self.coordinator.completed_floor
+            if cid <= self.persisted_floor:  # MasterCore._persist_completed_floor
+                floor_written(None, None)
+            else:  # stored before any sink hears of it (WriteCommitPoint)
+                self.sim.storage.put_meta("completed_floor", cid, alive, floor_written)
 
-            def floor_written(_: Any, error: BaseException | None) -> None:
-                if error is None:
-                    self.persisted_floor = max(self.persisted_floor, floor)
-            self.sim.storage.put_meta("completed_floor", floor, alive, floor_written)
-            self.perform(actions)
+        def floor_written(_: Any, error: BaseException | None) -> None:
+            if error is not None:
+                self.perform(self.coordinator.floor_not_stored(
+                    cid, str(error), isinstance(error, TimeoutError), self.now()))
+            else:
+                self.persisted_floor = max(self.persisted_floor, cid)
+                self.perform(self.coordinator.commit_point_written(
+                    cid, self.state == TopologyState.RUNNING, self.now(), self.now()))
             if self.state == TopologyState.RECOVERING:
                 self.maybe_prepare()
         self.sim.storage.put_metadata(cid, meta, alive, written)
