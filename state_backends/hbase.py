@@ -34,7 +34,7 @@ Create-only (:meth:`HBaseBackend.create_object`, the Topology Master's ``_metada
 commit point): the manifest cell is written with the Thrift v1 ``checkAndPut`` (put only
 if ``s:m`` does not exist), so of two writers racing on one key exactly one wins and the
 other gets :class:`~jstormpy.api.errors.ObjectExistsError`. Such an object's value, when
-it fits one cell, is stored in ``s:m`` itself after the manifest JSON and a ``\x00``
+it fits one cell, is stored in ``s:m`` itself after the manifest JSON and a ``\\x00``
 (``checkAndPut`` puts one cell); a bigger one goes to chunk rows first, as above. A Thrift
 gateway without ``checkAndPut`` fails the create with a BackendError saying so.
 
@@ -258,7 +258,7 @@ class HBaseBackend(StateBackend):
         return out
 
     def _inline(self, cells: dict[bytes, bytes]) -> bytes:
-        """The value of a one-cell object: after the manifest's ``\x00`` if it was created
+        """The value of a one-cell object: after the manifest's ``\\x00`` if it was created
         (:meth:`create_object`), else the ``s:d`` cell."""
         _head, sep, tail = cells.get(self._col_manifest, b"").partition(_SEP)
         return tail if sep else cells.get(self._col_data, b"")
@@ -308,7 +308,7 @@ class HBaseBackend(StateBackend):
         cell is written with HBase's ``checkAndPut`` (put only if ``s:m`` does not exist).
 
         The manifest cell is the whole commit: a value that fits a cell travels in it,
-        after the manifest's JSON and a ``\x00``; a bigger one is written as chunk rows of
+        after the manifest's JSON and a ``\\x00``; a bigger one is written as chunk rows of
         a fresh version first (invisible until the manifest names them, deleted again if
         this writer loses). A retry after a lost answer finds its own manifest and counts
         as the win.
