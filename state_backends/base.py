@@ -99,9 +99,10 @@ class StateBackend(ABC):
 
     def create_object(self, key: str, data: bytes) -> None:
         """Store ``data`` under ``key`` only if the key is absent; raise ObjectExistsError
-        if it is taken. Atomic where the backend can (``file://``: a hard link;
-        ``hdfs://``: a rename that does not overwrite; ``memory://``); here, for the
-        others, a look then a write: a writer between the two still replaces."""
+        if it is taken. Every backend overrides this atomically (``file://``: a hard link;
+        ``hdfs://``: a rename that does not overwrite; ``hbase://``: ``checkAndPut``;
+        ``memory://``: under its lock); this default, for a backend that cannot, is a
+        look then a write: a writer between the two still replaces."""
         if key in self.list_objects(key):
             raise ObjectExistsError(f"{key!r} exists in {self.uri}")
         self.put_object(key, data)

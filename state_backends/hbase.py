@@ -30,6 +30,14 @@ that loses that race (chunk gone) re-reads the manifest and retries. Keys never 
 only manifest rows have. Deleting = scan for ``s:m``/``s:k`` (row keys only, no data),
 then batched row deletes, manifests first.
 
+Create-only (:meth:`HBaseBackend.create_object`, the Topology Master's ``_metadata``
+commit point): the manifest cell is written with the Thrift v1 ``checkAndPut`` (put only
+if ``s:m`` does not exist), so of two writers racing on one key exactly one wins and the
+other gets :class:`~jstormpy.api.errors.ObjectExistsError`. Such an object's value, when
+it fits one cell, is stored in ``s:m`` itself after the manifest JSON and a ``\\x00``
+(``checkAndPut`` puts one cell); a bigger one goes to chunk rows first, as above. A Thrift
+gateway without ``checkAndPut`` fails the create with a BackendError saying so.
+
 Failures: Thrift transport and socket errors are retried ``retries`` times with
 exponential backoff over a fresh connection; then :class:`~jstormpy.api.errors.BackendError`
 naming the URI is raised. HBase-side errors (``IOError``, ``IllegalArgument``) are not
@@ -50,10 +58,16 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import happybase
+from Hbase_thrift import Mutation  # the IDL module happybase loads (happybase/Hbase.thrift)
 from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
-from jstormpy.api.errors import BackendError, CorruptSnapshotError, SnapshotNotFoundError
+from jstormpy.api.errors import (
+    BackendError,
+    CorruptSnapshotError,
+    ObjectExistsError,
+    SnapshotNotFoundError,
+)
 from jstormpy.state_backends.base import StateBackend
 from jstormpy.state_backends.changelog import SEGMENT_PREFIX, join_delta, split_delta
 
@@ -197,7 +211,7 @@ class HBaseBackend(StateBackend):
         if raw is None:
             return None
         try:
-            manifest: dict[str, Any] = json.loads(raw)
+            manifest: dict[str, Any] = json.loads(raw.partition(_SEP)[0])
             int(manifest["chunks"])
             int(manifest["size"])
         except (ValueError, KeyError, TypeError) as exc:
@@ -243,6 +257,12 @@ class HBaseBackend(StateBackend):
                 out[by_key[k]] = cols.get(self._col_chunk, b"")
         return out
 
+    def _inline(self, cells: dict[bytes, bytes]) -> bytes:
+        """The value of a one-cell object: after the manifest's ``\\x00`` if it was created
+        (:meth:`create_object`), else the ``s:d`` cell."""
+        _head, sep, tail = cells.get(self._col_manifest, b"").partition(_SEP)
+        return tail if sep else cells.get(self._col_data, b"")
+
     # -- primitives ---------------------------------------------------------------------
     def put_object(self, key: str, data: bytes) -> None:
         """Store ``data`` under ``key``: chunk rows first, then one atomic manifest put."""
@@ -283,6 +303,61 @@ class HBaseBackend(StateBackend):
 
         self._retry(f"put {key!r}", run)
 
+    def create_object(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key`` only if the key is absent, atomically: the manifest
+        cell is written with HBase's ``checkAndPut`` (put only if ``s:m`` does not exist).
+
+        The manifest cell is the whole commit: a value that fits a cell travels in it,
+        after the manifest's JSON and a ``\\x00``; a bigger one is written as chunk rows of
+        a fresh version first (invisible until the manifest names them, deleted again if
+        this writer loses). A retry after a lost answer finds its own manifest and counts
+        as the win.
+
+        Raises:
+            ObjectExistsError: ``key`` exists (another writer created it first).
+            BackendError: The Thrift gateway has no ``checkAndPut`` (its IDL predates it),
+                or the backend is unreachable.
+        """
+        row = self._row_key(key)
+        data = bytes(data)
+        version = uuid.uuid4().hex[:16]
+        chunked = len(data) > self.chunk_bytes
+        nchunks = -(-len(data) // self.chunk_bytes) if chunked else 0
+        fields: dict[str, Any] = {"v": 1, "version": version, "chunks": nchunks,
+                                  "size": len(data), "crc32": zlib.crc32(data)}
+        cell = json.dumps(fields).encode() + (b"" if chunked else _SEP + data)
+        per_batch = max(1, (8 << 20) // self.chunk_bytes)
+
+        def run(table: Any) -> None:
+            if chunked:
+                with table.batch(batch_size=per_batch) as batch:
+                    for i in range(nchunks):
+                        piece = data[i * self.chunk_bytes:(i + 1) * self.chunk_bytes]
+                        batch.put(self._chunk_key(row, version, i),
+                                  {self._col_chunk: piece, self._col_marker: b""})
+            mput = Mutation(isDelete=False, column=self._col_manifest, value=cell)
+            try:
+                won = table.connection.client.checkAndPut(table.name, row, self._col_manifest,
+                                                          None, mput, {})
+            except TApplicationException as exc:
+                if exc.type == TApplicationException.UNKNOWN_METHOD:
+                    raise BackendError(
+                        f"state backend {self.uri}: cannot create {key!r} create-only: the "
+                        "HBase Thrift server has no checkAndPut (use a Thrift v1 gateway "
+                        f"that has it): {exc}") from exc
+                raise
+            if won:
+                return
+            current = table.row(row, columns=[self._col_manifest]).get(self._col_manifest)
+            if current == cell:
+                return  # our own put: its answer was lost and this is the retry
+            if chunked:
+                self._delete_chunks(table, row, fields)
+            raise ObjectExistsError(f"{key!r} exists in {self.uri} (checkAndPut: another "
+                                    "writer created it first; it is not replaced)")
+
+        self._retry(f"create {key!r}", run)
+
     def get_object(self, key: str) -> bytes:
         """The bytes under ``key``; SnapshotNotFoundError if absent."""
         row = self._row_key(key)
@@ -306,7 +381,7 @@ class HBaseBackend(StateBackend):
                                                    f"rows of key group(s) {lost} are missing")
                     data: bytes = join_delta(cells.get(self._col_data, b""), parts_by_group)
                 elif n == 0:
-                    data = cells.get(self._col_data, b"")
+                    data = self._inline(cells)
                 else:
                     keys = [self._chunk_key(row, str(manifest["version"]), i) for i in range(n)]
                     parts: dict[bytes, bytes] = {}

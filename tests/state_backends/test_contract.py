@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,26 +30,29 @@ BACKOFF = 0.05
 class Env:
     backend: StateBackend
     server: Any | None  # has stop()/start() when the backend is remote
+    reopen: Callable[[], StateBackend]  # another client of the same store (own connection)
 
 
 @pytest.fixture(params=["memory", "file", "hdfs", "hbase"])
 def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
     kind = request.param
     server: Any | None = None
+    options: dict[str, Any] = {}
     if kind == "memory":
-        backend = open_backend(f"memory://contract-{uuid.uuid4().hex}")
+        uri = f"memory://contract-{uuid.uuid4().hex}"
     elif kind == "file":
-        backend = open_backend(f"file://{tmp_path}/ckpt")
+        uri = f"file://{tmp_path}/ckpt"
     elif kind == "hdfs":
         server = request.getfixturevalue("webhdfs_server")
-        backend = open_backend(f"hdfs://127.0.0.1:{server.port}/jstorm/ckpt",
-                               retries=RETRIES, backoff_s=BACKOFF, timeout_s=5)
+        uri = f"hdfs://127.0.0.1:{server.port}/jstorm/ckpt"
+        options = {"retries": RETRIES, "backoff_s": BACKOFF, "timeout_s": 5}
     else:
         server = request.getfixturevalue("hbase_server")
-        backend = open_backend(f"hbase://127.0.0.1:{server.port}/jstorm_ckpt",
-                               retries=RETRIES, backoff_s=BACKOFF, timeout_ms=5000,
-                               chunk_bytes=256 * 1024)
-    yield Env(backend, server)
+        uri = f"hbase://127.0.0.1:{server.port}/jstorm_ckpt"
+        options = {"retries": RETRIES, "backoff_s": BACKOFF, "timeout_ms": 5000,
+                   "chunk_bytes": 256 * 1024}
+    backend = open_backend(uri, **options)
+    yield Env(backend, server, lambda: open_backend(uri, **options))
     backend.close()
 
 
@@ -108,6 +112,57 @@ def test_a_commit_point_is_created_never_replaced(env: Env) -> None:
     b.discard_checkpoint(3)
     b.create_metadata(3, {"tasks": {}, "run": {"job_id": "j", "epoch": 3}})
     assert b.read_metadata(3)["run"]["epoch"] == 3
+
+
+def race_to_create(writers: list[StateBackend], cid: int,
+                   metadata: Callable[[int], dict[str, Any]]) -> tuple[list[int], list[str]]:
+    """Every writer calls create_metadata(cid) at once, each in its own thread; returns the
+    indexes of the writers that succeeded and the ObjectExistsError messages of the others
+    (any other error fails the test)."""
+    start = threading.Barrier(len(writers))
+    won: list[int] = []
+    refused: list[str] = []
+    failed: list[BaseException] = []
+
+    def create(i: int, b: StateBackend) -> None:
+        try:
+            start.wait(timeout=10)
+            b.create_metadata(cid, metadata(i))
+            won.append(i)
+        except ObjectExistsError as exc:
+            refused.append(str(exc))
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            failed.append(exc)
+
+    threads = [threading.Thread(target=create, args=(i, b)) for i, b in enumerate(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    assert not failed, failed
+    return won, refused
+
+
+@pytest.mark.parametrize("size", [200, 700 * 1024], ids=["one-cell", "chunked"])
+def test_concurrent_creators_of_one_commit_point_exactly_one_wins(env: Env, size: int) -> None:
+    # issue 27: TMs (a deposed one and its successor) racing on one checkpoint id, each with
+    # its own client: one commit point is created, every other creator is refused
+    writers = [env.reopen() for _ in range(6)]
+    pad = "x" * size  # "chunked": bigger than one HBase cell of this suite (256 KiB)
+    try:
+        for cid in range(1, 9):
+            won, refused = race_to_create(
+                writers, cid, lambda i: {"tasks": {}, "run": {"epoch": i}, "pad": pad})
+            assert len(won) == 1 and len(refused) == len(writers) - 1
+            assert all(f"chk-{cid:010d}/_metadata" in msg for msg in refused)
+            meta = env.backend.read_metadata(cid)  # the winner's, whole
+            assert meta["run"]["epoch"] == won[0] and meta["pad"] == pad
+            assert env.backend.list_objects(f"chk-{cid:010d}/") == [f"chk-{cid:010d}/_metadata"]
+        assert env.backend.list_completed() == list(range(1, 9))
+    finally:
+        for b in writers:
+            b.close()
 
 
 def test_garbage_collect_keeps_newest(env: Env) -> None:

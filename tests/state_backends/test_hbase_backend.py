@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import happybase
 import pytest
 
-from jstormpy.api.errors import BackendError, CorruptSnapshotError
+from jstormpy.api.errors import BackendError, CorruptSnapshotError, ObjectExistsError
 from jstormpy.state_backends import open_backend
 from jstormpy.state_backends.hbase import HBaseBackend
 from jstormpy.testing.servers.hbase import HBaseThriftServer
@@ -164,3 +165,59 @@ def test_increments_are_stored_a_row_per_key_group(hbase_server: HBaseThriftServ
         b.get_object(key)
     b.delete_objects(key)
     assert _rows(hbase_server) == []
+
+
+def test_a_created_object_is_one_manifest_cell_and_losers_leave_no_chunks(
+        hbase_server: HBaseThriftServer) -> None:
+    # issue 27: create_object commits with one checkAndPut of the manifest cell
+    b = _backend(hbase_server, chunk_bytes=64 * 1024)
+    b.create_object("meta/small", b"commit point")
+    row = hbase_server.handler.tables[b"ckpt"].rows[b"meta/small"]
+    assert sorted(row) == [b"s:m"]  # the value travels in the manifest cell
+    assert row[b"s:m"][0][1].endswith(b"\x00commit point")
+    assert b.get_object("meta/small") == b"commit point"
+    big = bytes(range(256)) * 1024  # 256 KiB -> 4 chunk rows
+    b.create_object("meta/big", big)
+    rows = _rows(hbase_server)
+    with pytest.raises(ObjectExistsError, match=r"'meta/big' exists in hbase://127\.0\.0\.1"):
+        b.create_object("meta/big", big[::-1])
+    assert _rows(hbase_server) == rows  # the loser's chunk rows are deleted again
+    assert b.get_object("meta/big") == big
+    b.put_object("meta/small", b"replaced by a put")  # an ordinary put still replaces it
+    assert b.get_object("meta/small") == b"replaced by a put"
+    b.close()
+
+
+def test_a_retried_create_whose_answer_was_lost_is_the_win(
+        hbase_server: HBaseThriftServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the gateway applies the put, then the connection drops before the answer: the backend
+    # retries on a fresh connection, checkAndPut says no, and the manifest found is its own
+    b = _backend(hbase_server)
+    real = hbase_server.handler.checkAndPut
+    calls: list[bool] = []
+
+    def lose_first_answer(*args: Any) -> bool:
+        won: bool = real(*args)
+        calls.append(won)
+        if len(calls) == 1:
+            raise ConnectionResetError("answer lost (test)")  # the server drops the socket
+        return won
+
+    monkeypatch.setattr(hbase_server.handler, "checkAndPut", lose_first_answer)
+    b.create_object("chk-0000000001/_metadata", b"mine")
+    assert calls == [True, False]
+    assert b.get_object("chk-0000000001/_metadata") == b"mine"
+    with pytest.raises(ObjectExistsError):  # a second creator still loses
+        b.create_object("chk-0000000001/_metadata", b"other")
+    b.close()
+
+
+def test_a_gateway_without_check_and_put_fails_the_create_clearly() -> None:
+    with HBaseThriftServer(without=["checkAndPut"]) as server:
+        b = _backend(server)
+        b.put_object("meta/plain", b"ok")  # everything else works
+        with pytest.raises(BackendError, match="has no checkAndPut") as info:
+            b.create_metadata(1, {"tasks": {}})
+        assert not isinstance(info.value, ObjectExistsError)
+        assert b.list_completed() == []  # nothing written by check-then-write instead
+        b.close()

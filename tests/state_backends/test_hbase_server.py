@@ -3,6 +3,7 @@ happybase's public Connection/Table/Batch API, over every transport/protocol pai
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,6 +150,72 @@ def test_raw_thrift_calls(conn: happybase.Connection, table: happybase.Table) ->
         client.scannerClose(sid)
     client.deleteAllRow(b"t", b"r", {})
     assert client.getRow(b"t", b"r", {}) == []
+
+
+def test_check_and_put(conn: happybase.Connection, table: happybase.Table) -> None:
+    # HBase's checkAndMutate via happybase's raw Thrift client: None expects the cell absent
+    # (or empty, as HRegion compares), a value expects that value; the put lands only then
+    from Hbase_thrift import Mutation
+
+    client = conn.client
+
+    def put(column: bytes, value: bytes, is_delete: bool = False) -> Mutation:
+        return Mutation(isDelete=is_delete, column=column, value=value)
+
+    assert client.checkAndPut(b"t", b"r", b"cf:a", None, put(b"cf:a", b"1"), {}) is True
+    assert table.row(b"r") == {b"cf:a": b"1"}
+    assert client.checkAndPut(b"t", b"r", b"cf:a", None, put(b"cf:a", b"2"), {}) is False
+    assert client.checkAndPut(b"t", b"r", b"cf:a", b"", put(b"cf:a", b"2"), {}) is False
+    assert client.checkAndPut(b"t", b"r", b"cf:a", b"9", put(b"cf:a", b"2"), {}) is False
+    assert table.row(b"r") == {b"cf:a": b"1"}
+    # an expected value that matches: the put may go to another column of the row
+    assert client.checkAndPut(b"t", b"r", b"cf:a", b"1", put(b"cf:b", b"x"), {}) is True
+    assert client.checkAndPut(b"t", b"r", b"cf:a", b"1", put(b"cf:a", b"3"), {}) is True
+    assert table.row(b"r") == {b"cf:a": b"3", b"cf:b": b"x"}
+    # the check is of the newest version of that one column, in that one row
+    assert client.checkAndPut(b"t", b"other", b"cf:a", b"3", put(b"cf:a", b"4"), {}) is False
+    assert client.checkAndPut(b"t", b"r", b"cf:c", None, put(b"cf:c", b"c"), {}) is True
+    # an empty cell counts as absent for an empty/None expectation (HRegion.checkAndMutate)
+    table.put(b"e", {b"cf:a": b""})
+    assert client.checkAndPut(b"t", b"e", b"cf:a", None, put(b"cf:a", b"was empty"), {}) is True
+    assert table.row(b"e") == {b"cf:a": b"was empty"}
+    # the mutation is applied as a put even if it says delete (HBase builds a Put of it)
+    assert client.checkAndPut(b"t", b"d", b"cf:a", None, put(b"cf:a", b"v", True), {}) is True
+    assert table.row(b"d") == {b"cf:a": b"v"}
+    with pytest.raises(Exception, match="NoSuchColumnFamilyException"):
+        client.checkAndPut(b"t", b"r", b"nope:a", None, put(b"cf:a", b"v"), {})
+    with pytest.raises(Exception, match="NoSuchColumnFamilyException"):
+        client.checkAndPut(b"t", b"n", b"cf:a", None, put(b"nope:a", b"v"), {})
+    assert table.row(b"n") == {}
+    with pytest.raises(Exception, match="TableNotFoundException"):
+        client.checkAndPut(b"zzz", b"r", b"cf:a", None, put(b"cf:a", b"v"), {})
+
+
+def test_check_and_put_is_atomic_across_connections() -> None:
+    from Hbase_thrift import Mutation
+
+    with HBaseThriftServer() as server:
+        clients = [happybase.Connection("127.0.0.1", server.port, timeout=5000)
+                   for _ in range(8)]
+        clients[0].create_table("t", {"cf": {}})
+        start = threading.Barrier(len(clients))
+        results: dict[int, bool] = {}
+
+        def race(i: int, c: happybase.Connection) -> None:
+            start.wait(timeout=10)
+            mput = Mutation(isDelete=False, column=b"cf:a", value=b"%d" % i)
+            results[i] = c.client.checkAndPut(b"t", b"race", b"cf:a", None, mput, {})
+
+        threads = [threading.Thread(target=race, args=(i, c)) for i, c in enumerate(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        winners = [i for i, ok in results.items() if ok]
+        assert len(results) == len(clients) and len(winners) == 1
+        assert clients[0].table("t").row(b"race") == {b"cf:a": b"%d" % winners[0]}
+        for c in clients:
+            c.close()
 
 
 def test_pool_and_restart_with_data_dir(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ import os
 import pickle
 import socket
 import threading
+from collections.abc import Collection
 from pathlib import Path
 
 from thriftpy2.thrift import TProcessor
@@ -60,11 +61,13 @@ class HBaseThriftServer:
         data_dir: If set, tables persist there across stop/start (and processes).
         transport: ``"buffered"`` or ``"framed"`` (must match the clients).
         protocol: ``"binary"`` or ``"compact"`` (must match the clients).
+        without: IDL methods to leave out: a call of one gets Thrift's ``UNKNOWN_METHOD``
+            application error, as from an older gateway whose IDL lacks it.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0,
                  data_dir: str | os.PathLike[str] | None = None, transport: str = "buffered",
-                 protocol: str = "binary") -> None:
+                 protocol: str = "binary", without: Collection[str] = ()) -> None:
         if transport not in TRANSPORTS or protocol not in PROTOCOLS:
             raise ValueError(f"transport must be one of {sorted(TRANSPORTS)} and protocol one "
                              f"of {sorted(PROTOCOLS)}, not {transport!r}/{protocol!r}")
@@ -74,7 +77,14 @@ class HBaseThriftServer:
         self.transport = transport
         self.protocol = protocol
         self.handler = HbaseHandler(host, lambda: self.port)
-        self._processor = TProcessor(Hbase.Hbase, self.handler)
+        service = Hbase.Hbase
+        if without:
+            unknown = set(without) - set(service.thrift_services)
+            if unknown:
+                raise ValueError(f"not methods of the Hbase IDL: {sorted(unknown)}")
+            service = type("Hbase", (service,), {"thrift_services": [
+                name for name in service.thrift_services if name not in without]})
+        self._processor = TProcessor(service, self.handler)
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._conns: set[socket.socket] = set()

@@ -398,14 +398,24 @@ class HbaseHandler:
 
     def checkAndPut(self, tableName: bytes, row: bytes, column: bytes, value: bytes | None,  # noqa: PLR0917 - IDL signature
                     mput: Any, attributes: dict[bytes, bytes]) -> bool:
+        """HBase's ``checkAndMutate(row, family).qualifier(q)``: ``value`` None means
+        ``ifNotExists()`` and a value ``ifEquals(value)``; HRegion treats an absent or
+        empty expected value alike, so either matches a missing cell or an empty one.
+        ``mput`` is always applied as a put (its ``isDelete`` is ignored, as HBase
+        builds a ``Put`` from it), at the current time, only when the check matches."""
         with self.lock:
             table = self._table(tableName)
             self._check_family(table, tableName, column)
+            self._check_family(table, tableName, mput.column)
             cur = self._latest(table, row, [column]).get(column)
-            if (cur[1] if cur else None) != (value or None):
-                return False
-            self._mutate(tableName, row, [mput], None)
-            return True
+            if not value:
+                matches = cur is None or cur[1] == b""
+            else:
+                matches = cur is not None and cur[1] == value
+            if matches:
+                self._put(table, row, mput.column,
+                          mput.value if mput.value is not None else b"", _now_ms())
+            return matches
 
     def deleteAll(self, tableName: bytes, row: bytes, column: bytes,
                   attributes: dict[bytes, bytes]) -> None:
