@@ -19,6 +19,7 @@ grouping: per-task partial counts) counts them too; two sink tasks write
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections import deque
 from dataclasses import dataclass, field
@@ -71,6 +72,7 @@ from jstormpy.master.topology_state import TopologyState
 from jstormpy.run_identity import RunIdentity
 from jstormpy.state_backends.base import CHECKPOINT_IDS_META
 from jstormpy.state_backends.shared_files import collect_shared_files
+from jstormpy.state_store import MemoryStore
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
 from jstormpy.testing.simulation.outputs import Row, SimOutput
 from jstormpy.testing.simulation.storage import SharedFilesView, SimStorage, merge_files
@@ -128,6 +130,8 @@ class Record:
     key: str
     seq: int
     count: int = 0
+    streak: int = 0
+    at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -153,8 +157,14 @@ class SimTask:
         self.aligner = BarrierAligner(upstream, aligned=True)
         self.backlog: list[tuple[int, Any]] = []  # frames before Start (the inbox)
         state = state or {}
-        self.states: dict[str, dict[Any, Any]] = {
+        self.states: dict[str, Any] = {
             n: dict(v) for n, v in state.get("states", {}).items()}
+        ttl_ms = self.sim.plan.ttl_ms
+        if ttl_ms is not None and component == "count":
+            # the real memory store's TTL state on the simulated clock; a restored dict
+            # holds the Stamped entries the snapshot stored
+            store = MemoryStore(clock=self.sim.world.clock_ms)
+            self.states["streak"] = store.open("streak", ttl_ms, self.states.get("streak", {}))
         # with shared files: the chain the restored snapshot referenced, and what changed
         # since the last snapshot (state name -> keys)
         self.files: list[str] = list(state.get("files", []))
@@ -230,8 +240,15 @@ class SimTask:
             counts = self.states.setdefault("counts", {})
             counts[item.key] = counts.get(item.key, 0) + 1
             self.dirty.setdefault("counts", set()).add(item.key)
+            streak, at = 0, 0.0
+            if "streak" in self.states:  # state_ttl: records since the key's entry expired
+                ttl_state = self.states["streak"]
+                streak = ttl_state.get(item.key, 0) + 1
+                ttl_state[item.key] = streak
+                at = self.sim.world.now
+                self.dirty.setdefault("streak", set()).add(item.key)
             self.emit(route(item.key, self.worker.layout.tasks("sink")),
-                      Record(item.key, item.seq, counts[item.key]))
+                      Record(item.key, item.seq, counts[item.key], streak, at))
         elif self.component == "tally":
             tally = self.states.setdefault("tally", {})
             tally[item.key] = tally.get(item.key, 0) + 1
@@ -241,7 +258,8 @@ class SimTask:
                 raise AssertionError(f"sink task {self.task_id} got a record with no open "
                                      "transaction")
             self.open_rows.append(Row(item.key, item.seq, item.count,
-                                      self.sim.run.job_id, self.txns.open, self.task_id))
+                                      self.sim.run.job_id, self.txns.open, self.task_id,
+                                      item.streak, item.at))
 
     def on_aligned(self, checkpoint_id: int) -> None:
         if self.component == "sink":
@@ -269,7 +287,8 @@ class SimTask:
                 out._up()
                 self.open_rows = []
             case PreCommit(txn):
-                rows = [Row(r.key, r.seq, r.count, r.job, txn, r.task) for r in self.open_rows]
+                rows = [Row(r.key, r.seq, r.count, r.job, txn, r.task, r.streak, r.at)
+                        for r in self.open_rows]
                 out.stage(run, self.task_id, txn, rows)
                 self.pending_rows[txn] = rows
                 self.open_rows = []
@@ -302,14 +321,15 @@ class SimTask:
         capture: dict[str, Any] | None = None
         if self.sim.plan.shared_files and self.component in ("count", "tally"):
             base = not self.files or len(self.files) >= BASE_EVERY
+            stored = {n: stored_entries(v) for n, v in self.states.items()}
             capture = {"kind": "base" if base else "delta", "states": {
-                n: ({k: v for k, v in state.items()} if base else
-                    {k: state[k] for k in self.dirty.get(n, ())})
-                for n, state in self.states.items()}}
+                n: (entries if base else
+                    {k: entries[k] for k in self.dirty.get(n, ()) if k in entries})
+                for n, entries in stored.items()}}
             self.dirty = {}
             data: dict[str, Any] = dict(extra)
         else:
-            data = {"states": {n: dict(v) for n, v in self.states.items()}, **extra}
+            data = {"states": {n: stored_entries(v) for n, v in self.states.items()}, **extra}
         finished = self.component == "spout" and self.eos_sent
         key = (checkpoint_id, self.task_id, ticket.generation)
         worker_alive = self.worker.alive_check()
@@ -364,6 +384,12 @@ class SimTask:
 
     def emit(self, dst: int, item: Any) -> None:
         self.sim.network.send(self.task_id, dst, self.generation, item)
+
+
+def stored_entries(state: Any) -> dict[Any, Any]:
+    """What a snapshot stores of a state: a copy of its entries as the executor pickles
+    them (a TTL state: its live ``Stamped`` entries, after a sweep)."""
+    return dict(state) if type(state) is dict else copy.copy(state)
 
 
 # -- workers --------------------------------------------------------------------------------------

@@ -64,10 +64,17 @@ class Fault(enum.Enum):
     SHARED_FILE_LOSS = "shared_file_loss"
     """With shared files, one of them disappears from storage (an operator's cleanup, a lost
     disk): a restore that needs it must fall back or fail naming it, never restore less."""
+    STATE_TTL = "state_ttl"
+    """The counter keeps a second state with a TTL (``self.state(name, ttl_ms=...)``: the
+    real memory store's ``TtlState`` on the simulated clock); an entry not written for
+    ``ttl_ms`` is invisible, and no restore, rescale or savepoint may resurrect it."""
 
 
 ALL_FAULTS = tuple(Fault)
 MAX_HITS = 6
+TTL_CHOICES_MS = (4, 8, 20, 60)
+"""A ``state_ttl`` seed's TTL: around the records' spacing (0.5-3 ms per spout), so some
+entries expire between two records of their key and some across a recovery."""
 LIFECYCLES = (Fault.FRESH_RUN_INTO_USED, Fault.SAVEPOINT_INTO_USED)
 
 
@@ -85,6 +92,7 @@ class FaultPlan:
     rescale_at: int | None = None
     upgrade_at: int | None = None
     file_loss_at: float | None = None
+    ttl_ms: int | None = None
     hits: dict[Fault, int] = field(default_factory=dict)
 
     @classmethod
@@ -117,6 +125,8 @@ class FaultPlan:
             plan.upgrade_at = rng.randint(1, 4)
         if Fault.SHARED_FILE_LOSS in plan.enabled:
             plan.file_loss_at = rng.uniform(0, horizon)
+        if Fault.STATE_TTL in plan.enabled:
+            plan.ttl_ms = rng.choice(TTL_CHOICES_MS)
         return plan
 
     @property
