@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import copy
 import functools
+import pickle
+import zlib
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +73,7 @@ from jstormpy.master.restore_plan import (
 from jstormpy.master.topology_state import TopologyState
 from jstormpy.run_identity import RunIdentity
 from jstormpy.state_backends.base import CHECKPOINT_IDS_META
+from jstormpy.state_backends.rocksdb_files import local_copy_matches
 from jstormpy.state_backends.shared_files import collect_shared_files
 from jstormpy.state_store import MemoryStore
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
@@ -168,6 +171,10 @@ class SimTask:
         # with shared files: the chain the restored snapshot referenced, and what changed
         # since the last snapshot (state name -> keys)
         self.files: list[str] = list(state.get("files", []))
+        # each file of the chain: (size, CRC-32) as snapshots record them, and its bytes
+        # (the files in the task's database, where local copies are linked from)
+        self.crcs: dict[str, tuple[int, int]] = dict(state.get("crc32", {}))
+        self.file_bytes: dict[str, bytes] = dict(state.get("file_bytes", {}))
         self.dirty: dict[str, set[Any]] = {}
         self.carry: dict[str, Any] | None = None  # a capture whose upload failed
         self.uploads: list[Any] = []  # the Snapshotter's queue: the head is running
@@ -345,12 +352,21 @@ class SimTask:
                 new_files = {name: cap}
                 files = [name] if cap["kind"] == "base" else [*self.files, name]
                 data["files"] = files
+                blob = pickle.dumps(cap)
+                crcs = {**self.crcs, name: (len(blob), zlib.crc32(blob))}
+                data["crc32"] = {f: crcs[f] for f in files if f in crcs}
 
             def uploaded(handle: Any, error: BaseException | None) -> None:
                 if capture is not None:
                     name = next(iter(new_files))
                     if name in self.sim.storage.objects or error is None:
                         self.files = files  # the segment was written: the chain has it
+                        self.crcs = {f: crcs[f] for f in files if f in crcs}
+                        self.file_bytes = {f: self.file_bytes[f] if f != name else blob
+                                           for f in files if f in self.file_bytes
+                                           or f == name}
+                        if error is None and self.sim.plan.on(Fault.LOCAL_RECOVERY):
+                            self.worker.keep_local(self.task_id, files, self.file_bytes)
                     else:
                         self.carry = new_files[name]  # merged into the next one
                 if error is not None:
@@ -406,6 +422,67 @@ class SimWorker:
         self.tasks: dict[int, SimTask] = {}
         self.base = 0
         self.session = 0  # the control stream (a broken one is replaced)
+        # local recovery: copies of the tasks' shared files on this host's disk (they
+        # outlive a crash), and per task the files of the upload before the last
+        self.local: dict[str, bytes] = {}
+        self.local_previous: dict[int, set[str]] = {}
+
+    # -- local recovery (state_backends/rocksdb_files.py LocalCopies) ----------------------------
+    def keep_local(self, task_id: int, files: list[str], file_bytes: dict[str, bytes]) -> None:
+        """After an upload: copies of its files and of the upload before; the task's others
+        are deleted (``LocalCopies.keep``)."""
+        current = set(files)
+        for f in files:
+            if f in file_bytes:
+                self.local.setdefault(f, file_bytes[f])
+        wanted = current | self.local_previous.get(task_id, set())
+        prefix = f"inc/task-{task_id:05d}/"
+        for f in [f for f in self.local if f.startswith(prefix) and f not in wanted]:
+            del self.local[f]
+        self.local_previous[task_id] = current
+
+    def drop_local_others(self, task_ids: list[int]) -> None:
+        """The copies of tasks this worker no longer runs (``LocalCopies.drop_others``)."""
+        mine = tuple(f"inc/task-{t:05d}/" for t in task_ids)
+        for f in [f for f in self.local if not f.startswith(mine)]:
+            del self.local[f]
+
+    def damage_local(self, files: list[str]) -> None:
+        """The ``local_recovery`` fault: one local copy of ``files`` is garbled, truncated,
+        deleted, or replaced by another file (another generation's, under its name)."""
+        held = [f for f in files if f in self.local]
+        if not held:
+            return
+        rng = self.sim.world.rng
+        victim = rng.choice(held)
+        data = self.local[victim]
+        how = rng.choice(("garbled", "truncated", "deleted", "replaced"))
+        if how == "garbled":
+            i = rng.randrange(len(data))
+            self.local[victim] = data[:i] + bytes([data[i] ^ 0x20]) + data[i + 1:]
+        elif how == "truncated":
+            self.local[victim] = data[:rng.randrange(len(data))]
+        elif how == "deleted":
+            del self.local[victim]
+        else:
+            others = sorted(f for f in self.local if self.local[f] != data)
+            self.local[victim] = (self.local[rng.choice(others)] if others else
+                                  pickle.dumps({"kind": "base", "states": {}}))
+        self.sim.world.note(f"worker {self.worker_id}: local copy of {victim} {how}")
+
+    def restore_local(self, files: list[str], crcs: dict[str, Any]) -> dict[str, Any]:
+        """The files of a restored chain taken from intact local copies (the real
+        ``local_copy_matches``); the others are downloaded."""
+        if self.sim.plan.hit(self.sim.world, Fault.LOCAL_RECOVERY):
+            self.damage_local(files)
+        taken: dict[str, Any] = {}
+        for f in files:
+            size, crc = crcs.get(f, (0, None))
+            copy_ = self.local.get(f)
+            if local_copy_matches(copy_, size, crc):
+                assert copy_ is not None
+                taken[f] = pickle.loads(copy_)
+        return taken
 
     def alive_check(self) -> Any:
         incarnation = self.incarnation
@@ -450,6 +527,8 @@ class SimWorker:
         self.base = base
         self.tasks = {}
         mine = [t for t in sorted(layout.component_of()) if layout.worker_of(t) == self.worker_id]
+        if self.sim.plan.on(Fault.LOCAL_RECOVERY):
+            self.drop_local_others(mine)
         states: dict[int, Any] = {}
         waiting = [t for t in mine if handles.get(t)]
         alive = self.alive_check()
@@ -499,9 +578,24 @@ class SimWorker:
 
                 # its keyed state is in shared files: read them before the task is built;
                 # the task goes on with the same chain
+                chain = list(data["files"])
+                local = (self.restore_local(chain, data.get("crc32", {}))
+                         if self.sim.plan.on(Fault.LOCAL_RECOVERY) else {})
+                rest = [f for f in chain if f not in local]
+
                 def files_read(files: Any, err: BaseException | None) -> None:
-                    finish(None if err else {**data, "states": merge_files(files)}, err)
-                self.sim.storage.read_shared(list(data["files"]), alive, files_read)
+                    if err is not None:
+                        finish(None, err)
+                        return
+                    got = {**dict(zip(rest, files)), **local}
+                    if self.sim.plan.on(Fault.LOCAL_RECOVERY):
+                        self.local_previous[task] = set(chain)  # LocalCopies.seed
+                    finish({**data, "states": merge_files([got[f] for f in chain]),
+                            "file_bytes": {f: pickle.dumps(got[f]) for f in chain}}, None)
+                if rest:
+                    self.sim.storage.read_shared(rest, alive, files_read)
+                else:
+                    files_read([], None)
             return done
         for tid in waiting:
             self.sim.storage.read_snapshot(handles[tid], alive, read_one(tid))

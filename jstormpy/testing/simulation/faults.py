@@ -64,6 +64,12 @@ class Fault(enum.Enum):
     SHARED_FILE_LOSS = "shared_file_loss"
     """With shared files, one of them disappears from storage (an operator's cleanup, a lost
     disk): a restore that needs it must fall back or fail naming it, never restore less."""
+    LOCAL_RECOVERY = "local_recovery"
+    """With shared files, a worker keeps local copies of its tasks' files (those of the last
+    upload and the one before, completed or not) and a task restored on it takes a copy
+    only if it has the size and CRC-32 the restored snapshot records (the real
+    ``rocksdb_files.local_copy_matches``), downloading the rest; the fault garbles,
+    truncates, deletes or replaces a copy (another generation's file under its name)."""
     STATE_TTL = "state_ttl"
     """The counter keeps a second state with a TTL (``self.state(name, ttl_ms=...)``: the
     real memory store's ``TtlState`` on the simulated clock); an entry not written for
@@ -131,8 +137,9 @@ class FaultPlan:
 
     @property
     def shared_files(self) -> bool:
-        """Whether keyed state goes to shared files (either shared-file fault is on)."""
-        return bool(self.enabled & {Fault.SHARED_FILES, Fault.SHARED_FILE_LOSS})
+        """Whether keyed state goes to shared files (a shared-file fault is on)."""
+        return bool(self.enabled & {Fault.SHARED_FILES, Fault.SHARED_FILE_LOSS,
+                                    Fault.LOCAL_RECOVERY})
 
     def on(self, fault: Fault) -> bool:
         return fault in self.enabled
