@@ -587,7 +587,7 @@ class SimWorker:
                     if err is not None:
                         finish(None, err)
                         return
-                    got = {**dict(zip(rest, files)), **local}
+                    got = {**dict(zip(rest, files, strict=True)), **local}
                     if self.sim.plan.on(Fault.LOCAL_RECOVERY):
                         self.local_previous[task] = set(chain)  # LocalCopies.seed
                     finish({**data, "states": merge_files([got[f] for f in chain]),
