@@ -450,7 +450,7 @@ class SimWorker:
     def damage_local(self, files: list[str]) -> None:
         """The ``local_recovery`` fault: one local copy of ``files`` is garbled, truncated,
         deleted, or replaced by another file (another generation's, under its name)."""
-        held = [f for f in files if f in self.local]
+        held = [f for f in files if self.local.get(f)]  # a copy truncated to nothing: left
         if not held:
             return
         rng = self.sim.world.rng
