@@ -173,12 +173,22 @@ class LocalCopies:
             return False
         source = self.path(key)
         try:
-            if source.stat().st_size != size or zlib.crc32(source.read_bytes()) != crc:
+            if source.stat().st_size != size or not local_copy_matches(
+                    source.read_bytes(), size, crc):
                 return False
             os.link(source, dest)
         except OSError:
             return False
         return True
+
+
+def local_copy_matches(data: bytes | None, size: int, crc: int | None) -> bool:
+    """Local recovery's decision: whether a local copy (its bytes; None when there is
+    none) is the file the completed checkpoint records, by size and CRC-32. A snapshot
+    that recorded no CRC (``None``) is never taken from a local copy: it is downloaded.
+    I/O-free, so the simulator (``jstorm simulate --faults local_recovery``) runs it."""
+    return (crc is not None and data is not None and len(data) == size
+            and zlib.crc32(data) == crc)
 
 
 def _local_name(key: str) -> str:

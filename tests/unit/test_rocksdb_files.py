@@ -310,3 +310,22 @@ def test_a_pinned_checkpoint_keeps_its_sst_files(tmp_path: Path, backend: Any) -
     backend.garbage_collect(keep=1)
     assert not first & set(backend.list_objects(SHARED_PREFIX))
     store.close()
+
+
+def test_local_copy_matches_only_the_recorded_file() -> None:
+    """Local recovery's decision (the simulator runs it too): a copy is taken only if it
+    has the size and CRC-32 the completed checkpoint recorded."""
+    import zlib
+
+    from jstormpy.state_backends.rocksdb_files import local_copy_matches
+
+    data = b"an SST file of checkpoint 4" * 10
+    crc = zlib.crc32(data)
+    assert local_copy_matches(data, len(data), crc)
+    garbled = data[:5] + bytes([data[5] ^ 1]) + data[6:]
+    assert not local_copy_matches(garbled, len(data), crc)        # same size, other bytes
+    assert not local_copy_matches(data[:-1], len(data), crc)      # truncated
+    other = b"the same name, another generation's file" * 7
+    assert not local_copy_matches(other, len(data), crc)          # another file
+    assert not local_copy_matches(None, len(data), crc)           # no copy
+    assert not local_copy_matches(data, len(data), None)          # no CRC recorded

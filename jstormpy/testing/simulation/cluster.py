@@ -19,7 +19,10 @@ grouping: per-task partial counts) counts them too; two sink tasks write
 
 from __future__ import annotations
 
+import copy
 import functools
+import pickle
+import zlib
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,7 +73,9 @@ from jstormpy.master.restore_plan import (
 from jstormpy.master.topology_state import TopologyState
 from jstormpy.run_identity import RunIdentity
 from jstormpy.state_backends.base import CHECKPOINT_IDS_META
+from jstormpy.state_backends.rocksdb_files import local_copy_matches
 from jstormpy.state_backends.shared_files import collect_shared_files
+from jstormpy.state_store import MemoryStore
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
 from jstormpy.testing.simulation.outputs import Row, SimOutput
 from jstormpy.testing.simulation.storage import SharedFilesView, SimStorage, merge_files
@@ -128,6 +133,8 @@ class Record:
     key: str
     seq: int
     count: int = 0
+    streak: int = 0
+    at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -153,11 +160,21 @@ class SimTask:
         self.aligner = BarrierAligner(upstream, aligned=True)
         self.backlog: list[tuple[int, Any]] = []  # frames before Start (the inbox)
         state = state or {}
-        self.states: dict[str, dict[Any, Any]] = {
+        self.states: dict[str, Any] = {
             n: dict(v) for n, v in state.get("states", {}).items()}
+        ttl_ms = self.sim.plan.ttl_ms
+        if ttl_ms is not None and component == "count":
+            # the real memory store's TTL state on the simulated clock; a restored dict
+            # holds the Stamped entries the snapshot stored
+            store = MemoryStore(clock=self.sim.world.clock_ms)
+            self.states["streak"] = store.open("streak", ttl_ms, self.states.get("streak", {}))
         # with shared files: the chain the restored snapshot referenced, and what changed
         # since the last snapshot (state name -> keys)
         self.files: list[str] = list(state.get("files", []))
+        # each file of the chain: (size, CRC-32) as snapshots record them, and its bytes
+        # (the files in the task's database, where local copies are linked from)
+        self.crcs: dict[str, tuple[int, int]] = dict(state.get("crc32", {}))
+        self.file_bytes: dict[str, bytes] = dict(state.get("file_bytes", {}))
         self.dirty: dict[str, set[Any]] = {}
         self.carry: dict[str, Any] | None = None  # a capture whose upload failed
         self.uploads: list[Any] = []  # the Snapshotter's queue: the head is running
@@ -230,8 +247,15 @@ class SimTask:
             counts = self.states.setdefault("counts", {})
             counts[item.key] = counts.get(item.key, 0) + 1
             self.dirty.setdefault("counts", set()).add(item.key)
+            streak, at = 0, 0.0
+            if "streak" in self.states:  # state_ttl: records since the key's entry expired
+                ttl_state = self.states["streak"]
+                streak = ttl_state.get(item.key, 0) + 1
+                ttl_state[item.key] = streak
+                at = self.sim.world.now
+                self.dirty.setdefault("streak", set()).add(item.key)
             self.emit(route(item.key, self.worker.layout.tasks("sink")),
-                      Record(item.key, item.seq, counts[item.key]))
+                      Record(item.key, item.seq, counts[item.key], streak, at))
         elif self.component == "tally":
             tally = self.states.setdefault("tally", {})
             tally[item.key] = tally.get(item.key, 0) + 1
@@ -241,7 +265,8 @@ class SimTask:
                 raise AssertionError(f"sink task {self.task_id} got a record with no open "
                                      "transaction")
             self.open_rows.append(Row(item.key, item.seq, item.count,
-                                      self.sim.run.job_id, self.txns.open, self.task_id))
+                                      self.sim.run.job_id, self.txns.open, self.task_id,
+                                      item.streak, item.at))
 
     def on_aligned(self, checkpoint_id: int) -> None:
         if self.component == "sink":
@@ -269,7 +294,8 @@ class SimTask:
                 out._up()
                 self.open_rows = []
             case PreCommit(txn):
-                rows = [Row(r.key, r.seq, r.count, r.job, txn, r.task) for r in self.open_rows]
+                rows = [Row(r.key, r.seq, r.count, r.job, txn, r.task, r.streak, r.at)
+                        for r in self.open_rows]
                 out.stage(run, self.task_id, txn, rows)
                 self.pending_rows[txn] = rows
                 self.open_rows = []
@@ -302,14 +328,15 @@ class SimTask:
         capture: dict[str, Any] | None = None
         if self.sim.plan.shared_files and self.component in ("count", "tally"):
             base = not self.files or len(self.files) >= BASE_EVERY
+            stored = {n: stored_entries(v) for n, v in self.states.items()}
             capture = {"kind": "base" if base else "delta", "states": {
-                n: ({k: v for k, v in state.items()} if base else
-                    {k: state[k] for k in self.dirty.get(n, ())})
-                for n, state in self.states.items()}}
+                n: (entries if base else
+                    {k: entries[k] for k in self.dirty.get(n, ()) if k in entries})
+                for n, entries in stored.items()}}
             self.dirty = {}
             data: dict[str, Any] = dict(extra)
         else:
-            data = {"states": {n: dict(v) for n, v in self.states.items()}, **extra}
+            data = {"states": {n: stored_entries(v) for n, v in self.states.items()}, **extra}
         finished = self.component == "spout" and self.eos_sent
         key = (checkpoint_id, self.task_id, ticket.generation)
         worker_alive = self.worker.alive_check()
@@ -325,12 +352,21 @@ class SimTask:
                 new_files = {name: cap}
                 files = [name] if cap["kind"] == "base" else [*self.files, name]
                 data["files"] = files
+                blob = pickle.dumps(cap)
+                crcs = {**self.crcs, name: (len(blob), zlib.crc32(blob))}
+                data["crc32"] = {f: crcs[f] for f in files if f in crcs}
 
             def uploaded(handle: Any, error: BaseException | None) -> None:
                 if capture is not None:
                     name = next(iter(new_files))
                     if name in self.sim.storage.objects or error is None:
                         self.files = files  # the segment was written: the chain has it
+                        self.crcs = {f: crcs[f] for f in files if f in crcs}
+                        self.file_bytes = {f: self.file_bytes[f] if f != name else blob
+                                           for f in files if f in self.file_bytes
+                                           or f == name}
+                        if error is None and self.sim.plan.on(Fault.LOCAL_RECOVERY):
+                            self.worker.keep_local(self.task_id, files, self.file_bytes)
                     else:
                         self.carry = new_files[name]  # merged into the next one
                 if error is not None:
@@ -366,6 +402,12 @@ class SimTask:
         self.sim.network.send(self.task_id, dst, self.generation, item)
 
 
+def stored_entries(state: Any) -> dict[Any, Any]:
+    """What a snapshot stores of a state: a copy of its entries as the executor pickles
+    them (a TTL state: its live ``Stamped`` entries, after a sweep)."""
+    return dict(state) if type(state) is dict else copy.copy(state)
+
+
 # -- workers --------------------------------------------------------------------------------------
 class SimWorker:
     """A worker process: its tasks of the current generation and its TM session."""
@@ -380,6 +422,67 @@ class SimWorker:
         self.tasks: dict[int, SimTask] = {}
         self.base = 0
         self.session = 0  # the control stream (a broken one is replaced)
+        # local recovery: copies of the tasks' shared files on this host's disk (they
+        # outlive a crash), and per task the files of the upload before the last
+        self.local: dict[str, bytes] = {}
+        self.local_previous: dict[int, set[str]] = {}
+
+    # -- local recovery (state_backends/rocksdb_files.py LocalCopies) ----------------------------
+    def keep_local(self, task_id: int, files: list[str], file_bytes: dict[str, bytes]) -> None:
+        """After an upload: copies of its files and of the upload before; the task's others
+        are deleted (``LocalCopies.keep``)."""
+        current = set(files)
+        for f in files:
+            if f in file_bytes:
+                self.local.setdefault(f, file_bytes[f])
+        wanted = current | self.local_previous.get(task_id, set())
+        prefix = f"inc/task-{task_id:05d}/"
+        for f in [f for f in self.local if f.startswith(prefix) and f not in wanted]:
+            del self.local[f]
+        self.local_previous[task_id] = current
+
+    def drop_local_others(self, task_ids: list[int]) -> None:
+        """The copies of tasks this worker no longer runs (``LocalCopies.drop_others``)."""
+        mine = tuple(f"inc/task-{t:05d}/" for t in task_ids)
+        for f in [f for f in self.local if not f.startswith(mine)]:
+            del self.local[f]
+
+    def damage_local(self, files: list[str]) -> None:
+        """The ``local_recovery`` fault: one local copy of ``files`` is garbled, truncated,
+        deleted, or replaced by another file (another generation's, under its name)."""
+        held = [f for f in files if self.local.get(f)]  # a copy truncated to nothing: left
+        if not held:
+            return
+        rng = self.sim.world.rng
+        victim = rng.choice(held)
+        data = self.local[victim]
+        how = rng.choice(("garbled", "truncated", "deleted", "replaced"))
+        if how == "garbled":
+            i = rng.randrange(len(data))
+            self.local[victim] = data[:i] + bytes([data[i] ^ 0x20]) + data[i + 1:]
+        elif how == "truncated":
+            self.local[victim] = data[:rng.randrange(len(data))]
+        elif how == "deleted":
+            del self.local[victim]
+        else:
+            others = sorted(f for f in self.local if self.local[f] != data)
+            self.local[victim] = (self.local[rng.choice(others)] if others else
+                                  pickle.dumps({"kind": "base", "states": {}}))
+        self.sim.world.note(f"worker {self.worker_id}: local copy of {victim} {how}")
+
+    def restore_local(self, files: list[str], crcs: dict[str, Any]) -> dict[str, Any]:
+        """The files of a restored chain taken from intact local copies (the real
+        ``local_copy_matches``); the others are downloaded."""
+        if self.sim.plan.hit(self.sim.world, Fault.LOCAL_RECOVERY):
+            self.damage_local(files)
+        taken: dict[str, Any] = {}
+        for f in files:
+            size, crc = crcs.get(f, (0, None))
+            copy_ = self.local.get(f)
+            if local_copy_matches(copy_, size, crc):
+                assert copy_ is not None
+                taken[f] = pickle.loads(copy_)
+        return taken
 
     def alive_check(self) -> Any:
         incarnation = self.incarnation
@@ -424,6 +527,8 @@ class SimWorker:
         self.base = base
         self.tasks = {}
         mine = [t for t in sorted(layout.component_of()) if layout.worker_of(t) == self.worker_id]
+        if self.sim.plan.on(Fault.LOCAL_RECOVERY):
+            self.drop_local_others(mine)
         states: dict[int, Any] = {}
         waiting = [t for t in mine if handles.get(t)]
         alive = self.alive_check()
@@ -473,9 +578,24 @@ class SimWorker:
 
                 # its keyed state is in shared files: read them before the task is built;
                 # the task goes on with the same chain
+                chain = list(data["files"])
+                local = (self.restore_local(chain, data.get("crc32", {}))
+                         if self.sim.plan.on(Fault.LOCAL_RECOVERY) else {})
+                rest = [f for f in chain if f not in local]
+
                 def files_read(files: Any, err: BaseException | None) -> None:
-                    finish(None if err else {**data, "states": merge_files(files)}, err)
-                self.sim.storage.read_shared(list(data["files"]), alive, files_read)
+                    if err is not None:
+                        finish(None, err)
+                        return
+                    got = {**dict(zip(rest, files, strict=True)), **local}
+                    if self.sim.plan.on(Fault.LOCAL_RECOVERY):
+                        self.local_previous[task] = set(chain)  # LocalCopies.seed
+                    finish({**data, "states": merge_files([got[f] for f in chain]),
+                            "file_bytes": {f: pickle.dumps(got[f]) for f in chain}}, None)
+                if rest:
+                    self.sim.storage.read_shared(rest, alive, files_read)
+                else:
+                    files_read([], None)
             return done
         for tid in waiting:
             self.sim.storage.read_snapshot(handles[tid], alive, read_one(tid))

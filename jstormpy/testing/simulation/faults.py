@@ -64,10 +64,23 @@ class Fault(enum.Enum):
     SHARED_FILE_LOSS = "shared_file_loss"
     """With shared files, one of them disappears from storage (an operator's cleanup, a lost
     disk): a restore that needs it must fall back or fail naming it, never restore less."""
+    LOCAL_RECOVERY = "local_recovery"
+    """With shared files, a worker keeps local copies of its tasks' files (those of the last
+    upload and the one before, completed or not) and a task restored on it takes a copy
+    only if it has the size and CRC-32 the restored snapshot records (the real
+    ``rocksdb_files.local_copy_matches``), downloading the rest; the fault garbles,
+    truncates, deletes or replaces a copy (another generation's file under its name)."""
+    STATE_TTL = "state_ttl"
+    """The counter keeps a second state with a TTL (``self.state(name, ttl_ms=...)``: the
+    real memory store's ``TtlState`` on the simulated clock); an entry not written for
+    ``ttl_ms`` is invisible, and no restore, rescale or savepoint may resurrect it."""
 
 
 ALL_FAULTS = tuple(Fault)
 MAX_HITS = 6
+TTL_CHOICES_MS = (4, 8, 20, 60)
+"""A ``state_ttl`` seed's TTL: around the records' spacing (0.5-3 ms per spout), so some
+entries expire between two records of their key and some across a recovery."""
 LIFECYCLES = (Fault.FRESH_RUN_INTO_USED, Fault.SAVEPOINT_INTO_USED)
 
 
@@ -85,6 +98,7 @@ class FaultPlan:
     rescale_at: int | None = None
     upgrade_at: int | None = None
     file_loss_at: float | None = None
+    ttl_ms: int | None = None
     hits: dict[Fault, int] = field(default_factory=dict)
 
     @classmethod
@@ -117,12 +131,15 @@ class FaultPlan:
             plan.upgrade_at = rng.randint(1, 4)
         if Fault.SHARED_FILE_LOSS in plan.enabled:
             plan.file_loss_at = rng.uniform(0, horizon)
+        if Fault.STATE_TTL in plan.enabled:
+            plan.ttl_ms = rng.choice(TTL_CHOICES_MS)
         return plan
 
     @property
     def shared_files(self) -> bool:
-        """Whether keyed state goes to shared files (either shared-file fault is on)."""
-        return bool(self.enabled & {Fault.SHARED_FILES, Fault.SHARED_FILE_LOSS})
+        """Whether keyed state goes to shared files (a shared-file fault is on)."""
+        return bool(self.enabled & {Fault.SHARED_FILES, Fault.SHARED_FILE_LOSS,
+                                    Fault.LOCAL_RECOVERY})
 
     def on(self, fault: Fault) -> bool:
         return fault in self.enabled

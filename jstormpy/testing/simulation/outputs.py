@@ -31,6 +31,10 @@ class Row:
     job: str
     txn: int
     task: int
+    streak: int = 0
+    """With ``state_ttl``: the counter's TTL state for the key (records since it expired)."""
+    at: float = 0.0
+    """With ``state_ttl``: the simulated time (ms) the counter processed the record."""
 
 
 @dataclass

@@ -179,6 +179,11 @@ def _check(sim: Simulation, counts: dict[str, int], rows: list[Row],
         if bad:
             result.violations.append(f"key {key}: running count {bad[0].count} at record "
                                      f"{bad[0].seq} (state lost or counted twice)")
+        ttl = sim.plan.ttl_ms
+        if ttl is not None and not at_least_once:
+            _check_ttl(key, got, ttl, result)
+    if sim.plan.ttl_ms is not None and not at_least_once:
+        _check_final_ttl_state(sim, by_key, result)
     # the state the final checkpoint stored (what a restore would load)
     meta = sim.storage.metadata.get(sim.drained_at, {"tasks": {}})
     components = sim.layout.component_of()
@@ -206,6 +211,53 @@ def _check(sim: Simulation, counts: dict[str, int], rows: list[Row],
                                      "recomputation")
     if result.violations:
         result.outcome = "violated"
+
+
+def _check_ttl(key: str, rows: list[Row], ttl_ms: int, result: SeedResult) -> None:
+    """The TTL state recomputed from the committed rows: a key's entry is visible to a
+    record if the previous record of the key (the one that wrote it) was processed less
+    than ``ttl_ms`` before; a restore that resurrected an expired entry, or lost a live
+    one, shows as a wrong streak."""
+    prev: Row | None = None
+    for r in rows:
+        live = prev is not None and prev.at > r.at - ttl_ms
+        want = prev.streak + 1 if live and prev is not None else 1
+        if r.streak != want:
+            why = ("an expired entry resurrected" if r.streak > want else
+                   "a live entry lost")
+            result.violations.append(
+                f"key {key}: TTL state {r.streak} at record {r.seq} (t={r.at:.1f} ms), "
+                f"expected {want} (previous write at "
+                f"{'none' if prev is None else f'{prev.at:.1f}'} ms, ttl {ttl_ms} ms): {why}")
+            return
+        prev = r
+
+
+def _check_final_ttl_state(sim: Simulation, by_key: dict[str, list[Row]],
+                           result: SeedResult) -> None:
+    """Every entry the final checkpoint's TTL state holds is a write of its key that the
+    committed output shows: its last one, or (with shared files, whose deltas carry no
+    deletions, as SST files keep an expired entry until compaction) an older one left in
+    the chain when the last write had expired and been swept by the snapshot: older than
+    the last write, so expired too. A restamped entry matches no write."""
+    meta = sim.storage.metadata.get(sim.drained_at, {"tasks": {}})
+    components = sim.layout.component_of()
+    for t, entry in meta["tasks"].items():
+        if components.get(int(t)) != "count":
+            continue
+        snap = sim.storage.materialize(
+            sim.storage.snapshots.get(handle_key(entry["handle"]), {}))
+        if snap is None:
+            continue  # unreadable: the shared-file check above reports it
+        for k, stamped in snap.get("states", {}).get("streak", {}).items():
+            writes = [(r.at, r.streak) for r in by_key.get(k, [])]
+            entry_of = tuple(stamped) if isinstance(stamped, tuple) else stamped
+            last = writes[-1] if writes else None
+            if entry_of != last and not (sim.plan.shared_files and entry_of in writes):
+                result.violations.append(
+                    f"key {k}: the final checkpoint's TTL entry {entry_of} is not a write "
+                    f"of the key (last: {last})")
+                return
 
 
 def run_seeds(seeds: range | list[int], allowed: tuple[Fault, ...] = ALL_FAULTS,

@@ -42,6 +42,10 @@ class World:
         self._seq += 1
         heapq.heappush(self._queue, _Event(self.now + max(delay, 0.0), self._seq, fn, label))
 
+    def clock_ms(self) -> float:
+        """The simulated time in milliseconds (a clock the real objects can be given)."""
+        return self.now
+
     def latency(self, low: float, high: float) -> float:
         """A random delay in ``[low, high]`` ms."""
         return self.rng.uniform(low, high)
