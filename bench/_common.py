@@ -418,6 +418,17 @@ def mb(n: int | None) -> str:
     return "-" if not n else f"{n / 1e6:.0f} MB"
 
 
+def process_rss_mb() -> float:
+    """This process's resident set, in MB (from /proc/self/statm)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def disk_bytes(path: Path) -> int:
+    """Bytes of the files below ``path``."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
 def run_per_store(script: str, stores: list[str], *args: str) -> dict[str, Any] | None:
     """Run ``script --child STORE ARGS`` in a fresh process per store (so each store's RSS
     is its own) and return each child's last stdout line, parsed as JSON, by store; None

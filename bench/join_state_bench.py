@@ -40,19 +40,10 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import emit_json, run_per_store  # noqa: E402
+from _common import disk_bytes, emit_json, process_rss_mb, run_per_store  # noqa: E402
 
 MAX_P = 128
 HOUR_MS = 3_600_000
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def _disk_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 class _Collector:
@@ -97,14 +88,14 @@ def run_one(child: str, rows: int, keys: int, probes: int, seed: int) -> dict[st
         use_state_store(bolt, store)
         bolt.prepare({}, TopologyContext(topology="b", component="j", task_id=1,
                                          task_index=0, worker_id=0, input_tasks=(1, 2)))
-        base_rss = _rss_mb()
+        base_rss = process_rss_mb()
         execute = bolt.execute
         t0 = time.perf_counter()
         for i in range(rows):  # rows made on the fly: the bench holds no list of them
             item = {"id": i, "ts": i % 1000, "user": f"user-{i % keys}"}
             execute(Tuple((item["user"], item), index, "left", "default", 1))
         buffer_s = time.perf_counter() - t0
-        buffered_rss = _rss_mb()
+        buffered_rss = process_rss_mb()
         rng = random.Random(seed)
         per_key = [rows // keys + (1 if k < rows % keys else 0) for k in range(keys)]
         want = 0
@@ -123,7 +114,7 @@ def run_one(child: str, rows: int, keys: int, probes: int, seed: int) -> dict[st
         pause_ms = (time.perf_counter() - t0) * 1000.0
         data = serialise(view)
         release(view)
-        disk = _disk_bytes(db_dir) if db_dir.exists() else 0
+        disk = disk_bytes(db_dir) if db_dir.exists() else 0
         t0 = time.perf_counter()
         bolt.on_inputs_finished()
         close_s = time.perf_counter() - t0

@@ -48,13 +48,9 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import emit_json, run_per_store  # noqa: E402
+from _common import disk_bytes, emit_json, run_per_store  # noqa: E402
 
 MAX_P = 128
-
-
-def _disk_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 def run_one(kind: str, keys: int, updates: int, seed: int) -> dict[str, Any]:
@@ -85,7 +81,7 @@ def run_one(kind: str, keys: int, updates: int, seed: int) -> dict[str, Any]:
         data = serialise(view)
         serialise_ms = (time.perf_counter() - t0) * 1000.0
         release(view)
-        disk = _disk_bytes(db_dir) if db_dir.exists() else 0
+        disk = disk_bytes(db_dir) if db_dir.exists() else 0
         total = sum(d.values()) if keys <= 2_000_000 else None
         store.close()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
@@ -143,7 +139,7 @@ def run_incremental(keys: int, intervals: int, changed: float, seed: int) -> dic
                          "duration_ms": duration_ms, "sst_files": len(shared)})
         # the memory format's snapshot of the same keys (what every checkpoint wrote before)
         memory_bytes = len(pickle.dumps(dict(d.items()), protocol=pickle.HIGHEST_PROTOCOL))
-        disk = _disk_bytes(Path(tmp) / "task-1")
+        disk = disk_bytes(Path(tmp) / "task-1")
         store.close()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     full, inc = rows[0], rows[1:]

@@ -35,19 +35,10 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import emit_json, run_per_store  # noqa: E402
+from _common import disk_bytes, emit_json, process_rss_mb, run_per_store  # noqa: E402
 
 MAX_P = 128
 HOUR_MS = 3_600_000
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def _disk_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 class _Collector:
@@ -106,7 +97,7 @@ def run_one(kind: str, keys: int, updates: int, seed: int) -> dict[str, Any]:
         use_state_store(bolt, store)
         bolt.prepare({}, TopologyContext(topology="b", component="w", task_id=1,
                                          task_index=0, worker_id=0, input_tasks=(1,)))
-        base_rss = _rss_mb()
+        base_rss = process_rss_mb()
         execute = bolt.execute
         t0 = time.perf_counter()
         for i in range(keys):  # keys made on the fly: the bench holds no list of them
@@ -118,13 +109,13 @@ def run_one(kind: str, keys: int, updates: int, seed: int) -> dict[str, Any]:
             execute(Tuple((f"user-{rng.randrange(keys)}", 1000 + j % 1000), index, "src",
                           "default", 1))
         update_s = time.perf_counter() - t0
-        open_rss = _rss_mb()
+        open_rss = process_rss_mb()
         t0 = time.perf_counter()
         view = capture({"states": managed_states(bolt), "custom": bolt.snapshot()})
         pause_ms = (time.perf_counter() - t0) * 1000.0
         data = serialise(view)
         release(view)
-        disk = _disk_bytes(db_dir) if db_dir.exists() else 0
+        disk = disk_bytes(db_dir) if db_dir.exists() else 0
         t0 = time.perf_counter()
         bolt.on_watermark(float(HOUR_MS))
         fire_s = time.perf_counter() - t0
