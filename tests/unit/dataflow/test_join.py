@@ -4,6 +4,7 @@ restore in the middle of the input."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import pickle
 import random
@@ -100,6 +101,25 @@ def _drive(bolt, arrival, state=None, check=None, stores=None):
     return col
 
 
+@contextlib.contextmanager
+def _restored_run(kind, bolt, arrival, cut, check):
+    """Run ``arrival[:cut]`` through a fresh bolt, restore its checkpoint into a second one
+    (the stores as ``kind`` says) and run the rest to the end of input; yields both bolts
+    and every joined result, the stores open."""
+    stores = Stores(kind)
+    try:
+        first = bolt()
+        got = [JoinResult(*v[0]) for v in
+               _drive(first, arrival[:cut], check=check, stores=stores).stream()]
+        second = bolt()
+        col = _drive(second, arrival[cut:], checkpoint(first), check, stores)
+        second.on_inputs_finished()
+        got += [JoinResult(*v[0]) for v in col.stream()]
+        yield first, second, got
+    finally:
+        stores.close()
+
+
 def _window_reference(window, lefts, rights, how):
     out = Counter()
     for lw in {(it["k"], w) for it in lefts + rights for w in join_windows(window, it["ts"])}:
@@ -139,19 +159,9 @@ def test_window_join_equals_the_reference_across_a_restore(kind, window, how, se
             held += sum(len(e[0]) + len(e[1]) for e in wins.values())
         assert b.buffered_records == held
 
-    stores = Stores(kind)
-    try:
-        first = bolt()
-        got = [JoinResult(*v[0]) for v in
-               _drive(first, arrival[:cut], check=bounded, stores=stores).stream()]
-        second = bolt()
-        col = _drive(second, arrival[cut:], checkpoint(first), bounded, stores)
-        second.on_inputs_finished()
-        got += [JoinResult(*v[0]) for v in col.stream()]
+    with _restored_run(kind, bolt, arrival, cut, bounded) as (first, second, got):
         assert Counter(map(_ids, got)) == _window_reference(window, lefts, rights, how)
         assert second.state("join") == {} and second.buffered_records == 0
-    finally:
-        stores.close()
 
 
 def _interval_reference(lefts, rights, lower, upper):
@@ -182,20 +192,10 @@ def test_interval_join_equals_the_reference_across_a_restore(kind, seed, nl, nr,
             held += len(ls) + len(rs)
         assert b.buffered_records == held
 
-    stores = Stores(kind)
-    try:
-        first = bolt()
-        got = [JoinResult(*v[0]) for v in
-               _drive(first, arrival[:cut], check=bounded, stores=stores).stream()]
-        second = bolt()
-        col = _drive(second, arrival[cut:], checkpoint(first), bounded, stores)
-        second.on_inputs_finished()
-        got += [JoinResult(*v[0]) for v in col.stream()]
+    with _restored_run(kind, bolt, arrival, cut, bounded) as (first, second, got):
         assert first.late_records == second.late_records == 0
         assert Counter(map(_ids, got)) == _interval_reference(lefts, rights, lo, hi)
         assert second.state("interval_join") == {}
-    finally:
-        stores.close()
 
 
 def test_a_window_join_drops_a_window_once_the_watermark_passes_it():
@@ -279,20 +279,10 @@ def test_session_window_join_equals_the_reference_across_a_restore(kind, gap, ho
             held += sum(len(e[0]) + len(e[1]) for e in wins.values())
         assert b.buffered_records == held
 
-    stores = Stores(kind)
-    try:
-        first = bolt()
-        got = [JoinResult(*v[0]) for v in
-               _drive(first, arrival[:cut], check=bounded, stores=stores).stream()]
-        second = bolt()
-        col = _drive(second, arrival[cut:], checkpoint(first), bounded, stores)
-        second.on_inputs_finished()
-        got += [JoinResult(*v[0]) for v in col.stream()]
+    with _restored_run(kind, bolt, arrival, cut, bounded) as (first, second, got):
         assert first.late_records == second.late_records == 0
         assert Counter(map(_ids, got)) == _session_reference(gap, lefts, rights, how)
         assert second.state("join") == {} and second.buffered_records == 0
-    finally:
-        stores.close()
 
 
 def test_a_right_record_bridges_two_left_sessions():
