@@ -290,11 +290,7 @@ class HBaseBackend(StateBackend):
                 table.put(row, {self._col_manifest: manifest, self._col_data: split[0]})
             else:
                 if chunked:
-                    with table.batch(batch_size=per_batch) as batch:
-                        for i in range(nchunks):
-                            piece = data[i * self.chunk_bytes:(i + 1) * self.chunk_bytes]
-                            batch.put(self._chunk_key(row, version, i),
-                                      {self._col_chunk: piece, self._col_marker: b""})
+                    self._put_chunks(table, row, version, data, nchunks)
                 # the commit point: one single-row (atomic) put of manifest + inline data
                 table.put(row, {self._col_manifest: manifest,
                                 self._col_data: b"" if chunked else data})
@@ -302,6 +298,17 @@ class HBaseBackend(StateBackend):
                 self._delete_chunks(table, row, old)
 
         self._retry(f"put {key!r}", run)
+
+    def _put_chunks(self, table: Any, row: bytes, version: str, data: bytes,
+                    nchunks: int) -> None:
+        """Write ``data`` as ``nchunks`` chunk rows of ``version`` (invisible until a
+        manifest names that version), in batches of about 8 MB."""
+        per_batch = max(1, (8 << 20) // self.chunk_bytes)
+        with table.batch(batch_size=per_batch) as batch:
+            for i in range(nchunks):
+                piece = data[i * self.chunk_bytes:(i + 1) * self.chunk_bytes]
+                batch.put(self._chunk_key(row, version, i),
+                          {self._col_chunk: piece, self._col_marker: b""})
 
     def create_object(self, key: str, data: bytes) -> None:
         """Store ``data`` under ``key`` only if the key is absent, atomically: the manifest
@@ -326,15 +333,10 @@ class HBaseBackend(StateBackend):
         fields: dict[str, Any] = {"v": 1, "version": version, "chunks": nchunks,
                                   "size": len(data), "crc32": zlib.crc32(data)}
         cell = json.dumps(fields).encode() + (b"" if chunked else _SEP + data)
-        per_batch = max(1, (8 << 20) // self.chunk_bytes)
 
         def run(table: Any) -> None:
             if chunked:
-                with table.batch(batch_size=per_batch) as batch:
-                    for i in range(nchunks):
-                        piece = data[i * self.chunk_bytes:(i + 1) * self.chunk_bytes]
-                        batch.put(self._chunk_key(row, version, i),
-                                  {self._col_chunk: piece, self._col_marker: b""})
+                self._put_chunks(table, row, version, data, nchunks)
             mput = Mutation(isDelete=False, column=self._col_manifest, value=cell)
             try:
                 won = table.connection.client.checkAndPut(table.name, row, self._col_manifest,

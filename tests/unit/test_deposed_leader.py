@@ -66,17 +66,20 @@ def leader(backend: FileBackend, lease_path: Path, resume: bool) -> MasterCore:
     return core
 
 
-def old_leader_deposed_mid_commit(tmp_path: Path) -> tuple[
+def old_leader_deposed_mid_commit(tmp_path: Path, skipped: int = 0) -> tuple[
         MasterCore, SlowCommitPoint, MasterCore, FileBackend, list[WorkerSession], int, int]:
     """The old leader (epoch 1) completed one checkpoint; its next commit point is being
-    written when its lease runs out; the new leader (epoch 2) takes the run over and
+    written when its lease runs out (``skipped`` ids after the completed one, handed out
+    but never stored nor listed); the new leader (epoch 2) takes the run over and
     restores. Returns both, the new leader's sessions, the restored and the late id."""
     old_store = SlowCommitPoint(f"file://{tmp_path / 'store'}")
     old = leader(old_store, tmp_path / "old.lease", resume=False)
     prepare_all(old)
     first = checkpoint(old)
     assert old.backend_io.wait_idle(10)
-    old_store.slow = first + 1
+    old_store.slow = first + 1 + skipped
+    if skipped:
+        old.checkpoints.next_id = first + 1 + skipped
     late = checkpoint(old)
     assert old_store.entered.wait(10), "the old leader never started its commit point"
     assert old.lease is not None
@@ -161,22 +164,8 @@ def test_retention_never_keeps_a_late_commit_point_in_place_of_the_new_leaders(
     the new leader's; its late commit point counted as the newest checkpoint, so retention
     deleted the new leader's own, and the final checkpoint's state was gone. (Since the ids
     record's reservation, the new leader's ids start above the old leader's anyway.)"""
-    old_store = SlowCommitPoint(f"file://{tmp_path / 'store'}")
-    old = leader(old_store, tmp_path / "old.lease", resume=False)
-    prepare_all(old)
-    first = checkpoint(old)
-    assert old.backend_io.wait_idle(10)
-    old_store.slow = first + 5
-    old.checkpoints.next_id = first + 5  # ids it handed out were never stored nor listed
-    late = checkpoint(old)
-    assert old_store.entered.wait(10)
-    assert old.lease is not None
-    old.lease.revoke()
-
-    store = FileBackend(f"file://{tmp_path / 'store'}")
-    new = leader(store, tmp_path / "new.lease", resume=True)
-    sessions, restored = prepare_all(new, old.generation)
-    assert restored == first
+    old, old_store, new, store, sessions, first, late = old_leader_deposed_mid_commit(
+        tmp_path, skipped=4)
     old_store.gate.set()
     assert old.backend_io.wait_idle(10) and old.fenced
     assert late in store.list_completed()
