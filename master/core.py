@@ -424,14 +424,13 @@ class MasterCore:
                         self.backend.put_meta("generation", str(g).encode())
                         # before any worker is prepared: the sinks roll back past every
                         # bad checkpoint, so no later TM may restore one that lands late
-                        self.backend.put_meta(CHECKPOINT_IDS_META, ids)
+                        self._put_ids_record(ids)
                     except BackendError as exc:
                         log.error("cannot persist generation %d: %s", g, exc)
                         actions = plan.generation_not_persisted(str(exc))
                         continue
                     with self.lock:
                         self.persisted_generation = max(self.persisted_generation, g)
-                        self.checkpoints.ids_record_stored(ids)
                     actions = plan.generation_persisted()
                 case ListCompleted():
                     try:
@@ -458,7 +457,7 @@ class MasterCore:
                         self.checkpoints.epoch_started(epoch, cid)
                         ids = self.checkpoints.ids_record()
                     try:
-                        self.backend.put_meta(CHECKPOINT_IDS_META, ids)
+                        self._put_ids_record(ids)
                     except BackendError as exc:
                         with self.lock:  # not stored: the next attempt stores it again
                             if before is None:
@@ -467,8 +466,6 @@ class MasterCore:
                                 self.checkpoints.epoch_starts[epoch] = before
                         actions = plan.epoch_start_not_persisted(str(exc))
                         continue
-                    with self.lock:
-                        self.checkpoints.ids_record_stored(ids)
                     actions = plan.epoch_start_persisted()
                 case PersistFloor(cid):
                     try:
@@ -816,12 +813,17 @@ class MasterCore:
             # at once, so a TM that dies before the next recovery's record leaves it
             # (best effort: that record is the one a recovery cannot go without)
             try:
-                self.backend.put_meta(CHECKPOINT_IDS_META, ids)
+                self._put_ids_record(ids)
             except BackendError as exc:
                 log.warning("cannot persist bad checkpoint %d: %s", cid, exc)
-                return
-            with self.lock:
-                self.checkpoints.ids_record_stored(ids)
+
+    def _put_ids_record(self, ids: bytes) -> None:
+        """BackendIO thread: store ``ids`` (an ``ids_record`` of this TM's coordinator) as
+        ``meta/checkpoint_ids``, then let the coordinator hand out the ids it reserves.
+        Raises ``BackendError`` if the write fails."""
+        self.backend.put_meta(CHECKPOINT_IDS_META, ids)
+        with self.lock:
+            self.checkpoints.ids_record_stored(ids)
 
     def _store_ids_record(self) -> None:
         """BackendIO thread: store a new ids record when half of the reserved checkpoint
@@ -829,12 +831,9 @@ class MasterCore:
         with self.lock:
             ids = self.checkpoints.ids_record()
         try:
-            self.backend.put_meta(CHECKPOINT_IDS_META, ids)
+            self._put_ids_record(ids)
         except BackendError as exc:
             log.warning("cannot store the checkpoint ids record: %s", exc)
-        else:
-            with self.lock:
-                self.checkpoints.ids_record_stored(ids)
         finally:
             with self.lock:
                 self.storing_ids = False
