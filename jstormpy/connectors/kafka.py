@@ -384,14 +384,15 @@ class KafkaSink(Sink):
                             f"at {self.bootstrap_servers}: {exc}") from exc
         self._pending_rows = self.state("kafka_sink_pending")
 
-    def _committed_through(self, key: str) -> int:
-        """The highest checkpoint id the commit log holds under ``key`` (0: none).
-        Transactions commit in checkpoint order, so every id up to it is committed; that
-        also makes the log safe to compact (``cleanup.policy=compact``: the last entry per
-        key suffices)."""
-        ids = read_commit_log(self.bootstrap_servers, self.commit_log_topic, key,
-                              how=self.commit_log_read)
-        return max(ids, default=0)
+    def _committed_ids(self, key: str) -> set[int]:
+        """The checkpoint ids the commit log holds under ``key``: exactly the transactions
+        committed. Not "every id up to the last entry": a run that fell back past a
+        completed checkpoint (a lost shared file) never commits the ids it abandoned, and
+        goes on above them, so its log reads e.g. 1, 101, 102 -- and a savepoint taken at 2
+        may still hold transaction 2 pending. Hence the log is read whole and must not be
+        compacted (docs/kafka.md)."""
+        return set(read_commit_log(self.bootstrap_servers, self.commit_log_topic, key,
+                                   how=self.commit_log_read))
 
     def _already_committed(self, checkpoint_id: int) -> bool:
         """Whether transaction ``checkpoint_id`` is committed, by the commit log of the run
@@ -399,8 +400,8 @@ class KafkaSink(Sink):
         run's entries say nothing about them), except the ids up to the savepoint a restored
         run started from, which were the earlier run's transactions."""
         if self._earlier_through and checkpoint_id <= self._earlier_through:
-            return checkpoint_id <= self._committed_through(self._earlier_key)
-        return checkpoint_id <= self._committed_through(self.commit_log_key)
+            return checkpoint_id in self._committed_ids(self._earlier_key)
+        return checkpoint_id in self._committed_ids(self.commit_log_key)
 
     # -- the transaction protocol ---------------------------------------------------------
     def begin(self, checkpoint_id: int) -> None:

@@ -287,6 +287,43 @@ def test_a_savepoint_restore_takes_its_pending_transaction_as_the_earlier_runs(
     assert _values(bootstrap, topic) == ["earlier-0", "earlier-1", "earlier-2", "restored-0"]
 
 
+def test_a_savepoint_restore_commits_a_transaction_its_run_abandoned_in_a_fallback(
+        bootstrap: str) -> None:
+    """Issue 23, simulator seed 1032215: the savepoint (checkpoint 2) holds transaction 2
+    pre-committed, but the earlier run never committed it: a lost shared file made it fall
+    back to checkpoint 1 and re-emit that span under ids from 101. Its commit log then
+    reads 1, 101: 2 lies below the last entry yet is not committed. A restore of the
+    savepoint must commit transaction 2, not skip it as the earlier run's."""
+    topic = new_topic(bootstrap)
+    earlier = RunIdentity("earlier", 1)
+    t = SinkTask(bootstrap, topic, run=earlier)
+    t.write([("a", "txn-1")])
+    one, snap1 = t.barrier()
+    t.sink.commit(one)
+    t.write([("a", "txn-2")])
+    two, savepoint = t.barrier()
+    t.sink.cleanup()  # crash after complete(2), before commit(2)
+    # The fallback past 2: restore checkpoint 1, ids go on above the reservation.
+    f = SinkTask(bootstrap, topic, restored=one, state=snap1, generation=2, run=earlier)
+    f.sink.abort(f.txn)
+    f.txn = 101
+    f.sink.begin(f.txn)
+    f.write([("a", "txn-2-replayed")])
+    n, _snap = f.barrier()
+    f.sink.commit(n)
+    f.sink.abort(f.txn)
+    f.sink.cleanup()
+    log = topic + ".jstorm-commits"
+    assert read_commit_log(bootstrap, log, f"{TID}@earlier", how="markers") == [1, 101]
+    restored = RunIdentity.from_savepoint(earlier, two).taken_over()
+    r = SinkTask(bootstrap, topic, restored=two, pending=[two], state=savepoint,
+                 run=restored)
+    r.sink.abort(r.txn)
+    r.sink.cleanup()
+    assert _values(bootstrap, topic) == ["txn-1", "txn-2-replayed", "txn-2"], (
+        "the savepoint's transaction 2, never committed by its run, was skipped")
+
+
 def test_rescale_leaves_no_committed_records_in_the_sink_state(bootstrap: str,
                                                               tmp_path: Path) -> None:
     """The real rescale path (``rescale_checkpoint``) restores every new task from the

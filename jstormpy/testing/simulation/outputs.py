@@ -5,7 +5,9 @@ Two kinds, after the two ways the real connectors make a commit idempotent:
 * ``"log"`` (KafkaSink, RedisStreamSink): a commit appends the transaction's rows and a
   commit-log entry under the task's key :func:`~jstormpy.connectors.kafka.commit_log_key`
   (one per run: :mod:`jstormpy.run_identity`). A transaction re-committed by a new
-  process from its snapshot is skipped if the log already holds its id.
+  process from its snapshot is skipped if the log holds its id (the id itself: after a
+  fallback a run goes on above ids it never committed, so "below the last entry" is not
+  "committed").
 * ``"files"`` (FileSink): a commit renames the staged part file ``part-{txn}-{task}``; a
   name already taken counts as already committed. A fresh run refuses a directory with
   committed parts, and a savepoint restore refuses one with parts above the savepoint.
@@ -44,7 +46,7 @@ class SimOutput:
     kind: str
     rows: list[Row] = field(default_factory=list)
     staged: dict[tuple[str, int, int], list[Row]] = field(default_factory=dict)
-    commit_log: dict[str, int] = field(default_factory=dict)
+    commit_log: dict[str, set[int]] = field(default_factory=dict)
     parts: set[tuple[int, int]] = field(default_factory=set)
     down: bool = False
 
@@ -73,10 +75,10 @@ class SimOutput:
         if self.kind == "log":
             owner = earlier[0] if earlier is not None and txn <= earlier[1] else run
             key = commit_log_key(f"sink-{task}", owner)
-            if txn <= self.commit_log.get(key, 0):
+            if txn in self.commit_log.get(key, ()):
                 return  # already committed
             self.rows.extend(rows)
-            self.commit_log[key] = max(self.commit_log.get(key, 0), txn)
+            self.commit_log.setdefault(key, set()).add(txn)
             return
         if (txn, task) in self.parts:
             return  # the name is taken: already committed
