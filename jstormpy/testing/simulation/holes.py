@@ -18,6 +18,7 @@ from jstormpy.barrier.snapshots import TaskSnapshots
 from jstormpy.barrier.transactions import SinkTransactions
 from jstormpy.keygroups import redistribute
 from jstormpy.master.restore_plan import RestorePlan
+from jstormpy.state_store import RocksDBStore, Stamped
 from jstormpy.testing.simulation import cluster, outputs
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault
 
@@ -68,6 +69,19 @@ def _hole8() -> contextlib.AbstractContextManager[Any]:
     return _patches((RestorePlan, "_late_commit_point", lambda self, cid, metadata: ""))
 
 
+def _hole9() -> contextlib.AbstractContextManager[Any]:
+    # a RocksDB restore that stamps the restored TTL entries with the time of the restore
+    real = RocksDBStore.adopt
+
+    def adopt(self: RocksDBStore, states: dict[str, Any]) -> None:
+        for name, current in list(states.items()):
+            if isinstance(current, dict):
+                states[name] = {k: Stamped(self.clock(), v.value) if isinstance(v, Stamped)
+                                else v for k, v in current.items()}
+        real(self, states)
+    return _patches((RocksDBStore, "adopt", adopt))
+
+
 HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]]] = {
     1: ("a failed checkpoint listing read as 'no checkpoints'", _hole1),
     2: ("sinks recover to the id floor, not the restored checkpoint", _hole2),
@@ -77,18 +91,21 @@ HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]
     6: ("snapshots of a stopped task still report", _hole6),
     7: ("a generation handed out without being stored", _hole7),
     8: ("a deposed leader's late commit point restored (issue 27)", _hole8),
+    9: ("a RocksDB restore restamps its TTL entries (issue 25)", _hole9),
 }
 
 HOLE_FAULTS: dict[int, tuple[Fault, ...]] = {
     7: (Fault.META_WRITE_ERROR, Fault.TM_CRASH),
     8: (Fault.LEADER_DEPOSED, Fault.WORKER_CRASH, Fault.MESSAGE_LOSS, Fault.MESSAGE_DELAY),
+    9: (Fault.ROCKSDB_TTL, Fault.WORKER_CRASH, Fault.TM_CRASH),
 }
 """The fault kinds a hole's hunt draws from, where not every kind: hole 7 needs a failed
 write of ``meta/`` and then a TM crash before any other write of it succeeds; among every
 kind (which since the ids record, issue 23, write ``meta/`` more often) that is rarer than
 one seed in 20,000. Hole 8 needs a deposed leader and then a recovery of the new one (a
 worker lost) after the late commit point landed and before the new leader's own
-checkpoints passed it."""
+checkpoints passed it. Hole 9 needs the TTL state on RocksDB (drawn from every kind, a
+seed keeps ``rocksdb_ttl`` one time in four) and a restore."""
 
 
 @contextlib.contextmanager
