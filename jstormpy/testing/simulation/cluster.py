@@ -166,8 +166,7 @@ class SimTask:
         if ttl_ms is not None and component == "count":
             # the real memory or RocksDB store's TTL state on the simulated clock; a
             # restored dict holds the Stamped entries the snapshot stored
-            self.states["streak"] = self.sim.ttl_stores.open("streak", ttl_ms,
-                                                             self.states.get("streak"))
+            self.states.update(self.sim.ttl_stores.open_counter(self.states, ttl_ms))
         # with shared files: the chain the restored snapshot referenced, and what changed
         # since the last snapshot (state name -> keys)
         self.files: list[str] = list(state.get("files", []))
@@ -333,9 +332,9 @@ class SimTask:
         if self.sim.plan.shared_files and self.component in ("count", "tally"):
             base = not self.files or len(self.files) >= BASE_EVERY
             stored = {n: stored_entries(v) for n, v in self.states.items()
-                      if frozen is None or n != "streak"}
+                      if frozen is None or n not in frozen.names}
             if frozen is not None:  # a delta's entries are chosen at the barrier
-                stored.update(frozen())
+                stored.update(frozen.read())
                 frozen = None
             capture = {"kind": "base" if base else "delta", "states": {
                 n: (entries if base else
@@ -345,14 +344,14 @@ class SimTask:
             data: dict[str, Any] = dict(extra)
         else:
             data = {"states": {n: stored_entries(v) for n, v in self.states.items()
-                               if frozen is None or n != "streak"}, **extra}
+                               if frozen is None or n not in frozen.names}, **extra}
         finished = self.component == "spout" and self.eos_sent
         key = (checkpoint_id, self.task_id, ticket.generation)
         worker_alive = self.worker.alive_check()
 
         def upload() -> None:
             if frozen is not None:
-                data["states"].update(frozen())
+                data["states"].update(frozen.read())
             new_files: dict[str, Any] = {}
             files = self.files
             if capture is not None:  # IncrementalKeyedState.write: carry, segment, chain
@@ -396,7 +395,12 @@ class SimTask:
             self.sim.storage.put_snapshot(key, data, worker_alive, uploaded, new_files)
         self.uploads.append(upload)
         if len(self.uploads) == 1:
-            upload()
+            if frozen is not None:  # rocksdb_ttl: the Snapshotter thread takes the job a
+                # moment later, and the task goes on writing to its database meanwhile
+                self.sim.world.at(self.sim.world.latency(0.2, 4), upload,
+                                  f"task {self.task_id}: snapshot {checkpoint_id} read")
+            else:
+                upload()
 
     def _next_upload(self) -> None:
         self.uploads.pop(0)

@@ -18,7 +18,7 @@ from jstormpy.barrier.snapshots import TaskSnapshots
 from jstormpy.barrier.transactions import SinkTransactions
 from jstormpy.keygroups import redistribute
 from jstormpy.master.restore_plan import RestorePlan
-from jstormpy.state_store import RocksDBStore, Stamped
+from jstormpy.state_store import FrozenStore, RocksDBStore, RocksState, Stamped
 from jstormpy.testing.simulation import cluster, outputs
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault
 
@@ -82,6 +82,29 @@ def _hole9() -> contextlib.AbstractContextManager[Any]:
     return _patches((RocksDBStore, "adopt", adopt))
 
 
+class _LiveState:
+    """Hole 10's "frozen" state: the live database as it is when the upload reads it."""
+
+    def __init__(self, frozen: FrozenStore, name: str, ttl_ms: int | None) -> None:
+        self.frozen, self.name, self.ttl_ms = frozen, name, ttl_ms
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        store = self.frozen.source
+        if store is None or self.name not in store.families:
+            return iter(())  # the task stopped (its database closed): nothing reports it
+        horizon = float("-inf") if self.ttl_ms is None else self.frozen.now_ms - self.ttl_ms
+        view = RocksState(store, self.name, store.families[self.name])
+        return ((k, v) for k, v in view.raw_items()
+                if v.__class__ is not Stamped or v.written_ms > horizon)
+
+
+def _hole10() -> contextlib.AbstractContextManager[Any]:
+    # a snapshot that reads the live database when its upload runs, not the checkpoint
+    # frozen at the barrier: writes made after the barrier leak into it
+    return _patches((FrozenStore, "state",
+                     lambda self, name, ttl_ms, groups=None: _LiveState(self, name, ttl_ms)))
+
+
 HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]]] = {
     1: ("a failed checkpoint listing read as 'no checkpoints'", _hole1),
     2: ("sinks recover to the id floor, not the restored checkpoint", _hole2),
@@ -92,12 +115,15 @@ HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]
     7: ("a generation handed out without being stored", _hole7),
     8: ("a deposed leader's late commit point restored (issue 27)", _hole8),
     9: ("a RocksDB restore restamps its TTL entries (issue 25)", _hole9),
+    10: ("a RocksDB snapshot reads the live database, not the barrier's (issue 25)",
+         _hole10),
 }
 
 HOLE_FAULTS: dict[int, tuple[Fault, ...]] = {
     7: (Fault.META_WRITE_ERROR, Fault.TM_CRASH),
     8: (Fault.LEADER_DEPOSED, Fault.WORKER_CRASH, Fault.MESSAGE_LOSS, Fault.MESSAGE_DELAY),
     9: (Fault.ROCKSDB_TTL, Fault.WORKER_CRASH, Fault.TM_CRASH),
+    10: (Fault.ROCKSDB_TTL, Fault.WORKER_CRASH, Fault.TM_CRASH, Fault.SLOW_STORAGE),
 }
 """The fault kinds a hole's hunt draws from, where not every kind: hole 7 needs a failed
 write of ``meta/`` and then a TM crash before any other write of it succeeds; among every

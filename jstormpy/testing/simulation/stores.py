@@ -2,10 +2,11 @@
 engine does it (the ``state_ttl`` and ``rocksdb_ttl`` faults).
 
 With ``state_ttl`` alone the state is the memory store's ``TtlState``. With
-``rocksdb_ttl`` it is a ``RocksState`` of a real ``RocksDBStore``: one database per
-simulated task incarnation, in a temporary directory of the seed (under ``/dev/shm`` where
-there is one), deleted when the seed ends; the store's clock is the simulated one. The
-paths are the engine's:
+``rocksdb_ttl`` the counter's two states (``counts``, no TTL, and ``streak``, with it) are
+``RocksState`` column families of a real ``RocksDBStore``: one database per simulated
+task incarnation, in a temporary directory of the seed (under ``/dev/shm`` where there is
+one), deleted when the seed ends; the store's clock is the simulated one. The paths are
+the engine's:
 
 * a restore moves the restored entries into a fresh database as ``runtime/worker.py``
   does (``RocksDBStore.adopt``), then opens the state with its TTL as ``Component.state``
@@ -22,7 +23,8 @@ import os
 import pickle
 import shutil
 import tempfile
-from collections.abc import Callable, MutableMapping
+from collections.abc import MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,22 @@ from jstormpy.state_store import Clock, MemoryStore, RocksDBStore, RocksState
 
 SCRATCH = "/dev/shm"
 """Where the seed's databases go if it exists (RAM: RocksDB's syncs cost nothing)."""
+
+
+@dataclass(frozen=True)
+class Frozen:
+    """RocksDB states frozen at a barrier, read when the snapshot's upload runs."""
+
+    names: frozenset[str]
+    view: SnapshotView
+
+    def read(self) -> dict[str, Any]:
+        """What the snapshot stores of them (name -> entries); releases the checkpoint."""
+        try:
+            stored: dict[str, Any] = pickle.loads(serialise(self.view))["states"]
+            return stored
+        finally:
+            release(self.view)
 
 
 class TtlStores:
@@ -47,40 +65,36 @@ class TtlStores:
         self.opened: list[RocksDBStore] = []
         self.frozen: list[SnapshotView] = []
 
-    def open(self, name: str, ttl_ms: int, restored: dict[Any, Any] | None
-             ) -> MutableMapping[Any, Any]:
-        """A task incarnation's state ``name`` with ``ttl_ms``, holding ``restored`` (the
-        entries its snapshot stored: :class:`~jstormpy.state_store.Stamped` ones)."""
+    def open_counter(self, restored: dict[str, Any], ttl_ms: int
+                     ) -> dict[str, MutableMapping[Any, Any]]:
+        """A counter task incarnation's states on the seed's store, holding ``restored``
+        (name -> the entries its snapshot stored; the TTL state's are
+        :class:`~jstormpy.state_store.Stamped`): ``streak`` with ``ttl_ms``, and on
+        RocksDB ``counts`` too."""
         if not self.rocksdb:
-            return MemoryStore(clock=self.clock).open(name, ttl_ms, restored or {})
+            store = MemoryStore(clock=self.clock)
+            return {"streak": store.open("streak", ttl_ms, restored.get("streak", {}))}
         if self.root is None:
             scratch = SCRATCH if os.path.isdir(SCRATCH) and os.access(SCRATCH, os.W_OK) \
                 else None
             self.root = Path(tempfile.mkdtemp(prefix="jstorm-simulate-", dir=scratch))
-        store = RocksDBStore(self.root / f"db-{len(self.opened)}", self.max_parallelism,
+        rocks = RocksDBStore(self.root / f"db-{len(self.opened)}", self.max_parallelism,
                              clock=self.clock)
-        self.opened.append(store)
-        states: dict[str, Any] = {} if restored is None else {name: dict(restored)}
-        store.adopt(states)  # runtime/worker.py: restored dicts into the fresh database
-        return store.open(name, ttl_ms, states.get(name))  # Component.state
+        self.opened.append(rocks)
+        states: dict[str, Any] = {n: dict(restored[n]) for n in ("counts", "streak")
+                                  if n in restored}
+        rocks.adopt(states)  # runtime/worker.py: restored dicts into the fresh database
+        return {n: rocks.open(n, ttl, states.get(n))  # Component.state
+                for n, ttl in (("counts", None), ("streak", ttl_ms))}
 
-    def snapshot(self, states: dict[str, Any]) -> Callable[[], dict[str, Any]] | None:
-        """At the barrier: freeze the RocksDB states of ``states`` (None: there are none).
-        The function returned, called when the upload runs, gives what the snapshot
-        stores of them (name -> entries) and releases the frozen checkpoint."""
+    def snapshot(self, states: dict[str, Any]) -> Frozen | None:
+        """At the barrier: freeze the RocksDB states of ``states`` (None: there are none)."""
         rocks = {n: s for n, s in states.items() if isinstance(s, RocksState)}
         if not rocks:
             return None
         view = capture({"states": rocks})
         self.frozen.append(view)
-
-        def read() -> dict[str, Any]:
-            try:
-                stored: dict[str, Any] = pickle.loads(serialise(view))["states"]
-                return stored
-            finally:
-                release(view)
-        return read
+        return Frozen(frozenset(rocks), view)
 
     @staticmethod
     def stop(state: Any) -> None:
