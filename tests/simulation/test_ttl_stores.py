@@ -35,18 +35,21 @@ def test_a_snapshot_is_the_state_at_the_barrier_without_what_expired_by_then() -
     clock = Clock()
     stores = TtlStores(True, clock, 8)
     try:
-        state = stores.open("streak", 10, None)
-        assert isinstance(state, RocksState)
+        states = stores.open_counter({}, 10)
+        state, counts = states["streak"], states["counts"]
+        assert isinstance(state, RocksState) and isinstance(counts, RocksState)
         state["old"] = 1
+        counts["old"] = 1
         clock.now += 6
         state["young"] = 2
         clock.now += 5  # "old" expired, "young" not
-        read = stores.snapshot({"streak": state, "counts": {"old": 1}})
-        assert read is not None
+        frozen = stores.snapshot({**states, "other": {"x": 1}})
+        assert frozen is not None and frozen.names == {"streak", "counts"}
         state["after"] = 3  # the task goes on writing before the upload runs
+        counts["old"] = 2
         clock.now += 100  # the upload runs late: "young" expired meanwhile
-        stored = read()
-        assert stored == {"streak": {"young": Stamped(1006.0, 2)}}
+        assert frozen.read() == {"streak": {"young": Stamped(1006.0, 2)},
+                                 "counts": {"old": 1}}
     finally:
         stores.close()
 
@@ -55,13 +58,17 @@ def test_a_restore_keeps_the_write_times_and_the_store_drops_what_expires() -> N
     clock = Clock()
     stores = TtlStores(True, clock, 8)
     try:
-        state = stores.open("streak", 10, {"a": Stamped(995.0, 7), "b": Stamped(1000.0, 8)})
+        states = stores.open_counter({"streak": {"a": Stamped(995.0, 7),
+                                                 "b": Stamped(1000.0, 8)},
+                                      "counts": {"a": 3}}, 10)
+        state = states["streak"]
         assert isinstance(state, RocksState)
-        assert state.get("a") == 7 and state.get("b") == 8
+        assert state.get("a") == 7 and state.get("b") == 8 and dict(states["counts"]) == {
+            "a": 3}
         clock.now = 1006.0  # a (written at 995) expired, b not
         assert "a" not in state and state.get("b") == 8 and len(state) == 1
         stores.stop(state)  # the incarnation is gone: its database closed
-        assert stores.open("streak", 10, None).get("b") is None  # a fresh database
+        assert stores.open_counter({}, 10)["streak"].get("b") is None  # a fresh database
     finally:
         stores.close()
     assert stores.root is None
