@@ -130,8 +130,9 @@ write of ``meta/`` and then a TM crash before any other write of it succeeds; am
 kind (which since the ids record, issue 23, write ``meta/`` more often) that is rarer than
 one seed in 20,000. Hole 8 needs a deposed leader and then a recovery of the new one (a
 worker lost) after the late commit point landed and before the new leader's own
-checkpoints passed it. Hole 9 needs the TTL state on RocksDB (drawn from every kind, a
-seed keeps ``rocksdb_ttl`` one time in four) and a restore."""
+checkpoints passed it. Holes 9 and 10 need the counter on RocksDB (drawn from every
+kind, a seed keeps ``rocksdb_ttl`` one time in four) and a restore; hole 10 an upload that
+starts late, which slow storage makes likelier."""
 
 
 @contextlib.contextmanager
