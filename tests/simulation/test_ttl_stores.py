@@ -11,7 +11,7 @@ from jstormpy.state_store import RocksState, Stamped
 from jstormpy.testing.simulation import stores as stores_module
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault, FaultPlan
 from jstormpy.testing.simulation.scenario import run_seed, run_seeds
-from jstormpy.testing.simulation.stores import TtlStores
+from jstormpy.testing.simulation.stores import CounterStores
 from jstormpy.testing.simulation.world import World
 
 ROCKS = (Fault.ROCKSDB_TTL, Fault.WORKER_CRASH, Fault.TM_CRASH)
@@ -33,7 +33,7 @@ def _leftovers() -> set[str]:
 
 def test_a_snapshot_is_the_state_at_the_barrier_without_what_expired_by_then() -> None:
     clock = Clock()
-    stores = TtlStores(True, clock, 8)
+    stores = CounterStores(True, clock, 8)
     try:
         states = stores.open_counter({}, 10)
         state, counts = states["streak"], states["counts"]
@@ -56,7 +56,7 @@ def test_a_snapshot_is_the_state_at_the_barrier_without_what_expired_by_then() -
 
 def test_a_restore_keeps_the_write_times_and_the_store_drops_what_expires() -> None:
     clock = Clock()
-    stores = TtlStores(True, clock, 8)
+    stores = CounterStores(True, clock, 8)
     try:
         states = stores.open_counter({"streak": {"a": Stamped(995.0, 7),
                                                  "b": Stamped(1000.0, 8)},

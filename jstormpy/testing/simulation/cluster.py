@@ -78,7 +78,7 @@ from jstormpy.state_backends.shared_files import collect_shared_files
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
 from jstormpy.testing.simulation.outputs import Row, SimOutput
 from jstormpy.testing.simulation.storage import SharedFilesView, SimStorage, merge_files
-from jstormpy.testing.simulation.stores import TtlStores
+from jstormpy.testing.simulation.stores import CounterStores
 from jstormpy.testing.simulation.world import World
 
 MAX_PARALLELISM = 8
@@ -164,9 +164,10 @@ class SimTask:
             n: dict(v) for n, v in state.get("states", {}).items()}
         ttl_ms = self.sim.plan.ttl_ms
         if ttl_ms is not None and component == "count":
-            # the real memory or RocksDB store's TTL state on the simulated clock; a
-            # restored dict holds the Stamped entries the snapshot stored
-            self.states.update(self.sim.ttl_stores.open_counter(self.states, ttl_ms))
+            # the TTL state (rocksdb_ttl: the counts too) on the real memory or RocksDB
+            # store, on the simulated clock; a restored dict holds the Stamped entries
+            # the snapshot stored
+            self.states.update(self.sim.counter_stores.open_counter(self.states, ttl_ms))
         # with shared files: the chain the restored snapshot referenced, and what changed
         # since the last snapshot (state name -> keys)
         self.files: list[str] = list(state.get("files", []))
@@ -195,7 +196,7 @@ class SimTask:
     def stop(self) -> None:
         self.snapshots.stop()
         if "streak" in self.states:
-            self.sim.ttl_stores.stop(self.states["streak"])
+            self.sim.counter_stores.stop(self.states["streak"])
 
     # -- spouts --------------------------------------------------------------------------------
     def spout_step(self) -> None:
@@ -328,7 +329,7 @@ class SimTask:
         ticket = self.snapshots.barrier(checkpoint_id, self.generation)
         capture: dict[str, Any] | None = None
         # rocksdb_ttl: the database frozen now, read when the upload runs
-        frozen = self.sim.ttl_stores.snapshot(self.states)
+        frozen = self.sim.counter_stores.snapshot(self.states)
         if self.sim.plan.shared_files and self.component in ("count", "tally"):
             base = not self.files or len(self.files) >= BASE_EVERY
             stored = {n: stored_entries(v) for n, v in self.states.items()
@@ -1171,10 +1172,12 @@ class Simulation:
                  storage: SimStorage, inputs: dict[int, list[tuple[str, int]]],
                  run: RunIdentity, resume: bool = False,
                  earlier: tuple[RunIdentity, int] | None = None,
-                 layout: Layout | None = None, ttl_stores: TtlStores | None = None) -> None:
+                 layout: Layout | None = None,
+                 counter_stores: CounterStores | None = None) -> None:
         self.world = world
-        self.ttl_stores = ttl_stores or TtlStores(False, world.clock_ms, MAX_PARALLELISM)
-        """The counter's TTL state stores (the seed's: both runs of a lifecycle fault)."""
+        self.counter_stores = counter_stores or CounterStores(False, world.clock_ms,
+                                                              MAX_PARALLELISM)
+        """The counter's state stores (the seed's: both runs of a lifecycle fault)."""
         self.plan = plan
         self.output = output
         self.storage = storage

@@ -23,7 +23,7 @@ from jstormpy.testing.simulation.cluster import MAX_PARALLELISM, Simulation, han
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault, FaultPlan
 from jstormpy.testing.simulation.outputs import Row, SimOutput
 from jstormpy.testing.simulation.storage import SimStorage
-from jstormpy.testing.simulation.stores import TtlStores
+from jstormpy.testing.simulation.stores import CounterStores
 from jstormpy.testing.simulation.world import TRACE_EVENTS, World
 
 KEYS = 6
@@ -73,7 +73,7 @@ def run_seed(seed: int, allowed: tuple[Fault, ...] = ALL_FAULTS,
     inputs, counts = _inputs(world)
     output = SimOutput(kind=world.rng.choice(("log", "files")))
     result = SeedResult(seed, f"{plan.describe()}; sink={output.kind}", "drained")
-    stores = TtlStores(plan.on(Fault.ROCKSDB_TTL), world.clock_ms, MAX_PARALLELISM)
+    stores = CounterStores(plan.on(Fault.ROCKSDB_TTL), world.clock_ms, MAX_PARALLELISM)
     try:
         _run(world, plan, inputs, counts, output, result, stores)
     except AssertionError as exc:  # an impossible state reached by the protocol glue
@@ -88,11 +88,11 @@ def run_seed(seed: int, allowed: tuple[Fault, ...] = ALL_FAULTS,
 
 def _run(world: World, plan: FaultPlan, inputs: dict[int, list[tuple[str, int]]],
          counts: dict[str, int], output: SimOutput, result: SeedResult,
-         stores: TtlStores) -> None:
+         stores: CounterStores) -> None:
     first = RunIdentity.fresh()
     first = RunIdentity(job_id=f"{world.seed:x}a", epoch=first.epoch)
     storage = SimStorage(world, plan)
-    sim = Simulation(world, plan, output, storage, inputs, first, ttl_stores=stores)
+    sim = Simulation(world, plan, output, storage, inputs, first, counter_stores=stores)
     if plan.lifecycle is Fault.SAVEPOINT_INTO_USED:
         sim.savepoint_at = world.rng.randint(1, 3)
     if not _drive(world, sim, result):
@@ -110,7 +110,7 @@ def _run(world: World, plan: FaultPlan, inputs: dict[int, list[tuple[str, int]]]
             result.outcome = f"refused: {exc}"
             return
         sim2 = Simulation(world, plan, output, SimStorage(world, plan), inputs, second,
-                          ttl_stores=stores)
+                          counter_stores=stores)
         if _drive(world, sim2, result):
             _check(sim2, counts, [r for r in output.rows if r.job == second.job_id], result)
         return
@@ -133,7 +133,7 @@ def _run(world: World, plan: FaultPlan, inputs: dict[int, list[tuple[str, int]]]
     storage2.meta["completed_floor"] = s  # savepoints.prepare_restore
     storage2.snapshots.update(snaps)
     sim2 = Simulation(world, plan, output, storage2, inputs, second, resume=True,
-                      earlier=(first, s), layout=sim.savepoint_layout, ttl_stores=stores)
+                      earlier=(first, s), layout=sim.savepoint_layout, counter_stores=stores)
     if _drive(world, sim2, result):
         rows = [r for r in output.rows if (r.job == first.job_id and r.txn <= s)
                 or r.job == second.job_id]

@@ -1,4 +1,4 @@
-"""The counter's TTL state on a real state store, opened, snapshotted and restored as the
+"""The counter's state on a real state store, opened, snapshotted and restored as the
 engine does it (the ``state_ttl`` and ``rocksdb_ttl`` faults).
 
 With ``state_ttl`` alone the state is the memory store's ``TtlState``. With
@@ -51,10 +51,11 @@ class Frozen:
             release(self.view)
 
 
-class TtlStores:
-    """The TTL states of one seed's counter tasks (both runs of a lifecycle fault).
+class CounterStores:
+    """The state stores of one seed's counter tasks (both runs of a lifecycle fault).
 
-    ``rocksdb``: on the real RocksDB store, else on the memory store. :meth:`close` (at the
+    ``rocksdb``: the counts and the TTL state on the real RocksDB store; else the TTL
+    state on the memory store (the counts stay a plain dict). :meth:`close` (at the
     end of the seed) closes every database and deletes the directory."""
 
     def __init__(self, rocksdb: bool, clock: Clock, max_parallelism: int) -> None:
