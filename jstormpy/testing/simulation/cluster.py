@@ -75,10 +75,10 @@ from jstormpy.run_identity import RunIdentity
 from jstormpy.state_backends.base import CHECKPOINT_IDS_META
 from jstormpy.state_backends.rocksdb_files import local_copy_matches
 from jstormpy.state_backends.shared_files import collect_shared_files
-from jstormpy.state_store import MemoryStore
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
 from jstormpy.testing.simulation.outputs import Row, SimOutput
 from jstormpy.testing.simulation.storage import SharedFilesView, SimStorage, merge_files
+from jstormpy.testing.simulation.stores import CounterStores
 from jstormpy.testing.simulation.world import World
 
 MAX_PARALLELISM = 8
@@ -164,10 +164,10 @@ class SimTask:
             n: dict(v) for n, v in state.get("states", {}).items()}
         ttl_ms = self.sim.plan.ttl_ms
         if ttl_ms is not None and component == "count":
-            # the real memory store's TTL state on the simulated clock; a restored dict
-            # holds the Stamped entries the snapshot stored
-            store = MemoryStore(clock=self.sim.world.clock_ms)
-            self.states["streak"] = store.open("streak", ttl_ms, self.states.get("streak", {}))
+            # the TTL state (rocksdb_ttl: the counts too) on the real memory or RocksDB
+            # store, on the simulated clock; a restored dict holds the Stamped entries
+            # the snapshot stored
+            self.states.update(self.sim.counter_stores.open_counter(self.states, ttl_ms))
         # with shared files: the chain the restored snapshot referenced, and what changed
         # since the last snapshot (state name -> keys)
         self.files: list[str] = list(state.get("files", []))
@@ -195,6 +195,8 @@ class SimTask:
 
     def stop(self) -> None:
         self.snapshots.stop()
+        if "streak" in self.states:
+            self.sim.counter_stores.stop(self.states["streak"])
 
     # -- spouts --------------------------------------------------------------------------------
     def spout_step(self) -> None:
@@ -326,9 +328,15 @@ class SimTask:
         (its ``Snapshotter`` thread runs one job at a time, in order)."""
         ticket = self.snapshots.barrier(checkpoint_id, self.generation)
         capture: dict[str, Any] | None = None
+        # rocksdb_ttl: the database frozen now, read when the upload runs
+        frozen = self.sim.counter_stores.snapshot(self.states)
         if self.sim.plan.shared_files and self.component in ("count", "tally"):
             base = not self.files or len(self.files) >= BASE_EVERY
-            stored = {n: stored_entries(v) for n, v in self.states.items()}
+            stored = {n: stored_entries(v) for n, v in self.states.items()
+                      if frozen is None or n not in frozen.names}
+            if frozen is not None:  # a delta's entries are chosen at the barrier
+                stored.update(frozen.read())
+                frozen = None
             capture = {"kind": "base" if base else "delta", "states": {
                 n: (entries if base else
                     {k: entries[k] for k in self.dirty.get(n, ()) if k in entries})
@@ -336,12 +344,15 @@ class SimTask:
             self.dirty = {}
             data: dict[str, Any] = dict(extra)
         else:
-            data = {"states": {n: stored_entries(v) for n, v in self.states.items()}, **extra}
+            data = {"states": {n: stored_entries(v) for n, v in self.states.items()
+                               if frozen is None or n not in frozen.names}, **extra}
         finished = self.component == "spout" and self.eos_sent
         key = (checkpoint_id, self.task_id, ticket.generation)
         worker_alive = self.worker.alive_check()
 
         def upload() -> None:
+            if frozen is not None:
+                data["states"].update(frozen.read())
             new_files: dict[str, Any] = {}
             files = self.files
             if capture is not None:  # IncrementalKeyedState.write: carry, segment, chain
@@ -385,7 +396,12 @@ class SimTask:
             self.sim.storage.put_snapshot(key, data, worker_alive, uploaded, new_files)
         self.uploads.append(upload)
         if len(self.uploads) == 1:
-            upload()
+            if frozen is not None:  # rocksdb_ttl: the Snapshotter thread takes the job a
+                # moment later, and the task goes on writing to its database meanwhile
+                self.sim.world.at(self.sim.world.latency(0.2, 4), upload,
+                                  f"task {self.task_id}: snapshot {checkpoint_id} read")
+            else:
+                upload()
 
     def _next_upload(self) -> None:
         self.uploads.pop(0)
@@ -1156,8 +1172,12 @@ class Simulation:
                  storage: SimStorage, inputs: dict[int, list[tuple[str, int]]],
                  run: RunIdentity, resume: bool = False,
                  earlier: tuple[RunIdentity, int] | None = None,
-                 layout: Layout | None = None) -> None:
+                 layout: Layout | None = None,
+                 counter_stores: CounterStores | None = None) -> None:
         self.world = world
+        self.counter_stores = counter_stores or CounterStores(False, world.clock_ms,
+                                                              MAX_PARALLELISM)
+        """The counter's state stores (the seed's: both runs of a lifecycle fault)."""
         self.plan = plan
         self.output = output
         self.storage = storage

@@ -27,8 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="stop after this many seconds of wall time")
     p.add_argument("--hole", type=int, default=None, choices=sorted(HOLES),
-                   help="re-introduce one of issue 23's holes into the real code first "
-                        "(shows the simulator finds it)")
+                   help="re-introduce a known hole (holes.py: issues 23, 25, 27) into "
+                        "the real code first (shows the simulator finds it)")
     p.add_argument("--show", type=int, default=10, metavar="K",
                    help="failing seeds to print (default 10)")
     p.add_argument("--trace", type=int, default=TRACE_EVENTS, metavar="N",

@@ -18,6 +18,7 @@ from jstormpy.barrier.snapshots import TaskSnapshots
 from jstormpy.barrier.transactions import SinkTransactions
 from jstormpy.keygroups import redistribute
 from jstormpy.master.restore_plan import RestorePlan
+from jstormpy.state_store import FrozenStore, RocksDBStore, RocksState, Stamped
 from jstormpy.testing.simulation import cluster, outputs
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault
 
@@ -68,6 +69,42 @@ def _hole8() -> contextlib.AbstractContextManager[Any]:
     return _patches((RestorePlan, "_late_commit_point", lambda self, cid, metadata: ""))
 
 
+def _hole9() -> contextlib.AbstractContextManager[Any]:
+    # a RocksDB restore that stamps the restored TTL entries with the time of the restore
+    real = RocksDBStore.adopt
+
+    def adopt(self: RocksDBStore, states: dict[str, Any]) -> None:
+        for name, current in list(states.items()):
+            if isinstance(current, dict):
+                states[name] = {k: Stamped(self.clock(), v.value) if isinstance(v, Stamped)
+                                else v for k, v in current.items()}
+        real(self, states)
+    return _patches((RocksDBStore, "adopt", adopt))
+
+
+class _LiveState:
+    """Hole 10's "frozen" state: the live database as it is when the upload reads it."""
+
+    def __init__(self, frozen: FrozenStore, name: str, ttl_ms: int | None) -> None:
+        self.frozen, self.name, self.ttl_ms = frozen, name, ttl_ms
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        store = self.frozen.source
+        if store is None or self.name not in store.families:
+            return iter(())  # the task stopped (its database closed): nothing reports it
+        horizon = float("-inf") if self.ttl_ms is None else self.frozen.now_ms - self.ttl_ms
+        view = RocksState(store, self.name, store.families[self.name])
+        return ((k, v) for k, v in view.raw_items()
+                if v.__class__ is not Stamped or v.written_ms > horizon)
+
+
+def _hole10() -> contextlib.AbstractContextManager[Any]:
+    # a snapshot that reads the live database when its upload runs, not the checkpoint
+    # frozen at the barrier: writes made after the barrier leak into it
+    return _patches((FrozenStore, "state",
+                     lambda self, name, ttl_ms, groups=None: _LiveState(self, name, ttl_ms)))
+
+
 HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]]] = {
     1: ("a failed checkpoint listing read as 'no checkpoints'", _hole1),
     2: ("sinks recover to the id floor, not the restored checkpoint", _hole2),
@@ -77,18 +114,25 @@ HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]
     6: ("snapshots of a stopped task still report", _hole6),
     7: ("a generation handed out without being stored", _hole7),
     8: ("a deposed leader's late commit point restored (issue 27)", _hole8),
+    9: ("a RocksDB restore restamps its TTL entries (issue 25)", _hole9),
+    10: ("a RocksDB snapshot reads the live database, not the barrier's (issue 25)",
+         _hole10),
 }
 
 HOLE_FAULTS: dict[int, tuple[Fault, ...]] = {
     7: (Fault.META_WRITE_ERROR, Fault.TM_CRASH),
     8: (Fault.LEADER_DEPOSED, Fault.WORKER_CRASH, Fault.MESSAGE_LOSS, Fault.MESSAGE_DELAY),
+    9: (Fault.ROCKSDB_TTL, Fault.WORKER_CRASH, Fault.TM_CRASH),
+    10: (Fault.ROCKSDB_TTL, Fault.WORKER_CRASH, Fault.TM_CRASH, Fault.SLOW_STORAGE),
 }
 """The fault kinds a hole's hunt draws from, where not every kind: hole 7 needs a failed
 write of ``meta/`` and then a TM crash before any other write of it succeeds; among every
 kind (which since the ids record, issue 23, write ``meta/`` more often) that is rarer than
 one seed in 20,000. Hole 8 needs a deposed leader and then a recovery of the new one (a
 worker lost) after the late commit point landed and before the new leader's own
-checkpoints passed it."""
+checkpoints passed it. Holes 9 and 10 need the counter on RocksDB (drawn from every
+kind, a seed keeps ``rocksdb_ttl`` one time in four) and a restore; hole 10 an upload that
+starts late, which slow storage makes likelier."""
 
 
 @contextlib.contextmanager

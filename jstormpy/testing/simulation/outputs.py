@@ -34,9 +34,11 @@ class Row:
     txn: int
     task: int
     streak: int = 0
-    """With ``state_ttl``: the counter's TTL state for the key (records since it expired)."""
+    """With ``state_ttl`` or ``rocksdb_ttl``: the counter's TTL state for the key (records
+    since it expired)."""
     at: float = 0.0
-    """With ``state_ttl``: the simulated time (ms) the counter processed the record."""
+    """With ``state_ttl`` or ``rocksdb_ttl``: the simulated time (ms) the counter processed
+    the record."""
 
 
 @dataclass

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from jstormpy.api.errors import SinkError
 from jstormpy.master.topology_state import TopologyState
 from jstormpy.run_identity import RunIdentity
-from jstormpy.testing.simulation.cluster import Simulation, handle_key
+from jstormpy.testing.simulation.cluster import MAX_PARALLELISM, Simulation, handle_key
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault, FaultPlan
 from jstormpy.testing.simulation.outputs import Row, SimOutput
 from jstormpy.testing.simulation.storage import SimStorage
+from jstormpy.testing.simulation.stores import CounterStores
 from jstormpy.testing.simulation.world import TRACE_EVENTS, World
 
 KEYS = 6
@@ -72,22 +73,26 @@ def run_seed(seed: int, allowed: tuple[Fault, ...] = ALL_FAULTS,
     inputs, counts = _inputs(world)
     output = SimOutput(kind=world.rng.choice(("log", "files")))
     result = SeedResult(seed, f"{plan.describe()}; sink={output.kind}", "drained")
+    stores = CounterStores(plan.on(Fault.ROCKSDB_TTL), world.clock_ms, MAX_PARALLELISM)
     try:
-        _run(world, plan, inputs, counts, output, result)
+        _run(world, plan, inputs, counts, output, result, stores)
     except AssertionError as exc:  # an impossible state reached by the protocol glue
         result.violations.append(f"assertion: {exc}")
         result.outcome = "violated"
+    finally:
+        stores.close()
     result.trace = list(world.trace)
     result.steps = world.steps
     return result
 
 
 def _run(world: World, plan: FaultPlan, inputs: dict[int, list[tuple[str, int]]],
-         counts: dict[str, int], output: SimOutput, result: SeedResult) -> None:
+         counts: dict[str, int], output: SimOutput, result: SeedResult,
+         stores: CounterStores) -> None:
     first = RunIdentity.fresh()
     first = RunIdentity(job_id=f"{world.seed:x}a", epoch=first.epoch)
     storage = SimStorage(world, plan)
-    sim = Simulation(world, plan, output, storage, inputs, first)
+    sim = Simulation(world, plan, output, storage, inputs, first, counter_stores=stores)
     if plan.lifecycle is Fault.SAVEPOINT_INTO_USED:
         sim.savepoint_at = world.rng.randint(1, 3)
     if not _drive(world, sim, result):
@@ -104,7 +109,8 @@ def _run(world: World, plan: FaultPlan, inputs: dict[int, list[tuple[str, int]]]
         except SinkError as exc:
             result.outcome = f"refused: {exc}"
             return
-        sim2 = Simulation(world, plan, output, SimStorage(world, plan), inputs, second)
+        sim2 = Simulation(world, plan, output, SimStorage(world, plan), inputs, second,
+                          counter_stores=stores)
         if _drive(world, sim2, result):
             _check(sim2, counts, [r for r in output.rows if r.job == second.job_id], result)
         return
@@ -127,7 +133,7 @@ def _run(world: World, plan: FaultPlan, inputs: dict[int, list[tuple[str, int]]]
     storage2.meta["completed_floor"] = s  # savepoints.prepare_restore
     storage2.snapshots.update(snaps)
     sim2 = Simulation(world, plan, output, storage2, inputs, second, resume=True,
-                      earlier=(first, s), layout=sim.savepoint_layout)
+                      earlier=(first, s), layout=sim.savepoint_layout, counter_stores=stores)
     if _drive(world, sim2, result):
         rows = [r for r in output.rows if (r.job == first.job_id and r.txn <= s)
                 or r.job == second.job_id]
