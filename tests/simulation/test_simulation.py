@@ -93,6 +93,7 @@ def test_the_cli_prints_failing_seeds_with_a_replay_command(capsys) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(int(ci_sweep.BUDGET_S) + 360)  # the sweep's own budget, then its wait
 def test_every_fault_for_the_ci_budget() -> None:
     # started beside the rest of the suite at collection (ci_sweep.py), or here if alone
     sweep = ci_sweep.sweep_result()

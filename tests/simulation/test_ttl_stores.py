@@ -28,7 +28,9 @@ class Clock:
 def _leftovers() -> set[str]:
     scratch = Path(stores_module.SCRATCH)
     base = scratch if os.path.isdir(scratch) else Path("/tmp")
-    return {p.name for p in base.glob("jstorm-simulate-*")}
+    # this process's only: a simulation running beside the test (CI's background sweep)
+    # makes and removes its own
+    return {p.name for p in base.glob(f"jstorm-simulate-{os.getpid()}-*")}
 
 
 def test_a_snapshot_is_the_state_at_the_barrier_without_what_expired_by_then() -> None:

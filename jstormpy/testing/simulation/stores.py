@@ -78,7 +78,8 @@ class CounterStores:
         if self.root is None:
             scratch = SCRATCH if os.path.isdir(SCRATCH) and os.access(SCRATCH, os.W_OK) \
                 else None
-            self.root = Path(tempfile.mkdtemp(prefix="jstorm-simulate-", dir=scratch))
+            self.root = Path(tempfile.mkdtemp(prefix=f"jstorm-simulate-{os.getpid()}-",
+                                              dir=scratch))
         rocks = RocksDBStore(self.root / f"db-{len(self.opened)}", self.max_parallelism,
                              clock=self.clock)
         self.opened.append(rocks)
