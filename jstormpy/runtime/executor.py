@@ -362,7 +362,12 @@ class TaskExecutor:
         else:
             view = None
         if emit_barrier:  # as received: a quiescent barrier stays one downstream
-            self.collector.broadcast(MessageKind.BARRIER, barrier)
+            try:
+                self.collector.broadcast(MessageKind.BARRIER, barrier)
+            except BaseException:  # e.g. the task is stopped: the snapshot thread never
+                if view is not None:  # gets the view, so its sealed RocksDB writes are
+                    release(view)     # applied here (a later flush would wait for them)
+                raise
         # "finished" tells the TM this barrier follows the spout's end of stream, so the
         # checkpoint covers everything end of input causes downstream (hole 3)
         finished = self.kind == "spout" and self.eos_sent
