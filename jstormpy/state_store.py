@@ -476,6 +476,10 @@ _DELETED = _Deleted()
 _MISSING = object()
 _NO_WRITES: dict[Any, Any] = {}
 
+WRITE_BATCH_ENTRIES = 2048
+"""Entries per RocksDB write batch when a write cache or a barrier's sealed writes are
+written (~1 ms each: how long the write holds the GIL)."""
+
 WRITE_CACHE_GROWTH = 8
 """While a barrier's sealed writes are not in RocksDB yet, a full write cache grows up to
 this many times :data:`WRITE_CACHE_ENTRIES` before the task thread waits for the apply."""
@@ -696,11 +700,16 @@ class RocksDBStore:
             cache.clear()
 
     def _write(self, state: str, cache: dict[Any, Any]) -> None:
-        """Write a cache's entries to state ``state``'s column family (one write batch)."""
+        """Write a cache's entries to state ``state``'s column family, in write batches of
+        :data:`WRITE_BATCH_ENTRIES` (rocksdict holds the GIL while it writes one: on the
+        snapshot thread a small batch keeps the task thread's wait short). Not atomic:
+        a failure part-way leaves the entries in the cache (or sealed), written again
+        whole later (puts and deletes are idempotent)."""
         if cache:
             batch = self._batch(state)
             groups = key_groups_of(cache, self.max_parallelism)  # batched: ~4x key_group
             pack = _GROUP.pack
+            n = 0
             for group, (key, value) in zip(groups, cache.items(), strict=True):
                 k = pack(group) + encode_key(key)
                 if value is _DELETED:
@@ -709,7 +718,13 @@ class RocksDBStore:
                     batch.put(k, encode_stamped(value.written_ms, value.value))
                 else:
                     batch.put(k, encode(value))
-            self.db.write(batch)
+                n += 1
+                if n == WRITE_BATCH_ENTRIES:
+                    self.db.write(batch)
+                    batch = self._batch(state)
+                    n = 0
+            if n:
+                self.db.write(batch)
 
     def freeze(self) -> FrozenStore:
         """The database as of a barrier (task thread, O(number of states)): the write
