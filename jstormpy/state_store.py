@@ -313,7 +313,7 @@ class RocksState(MutableMapping[Any, Any]):
             for sealed in reversed(tuple(self.store.sealed)):  # newest first
                 entry = sealed.writes.get(self.name, _NO_WRITES).get(key, _MISSING)
                 if entry is not _MISSING:
-                    return _MISSING if entry is _DELETED else entry
+                    return _MISSING if entry is _DELETED else sealed_copy(entry)
             raw = self.cf.get(self._key(key))
             return _MISSING if raw is None else decode_entry(raw)
         return _MISSING if entry is _DELETED else entry
@@ -502,6 +502,22 @@ class SealState(Enum):
     FAILED = "failed"
     """The write or the checkpoint failed: the checkpoint is declined; writes not in
     RocksDB yet stay here until the task thread writes them (after reopening)."""
+
+
+def sealed_copy(entry: Any) -> Any:
+    """A read of a sealed write: the value is the barrier's, so the reader gets a copy
+    (what a read from RocksDB gets) — mutating it in place and writing it back must not
+    change the sealed one, which the snapshot thread writes into the barrier's checkpoint."""
+    value = entry.value if entry.__class__ is Stamped else entry
+    if value.__class__ in _SHARED_TYPES:
+        return entry
+    if entry.__class__ is Stamped:
+        return decode_entry(encode_stamped(entry.written_ms, value))
+    return decode(encode(value))
+
+
+_SHARED_TYPES = frozenset({str, int, float, bytes, bool, type(None)})
+"""Immutable value types a sealed write hands out as they are."""
 
 
 @dataclass(eq=False)

@@ -131,3 +131,26 @@ def test_a_failed_apply_fails_the_checkpoint_and_loses_no_write(tmp_path: Path) 
         st.close()
     finally:
         disk.release()
+
+
+def test_a_sealed_value_mutated_after_the_barrier_stays_as_it_was(tmp_path: Path) -> None:
+    """``v = d[k]; v.append(x); d[k] = v`` after the barrier, on an entry sealed at it:
+    the read is a copy, so the checkpoint keeps the barrier's value."""
+    st = RocksDBStore(tmp_path / "task-1", MAX_P)
+    d: Any = st.open("s", None, None)
+    ttl: Any = st.open("t", 60_000, None)
+    d["buf"] = [1, 2]
+    ttl["buf"] = {"a": 1}
+    frozen = st.freeze()
+    v = d["buf"]
+    v.append(3)
+    d["buf"] = v
+    w = ttl["buf"]
+    w["b"] = 2
+    ttl["buf"] = w
+    frozen.materialise()
+    assert checkpointed(frozen, "s") == {"buf": [1, 2]}
+    assert checkpointed(frozen, "t", 60_000)["buf"].value == {"a": 1}
+    frozen.release()
+    assert d["buf"] == [1, 2, 3] and ttl["buf"] == {"a": 1, "b": 2}
+    st.close()
