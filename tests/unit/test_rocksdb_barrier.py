@@ -154,3 +154,31 @@ def test_a_sealed_value_mutated_after_the_barrier_stays_as_it_was(tmp_path: Path
     frozen.release()
     assert d["buf"] == [1, 2, 3] and ttl["buf"] == {"a": 1, "b": 2}
     st.close()
+
+
+def test_close_lets_a_pending_apply_finish_and_a_later_one_fails(tmp_path: Path,
+                                                                  monkeypatch: Any) -> None:
+    """Closing the store (a rollback, a shutdown) while the snapshot thread has a barrier
+    to apply waits for it; a barrier the snapshot thread had not reached by then fails
+    its checkpoint instead of writing to a closed database."""
+    st = RocksDBStore(tmp_path / "task-1", MAX_P)
+    d: Any = st.open("s", None, None)
+    d["a"] = 1
+    first = st.freeze()
+    snapshot_thread = threading.Thread(target=first.materialise)
+    snapshot_thread.start()
+    st.close()
+    snapshot_thread.join(30)
+    assert first.sealed is not None and first.sealed.state is SealState.APPLIED
+    assert checkpointed(first, "s") == {"a": 1}
+    first.release()
+
+    monkeypatch.setattr(ss, "CLOSE_WAIT_S", 0.1)  # no snapshot thread will come
+    st = RocksDBStore(tmp_path / "task-2", MAX_P)
+    d = st.open("s", None, None)
+    d["b"] = 2
+    late = st.freeze()
+    st.close()
+    with pytest.raises(CheckpointError, match="closed"):
+        late.materialise()
+    late.release()
