@@ -51,7 +51,7 @@ class _Host:
         return self.backend.put_snapshot(checkpoint_id, task_id, data, self.generation,
                                          refs=refs)
 
-    def ack_checkpoint(self, *args: Any) -> None:
+    def ack_checkpoint(self, *args: Any, **kwargs: Any) -> None:
         self.acked.set()
 
     def fail_checkpoint(self, *args: Any) -> None:

@@ -24,7 +24,12 @@ native checkpoint on the "task thread", then the SST upload to a ``file://`` bac
 the snapshot and its ``.refs`` as the snapshot thread does, and retention keeping one).
 Reported: the bytes each incremental checkpoint writes against the first (full) one and
 against the memory format's snapshot of the same keys, checkpoint duration p50/p99 (the
-task-thread pause plus the upload) and the task-thread pause p50/p99/max.
+task-thread pause plus the upload) and the task-thread pause p50/p99/max. The snapshot
+thread's part runs on a thread of its own while the "task thread" goes on reading random
+keys: the longest gap between two of its reads (the GIL or the database held by the
+snapshot thread) is reported as the stall p50/p99/max, beside the longest gap in one
+second of reads with no snapshot running (what a loaded machine's scheduling alone
+costs).
 
     python bench/state_store_bench.py [--keys 1000000] [--updates 1000000]
                                       [--stores memory,rocksdb] [--json]
@@ -42,6 +47,7 @@ import random
 import resource
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -116,6 +122,16 @@ def run_incremental(keys: int, intervals: int, changed: float, seed: int) -> dic
         for i in range(keys):
             d[f"user-{i}"] = 0
         rng = random.Random(seed)
+        reads = random.Random(seed + 1)
+        idle = threading.Thread(target=time.sleep, args=(1.0,))  # the machine's own gaps
+        idle.start()
+        idle_stall = 0.0
+        last = time.perf_counter()
+        while idle.is_alive():
+            d.get(f"user-{reads.randrange(keys)}")
+            now = time.perf_counter()
+            idle_stall = max(idle_stall, now - last)
+            last = now
         rows = []
         for cid in range(1, intervals + 2):
             if cid > 1:
@@ -125,17 +141,40 @@ def run_incremental(keys: int, intervals: int, changed: float, seed: int) -> dic
             t0 = time.perf_counter()
             view = capture({"states": {"counts": d}})
             pause_ms = (time.perf_counter() - t0) * 1000.0
-            try:
-                shared, written = upload_native(view, backend, task_id=1, checkpoint_id=cid,
-                                                generation=1, attempt="bench")
-                data = serialise(view)
-            finally:
-                release(view)
+            done: dict[str, Any] = {}
+
+            def snapshot_thread(view: Any = view, cid: int = cid,
+                                done: dict[str, Any] = done) -> None:
+                try:
+                    done["upload"] = upload_native(view, backend, task_id=1,
+                                                   checkpoint_id=cid, generation=1,
+                                                   attempt="bench")
+                    done["data"] = serialise(view)
+                except BaseException as exc:  # reported on the main thread
+                    done["error"] = exc
+                finally:
+                    release(view)
+
+            worker = threading.Thread(target=snapshot_thread)
+            worker.start()
+            stall = 0.0
+            last = time.perf_counter()
+            while worker.is_alive():  # the task thread reads on meanwhile
+                d.get(f"user-{reads.randrange(keys)}")
+                now = time.perf_counter()
+                stall = max(stall, now - last)
+                last = now
+            worker.join()
+            if "error" in done:
+                raise done["error"]
+            shared, written = done["upload"]
+            data = done["data"]
             handle = backend.put_snapshot(cid, 1, data, 1, "bench", refs=encode_refs(shared))
             duration_ms = (time.perf_counter() - t0) * 1000.0
             backend.write_metadata(cid, {"tasks": {"1": {"handle": handle}}})
             backend.garbage_collect(keep=1)
             rows.append({"cid": cid, "bytes": written + len(data), "pause_ms": pause_ms,
+                         "stall_ms": stall * 1000.0,
                          "duration_ms": duration_ms, "sst_files": len(shared)})
         # the memory format's snapshot of the same keys (what every checkpoint wrote before)
         memory_bytes = len(pickle.dumps(dict(d.items()), protocol=pickle.HIGHEST_PROTOCOL))
@@ -156,6 +195,10 @@ def run_incremental(keys: int, intervals: int, changed: float, seed: int) -> dic
             "pause_ms_p50": round(_pct([r["pause_ms"] for r in inc], 0.5), 1),
             "pause_ms_p99": round(_pct([r["pause_ms"] for r in inc], 0.99), 1),
             "pause_ms_max": round(max(r["pause_ms"] for r in inc), 1),
+            "stall_ms_p50": round(_pct([r["stall_ms"] for r in inc], 0.5), 1),
+            "stall_ms_p99": round(_pct([r["stall_ms"] for r in inc], 0.99), 1),
+            "stall_ms_max": round(max(r["stall_ms"] for r in inc), 1),
+            "stall_ms_idle": round(idle_stall * 1000.0, 1),
             "peak_rss_mb": round(rss_mb, 1), "per_checkpoint": rows}
 
 
@@ -178,6 +221,7 @@ def main() -> int:
         for row in r["per_checkpoint"]:
             print(f"# checkpoint {row['cid']}: {row['bytes'] / 1e6:.2f} MB in "
                   f"{row['sst_files']} SST files, pause {row['pause_ms']:.1f} ms, "
+                  f"stall {row['stall_ms']:.1f} ms, "
                   f"duration {row['duration_ms']:.1f} ms", file=sys.stderr)
         print(f"keys {r['keys']:,}, {r['changed']:.1%} changed per interval, "
               f"{r['intervals']} intervals")
@@ -193,6 +237,9 @@ def main() -> int:
         print(f"duration p50/p99     {r['duration_ms_p50']:8.1f} / {r['duration_ms_p99']:.1f} ms")
         print(f"task-thread pause    p50 {r['pause_ms_p50']:.1f} / p99 {r['pause_ms_p99']:.1f} "
               f"/ max {r['pause_ms_max']:.1f} ms; peak RSS {r['peak_rss_mb']:.0f} MB")
+        print(f"task-thread stall    p50 {r['stall_ms_p50']:.1f} / p99 {r['stall_ms_p99']:.1f} "
+              f"/ max {r['stall_ms_max']:.1f} ms (longest gap between its reads while the "
+              f"snapshot thread works; {r['stall_ms_idle']:.1f} ms in 1 s without one)")
         if args.json:
             emit_json({k: v for k, v in r.items() if k != "per_checkpoint"})
         return 0

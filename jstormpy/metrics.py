@@ -21,6 +21,16 @@ def percentile_from_buckets(buckets: list[int], q: float) -> float | None:
     return LATENCY_BUCKETS_MS[-1]
 
 
+PAUSE_MS = "pause_ms"
+"""Checkpoint-history key (and ``CheckpointAck`` field): how long a checkpoint stopped a
+task thread — from the barrier's arrival at the task until it processes again (the
+snapshot's synchronous part), plus the time the task waited afterwards for that barrier's
+RocksDB apply (a full write cache, a scan). The history entry holds the longest over the
+tasks; :data:`TASK_PAUSE_MS` holds each task's."""
+
+TASK_PAUSE_MS = "task_pause_ms"
+"""Checkpoint-history key: task id (a string) -> that task's :data:`PAUSE_MS`."""
+
 CHECKPOINT_BUCKETS_MS = (10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0,
                          float("inf"))
 """Upper bounds of the checkpoint-duration histogram buckets (ms)."""

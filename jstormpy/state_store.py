@@ -32,6 +32,7 @@ import os
 import pickle
 import shutil
 import struct
+import threading
 import time
 import weakref
 from collections.abc import (
@@ -42,10 +43,12 @@ from collections.abc import (
     MutableMapping,
     ValuesView,
 )
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from jstormpy.api.errors import ConfigError
+from jstormpy.api.errors import CheckpointError, ConfigError
 from jstormpy.keygroups import key_group, key_groups_of
 
 log = logging.getLogger("jstormpy.state_store")
@@ -298,8 +301,8 @@ class RocksState(MutableMapping[Any, Any]):
         if self.ttl_ms is None:
             return float("-inf")
         now = self.clock()
-        if now >= self.next_sweep:
-            self.sweep(now)
+        if now >= self.next_sweep and not self.store.pending():  # a sweep scans: not
+            self.sweep(now)                                     # while a barrier applies
         return now - self.ttl_ms
 
     def _entry(self, key: Any) -> Any:
@@ -307,6 +310,10 @@ class RocksState(MutableMapping[Any, Any]):
         marker."""
         entry = self.cache.get(key, _MISSING)
         if entry is _MISSING:
+            for sealed in reversed(tuple(self.store.sealed)):  # newest first
+                entry = sealed.writes.get(self.name, _NO_WRITES).get(key, _MISSING)
+                if entry is not _MISSING:
+                    return _MISSING if entry is _DELETED else sealed_copy(entry)
             raw = self.cf.get(self._key(key))
             return _MISSING if raw is None else decode_entry(raw)
         return _MISSING if entry is _DELETED else entry
@@ -359,21 +366,21 @@ class RocksState(MutableMapping[Any, Any]):
             self._horizon()
             cache[key] = Stamped(self.clock(), value)
         if len(cache) >= WRITE_CACHE_ENTRIES:
-            self.store.flush(self.name)
+            self.store.cache_full(self.name)
 
     def __delitem__(self, key: Any) -> None:
         if self._value(key) is _MISSING:
             raise KeyError(key)
         self.cache[key] = _DELETED
         if len(self.cache) >= WRITE_CACHE_ENTRIES:
-            self.store.flush(self.name)
+            self.store.cache_full(self.name)
 
     def discard(self, key: Any) -> None:
         """Delete ``key`` if it is there, without reading it first (``del`` reads, to
         raise KeyError): a blind delete, one write."""
         self.cache[key] = _DELETED
         if len(self.cache) >= WRITE_CACHE_ENTRIES:
-            self.store.flush(self.name)
+            self.store.cache_full(self.name)
 
     def raw_items(self) -> Iterator[tuple[Any, Any]]:
         """Every stored entry, expired ones too, TTL entries as :class:`Stamped`."""
@@ -467,6 +474,67 @@ class _Deleted:
 
 _DELETED = _Deleted()
 _MISSING = object()
+_NO_WRITES: dict[Any, Any] = {}
+
+WRITE_BATCH_ENTRIES = 2048
+"""Entries per RocksDB write batch when a write cache or a barrier's sealed writes are
+written (~1 ms each: how long the write holds the GIL)."""
+
+WRITE_CACHE_GROWTH = 8
+"""While a barrier's sealed writes are not in RocksDB yet, a full write cache grows up to
+this many times :data:`WRITE_CACHE_ENTRIES` before the task thread waits for the apply."""
+
+MEMTABLE_FLUSH_WAIT_S = 10.0
+"""How long the snapshot thread waits for RocksDB's background memtable flush before the
+native checkpoint (after it, the checkpoint flushes them itself)."""
+
+CLOSE_WAIT_S = 60.0
+"""How long closing a store waits for a barrier's pending apply on the snapshot thread."""
+
+
+class SealState(Enum):
+    """Where the writes a barrier sealed (:class:`Sealed`) are."""
+
+    PENDING = "pending"
+    """Sealed on the task thread; the snapshot thread has not written them yet."""
+    APPLIED = "applied"
+    """Written to RocksDB (and the barrier's native checkpoint taken, if one was asked)."""
+    FAILED = "failed"
+    """The write or the checkpoint failed: the checkpoint is declined; writes not in
+    RocksDB yet stay here until the task thread writes them (after reopening)."""
+
+
+def sealed_copy(entry: Any) -> Any:
+    """A read of a sealed write: the value is the barrier's, so the reader gets a copy
+    (what a read from RocksDB gets) — mutating it in place and writing it back must not
+    change the sealed one, which the snapshot thread writes into the barrier's checkpoint."""
+    value = entry.value if entry.__class__ is Stamped else entry
+    if value.__class__ in _SHARED_TYPES:
+        return entry
+    if entry.__class__ is Stamped:
+        return decode_entry(encode_stamped(entry.written_ms, value))
+    return decode(encode(value))
+
+
+_SHARED_TYPES = frozenset({str, int, float, bytes, bool, type(None)})
+"""Immutable value types a sealed write hands out as they are."""
+
+
+@dataclass(eq=False)
+class Sealed:
+    """The write caches as they were at a barrier: handed to the snapshot thread, which
+    writes them to RocksDB and then takes the barrier's native checkpoint. Until then the
+    task thread's reads see them (cache, then sealed writes, newest first, then RocksDB)
+    and nothing written after the barrier reaches RocksDB."""
+
+    writes: dict[str, dict[Any, Any]]
+    """State name -> its cache at the barrier (emptied once written to RocksDB)."""
+    done: threading.Event = field(default_factory=threading.Event)
+    """Set once the snapshot thread is through with it (applied or failed)."""
+    state: SealState = SealState.PENDING
+    error: BaseException | None = None
+    stall_ms: float = 0.0
+    """Time the task thread waited for this apply (a full cache, a scan, a close)."""
 
 
 def store_options(rd: Any, block_cache: Any = None) -> Any:
@@ -529,6 +597,15 @@ class RocksDBStore:
         self.broken: BaseException | None = None
         """The write error (e.g. a full disk) that left the database refusing writes:
         RocksDB keeps refusing until it is reopened (:meth:`reopen`)."""
+        self.sealed: list[Sealed] = []
+        """Writes sealed at barriers and not in RocksDB yet (or whose checkpoint is not
+        taken yet), oldest first (:meth:`freeze`)."""
+        self.lock = threading.Lock()
+        """Held by whoever writes sealed writes to RocksDB (the snapshot thread) and by
+        :meth:`close`."""
+        self.closed = False
+        self.stall_ms = 0.0
+        """Total time the task thread waited for a barrier's apply (see :class:`Sealed`)."""
 
     def _options(self) -> Any:
         return store_options(self.rd, self.block_cache)
@@ -575,23 +652,80 @@ class RocksDBStore:
 
     def flush(self, name: str | None = None) -> None:
         """Write the write cache of state ``name`` (None: of every state) to RocksDB (the
-        cache is kept if that fails, and the database reopened before the next try)."""
-        if self.broken is not None:
-            self.reopen()
+        cache is kept if that fails, and the database reopened before the next try).
+        Waits for the writes sealed at a barrier to be applied first (:meth:`settle`)."""
+        self.settle()
         try:
             self._flush(name)
         except Exception as exc:
             self.broken = exc
             raise
 
+    def pending(self) -> bool:
+        """Whether a barrier's sealed writes are still being applied (snapshot thread)."""
+        return any(not s.done.is_set() for s in self.sealed)
+
+    def cache_full(self, name: str) -> None:
+        """State ``name``'s write cache is full (task thread): write it to RocksDB, unless
+        a barrier's apply is pending — then it grows, up to :data:`WRITE_CACHE_GROWTH`
+        times, before the task waits for the apply (the wait is counted, ``stall_ms``)."""
+        if self.pending() and len(self.caches[name]) < WRITE_CACHE_ENTRIES * WRITE_CACHE_GROWTH:
+            return
+        self.flush(name)
+
+    def settle(self) -> None:
+        """Task thread: wait until the snapshot thread is through with every sealed write
+        (counted in ``stall_ms``), then write what a failed apply left behind (reopening
+        the database after a write error first)."""
+        waiting = [s for s in self.sealed if not s.done.is_set()]
+        if waiting:
+            t0 = time.monotonic()
+            for s in waiting:
+                s.done.wait()
+            waited = (time.monotonic() - t0) * 1000.0
+            waiting[-1].stall_ms += waited
+            self.stall_ms += waited
+        if self.broken is not None:
+            self.reopen()
+        if self.sealed:
+            with self.lock:
+                try:
+                    self._apply_sealed(None)
+                except Exception as exc:
+                    self.broken = exc
+                    raise
+
+    def _apply_sealed(self, upto: Sealed | None) -> None:
+        """Write the sealed writes to RocksDB in order, up to ``upto`` (None: all); each
+        is dropped once written (under :attr:`lock`)."""
+        for s in list(self.sealed):
+            for name, cache in s.writes.items():
+                self._write(name, cache)
+            s.writes = {}
+            if s.done.is_set() or s is not upto:
+                self.sealed.remove(s)  # the checkpoint of ``upto`` is still to be taken
+            if s is upto:
+                return
+
     def _flush(self, name: str | None) -> None:
         for state in [name] if name is not None else list(self.caches):
             cache = self.caches.get(state)
             if not cache:
                 continue
+            self._write(state, cache)
+            cache.clear()
+
+    def _write(self, state: str, cache: dict[Any, Any]) -> None:
+        """Write a cache's entries to state ``state``'s column family, in write batches of
+        :data:`WRITE_BATCH_ENTRIES` (rocksdict holds the GIL while it writes one: on the
+        snapshot thread a small batch keeps the task thread's wait short). Not atomic:
+        a failure part-way leaves the entries in the cache (or sealed), written again
+        whole later (puts and deletes are idempotent)."""
+        if cache:
             batch = self._batch(state)
             groups = key_groups_of(cache, self.max_parallelism)  # batched: ~4x key_group
             pack = _GROUP.pack
+            n = 0
             for group, (key, value) in zip(groups, cache.items(), strict=True):
                 k = pack(group) + encode_key(key)
                 if value is _DELETED:
@@ -600,17 +734,83 @@ class RocksDBStore:
                     batch.put(k, encode_stamped(value.written_ms, value.value))
                 else:
                     batch.put(k, encode(value))
-            self.db.write(batch)
-            cache.clear()
+                n += 1
+                if n == WRITE_BATCH_ENTRIES:
+                    self.db.write(batch)
+                    batch = self._batch(state)
+                    n = 0
+            if n:
+                self.db.write(batch)
 
     def freeze(self) -> FrozenStore:
-        """A native RocksDB checkpoint of the database (task thread, at a barrier): the
-        memtables are flushed and the SST files hard-linked into a directory beside the
-        database, in milliseconds; the snapshot thread reads it (:class:`FrozenStore`)
-        while the task goes on writing."""
-        self.flush()
+        """The database as of a barrier (task thread, O(number of states)): the write
+        caches are sealed (:class:`Sealed`) and swapped for empty ones. The snapshot thread
+        then writes the sealed writes to RocksDB and takes the native checkpoint (memtables
+        flushed, SST files hard-linked into a directory beside the database) before it
+        reads it (:meth:`FrozenStore.materialise`); until then nothing written after the
+        barrier reaches RocksDB. After a write error the database is reopened first (which
+        waits for the earlier barriers' applies)."""
+        if self.broken is not None:
+            self.settle()
+        writes = {name: cache for name, cache in self.caches.items() if cache}
+        for name in writes:
+            self.caches[name] = {}
+        for ref in self.views:
+            view = ref()
+            if view is not None:
+                view.cache = self.caches.setdefault(view.name, {})
+        sealed = Sealed(writes)
+        self.sealed.append(sealed)
         self.frozen_count += 1
-        target = self.frozen_dir / str(self.frozen_count)
+        return FrozenStore(self.frozen_dir / str(self.frozen_count), self._options(),
+                           self.clock(), self, sealed)
+
+    def apply(self, sealed: Sealed, target: Path | None) -> None:
+        """Snapshot thread: write ``sealed`` (and any sealed before it a failure left) to
+        RocksDB, then, if ``target`` is given, take the native checkpoint there: the
+        memtables are flushed in the background first (the GIL is free meanwhile), so the
+        checkpoint itself only links files. On failure (e.g. a full disk) ``sealed`` is
+        FAILED, whatever was not written stays sealed for the task thread, and the error
+        is raised (the checkpoint is declined)."""
+        for earlier in list(self.sealed):
+            if earlier is sealed:
+                break
+            earlier.done.wait()
+        with self.lock:
+            try:
+                if sealed.done.is_set():
+                    raise RuntimeError("the barrier's writes were already applied")
+                if self.closed or self.db is None:
+                    raise RuntimeError("the store was closed")
+                if self.broken is not None:
+                    raise RuntimeError(f"the database refuses writes since {self.broken}")
+                try:
+                    self._apply_sealed(sealed)
+                except Exception as exc:
+                    self.broken = exc
+                    raise
+                if target is not None:
+                    self._checkpoint(target)
+                sealed.state = SealState.APPLIED
+            except Exception as exc:
+                sealed.state = SealState.FAILED
+                sealed.error = exc
+                raise
+            finally:
+                sealed.done.set()
+                if not sealed.writes and sealed in self.sealed:
+                    self.sealed.remove(sealed)
+
+    def _checkpoint(self, target: Path) -> None:
+        families = list(self.families.values())
+        for cf in families:
+            cf.flush(False)
+        deadline = time.monotonic() + MEMTABLE_FLUSH_WAIT_S
+        while time.monotonic() < deadline and any(
+                cf.property_int_value("rocksdb.num-entries-active-mem-table")
+                or cf.property_int_value("rocksdb.num-immutable-mem-table")
+                for cf in families):
+            time.sleep(0.002)
         try:
             self.frozen_dir.mkdir(parents=True, exist_ok=True)
             self.rd.Checkpoint(self.db).create_checkpoint(str(target))
@@ -618,7 +818,6 @@ class RocksDBStore:
             shutil.rmtree(target, ignore_errors=True)
             self.broken = exc
             raise
-        return FrozenStore(target, self._options(), self.clock(), self)
 
     def add_view(self, view: RocksState) -> None:
         """Remember ``view`` (weakly) so :meth:`reopen` can hand it the new handle."""
@@ -681,13 +880,18 @@ class RocksDBStore:
         """Close the database (its files stay until the task's next start). The column
         families are closed first: RocksDB's lock is released only when nothing holds it,
         and the stopped component may still hold its states."""
-        for cf in self.families.values():
-            cf.close()
-        self.families.clear()
-        self.caches.clear()  # the next start restores from the checkpoint, not from here
-        if self.db is not None:
-            self.db.close()
-            self.db = None
+        for s in list(self.sealed):  # a barrier's apply in progress finishes first
+            s.done.wait(CLOSE_WAIT_S)
+        with self.lock:
+            self.closed = True
+            for cf in self.families.values():
+                cf.close()
+            self.families.clear()
+            self.caches.clear()  # the next start restores from the checkpoint, not here
+            self.sealed.clear()
+            if self.db is not None:
+                self.db.close()
+                self.db = None
 
 
 class FrozenStore:
@@ -695,14 +899,29 @@ class FrozenStore:
     snapshot thread and deleted by :meth:`release`."""
 
     def __init__(self, path: Path, options: Any, now_ms: float,
-                 source: RocksDBStore | None = None) -> None:
+                 source: RocksDBStore | None = None, sealed: Sealed | None = None) -> None:
         self.path = path
         self.options = options
         self.now_ms = now_ms
         self.source = source
         """The live store it was taken of (None: a downloaded checkpoint)."""
+        self.sealed = sealed
+        """The writes sealed at its barrier (None: the directory is there already)."""
         self.db: Any = None
         self.families: dict[str, Any] = {}
+
+    def materialise(self) -> None:
+        """Snapshot thread: apply the barrier's sealed writes and take the native
+        checkpoint at :attr:`path` (once; raises if that fails: the checkpoint is
+        declined)."""
+        sealed = self.sealed
+        if sealed is None or self.source is None:
+            return
+        if not sealed.done.is_set():
+            with contextlib.suppress(Exception):  # recorded in ``sealed``, raised below
+                self.source.apply(sealed, self.path)
+        if sealed.state is not SealState.APPLIED:
+            raise CheckpointError(f"the native RocksDB checkpoint failed: {sealed.error}")
 
     def state(self, name: str, ttl_ms: int | None,
               groups: set[int] | None = None) -> FrozenState:
@@ -715,6 +934,7 @@ class FrozenStore:
         """The column family of state ``name`` in the checkpoint (opened read-only)."""
         cf = self.families.get(name)
         if cf is None:
+            self.materialise()
             rd = rocksdict_module()
             if self.db is None:
                 names = rd.Rdict.list_cf(str(self.path))
@@ -725,7 +945,14 @@ class FrozenStore:
         return cf
 
     def release(self) -> None:
-        """Close the checkpoint and delete its directory."""
+        """Close the checkpoint and delete its directory (writes sealed at its barrier and
+        not applied yet are written to RocksDB, without a checkpoint)."""
+        sealed = self.sealed
+        if sealed is not None and self.source is not None and not sealed.done.is_set():
+            try:
+                self.source.apply(sealed, None)
+            except Exception as exc:  # the writes stay sealed for the task thread
+                log.warning("writing a released barrier's sealed writes failed: %s", exc)
         for cf in self.families.values():
             cf.close()
         self.families.clear()

@@ -39,7 +39,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jstormpy.metrics import CHECKPOINT_BUCKETS_MS, CumulativeHistogram
+from jstormpy.metrics import (
+    CHECKPOINT_BUCKETS_MS,
+    PAUSE_MS,
+    TASK_PAUSE_MS,
+    CumulativeHistogram,
+)
 
 HISTORY = 200
 """How many checkpoints :attr:`CheckpointCoordinator.history` keeps."""
@@ -140,6 +145,9 @@ class TaskAck:
     size_bytes: int
     finished: bool
     alignment_ms: float
+    pause_ms: float = 0.0
+    """How long the checkpoint stopped the task's thread (:data:`jstormpy.metrics.
+    PAUSE_MS`)."""
 
 
 @dataclass
@@ -152,6 +160,10 @@ class PendingCheckpoint:
     started_wall: float
     acks: dict[int, TaskAck] = field(default_factory=dict)
     alignment_ms: float = 0.0
+
+    def task_pauses(self) -> dict[str, float]:
+        """Task id (as a JSON key) -> its task-thread pause (ms), of the acks so far."""
+        return {str(t): round(a.pause_ms, 2) for t, a in sorted(self.acks.items())}
 
 
 class CheckpointCoordinator:
@@ -505,6 +517,9 @@ class CheckpointCoordinator:
                  "status": status, "started_at": pending.started_wall,
                  "duration_ms": duration_ms,
                  "alignment_ms": round(pending.alignment_ms, 2), "size_bytes": size,
+                 PAUSE_MS: round(max((a.pause_ms for a in pending.acks.values()),
+                                     default=0.0), 2),
+                 TASK_PAUSE_MS: pending.task_pauses(),
                  "error": error,
                  # a completed checkpoint stays restorable until retention deletes it
                  "retained": status == "completed"}

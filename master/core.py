@@ -752,7 +752,7 @@ class MasterCore:
             self._perform(self.checkpoints.ack(
                 ack.generation, ack.checkpoint_id,
                 TaskAck(ack.task_id, ack.handle, ack.size_bytes, ack.finished,
-                        ack.alignment_ms), time.monotonic(), time.time()))
+                        ack.alignment_ms, ack.pause_ms), time.monotonic(), time.time()))
 
     def on_checkpoint_failed(self, msg: Any) -> None:
         """A task could not snapshot: abort that checkpoint, keep running."""

@@ -22,7 +22,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from jstormpy.master.topology_state import TopologyState
-from jstormpy.metrics import LATENCY_BUCKETS_MS
+from jstormpy.metrics import LATENCY_BUCKETS_MS, PAUSE_MS
 
 PREFIX = "jstorm"
 
@@ -190,7 +190,9 @@ class MasterCollector(Collector):
                            ("duration_ms", "Duration of the last completed checkpoint (ms)"),
                            ("size_bytes", "Snapshot bytes of the last completed checkpoint"),
                            ("alignment_ms", "Longest barrier alignment of the last completed "
-                                            "checkpoint (ms)")):
+                                            "checkpoint (ms)"),
+                           (PAUSE_MS, "Longest task-thread pause of the last completed "
+                                      "checkpoint (ms)")):
             fam = GaugeMetricFamily(f"{PREFIX}_last_checkpoint_{key}", help_, labels=["topology"])
             if last:
                 fam.add_metric(topo, float(last.get(key) or 0))

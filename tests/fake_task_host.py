@@ -64,6 +64,7 @@ class FakeTaskHost:
         self.stored: dict[str, bytes] = {}
         self.writes: list[Write] = []
         self.acks: list[Ack] = []
+        self.pauses: list[float] = []  # each ack's task-thread pause (ms)
         self.acked = threading.Event()
         self.failures: list[Failure] = []
         self.errors: list[tuple[BaseException, Any]] = []
@@ -80,8 +81,9 @@ class FakeTaskHost:
 
     def ack_checkpoint(self, checkpoint_id: int, task_id: int, handle: str, size: int,
                        finished: bool, alignment_ms: float, snapshot_ms: float, *,
-                       generation: int | None = None) -> None:
+                       generation: int | None = None, pause_ms: float = 0.0) -> None:
         gen = self.generation if generation is None else generation
+        self.pauses.append(pause_ms)
         self.acks.append(Ack(checkpoint_id, task_id, handle, size, finished, alignment_ms,
                              gen))
         self.acked.set()

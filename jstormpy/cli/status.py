@@ -49,7 +49,8 @@ def format_status(status: dict[str, Any]) -> str:
     last = status.get("last_completed_checkpoint")
     if last:
         lines.append(f"checkpoint #{last['id']} completed in {last['duration_ms']} ms, "
-                     f"{last['size_bytes']} bytes, alignment {last['alignment_ms']} ms")
+                     f"{last['size_bytes']} bytes, alignment {last['alignment_ms']} ms, "
+                     f"task pause {last.get('pause_ms', 0)} ms")
     else:
         lines.append("checkpoint none completed yet")
     lines.append(f"{'worker':>6} {'alive':>5} {'pid':>7} {'version':>8} {'rss MB':>7} tasks")

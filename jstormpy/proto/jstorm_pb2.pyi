@@ -89,7 +89,7 @@ class Heartbeat(_message.Message):
     def __init__(self, worker_id: _Optional[int] = ..., generation: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[TaskMetrics, _Mapping]]] = ..., rss_bytes: _Optional[int] = ..., cpu_percent: _Optional[float] = ...) -> None: ...
 
 class CheckpointAck(_message.Message):
-    __slots__ = ("checkpoint_id", "generation", "task_id", "handle", "size_bytes", "finished", "alignment_ms", "snapshot_ms")
+    __slots__ = ("checkpoint_id", "generation", "task_id", "handle", "size_bytes", "finished", "alignment_ms", "snapshot_ms", "pause_ms")
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +98,7 @@ class CheckpointAck(_message.Message):
     FINISHED_FIELD_NUMBER: _ClassVar[int]
     ALIGNMENT_MS_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_MS_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_MS_FIELD_NUMBER: _ClassVar[int]
     checkpoint_id: int
     generation: int
     task_id: int
@@ -106,7 +107,8 @@ class CheckpointAck(_message.Message):
     finished: bool
     alignment_ms: float
     snapshot_ms: float
-    def __init__(self, checkpoint_id: _Optional[int] = ..., generation: _Optional[int] = ..., task_id: _Optional[int] = ..., handle: _Optional[str] = ..., size_bytes: _Optional[int] = ..., finished: _Optional[bool] = ..., alignment_ms: _Optional[float] = ..., snapshot_ms: _Optional[float] = ...) -> None: ...
+    pause_ms: float
+    def __init__(self, checkpoint_id: _Optional[int] = ..., generation: _Optional[int] = ..., task_id: _Optional[int] = ..., handle: _Optional[str] = ..., size_bytes: _Optional[int] = ..., finished: _Optional[bool] = ..., alignment_ms: _Optional[float] = ..., snapshot_ms: _Optional[float] = ..., pause_ms: _Optional[float] = ...) -> None: ...
 
 class CheckpointFailed(_message.Message):
     __slots__ = ("checkpoint_id", "generation", "task_id", "reason")

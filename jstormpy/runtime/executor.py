@@ -58,6 +58,7 @@ from jstormpy.runtime.snapshots import (
     capture,
     release,
     serialise,
+    stall_ms,
     upload_native,
     verify,
 )
@@ -361,7 +362,12 @@ class TaskExecutor:
         else:
             view = None
         if emit_barrier:  # as received: a quiescent barrier stays one downstream
-            self.collector.broadcast(MessageKind.BARRIER, barrier)
+            try:
+                self.collector.broadcast(MessageKind.BARRIER, barrier)
+            except BaseException:  # e.g. the task is stopped: the snapshot thread never
+                if view is not None:  # gets the view, so its sealed RocksDB writes are
+                    release(view)     # applied here (a later flush would wait for them)
+                raise
         # "finished" tells the TM this barrier follows the spout's end of stream, so the
         # checkpoint covers everything end of input causes downstream (hole 3)
         finished = self.kind == "spout" and self.eos_sent
@@ -369,31 +375,37 @@ class TaskExecutor:
         if view is None:
             fault_point("after_snapshot", checkpoint_id, self.host.worker_id)
             self._report_snapshot(self.snapshots.uploaded(ticket, "", 0), finished,
-                                  alignment_ms, self.metrics.snapshot_pause_ms)
+                                  alignment_ms, self.metrics.snapshot_pause_ms,
+                                  self.metrics.snapshot_pause_ms)
             return
         if self.snapshotter is None:
             self.snapshotter = Snapshotter(f"snapshot-{self.task_id}-{self.component_name}")
+        pause_ms = self.metrics.snapshot_pause_ms
         self.snapshotter.submit(lambda: self._upload_snapshot(
-            ticket, view, alignment_ms, finished, t0, inc))
+            ticket, view, alignment_ms, finished, t0, inc, pause_ms))
 
     def _report_snapshot(self, reports: list[SnapshotReport], finished: bool,
-                         alignment_ms: float, snapshot_ms: float) -> None:
+                         alignment_ms: float, snapshot_ms: float,
+                         pause_ms: float = 0.0) -> None:
         for report in reports:
             match report:
                 case AckSnapshot(ticket, handle, size):
                     self.host.ack_checkpoint(ticket.checkpoint_id, self.task_id, handle, size,
                                              finished, alignment_ms, snapshot_ms,
-                                             generation=ticket.generation)
+                                             generation=ticket.generation, pause_ms=pause_ms)
                 case DeclineSnapshot(ticket, reason):
                     self.host.fail_checkpoint(ticket.checkpoint_id, self.task_id, reason,
                                               generation=ticket.generation)
 
     def _upload_snapshot(self, ticket: SnapshotTicket, view: SnapshotView,
                          alignment_ms: float, finished: bool, t0: float,
-                         inc: IncrementalCapture | None = None) -> None:
+                         inc: IncrementalCapture | None = None,
+                         pause_ms: float = 0.0) -> None:
         """Snapshot thread: serialise, upload, ack (not if the task was stopped meanwhile:
         a rollback or shutdown voids the checkpoint). With incremental checkpoints the
-        segment is written first, then the snapshot naming the chain."""
+        segment is written first, then the snapshot naming the chain. The ack reports
+        ``pause_ms`` (the barrier's synchronous part) plus the time the task thread waited
+        for this barrier's RocksDB apply (:func:`~jstormpy.runtime.snapshots.stall_ms`)."""
         checkpoint_id, generation = ticket.checkpoint_id, ticket.generation
         try:
             size = 0
@@ -424,12 +436,14 @@ class TaskExecutor:
                                   alignment_ms, 0.0)
             return
         finally:
+            pause_ms += stall_ms(view)
             release(view)
         if self.snapshots.stopped:
             return  # a rollback replaced this task meanwhile: the checkpoint is void
         fault_point("after_snapshot", checkpoint_id, self.host.worker_id)
         self._report_snapshot(self.snapshots.uploaded(ticket, handle, len(data) + size),
-                              finished, alignment_ms, (time.monotonic() - t0) * 1000.0)
+                              finished, alignment_ms, (time.monotonic() - t0) * 1000.0,
+                              pause_ms)
 
     def _spout_checkpoint(self, checkpoint_id: int) -> None:
         self.collector.flush()

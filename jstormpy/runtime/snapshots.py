@@ -159,6 +159,7 @@ def upload_native(view: SnapshotView, backend: StateBackend | None, *, task_id: 
     if backend is None or frozen is None or frozen.source is None:
         raise CheckpointError("a native RocksDB checkpoint needs a state backend")
     store = frozen.source
+    frozen.materialise()  # the barrier's sealed writes into RocksDB, then its checkpoint
     entry, written = upload_checkpoint(
         backend, frozen.path, store.uploaded, store.crcs, task_id=task_id,
         checkpoint_id=checkpoint_id,
@@ -173,6 +174,15 @@ def upload_native(view: SnapshotView, backend: StateBackend | None, *, task_id: 
             log.warning("task %s: keeping local copies of checkpoint %s failed: %s",
                         task_id, checkpoint_id, exc)
     return sst_keys(entry), written
+
+
+def stall_ms(view: SnapshotView) -> float:
+    """How long the task thread waited for the RocksDB apply of ``view``'s barrier (a
+    full write cache or a scan while it was pending; part of the barrier's pause)."""
+    frozen = view.frozen
+    if frozen is None or frozen.sealed is None:
+        return 0.0
+    return frozen.sealed.stall_ms
 
 
 def release(view: SnapshotView) -> None:

@@ -35,7 +35,8 @@ class TaskMetricsCounters:
     latency_sum_ms: float = 0.0
     latency_samples: int = 0
     snapshot_pause_ms: float = 0.0
-    """How long the last snapshot stopped the task thread (capture + barrier)."""
+    """How long the last snapshot stopped the task thread (capture + barrier; reported
+    with the checkpoint's ack, plus any wait for its RocksDB apply)."""
     buckets: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS_MS))
 
     def observe_ms(self, per_tuple_ms: float, count: int = 1) -> None:
@@ -63,8 +64,9 @@ class TaskHost(Protocol):
 
     def ack_checkpoint(self, checkpoint_id: int, task_id: int, handle: str, size: int,
                        finished: bool, alignment_ms: float, snapshot_ms: float, *,
-                       generation: int | None = None) -> None:
-        """Tell the TM this task's part of the checkpoint (of ``generation``) is done."""
+                       generation: int | None = None, pause_ms: float = 0.0) -> None:
+        """Tell the TM this task's part of the checkpoint (of ``generation``) is done
+        (``pause_ms``: how long the checkpoint stopped the task thread)."""
 
     def fail_checkpoint(self, checkpoint_id: int, task_id: int, reason: str, *,
                         generation: int | None = None) -> None:

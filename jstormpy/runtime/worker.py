@@ -305,12 +305,12 @@ class Worker(TaskHost):
 
     def ack_checkpoint(self, checkpoint_id: int, task_id: int, handle: str, size: int,
                        finished: bool, alignment_ms: float, snapshot_ms: float, *,
-                       generation: int | None = None) -> None:
+                       generation: int | None = None, pause_ms: float = 0.0) -> None:
         gen = self.generation if generation is None else generation
         self.outbox.put(pb.WorkerMessage(checkpoint_ack=pb.CheckpointAck(
             checkpoint_id=checkpoint_id, generation=gen, task_id=task_id,
             handle=handle, size_bytes=size, finished=finished, alignment_ms=alignment_ms,
-            snapshot_ms=snapshot_ms)))
+            snapshot_ms=snapshot_ms, pause_ms=pause_ms)))
 
     def fail_checkpoint(self, checkpoint_id: int, task_id: int, reason: str, *,
                         generation: int | None = None) -> None:

@@ -199,3 +199,25 @@ def test_full_local_disk_fails_the_native_checkpoint_and_the_job_goes_on(
     finally:
         disk.release()
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
+
+
+def test_the_task_thread_pause_of_each_checkpoint_reaches_the_tm(tmp_path: Path) -> None:
+    """Each task's ack carries how long the checkpoint stopped its thread; the TM's
+    checkpoint history holds every task's figure and the longest, as does
+    ``jstorm status``'s last checkpoint."""
+    from jstormpy.cli.status import format_status
+
+    out, stores = tmp_path / "out", tmp_path / "stores"
+    with LocalCluster(home=tmp_path / "home") as cluster:
+        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=600),
+                                incremental_config(stores, f"file://{tmp_path / 'ckpt'}"))
+        wait_until(lambda: last_completed(handle) >= 2, 90, "two checkpoints")
+        status = handle.status()
+        last = status["last_completed_checkpoint"]
+        tasks = {str(t) for w in status["workers"] for t in w["tasks"]}
+        assert set(last["task_pause_ms"]) == tasks, last
+        assert all(ms >= 0 for ms in last["task_pause_ms"].values())
+        assert last["pause_ms"] == max(last["task_pause_ms"].values()) > 0
+        assert f"task pause {last['pause_ms']} ms" in format_status(status)
+        handle.wait(timeout=180)
+    assert check_keyed_sums(out, KEYS, PER_KEY) == ""

@@ -264,3 +264,15 @@ def test_a_resumed_coordinator_starts_above_its_predecessors_reservation() -> No
     assert new.id_floor >= cid and new.id_floor >= ID_RESERVATION
     new.adopt_ids_record(b'{"id_floor": 7, "bad": [7]}')  # a record without a reservation
     assert 7 in new.bad
+
+
+def test_each_tasks_pause_is_kept_with_the_longest_in_the_history() -> None:
+    c = coordinator()
+    cid, _ = c.start(now=1.0, wall=1001.0)
+    for task, pause in ((1, 0.4), (2, 17.25), (3, 3.0)):
+        c.ack(1, cid, TaskAck(task, f"h-{task}", 10, False, 1.5, pause), 1.5, 1001.5)
+    c.commit_point_written(cid, running=True, now=2.0, wall=1002.0)
+    last = c.last_completed
+    assert last is not None
+    assert last["task_pause_ms"] == {"1": 0.4, "2": 17.25, "3": 3.0}
+    assert last["pause_ms"] == 17.25

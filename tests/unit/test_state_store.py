@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from jstormpy import Bolt, Config
-from jstormpy.api.errors import ConfigError
+from jstormpy.api.errors import CheckpointError, ConfigError
 from jstormpy.keygroups import key_group
 from jstormpy.state_store import (
     MemoryStore,
@@ -246,7 +246,8 @@ def test_ttl_state_through_a_task_snapshot_and_restore(incremental: bool) -> Non
 
 
 def test_barrier_snapshot_of_rocksdb_state_is_a_native_checkpoint(tmp_path: Any) -> None:
-    """capture() takes a RocksDB checkpoint on the task thread; writes after the barrier do
+    """capture() seals the write caches on the task thread; the snapshot thread's
+    serialise applies them and takes the RocksDB checkpoint; writes after the barrier do
     not reach the snapshot, which loads as the plain dicts; release deletes the copy."""
     from jstormpy.runtime.snapshots import capture, release, serialise
 
@@ -261,11 +262,12 @@ def test_barrier_snapshot_of_rocksdb_state_is_a_native_checkpoint(tmp_path: Any)
     ttl["new"] = 2
     clock.now += 1  # "old" expires at the barrier
     view = capture({"states": {"counts": counts, "recent": ttl, "plain": {"a": 1}}})
-    assert view.frozen is not None and view.frozen.path.is_dir()
+    assert view.frozen is not None and not view.frozen.path.exists()  # not taken yet
     counts["k0"] = "after the barrier"
     del counts["k1"]
     counts["extra"] = 1
     snap = pickle.loads(serialise(view))
+    assert view.frozen.path.is_dir()
     release(view)
     assert not view.frozen and not list((tmp_path / "task-1.frozen").iterdir())
     assert snap["states"]["counts"] == {f"k{i}": i for i in range(30_000)}
@@ -274,18 +276,26 @@ def test_barrier_snapshot_of_rocksdb_state_is_a_native_checkpoint(tmp_path: Any)
     st.close()
 
 
-def test_failed_native_checkpoint_falls_back_to_reading_the_state(tmp_path: Any) -> None:
+def test_failed_native_checkpoint_fails_the_snapshot_and_loses_nothing(tmp_path: Any) -> None:
     """A native checkpoint that cannot be written (here: its directory is a file, as a
-    full disk would fail it) does not fail the snapshot: the states are read whole."""
-    from jstormpy.runtime.snapshots import capture, serialise
+    full disk would fail it) fails that snapshot on the snapshot thread; the sealed writes
+    stay readable and are in the next checkpoint."""
+    from jstormpy.runtime.snapshots import capture, release, serialise
 
     st = RocksDBStore(tmp_path / "task-1", MAX_P)
     d: Any = st.open("s", None, None)
     d["a"] = 1
     (tmp_path / "task-1.frozen").write_text("in the way")
     view = capture({"states": {"s": d, "t": st.open("t", None, None)}})
-    assert view.frozen is None
-    assert pickle.loads(serialise(view))["states"] == {"s": {"a": 1}, "t": {}}
+    with pytest.raises(CheckpointError, match="native RocksDB checkpoint failed"):
+        serialise(view)
+    release(view)
+    assert d["a"] == 1
+    d["b"] = 2
+    (tmp_path / "task-1.frozen").unlink()
+    view = capture({"states": {"s": d}})
+    assert pickle.loads(serialise(view))["states"] == {"s": {"a": 1, "b": 2}}
+    release(view)
     st.close()
 
 
