@@ -100,28 +100,99 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def run_incremental(keys: int, intervals: int, changed: float, seed: int) -> dict[str, Any]:
-    """Incremental native checkpoints of one RocksDB task database, in this process."""
+def override_options(overrides: dict[str, Any]) -> None:
+    """Experiments: after :func:`jstormpy.state_store.store_options` builds a database's
+    Options, call ``opts.<setter>(*args)`` for each ``setter: args`` of ``overrides``
+    (rocksdict's Options setters, e.g. ``{"set_level_zero_file_num_compaction_trigger":
+    [8]}``; ``"set_compaction_style": ["DBCompactionStyle.universal()"]`` and
+    ``"set_universal_compaction_options": {"max_size_amplification_percent": 50}`` are
+    spelled out as rocksdict objects)."""
+    import rocksdict
+
+    from jstormpy import state_store
+
+    built = state_store.store_options
+
+    def arg(value: Any) -> Any:
+        if isinstance(value, str) and value.startswith("DBCompactionStyle."):
+            return getattr(rocksdict.DBCompactionStyle, value.split(".")[1].rstrip("()"))()
+        return value
+
+    def options(rd: Any, block_cache: Any = None) -> Any:
+        opts = built(rd, block_cache)
+        for setter, args in overrides.items():
+            if setter == "set_universal_compaction_options":
+                uni = rd.UniversalCompactOptions()
+                for name, given in args.items():
+                    setattr(uni, name, getattr(rd.UniversalCompactionStopStyle, given)()
+                            if name == "stop_style" else given)
+                opts.set_universal_compaction_options(uni)
+            else:
+                getattr(opts, setter)(*[arg(a) for a in args])
+        return opts
+
+    state_store.store_options = options  # type: ignore[assignment]
+
+
+SETTLE_TIMEOUT_S = 120.0
+BUSY = ("rocksdb.mem-table-flush-pending", "rocksdb.compaction-pending",
+        "rocksdb.num-running-flushes", "rocksdb.num-running-compactions")
+
+
+def settle(cf: Any) -> float:
+    """Wait until RocksDB has no flush or compaction pending or running in column family
+    ``cf`` (at most SETTLE_TIMEOUT_S); the seconds waited."""
+    t0 = time.perf_counter()
+    while any(cf.property_int_value(p) for p in BUSY):
+        if time.perf_counter() - t0 > SETTLE_TIMEOUT_S:
+            raise SystemExit(f"RocksDB still compacting after {SETTLE_TIMEOUT_S:.0f} s")
+        time.sleep(0.02)
+    return time.perf_counter() - t0
+
+
+def run_incremental(keys: int, intervals: int, changed: float, seed: int,
+                    value_bytes: int = 0, settled: bool = True) -> dict[str, Any]:
+    """Incremental native checkpoints of one RocksDB task database, in this process.
+    ``value_bytes`` > 0: each value is that many incompressible bytes (new ones per
+    update), as in ``bench/big_state_bench.py``; 0: an int counter. ``settled``: before
+    each checkpoint, wait until RocksDB's flushes and compactions are done (:func:`settle`:
+    an interval long enough for compaction to keep up, as with the 20M-key job's 5 s;
+    the bytes then do not depend on the machine's load)."""
     from jstormpy.runtime.snapshots import capture, release, serialise, upload_native
     from jstormpy.state_backends import open_backend
     from jstormpy.state_backends.shared_files import encode_refs
     from jstormpy.state_store import RocksDBStore
+
+    buffer = random.Random(seed + 1).randbytes(4 << 20) if value_bytes else b""
+
+    def value(i: int, version: int) -> Any:
+        if not value_bytes:
+            return version
+        at = (i * 7919 + version * 104729) % (len(buffer) - value_bytes)
+        return buffer[at:at + value_bytes]
 
     with tempfile.TemporaryDirectory(prefix="jstorm-inc-bench-") as tmp:
         store = RocksDBStore(Path(tmp) / "task-1", MAX_P)
         store.native_checkpoints = True
         store.key_groups = range(0, MAX_P)
         backend = open_backend(f"file://{tmp}/ckpt")
-        d = store.open("counts", None, None)
+        d: Any = store.open("counts", None, None)
         for i in range(keys):
-            d[f"user-{i}"] = 0
+            d[f"user-{i}"] = value(i, 0)
         rng = random.Random(seed)
         rows = []
         for cid in range(1, intervals + 2):
+            t0 = time.perf_counter()
             if cid > 1:
                 for _ in range(int(keys * changed)):
-                    k = f"user-{rng.randrange(keys)}"
-                    d[k] = d.get(k, 0) + 1
+                    i = rng.randrange(keys)
+                    k = f"user-{i}"
+                    old = d.get(k, 0)  # a read-modify-write, as a keyed bolt does
+                    d[k] = old + 1 if not value_bytes else value(i, cid)
+            update_s = time.perf_counter() - t0
+            if settled:
+                store.flush()
+                settle(d.cf)
             t0 = time.perf_counter()
             view = capture({"states": {"counts": d}})
             pause_ms = (time.perf_counter() - t0) * 1000.0
@@ -136,7 +207,8 @@ def run_incremental(keys: int, intervals: int, changed: float, seed: int) -> dic
             backend.write_metadata(cid, {"tasks": {"1": {"handle": handle}}})
             backend.garbage_collect(keep=1)
             rows.append({"cid": cid, "bytes": written + len(data), "pause_ms": pause_ms,
-                         "duration_ms": duration_ms, "sst_files": len(shared)})
+                         "duration_ms": duration_ms, "sst_files": len(shared),
+                         "update_ops_s": int(keys * changed / update_s)})
         # the memory format's snapshot of the same keys (what every checkpoint wrote before)
         memory_bytes = len(pickle.dumps(dict(d.items()), protocol=pickle.HIGHEST_PROTOCOL))
         disk = disk_bytes(Path(tmp) / "task-1")
@@ -144,7 +216,10 @@ def run_incremental(keys: int, intervals: int, changed: float, seed: int) -> dic
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     full, inc = rows[0], rows[1:]
     inc_bytes = [r["bytes"] for r in inc]
-    return {"keys": keys, "intervals": intervals, "changed": changed,
+    return {"value_bytes": value_bytes, "inc_bytes_p99": _pct(inc_bytes, 0.99),
+            "inc_vs_full_mean": round(sum(inc_bytes) / len(inc_bytes) / full["bytes"], 4),
+            "inc_vs_full_p99": round(_pct(inc_bytes, 0.99) / full["bytes"], 4),
+"keys": keys, "intervals": intervals, "changed": changed,
             "full_bytes": full["bytes"], "full_duration_ms": round(full["duration_ms"], 1),
             "memory_format_bytes": memory_bytes, "disk_bytes": disk,
             "inc_bytes_p50": _pct(inc_bytes, 0.5), "inc_bytes_max": max(inc_bytes),
@@ -156,6 +231,8 @@ def run_incremental(keys: int, intervals: int, changed: float, seed: int) -> dic
             "pause_ms_p50": round(_pct([r["pause_ms"] for r in inc], 0.5), 1),
             "pause_ms_p99": round(_pct([r["pause_ms"] for r in inc], 0.99), 1),
             "pause_ms_max": round(max(r["pause_ms"] for r in inc), 1),
+            "update_ops_s_p50": _pct([r["update_ops_s"] for r in inc], 0.5),
+            "update_ops_s_min": min(r["update_ops_s"] for r in inc),
             "peak_rss_mb": round(rss_mb, 1), "per_checkpoint": rows}
 
 
@@ -171,10 +248,21 @@ def main() -> int:
     ap.add_argument("--intervals", type=int, default=10)
     ap.add_argument("--changed", type=float, default=0.01,
                     help="fraction of the keys changed per interval (--incremental)")
+    ap.add_argument("--value-bytes", type=int, default=0,
+                    help="--incremental: values of this many random bytes (0: int counters)")
+    ap.add_argument("--rocksdb-options", default="",
+                    help="experiments: JSON {setter: [args]} applied to the store's RocksDB "
+                         "Options after store_options()")
+    ap.add_argument("--no-settle", dest="settle", action="store_false",
+                    help="--incremental: do not wait for RocksDB's compactions before "
+                         "each checkpoint (back-to-back checkpoints)")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.rocksdb_options:
+        override_options(json.loads(args.rocksdb_options))
     if args.incremental:
-        r = run_incremental(args.keys, args.intervals, args.changed, args.seed)
+        r = run_incremental(args.keys, args.intervals, args.changed, args.seed,
+                            args.value_bytes, args.settle)
         for row in r["per_checkpoint"]:
             print(f"# checkpoint {row['cid']}: {row['bytes'] / 1e6:.2f} MB in "
                   f"{row['sst_files']} SST files, pause {row['pause_ms']:.1f} ms, "
@@ -189,18 +277,22 @@ def main() -> int:
               f"{r['inc_bytes_max'] / 1e6:.2f} MB = {r['inc_vs_full_p50']:.1%} of the full "
               f"one, {r['inc_vs_memory_format_p50']:.1%} of the memory format; mean "
               f"{r['inc_bytes_mean'] / 1e6:.2f} MB = "
-              f"{r['inc_bytes_mean'] / r['full_bytes']:.1%} (compactions rewrite files)")
+              f"{r['inc_bytes_mean'] / r['full_bytes']:.1%} (compactions rewrite files); "
+              f"p99 {r['inc_bytes_p99'] / 1e6:.2f} MB = {r['inc_vs_full_p99']:.1%}")
         print(f"duration p50/p99     {r['duration_ms_p50']:8.1f} / {r['duration_ms_p99']:.1f} ms")
         print(f"task-thread pause    p50 {r['pause_ms_p50']:.1f} / p99 {r['pause_ms_p99']:.1f} "
               f"/ max {r['pause_ms_max']:.1f} ms; peak RSS {r['peak_rss_mb']:.0f} MB")
+        print(f"updates per interval p50 {r['update_ops_s_p50']:,} / min "
+              f"{r['update_ops_s_min']:,} ops/s")
         if args.json:
             emit_json({k: v for k, v in r.items() if k != "per_checkpoint"})
         return 0
     if args.child:
         print(json.dumps(run_one(args.child, args.keys, args.updates, args.seed)))
         return 0
+    extra = ("--rocksdb-options", args.rocksdb_options) if args.rocksdb_options else ()
     results = run_per_store(__file__, args.stores.split(","), "--keys", str(args.keys),
-                            "--updates", str(args.updates), "--seed", str(args.seed))
+                            "--updates", str(args.updates), "--seed", str(args.seed), *extra)
     if results is None:
         return 1
     print(f"{'store':8} {'load/s':>10} {'update/s':>10} {'RSS MB':>8} {'disk MB':>8} "

@@ -456,6 +456,31 @@ WRITE_BUFFER_BYTES = 16 << 20
 BLOCK_CACHE_BYTES = 32 << 20
 """RocksDB block cache per task database."""
 
+LEVEL0_COMPACTION_TRIGGER = 12
+"""Level-0 files (memtable flushes) that start a level-0 -> level-1 compaction (RocksDB's
+default: 4). With uniformly random updates every level-0 file overlaps all of level 1,
+so that compaction rewrites level 1 whole, and an incremental checkpoint uploads what it
+wrote. A checkpoint interval flushes one to three memtables (the barrier's flush and any
+full one), so at 4 most checkpoints carried a compaction's output (10-13 % of a full
+checkpoint at 20M keys); at 12 one interval in four to six does (docs/state-stores.md,
+"Compaction and incremental checkpoints"). The price: up to 12 level-0 files a point
+lookup may consult (their bloom filters are cached; ~1 % false positives each) and up
+to 12 memtables of overwritten entries on disk until they are compacted."""
+
+LEVEL0_SLOWDOWN_TRIGGER = 30
+"""Level-0 files at which RocksDB slows writes down (default 20: it must stay well above
+:data:`LEVEL0_COMPACTION_TRIGGER`, or every compaction that lags would slow writes)."""
+
+LEVEL0_STOP_TRIGGER = 48
+"""Level-0 files at which RocksDB stops writes until a compaction finishes (default 36)."""
+
+LEVEL1_BYTES = 256 << 20
+"""Size of level 1 (RocksDB's default ``max_bytes_for_level_base``; each further level
+is 10 times the one above), set here so a test can scale it down with the database."""
+
+TARGET_FILE_BYTES = 64 << 20
+"""Size of the SST files compactions write (RocksDB's default ``target_file_size_base``)."""
+
 WRITE_CACHE_ENTRIES = 16_384
 """Entries a state's write cache holds before it is written to RocksDB (bounds both the
 cache's RAM and the flush at a barrier: ~1 µs per entry)."""
@@ -471,12 +496,20 @@ _MISSING = object()
 
 def store_options(rd: Any, block_cache: Any = None) -> Any:
     """Options of a task database: raw bytes in and out; point lookups (a state read is
-    one) through a bloom filter and ``block_cache`` (shared by the task's states)."""
+    one) through a bloom filter and ``block_cache`` (shared by the task's states); leveled
+    compaction that lets level 0 collect :data:`LEVEL0_COMPACTION_TRIGGER` files, so few
+    incremental checkpoints upload a compaction's output."""
     opts = rd.Options(raw_mode=True)
     opts.create_if_missing(True)
     # the native checkpoint at a barrier flushes the memtable on the task thread: a
     # smaller one bounds that pause (RocksDB flushes full ones in the background)
     opts.set_write_buffer_size(WRITE_BUFFER_BYTES)
+    opts.set_compaction_style(rd.DBCompactionStyle.level())
+    opts.set_level_zero_file_num_compaction_trigger(LEVEL0_COMPACTION_TRIGGER)
+    opts.set_level_zero_slowdown_writes_trigger(LEVEL0_SLOWDOWN_TRIGGER)
+    opts.set_level_zero_stop_writes_trigger(LEVEL0_STOP_TRIGGER)
+    opts.set_max_bytes_for_level_base(LEVEL1_BYTES)
+    opts.set_target_file_size_base(TARGET_FILE_BYTES)
     table = rd.BlockBasedOptions()
     table.set_bloom_filter(10, False)
     if block_cache is not None:
