@@ -25,11 +25,20 @@ the snapshot and its ``.refs`` as the snapshot thread does, and retention keepin
 Reported: the bytes each incremental checkpoint writes against the first (full) one and
 against the memory format's snapshot of the same keys, checkpoint duration p50/p99 (the
 task-thread pause plus the upload) and the task-thread pause p50/p99/max.
+``--value-bytes N`` writes values of N incompressible bytes (as
+``bench/big_state_bench.py``) instead of int counters. Before each checkpoint
+the bench waits until RocksDB's flushes and compactions are done (an interval long
+enough for them; ``--no-settle``: checkpoints back to back, compactions straddling
+them). ``--rocksdb-options`` (JSON, setter -> arguments) changes the store's RocksDB
+options for experiments, e.g. scaled-down memtable and level sizes, or RocksDB's own
+level-0 trigger (docs/performance.md, "Compaction settings and incremental checkpoint
+bytes").
 
     python bench/state_store_bench.py [--keys 1000000] [--updates 1000000]
                                       [--stores memory,rocksdb] [--json]
     python bench/state_store_bench.py --incremental [--keys 1000000] [--intervals 10]
-                                      [--changed 0.01] [--json]
+                                      [--changed 0.01] [--value-bytes 160]
+                                      [--no-settle] [--rocksdb-options JSON] [--json]
 """
 
 from __future__ import annotations
@@ -193,6 +202,7 @@ def run_incremental(keys: int, intervals: int, changed: float, seed: int,
             if settled:
                 store.flush()
                 settle(d.cf)
+            level0 = d.cf.property_int_value("rocksdb.num-files-at-level0")
             t0 = time.perf_counter()
             view = capture({"states": {"counts": d}})
             pause_ms = (time.perf_counter() - t0) * 1000.0
@@ -208,7 +218,8 @@ def run_incremental(keys: int, intervals: int, changed: float, seed: int,
             backend.garbage_collect(keep=1)
             rows.append({"cid": cid, "bytes": written + len(data), "pause_ms": pause_ms,
                          "duration_ms": duration_ms, "sst_files": len(shared),
-                         "update_ops_s": int(keys * changed / update_s)})
+                         "update_ops_s": int(keys * changed / update_s),
+                         "level0_files": level0})
         # the memory format's snapshot of the same keys (what every checkpoint wrote before)
         memory_bytes = len(pickle.dumps(dict(d.items()), protocol=pickle.HIGHEST_PROTOCOL))
         disk = disk_bytes(Path(tmp) / "task-1")
@@ -233,6 +244,7 @@ def run_incremental(keys: int, intervals: int, changed: float, seed: int,
             "pause_ms_max": round(max(r["pause_ms"] for r in inc), 1),
             "update_ops_s_p50": _pct([r["update_ops_s"] for r in inc], 0.5),
             "update_ops_s_min": min(r["update_ops_s"] for r in inc),
+            "level0_files_max": max(r["level0_files"] for r in rows),
             "peak_rss_mb": round(rss_mb, 1), "per_checkpoint": rows}
 
 
@@ -266,7 +278,8 @@ def main() -> int:
         for row in r["per_checkpoint"]:
             print(f"# checkpoint {row['cid']}: {row['bytes'] / 1e6:.2f} MB in "
                   f"{row['sst_files']} SST files, pause {row['pause_ms']:.1f} ms, "
-                  f"duration {row['duration_ms']:.1f} ms", file=sys.stderr)
+                  f"duration {row['duration_ms']:.1f} ms, {row['level0_files']} level-0 "
+                  f"files", file=sys.stderr)
         print(f"keys {r['keys']:,}, {r['changed']:.1%} changed per interval, "
               f"{r['intervals']} intervals")
         print(f"full checkpoint      {r['full_bytes'] / 1e6:8.2f} MB "
@@ -283,7 +296,8 @@ def main() -> int:
         print(f"task-thread pause    p50 {r['pause_ms_p50']:.1f} / p99 {r['pause_ms_p99']:.1f} "
               f"/ max {r['pause_ms_max']:.1f} ms; peak RSS {r['peak_rss_mb']:.0f} MB")
         print(f"updates per interval p50 {r['update_ops_s_p50']:,} / min "
-              f"{r['update_ops_s_min']:,} ops/s")
+              f"{r['update_ops_s_min']:,} ops/s; level-0 files at a barrier, max "
+              f"{r['level0_files_max']} (RocksDB slows writes from its slowdown trigger)")
         if args.json:
             emit_json({k: v for k, v in r.items() if k != "per_checkpoint"})
         return 0
