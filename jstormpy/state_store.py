@@ -494,20 +494,24 @@ _DELETED = _Deleted()
 _MISSING = object()
 
 
-def store_options(rd: Any, block_cache: Any = None) -> Any:
+def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None) -> Any:
     """Options of a task database: raw bytes in and out; point lookups (a state read is
     one) through a bloom filter and ``block_cache`` (shared by the task's states); leveled
-    compaction that lets level 0 collect :data:`LEVEL0_COMPACTION_TRIGGER` files, so few
-    incremental checkpoints upload a compaction's output."""
+    compaction that lets level 0 collect ``level0_trigger`` files
+    (:data:`LEVEL0_COMPACTION_TRIGGER` by default), so few incremental checkpoints upload
+    a compaction's output."""
+    trigger = LEVEL0_COMPACTION_TRIGGER if level0_trigger is None else level0_trigger
     opts = rd.Options(raw_mode=True)
     opts.create_if_missing(True)
     # the native checkpoint at a barrier flushes the memtable on the task thread: a
     # smaller one bounds that pause (RocksDB flushes full ones in the background)
     opts.set_write_buffer_size(WRITE_BUFFER_BYTES)
     opts.set_compaction_style(rd.DBCompactionStyle.level())
-    opts.set_level_zero_file_num_compaction_trigger(LEVEL0_COMPACTION_TRIGGER)
-    opts.set_level_zero_slowdown_writes_trigger(LEVEL0_SLOWDOWN_TRIGGER)
-    opts.set_level_zero_stop_writes_trigger(LEVEL0_STOP_TRIGGER)
+    opts.set_level_zero_file_num_compaction_trigger(trigger)
+    # the slowdown and stop triggers stay well above it (a trigger set higher moves them)
+    slowdown = max(LEVEL0_SLOWDOWN_TRIGGER, 2 * trigger + 6)
+    opts.set_level_zero_slowdown_writes_trigger(slowdown)
+    opts.set_level_zero_stop_writes_trigger(max(LEVEL0_STOP_TRIGGER, slowdown + 18))
     opts.set_max_bytes_for_level_base(LEVEL1_BYTES)
     opts.set_target_file_size_base(TARGET_FILE_BYTES)
     table = rd.BlockBasedOptions()
@@ -528,8 +532,10 @@ class RocksDBStore:
     kind = "rocksdb"
 
     def __init__(self, path: str | os.PathLike[str], max_parallelism: int,
-                 clock: Clock = wall_ms) -> None:
+                 clock: Clock = wall_ms, level0_trigger: int | None = None) -> None:
         rd = rocksdict_module()
+        self.level0_trigger = level0_trigger
+        """``Config.rocksdb_level0_compaction_trigger`` (None: the store's default)."""
         self.path = Path(path)
         self.frozen_dir = self.path.with_name(self.path.name + ".frozen")
         shutil.rmtree(self.path, ignore_errors=True)
@@ -564,7 +570,7 @@ class RocksDBStore:
         RocksDB keeps refusing until it is reopened (:meth:`reopen`)."""
 
     def _options(self) -> Any:
-        return store_options(self.rd, self.block_cache)
+        return store_options(self.rd, self.block_cache, self.level0_trigger)
 
     def _family(self, name: str) -> Any:
         cf = self.families.get(name)
@@ -796,12 +802,13 @@ class FrozenState:
 
 def open_store(kind: str, path: str | os.PathLike[str] | None, max_parallelism: int,
                factory: Callable[[], dict[Any, Any]] = dict,
-               clock: Clock = wall_ms) -> MemoryStore | RocksDBStore:
+               clock: Clock = wall_ms, level0_trigger: int | None = None
+               ) -> MemoryStore | RocksDBStore:
     """The store ``Config.state_store`` names, for one task (``path``: its directory)."""
     if kind == "memory":
         return MemoryStore(factory, clock)
     if kind == "rocksdb":
         if path is None:
             raise ConfigError("state_store='rocksdb' needs a directory for the database")
-        return RocksDBStore(path, max_parallelism, clock)
+        return RocksDBStore(path, max_parallelism, clock, level0_trigger)
     raise ConfigError(f"state_store must be one of {STATE_STORES}, got {kind!r}")

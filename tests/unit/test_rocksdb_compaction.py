@@ -52,6 +52,31 @@ def test_task_database_opens_with_the_chosen_compaction(tmp_path: Path) -> None:
     st.close()
 
 
+def test_config_sets_the_level0_trigger(tmp_path: Path) -> None:
+    """``Config.rocksdb_level0_compaction_trigger`` is validated and reaches the database
+    (the worker passes it to ``open_store``); slowdown and stop stay above it."""
+    from jstormpy import Config
+    from jstormpy.api.errors import ConfigError
+    from jstormpy.state_store import open_store
+
+    assert Config().rocksdb_level0_compaction_trigger == ss.LEVEL0_COMPACTION_TRIGGER
+    bad: Any
+    for bad in (1, 65, 4.0, "8", True):
+        with pytest.raises(ConfigError, match="rocksdb_level0_compaction_trigger"):
+            Config(rocksdb_level0_compaction_trigger=bad)
+    for trigger in (2, 20):
+        st: Any = open_store("rocksdb", tmp_path / f"task-{trigger}", MAX_P,
+                             level0_trigger=trigger)
+        d: Any = st.open("counts", None, None)
+        d["a"] = 1
+        st.flush()
+        opts = cf_options(tmp_path / f"task-{trigger}", "s:counts")
+        assert int(opts["level0_file_num_compaction_trigger"]) == trigger
+        slowdown, stop = (int(opts[f"level0_{w}_writes_trigger"]) for w in ("slowdown", "stop"))
+        assert trigger < slowdown < stop and slowdown >= 2 * trigger
+        st.close()
+
+
 def settle(cf: Any, timeout_s: float = 30.0) -> None:
     """Wait until no flush or compaction is pending or running in ``cf``."""
     deadline = time.monotonic() + timeout_s
