@@ -30,11 +30,20 @@ keys: the longest gap between two of its reads (the GIL or the database held by 
 snapshot thread) is reported as the stall p50/p99/max, beside the longest gap in one
 second of reads with no snapshot running (what a loaded machine's scheduling alone
 costs).
+``--value-bytes N`` writes values of N incompressible bytes (as
+``bench/big_state_bench.py``) instead of int counters. Before each checkpoint
+the bench waits until RocksDB's flushes and compactions are done (an interval long
+enough for them; ``--no-settle``: checkpoints back to back, compactions straddling
+them). ``--rocksdb-options`` (JSON, setter -> arguments) changes the store's RocksDB
+options for experiments, e.g. scaled-down memtable and level sizes, or RocksDB's own
+level-0 trigger (docs/performance.md, "Compaction settings and incremental checkpoint
+bytes").
 
     python bench/state_store_bench.py [--keys 1000000] [--updates 1000000]
                                       [--stores memory,rocksdb] [--json]
     python bench/state_store_bench.py --incremental [--keys 1000000] [--intervals 10]
-                                      [--changed 0.01] [--json]
+                                      [--changed 0.01] [--value-bytes 160]
+                                      [--no-settle] [--rocksdb-options JSON] [--json]
 """
 
 from __future__ import annotations
@@ -106,21 +115,85 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def run_incremental(keys: int, intervals: int, changed: float, seed: int) -> dict[str, Any]:
-    """Incremental native checkpoints of one RocksDB task database, in this process."""
+def override_options(overrides: dict[str, Any]) -> None:
+    """Experiments: after :func:`jstormpy.state_store.store_options` builds a database's
+    Options, call ``opts.<setter>(*args)`` for each ``setter: args`` of ``overrides``
+    (rocksdict's Options setters, e.g. ``{"set_level_zero_file_num_compaction_trigger":
+    [8]}``; ``"set_compaction_style": ["DBCompactionStyle.universal()"]`` and
+    ``"set_universal_compaction_options": {"max_size_amplification_percent": 50}`` are
+    spelled out as rocksdict objects)."""
+    import rocksdict
+
+    from jstormpy import state_store
+
+    built = state_store.store_options
+
+    def arg(value: Any) -> Any:
+        if isinstance(value, str) and value.startswith("DBCompactionStyle."):
+            return getattr(rocksdict.DBCompactionStyle, value.split(".")[1].rstrip("()"))()
+        return value
+
+    def options(rd: Any, block_cache: Any = None) -> Any:
+        opts = built(rd, block_cache)
+        for setter, args in overrides.items():
+            if setter == "set_universal_compaction_options":
+                uni = rd.UniversalCompactOptions()
+                for name, given in args.items():
+                    setattr(uni, name, getattr(rd.UniversalCompactionStopStyle, given)()
+                            if name == "stop_style" else given)
+                opts.set_universal_compaction_options(uni)
+            else:
+                getattr(opts, setter)(*[arg(a) for a in args])
+        return opts
+
+    state_store.store_options = options  # type: ignore[assignment]
+
+
+SETTLE_TIMEOUT_S = 120.0
+BUSY = ("rocksdb.mem-table-flush-pending", "rocksdb.compaction-pending",
+        "rocksdb.num-running-flushes", "rocksdb.num-running-compactions")
+
+
+def settle(cf: Any) -> float:
+    """Wait until RocksDB has no flush or compaction pending or running in column family
+    ``cf`` (at most SETTLE_TIMEOUT_S); the seconds waited."""
+    t0 = time.perf_counter()
+    while any(cf.property_int_value(p) for p in BUSY):
+        if time.perf_counter() - t0 > SETTLE_TIMEOUT_S:
+            raise SystemExit(f"RocksDB still compacting after {SETTLE_TIMEOUT_S:.0f} s")
+        time.sleep(0.02)
+    return time.perf_counter() - t0
+
+
+def run_incremental(keys: int, intervals: int, changed: float, seed: int,
+                    value_bytes: int = 0, settled: bool = True) -> dict[str, Any]:
+    """Incremental native checkpoints of one RocksDB task database, in this process.
+    ``value_bytes`` > 0: each value is that many incompressible bytes (new ones per
+    update), as in ``bench/big_state_bench.py``; 0: an int counter. ``settled``: before
+    each checkpoint, wait until RocksDB's flushes and compactions are done (:func:`settle`:
+    an interval long enough for compaction to keep up, as with the 20M-key job's 5 s;
+    the bytes then do not depend on the machine's load)."""
     from jstormpy.runtime.snapshots import capture, release, serialise, upload_native
     from jstormpy.state_backends import open_backend
     from jstormpy.state_backends.shared_files import encode_refs
     from jstormpy.state_store import RocksDBStore
+
+    buffer = random.Random(seed + 1).randbytes(4 << 20) if value_bytes else b""
+
+    def value(i: int, version: int) -> Any:
+        if not value_bytes:
+            return version
+        at = (i * 7919 + version * 104729) % (len(buffer) - value_bytes)
+        return buffer[at:at + value_bytes]
 
     with tempfile.TemporaryDirectory(prefix="jstorm-inc-bench-") as tmp:
         store = RocksDBStore(Path(tmp) / "task-1", MAX_P)
         store.native_checkpoints = True
         store.key_groups = range(0, MAX_P)
         backend = open_backend(f"file://{tmp}/ckpt")
-        d = store.open("counts", None, None)
+        d: Any = store.open("counts", None, None)
         for i in range(keys):
-            d[f"user-{i}"] = 0
+            d[f"user-{i}"] = value(i, 0)
         rng = random.Random(seed)
         reads = random.Random(seed + 1)
         idle = threading.Thread(target=time.sleep, args=(1.0,))  # the machine's own gaps
@@ -134,10 +207,18 @@ def run_incremental(keys: int, intervals: int, changed: float, seed: int) -> dic
             last = now
         rows = []
         for cid in range(1, intervals + 2):
+            t0 = time.perf_counter()
             if cid > 1:
                 for _ in range(int(keys * changed)):
-                    k = f"user-{rng.randrange(keys)}"
-                    d[k] = d.get(k, 0) + 1
+                    i = rng.randrange(keys)
+                    k = f"user-{i}"
+                    old = d.get(k, 0)  # a read-modify-write, as a keyed bolt does
+                    d[k] = old + 1 if not value_bytes else value(i, cid)
+            update_s = time.perf_counter() - t0
+            if settled:
+                store.flush()
+                settle(d.cf)
+            level0 = d.cf.property_int_value("rocksdb.num-files-at-level0")
             t0 = time.perf_counter()
             view = capture({"states": {"counts": d}})
             pause_ms = (time.perf_counter() - t0) * 1000.0
@@ -175,7 +256,9 @@ def run_incremental(keys: int, intervals: int, changed: float, seed: int) -> dic
             backend.garbage_collect(keep=1)
             rows.append({"cid": cid, "bytes": written + len(data), "pause_ms": pause_ms,
                          "stall_ms": stall * 1000.0,
-                         "duration_ms": duration_ms, "sst_files": len(shared)})
+                         "duration_ms": duration_ms, "sst_files": len(shared),
+                         "update_ops_s": int(keys * changed / update_s),
+                         "level0_files": level0})
         # the memory format's snapshot of the same keys (what every checkpoint wrote before)
         memory_bytes = len(pickle.dumps(dict(d.items()), protocol=pickle.HIGHEST_PROTOCOL))
         disk = disk_bytes(Path(tmp) / "task-1")
@@ -183,7 +266,10 @@ def run_incremental(keys: int, intervals: int, changed: float, seed: int) -> dic
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     full, inc = rows[0], rows[1:]
     inc_bytes = [r["bytes"] for r in inc]
-    return {"keys": keys, "intervals": intervals, "changed": changed,
+    return {"value_bytes": value_bytes, "inc_bytes_p99": _pct(inc_bytes, 0.99),
+            "inc_vs_full_mean": round(sum(inc_bytes) / len(inc_bytes) / full["bytes"], 4),
+            "inc_vs_full_p99": round(_pct(inc_bytes, 0.99) / full["bytes"], 4),
+"keys": keys, "intervals": intervals, "changed": changed,
             "full_bytes": full["bytes"], "full_duration_ms": round(full["duration_ms"], 1),
             "memory_format_bytes": memory_bytes, "disk_bytes": disk,
             "inc_bytes_p50": _pct(inc_bytes, 0.5), "inc_bytes_max": max(inc_bytes),
@@ -199,6 +285,9 @@ def run_incremental(keys: int, intervals: int, changed: float, seed: int) -> dic
             "stall_ms_p99": round(_pct([r["stall_ms"] for r in inc], 0.99), 1),
             "stall_ms_max": round(max(r["stall_ms"] for r in inc), 1),
             "stall_ms_idle": round(idle_stall * 1000.0, 1),
+            "update_ops_s_p50": _pct([r["update_ops_s"] for r in inc], 0.5),
+            "update_ops_s_min": min(r["update_ops_s"] for r in inc),
+            "level0_files_max": max(r["level0_files"] for r in rows),
             "peak_rss_mb": round(rss_mb, 1), "per_checkpoint": rows}
 
 
@@ -214,15 +303,27 @@ def main() -> int:
     ap.add_argument("--intervals", type=int, default=10)
     ap.add_argument("--changed", type=float, default=0.01,
                     help="fraction of the keys changed per interval (--incremental)")
+    ap.add_argument("--value-bytes", type=int, default=0,
+                    help="--incremental: values of this many random bytes (0: int counters)")
+    ap.add_argument("--rocksdb-options", default="",
+                    help="experiments: JSON {setter: [args]} applied to the store's RocksDB "
+                         "Options after store_options()")
+    ap.add_argument("--no-settle", dest="settle", action="store_false",
+                    help="--incremental: do not wait for RocksDB's compactions before "
+                         "each checkpoint (back-to-back checkpoints)")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.rocksdb_options:
+        override_options(json.loads(args.rocksdb_options))
     if args.incremental:
-        r = run_incremental(args.keys, args.intervals, args.changed, args.seed)
+        r = run_incremental(args.keys, args.intervals, args.changed, args.seed,
+                            args.value_bytes, args.settle)
         for row in r["per_checkpoint"]:
             print(f"# checkpoint {row['cid']}: {row['bytes'] / 1e6:.2f} MB in "
                   f"{row['sst_files']} SST files, pause {row['pause_ms']:.1f} ms, "
                   f"stall {row['stall_ms']:.1f} ms, "
-                  f"duration {row['duration_ms']:.1f} ms", file=sys.stderr)
+                  f"duration {row['duration_ms']:.1f} ms, {row['level0_files']} level-0 "
+                  f"files", file=sys.stderr)
         print(f"keys {r['keys']:,}, {r['changed']:.1%} changed per interval, "
               f"{r['intervals']} intervals")
         print(f"full checkpoint      {r['full_bytes'] / 1e6:8.2f} MB "
@@ -233,21 +334,26 @@ def main() -> int:
               f"{r['inc_bytes_max'] / 1e6:.2f} MB = {r['inc_vs_full_p50']:.1%} of the full "
               f"one, {r['inc_vs_memory_format_p50']:.1%} of the memory format; mean "
               f"{r['inc_bytes_mean'] / 1e6:.2f} MB = "
-              f"{r['inc_bytes_mean'] / r['full_bytes']:.1%} (compactions rewrite files)")
+              f"{r['inc_bytes_mean'] / r['full_bytes']:.1%} (compactions rewrite files); "
+              f"p99 {r['inc_bytes_p99'] / 1e6:.2f} MB = {r['inc_vs_full_p99']:.1%}")
         print(f"duration p50/p99     {r['duration_ms_p50']:8.1f} / {r['duration_ms_p99']:.1f} ms")
         print(f"task-thread pause    p50 {r['pause_ms_p50']:.1f} / p99 {r['pause_ms_p99']:.1f} "
               f"/ max {r['pause_ms_max']:.1f} ms; peak RSS {r['peak_rss_mb']:.0f} MB")
         print(f"task-thread stall    p50 {r['stall_ms_p50']:.1f} / p99 {r['stall_ms_p99']:.1f} "
               f"/ max {r['stall_ms_max']:.1f} ms (longest gap between its reads while the "
               f"snapshot thread works; {r['stall_ms_idle']:.1f} ms in 1 s without one)")
+        print(f"updates per interval p50 {r['update_ops_s_p50']:,} / min "
+              f"{r['update_ops_s_min']:,} ops/s; level-0 files at a barrier, max "
+              f"{r['level0_files_max']} (RocksDB slows writes from its slowdown trigger)")
         if args.json:
             emit_json({k: v for k, v in r.items() if k != "per_checkpoint"})
         return 0
     if args.child:
         print(json.dumps(run_one(args.child, args.keys, args.updates, args.seed)))
         return 0
+    extra = ("--rocksdb-options", args.rocksdb_options) if args.rocksdb_options else ()
     results = run_per_store(__file__, args.stores.split(","), "--keys", str(args.keys),
-                            "--updates", str(args.updates), "--seed", str(args.seed))
+                            "--updates", str(args.updates), "--seed", str(args.seed), *extra)
     if results is None:
         return 1
     print(f"{'store':8} {'load/s':>10} {'update/s':>10} {'RSS MB':>8} {'disk MB':>8} "

@@ -463,6 +463,31 @@ WRITE_BUFFER_BYTES = 16 << 20
 BLOCK_CACHE_BYTES = 32 << 20
 """RocksDB block cache per task database."""
 
+LEVEL0_COMPACTION_TRIGGER = 12
+"""Level-0 files (memtable flushes) that start a level-0 -> level-1 compaction (RocksDB's
+default: 4). With uniformly random updates every level-0 file overlaps all of level 1,
+so that compaction rewrites level 1 whole, and an incremental checkpoint uploads what it
+wrote. A checkpoint interval flushes one to three memtables (the barrier's flush and any
+full one), so at 4 most checkpoints carried a compaction's output (10-13 % of a full
+checkpoint at 20M keys); at 12 one interval in four to six does (docs/state-stores.md,
+"Compaction and incremental checkpoints"). The price: up to 12 level-0 files a point
+lookup may consult (their bloom filters are cached; ~1 % false positives each) and up
+to 12 memtables of overwritten entries on disk until they are compacted."""
+
+LEVEL0_SLOWDOWN_TRIGGER = 30
+"""Level-0 files at which RocksDB slows writes down (default 20: it must stay well above
+:data:`LEVEL0_COMPACTION_TRIGGER`, or every compaction that lags would slow writes)."""
+
+LEVEL0_STOP_TRIGGER = 48
+"""Level-0 files at which RocksDB stops writes until a compaction finishes (default 36)."""
+
+LEVEL1_BYTES = 256 << 20
+"""Size of level 1 (RocksDB's default ``max_bytes_for_level_base``; each further level
+is 10 times the one above), set here so a test can scale it down with the database."""
+
+TARGET_FILE_BYTES = 64 << 20
+"""Size of the SST files compactions write (RocksDB's default ``target_file_size_base``)."""
+
 WRITE_CACHE_ENTRIES = 16_384
 """Entries a state's write cache holds before it is written to RocksDB (bounds both the
 cache's RAM and the flush at a barrier: ~1 µs per entry)."""
@@ -537,14 +562,26 @@ class Sealed:
     """Time the task thread waited for this apply (a full cache, a scan, a close)."""
 
 
-def store_options(rd: Any, block_cache: Any = None) -> Any:
+def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None) -> Any:
     """Options of a task database: raw bytes in and out; point lookups (a state read is
-    one) through a bloom filter and ``block_cache`` (shared by the task's states)."""
+    one) through a bloom filter and ``block_cache`` (shared by the task's states); leveled
+    compaction that lets level 0 collect ``level0_trigger`` files
+    (:data:`LEVEL0_COMPACTION_TRIGGER` by default), so few incremental checkpoints upload
+    a compaction's output."""
+    trigger = LEVEL0_COMPACTION_TRIGGER if level0_trigger is None else level0_trigger
     opts = rd.Options(raw_mode=True)
     opts.create_if_missing(True)
     # the native checkpoint at a barrier flushes the memtable on the task thread: a
     # smaller one bounds that pause (RocksDB flushes full ones in the background)
     opts.set_write_buffer_size(WRITE_BUFFER_BYTES)
+    opts.set_compaction_style(rd.DBCompactionStyle.level())
+    opts.set_level_zero_file_num_compaction_trigger(trigger)
+    # the slowdown and stop triggers stay well above it (a trigger set higher moves them)
+    slowdown = max(LEVEL0_SLOWDOWN_TRIGGER, 2 * trigger + 6)
+    opts.set_level_zero_slowdown_writes_trigger(slowdown)
+    opts.set_level_zero_stop_writes_trigger(max(LEVEL0_STOP_TRIGGER, slowdown + 18))
+    opts.set_max_bytes_for_level_base(LEVEL1_BYTES)
+    opts.set_target_file_size_base(TARGET_FILE_BYTES)
     table = rd.BlockBasedOptions()
     table.set_bloom_filter(10, False)
     if block_cache is not None:
@@ -563,8 +600,10 @@ class RocksDBStore:
     kind = "rocksdb"
 
     def __init__(self, path: str | os.PathLike[str], max_parallelism: int,
-                 clock: Clock = wall_ms) -> None:
+                 clock: Clock = wall_ms, level0_trigger: int | None = None) -> None:
         rd = rocksdict_module()
+        self.level0_trigger = level0_trigger
+        """``Config.rocksdb_level0_compaction_trigger`` (None: the store's default)."""
         self.path = Path(path)
         self.frozen_dir = self.path.with_name(self.path.name + ".frozen")
         shutil.rmtree(self.path, ignore_errors=True)
@@ -608,7 +647,7 @@ class RocksDBStore:
         """Total time the task thread waited for a barrier's apply (see :class:`Sealed`)."""
 
     def _options(self) -> Any:
-        return store_options(self.rd, self.block_cache)
+        return store_options(self.rd, self.block_cache, self.level0_trigger)
 
     def _family(self, name: str) -> Any:
         cf = self.families.get(name)
@@ -990,12 +1029,13 @@ class FrozenState:
 
 def open_store(kind: str, path: str | os.PathLike[str] | None, max_parallelism: int,
                factory: Callable[[], dict[Any, Any]] = dict,
-               clock: Clock = wall_ms) -> MemoryStore | RocksDBStore:
+               clock: Clock = wall_ms, level0_trigger: int | None = None
+               ) -> MemoryStore | RocksDBStore:
     """The store ``Config.state_store`` names, for one task (``path``: its directory)."""
     if kind == "memory":
         return MemoryStore(factory, clock)
     if kind == "rocksdb":
         if path is None:
             raise ConfigError("state_store='rocksdb' needs a directory for the database")
-        return RocksDBStore(path, max_parallelism, clock)
+        return RocksDBStore(path, max_parallelism, clock, level0_trigger)
     raise ConfigError(f"state_store must be one of {STATE_STORES}, got {kind!r}")

@@ -508,7 +508,8 @@ class Worker(TaskHost):
         if old is not None:  # an earlier prepare of this task failed part-way
             old.close()
         store = open_store(conf.state_store, self._state_store_dir() / f"task-{task_id}",
-                           self.max_parallelism)
+                           self.max_parallelism,
+                           level0_trigger=conf.rocksdb_level0_compaction_trigger)
         self.state_stores[task_id] = store
         if isinstance(store, RocksDBStore):
             store.key_groups = groups

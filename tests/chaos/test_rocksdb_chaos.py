@@ -67,7 +67,8 @@ INCREMENTAL = [
     # rest and before its snapshot: those files are orphans, retention must delete them
     ("linear", ChaosSchedule(64, (Kill("point", point="during_sst_upload", checkpoint=3),))),
     # the TM dies half-way through deleting SST files no retained checkpoint references
-    # (armed at three checkpoints: it fires only where a compaction left files to delete)
+    # (armed at three checkpoints: it fires only where a compaction left files to delete;
+    # the job compacts level 0 at 2 files, not the store's 12, so compactions come often)
     ("linear", ChaosSchedule(65, tuple(Kill("point", point="master_during_segment_gc",
                                             checkpoint=c) for c in (5, 6, 9)))),
     ("wordcount", ChaosSchedule.random(seed=66, kills=3, workers=3, master=True,
@@ -109,7 +110,8 @@ def test_rocksdb_incremental_exactly_once_under_sigkill(tmp_path: Path, kind: st
     config = Config(workers=3, guarantee="exactly_once", checkpoint_interval_ms=200,
                     worker_timeout_ms=5000, state_store="rocksdb",
                     state_store_dir=str(tmp_path / "stores"), incremental_checkpoints=True,
-                    checkpoints_retained=1, state_backend=f"file://{tmp_path}/ckpt")
+                    checkpoints_retained=1, state_backend=f"file://{tmp_path}/ckpt",
+                    rocksdb_level0_compaction_trigger=2)  # SST files retention deletes
     status, kills, _ = run_with_chaos(topo, config, schedule, timeout=150,
                                       home=str(tmp_path / "home"))
     assert status["state"] == "drained", (status, kills)

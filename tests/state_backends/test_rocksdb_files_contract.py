@@ -71,7 +71,7 @@ def test_retention_keeps_referenced_sst_files(env: Env, tmp_path: Path  # noqa: 
     handles = []
     for cid in range(1, 5):
         counts.update({(cid, i): i for i in range(2000)})
-        store.db.compact_range(None, None)
+        store.families["counts"].compact_range(None, None)
         handles.append(checkpoint(b, store, {"counts": counts}, cid)[0])
         b.garbage_collect(keep=2)
     store.close()

@@ -159,7 +159,7 @@ def test_retention_keeps_referenced_sst_files_and_drops_orphans(tmp_path: Path,
     for cid in range(1, 6):
         for i in range(3000):
             counts[(cid, i)] = i
-        store.db.compact_range(None, None)  # old SST files go: only newer checkpoints hold them
+        store.families["counts"].compact_range(None, None)  # old SST files go: only newer checkpoints hold them
         handles.append(checkpoint(backend, store, {"counts": counts}, cid)[0])
     # an upload killed before its snapshot was written: an SST file no checkpoint lists
     orphan = f"{SHARED_PREFIX}task-00007/sst-0000000004-g1-adead-000999.sst"
@@ -230,7 +230,7 @@ def test_local_recovery_takes_intact_local_copies_and_downloads_the_rest(
     for cid in range(1, 5):
         counts.update({(cid, i): i for i in range(3000)})
         if cid == 3:
-            store.db.compact_range(None, None)  # the files of checkpoints 1-2 go
+            store.families["counts"].compact_range(None, None)  # the files of checkpoints 1-2 go
         handle, _ = checkpoint(backend, store, {"counts": counts}, cid)
         entries.append(pickle.loads(backend.get_snapshot(handle))["rocksdb"])
     store.close()
@@ -301,7 +301,7 @@ def test_a_pinned_checkpoint_keeps_its_sst_files(tmp_path: Path, backend: Any) -
     pin = backend.pin_checkpoint(1)
     for cid in range(2, 5):
         counts.update({(cid, i): i for i in range(3000)})
-        store.db.compact_range(None, None)  # checkpoint 1's files leave the database
+        store.families["counts"].compact_range(None, None)  # checkpoint 1's files leave the database
         checkpoint(backend, store, {"counts": counts}, cid)
         backend.garbage_collect(keep=1)
     assert first <= set(backend.list_objects(SHARED_PREFIX))
