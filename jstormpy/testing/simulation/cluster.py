@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from jstormpy.api.errors import CorruptSnapshotError, JStormError, SinkError
+from jstormpy.api.errors import CheckpointError, CorruptSnapshotError, JStormError, SinkError
 from jstormpy.barrier.aligner import BarrierAligner
 from jstormpy.barrier.snapshots import AckSnapshot, DeclineSnapshot, TaskSnapshots
 from jstormpy.barrier.transactions import (
@@ -352,7 +352,14 @@ class SimTask:
 
         def upload() -> None:
             if frozen is not None:
-                data["states"].update(frozen.read())
+                try:
+                    data["states"].update(frozen.read())
+                except CheckpointError as exc:
+                    # the task stopped before its Snapshotter took the job: closing the
+                    # database failed the barrier's sealed writes, so the upload fails
+                    self._report(self.snapshots.failed(ticket, str(exc)), finished)
+                    self._next_upload()
+                    return
             new_files: dict[str, Any] = {}
             files = self.files
             if capture is not None:  # IncrementalKeyedState.write: carry, segment, chain
@@ -384,14 +391,7 @@ class SimTask:
                     reports = self.snapshots.failed(ticket, str(error))
                 else:
                     reports = self.snapshots.uploaded(ticket, handle, 1)
-                for r in reports:
-                    match r:
-                        case AckSnapshot(t, h, _):
-                            self.worker.to_tm("ack", t.generation, t.checkpoint_id,
-                                              self.task_id, h, finished)
-                        case DeclineSnapshot(t, why):
-                            self.worker.to_tm("fail", t.generation, t.checkpoint_id,
-                                              self.task_id, why)
+                self._report(reports, finished)
                 self._next_upload()
             self.sim.storage.put_snapshot(key, data, worker_alive, uploaded, new_files)
         self.uploads.append(upload)
@@ -402,6 +402,17 @@ class SimTask:
                                   f"task {self.task_id}: snapshot {checkpoint_id} read")
             else:
                 upload()
+
+    def _report(self, reports: list[Any], finished: bool) -> None:
+        """Send the TM what the task's snapshots report (none once the task stopped)."""
+        for r in reports:
+            match r:
+                case AckSnapshot(t, h, _):
+                    self.worker.to_tm("ack", t.generation, t.checkpoint_id, self.task_id, h,
+                                      finished)
+                case DeclineSnapshot(t, why):
+                    self.worker.to_tm("fail", t.generation, t.checkpoint_id, self.task_id,
+                                      why)
 
     def _next_upload(self) -> None:
         self.uploads.pop(0)
