@@ -422,15 +422,18 @@ class PostgresSink(TwoPhaseCommitSink):
 
         A prepared transaction of this task holds its fencing row locked (``FOR SHARE``), so
         the token can only be raised once those are resolved: commit the ones
-        ``<= completed_id``, roll the others back, retry.
+        ``<= completed_id``, roll the others back, retry. Rolled back with a record
+        (:meth:`abandon_transaction`) only if this run's fencing row existed before: at
+        the run's first recovery they are earlier runs' leftovers.
         """
         import psycopg
 
         if self.mode == "upsert":
             return
         self._check_table()
+        own = self.fence_installed()
         for _ in range(30):
-            self._resolve(completed_id)
+            self.resolve_staged(completed_id, own)
             try:
                 self.install_fence()
                 break
@@ -440,14 +443,19 @@ class PostgresSink(TwoPhaseCommitSink):
         else:
             raise SinkError(f"PostgresSink task {self.task_id}: could not install the fencing "
                             f"token (row kept locked by another session)")
-        self._resolve(completed_id)
+        self.resolve_staged(completed_id, own)
 
-    def _resolve(self, completed_id: int | None) -> None:
-        for cid in self.staged_transactions():
-            if completed_id is not None and cid <= completed_id:
-                self.commit_transaction(cid)
-            else:
-                self.abandon_transaction(cid)
+    def fence_installed(self) -> bool:
+        """Whether this run's fencing row for the task exists."""
+        import psycopg
+
+        if self.mode == "upsert":
+            return True
+        conn = self._connection()
+        try:
+            return self._fence_token(conn) is not None
+        except psycopg.Error as exc:
+            raise self._fail(exc, "reading the fencing token") from exc
 
     def cleanup(self) -> None:
         """Close the connection."""

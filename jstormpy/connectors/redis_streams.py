@@ -347,6 +347,16 @@ class RedisStreamSink(TwoPhaseCommitSink):
                 from exc
         return sorted(int(m) for m in members)
 
+    def fence_installed(self) -> bool:
+        """Whether this run's ``fence`` key exists (a recovery of this run fenced)."""
+        import redis
+
+        try:
+            return bool(self.__dict__["_client"].exists(self._fence_key()))
+        except redis.RedisError as exc:
+            raise SinkUnavailableError(f"RedisStreamSink cannot reach {self.url}: {exc}") \
+                from exc
+
     def install_fence(self) -> None:
         """Set the task's fencing token to this generation (refused if a newer one holds it)."""
         self._run("fence", [self._fence_key()], [self.generation], "installing the fence")

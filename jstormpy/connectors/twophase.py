@@ -111,6 +111,14 @@ class TwoPhaseCommitSink(Sink):
         """Make :attr:`generation` this task's fencing token (older ones are refused)."""
         raise NotImplementedError(f"{type(self).__name__} must implement install_fence")
 
+    def fence_installed(self) -> bool:
+        """Whether this run (:attr:`fence_owner`) already holds a fencing token for the task:
+        a recovery of this run got as far as fencing, so what is staged now is this run's.
+        Before that (the run's first recovery), staged transactions are leftovers of
+        earlier runs, whose names carry no run: they are discarded without a record, which
+        would be this run's. Default: True."""
+        return True
+
     # -- identity ------------------------------------------------------------------------
     @property
     def topology(self) -> str:
@@ -219,13 +227,25 @@ class TwoPhaseCommitSink(Sink):
         self.abort_transaction(checkpoint_id)
 
     def recover(self, completed_id: int | None) -> None:
-        """Fence older generations, then commit staged ``<= completed_id``, abort the rest."""
+        """Fence older generations, then commit staged ``<= completed_id``, discard the rest
+        (:meth:`abandon_transaction` once this run holds the fence; at its first recovery
+        the leftovers of earlier runs are discarded first, with :meth:`abort_transaction`)."""
+        own = self.fence_installed()
+        if not own:
+            self.resolve_staged(completed_id, own)
         self.install_fence()
+        self.resolve_staged(completed_id, own)
+
+    def resolve_staged(self, completed_id: int | None, own: bool) -> None:
+        """Commit every staged transaction ``<= completed_id``; discard the others,
+        recording them (:meth:`abandon_transaction`) if they are this run's (``own``)."""
         for cid in sorted(self.staged_transactions()):
             if completed_id is not None and cid <= completed_id:
                 self.commit_transaction(cid)
-            else:
+            elif own:
                 self.abandon_transaction(cid)
+            else:
+                self.abort_transaction(cid)
 
     def buffered(self) -> int:
         """Rows in the open transaction (not yet staged)."""

@@ -246,11 +246,22 @@ def check_savepoint_restore_of_a_transaction_its_run_abandoned(harness: SinkHarn
 
 
 def check_savepoint_restore_of_a_committed_transaction(harness: SinkHarness) -> None:
-    """The counterpart: the first run committed transaction 2 normally (and a later one it
-    discarded in a recovery); restoring the savepoint of checkpoint 2 re-commits 2 as a
-    no-op, publishes nothing twice, and the restored run goes on."""
+    """The counterpart: the run that took the savepoint committed transaction 2 normally
+    (and discarded a later one in a recovery); restoring the savepoint of checkpoint 2
+    re-commits 2 as a no-op, publishes nothing twice, and the restored run goes on. An
+    older run of the same topology, killed with transaction 2 staged, left it behind: the
+    next run's first recovery discards it, but as that older run's, not its own (the
+    names carry no run) -- it must not make the restore refuse."""
+    killed = SinkDriver(harness, run=RunIdentity("killed", 1))
+    killed.write([("z", 0, 0)])
+    killed.complete(killed.barrier())
+    killed.write([("z", 1, 7)])
+    killed.barrier()  # staged 2, then the run is killed and never recovers
+    killed.close()
+    prefix = [("z", 0, 0)]
     earlier = RunIdentity("earlier", 1)
-    d = SinkDriver(harness, run=earlier)
+    d = SinkDriver(harness, run=earlier)  # a fresh run: discards the killed run's 2
+    assert harness.staged() == []
     d.write(rows_for("a", range(4)))
     one = d.barrier()
     d.complete(one)
@@ -269,7 +280,7 @@ def check_savepoint_restore_of_a_committed_transaction(harness: SinkHarness) -> 
     r.write(rows_for("a", range(8, 10)))
     r.complete(r.barrier())
     r.close()
-    assert triples(harness.committed()) == rows_for("a", range(10))
+    assert triples(harness.committed()) == prefix + rows_for("a", range(10))
 
 
 class SinkContract:
