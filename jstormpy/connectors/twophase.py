@@ -25,7 +25,10 @@ storage steps a connector implements:
 
 Recovery after restoring checkpoint ``c``: fence first, then commit every staged
 transaction ``<= c`` (the restored checkpoint covers its input: the replay will not produce
-it again) and abort every other one (the replay produces it again).
+it again) and discard every other one (the replay produces it again) with
+``abandon_transaction``. A run's first recovery (:meth:`~TwoPhaseCommitSink.fence_installed`
+is False) resolves what earlier runs left staged before it fences, discarding with
+``abort_transaction``: staged names carry no run, and those are not this run's to record.
 
 Why the record of abandoned transactions: a recovery that falls back *past* a completed
 checkpoint (a lost shared file, docs/checkpointing.md) discards transactions that
@@ -165,7 +168,7 @@ class TwoPhaseCommitSink(Sink):
             return SinkError(
                 f"{sink}: the savepoint of checkpoint {run.restored_through} lists "
                 f"transaction {checkpoint_id} as pending, but the run it was taken from "
-                f"({run.restored_from or 'of an older version'}) discarded it in a recovery "
+                f"({run.restored_from or 'a run of an older version'}) discarded it in a recovery "
                 f"that fell back past checkpoint {checkpoint_id}, so its rows are not in "
                 f"{where}; restoring would silently lose them. Restore the savepoint into "
                 f"fresh output (a new table or stream), or restore an older savepoint (of a "

@@ -68,6 +68,12 @@ def _hole8() -> contextlib.AbstractContextManager[Any]:
     return _patches((RestorePlan, "_late_commit_point", lambda self, cid, metadata: ""))
 
 
+def _hole9() -> contextlib.AbstractContextManager[Any]:
+    # issue 23, seed 1032215 in PostgreSQL/Redis: a commit that finds nothing staged is
+    # "committed already", even for a transaction a recovery discarded
+    return _patches((outputs.SimOutput, "check_not_abandoned", lambda self, *args: None))
+
+
 HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]]] = {
     1: ("a failed checkpoint listing read as 'no checkpoints'", _hole1),
     2: ("sinks recover to the id floor, not the restored checkpoint", _hole2),
@@ -77,18 +83,22 @@ HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]
     6: ("snapshots of a stopped task still report", _hole6),
     7: ("a generation handed out without being stored", _hole7),
     8: ("a deposed leader's late commit point restored (issue 27)", _hole8),
+    9: ("a discarded PostgreSQL/Redis transaction committed as a no-op", _hole9),
 }
 
 HOLE_FAULTS: dict[int, tuple[Fault, ...]] = {
     7: (Fault.META_WRITE_ERROR, Fault.TM_CRASH),
     8: (Fault.LEADER_DEPOSED, Fault.WORKER_CRASH, Fault.MESSAGE_LOSS, Fault.MESSAGE_DELAY),
+    9: (Fault.SAVEPOINT_INTO_USED, Fault.SHARED_FILE_LOSS, Fault.WORKER_CRASH),
 }
 """The fault kinds a hole's hunt draws from, where not every kind: hole 7 needs a failed
 write of ``meta/`` and then a TM crash before any other write of it succeeds; among every
 kind (which since the ids record, issue 23, write ``meta/`` more often) that is rarer than
 one seed in 20,000. Hole 8 needs a deposed leader and then a recovery of the new one (a
 worker lost) after the late commit point landed and before the new leader's own
-checkpoints passed it."""
+checkpoints passed it. Hole 9 needs a savepoint restore into used output, the first run's
+fallback past the savepoint's checkpoint (a lost shared file) and a sink task that had not
+committed that checkpoint (a worker crash), with the ``staged`` sink."""
 
 
 @contextlib.contextmanager
