@@ -14,6 +14,11 @@ Mode ``"2pc"`` (default), per sink task and checkpoint ``n``:
   longer prepare (its fence check fails) or commit. The fencing row is the run's own
   (``topology`` column = ``<topology>@<job_id>``, :attr:`TwoPhaseCommitSink.fence_owner`):
   a fresh run, whose generations restart at 1, never meets an earlier run's token.
+  Each transaction the recovery rolls back is first recorded in ``jstorm_sink_abandoned``
+  (owner = the run's ``<topology>@<job_id>``, task, id); a ``COMMIT PREPARED`` that finds
+  no such GID and whose id is in the owning run's record (for a savepoint restore, the
+  earlier run's) raises a :class:`~jstormpy.api.errors.SinkError`: the rows are gone,
+  and the restored state counts them as written (docs/connectors.md).
 
 Mode ``"upsert"``: rows are written in an ordinary transaction at the barrier as
 ``INSERT ... ON CONFLICT (key) DO UPDATE``; a replay rewrites the same rows, so the table
@@ -36,7 +41,7 @@ from jstormpy.api.component import TopologyContext, Tuple
 from jstormpy.api.errors import FencedError, SinkError, SinkUnavailableError, UnavailableError
 from jstormpy.connectors.twophase import TwoPhaseCommitSink
 
-__all__ = ["FENCE_TABLE", "MODES", "PostgresSink"]
+__all__ = ["ABANDONED_TABLE", "FENCE_TABLE", "MODES", "PostgresSink"]
 
 _log = logging.getLogger(__name__)
 
@@ -49,6 +54,13 @@ FENCE_TABLE = "jstorm_sink_fence"
 _FENCE_DDL = (f"CREATE TABLE IF NOT EXISTS {FENCE_TABLE} (topology text NOT NULL, "
               "task integer NOT NULL, generation bigint NOT NULL, PRIMARY KEY (topology, task))")
 
+ABANDONED_TABLE = "jstorm_sink_abandoned"
+"""The table recording, per run and task, the transactions a recovery rolled back (created
+when missing): a later commit of one of them is refused instead of finding nothing."""
+
+_ABANDONED_DDL = (f"CREATE TABLE IF NOT EXISTS {ABANDONED_TABLE} (topology text NOT NULL, "
+                  "task integer NOT NULL, txn bigint NOT NULL, "
+                  "PRIMARY KEY (topology, task, txn))")
 
 _UNAVAILABLE_SINCE: dict[str, float] = {}
 """Per DSN, since when this process has not reached the server (kept across generations:
@@ -173,11 +185,12 @@ class PostgresSink(TwoPhaseCommitSink):
                 raise SinkError(f"PostgresSink table {self.table!r} does not exist at "
                                 f"{self._where()}; create it first")
             if self.mode == "2pc":
-                try:
-                    conn.execute(_FENCE_DDL)
-                except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateObject,
-                        psycopg.errors.DuplicateTable):  # a concurrent task created it
-                    pass
+                for ddl in (_FENCE_DDL, _ABANDONED_DDL):
+                    try:
+                        conn.execute(ddl)
+                    except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateObject,
+                            psycopg.errors.DuplicateTable):  # a concurrent task created it
+                        pass
             conn.execute(sql.SQL("SELECT {} FROM {} LIMIT 0").format(
                 self._cols(), self._table()))
         except psycopg.Error as exc:
@@ -305,7 +318,12 @@ class PostgresSink(TwoPhaseCommitSink):
                            "task = %s", (self.fence_owner, self.task_id)).fetchone()
         return None if row is None else int(row[0])
 
-    def _finish_prepared(self, checkpoint_id: int, verb: str) -> None:
+    def _finish_prepared(self, checkpoint_id: int, verb: str, record: bool = False) -> None:
+        """``COMMIT``/``ROLLBACK PREPARED`` (fenced). ``record``: first record the id in
+        :data:`ABANDONED_TABLE` under this run (a recovery's rollback: PostgreSQL cannot
+        run ``ROLLBACK PREPARED`` in a transaction, so record, then roll back; a crash in
+        between leaves the record with the GID still prepared, which the next recovery
+        rolls back again). A ``COMMIT`` that finds no GID checks the owning run's record."""
         import psycopg
         from psycopg import sql
 
@@ -319,11 +337,35 @@ class PostgresSink(TwoPhaseCommitSink):
                 raise FencedError(f"PostgresSink task {self.task_id} generation "
                                   f"{self.generation} is fenced (token {token}): not running "
                                   f"{verb} PREPARED {gid}")
+            if record:
+                conn.execute(f"INSERT INTO {ABANDONED_TABLE} (topology, task, txn) VALUES "
+                             "(%s, %s, %s) ON CONFLICT DO NOTHING",
+                             (self.fence_owner, self.task_id, checkpoint_id))
             conn.execute(sql.SQL(verb + " PREPARED {}").format(sql.Literal(gid)))
         except psycopg.errors.UndefinedObject:
-            pass  # no such prepared transaction: already finished (or empty)
+            # no such prepared transaction: already finished (or empty), unless a recovery
+            # rolled it back
+            if verb == "COMMIT" and self._was_abandoned(conn, checkpoint_id):
+                raise self.abandoned_error(checkpoint_id,
+                                           f"table {self.table!r} at {self._where()}") from None
         except psycopg.Error as exc:
             raise self._fail(exc, f"{verb} PREPARED {gid}") from exc
+
+    def _was_abandoned(self, conn: Any, checkpoint_id: int) -> bool:
+        """Whether the owning run's recoveries rolled ``checkpoint_id`` back."""
+        import psycopg
+
+        try:
+            row = conn.execute(f"SELECT 1 FROM {ABANDONED_TABLE} WHERE topology = %s AND "
+                               "task = %s AND txn = %s",
+                               (self.abandoned_owner(checkpoint_id), self.task_id,
+                                checkpoint_id)).fetchone()
+        except psycopg.errors.UndefinedTable:
+            return False  # a database an older version set up: nothing was recorded
+        except psycopg.Error as exc:
+            raise self._fail(exc, f"looking up transaction {checkpoint_id} in "
+                                  f"{ABANDONED_TABLE}") from exc
+        return row is not None
 
     def commit_transaction(self, checkpoint_id: int) -> None:
         """``COMMIT PREPARED``; a missing GID is a no-op (committed already, or empty)."""
@@ -332,6 +374,10 @@ class PostgresSink(TwoPhaseCommitSink):
     def abort_transaction(self, checkpoint_id: int) -> None:
         """``ROLLBACK PREPARED``; a missing GID is a no-op."""
         self._finish_prepared(checkpoint_id, "ROLLBACK")
+
+    def abandon_transaction(self, checkpoint_id: int) -> None:
+        """A recovery's rollback: record the id under this run, then ``ROLLBACK PREPARED``."""
+        self._finish_prepared(checkpoint_id, "ROLLBACK", record=True)
 
     def staged_transactions(self) -> list[int]:
         """This task's prepared transactions in this database (any generation)."""
@@ -376,15 +422,18 @@ class PostgresSink(TwoPhaseCommitSink):
 
         A prepared transaction of this task holds its fencing row locked (``FOR SHARE``), so
         the token can only be raised once those are resolved: commit the ones
-        ``<= completed_id``, roll the others back, retry.
+        ``<= completed_id``, roll the others back, retry. Rolled back with a record
+        (:meth:`abandon_transaction`) only if this run's fencing row existed before: at
+        the run's first recovery they are earlier runs' leftovers.
         """
         import psycopg
 
         if self.mode == "upsert":
             return
         self._check_table()
+        own = self.fence_installed()
         for _ in range(30):
-            self._resolve(completed_id)
+            self.resolve_staged(completed_id, own)
             try:
                 self.install_fence()
                 break
@@ -394,14 +443,19 @@ class PostgresSink(TwoPhaseCommitSink):
         else:
             raise SinkError(f"PostgresSink task {self.task_id}: could not install the fencing "
                             f"token (row kept locked by another session)")
-        self._resolve(completed_id)
+        self.resolve_staged(completed_id, own)
 
-    def _resolve(self, completed_id: int | None) -> None:
-        for cid in self.staged_transactions():
-            if completed_id is not None and cid <= completed_id:
-                self.commit_transaction(cid)
-            else:
-                self.abort_transaction(cid)
+    def fence_installed(self) -> bool:
+        """Whether this run's fencing row for the task exists."""
+        import psycopg
+
+        if self.mode == "upsert":
+            return True
+        conn = self._connection()
+        try:
+            return self._fence_token(conn) is not None
+        except psycopg.Error as exc:
+            raise self._fail(exc, "reading the fencing token") from exc
 
     def cleanup(self) -> None:
         """Close the connection."""

@@ -18,7 +18,10 @@ a fresh run never meets an earlier run's token), ``staged`` (set of staged check
 and ``txn:<n>`` (a list of the encoded entries of transaction ``n``). Pre-commit stages
 the list with a script that first checks the fence; commit runs a script that, if ``n`` is
 still staged, ``XADD``s its entries to the stream, deletes the list and removes ``n`` from
-``staged``.
+``staged``. A recovery's discard of a staged transaction (``abandon``) adds its id to the
+run's set ``jstorm:2pc:<topology>@<job_id>:<task>:abandoned`` in the same script; a commit
+of an id that is not staged but is in the owning run's set (for a savepoint restore, the
+earlier run's) is refused: its entries are gone (docs/connectors.md).
 Durability of a staged transaction is the server's: run it with ``appendonly yes`` and
 ``appendfsync always`` (or ``everysec``, accepting up to a second of loss on a server crash).
 """
@@ -54,7 +57,12 @@ return 1
 _FINISH = """
 local token = tonumber(redis.call('GET', KEYS[1]) or '0')
 if token > tonumber(ARGV[1]) then return redis.error_reply('FENCED token ' .. token) end
-if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 0 then return -1 end
+if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 0 then
+  if ARGV[3] == 'commit' and redis.call('SISMEMBER', KEYS[6], ARGV[2]) == 1 then
+    return -2
+  end
+  return -1
+end
 local n = 0
 if ARGV[3] == 'commit' then
   local rows = redis.call('LRANGE', KEYS[3], 0, -1)
@@ -68,6 +76,7 @@ if ARGV[3] == 'commit' then
   end
   n = #rows
 end
+if ARGV[3] == 'abandon' then redis.call('SADD', KEYS[5], ARGV[2]) end
 redis.call('DEL', KEYS[3])
 redis.call('SREM', KEYS[2], ARGV[2])
 return n
@@ -300,11 +309,20 @@ class RedisStreamSink(TwoPhaseCommitSink):
                   [self.generation, checkpoint_id, *rows],
                   f"staging {self.transaction_name(checkpoint_id)}")
 
+    def _abandoned_key(self, owner: str) -> str:
+        """The set of transaction ids ``owner``'s recoveries discarded (a run:
+        :attr:`fence_owner`)."""
+        return f"jstorm:2pc:{owner}:{self.task_id}:abandoned"
+
     def _finish(self, checkpoint_id: int, verb: str) -> None:
-        self._run("finish", [self._fence_key(), self._key("staged"),
-                             self._key(f"txn:{checkpoint_id}"), self.stream],
-                  [self.generation, checkpoint_id, verb, self.maxlen or ""],
-                  f"{verb}ing {self.transaction_name(checkpoint_id)}")
+        done = self._run("finish", [self._fence_key(), self._key("staged"),
+                                    self._key(f"txn:{checkpoint_id}"), self.stream,
+                                    self._abandoned_key(self.fence_owner),
+                                    self._abandoned_key(self.abandoned_owner(checkpoint_id))],
+                         [self.generation, checkpoint_id, verb, self.maxlen or ""],
+                         f"{verb}ing {self.transaction_name(checkpoint_id)}")
+        if done == -2:
+            raise self.abandoned_error(checkpoint_id, f"stream {self.stream!r} at {self.url}")
 
     def commit_transaction(self, checkpoint_id: int) -> None:
         """Append staged ``n`` to the stream and forget it, atomically (no-op if not staged)."""
@@ -313,6 +331,10 @@ class RedisStreamSink(TwoPhaseCommitSink):
     def abort_transaction(self, checkpoint_id: int) -> None:
         """Forget staged ``n`` (no-op if not staged)."""
         self._finish(checkpoint_id, "abort")
+
+    def abandon_transaction(self, checkpoint_id: int) -> None:
+        """Forget staged ``n`` and add it to this run's ``abandoned`` set, atomically."""
+        self._finish(checkpoint_id, "abandon")
 
     def staged_transactions(self) -> list[int]:
         """Ids in this task's ``staged`` set."""
@@ -324,6 +346,16 @@ class RedisStreamSink(TwoPhaseCommitSink):
             raise SinkUnavailableError(f"RedisStreamSink cannot reach {self.url}: {exc}") \
                 from exc
         return sorted(int(m) for m in members)
+
+    def fence_installed(self) -> bool:
+        """Whether this run's ``fence`` key exists (a recovery of this run fenced)."""
+        import redis
+
+        try:
+            return bool(self.__dict__["_client"].exists(self._fence_key()))
+        except redis.RedisError as exc:
+            raise SinkUnavailableError(f"RedisStreamSink cannot reach {self.url}: {exc}") \
+                from exc
 
     def install_fence(self) -> None:
         """Set the task's fencing token to this generation (refused if a newer one holds it)."""

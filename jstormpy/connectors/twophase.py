@@ -11,6 +11,12 @@ storage steps a connector implements:
                             generation fenced this task
 ``commit_transaction``      make staged ``n`` visible; idempotent
 ``abort_transaction``       discard staged ``n`` (no-op if there is none)
+``abandon_transaction``     recovery's discard of staged ``n``: like ``abort_transaction``,
+                            and records ``n`` as discarded under this run
+                            (:attr:`~TwoPhaseCommitSink.fence_owner`); a ``commit`` of an
+                            id that is not staged then raises
+                            :meth:`~TwoPhaseCommitSink.abandoned_error` if the owning run's
+                            record holds it (:meth:`~TwoPhaseCommitSink.abandoned_owner`)
 ``staged_transactions``     the ids this task has staged and not yet committed
 ``install_fence``           record this instance's generation as the task's fencing token
                             (kept per run: :attr:`~TwoPhaseCommitSink.fence_owner`), so an
@@ -19,7 +25,19 @@ storage steps a connector implements:
 
 Recovery after restoring checkpoint ``c``: fence first, then commit every staged
 transaction ``<= c`` (the restored checkpoint covers its input: the replay will not produce
-it again) and abort every other one (the replay produces it again).
+it again) and discard every other one (the replay produces it again) with
+``abandon_transaction``. A run's first recovery (:meth:`~TwoPhaseCommitSink.fence_installed`
+is False) resolves what earlier runs left staged before it fences, discarding with
+``abort_transaction``: staged names carry no run, and those are not this run's to record.
+
+Why the record of abandoned transactions: a recovery that falls back *past* a completed
+checkpoint (a lost shared file, docs/checkpointing.md) discards transactions that
+checkpoint decided, and a savepoint taken from it still lists them as pending. A run
+restored from that savepoint into the same output commits them; the external system no
+longer holds them, exactly as when the earlier run committed them normally. Without the
+record the two cannot be told apart and the rows would be silently missing from the
+restored run's output; with it, the commit raises a :class:`~jstormpy.api.errors.SinkError`
+saying what to do (issue 23, simulator seed 1032215).
 
 An unreachable system raises :class:`~jstormpy.api.errors.SinkUnavailableError` from
 ``stage_transaction``/``commit_transaction``: the engine then gives the checkpoint up and
@@ -81,6 +99,13 @@ class TwoPhaseCommitSink(Sink):
         """Discard staged transaction ``checkpoint_id``; no-op if it is not staged."""
         raise NotImplementedError(f"{type(self).__name__} must implement abort_transaction")
 
+    def abandon_transaction(self, checkpoint_id: int) -> None:
+        """Discard staged ``checkpoint_id`` in a recovery and record it as discarded under
+        :attr:`fence_owner` (default: :meth:`abort_transaction`, no record). Record first,
+        then discard (or both at once): a crash in between must never leave the rows
+        gone without the record."""
+        self.abort_transaction(checkpoint_id)
+
     def staged_transactions(self) -> list[int]:
         """Ids this task has staged and not committed (left by any process or generation)."""
         raise NotImplementedError(f"{type(self).__name__} must implement staged_transactions")
@@ -88,6 +113,14 @@ class TwoPhaseCommitSink(Sink):
     def install_fence(self) -> None:
         """Make :attr:`generation` this task's fencing token (older ones are refused)."""
         raise NotImplementedError(f"{type(self).__name__} must implement install_fence")
+
+    def fence_installed(self) -> bool:
+        """Whether this run (:attr:`fence_owner`) already holds a fencing token for the task:
+        a recovery of this run got as far as fencing, so what is staged now is this run's.
+        Before that (the run's first recovery), staged transactions are leftovers of
+        earlier runs, whose names carry no run: they are discarded without a record, which
+        would be this run's. Default: True."""
+        return True
 
     # -- identity ------------------------------------------------------------------------
     @property
@@ -113,6 +146,38 @@ class TwoPhaseCommitSink(Sink):
         name without a run identity."""
         run = self._ctx().run
         return f"{self.topology}@{run.job_id}" if run is not None else self.topology
+
+    def abandoned_owner(self, checkpoint_id: int) -> str:
+        """Whose record of abandoned transactions tells whether ``checkpoint_id`` was
+        discarded: in a run restored from a savepoint, ids up to the savepoint's checkpoint
+        (``run.restored_through``) are the earlier run's (``run.restored_from``); every
+        other id is this run's (:attr:`fence_owner`)."""
+        run = self._ctx().run
+        if run is not None and run.restored_through and checkpoint_id <= run.restored_through:
+            return (f"{self.topology}@{run.restored_from}" if run.restored_from
+                    else self.topology)
+        return self.fence_owner
+
+    def abandoned_error(self, checkpoint_id: int, where: str) -> SinkError:
+        """The error of committing transaction ``checkpoint_id`` that a recovery discarded
+        (its rows are gone from ``where``): the restored state counts its input as
+        published, so going on would silently lose the rows."""
+        run = self._ctx().run
+        sink = f"{type(self).__name__} task {self.task_id}"
+        if run is not None and run.restored_through and checkpoint_id <= run.restored_through:
+            return SinkError(
+                f"{sink}: the savepoint of checkpoint {run.restored_through} lists "
+                f"transaction {checkpoint_id} as pending, but the run it was taken from "
+                f"({run.restored_from or 'a run of an older version'}) discarded it in a recovery "
+                f"that fell back past checkpoint {checkpoint_id}, so its rows are not in "
+                f"{where}; restoring would silently lose them. Restore the savepoint into "
+                f"fresh output (a new table or stream), or restore an older savepoint (of a "
+                f"checkpoint below {checkpoint_id})")
+        return SinkError(
+            f"{sink}: the restored checkpoint lists transaction {checkpoint_id} as pending, "
+            f"but a recovery of this run discarded it, so its rows are not in {where}; "
+            f"going on would silently lose them. Restore a savepoint into fresh output, or "
+            f"restore an older savepoint (of a checkpoint below {checkpoint_id})")
 
     def _ctx(self) -> TopologyContext:
         ctx = self.__dict__.get("_jstorm_2pc_ctx")
@@ -165,11 +230,23 @@ class TwoPhaseCommitSink(Sink):
         self.abort_transaction(checkpoint_id)
 
     def recover(self, completed_id: int | None) -> None:
-        """Fence older generations, then commit staged ``<= completed_id``, abort the rest."""
+        """Fence older generations, then commit staged ``<= completed_id``, discard the rest
+        (:meth:`abandon_transaction` once this run holds the fence; at its first recovery
+        the leftovers of earlier runs are discarded first, with :meth:`abort_transaction`)."""
+        own = self.fence_installed()
+        if not own:
+            self.resolve_staged(completed_id, own)
         self.install_fence()
+        self.resolve_staged(completed_id, own)
+
+    def resolve_staged(self, completed_id: int | None, own: bool) -> None:
+        """Commit every staged transaction ``<= completed_id``; discard the others,
+        recording them (:meth:`abandon_transaction`) if they are this run's (``own``)."""
         for cid in sorted(self.staged_transactions()):
             if completed_id is not None and cid <= completed_id:
                 self.commit_transaction(cid)
+            elif own:
+                self.abandon_transaction(cid)
             else:
                 self.abort_transaction(cid)
 

@@ -8,7 +8,11 @@ import psycopg
 import pytest
 
 from jstormpy.connectors import PostgresSink
-from tests.connectors.contract import SinkContract
+from tests.connectors.contract import (
+    SinkContract,
+    check_savepoint_restore_of_a_committed_transaction,
+    check_savepoint_restore_of_a_transaction_its_run_abandoned,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -146,3 +150,16 @@ def test_upsert_keeps_the_last_row_of_each_key_across_checkpoints(pg_dsn: str) -
         assert harness.table() == {**{k: (last, last * 7 % 13) for k in "abc"},
                                    "d": (start + 2, (start + 2) * 7 % 13)}
     d.close()
+
+
+def test_a_savepoint_restore_refuses_a_transaction_its_run_abandoned_in_a_fallback(
+        pg_dsn: str) -> None:
+    """Issue 23, simulator seed 1032215: transaction 2's rows were deleted by the first
+    run's fallback past checkpoint 2; restoring the savepoint of 2 refuses (before: commit
+    found nothing staged and went on, the rows silently lost)."""
+    check_savepoint_restore_of_a_transaction_its_run_abandoned(PgHarness(pg_dsn))
+
+
+def test_a_savepoint_restore_recommits_a_committed_transaction_as_a_no_op(
+        pg_dsn: str) -> None:
+    check_savepoint_restore_of_a_committed_transaction(PgHarness(pg_dsn))

@@ -105,6 +105,12 @@ def _hole10() -> contextlib.AbstractContextManager[Any]:
                      lambda self, name, ttl_ms, groups=None: _LiveState(self, name, ttl_ms)))
 
 
+def _hole11() -> contextlib.AbstractContextManager[Any]:
+    # issue 23, seed 1032215 in PostgreSQL/Redis: a commit that finds nothing staged is
+    # "committed already", even for a transaction a recovery discarded
+    return _patches((outputs.SimOutput, "check_not_abandoned", lambda self, *args: None))
+
+
 HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]]] = {
     1: ("a failed checkpoint listing read as 'no checkpoints'", _hole1),
     2: ("sinks recover to the id floor, not the restored checkpoint", _hole2),
@@ -117,6 +123,7 @@ HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]
     9: ("a RocksDB restore restamps its TTL entries (issue 25)", _hole9),
     10: ("a RocksDB snapshot reads the live database, not the barrier's (issue 25)",
          _hole10),
+    11: ("a discarded PostgreSQL/Redis transaction committed as a no-op", _hole11),
 }
 
 HOLE_FAULTS: dict[int, tuple[Fault, ...]] = {
@@ -124,6 +131,7 @@ HOLE_FAULTS: dict[int, tuple[Fault, ...]] = {
     8: (Fault.LEADER_DEPOSED, Fault.WORKER_CRASH, Fault.MESSAGE_LOSS, Fault.MESSAGE_DELAY),
     9: (Fault.ROCKSDB_TTL, Fault.WORKER_CRASH, Fault.TM_CRASH),
     10: (Fault.ROCKSDB_TTL, Fault.WORKER_CRASH, Fault.TM_CRASH, Fault.SLOW_STORAGE),
+    11: (Fault.SAVEPOINT_INTO_USED, Fault.SHARED_FILE_LOSS, Fault.WORKER_CRASH),
 }
 """The fault kinds a hole's hunt draws from, where not every kind: hole 7 needs a failed
 write of ``meta/`` and then a TM crash before any other write of it succeeds; among every
@@ -132,7 +140,9 @@ one seed in 20,000. Hole 8 needs a deposed leader and then a recovery of the new
 worker lost) after the late commit point landed and before the new leader's own
 checkpoints passed it. Holes 9 and 10 need the counter on RocksDB (drawn from every
 kind, a seed keeps ``rocksdb_ttl`` one time in four) and a restore; hole 10 an upload that
-starts late, which slow storage makes likelier."""
+starts late, which slow storage makes likelier. Hole 11 needs a savepoint restore into used output, the first run's
+fallback past the savepoint's checkpoint (a lost shared file) and a sink task that had not
+committed that checkpoint (a worker crash), with the ``staged`` sink."""
 
 
 @contextlib.contextmanager

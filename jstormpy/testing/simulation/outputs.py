@@ -1,8 +1,8 @@
 """Simulated external systems of two-phase-commit sinks.
 
-Two kinds, after the two ways the real connectors make a commit idempotent:
+Three kinds, after the ways the real connectors make a commit idempotent:
 
-* ``"log"`` (KafkaSink, RedisStreamSink): a commit appends the transaction's rows and a
+* ``"log"`` (KafkaSink): a commit appends the transaction's rows and a
   commit-log entry under the task's key :func:`~jstormpy.connectors.kafka.commit_log_key`
   (one per run: :mod:`jstormpy.run_identity`). A transaction re-committed by a new
   process from its snapshot is skipped if the log holds its id (the id itself: after a
@@ -11,6 +11,14 @@ Two kinds, after the two ways the real connectors make a commit idempotent:
 * ``"files"`` (FileSink): a commit renames the staged part file ``part-{txn}-{task}``; a
   name already taken counts as already committed. A fresh run refuses a directory with
   committed parts, and a savepoint restore refuses one with parts above the savepoint.
+* ``"staged"`` (PostgresSink, RedisStreamSink: :class:`~jstormpy.connectors.twophase.
+  TwoPhaseCommitSink`): the staged rows live in the external system (an empty transaction
+  stages nothing); a commit publishes them if they are still staged, and is a no-op if
+  not (committed already). A recovery's discard of a staged transaction records its id
+  under the run (``abandon_transaction``); a commit that finds nothing staged but the id
+  in the owning run's record (for a savepoint restore's ids, the earlier run's) raises a
+  ``SinkError`` and sets :attr:`SimOutput.refused`: the run ends in that named error
+  state, as the real one does once its restart strategy gives up.
 
 The rows record which run and transaction wrote them, so the checker can tell runs apart.
 """
@@ -50,6 +58,10 @@ class SimOutput:
     staged: dict[tuple[str, int, int], list[Row]] = field(default_factory=dict)
     commit_log: dict[str, set[int]] = field(default_factory=dict)
     parts: set[tuple[int, int]] = field(default_factory=set)
+    abandoned: dict[tuple[str, int], set[int]] = field(default_factory=dict)
+    """``"staged"``: per (run job id, task), the transactions its recoveries discarded."""
+    refused: str | None = None
+    """``"staged"``: why a commit was refused (a transaction a recovery discarded)."""
     down: bool = False
 
     def check_fresh_run(self) -> None:
@@ -66,6 +78,8 @@ class SimOutput:
 
     def stage(self, run: RunIdentity, task: int, txn: int, rows: list[Row]) -> None:
         self._up()
+        if self.kind == "staged" and not rows:
+            return  # an empty transaction stages nothing (PostgreSQL, Redis)
         self.staged[(run.job_id, task, txn)] = list(rows)
 
     def commit(self, run: RunIdentity, task: int, txn: int, rows: list[Row],
@@ -73,6 +87,14 @@ class SimOutput:
         """Make transaction ``txn`` of ``task`` visible (idempotent). ``earlier``: the run
         a savepoint came from and its checkpoint id (ids up to it are that run's)."""
         self._up()
+        if self.kind == "staged":
+            owner = earlier[0] if earlier is not None and txn <= earlier[1] else run
+            staged = self.staged.pop((owner.job_id, task, txn), None)
+            if staged is None:
+                self.check_not_abandoned(owner, task, txn)
+                return  # committed already (or empty)
+            self.rows.extend(staged)
+            return
         self.staged.pop((run.job_id, task, txn), None)
         if self.kind == "log":
             owner = earlier[0] if earlier is not None and txn <= earlier[1] else run
@@ -96,7 +118,17 @@ class SimOutput:
             if restored is not None and k[2] <= restored:
                 self.commit(run, task, k[2], self.staged[k])
             else:
+                if self.kind == "staged":  # abandon_transaction: record, then discard
+                    self.abandoned.setdefault((run.job_id, task), set()).add(k[2])
                 del self.staged[k]
+
+    def check_not_abandoned(self, owner: RunIdentity, task: int, txn: int) -> None:
+        """``"staged"``: refuse a commit of a transaction ``owner``'s recovery discarded
+        (``TwoPhaseCommitSink.abandoned_error``): its rows are gone."""
+        if txn in self.abandoned.get((owner.job_id, task), ()):
+            self.refused = (f"sink task {task}: transaction {txn} is pending in the restored "
+                            f"checkpoint, but run {owner.job_id} discarded it in a recovery")
+            raise SinkError(self.refused)
 
     def _up(self) -> None:
         if self.down:
