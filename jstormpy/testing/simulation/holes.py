@@ -140,9 +140,10 @@ one seed in 20,000. Hole 8 needs a deposed leader and then a recovery of the new
 worker lost) after the late commit point landed and before the new leader's own
 checkpoints passed it. Holes 9 and 10 need the counter on RocksDB (drawn from every
 kind, a seed keeps ``rocksdb_ttl`` one time in four) and a restore; hole 10 an upload that
-starts late, which slow storage makes likelier. Hole 11 needs a savepoint restore into used output, the first run's
-fallback past the savepoint's checkpoint (a lost shared file) and a sink task that had not
-committed that checkpoint (a worker crash), with the ``staged`` sink."""
+starts late, which slow storage makes likelier. Hole 11 needs a savepoint restore into
+used output, the first run's fallback past the savepoint's checkpoint (a lost shared
+file) and a sink task that had not committed that checkpoint (a worker crash), with the
+``staged`` sink."""
 
 
 @contextlib.contextmanager
