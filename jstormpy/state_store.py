@@ -985,9 +985,11 @@ class FrozenStore:
 
     def release(self) -> None:
         """Close the checkpoint and delete its directory (writes sealed at its barrier and
-        not applied yet are written to RocksDB, without a checkpoint)."""
+        not applied yet are written to RocksDB, without a checkpoint; not once the store is
+        closed: its task is gone, and the next one restores from a checkpoint)."""
         sealed = self.sealed
-        if sealed is not None and self.source is not None and not sealed.done.is_set():
+        if (sealed is not None and self.source is not None and not sealed.done.is_set()
+                and not self.source.closed):
             try:
                 self.source.apply(sealed, None)
             except Exception as exc:  # the writes stay sealed for the task thread
