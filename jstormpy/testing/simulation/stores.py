@@ -95,6 +95,13 @@ class CounterStores:
         if not rocks:
             return None
         view = capture({"states": rocks})
+        if view.frozen is not None:
+            # the Snapshotter thread's first step (the barrier's sealed writes into the
+            # database, then the native checkpoint), done now: this process has no thread
+            # to do it, and the task thread's next flush would wait for it. What the task
+            # writes after the barrier stays in its write caches until then either way, so
+            # the checkpoint is the same cut; the upload still reads it later
+            view.frozen.materialise()
         self.frozen.append(view)
         return Frozen(frozenset(rocks), view)
 
