@@ -209,80 +209,6 @@ def check_recovery_below_the_id_floor(harness: SinkHarness) -> None:
     d2.close()
 
 
-def check_savepoint_restore_of_a_transaction_its_run_abandoned(harness: SinkHarness) -> None:
-    """Issue 23, simulator seed 1032215, for sinks that stage in the external system.
-
-    The first run completes checkpoint 2 (a savepoint is taken from it), but the sink task
-    had not committed transaction 2 when a lost shared file made the run fall back past 2 to
-    checkpoint 1: the recovery discards staged 2 (rows deleted) and the replay re-emits that
-    span under new ids; here the run stops partway through it. A second run restores the
-    savepoint into the same output: its state continues after checkpoint 2, so transaction
-    2's rows belong in the output, but they are gone. The restore must refuse with an error
-    naming the savepoint's checkpoint, never publish nothing and go on (a silent loss)."""
-    earlier = RunIdentity("earlier", 1)
-    d = SinkDriver(harness, run=earlier)
-    d.write(rows_for("a", range(4)))
-    one = d.barrier()
-    d.complete(one)
-    d.write(rows_for("a", range(4, 8)))
-    two = d.barrier()  # checkpoint 2 completes, the savepoint is taken from it
-    d.close()  # the task dies before commit(2)
-    # the fallback past 2 to 1: ids go on above the ones handed out (the reservation)
-    f = SinkDriver(harness, generation=2, restored=one, pending=None, snapshots=d.snapshots,
-                   floor=100, run=earlier)
-    assert harness.staged() == [], "the fallback to checkpoint 1 kept staged transaction 2"
-    f.write(rows_for("a", range(4, 6)))  # part of the replay, then the first run stops
-    f.complete(f.barrier())
-    f.close()
-    before = triples(harness.committed())
-    assert before == rows_for("a", range(6))
-    restored = RunIdentity.from_savepoint(earlier, two).taken_over()
-    with pytest.raises(SinkError, match=rf"savepoint.*checkpoint {two}") as err:
-        SinkDriver(harness, restored=two, pending=None, snapshots=d.snapshots, floor=two,
-                   run=restored)
-    assert "fresh output" in str(err.value) and "older savepoint" in str(err.value), (
-        f"the error does not say what to do: {err.value}")
-    assert triples(harness.committed()) == before, "the refused restore changed the output"
-
-
-def check_savepoint_restore_of_a_committed_transaction(harness: SinkHarness) -> None:
-    """The counterpart: the run that took the savepoint committed transaction 2 normally
-    (and discarded a later one in a recovery); restoring the savepoint of checkpoint 2
-    re-commits 2 as a no-op, publishes nothing twice, and the restored run goes on. An
-    older run of the same topology, killed with transaction 2 staged, left it behind: the
-    next run's first recovery discards it, but as that older run's, not its own (the
-    names carry no run) -- it must not make the restore refuse."""
-    killed = SinkDriver(harness, run=RunIdentity("killed", 1))
-    killed.write([("z", 0, 0)])
-    killed.complete(killed.barrier())
-    killed.write([("z", 1, 7)])
-    killed.barrier()  # staged 2, then the run is killed and never recovers
-    killed.close()
-    prefix = [("z", 0, 0)]
-    earlier = RunIdentity("earlier", 1)
-    d = SinkDriver(harness, run=earlier)  # a fresh run: discards the killed run's 2
-    assert harness.staged() == []
-    d.write(rows_for("a", range(4)))
-    one = d.barrier()
-    d.complete(one)
-    d.write(rows_for("a", range(4, 8)))
-    two = d.barrier()
-    d.complete(two)
-    d.write(rows_for("a", range(8, 10)))
-    d.barrier()  # staged 3, never completed
-    d.close()
-    f = SinkDriver(harness, generation=2, restored=two, pending=None, snapshots=d.snapshots,
-                   floor=3, run=earlier)  # discards 3
-    f.close()
-    restored = RunIdentity.from_savepoint(earlier, two).taken_over()
-    r = SinkDriver(harness, restored=two, pending=[two], snapshots=d.snapshots, floor=two,
-                   run=restored)
-    r.write(rows_for("a", range(8, 10)))
-    r.complete(r.barrier())
-    r.close()
-    assert triples(harness.committed()) == prefix + rows_for("a", range(10))
-
-
 class SinkContract:
     """Two-phase-commit sink contract. Subclasses provide the ``harness`` fixture."""
 
@@ -419,6 +345,87 @@ class SinkContract:
             "b", range(2))
         t1.close()
         t2.close()
+
+
+class StagedSinkContract(SinkContract):
+    """The contract of sinks whose staged transactions live in the external system
+    (:class:`~jstormpy.connectors.twophase.TwoPhaseCommitSink`: PostgreSQL, Redis Streams):
+    what a savepoint restore into their used output does (issue 23, seed 1032215)."""
+
+    def test_a_savepoint_restore_refuses_a_transaction_its_run_abandoned_in_a_fallback(
+            self, harness: SinkHarness) -> None:
+        """Issue 23, simulator seed 1032215, for sinks that stage in the external system.
+
+        The first run completes checkpoint 2 (a savepoint is taken from it), but the sink task
+        had not committed transaction 2 when a lost shared file made the run fall back past 2 to
+        checkpoint 1: the recovery discards staged 2 (rows deleted) and the replay re-emits that
+        span under new ids; here the run stops partway through it. A second run restores the
+        savepoint into the same output: its state continues after checkpoint 2, so transaction
+        2's rows belong in the output, but they are gone. The restore must refuse with an error
+        naming the savepoint's checkpoint, never publish nothing and go on (a silent loss)."""
+        earlier = RunIdentity("earlier", 1)
+        d = SinkDriver(harness, run=earlier)
+        d.write(rows_for("a", range(4)))
+        one = d.barrier()
+        d.complete(one)
+        d.write(rows_for("a", range(4, 8)))
+        two = d.barrier()  # checkpoint 2 completes, the savepoint is taken from it
+        d.close()  # the task dies before commit(2)
+        # the fallback past 2 to 1: ids go on above the ones handed out (the reservation)
+        f = SinkDriver(harness, generation=2, restored=one, pending=None, snapshots=d.snapshots,
+                       floor=100, run=earlier)
+        assert harness.staged() == [], "the fallback to checkpoint 1 kept staged transaction 2"
+        f.write(rows_for("a", range(4, 6)))  # part of the replay, then the first run stops
+        f.complete(f.barrier())
+        f.close()
+        before = triples(harness.committed())
+        assert before == rows_for("a", range(6))
+        restored = RunIdentity.from_savepoint(earlier, two).taken_over()
+        with pytest.raises(SinkError, match=rf"savepoint.*checkpoint {two}") as err:
+            SinkDriver(harness, restored=two, pending=None, snapshots=d.snapshots, floor=two,
+                       run=restored)
+        assert "fresh output" in str(err.value) and "older savepoint" in str(err.value), (
+            f"the error does not say what to do: {err.value}")
+        assert triples(harness.committed()) == before, "the refused restore changed the output"
+
+
+    def test_a_savepoint_restore_recommits_a_committed_transaction_as_a_no_op(
+            self, harness: SinkHarness) -> None:
+        """The counterpart: the run that took the savepoint committed transaction 2 normally
+        (and discarded a later one in a recovery); restoring the savepoint of checkpoint 2
+        re-commits 2 as a no-op, publishes nothing twice, and the restored run goes on. An
+        older run of the same topology, killed with transaction 2 staged, left it behind: the
+        next run's first recovery discards it, but as that older run's, not its own (the
+        names carry no run) -- it must not make the restore refuse."""
+        killed = SinkDriver(harness, run=RunIdentity("killed", 1))
+        killed.write([("z", 0, 0)])
+        killed.complete(killed.barrier())
+        killed.write([("z", 1, 7)])
+        killed.barrier()  # staged 2, then the run is killed and never recovers
+        killed.close()
+        prefix = [("z", 0, 0)]
+        earlier = RunIdentity("earlier", 1)
+        d = SinkDriver(harness, run=earlier)  # a fresh run: discards the killed run's 2
+        assert harness.staged() == []
+        d.write(rows_for("a", range(4)))
+        one = d.barrier()
+        d.complete(one)
+        d.write(rows_for("a", range(4, 8)))
+        two = d.barrier()
+        d.complete(two)
+        d.write(rows_for("a", range(8, 10)))
+        d.barrier()  # staged 3, never completed
+        d.close()
+        f = SinkDriver(harness, generation=2, restored=two, pending=None, snapshots=d.snapshots,
+                       floor=3, run=earlier)  # discards 3
+        f.close()
+        restored = RunIdentity.from_savepoint(earlier, two).taken_over()
+        r = SinkDriver(harness, restored=two, pending=[two], snapshots=d.snapshots, floor=two,
+                       run=restored)
+        r.write(rows_for("a", range(8, 10)))
+        r.complete(r.barrier())
+        r.close()
+        assert triples(harness.committed()) == prefix + rows_for("a", range(10))
 
 
 # ------------------------------------------------------------------------------ sources

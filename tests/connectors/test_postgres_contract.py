@@ -9,9 +9,7 @@ import pytest
 
 from jstormpy.connectors import PostgresSink
 from tests.connectors.contract import (
-    SinkContract,
-    check_savepoint_restore_of_a_committed_transaction,
-    check_savepoint_restore_of_a_transaction_its_run_abandoned,
+    StagedSinkContract,
 )
 
 pytestmark = pytest.mark.slow
@@ -41,7 +39,7 @@ class PgHarness:
                 "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"))
 
 
-class TestPostgresSinkContract(SinkContract):
+class TestPostgresSinkContract(StagedSinkContract):
     @pytest.fixture
     def harness(self, pg_dsn: str) -> PgHarness:
         return PgHarness(pg_dsn)
@@ -151,15 +149,3 @@ def test_upsert_keeps_the_last_row_of_each_key_across_checkpoints(pg_dsn: str) -
                                    "d": (start + 2, (start + 2) * 7 % 13)}
     d.close()
 
-
-def test_a_savepoint_restore_refuses_a_transaction_its_run_abandoned_in_a_fallback(
-        pg_dsn: str) -> None:
-    """Issue 23, simulator seed 1032215: transaction 2's rows were deleted by the first
-    run's fallback past checkpoint 2; restoring the savepoint of 2 refuses (before: commit
-    found nothing staged and went on, the rows silently lost)."""
-    check_savepoint_restore_of_a_transaction_its_run_abandoned(PgHarness(pg_dsn))
-
-
-def test_a_savepoint_restore_recommits_a_committed_transaction_as_a_no_op(
-        pg_dsn: str) -> None:
-    check_savepoint_restore_of_a_committed_transaction(PgHarness(pg_dsn))

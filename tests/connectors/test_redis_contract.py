@@ -12,10 +12,8 @@ from jstormpy.connectors import RedisStreamSink, RedisStreamSpout
 from jstormpy.testing.servers.redis_server import RedisServer, read_json_stream
 from tests.connectors.contract import (
     TOPOLOGY,
-    SinkContract,
     SourceContract,
-    check_savepoint_restore_of_a_committed_transaction,
-    check_savepoint_restore_of_a_transaction_its_run_abandoned,
+    StagedSinkContract,
 )
 
 pytestmark = pytest.mark.slow
@@ -74,20 +72,8 @@ class TestRedisStreamSpoutContract(SourceContract):
         return RedisSourceHarness(redis_server)
 
 
-class TestRedisStreamSinkContract(SinkContract):
+class TestRedisStreamSinkContract(StagedSinkContract):
     @pytest.fixture
     def harness(self, redis_server: RedisServer) -> RedisSinkHarness:
         return RedisSinkHarness(redis_server)
 
-
-def test_a_savepoint_restore_refuses_a_transaction_its_run_abandoned_in_a_fallback(
-        redis_server: RedisServer) -> None:
-    """Issue 23, simulator seed 1032215: transaction 2's rows were deleted by the first
-    run's fallback past checkpoint 2; restoring the savepoint of 2 refuses (before: commit
-    found nothing staged and went on, the rows silently lost)."""
-    check_savepoint_restore_of_a_transaction_its_run_abandoned(RedisSinkHarness(redis_server))
-
-
-def test_a_savepoint_restore_recommits_a_committed_transaction_as_a_no_op(
-        redis_server: RedisServer) -> None:
-    check_savepoint_restore_of_a_committed_transaction(RedisSinkHarness(redis_server))

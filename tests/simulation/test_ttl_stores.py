@@ -13,16 +13,10 @@ from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault, FaultPlan
 from jstormpy.testing.simulation.scenario import run_seed, run_seeds
 from jstormpy.testing.simulation.stores import CounterStores
 from jstormpy.testing.simulation.world import World
+from tests.manual_clock import Clock
 
 ROCKS = (Fault.ROCKSDB_TTL, Fault.WORKER_CRASH, Fault.TM_CRASH)
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _leftovers() -> set[str]:

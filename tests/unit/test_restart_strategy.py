@@ -8,14 +8,7 @@ from jstormpy import Config
 from jstormpy.api.errors import ConfigError
 from jstormpy.api.restart import RestartKind, RestartStrategy
 from jstormpy.master.restart import ErrorSignature, RestartTracker
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.manual_clock import Clock
 
 
 def tracker(strategy: RestartStrategy, max_restarts: int = 100) -> tuple[RestartTracker, Clock]:

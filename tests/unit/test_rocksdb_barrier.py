@@ -14,16 +14,10 @@ import pytest
 import jstormpy.state_store as ss
 from jstormpy.api.errors import CheckpointError
 from jstormpy.state_store import RocksDBStore, SealState, Stamped
+from tests.manual_clock import Clock
 
 MAX_P = 128
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def checkpointed(frozen: Any, name: str, ttl_ms: int | None = None) -> dict[Any, Any]:
@@ -33,7 +27,7 @@ def checkpointed(frozen: Any, name: str, ttl_ms: int | None = None) -> dict[Any,
 def test_writes_after_the_barrier_stay_out_of_its_checkpoint(tmp_path: Path,
                                                              monkeypatch: Any) -> None:
     monkeypatch.setattr(ss, "WRITE_CACHE_ENTRIES", 100)
-    clock = Clock()
+    clock = Clock(1_000_000.0)
     st = RocksDBStore(tmp_path / "task-1", MAX_P, clock=clock)
     d: Any = st.open("s", None, None)
     ttl: Any = st.open("t", 1000, None)

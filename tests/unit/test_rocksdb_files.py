@@ -20,21 +20,15 @@ from jstormpy.state_backends.changelog import load_task_snapshot
 from jstormpy.state_backends.rocksdb_files import download_checkpoint, materialise
 from jstormpy.state_backends.shared_files import SHARED_PREFIX, encode_refs
 from jstormpy.state_store import RocksDBStore, RocksState, Stamped
+from tests.manual_clock import Clock
 
 MAX_P = 128
 N = 40_000
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
 
 def native_store(path: Path, clock: Clock | None = None) -> RocksDBStore:
-    store = RocksDBStore(path, MAX_P, clock or Clock())
+    store = RocksDBStore(path, MAX_P, clock or Clock(1_000_000.0))
     store.native_checkpoints = True
     store.key_groups = range(0, MAX_P)
     return store
@@ -111,7 +105,7 @@ def test_second_checkpoint_uploads_only_new_sst_files(tmp_path: Path, backend: A
 
 def test_ttl_entries_expired_at_the_barrier_are_not_materialised(tmp_path: Path,
                                                                  backend: Any) -> None:
-    clock = Clock()
+    clock = Clock(1_000_000.0)
     store = native_store(tmp_path / "db", clock)
     sessions = store.open("sessions", 1000, None)
     sessions["old"] = 1

@@ -22,16 +22,10 @@ from jstormpy.state_store import (
     encode_stamped,
     open_store,
 )
+from tests.manual_clock import Clock
 
 MAX_P = 128
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(params=["memory", "rocksdb"])
@@ -165,7 +159,7 @@ def test_component_state_uses_the_installed_store(tmp_path: Any) -> None:
 
 @pytest.mark.parametrize("kind", ["memory", "rocksdb"])
 def test_ttl_entries_expire_at_once_and_are_swept(kind: str, tmp_path: Any) -> None:
-    clock = Clock()
+    clock = Clock(1_000_000.0)
     st = MemoryStore(clock=clock) if kind == "memory" else \
         RocksDBStore(tmp_path / "t", MAX_P, clock=clock)
     d: Any = st.open("s", 1000, None)
@@ -191,7 +185,7 @@ def test_ttl_entries_expire_at_once_and_are_swept(kind: str, tmp_path: Any) -> N
 @pytest.mark.parametrize("src,dst", [("memory", "rocksdb"), ("rocksdb", "memory"),
                                      ("rocksdb", "rocksdb"), ("memory", "memory")])
 def test_ttl_survives_a_restore_without_resurrection(src: str, dst: str, tmp_path: Any) -> None:
-    clock = Clock()
+    clock = Clock(1_000_000.0)
 
     def make(kind: str, name: str) -> Any:
         return MemoryStore(clock=clock) if kind == "memory" else \
@@ -222,7 +216,7 @@ def test_ttl_state_through_a_task_snapshot_and_restore(incremental: bool) -> Non
     from jstormpy.runtime.snapshots import capture, serialise
     from jstormpy.runtime.task_wiring import restore_component
 
-    clock = Clock()
+    clock = Clock(1_000_000.0)
     conf = Config(incremental_checkpoints=incremental)
     bolt = Bolt()
     bolt.__dict__["_jstorm_state_store"] = MemoryStore(clock=clock)
@@ -251,7 +245,7 @@ def test_barrier_snapshot_of_rocksdb_state_is_a_native_checkpoint(tmp_path: Any)
     not reach the snapshot, which loads as the plain dicts; release deletes the copy."""
     from jstormpy.runtime.snapshots import capture, release, serialise
 
-    clock = Clock()
+    clock = Clock(1_000_000.0)
     st = RocksDBStore(tmp_path / "task-1", MAX_P, clock=clock)
     counts: Any = st.open("counts", None, None)
     ttl: Any = st.open("recent", 1000, None)
