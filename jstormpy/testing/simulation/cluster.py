@@ -286,7 +286,12 @@ class SimTask:
 
     # -- the sink's steps (executor._perform_sink_step) ------------------------------------------
     def perform(self, steps: list[SinkStep]) -> bool:
-        return self.txns.run(steps, self._perform_step)
+        try:
+            return self.txns.run(steps, self._perform_step)
+        except SinkError:
+            if self.sim.output.refused is None:
+                raise
+            return False  # a named error state: the run ends there (scenario._drive)
 
     def _perform_step(self, step: SinkStep) -> None:
         out = self.sim.output
