@@ -160,6 +160,24 @@ def test_ids_resume_above_the_restored_base_after_a_recovery() -> None:
     assert cid == 4 and actions == [SendTrigger(4, 2)]
 
 
+def test_ids_of_failed_checkpoints_are_never_handed_out_again() -> None:
+    """Simulator seed 570163: checkpoints 2-4 fail (their barriers staged a transaction
+    in every sink all the same); a recovery restoring 1 must go on above 4, or a sink
+    would stage a second transaction under an id it already staged and discarded."""
+    c = coordinator()
+    cid, _ = c.start(now=0.0, wall=0.0)
+    ack_all(c, cid, now=1.0)
+    c.commit_point_written(cid, running=True, now=1.0, wall=1.0)
+    for t in range(3):
+        failed, _ = c.start(now=2.0 + t, wall=2.0 + t)
+        c.task_failed(1, failed, 2, "write of snapshot failed (EIO)", now=2.5 + t)
+    assert failed == 4
+    c.new_generation(2)
+    c.resume_after(max(1, c.id_floor), now=9.0)  # as prepare_ids: restored 1
+    nxt, _ = c.start(now=10.0, wall=10.0)
+    assert nxt == 5, f"checkpoint id {nxt} handed out again after a recovery"
+
+
 def test_a_restored_checkpoint_is_never_bad_because_its_metadata_write_timed_out() -> None:
     """Issue 23, the simulator's seed 22619: checkpoint 1's _metadata write times out but
     lands late; a recovery begun before the timeout was reported lists 1 and restores it,
