@@ -310,7 +310,8 @@ class RocksState(MutableMapping[Any, Any]):
         marker."""
         entry = self.cache.get(key, _MISSING)
         if entry is _MISSING:
-            for sealed in reversed(tuple(self.store.sealed)):  # newest first
+            for sealed in reversed(self.store.sealed) if self.store.sealed else ():
+                # newest first
                 entry = sealed.writes.get(self.name, _NO_WRITES).get(key, _MISSING)
                 if entry is not _MISSING:
                     return _MISSING if entry is _DELETED else sealed_copy(entry)

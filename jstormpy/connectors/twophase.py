@@ -52,6 +52,7 @@ from typing import Any
 from jstormpy.api.component import TopologyContext, Tuple
 from jstormpy.api.errors import SinkError
 from jstormpy.barrier.twophase import Sink
+from jstormpy.run_identity import RunIdentity
 
 __all__ = ["TwoPhaseCommitSink", "transaction_name"]
 
@@ -147,24 +148,31 @@ class TwoPhaseCommitSink(Sink):
         run = self._ctx().run
         return f"{self.topology}@{run.job_id}" if run is not None else self.topology
 
+    def _restored_run(self, checkpoint_id: int) -> RunIdentity | None:
+        """This run's identity if ``checkpoint_id`` is a transaction of the run it was
+        restored from by a savepoint (ids up to ``run.restored_through``), else None."""
+        run = self._ctx().run
+        if run is not None and run.restored_through and checkpoint_id <= run.restored_through:
+            return run
+        return None
+
     def abandoned_owner(self, checkpoint_id: int) -> str:
         """Whose record of abandoned transactions tells whether ``checkpoint_id`` was
         discarded: in a run restored from a savepoint, ids up to the savepoint's checkpoint
         (``run.restored_through``) are the earlier run's (``run.restored_from``); every
         other id is this run's (:attr:`fence_owner`)."""
-        run = self._ctx().run
-        if run is not None and run.restored_through and checkpoint_id <= run.restored_through:
-            return (f"{self.topology}@{run.restored_from}" if run.restored_from
-                    else self.topology)
-        return self.fence_owner
+        run = self._restored_run(checkpoint_id)
+        if run is None:
+            return self.fence_owner
+        return f"{self.topology}@{run.restored_from}" if run.restored_from else self.topology
 
     def abandoned_error(self, checkpoint_id: int, where: str) -> SinkError:
         """The error of committing transaction ``checkpoint_id`` that a recovery discarded
         (its rows are gone from ``where``): the restored state counts its input as
         published, so going on would silently lose the rows."""
-        run = self._ctx().run
+        run = self._restored_run(checkpoint_id)
         sink = f"{type(self).__name__} task {self.task_id}"
-        if run is not None and run.restored_through and checkpoint_id <= run.restored_through:
+        if run is not None:
             return SinkError(
                 f"{sink}: the savepoint of checkpoint {run.restored_through} lists "
                 f"transaction {checkpoint_id} as pending, but the run it was taken from "

@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from jstormpy.api.errors import CheckpointError, CorruptSnapshotError, JStormError, SinkError
+from jstormpy.api.errors import CorruptSnapshotError, JStormError, SinkError
 from jstormpy.barrier.aligner import BarrierAligner
 from jstormpy.barrier.snapshots import AckSnapshot, DeclineSnapshot, TaskSnapshots
 from jstormpy.barrier.transactions import (
@@ -356,15 +356,8 @@ class SimTask:
         worker_alive = self.worker.alive_check()
 
         def upload() -> None:
-            if frozen is not None:
-                try:
-                    data["states"].update(frozen.read())
-                except CheckpointError as exc:
-                    # the task stopped before its Snapshotter took the job: closing the
-                    # database failed the barrier's sealed writes, so the upload fails
-                    self._report(self.snapshots.failed(ticket, str(exc)), finished)
-                    self._next_upload()
-                    return
+            if frozen is not None:  # applied and checkpointed at the barrier (stores.py)
+                data["states"].update(frozen.read())
             new_files: dict[str, Any] = {}
             files = self.files
             if capture is not None:  # IncrementalKeyedState.write: carry, segment, chain
