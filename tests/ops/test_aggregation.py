@@ -4,6 +4,8 @@ level (task → component → worker → topology), in the JSON API and in Prome
 from __future__ import annotations
 
 import random
+import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -298,7 +300,13 @@ def test_cpu_busy_is_cpu_seconds_per_second_between_heartbeats(monkeypatch):
     """A task's ``cpu_busy`` is the CPU time its thread used per second of wall time
     since its previous heartbeat; a component's is the sum (cores kept busy)."""
     clock = iter([100.0, 102.0, 102.0, 104.0])
-    monkeypatch.setattr("jstormpy.master.metrics.time.monotonic", lambda: next(clock))
+    real_monotonic, me = time.monotonic, threading.get_ident()
+
+    def monotonic() -> float:
+        # the patch reaches the time module itself, so every thread in the process: only
+        # this test's thread reads the scripted clock
+        return next(clock) if threading.get_ident() == me else real_monotonic()
+    monkeypatch.setattr("jstormpy.master.metrics.time.monotonic", monotonic)
     store = MetricsStore({1: "count", 2: "count"}, {1: 0, 2: 1})
     for tid, cpu in ((1, 10.0), (2, 3.0)):
         store.update(pb.TaskMetrics(task_id=tid, cpu_seconds=cpu))

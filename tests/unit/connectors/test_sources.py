@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -209,9 +210,14 @@ def test_sequencespout_rate_limit_throttles_without_long_sleeps(monkeypatch) -> 
 
     slept: list[float] = []
     real_sleep = time.sleep
+    me = threading.get_ident()
 
     def sleep(s: float) -> None:
-        slept.append(s)
+        # sources.time is the time module itself, so the patch reaches every thread in
+        # the process (a leftover daemon thread of an earlier test sleeps 1 s): count
+        # only the sleeps of the thread that drives the spout
+        if threading.get_ident() == me:
+            slept.append(s)
         real_sleep(s)
     monkeypatch.setattr(sources.time, "sleep", sleep)
     collector = launch(SequenceSpout(keys=2, per_key=1000, batch=100, rate_per_s=20))
