@@ -270,6 +270,12 @@ LOAD_BATCH = 10_000
 """Entries per write batch when a restore fills a fresh database."""
 
 
+def db_key(key: Any, max_parallelism: int) -> bytes:
+    """A state key's bytes in its column family: its key group (big-endian, so one group's
+    keys sort together and a rescale reads a range), then :func:`encode_key`."""
+    return _GROUP.pack(key_group(key, max_parallelism)) + encode_key(key)
+
+
 class RocksState(MutableMapping[Any, Any]):
     """One named state in a task's RocksDB: a column family, keys prefixed with their key
     group. ``ttl_ms``: entries older than it are invisible (and swept, at most once per
@@ -293,9 +299,6 @@ class RocksState(MutableMapping[Any, Any]):
         self.clock = store.clock
         self.next_sweep = 0.0
 
-    def _key(self, key: Any) -> bytes:
-        return _GROUP.pack(key_group(key, self.max_parallelism)) + encode_key(key)
-
     def _horizon(self) -> float:
         """Entries written at or before this are expired (-inf without a TTL)."""
         if self.ttl_ms is None:
@@ -315,7 +318,7 @@ class RocksState(MutableMapping[Any, Any]):
                 entry = sealed.writes.get(self.name, _NO_WRITES).get(key, _MISSING)
                 if entry is not _MISSING:
                     return _MISSING if entry is _DELETED else sealed_copy(entry)
-            raw = self.cf.get(self._key(key))
+            raw = self.cf.get(db_key(key, self.max_parallelism))
             return _MISSING if raw is None else decode_entry(raw)
         return _MISSING if entry is _DELETED else entry
 
@@ -678,7 +681,7 @@ class RocksDBStore:
         batch = self._batch(name)
         n = 0
         for key, value in entries.items():
-            k = _GROUP.pack(key_group(key, self.max_parallelism)) + encode_key(key)
+            k = db_key(key, self.max_parallelism)
             if value.__class__ is Stamped:
                 batch.put(k, encode_stamped(value.written_ms, value.value))
             else:

@@ -24,7 +24,6 @@ from jstormpy.api.errors import (
     CorruptSnapshotError,
     JStormError,
     SnapshotNotFoundError,
-    UnavailableError,
 )
 from jstormpy.api.topology import assign_tasks
 from jstormpy.faults import fault_point
@@ -46,7 +45,7 @@ from jstormpy.master.coordinator import (
 )
 from jstormpy.master.metrics import MetricsStore
 from jstormpy.master.rescale import RescaleController
-from jstormpy.master.restart import ErrorSignature, RestartTracker
+from jstormpy.master.restart import ErrorSignature, RestartTracker, unrestartable_reason
 from jstormpy.master.restore_plan import (
     LATEST,
     ListCompleted,
@@ -574,10 +573,10 @@ class MasterCore:
                              "message": msg.error, "traceback": "", "tuple": "",
                              "generation": self.generation, "worker": msg.worker_id}
                     self.errors.append(error)
-                    if msg.error.startswith(f"{UnavailableError.__name__}:"):
-                        self._fail(f"worker {msg.worker_id} could not open its tasks: an "
-                                   "external system did not answer in time; restarting "
-                                   "would only wait again", error)
+                    why = unrestartable_reason(msg.error)
+                    if why is not None:
+                        self._fail(f"worker {msg.worker_id} could not open its tasks: {why}",
+                                   error)
                         return
                     self.begin_recovery(f"worker {msg.worker_id} failed to prepare: {msg.error}")
                 return
@@ -625,9 +624,9 @@ class MasterCore:
             if msg.generation == self.generation and self.stateful \
                     and self.state == TopologyState.RUNNING \
                     and not self._worker_of_task_lost(msg):
-                if msg.message.startswith(f"{UnavailableError.__name__}:"):
-                    self._fail("an external system did not answer in time; restarting "
-                               "would only wait again", error)
+                why = unrestartable_reason(msg.message)
+                if why is not None:
+                    self._fail(why, error)
                     return
                 signature = ErrorSignature(msg.component, msg.message, msg.tuple_repr)
                 if msg.task_id >= 0 and msg.tuple_repr not in ("", "None") and \

@@ -11,7 +11,24 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from jstormpy.api.errors import RestoreRefusedError, UnavailableError
 from jstormpy.api.restart import RestartKind, RestartStrategy
+
+NOT_RESTARTABLE: dict[str, str] = {
+    UnavailableError.__name__: "an external system did not answer in time; restarting "
+                               "would only wait again",
+    RestoreRefusedError.__name__: "a sink refused the restored checkpoint; every restore "
+                                  "of it would refuse again",
+}
+"""Errors no restart can fix, by exception type name, with why: a task or a Prepare that
+fails with one of them fails the topology at once (the restart strategy is not asked)."""
+
+
+def unrestartable_reason(message: str) -> str | None:
+    """Why no restart can fix the error ``message`` (``"<ExceptionType>: ..."``, as workers
+    report them), or None."""
+    kind, sep, _ = message.partition(":")
+    return NOT_RESTARTABLE.get(kind) if sep else None
 
 
 @dataclass(frozen=True)

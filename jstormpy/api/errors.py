@@ -96,6 +96,13 @@ class FencedError(SinkError):
     longer stage or commit transactions."""
 
 
+class RestoreRefusedError(SinkError):
+    """A sink refuses the checkpoint being restored: committing what it lists as pending
+    would silently lose output (a savepoint restored into output from which the run that
+    took it discarded one of those transactions). Every restore of that checkpoint would
+    refuse again, so the topology fails at once with this message, which says what to do."""
+
+
 class UnsafePackageError(JStormError):
     """A code package is refused: an entry escapes the unpack directory, is a link, or the
     archive is too large or too compressed (the message names the entry)."""

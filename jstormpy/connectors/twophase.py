@@ -36,8 +36,10 @@ checkpoint decided, and a savepoint taken from it still lists them as pending. A
 restored from that savepoint into the same output commits them; the external system no
 longer holds them, exactly as when the earlier run committed them normally. Without the
 record the two cannot be told apart and the rows would be silently missing from the
-restored run's output; with it, the commit raises a :class:`~jstormpy.api.errors.SinkError`
-saying what to do (issue 23, simulator seed 1032215).
+restored run's output; with it, the commit raises a
+:class:`~jstormpy.api.errors.RestoreRefusedError` saying what to do, and the Topology Master
+fails the topology at once, since every restore of that checkpoint would refuse again
+(issue 23, simulator seed 1032215).
 
 An unreachable system raises :class:`~jstormpy.api.errors.SinkUnavailableError` from
 ``stage_transaction``/``commit_transaction``: the engine then gives the checkpoint up and
@@ -50,7 +52,7 @@ import re
 from typing import Any
 
 from jstormpy.api.component import TopologyContext, Tuple
-from jstormpy.api.errors import SinkError
+from jstormpy.api.errors import RestoreRefusedError, SinkError
 from jstormpy.barrier.twophase import Sink
 from jstormpy.run_identity import RunIdentity
 
@@ -166,14 +168,14 @@ class TwoPhaseCommitSink(Sink):
             return self.fence_owner
         return f"{self.topology}@{run.restored_from}" if run.restored_from else self.topology
 
-    def abandoned_error(self, checkpoint_id: int, where: str) -> SinkError:
+    def abandoned_error(self, checkpoint_id: int, where: str) -> RestoreRefusedError:
         """The error of committing transaction ``checkpoint_id`` that a recovery discarded
         (its rows are gone from ``where``): the restored state counts its input as
         published, so going on would silently lose the rows."""
         run = self._restored_run(checkpoint_id)
         sink = f"{type(self).__name__} task {self.task_id}"
         if run is not None:
-            return SinkError(
+            return RestoreRefusedError(
                 f"{sink}: the savepoint of checkpoint {run.restored_through} lists "
                 f"transaction {checkpoint_id} as pending, but the run it was taken from "
                 f"({run.restored_from or 'a run of an older version'}) discarded it in a recovery "
@@ -181,7 +183,7 @@ class TwoPhaseCommitSink(Sink):
                 f"{where}; restoring would silently lose them. Restore the savepoint into "
                 f"fresh output (a new table or stream), or restore an older savepoint (of a "
                 f"checkpoint below {checkpoint_id})")
-        return SinkError(
+        return RestoreRefusedError(
             f"{sink}: the restored checkpoint lists transaction {checkpoint_id} as pending, "
             f"but a recovery of this run discarded it, so its rows are not in {where}; "
             f"going on would silently lose them. Restore a savepoint into fresh output, or "

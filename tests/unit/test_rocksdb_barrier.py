@@ -44,7 +44,7 @@ def test_writes_after_the_barrier_stay_out_of_its_checkpoint(tmp_path: Path,
     for i in range(1000, 1500):  # fills the cache past its size: it grows, no write
         d[i] = i
     del d[5]
-    assert d.cf.get(d._key(1000)) is None and d.cf.get(d._key(149)) is None
+    assert d.cf.get(ss.db_key(1000, MAX_P)) is None and d.cf.get(ss.db_key(149, MAX_P)) is None
     assert d[0] == "after" and d[149] == "after" and 5 not in d
     worker = threading.Thread(target=frozen.materialise)  # the snapshot thread's part
     worker.start()
