@@ -23,7 +23,9 @@ key and its version, so the values are incompressible and cost nothing to make.
    record it executes, i.e. the pause plus the wait for that record (an upper bound);
    beside it the engine's own figure, p50/p99 over the bolt tasks: each checkpoint's
    ``task_pause_ms`` in the TM's checkpoint history (the snapshot's synchronous part plus
-   any wait for the barrier's RocksDB apply, docs/state-stores.md).
+   any wait for the barrier's RocksDB apply, docs/state-stores.md). The hook only notes
+   the time: whatever it did would count in the engine's figure (it used to rewrite the
+   bolt's log file there, which was the whole tail of that figure).
 3. *Recovery*: SIGKILL one worker; the time from the kill until every bolt task executes
    records again (its ``executed`` counter restarts in the new generation), first with
    local recovery (the default: the restarted worker takes its SST files from its local
@@ -197,14 +199,16 @@ class ValueBolt(Bolt):
             cid, t0 = self.barrier_at
             self.pauses[str(cid)] = (time.perf_counter() - t0) * 1000.0
             self.barrier_at = None
+            # written here, after the pause, not in the hook: a file write on a disk busy
+            # with RocksDB's flushes took up to tens of ms, inside the engine's pause
+            _write_json(self.log_path, self.pauses)
         key, version = tup.values
         off = (key * 2_654_435_761 + version * 40_503) % self.span
         self.kv[key] = self.buf[off:off + self.value_bytes]
 
     def before_snapshot(self, checkpoint_id: int) -> None:
-        """Called by the engine on the task thread as the snapshot starts."""
-        if self.pauses:
-            _write_json(self.log_path, self.pauses)
+        """Called by the engine on the task thread as the snapshot starts: only notes the
+        time (anything slow here would count in the engine's pause)."""
         self.barrier_at = (checkpoint_id, time.perf_counter())
 
 
