@@ -313,8 +313,8 @@ class RocksState(MutableMapping[Any, Any]):
         marker."""
         entry = self.cache.get(key, _MISSING)
         if entry is _MISSING:
-            for sealed in reversed(self.store.sealed) if self.store.sealed else ():
-                # newest first
+            layers = self.store.sealed  # no reverse iterator to build when none is pending
+            for sealed in reversed(layers) if layers else ():  # newest first
                 entry = sealed.writes.get(self.name, _NO_WRITES).get(key, _MISSING)
                 if entry is not _MISSING:
                     return _MISSING if entry is _DELETED else sealed_copy(entry)

@@ -388,7 +388,6 @@ class StagedSinkContract(SinkContract):
             f"the error does not say what to do: {err.value}")
         assert triples(harness.committed()) == before, "the refused restore changed the output"
 
-
     def test_a_savepoint_restore_recommits_a_committed_transaction_as_a_no_op(
             self, harness: SinkHarness) -> None:
         """The counterpart: the run that took the savepoint committed transaction 2 normally

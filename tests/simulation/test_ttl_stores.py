@@ -18,7 +18,6 @@ from tests.manual_clock import Clock
 ROCKS = (Fault.ROCKSDB_TTL, Fault.WORKER_CRASH, Fault.TM_CRASH)
 
 
-
 def _leftovers() -> set[str]:
     scratch = Path(stores_module.SCRATCH)
     base = scratch if os.path.isdir(scratch) else Path("/tmp")

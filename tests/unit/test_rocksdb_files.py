@@ -26,7 +26,6 @@ MAX_P = 128
 N = 40_000
 
 
-
 def native_store(path: Path, clock: Clock | None = None) -> RocksDBStore:
     store = RocksDBStore(path, MAX_P, clock or Clock(1_000_000.0))
     store.native_checkpoints = True

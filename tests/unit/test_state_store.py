@@ -27,7 +27,6 @@ from tests.manual_clock import Clock
 MAX_P = 128
 
 
-
 @pytest.fixture(params=["memory", "rocksdb"])
 def store(request: Any, tmp_path: Any) -> Any:
     s = open_store(request.param, tmp_path / "db", MAX_P)
