@@ -13,11 +13,14 @@ the reason, unless ``JSTORM_SKIP_CLUSTER=1`` says to skip them (a local choice).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +111,41 @@ def start_worker(cluster: SparkHosts, host: str) -> subprocess.Popen:
                cluster.master_url], env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
+def start_workers(cluster: SparkHosts, names: list[str], timeout: float = 60.0) -> None:
+    """A Spark worker daemon on each host of ``names``, waited for until the master lists
+    them ALIVE. Once in many CI runs both worker JVMs of the fixture stopped before their
+    first log line and never registered (the master was up). Workers still missing after
+    ``timeout`` are asked for a thread dump (SIGQUIT: the JVM writes it to its log, so the
+    next occurrence shows where they hang), killed and started once more; a second
+    timeout fails with the tails of their logs."""
+    for attempt in (1, 2):
+        for host in names:
+            cluster.daemons[host] = start_worker(cluster, host)
+        try:
+            wait_spark_workers(cluster.hosts, len(names), timeout)
+            return
+        except AssertionError as exc:
+            logs = {h: cluster.work / f"{h}.log" for h in names}
+            sizes = {h: log.stat().st_size for h, log in logs.items()}
+            for host in names:
+                for pid in cluster.hosts.pids(host):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGQUIT)
+            deadline = time.monotonic() + 10  # the dumps reach the logs
+            while time.monotonic() < deadline and \
+                    any(log.stat().st_size == sizes[h] for h, log in logs.items()):
+                time.sleep(0.1)  # polling interval of the condition above
+            for host in names:
+                cluster.hosts.kill_host(host)
+            tails = "\n".join(f"--- {h}.log:\n" + log.read_text(errors="replace")[-3000:]
+                               for h, log in logs.items())
+            if attempt == 2:
+                raise AssertionError(f"{exc}, twice\n{tails}") from None
+            print(tails, file=sys.stderr)
+            warnings.warn(f"Spark workers not registered, started once more (their thread "
+                          f"dumps are in the captured stderr): {exc}", stacklevel=2)
+
+
 @pytest.fixture(scope="package")
 def spark_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkHosts]:
     if os.environ.get("JSTORM_SKIP_CLUSTER") == "1":
@@ -147,9 +185,7 @@ def spark_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkHosts
             env=env, stdout=storage_log, stderr=subprocess.STDOUT)
         wait_port(hosts, "master", SPARK_PORT, 60, "the Spark master")
         wait_port(hosts, "storage", WEBHDFS_PORT, 30, "the WebHDFS server")
-        for host in ("worker1", "worker2"):
-            cluster.daemons[host] = start_worker(cluster, host)
-        wait_spark_workers(hosts, 2, 60)
+        start_workers(cluster, ["worker1", "worker2"])
         yield cluster
         for proc in cluster.daemons.values():
             proc.kill()
