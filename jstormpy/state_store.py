@@ -590,7 +590,13 @@ def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None =
     table.set_bloom_filter(10, False)
     if block_cache is not None:
         table.set_block_cache(block_cache)
-    table.set_cache_index_and_filter_blocks(True)
+    # index and filter blocks stay in the table readers' own memory (RocksDB's default),
+    # not in the block cache: there the data blocks of random reads evicted them, and
+    # every lookup read and parsed a whole file's filter and index again, so a
+    # read-modify-write slowed from ~100k/s to ~2k/s as the state grew past 1M keys
+    # (issue 34; docs/state-stores.md, "Memory"). Their memory grows with the keys: about
+    # 2-3 bytes per key (10 bloom bits, one index entry per 4 KB data block)
+    table.set_cache_index_and_filter_blocks(False)
     opts.set_block_based_table_factory(table)
     return opts
 

@@ -50,10 +50,14 @@ class Config:
     """Checkpoints in flight at once."""
     checkpoints_retained: int = 3
     """Completed checkpoints kept by garbage collection (the newest K)."""
-    incremental_checkpoints: bool = False
-    """Managed keyed state (``self.state(...)``) writes only the keys changed since the last
-    checkpoint: a changelog per key group on top of a base, compacted into a new base
-    from time to time (docs/checkpointing.md, incremental checkpoints)."""
+    incremental_checkpoints: bool | None = None
+    """Whether a checkpoint writes only what changed since the last one. ``None`` (the
+    default): incremental with ``state_store="rocksdb"`` (the database's own SST files,
+    shared between checkpoints: a checkpoint's cost follows what changed, not the state's
+    size) and full with ``state_store="memory"``. ``True``: incremental for both (memory:
+    a changelog per key group on top of a base, compacted into a new base from time to
+    time); ``False``: every checkpoint writes every entry (docs/checkpointing.md,
+    incremental checkpoints). Savepoints are self-contained whatever the setting."""
     incremental_compaction_every: int = 10
     """With incremental checkpoints, write a new full base after this many increments."""
     incremental_compaction_ratio: float = 0.5
@@ -193,6 +197,13 @@ class Config:
             return self.restart_strategy
         return RestartStrategy.parse(self.restart_strategy)
 
+    def incremental(self) -> bool:
+        """Whether checkpoints are incremental (``incremental_checkpoints`` resolved:
+        ``None`` means incremental for RocksDB, full for memory)."""
+        if self.incremental_checkpoints is None:
+            return self.state_store == "rocksdb"
+        return self.incremental_checkpoints
+
     def to_dict(self) -> dict[str, Any]:
         """The settings as a plain dict (JSON-serialisable)."""
         return dataclasses.asdict(self)
@@ -253,8 +264,9 @@ class Config:
              "must be an int in 0..65535 (0 = pick a free port)")
         need(isinstance(self.latency_timing, bool), "latency_timing", "must be a bool")
         need(isinstance(self.chaining, bool), "chaining", "must be True or False")
-        need(isinstance(self.incremental_checkpoints, bool), "incremental_checkpoints",
-             "must be a bool")
+        need(self.incremental_checkpoints is None
+             or isinstance(self.incremental_checkpoints, bool), "incremental_checkpoints",
+             "must be None (incremental for RocksDB, full for memory), True or False")
         need(self.worker_gc in ("tuned", "default"), "worker_gc",
              "must be 'tuned' or 'default'")
         need(self.state_store in STATE_STORES, "state_store",

@@ -352,7 +352,7 @@ def make_incremental(component: Any, task_id: int, key_groups: Iterable[int],
                      max_parallelism: int, config: Any,
                      restored: dict[str, Any] | None) -> IncrementalKeyedState | None:
     """The task's incremental-state keeper, or None when the config does not ask for it."""
-    if not getattr(config, "incremental_checkpoints", False):
+    if not config.incremental():
         return None
     groups = key_groups if isinstance(key_groups, range) else range(
         min(key_groups), max(key_groups) + 1)

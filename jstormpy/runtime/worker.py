@@ -514,7 +514,7 @@ class Worker(TaskHost):
         if isinstance(store, RocksDBStore):
             store.key_groups = groups
             # incremental checkpoints of a RocksDB store: its native files, shared
-            store.native_checkpoints = (conf.incremental_checkpoints
+            store.native_checkpoints = (conf.incremental()
                                         and self.backend is not None
                                         and self.guarantee != "at_most_once")
             if store.native_checkpoints or native is not None:  # local recovery

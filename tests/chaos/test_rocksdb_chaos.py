@@ -24,20 +24,25 @@ pytestmark = pytest.mark.slow
 
 KEYS, PER_KEY = 20, 2500
 
+# the store's default checkpoint (incremental: its native SST files) and, with
+# incremental_checkpoints=False, the full dump of every entry read off the task thread
 SCENARIOS = [
-    ("linear", ChaosSchedule.random(seed=61, kills=2, workers=3)),
+    ("linear", ChaosSchedule.random(seed=61, kills=2, workers=3), None),
     # die right after a task wrote the snapshot read from its native RocksDB checkpoint
     ("linear", ChaosSchedule(62, (Kill("point", point="after_snapshot", checkpoint=3,
-                                       worker=1),))),
+                                       worker=1),)), False),
     ("wordcount", ChaosSchedule.random(seed=63, kills=3, workers=3, master=True,
-                                       points=True)),
+                                       points=True), None),
+    ("linear", ChaosSchedule.random(seed=67, kills=2, workers=3), False),
 ]
 
 
-@pytest.mark.parametrize("kind,schedule", SCENARIOS,
-                         ids=[f"{k}-seed{s.seed}" for k, s in SCENARIOS])
+@pytest.mark.parametrize("kind,schedule,incremental", SCENARIOS,
+                         ids=[f"{k}-seed{s.seed}-{'default' if i is None else 'full'}"
+                              for k, s, i in SCENARIOS])
 def test_rocksdb_store_exactly_once_under_sigkill(tmp_path: Path, kind: str,
-                                                  schedule: ChaosSchedule) -> None:
+                                                  schedule: ChaosSchedule,
+                                                  incremental: bool | None) -> None:
     out = tmp_path / "out"
     if kind == "wordcount":
         expected = write_corpus(tmp_path / "corpus")
@@ -47,7 +52,8 @@ def test_rocksdb_store_exactly_once_under_sigkill(tmp_path: Path, kind: str,
     stores = tmp_path / "stores"
     config = Config(workers=3, guarantee="exactly_once", checkpoint_interval_ms=200,
                     worker_timeout_ms=5000, state_store="rocksdb", state_store_dir=str(stores),
-                    state_backend=f"file://{tmp_path}/ckpt")
+                    state_backend=f"file://{tmp_path}/ckpt",
+                    incremental_checkpoints=incremental)
     status, kills, _ = run_with_chaos(topo, config, schedule, timeout=150,
                                       home=str(tmp_path / "home"))
     assert status["state"] == "drained", (status, kills)

@@ -1,0 +1,39 @@
+"""Large state as users write it (issue 34), at a CI size: bench/rmw_state_bench.py's job
+with the RocksDB store's defaults (no checkpoint setting at all), read-modify-write of
+500k keys written twice each, and a worker SIGKILLed early. The full run (3M and 20M keys)
+is in docs/performance.md.
+
+What a user would notice, in counts: the output is exactly once (every key once, count 2);
+checkpoints keep up (at least 80 % of those due completed); and a checkpoint writes what
+changed, not the whole state (bytes p50 at most 10 % of the state's size)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+KEYS = 500_000
+
+
+def test_read_modify_write_on_rocksdb_defaults_is_exactly_once_with_small_checkpoints() -> None:
+    script = Path(__file__).resolve().parents[2] / "bench" / "rmw_state_bench.py"
+    done = subprocess.run([sys.executable, str(script), "--keys", str(KEYS), "--json",
+                           "--progress-s", "30"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    line = next(x for x in done.stdout.splitlines() if x.startswith("BENCH_JSON "))
+    r = json.loads(line[len("BENCH_JSON "):])
+    assert r["problems"] == [], r["problems"]
+    assert r["kill"] is not None, "no worker was killed"
+    due, completed = r["checkpoints_due"], r["checkpoints_completed"]
+    assert due >= 5, r
+    assert completed >= 0.8 * due, f"{completed} of {due} checkpoints due completed"
+    assert r["checkpoint_bytes_p50"] <= 0.10 * r["logical_state_bytes"], (
+        f"checkpoint bytes p50 {r['checkpoint_bytes_p50']:,} of a "
+        f"{r['logical_state_bytes']:,}-byte state")
