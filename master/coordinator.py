@@ -210,6 +210,9 @@ class CheckpointCoordinator:
         self.final_checkpoint: int | None = None
         self.commits_needed: set[int] = set()
         self.last_trigger = 0.0
+        # when the last checkpoint ended (completed, failed, timed out): the minimum
+        # pause counts from it
+        self.last_ended = float("-inf")
         self.all_tasks: list[int] = []
         self.spout_tasks: list[int] = []
         self.sink_tasks: list[int] = []
@@ -246,6 +249,13 @@ class CheckpointCoordinator:
         if self.stateful and self.next_id > self.ids_reserved:
             return False
         return force or self.busy() < self.max_concurrent
+
+    def due(self, now: float, interval_s: float, min_pause_s: float = 0.0) -> bool:
+        """Whether the next periodic checkpoint is due: ``interval_s`` since the last
+        trigger and ``min_pause_s`` since the last checkpoint ended
+        (``Config.min_pause_between_checkpoints_ms``)."""
+        return (now - self.last_trigger >= interval_s
+                and now - self.last_ended >= min_pause_s)
 
     def needs_ids_record(self) -> bool:
         """Half of the reserved ids are used: the performer stores a new
@@ -518,6 +528,7 @@ class CheckpointCoordinator:
     def _record(self, pending: PendingCheckpoint, status: str, now: float, error: str = "",
                 size: int = 0) -> dict[str, Any]:
         duration_ms = round((now - pending.started) * 1000, 2)
+        self.last_ended = now
         entry = {"id": pending.checkpoint_id, "generation": pending.generation,
                  "status": status, "started_at": pending.started_wall,
                  "duration_ms": duration_ms,

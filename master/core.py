@@ -30,6 +30,7 @@ from jstormpy.faults import fault_point
 from jstormpy.leader_lease import LeaderLease
 from jstormpy.master.backend_io import BackendIO
 from jstormpy.master.backpressure import BackpressureCoordinator
+from jstormpy.master.checkpoint_health import CheckpointHealth, CheckpointPace, assess
 from jstormpy.master.coordinator import (
     CheckpointCoordinator,
     CollectGarbage,
@@ -132,6 +133,8 @@ class MasterCore:
         self.backend_io = BackendIO(f"tm-backend-{name}")
         self.preparing: int | None = None  # generation whose restore is being resolved
         self.storing_ids = False  # a new ids record is being stored (_store_ids_record)
+        # the checkpoints' pace last logged, and the timeouts in a row then
+        self.logged_pace: tuple[CheckpointPace, int] = (CheckpointPace.NONE_YET, 0)
         self.checkpoints.last_trigger = time.monotonic()
         self.restarts = 0
         # restart strategy and deterministic-error check (master/restart.py)
@@ -918,13 +921,39 @@ class MasterCore:
             self.backpressure.evaluate(now)
             if self._perform(self.checkpoints.expire(now)):
                 return  # a recovery began
+            self._log_checkpoint_pace()
             all_finished = bool(self.spout_tasks) and \
                 self.finished_spouts >= set(self.spout_tasks)
-            due = now - self.checkpoints.last_trigger >= \
-                self.config.checkpoint_interval_ms / 1000.0
+            due = self.checkpoints.due(now, self.config.checkpoint_interval_ms / 1000.0,
+                                       self.config.min_pause_between_checkpoints_ms / 1000.0)
             if self.checkpoints.final_checkpoint is None and (
                     due or (all_finished and not self.checkpoints.busy())):
                 self.trigger_checkpoint()
+
+    def checkpoint_health(self) -> CheckpointHealth:
+        """Whether checkpoints keep up with their interval (master/checkpoint_health.py).
+        Called under the lock."""
+        c = self.config
+        return assess(self.checkpoints.history, self.checkpoints.timed_out_in_a_row,
+                      interval_ms=c.checkpoint_interval_ms,
+                      min_pause_ms=c.min_pause_between_checkpoints_ms,
+                      timeout_ms=c.checkpoint_timeout_ms,
+                      tolerable_timeouts=c.tolerable_failed_checkpoints)
+
+    def _log_checkpoint_pace(self) -> None:
+        """Log when the checkpoints' pace changes (and each further timeout in a row):
+        one line that says what to change, not one per checkpoint."""
+        health = self.checkpoint_health()
+        seen = (health.pace, health.timed_out_in_a_row)
+        if seen == self.logged_pace:
+            return
+        before = self.logged_pace[0]
+        self.logged_pace = seen
+        if health.advice:
+            log.warning("checkpoints: %s", health.advice)
+        elif before in (CheckpointPace.BACK_TO_BACK, CheckpointPace.TIMING_OUT):
+            log.info("checkpoints keep up again: %.0f ms against an interval of %d ms",
+                     health.recent_duration_ms or 0.0, health.interval_ms)
 
     # -- operations ----------------------------------------------------------------------------
     def kill(self, reason: str) -> None:
@@ -999,6 +1028,7 @@ class MasterCore:
                 "guarantee": self.config.guarantee, "workers": workers,
                 "last_completed_checkpoint": self.checkpoints.last_completed,
                 "checkpoints": list(self.checkpoints.history)[-50:],
+                "checkpoint_health": self.checkpoint_health().to_dict(),
                 "inflight_checkpoints": sorted(self.checkpoints.inflight),
                 "restarts": self.restarts, "recoveries": list(self.recoveries),
                 "errors": list(self.errors)[-20:],

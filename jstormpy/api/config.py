@@ -48,6 +48,16 @@ class Config:
     lost barrier or a stalled channel never hangs the job."""
     max_concurrent_checkpoints: int = 1
     """Checkpoints in flight at once."""
+    min_pause_between_checkpoints_ms: int = 0
+    """Least time from the end of one checkpoint (completed, failed or timed out) to the
+    start of the next (Flink's name). 0 (the default): a checkpoint starts every
+    ``checkpoint_interval_ms`` while none is in flight, so checkpoints that take longer
+    than the interval run back to back. Checkpoints here are asynchronous (the task
+    thread pauses about a millisecond per barrier) and exactly-once output becomes
+    visible only when one completes, so a pause adds to output latency and to what a
+    failure replays; ``jstorm status`` says when checkpoints run back to back or keep
+    timing out, and that is when to set it (docs/checkpointing.md, "Checkpoints slower
+    than their interval")."""
     checkpoints_retained: int = 3
     """Completed checkpoints kept by garbage collection (the newest K)."""
     incremental_checkpoints: bool | None = None
@@ -227,6 +237,9 @@ class Config:
             value = getattr(self, name)
             need(isinstance(value, int) and not isinstance(value, bool), name, "must be an int")
             need(value >= 1, name, "must be >= 1")
+        need(type(self.min_pause_between_checkpoints_ms) is int
+             and self.min_pause_between_checkpoints_ms >= 0,
+             "min_pause_between_checkpoints_ms", "must be an int >= 0 (milliseconds)")
         need(self.guarantee in GUARANTEES, "guarantee", f"must be one of {GUARANTEES}")
         need(isinstance(self.batch_linger_ms, (int, float)) and self.batch_linger_ms >= 0,
              "batch_linger_ms", "must be a number >= 0")

@@ -53,6 +53,7 @@ def format_status(status: dict[str, Any]) -> str:
                      f"task pause {last.get('pause_ms', 0)} ms")
     else:
         lines.append("checkpoint none completed yet")
+    lines.extend(_health_lines(status.get("checkpoint_health") or {}))
     lines.append(f"{'worker':>6} {'alive':>5} {'pid':>7} {'version':>8} {'rss MB':>7} tasks")
     for w in status["workers"]:
         rss = f"{w['rss_bytes'] / 1e6:.0f}" if w.get("rss_bytes") else "-"
@@ -76,6 +77,25 @@ def format_status(status: dict[str, Any]) -> str:
 
         lines.append(describe_failure(status["name"], status))
     return "\n".join(lines)
+
+
+def _health_lines(health: dict[str, Any]) -> list[str]:
+    """The checkpoints' duration against their interval, and a warning that says what to
+    change when they run back to back or keep timing out (master/checkpoint_health.py)."""
+    if not health or health.get("recent_duration_ms") is None and not health.get("advice"):
+        return []
+    pause = health.get("min_pause_ms") or 0
+    line = (f"pace       every {health['interval_ms']} ms"
+            + (f" (min pause {pause} ms)" if pause else ""))
+    if health.get("recent_duration_ms") is not None:
+        line += f"; recent checkpoints take {health['recent_duration_ms']:.0f} ms"
+    if health.get("timed_out_in_a_row"):
+        line += (f"; {health['timed_out_in_a_row']} timed out in a row "
+                 f"({health['recovery_after']} start a recovery)")
+    lines = [line]
+    if health.get("advice"):
+        lines.append(f"WARNING    {health['advice']}")
+    return lines
 
 
 def _rescale_lines(rescale: dict[str, Any]) -> list[str]:

@@ -156,7 +156,27 @@ function renderTasks(metrics, status) {
   setRows($("#tasks tbody"), rows);
 }
 
+function renderPace(health) {
+  // a checkpoint's duration against the interval; what to change when they run back to
+  // back or keep timing out (master/checkpoint_health.py)
+  const el = $("#checkpoint-pace");
+  if (!health || health.recent_duration_ms === null && !health.advice) {
+    el.textContent = "";
+    return;
+  }
+  let text = `every ${health.interval_ms} ms`;
+  if (health.min_pause_ms) text += ` (min pause ${health.min_pause_ms} ms)`;
+  if (health.recent_duration_ms !== null) {
+    text += `; recent checkpoints take ${health.recent_duration_ms.toFixed(0)} ms`;
+  }
+  if (health.advice) text += ` — ${health.advice}`;
+  el.textContent = text;
+  el.dataset.pace = health.pace;
+  el.className = health.advice ? "warning" : "muted";
+}
+
 function renderCheckpoints(status) {
+  renderPace(status.checkpoint_health);
   const cks = (status.checkpoints || []).slice().reverse();
   const inflight = (status.inflight_checkpoints || []).map((id) =>
     `<tr class="inflight" data-checkpoint="${id}"><td>${id}</td><td>${status.generation}</td>` +

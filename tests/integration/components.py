@@ -227,3 +227,28 @@ class LockInState(Bolt):
 
         self.seen[tup["key"]] = {"count": 1, "lock": threading.Lock()}
         self.emit((tup["seq"], tup["key"]))
+
+
+class HeldSnapshots(Bolt):
+    """Passes ``(key, seq, value)`` on; its ``snapshot()`` does not return while the file
+    ``hold`` exists (polling, up to ``max_s``): checkpoints that cannot complete."""
+
+    outputs = ("key", "seq", "value")
+
+    def __init__(self, hold: str, max_s: float = 60.0) -> None:
+        self.hold = hold
+        self.max_s = max_s
+
+    def execute(self, tup: Any) -> None:
+        self.emit((tup["key"], tup["seq"], tup["value"]))
+
+    def snapshot(self) -> int:
+        import time
+
+        deadline = time.monotonic() + self.max_s
+        while os.path.exists(self.hold) and time.monotonic() < deadline:
+            time.sleep(0.02)  # polls the hold file (the condition), bounded
+        return 0
+
+    def restore(self, snap: int) -> None:
+        pass
