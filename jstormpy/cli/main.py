@@ -31,11 +31,11 @@ A topology file defines ``topology`` (a Topology or TopologyBuilder) and optiona
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -237,10 +237,13 @@ def launch_run(args: argparse.Namespace, module: Any, config: Any,
             print(f"continue it with: jstorm run {args.file} --resume")
             return 0
         except KeyboardInterrupt:
-            last = None
-            with contextlib.suppress(JStormError):  # a short ask: the user wants out
-                last = (handle.client.status(timeout=2.0)
-                        .get("last_completed_checkpoint") or {}).get("id")
+            # a terminal's Ctrl-C reached the whole process group; only this launcher acts
+            # on it (the TM and workers ignore it: jstormpy/terminal.py). Stop first, then
+            # report the checkpoint the final status kept; a second Ctrl-C while stopping
+            # (bounded by the kill's waits) would only leave a traceback
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            handle.kill("interrupted (Ctrl-C)")
+            last = _kept_checkpoint(handle)
             print(f"interrupted: stopping the topology; its state is kept at checkpoint "
                   f"#{last}" if last is not None else
                   "interrupted: stopping the topology (no checkpoint completed yet)")
@@ -267,6 +270,19 @@ def launch_run(args: argparse.Namespace, module: Any, config: Any,
             print("verify: OK" if ok else "verify: FAILED")
             return 0 if ok else 1
     return 0
+
+
+def _kept_checkpoint(handle: Any) -> int | None:
+    """The last completed checkpoint in a stopped run's final status (None: none)."""
+    from jstormpy.api.failure import FINAL_STATUS_FILE
+
+    if handle.run_dir is None:
+        return None
+    try:
+        final = json.loads((handle.run_dir / FINAL_STATUS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return (final.get("last_completed_checkpoint") or {}).get("id")
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -313,7 +329,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from jstormpy.api.failure import FINAL_STATUS_FILE
+    from jstormpy.api.failure import FINAL_STATUS_FILE, INTERRUPTED
     from jstormpy.cli.client import jstorm_home
 
     ha = _ha_status(args)
@@ -334,7 +350,15 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(format_ha(ha))
             return 0
         status = json.loads(final.read_text())  # the run is over: what it ended with
-        if not args.json:
+        if args.json:
+            pass
+        elif status["state"] == INTERRUPTED:
+            kept = (status.get("last_completed_checkpoint") or {}).get("id")
+            print(f"{args.name}: not running; its run was {status.get('stopped') or INTERRUPTED}"
+                  f" and its state is kept at "
+                  f"{'checkpoint #' + str(kept) if kept else 'no checkpoint'}: `jstorm run FILE "
+                  f"--resume` continues it (the status below is its last one)")
+        else:
             print(f"{args.name}: not running; its run ended {status['state']} (the status "
                   f"below is its last one)")
     if ha is not None:
