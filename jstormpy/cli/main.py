@@ -254,6 +254,7 @@ def launch_run(args: argparse.Namespace, module: Any, config: Any,
                 monkey.stop()
         took = time.monotonic() - t0
         metrics = _final_metrics(handle)
+        status = _keep_late_counts(handle, status, metrics)
         print(f"drained in {took:.1f} s; generation {status['generation']}, "
               f"{status['restarts']} recoveries, last checkpoint "
               f"#{(status['last_completed_checkpoint'] or {}).get('id')}")
@@ -263,13 +264,31 @@ def launch_run(args: argparse.Namespace, module: Any, config: Any,
         if status["restarts"]:
             print(f"(the counters below cover generation {status['generation']}: the work "
                   "since the last recovery)")
-        _print_metrics(metrics)
+        from jstormpy.cli.ops import format_run_summary
+
+        print(format_run_summary(metrics))
         verify = getattr(module, "verify", None)
         if callable(verify):
             ok = bool(verify(handle))
             print("verify: OK" if ok else "verify: FAILED")
             return 0 if ok else 1
     return 0
+
+
+def _keep_late_counts(handle: Any, status: dict[str, Any],
+                      metrics: dict[str, Any]) -> dict[str, Any]:
+    """The drained run's final status with ``late_records``: ``{component: records}`` it
+    dropped as late (joins, window aggregates), from the workers' last heartbeats; kept
+    in the run directory, so `jstorm status NAME` shows them after the run."""
+    late = {name: int(a["late_records"]) for name, a in metrics.get("components", {}).items()
+            if a.get("late_records")}
+    if not late or handle.run_dir is None:
+        return status
+    from jstormpy.deploy.local import write_final_status
+
+    status = {**status, "late_records": late}
+    write_final_status(handle.run_dir, status)
+    return status
 
 
 def _kept_checkpoint(handle: Any) -> int | None:

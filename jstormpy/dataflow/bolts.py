@@ -23,7 +23,7 @@ from operator import itemgetter
 from types import FunctionType
 from typing import Any, NamedTuple
 
-from jstormpy.api.component import Bolt, TopologyContext, Tuple
+from jstormpy.api.component import DEFAULT_STREAM, Bolt, TopologyContext, Tuple
 from jstormpy.api.errors import TopologyError
 from jstormpy.barrier.twophase import Sink
 from jstormpy.dataflow.join_clock import JoinClock
@@ -31,6 +31,7 @@ from jstormpy.dataflow.records import (
     ITEM_FIELDS,
     KEY_FIELD,
     KEYED_FIELDS,
+    LATE_STREAM,
     PLAIN_ITEMS,
     SELF_KEYED_FIELDS,
     RecordTuples,
@@ -506,7 +507,23 @@ def _join_sides(sides: Mapping[InputKey, int]) -> dict[InputKey, Wire]:
     return {k: Wire.KEYED for k in sides}
 
 
-class WindowJoinBolt(DataflowBolt):
+class _JoinBolt(DataflowBolt):
+    """What both joins share: pairs on the default stream, late records on
+    :data:`LATE_STREAM` (``.late()``), counted in :attr:`late_records`."""
+
+    def __init__(self, sides: Mapping[InputKey, int], steps: Sequence[Step] = ()) -> None:
+        DataflowBolt.__init__(self, _join_sides(sides), steps)
+        self.outputs = {DEFAULT_STREAM: ITEM_FIELDS,  # type: ignore[misc]
+                        LATE_STREAM: ITEM_FIELDS}
+        self.late_records = 0
+
+    def _drop_late(self, item: Any) -> None:
+        """``item`` came after every window or partner it belongs to was purged."""
+        self.late_records += 1
+        self.emit((item,), stream=LATE_STREAM)
+
+
+class WindowJoinBolt(_JoinBolt):
     """``KeyedStream.join(other, window=...)``: every pair of one key in one window.
 
     A pair is emitted as soon as its second record arrives (while the window is not
@@ -531,7 +548,7 @@ class WindowJoinBolt(DataflowBolt):
                  timestamps: tuple[Callable[[Any], float], Callable[[Any], float]],
                  out_of_orderness_ms: float = 0, allowed_lateness_ms: float = 0,
                  how: str = "inner", steps: Sequence[Step] = ()) -> None:
-        super().__init__(_join_sides(sides), steps)
+        super().__init__(sides, steps)
         if not isinstance(window, TumblingWindows | SlidingWindows | SessionWindows):
             raise TopologyError(
                 f"join(window=...) takes TumblingWindows, SlidingWindows or SessionWindows, "
@@ -548,7 +565,6 @@ class WindowJoinBolt(DataflowBolt):
         self.timestamps = _check_timestamps(timestamps)
         self.lag = out_of_orderness_ms
         self.lateness = allowed_lateness_ms
-        self.late_records = 0
         self.error_records = 0
         """Items whose timestamp function raised or gave no finite number (dropped)."""
 
@@ -596,7 +612,7 @@ class WindowJoinBolt(DataflowBolt):
         clock = self._df_clock
         if self._df_session:
             if not self._place_in_session(key, side, item, ts):
-                self.late_records += 1
+                self._drop_late(item)
             if clock.observe(tup.task, ts):
                 self._advance()
             return
@@ -619,7 +635,7 @@ class WindowJoinBolt(DataflowBolt):
         if placed:
             buf[key] = wins  # written back: incremental checkpoints see the change
         else:
-            self.late_records += 1
+            self._drop_late(item)
         if clock.observe(tup.task, ts):
             self._advance()
 
@@ -746,7 +762,7 @@ class WindowJoinBolt(DataflowBolt):
         self._advance()
 
 
-class IntervalJoinBolt(DataflowBolt):
+class IntervalJoinBolt(_JoinBolt):
     """``KeyedStream.interval_join(other, lower_ms, upper_ms)``: pairs of one key with
     ``lower_ms <= t_right - t_left <= upper_ms``, emitted when the second one arrives.
 
@@ -759,7 +775,7 @@ class IntervalJoinBolt(DataflowBolt):
     def __init__(self, sides: Mapping[InputKey, int], lower_ms: float, upper_ms: float,
                  timestamps: tuple[Callable[[Any], float], Callable[[Any], float]],
                  out_of_orderness_ms: float = 0, steps: Sequence[Step] = ()) -> None:
-        super().__init__(_join_sides(sides), steps)
+        super().__init__(sides, steps)
         for name, value in (("lower_ms", lower_ms), ("upper_ms", upper_ms)):
             if isinstance(value, bool) or not isinstance(value, int | float) \
                     or not math.isfinite(value):
@@ -774,7 +790,6 @@ class IntervalJoinBolt(DataflowBolt):
         self.upper = upper_ms
         self.timestamps = _check_timestamps(timestamps)
         self.lag = out_of_orderness_ms
-        self.late_records = 0
         self.error_records = 0
         """Items whose timestamp function raised or gave no finite number (dropped)."""
 
@@ -821,7 +836,7 @@ class IntervalJoinBolt(DataflowBolt):
             return
         clock = self._df_clock
         if ts <= clock.wm:
-            self.late_records += 1
+            self._drop_late(item)
         else:
             buf = self._df_buf
             sides: Any = buf.get(key)
