@@ -65,7 +65,13 @@ def load_topology_file(path: str) -> Any:
     folder = str(file.resolve().parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except JStormError as exc:  # e.g. a dataflow refused while the file builds it
+        where = _line_in_file(exc, file)
+        if where:
+            exc.args = (f"{exc}\n  at {where}",)
+        raise
     cloudpickle.register_pickle_by_value(module)
     topo = getattr(module, "topology", None)
     if isinstance(topo, TopologyBuilder):
@@ -74,6 +80,21 @@ def load_topology_file(path: str) -> Any:
         raise JStormError(f"{path} must define `topology` (a Topology or TopologyBuilder); "
                           f"found {type(topo).__name__}")
     return module
+
+
+def _line_in_file(exc: BaseException, file: Path) -> str:
+    """``FILE, line N: source`` of the last line of ``file`` in ``exc``'s traceback: where
+    the user's code called what raised (empty if the file is not in it)."""
+    import traceback
+
+    target = str(file.resolve())
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if f.filename and Path(f.filename).resolve() == Path(target)]
+    if not frames:
+        return ""
+    last = frames[-1]
+    source = (last.line or "").strip()
+    return f"{file}, line {last.lineno}" + (f": {source}" if source else "")
 
 
 def _launcher_alive(reg: Registration) -> bool:

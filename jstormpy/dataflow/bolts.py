@@ -23,6 +23,7 @@ from operator import itemgetter
 from types import FunctionType
 from typing import Any, NamedTuple
 
+from jstormpy.api.batch import mark_failed_record
 from jstormpy.api.component import DEFAULT_STREAM, Bolt, TopologyContext, Tuple
 from jstormpy.api.errors import TopologyError
 from jstormpy.barrier.twophase import Sink
@@ -217,21 +218,41 @@ class ChainBolt(DataflowBolt):
                 fn = steps[0].fn
 
                 def execute_batch(batch: Any) -> None:
-                    for item in raw_items(batch):
-                        for each in fn(item):
-                            emit((key_fn(each), each))
+                    item = None
+                    try:
+                        for item in raw_items(batch):
+                            for each in fn(item):
+                                emit((key_fn(each), each))
+                    except Exception as exc:
+                        mark_failed_record(exc, item)
+                        raise
             else:
                 def execute_batch(batch: Any) -> None:
-                    for item in raw_items(batch):
-                        run(item)
+                    item = None
+                    try:
+                        for item in raw_items(batch):
+                            run(item)
+                    except Exception as exc:
+                        mark_failed_record(exc, item)
+                        raise
         elif wire is Wire.ITEM:
             def execute_batch(batch: Any) -> None:
-                for row in batch.rows:
-                    run(row[0])
+                row: Any = None
+                try:
+                    for row in batch.rows:
+                        run(row[0])
+                except Exception as exc:
+                    mark_failed_record(exc, None if row is None else row[0])
+                    raise
         elif wire is Wire.KEYED or wire is Wire.LATE:
             def execute_batch(batch: Any) -> None:
-                for row in batch.rows:
-                    run(row[-1])
+                row: Any = None
+                try:
+                    for row in batch.rows:
+                        run(row[-1])
+                except Exception as exc:
+                    mark_failed_record(exc, None if row is None else row[-1])
+                    raise
         if execute_batch is not None:
             self.__dict__["execute_batch"] = execute_batch
 

@@ -54,6 +54,7 @@ from jstormpy.barrier.transactions import (  # type: ignore[import-not-found]
     SinkTransactions,
 )
 from jstormpy.keygroups import resolve_max_parallelism
+from jstormpy.pickling import dumps
 from jstormpy.runtime.routing import MessageKind, OutputCollector, build_routes
 from jstormpy.runtime.task_wiring import input_field_index, restore_component
 from jstormpy.testing.kit import TestingSink
@@ -123,7 +124,8 @@ class _InlineRun:
         self.task_component = {t: n for n, ts in self.component_tasks.items() for t in ts}
         self.max_parallelism = resolve_max_parallelism(
             config.max_parallelism, (len(ts) for ts in self.component_tasks.values()))
-        self.blobs = {n: cloudpickle.dumps(spec.obj) for n, spec in topo.components.items()}
+        # shipped as a worker gets them: code keeps its file name (jstormpy/pickling.py)
+        self.blobs = {n: dumps(spec.obj) for n, spec in topo.components.items()}
         self.queue: deque[tuple[int, tuple[int, int, str, Any]]] = deque()
         self.tasks: dict[int, _Task] = {}
         self.generation = 0
