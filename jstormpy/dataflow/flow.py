@@ -209,9 +209,9 @@ class Stream:
         self._step = step
         self._wire = wire
         self._make = make
-        self._has_late = False
-        """Whether the operator has a late side output (a window aggregate, a join)."""
-        self._late_wire = Wire.LATE
+        self._late_wire: Wire | None = None
+        """The layout of the operator's late side output (a window aggregate's, a
+        join's); None: it has none."""
         self._consumers = 0
         for p in parents:
             p._consumers += 1  # noqa: SLF001 - one package
@@ -284,7 +284,7 @@ class Stream:
         Raises:
             TopologyError: This stream is not the output of a join or a window aggregate.
         """
-        if not self._has_late:
+        if self._late_wire is None:
             raise TopologyError(
                 f"late() is the late side output of a join or a window's aggregate(...); "
                 f"stream {self._described()} is neither")
@@ -359,7 +359,9 @@ class Stream:
         if op is _Op.LATE:
             parent = self._parents[0]
             c.stream(parent)
-            return (_Out(self._name, LATE_STREAM, parent._late_wire, self.parallelism),)
+            assert parent._late_wire is not None  # noqa: SLF001 - checked by late()
+            return (_Out(self._name, LATE_STREAM, parent._late_wire,  # noqa: SLF001
+                         self.parallelism),)
         assert self._make is not None
         self._make(c)
         return (_Out(self._name, DEFAULT_STREAM, self._wire, self.parallelism),)
@@ -417,9 +419,7 @@ class KeyedStream:
             c.add_bolt(label, make_bolt(_inputs(outs), side_of), p, keyed_from=outs)
 
         stream = Stream(self._flow, _Op.OPERATOR, sides, label, p, wire=wire, make=make)
-        if late_wire is not None:
-            stream._has_late = True  # noqa: SLF001 - one package
-            stream._late_wire = late_wire  # noqa: SLF001
+        stream._late_wire = late_wire  # noqa: SLF001 - one package
         return stream
 
     def reduce(self, f: Callable[[Any, Any], Any], *, name: str | None = None,
