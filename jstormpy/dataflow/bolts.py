@@ -345,14 +345,19 @@ class ReduceBolt(DataflowBolt):
         emit, send = self.emit, self._df_out
 
         def run_rows(rows: Iterable[Sequence[Any]]) -> None:
-            for row in rows:
-                key, item = row[0], row[-1]
-                value = fn(values[key], item) if key in values else item
-                values[key] = value
-                if direct:
-                    emit((KeyedValue(key, value),))
-                else:
-                    send(KeyedValue(key, value))
+            row: Any = None
+            try:
+                for row in rows:
+                    key, item = row[0], row[-1]
+                    value = fn(values[key], item) if key in values else item
+                    values[key] = value
+                    if direct:
+                        emit((KeyedValue(key, value),))
+                    else:
+                        send(KeyedValue(key, value))
+            except Exception as exc:
+                mark_failed_record(exc, None if row is None else row[-1])
+                raise
 
         bind_rows(self, conf, run_rows)
 
@@ -384,25 +389,30 @@ class StatefulMapBolt(DataflowBolt):
         emit, send = self.emit, self._df_out
 
         def run_rows(rows: Iterable[Sequence[Any]]) -> None:
-            for values in rows:
-                key = values[0]
-                result = fn(get(key), values[-1])
-                try:
-                    new, out = result
-                except (TypeError, ValueError):
-                    raise TopologyError(
-                        f"stateful_map function must return (state_or_None, out_or_None), "
-                        f"got {result!r} for key {key!r}") from None
-                if new is None:
-                    if key in states:  # (del, not pop: incremental state tracks deletions)
-                        del states[key]
-                else:
-                    states[key] = new
-                if out is not None:
-                    if direct:
-                        emit((out,))
+            values: Any = None
+            try:
+                for values in rows:
+                    key = values[0]
+                    result = fn(get(key), values[-1])
+                    try:
+                        new, out = result
+                    except (TypeError, ValueError):
+                        raise TopologyError(
+                            f"stateful_map function must return (state_or_None, "
+                            f"out_or_None), got {result!r} for key {key!r}") from None
+                    if new is None:
+                        if key in states:  # (del, not pop: incremental state tracks deletions)
+                            del states[key]
                     else:
-                        send(out)
+                        states[key] = new
+                    if out is not None:
+                        if direct:
+                            emit((out,))
+                        else:
+                            send(out)
+            except Exception as exc:
+                mark_failed_record(exc, None if values is None else values[-1])
+                raise
 
         bind_rows(self, conf, run_rows)
 

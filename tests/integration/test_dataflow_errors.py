@@ -58,6 +58,11 @@ topology = flow.build()
 config = Config(workers=1, checkpoint_interval_ms=200, heartbeat_interval_ms=100)
 '''
 
+REDUCE = DIVIDE.replace(
+    '''     .map(lambda e: {"q": e["n"] // e["d"]})  # the bug: d is 0 for n == 7''',
+    '''     .key_by(lambda e: e["n"] % 2)
+     .reduce(lambda a, e: {"n": e["n"], "d": a["n"] // e["d"]})  # d is 0 for n == 7''')
+
 
 def _run(tmp_path: Path, text: str, name: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / name).write_text(text)
@@ -81,8 +86,11 @@ def test_a_build_time_dataflow_error_names_the_users_line(tmp_path: Path, text: 
     assert "Traceback" not in res.stderr, res.stderr
 
 
-def test_the_failure_report_shows_the_failing_record_not_its_batch(tmp_path: Path) -> None:
-    res = _run(tmp_path, DIVIDE, "divide.py")
+@pytest.mark.parametrize("text", [DIVIDE, REDUCE], ids=["map", "reduce"])
+def test_the_failure_report_shows_the_failing_record_not_its_batch(tmp_path: Path,
+                                                                   text: str) -> None:
+    assert text.count("d is 0 for n == 7") == 1
+    res = _run(tmp_path, text, "divide.py")
     console = res.stdout + res.stderr
     assert res.returncode != 0, console
     assert "ZeroDivisionError" in console, console
