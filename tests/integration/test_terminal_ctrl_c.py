@@ -86,10 +86,12 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+@pytest.mark.parametrize("forkserver", ["1", "0"], ids=["forked", "cold-started"])
 def test_ctrl_c_to_the_process_group_keeps_the_state_and_leaves_no_traceback(
-        tmp_path: Path) -> None:
+        tmp_path: Path, forkserver: str) -> None:
     (tmp_path / "counter.py").write_text(COUNTER)
-    run = subprocess.Popen([*JSTORM, "run", "counter.py"], cwd=tmp_path, text=True,
+    env = dict(os.environ, JSTORM_FORKSERVER=forkserver)  # TM and workers forked or not
+    run = subprocess.Popen([*JSTORM, "run", "counter.py"], cwd=tmp_path, text=True, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            start_new_session=True)  # its own group, as in a terminal
     try:
