@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from jstormpy.proctitle import set_process_title
+from jstormpy.terminal import ignore_terminal_interrupt
 
 # what the TM and a worker import anyway: the engine, gRPC's channel, the file backend and
 # the windowing module (a topology's pickle refers to them)
@@ -299,6 +300,7 @@ def _reap() -> None:
 
 def main() -> int:
     """The zygote's loop: import once, then fork on request until stdin closes."""
+    ignore_terminal_interrupt()  # and so do the TM and workers it forks
     set_process_title("jstorm zygote (forks the TM and workers)")
     for name in PRELOAD:
         importlib.import_module(name)

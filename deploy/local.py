@@ -27,7 +27,12 @@ from typing import Any
 from jstormpy import pickling
 from jstormpy.api.config import Config, as_config
 from jstormpy.api.errors import ConfigError, JStormError, TopologyError, TopologyStopped
-from jstormpy.api.failure import FINAL_STATUS_FILE, MASTER_ERROR_FILE, describe_failure
+from jstormpy.api.failure import (
+    FINAL_STATUS_FILE,
+    INTERRUPTED,
+    MASTER_ERROR_FILE,
+    describe_failure,
+)
 from jstormpy.api.topology import Topology
 from jstormpy.cli.client import MasterClient, Registration, jstorm_home
 from jstormpy.deploy.forkserver import (
@@ -250,7 +255,7 @@ class TopologyHandle:
                 status = {"state": "unreachable"}  # the TM may be restarting
             state = status.get("state")
             if state in TERMINAL_STATES and self.run_dir is not None:
-                (self.run_dir / FINAL_STATUS_FILE).write_text(json.dumps(status))
+                write_final_status(self.run_dir, status)
             if state == TopologyState.DRAINED:
                 return status
             if state == TopologyState.KILLED:  # only the Kill call sets it: a planned stop
@@ -277,12 +282,12 @@ class TopologyHandle:
             raise JStormError("abandon() needs the handle returned by submit()")
         self._launcher.abandon(reason)
 
-    def kill(self) -> None:
-        """Stop the topology and its processes."""
+    def kill(self, reason: str = "") -> None:
+        """Stop the topology and its processes (``reason``: kept in its final status)."""
         if self._launcher is not None:
-            self._launcher.shutdown()
+            self._launcher.shutdown(reason or "cluster shut down")
         else:
-            self.client.kill("killed by the client")
+            self.client.kill(reason or "killed by the client")
 
 
 class Supervisor:
@@ -471,14 +476,32 @@ class Supervisor:
                     proc.wait(5)
             self._close_forkserver()
 
-    def shutdown(self) -> None:
+    def shutdown(self, reason: str = "cluster shut down") -> None:
+        """Kill the topology (the TM tells the workers) and wait for every process; a run
+        that had not ended yet gets its final status written, so that ``jstorm status
+        NAME`` still answers for it."""
         self.stopping.set()
         with self.lock:
+            client = MasterClient(self.address, self.secret.encode(), self.tls_dir)
+            final: dict[str, Any] | None = None
+            ended = (self.run_dir / FINAL_STATUS_FILE).exists()
+            if not ended:
+                with contextlib.suppress(JStormError):
+                    final = client.status(timeout=2.0)
+            live = final is not None and final.get("state") not in TERMINAL_STATES
             try:
-                MasterClient(self.address, self.secret.encode(),
-                             self.tls_dir).kill("cluster shut down")
+                client.kill(reason)
             except JStormError:
                 pass
+            else:  # KILLED now: no checkpoint completes after this status
+                if live:
+                    with contextlib.suppress(JStormError):
+                        final = client.status(timeout=2.0)
+            finally:
+                client.close()
+            if final is not None and not ended:  # an ending the TM did not choose itself
+                write_final_status(self.run_dir, {**final, "state": INTERRUPTED,
+                                                  "stopped": reason} if live else final)
             procs = [p for p in [self.master, *self.workers.values()] if p is not None]
             deadline = time.monotonic() + 5
             for proc in procs:
@@ -591,6 +614,13 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def write_final_status(run_dir: Path, status: dict[str, Any]) -> None:
+    """Keep how a run ended in its run directory (``jstorm status NAME`` reads it)."""
+    tmp = run_dir / (FINAL_STATUS_FILE + ".tmp")
+    tmp.write_text(json.dumps(status))
+    tmp.replace(run_dir / FINAL_STATUS_FILE)
 
 
 def refuse_if_running(name: str, home: Path | None = None) -> None:

@@ -382,9 +382,9 @@ class _SparkSupervisor(Supervisor):
                     self._restart("Topology Master", master.returncode,
                                   lambda: self.start_master(resume=True))
 
-    def shutdown(self) -> None:
+    def shutdown(self, reason: str = "cluster shut down") -> None:
         self.stopping.set()
-        super().shutdown()  # kills the TM: the workers are told to shut down and exit 0
+        super().shutdown(reason)  # kills the TM: the workers are told to shut down and exit 0
         with contextlib.suppress(Exception):
             self.spark.sparkContext.cancelJobGroup(self.group)
         if self.job_thread.is_alive():

@@ -29,10 +29,12 @@ from jstormpy.security.tls import tls_dir_from_env
 from jstormpy.security.tokens import secret_from_env
 from jstormpy.state_backends import open_backend
 from jstormpy.state_backends.deadline import DeadlineBackend
+from jstormpy.terminal import ignore_terminal_interrupt
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the Topology Master process."""
+    ignore_terminal_interrupt()  # the launcher owns Ctrl-C (jstormpy/terminal.py)
     parser = argparse.ArgumentParser(prog="jstormpy.master")
     parser.add_argument("--run-dir", required=True)
     parser.add_argument("--port", type=int, required=True)

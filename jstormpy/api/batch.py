@@ -95,6 +95,42 @@ class Batch:
         return f"Batch({self.source}:{self.task}/{self.stream} {len(self.rows)} tuples)"
 
 
+_FAILED_RECORD = "_jstorm_failed_record"
+
+
+def mark_failed_record(exc: BaseException, record: Any) -> None:
+    """Say which record of a batch ``exc`` was raised on: the failure report (``jstorm
+    run``, ``handle.wait()``, ``jstorm status``) then shows that record, not the batch.
+    A component looping over a batch calls it in its ``except`` clause (the loop variable
+    still holds the record; the loop itself pays nothing)."""
+    try:
+        setattr(exc, _FAILED_RECORD, (record,))
+    except (AttributeError, TypeError):  # an exception type without a __dict__
+        pass
+
+
+class FailedRecord:
+    """The record of a batch an error was raised on, as a failure report shows it."""
+
+    __slots__ = ("batch", "record")
+
+    def __init__(self, record: Any, batch: Batch) -> None:
+        self.record = record
+        self.batch = batch
+
+    def __repr__(self) -> str:
+        return f"{self.record!r} (a record of {self.batch!r})"
+
+
+def failed_input(exc: BaseException, received: Any) -> Any:
+    """What ``exc`` was raised on: the record :func:`mark_failed_record` named when
+    ``received`` is a batch, else ``received`` itself."""
+    marked = getattr(exc, _FAILED_RECORD, None)
+    if isinstance(received, Batch) and isinstance(marked, tuple) and len(marked) == 1:
+        return FailedRecord(marked[0], received)
+    return received
+
+
 def rows_from_columns(data: Any, fields: Sequence[str], component: str,
                       stream: str) -> Sequence[Sequence[Any]]:
     """Rows (one values tuple per record) from what ``emit_batch`` was given.

@@ -8,6 +8,10 @@ from typing import Any
 FINAL_STATUS_FILE = "final_status.json"
 """Kept in the run directory (``JSTORM_HOME/runs/NAME``) when a run ends, so that
 ``jstorm status NAME`` still answers for a failed, killed or drained topology."""
+INTERRUPTED = "interrupted"
+"""The ``state`` of a final status the launcher wrote when it stopped a run that had not
+ended by itself (Ctrl-C, a timeout, the cluster shut down): unlike ``killed`` (a planned
+stop) the run is not over — ``--resume`` continues it from the checkpoint it kept."""
 MASTER_ERROR_FILE = "master.error"
 """Written by a Topology Master that could not start (e.g. an unreachable state backend):
 the launcher puts its text on the console and in the exception."""

@@ -31,11 +31,11 @@ A topology file defines ``topology`` (a Topology or TopologyBuilder) and optiona
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -65,7 +65,13 @@ def load_topology_file(path: str) -> Any:
     folder = str(file.resolve().parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except JStormError as exc:  # e.g. a dataflow refused while the file builds it
+        where = _line_in_file(exc, file)
+        if where:
+            exc.args = (f"{exc}\n  at {where}",)
+        raise
     cloudpickle.register_pickle_by_value(module)
     topo = getattr(module, "topology", None)
     if isinstance(topo, TopologyBuilder):
@@ -74,6 +80,21 @@ def load_topology_file(path: str) -> Any:
         raise JStormError(f"{path} must define `topology` (a Topology or TopologyBuilder); "
                           f"found {type(topo).__name__}")
     return module
+
+
+def _line_in_file(exc: BaseException, file: Path) -> str:
+    """``FILE, line N: source`` of the last line of ``file`` in ``exc``'s traceback: where
+    the user's code called what raised (empty if the file is not in it)."""
+    import traceback
+
+    target = str(file.resolve())
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if f.filename and Path(f.filename).resolve() == Path(target)]
+    if not frames:
+        return ""
+    last = frames[-1]
+    source = (last.line or "").strip()
+    return f"{file}, line {last.lineno}" + (f": {source}" if source else "")
 
 
 def _launcher_alive(reg: Registration) -> bool:
@@ -237,10 +258,13 @@ def launch_run(args: argparse.Namespace, module: Any, config: Any,
             print(f"continue it with: jstorm run {args.file} --resume")
             return 0
         except KeyboardInterrupt:
-            last = None
-            with contextlib.suppress(JStormError):  # a short ask: the user wants out
-                last = (handle.client.status(timeout=2.0)
-                        .get("last_completed_checkpoint") or {}).get("id")
+            # a terminal's Ctrl-C reached the whole process group; only this launcher acts
+            # on it (the TM and workers ignore it: jstormpy/terminal.py). Stop first, then
+            # report the checkpoint the final status kept; a second Ctrl-C while stopping
+            # (bounded by the kill's waits) would only leave a traceback
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            handle.kill("interrupted (Ctrl-C)")
+            last = _kept_checkpoint(handle)
             print(f"interrupted: stopping the topology; its state is kept at checkpoint "
                   f"#{last}" if last is not None else
                   "interrupted: stopping the topology (no checkpoint completed yet)")
@@ -251,6 +275,7 @@ def launch_run(args: argparse.Namespace, module: Any, config: Any,
                 monkey.stop()
         took = time.monotonic() - t0
         metrics = _final_metrics(handle)
+        status = _keep_late_counts(handle, status, metrics)
         print(f"drained in {took:.1f} s; generation {status['generation']}, "
               f"{status['restarts']} recoveries, last checkpoint "
               f"#{(status['last_completed_checkpoint'] or {}).get('id')}")
@@ -260,13 +285,44 @@ def launch_run(args: argparse.Namespace, module: Any, config: Any,
         if status["restarts"]:
             print(f"(the counters below cover generation {status['generation']}: the work "
                   "since the last recovery)")
-        _print_metrics(metrics)
+        from jstormpy.cli.ops import format_run_summary
+
+        print(format_run_summary(metrics))
         verify = getattr(module, "verify", None)
         if callable(verify):
             ok = bool(verify(handle))
             print("verify: OK" if ok else "verify: FAILED")
             return 0 if ok else 1
     return 0
+
+
+def _keep_late_counts(handle: Any, status: dict[str, Any],
+                      metrics: dict[str, Any]) -> dict[str, Any]:
+    """The drained run's final status with ``late_records``: ``{component: records}`` it
+    dropped as late (joins, window aggregates), from the workers' last heartbeats; kept
+    in the run directory, so `jstorm status NAME` shows them after the run."""
+    late = {name: int(a["late_records"]) for name, a in metrics.get("components", {}).items()
+            if a.get("late_records")}
+    if not late or handle.run_dir is None:
+        return status
+    from jstormpy.deploy.local import write_final_status
+
+    status = {**status, "late_records": late}
+    write_final_status(handle.run_dir, status)
+    return status
+
+
+def _kept_checkpoint(handle: Any) -> int | None:
+    """The last completed checkpoint in a stopped run's final status (None: none)."""
+    from jstormpy.api.failure import FINAL_STATUS_FILE
+
+    if handle.run_dir is None:
+        return None
+    try:
+        final = json.loads((handle.run_dir / FINAL_STATUS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return (final.get("last_completed_checkpoint") or {}).get("id")
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -313,7 +369,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from jstormpy.api.failure import FINAL_STATUS_FILE
+    from jstormpy.api.failure import FINAL_STATUS_FILE, INTERRUPTED
     from jstormpy.cli.client import jstorm_home
 
     ha = _ha_status(args)
@@ -334,7 +390,15 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(format_ha(ha))
             return 0
         status = json.loads(final.read_text())  # the run is over: what it ended with
-        if not args.json:
+        if args.json:
+            pass
+        elif status["state"] == INTERRUPTED:
+            kept = (status.get("last_completed_checkpoint") or {}).get("id")
+            print(f"{args.name}: not running; its run was {status.get('stopped') or INTERRUPTED}"
+                  f" and its state is kept at "
+                  f"{'checkpoint #' + str(kept) if kept else 'no checkpoint'}: `jstorm run FILE "
+                  f"--resume` continues it (the status below is its last one)")
+        else:
             print(f"{args.name}: not running; its run ended {status['state']} (the status "
                   f"below is its last one)")
     if ha is not None:

@@ -89,6 +89,31 @@ def _agg_cells(a: dict[str, Any]) -> list[str]:
             human(a["state_records"]) if "state_records" in a else "-"]
 
 
+_SUMMARY_OPTIONAL = (("late", "late_records"), ("errors", "errors"),
+                     ("buffered", "state_records"))
+"""End-of-run columns shown only when some component has a count in them."""
+
+
+def format_run_summary(m: dict[str, Any]) -> str:
+    """What each component did in a run that is over: counts and latencies, no rates (they
+    are of the last interval, 0 once the input ended), one line for the workers; the
+    late, error and buffered columns only when some component has such records."""
+    comps = {**m.get("components", {}), "(topology)": m["topology"]}
+    extra = [(head, key) for head, key in _SUMMARY_OPTIONAL
+             if any(a.get(key) for a in comps.values())]
+    rows = [[name, human(a["emitted"]), human(a["executed"]), _ms(a["latency_ms_p50"]),
+             _ms(a["latency_ms_p99"]), *(human(a.get(key, 0)) for _, key in extra)]
+            for name, a in comps.items()]
+    text = table(["component", "emitted", "executed", "p50 ms", "p99 ms",
+                  *(head for head, _ in extra)], rows)
+    procs = m.get("workers_process", {})
+    if procs:
+        text += "\nworkers    " + ", ".join(
+            f"{wid}: {human(p['rss_bytes'], 'B') if p.get('rss_bytes') else '-'} RSS"
+            for wid, p in procs.items())
+    return text
+
+
 def format_metrics(m: dict[str, Any], tasks: bool = False) -> str:
     """Metrics as readable tables (components, workers, topology; tasks if asked)."""
     out = []

@@ -60,6 +60,9 @@ def format_status(status: dict[str, Any]) -> str:
         lines.append(f"{w['id']:>6} {str(w['alive']):>5} {w['pid'] or '-':>7} "
                      f"{w['code_version'] or '-':>8} {rss:>7} {_tasks_text(w['tasks'], names)}")
     lines.extend(_backpressure_lines(status.get("backpressure") or {}, names))
+    late = status.get("late_records") or {}  # a finished run's (kept by `jstorm run`)
+    if late:
+        lines.append("late records " + ", ".join(f"{c} {n}" for c, n in late.items()))
     run = status.get("run")
     if run:  # run identity (docs/checkpointing.md): a takeover bumps the epoch
         lines.append(f"run        {run['job_id']} epoch {run['epoch']}")

@@ -60,6 +60,16 @@ _encode_json = encode_value
 STAGING_DIR = "_staging"
 INPROGRESS_DIR = "_inprogress"
 
+def _count_parts(names: list[str], noun: str) -> str:
+    """``1 part file``, ``3 part files``."""
+    return f"{len(names)} {noun}{'' if len(names) == 1 else 's'}"
+
+
+def _name_parts(names: list[str]) -> str:
+    """One file by its name; more as the first and last of their sorted names."""
+    return names[0] if len(names) == 1 else f"{names[0]} ... {names[-1]}"
+
+
 class FileSink(Sink):
     """Exactly-once sink writing one file per (checkpoint, task) into ``directory``.
 
@@ -518,9 +528,9 @@ class FileSink(Sink):
         later = parts_after(names, checkpoint_id)
         if later:
             raise SinkError(
-                f"FileSink directory {self.directory!r} holds {len(later)} part file(s) "
-                f"committed after the savepoint's checkpoint {checkpoint_id} ({later[0]} ... "
-                f"{later[-1]}); the restored run continues checkpoint ids from "
+                f"FileSink directory {self.directory!r} holds {_count_parts(later, 'part file')} "
+                f"committed after the savepoint's checkpoint {checkpoint_id} "
+                f"({_name_parts(later)}); the restored run continues checkpoint ids from "
                 f"{checkpoint_id} and would write the same names, so its output would be "
                 "dropped. Restore into an empty directory, or move the part files with a "
                 f"checkpoint id above {checkpoint_id} away (the restored run writes that "
@@ -533,9 +543,11 @@ class FileSink(Sink):
             raise self._fail("list its output directory", exc) from exc
         if earlier:
             raise SinkError(
-                f"FileSink directory {self.directory!r} already holds {len(earlier)} "
-                f"committed part file(s) of an earlier run ({earlier[0]} ... {earlier[-1]}); "
-                "a fresh run restarts checkpoint ids at 1 and would collide with them. "
+                f"FileSink directory {self.directory!r} already holds "
+                f"{_count_parts(earlier, 'committed part file')} of an earlier run "
+                f"({_name_parts(earlier)}); "
+                "a fresh run restarts checkpoint ids at 1 and would collide with "
+                f"{'it' if len(earlier) == 1 else 'them'}. "
                 "Write to an empty directory, move the old output away, or continue the "
                 "earlier run with --resume (LocalCluster.submit(..., resume=True))")
 

@@ -23,7 +23,8 @@ from operator import itemgetter
 from types import FunctionType
 from typing import Any, NamedTuple
 
-from jstormpy.api.component import Bolt, TopologyContext, Tuple
+from jstormpy.api.batch import mark_failed_record
+from jstormpy.api.component import DEFAULT_STREAM, Bolt, TopologyContext, Tuple
 from jstormpy.api.errors import TopologyError
 from jstormpy.barrier.twophase import Sink
 from jstormpy.dataflow.join_clock import JoinClock
@@ -31,6 +32,7 @@ from jstormpy.dataflow.records import (
     ITEM_FIELDS,
     KEY_FIELD,
     KEYED_FIELDS,
+    LATE_STREAM,
     PLAIN_ITEMS,
     SELF_KEYED_FIELDS,
     RecordTuples,
@@ -216,21 +218,41 @@ class ChainBolt(DataflowBolt):
                 fn = steps[0].fn
 
                 def execute_batch(batch: Any) -> None:
-                    for item in raw_items(batch):
-                        for each in fn(item):
-                            emit((key_fn(each), each))
+                    item = None
+                    try:
+                        for item in raw_items(batch):
+                            for each in fn(item):
+                                emit((key_fn(each), each))
+                    except Exception as exc:
+                        mark_failed_record(exc, item)
+                        raise
             else:
                 def execute_batch(batch: Any) -> None:
-                    for item in raw_items(batch):
-                        run(item)
+                    item = None
+                    try:
+                        for item in raw_items(batch):
+                            run(item)
+                    except Exception as exc:
+                        mark_failed_record(exc, item)
+                        raise
         elif wire is Wire.ITEM:
             def execute_batch(batch: Any) -> None:
-                for row in batch.rows:
-                    run(row[0])
+                row: Any = None
+                try:
+                    for row in batch.rows:
+                        run(row[0])
+                except Exception as exc:
+                    mark_failed_record(exc, None if row is None else row[0])
+                    raise
         elif wire is Wire.KEYED or wire is Wire.LATE:
             def execute_batch(batch: Any) -> None:
-                for row in batch.rows:
-                    run(row[-1])
+                row: Any = None
+                try:
+                    for row in batch.rows:
+                        run(row[-1])
+                except Exception as exc:
+                    mark_failed_record(exc, None if row is None else row[-1])
+                    raise
         if execute_batch is not None:
             self.__dict__["execute_batch"] = execute_batch
 
@@ -323,14 +345,19 @@ class ReduceBolt(DataflowBolt):
         emit, send = self.emit, self._df_out
 
         def run_rows(rows: Iterable[Sequence[Any]]) -> None:
-            for row in rows:
-                key, item = row[0], row[-1]
-                value = fn(values[key], item) if key in values else item
-                values[key] = value
-                if direct:
-                    emit((KeyedValue(key, value),))
-                else:
-                    send(KeyedValue(key, value))
+            row: Any = None
+            try:
+                for row in rows:
+                    key, item = row[0], row[-1]
+                    value = fn(values[key], item) if key in values else item
+                    values[key] = value
+                    if direct:
+                        emit((KeyedValue(key, value),))
+                    else:
+                        send(KeyedValue(key, value))
+            except Exception as exc:
+                mark_failed_record(exc, None if row is None else row[-1])
+                raise
 
         bind_rows(self, conf, run_rows)
 
@@ -362,25 +389,30 @@ class StatefulMapBolt(DataflowBolt):
         emit, send = self.emit, self._df_out
 
         def run_rows(rows: Iterable[Sequence[Any]]) -> None:
-            for values in rows:
-                key = values[0]
-                result = fn(get(key), values[-1])
-                try:
-                    new, out = result
-                except (TypeError, ValueError):
-                    raise TopologyError(
-                        f"stateful_map function must return (state_or_None, out_or_None), "
-                        f"got {result!r} for key {key!r}") from None
-                if new is None:
-                    if key in states:  # (del, not pop: incremental state tracks deletions)
-                        del states[key]
-                else:
-                    states[key] = new
-                if out is not None:
-                    if direct:
-                        emit((out,))
+            values: Any = None
+            try:
+                for values in rows:
+                    key = values[0]
+                    result = fn(get(key), values[-1])
+                    try:
+                        new, out = result
+                    except (TypeError, ValueError):
+                        raise TopologyError(
+                            f"stateful_map function must return (state_or_None, "
+                            f"out_or_None), got {result!r} for key {key!r}") from None
+                    if new is None:
+                        if key in states:  # (del, not pop: incremental state tracks deletions)
+                            del states[key]
                     else:
-                        send(out)
+                        states[key] = new
+                    if out is not None:
+                        if direct:
+                            emit((out,))
+                        else:
+                            send(out)
+            except Exception as exc:
+                mark_failed_record(exc, None if values is None else values[-1])
+                raise
 
         bind_rows(self, conf, run_rows)
 
@@ -506,7 +538,23 @@ def _join_sides(sides: Mapping[InputKey, int]) -> dict[InputKey, Wire]:
     return {k: Wire.KEYED for k in sides}
 
 
-class WindowJoinBolt(DataflowBolt):
+class _JoinBolt(DataflowBolt):
+    """What both joins share: pairs on the default stream, late records on
+    :data:`LATE_STREAM` (``.late()``), counted in :attr:`late_records`."""
+
+    def __init__(self, sides: Mapping[InputKey, int], steps: Sequence[Step] = ()) -> None:
+        DataflowBolt.__init__(self, _join_sides(sides), steps)
+        self.outputs = {DEFAULT_STREAM: ITEM_FIELDS,  # type: ignore[misc]
+                        LATE_STREAM: ITEM_FIELDS}
+        self.late_records = 0
+
+    def _drop_late(self, item: Any) -> None:
+        """``item`` came after every window or partner it belongs to was purged."""
+        self.late_records += 1
+        self.emit((item,), stream=LATE_STREAM)
+
+
+class WindowJoinBolt(_JoinBolt):
     """``KeyedStream.join(other, window=...)``: every pair of one key in one window.
 
     A pair is emitted as soon as its second record arrives (while the window is not
@@ -531,7 +579,7 @@ class WindowJoinBolt(DataflowBolt):
                  timestamps: tuple[Callable[[Any], float], Callable[[Any], float]],
                  out_of_orderness_ms: float = 0, allowed_lateness_ms: float = 0,
                  how: str = "inner", steps: Sequence[Step] = ()) -> None:
-        super().__init__(_join_sides(sides), steps)
+        super().__init__(sides, steps)
         if not isinstance(window, TumblingWindows | SlidingWindows | SessionWindows):
             raise TopologyError(
                 f"join(window=...) takes TumblingWindows, SlidingWindows or SessionWindows, "
@@ -548,7 +596,6 @@ class WindowJoinBolt(DataflowBolt):
         self.timestamps = _check_timestamps(timestamps)
         self.lag = out_of_orderness_ms
         self.lateness = allowed_lateness_ms
-        self.late_records = 0
         self.error_records = 0
         """Items whose timestamp function raised or gave no finite number (dropped)."""
 
@@ -596,7 +643,7 @@ class WindowJoinBolt(DataflowBolt):
         clock = self._df_clock
         if self._df_session:
             if not self._place_in_session(key, side, item, ts):
-                self.late_records += 1
+                self._drop_late(item)
             if clock.observe(tup.task, ts):
                 self._advance()
             return
@@ -619,7 +666,7 @@ class WindowJoinBolt(DataflowBolt):
         if placed:
             buf[key] = wins  # written back: incremental checkpoints see the change
         else:
-            self.late_records += 1
+            self._drop_late(item)
         if clock.observe(tup.task, ts):
             self._advance()
 
@@ -746,7 +793,7 @@ class WindowJoinBolt(DataflowBolt):
         self._advance()
 
 
-class IntervalJoinBolt(DataflowBolt):
+class IntervalJoinBolt(_JoinBolt):
     """``KeyedStream.interval_join(other, lower_ms, upper_ms)``: pairs of one key with
     ``lower_ms <= t_right - t_left <= upper_ms``, emitted when the second one arrives.
 
@@ -759,7 +806,7 @@ class IntervalJoinBolt(DataflowBolt):
     def __init__(self, sides: Mapping[InputKey, int], lower_ms: float, upper_ms: float,
                  timestamps: tuple[Callable[[Any], float], Callable[[Any], float]],
                  out_of_orderness_ms: float = 0, steps: Sequence[Step] = ()) -> None:
-        super().__init__(_join_sides(sides), steps)
+        super().__init__(sides, steps)
         for name, value in (("lower_ms", lower_ms), ("upper_ms", upper_ms)):
             if isinstance(value, bool) or not isinstance(value, int | float) \
                     or not math.isfinite(value):
@@ -774,7 +821,6 @@ class IntervalJoinBolt(DataflowBolt):
         self.upper = upper_ms
         self.timestamps = _check_timestamps(timestamps)
         self.lag = out_of_orderness_ms
-        self.late_records = 0
         self.error_records = 0
         """Items whose timestamp function raised or gave no finite number (dropped)."""
 
@@ -821,7 +867,7 @@ class IntervalJoinBolt(DataflowBolt):
             return
         clock = self._df_clock
         if ts <= clock.wm:
-            self.late_records += 1
+            self._drop_late(item)
         else:
             buf = self._df_buf
             sides: Any = buf.get(key)

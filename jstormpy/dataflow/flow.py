@@ -41,7 +41,7 @@ from jstormpy.dataflow.bolts import (
     WindowJoinBolt,
     dataflow_sink,
 )
-from jstormpy.dataflow.records import KEY_FIELD, Wire
+from jstormpy.dataflow.records import KEY_FIELD, LATE_STREAM, Wire
 
 
 @dataclass(frozen=True)
@@ -209,6 +209,9 @@ class Stream:
         self._step = step
         self._wire = wire
         self._make = make
+        self._late_wire: Wire | None = None
+        """The layout of the operator's late side output (a window aggregate's, a
+        join's); None: it has none."""
         self._consumers = 0
         for p in parents:
             p._consumers += 1  # noqa: SLF001 - one package
@@ -271,6 +274,21 @@ class Stream:
         _check_parallelism("key_by", parallelism, optional=True)
         label = self._flow._op_name("key_by", f, name)  # noqa: SLF001 - one package
         return KeyedStream(self._flow, self, label, f, parallelism)
+
+    def late(self) -> Stream:
+        """The records a join or a window aggregate dropped as late: those that came after
+        every window (or, for an interval join, every partner) they belong to was purged,
+        beyond ``allowed_lateness_ms``. Each is the item as it entered the operator (a
+        join's: from either side). Other streams have no late records.
+
+        Raises:
+            TopologyError: This stream is not the output of a join or a window aggregate.
+        """
+        if self._late_wire is None:
+            raise TopologyError(
+                f"late() is the late side output of a join or a window's aggregate(...); "
+                f"stream {self._described()} is neither")
+        return Stream(self._flow, _Op.LATE, (self,), self._name, self.parallelism)
 
     def sink(self, name: str, sink: Any, parallelism: int = 1) -> None:
         """Write every item to ``sink`` (any Sink): a dict as that record, a NamedTuple
@@ -339,8 +357,11 @@ class Stream:
                        shuffle_from=upstream)
             return (_Out(head._name, DEFAULT_STREAM, Wire.ITEM, self.parallelism),)
         if op is _Op.LATE:
-            c.stream(self._parents[0])
-            return (_Out(self._name, "late", Wire.LATE, self.parallelism),)
+            parent = self._parents[0]
+            c.stream(parent)
+            assert parent._late_wire is not None  # noqa: SLF001 - checked by late()
+            return (_Out(self._name, LATE_STREAM, parent._late_wire,  # noqa: SLF001
+                         self.parallelism),)
         assert self._make is not None
         self._make(c)
         return (_Out(self._name, DEFAULT_STREAM, self._wire, self.parallelism),)
@@ -381,7 +402,8 @@ class KeyedStream:
 
     def _operator(self, op: str, fn: Any, name: str | None, parallelism: int | None,
                   make_bolt: Callable[[dict[InputKey, Wire], dict[InputKey, int]], Any],
-                  others: tuple[KeyedStream, ...] = (), wire: Wire = Wire.ITEM) -> Stream:
+                  others: tuple[KeyedStream, ...] = (), wire: Wire = Wire.ITEM,
+                  late_wire: Wire | None = None) -> Stream:
         _check_parallelism(op, parallelism, optional=True)
         label = self._flow._op_name(op, fn, name)  # noqa: SLF001 - one package
         p = parallelism or max(k.parallelism for k in (self, *others))
@@ -396,7 +418,9 @@ class KeyedStream:
                 outs += side
             c.add_bolt(label, make_bolt(_inputs(outs), side_of), p, keyed_from=outs)
 
-        return Stream(self._flow, _Op.OPERATOR, sides, label, p, wire=wire, make=make)
+        stream = Stream(self._flow, _Op.OPERATOR, sides, label, p, wire=wire, make=make)
+        stream._late_wire = late_wire  # noqa: SLF001 - one package
+        return stream
 
     def reduce(self, f: Callable[[Any, Any], Any], *, name: str | None = None,
                parallelism: int | None = None) -> Stream:
@@ -439,7 +463,8 @@ class KeyedStream:
         return self._operator(
             "join", None, name, parallelism,
             lambda _, sides: WindowJoinBolt(sides, window, timestamp, out_of_orderness_ms,
-                                            allowed_lateness_ms, how), others=(other,))
+                                            allowed_lateness_ms, how), others=(other,),
+            late_wire=Wire.ITEM)
 
     def interval_join(self, other: KeyedStream, lower_ms: float, upper_ms: float, *,
                       timestamp: tuple[Callable[[Any], float], Callable[[Any], float]],
@@ -453,7 +478,8 @@ class KeyedStream:
         return self._operator(
             "interval_join", None, name, parallelism,
             lambda _, sides: IntervalJoinBolt(sides, lower_ms, upper_ms, timestamp,
-                                              out_of_orderness_ms), others=(other,))
+                                              out_of_orderness_ms), others=(other,),
+            late_wire=Wire.ITEM)
 
     def _check_join(self, other: KeyedStream) -> None:
         if not isinstance(other, KeyedStream) or other._flow is not self._flow:
@@ -490,7 +516,7 @@ class WindowedStream:
         self._result = self._keyed._operator(  # noqa: SLF001 - one package
             "window", agg, name, parallelism,
             lambda _, __: WindowAggregateBolt(assigner, timestamp, agg, lag, lateness, early),
-            wire=Wire.FIRING)
+            wire=Wire.FIRING, late_wire=Wire.LATE)
         return self._result
 
     def late(self) -> Stream:
@@ -498,9 +524,10 @@ class WindowedStream:
         the allowed lateness); call after ``aggregate``."""
         result = self._result
         if result is None:
-            raise TopologyError("late() needs the window's aggregate(...) first")
-        return Stream(result._flow, _Op.LATE, (result,), result._name,  # noqa: SLF001
-                      result.parallelism)
+            raise TopologyError("late() needs the window's aggregate(...) first: "
+                                "late = windowed.late() after windowed.aggregate(agg), or "
+                                "windowed.aggregate(agg).late()")
+        return result.late()
 
 
 class _CheckOnly:

@@ -15,6 +15,9 @@ from jstormpy.api.component import Tuple
 from jstormpy.dataflow.results import WindowResult
 
 ITEM_FIELDS = ("_item",)
+LATE_STREAM = "late"
+"""The stream of an operator's late records (``.late()``): a window aggregate's carry the
+keyed input tuple (:attr:`Wire.LATE`), a join's the item (:attr:`Wire.ITEM`)."""
 """The fields of an unkeyed dataflow stream: one field holding the item."""
 KEY_FIELD = "_key"
 """The hidden key field a ``key_by`` adds (the fields grouping of keyed operators)."""

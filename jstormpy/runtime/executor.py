@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from jstormpy.api.batch import Batch
+from jstormpy.api.batch import Batch, failed_input
 from jstormpy.api.component import ERRORS_STREAM, Tuple, managed_states
 from jstormpy.api.errors import TopologyError
 from jstormpy.barrier.aligner import BarrierAligner
@@ -223,6 +223,7 @@ class TaskExecutor:
     # -- user errors ----------------------------------------------------------------------
     def _user_error(self, exc: BaseException, tup: Any) -> None:
         self.metrics.errors += 1
+        tup = failed_input(exc, tup)  # a batch's failing record, when the bolt named it
         if self.dead_letters and self.kind == "bolt" and isinstance(tup, Tuple):
             log.warning("task %s (%s) raised %s on %r: sent to its %r stream",
                         self.task_id, self.component_name, exc.__class__.__name__, tup,

@@ -68,6 +68,7 @@ from jstormpy.state_backends.rocksdb_files import (
     materialise_into,
 )
 from jstormpy.state_store import MemoryStore, RocksDBStore, open_store
+from jstormpy.terminal import ignore_terminal_interrupt
 
 log = logging.getLogger("jstormpy.worker")
 
@@ -711,6 +712,7 @@ class Worker(TaskHost):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of a worker process."""
+    ignore_terminal_interrupt()  # the launcher owns Ctrl-C (jstormpy/terminal.py)
     parser = argparse.ArgumentParser(prog="jstormpy.runtime.worker")
     parser.add_argument("--tm", required=True, help="Topology Master address host:port")
     parser.add_argument("--worker-id", type=int, required=True)

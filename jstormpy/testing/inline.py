@@ -30,7 +30,7 @@ import logging
 import pickle
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,7 @@ from jstormpy.barrier.transactions import (  # type: ignore[import-not-found]
     SinkTransactions,
 )
 from jstormpy.keygroups import resolve_max_parallelism
+from jstormpy.pickling import dumps
 from jstormpy.runtime.routing import MessageKind, OutputCollector, build_routes
 from jstormpy.runtime.task_wiring import input_field_index, restore_component
 from jstormpy.testing.kit import TestingSink
@@ -109,7 +110,8 @@ class _InlineRun:
 
     def __init__(self, topo: Topology, config: Config, checkpoint_every: int,
                  crash: bool, max_restarts: int, stats: InlineStats,
-                 timeout_s: float = 60.0) -> None:
+                 timeout_s: float = 60.0, source_order: Sequence[str] = ()) -> None:
+        self.source_order = tuple(source_order)
         self.deadline = time.monotonic() + timeout_s
         self.timeout_s = timeout_s
         self.topo = topo
@@ -123,7 +125,8 @@ class _InlineRun:
         self.task_component = {t: n for n, ts in self.component_tasks.items() for t in ts}
         self.max_parallelism = resolve_max_parallelism(
             config.max_parallelism, (len(ts) for ts in self.component_tasks.values()))
-        self.blobs = {n: cloudpickle.dumps(spec.obj) for n, spec in topo.components.items()}
+        # shipped as a worker gets them: code keeps its file name (jstormpy/pickling.py)
+        self.blobs = {n: dumps(spec.obj) for n, spec in topo.components.items()}
         self.queue: deque[tuple[int, tuple[int, int, str, Any]]] = deque()
         self.tasks: dict[int, _Task] = {}
         self.generation = 0
@@ -253,12 +256,22 @@ class _InlineRun:
                 self._guard(task, functools.partial(hook, checkpoint_id))
 
     # -- the spouts' side -----------------------------------------------------------------
+    def _running_spouts(self) -> list[_Task]:
+        """The spout tasks that take turns now: all of them, round-robin; with
+        ``source_order``, the first listed source that has not ended (alone), and once
+        every listed one has ended, the others."""
+        spouts = [t for t in self.tasks.values() if t.kind == "spout"]
+        for name in self.source_order:
+            mine = [t for t in spouts if t.name == name]
+            if not all(t.comp.finished and t.eos_sent for t in mine):
+                return mine
+        return [t for t in spouts if t.name not in self.source_order]
+
     def spout_round(self) -> bool:
-        """One ``next_tuple`` per unfinished spout task; True if any ran."""
+        """One ``next_tuple`` per unfinished running spout task; True if any ran."""
         ran = False
-        for task in self.tasks.values():
-            if task.kind == "spout":
-                ran = self._spout_step(task) or ran
+        for task in self._running_spouts():
+            ran = self._spout_step(task) or ran
         return ran
 
     def _spout_step(self, task: _Task) -> bool:
@@ -282,12 +295,14 @@ class _InlineRun:
         self.last_id += 1
         checkpoint_id = self.last_id
         spouts = [t for t in self.tasks.values() if t.kind == "spout"]
+        running = {t.task_id for t in self._running_spouts()}
         for i, task in enumerate(spouts):
             task.collector.flush()
             self._snapshot(task, checkpoint_id)
             task.collector.broadcast(MessageKind.BARRIER, checkpoint_id)
             for other in spouts[i + 1:]:
-                self._spout_step(other)
+                if other.task_id in running:
+                    self._spout_step(other)
             self.drain()
         self._complete_if_all(checkpoint_id)
         return checkpoint_id
@@ -430,8 +445,8 @@ class _InlineRun:
 
 def run_inline(target: Any, *, sink: str | None = None, config: Config | None = None,
                checkpoint_every: int = 4, crash: bool = True, max_restarts: int = 3,
-               stats: InlineStats | None = None,
-               timeout_s: float = 60.0) -> list[dict[str, Any]]:
+               stats: InlineStats | None = None, timeout_s: float = 60.0,
+               source_order: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Run ``target`` (a ``Topology`` or a ``Dataflow``) in this process; return the
     committed records of its :class:`~jstormpy.testing.TestingSink` (``sink=``: the
     sink component's name, needed when there are several).
@@ -449,6 +464,12 @@ def run_inline(target: Any, *, sink: str | None = None, config: Config | None = 
         stats: an :class:`InlineStats` to fill in (checkpoints, crashes).
         timeout_s: give up (``InlineRunError``) if the job has not ended by then: the
             sources must end (``finish()``).
+        source_order: source (spout component) names run one after the other, each to
+            its end, before the sources not listed (those take turns). By default every
+            source takes turns, one ``next_tuple`` per task per round. Watermarks are
+            the minimum over an operator's inputs, so which source runs ahead decides
+            what is late: ``source_order=["orders", "payments"]`` pins the case of a
+            cluster where the orders ran ahead of the payments.
 
     Every TestingSink of the topology is cleared first, so the run starts empty.
 
@@ -472,8 +493,14 @@ def run_inline(target: Any, *, sink: str | None = None, config: Config | None = 
     if config is not None and config.guarantee != "exactly_once":
         raise InlineRunError(f"run_inline runs the exactly-once protocol only; got "
                              f"Config(guarantee={config.guarantee!r})")
+    spouts = sorted(n for n, spec in topo.components.items() if spec.kind == "spout")
+    if isinstance(source_order, str) or any(n not in spouts for n in source_order) \
+            or len(set(source_order)) != len(source_order):
+        raise InlineRunError(f"run_inline source_order={source_order!r} must list distinct "
+                             f"source names of the topology (its sources: {spouts})")
     for obj in testing.values():
         obj.clear()
     _InlineRun(topo, config or Config(), checkpoint_every, crash, max_restarts,
-               stats if stats is not None else InlineStats(), timeout_s).run()
+               stats if stats is not None else InlineStats(), timeout_s,
+               source_order).run()
     return testing[sink if sink is not None else next(iter(testing))].items()

@@ -259,3 +259,23 @@ def test_run_inline_refuses_a_guarantee_it_does_not_run():
     flow.source("in", TestingSource([1])).sink("out", TestingSink())
     with pytest.raises(InlineRunError, match="exactly-once protocol only"):
         run_inline(flow, config=Config(guarantee="at_most_once"))
+
+
+def test_run_inline_tracebacks_name_the_file_of_a_shipped_lambda() -> None:
+    """docs/errors.md: shipped code keeps its file name -- in run_inline too (issue 40
+    item 6), not ``File "<dynamic-code>"``."""
+    import traceback
+
+    from jstormpy.dataflow import Dataflow
+    from jstormpy.testing import InlineRunError
+
+    flow = Dataflow("divide")
+    (flow.source("n", TestingSource([1, 0, 2]))
+         .map(lambda r: 10 // r["value"])  # the user's line: 0 divides
+         .sink("out", TestingSink()))
+    with pytest.raises(InlineRunError) as err:
+        run_inline(flow, max_restarts=0)
+    text = "".join(traceback.format_exception(err.value))
+    assert "<dynamic-code>" not in text, text
+    assert f'File "{__file__}"' in text, text
+    assert '.map(lambda r: 10 // r["value"])  # the user\'s line' in text, text

@@ -460,3 +460,24 @@ def test_a_savepoint_restore_over_output_written_after_the_savepoint_is_refused(
     assert all_files(tmp_path) == before
     FileSink(tmp_path).check_savepoint_restore(3)  # nothing after the savepoint: fine
     FileSink(tmp_path / "new").check_savepoint_restore(1)  # no directory yet: fine
+
+
+def test_a_used_output_directory_names_one_part_file_once(tmp_path: Path) -> None:
+    # issue 40 item 8: one committed file is named, not shown as a range from it to itself
+    first = start(tmp_path)
+    first.write(tup("a", 0))
+    first.pre_commit(1)
+    first.commit(1)
+    with pytest.raises(SinkError) as err:
+        FileSink(tmp_path).check_fresh_run()
+    text = str(err.value)
+    assert "1 committed part file of an earlier run (part-0000000001-00003.jsonl)" in text, text
+    assert " ... " not in text, text
+    first.begin(2)
+    first.write(tup("a", 1))
+    first.pre_commit(2)
+    first.commit(2)
+    with pytest.raises(SinkError) as err:
+        FileSink(tmp_path).check_fresh_run()
+    assert "2 committed part files of an earlier run (part-0000000001-00003.jsonl ... " \
+           "part-0000000002-00003.jsonl)" in str(err.value), str(err.value)
