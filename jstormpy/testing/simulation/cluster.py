@@ -78,7 +78,7 @@ from jstormpy.state_backends.shared_files import collect_shared_files
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
 from jstormpy.testing.simulation.outputs import Row, SimOutput
 from jstormpy.testing.simulation.storage import SharedFilesView, SimStorage, merge_files
-from jstormpy.testing.simulation.stores import CounterStores
+from jstormpy.testing.simulation.stores import CounterStores, NativeState
 from jstormpy.testing.simulation.world import World
 
 MAX_PARALLELISM = 8
@@ -160,8 +160,9 @@ class SimTask:
         self.aligner = BarrierAligner(upstream, aligned=True)
         self.backlog: list[tuple[int, Any]] = []  # frames before Start (the inbox)
         state = state or {}
-        self.states: dict[str, Any] = {
-            n: dict(v) for n, v in state.get("states", {}).items()}
+        self.states: dict[str, Any] = {  # a native RocksDB checkpoint's state: as it is
+            n: v if isinstance(v, NativeState) else dict(v)
+            for n, v in state.get("states", {}).items()}
         ttl_ms = self.sim.plan.ttl_ms
         if ttl_ms is not None and component == "count":
             # the TTL state (rocksdb_ttl: the counts too) on the real memory or RocksDB
@@ -339,8 +340,9 @@ class SimTask:
             base = not self.files or len(self.files) >= BASE_EVERY
             stored = {n: stored_entries(v) for n, v in self.states.items()
                       if frozen is None or n not in frozen.names}
-            if frozen is not None:  # a delta's entries are chosen at the barrier
-                stored.update(frozen.read())
+            if frozen is not None and not frozen.native:  # a delta's entries are chosen
+                stored.update(frozen.read(self.task_id, checkpoint_id,  # at the barrier
+                                          ticket.generation))
                 frozen = None
             capture = {"kind": "base" if base else "delta", "states": {
                 n: (entries if base else
@@ -357,7 +359,8 @@ class SimTask:
 
         def upload() -> None:
             if frozen is not None:  # applied and checkpointed at the barrier (stores.py)
-                data["states"].update(frozen.read())
+                data.setdefault("states", {}).update(
+                    frozen.read(self.task_id, checkpoint_id, ticket.generation))
             new_files: dict[str, Any] = {}
             files = self.files
             if capture is not None:  # IncrementalKeyedState.write: carry, segment, chain
@@ -615,7 +618,8 @@ class SimWorker:
                     got = {**dict(zip(rest, files, strict=True)), **local}
                     if self.sim.plan.on(Fault.LOCAL_RECOVERY):
                         self.local_previous[task] = set(chain)  # LocalCopies.seed
-                    finish({**data, "states": merge_files([got[f] for f in chain]),
+                    finish({**data, "states": {**(data.get("states") or {}),  # native RocksDB
+                                               **merge_files([got[f] for f in chain])},
                             "file_bytes": {f: pickle.dumps(got[f]) for f in chain}}, None)
                 if rest:
                     self.sim.storage.read_shared(rest, alive, files_read)

@@ -74,7 +74,12 @@ def run_seed(seed: int, allowed: tuple[Fault, ...] = ALL_FAULTS,
     inputs, counts = _inputs(world)
     output = SimOutput(kind=_sink_kind(world, seed))
     result = SeedResult(seed, f"{plan.describe()}; sink={output.kind}", "drained")
-    stores = CounterStores(plan.on(Fault.ROCKSDB_TTL), world.clock_ms, MAX_PARALLELISM)
+    # the RocksDB store's default checkpoint (native, incremental) or the full dump, from a
+    # generator of its own (every other draw of every seed stays as it was)
+    stores = CounterStores(plan.on(Fault.ROCKSDB_TTL), world.clock_ms, MAX_PARALLELISM,
+                           native=random.Random(f"{seed}:native").random() < 0.5)
+    if stores.rocksdb:
+        result.faults += "; rocksdb=" + ("native" if stores.native else "full")
     try:
         _run(world, plan, inputs, counts, output, result, stores)
     except AssertionError as exc:  # an impossible state reached by the protocol glue

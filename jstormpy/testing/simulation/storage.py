@@ -22,6 +22,7 @@ from jstormpy.api.errors import (
 from jstormpy.state_backends.base import seal_blob
 from jstormpy.state_backends.shared_files import encode_refs, refs_key
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
+from jstormpy.testing.simulation.stores import materialised
 from jstormpy.testing.simulation.world import World
 
 Done = Callable[[Any, BaseException | None], None]
@@ -84,14 +85,18 @@ class SimStorage:
         self._call("read_shared", apply, alive, done)
 
     def materialize(self, snapshot: Any) -> Any:
-        """A snapshot with its shared files read back into ``states`` (what a rescale, a
-        savepoint and the final check read, whole); None if a file is missing."""
-        if not snapshot or "files" not in snapshot:
+        """A snapshot with its shared files (and a native RocksDB checkpoint's SST files)
+        read back into ``states`` (what a rescale, a savepoint and the final check read,
+        whole); None if a shared file is missing."""
+        if not snapshot:
             return snapshot
+        states = materialised(snapshot.get("states") or {})  # native RocksDB: read out
+        if "files" not in snapshot:
+            return {**snapshot, "states": states} if "states" in snapshot else snapshot
         if any(k not in self.objects for k in snapshot["files"]):
             return None
         out = {k: v for k, v in snapshot.items() if k != "files"}
-        out["states"] = merge_files([self.objects[k] for k in snapshot["files"]])
+        out["states"] = {**states, **merge_files([self.objects[k] for k in snapshot["files"]])}
         return out
 
     def read_snapshot(self, handle: str, alive: Callable[[], bool], done: Done) -> None:

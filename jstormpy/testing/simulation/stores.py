@@ -15,6 +15,14 @@ the engine's:
   runs, as the executor's ``Snapshotter`` does (``runtime/snapshots.py`` ``capture``,
   ``serialise``, ``release``: ``FrozenStore.state(name, ttl_ms)`` leaves out the entries
   expired at the barrier, and the task goes on writing meanwhile).
+
+Half the seeds (``native``, drawn by a generator of their own) run the store's default
+checkpoint instead, the incremental one: the upload sends the checkpoint's new SST files
+to the seed's state backend (a real ``MemoryBackend``; ``upload_native``) and the
+snapshot stores a :class:`NativeState` per state; a restore downloads the files into the
+fresh database and opens it (``download_checkpoint``, ``RocksDBStore.open_restored``),
+and what reads a snapshot whole (a rescale, a savepoint, the final check) reads the
+entries out of the files (``materialise``), as the engine does.
 """
 
 from __future__ import annotations
@@ -24,15 +32,42 @@ import pickle
 import shutil
 import tempfile
 from collections.abc import MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jstormpy.runtime.snapshots import SnapshotView, capture, release, serialise
+from jstormpy.runtime.snapshots import (
+    SnapshotView,
+    capture,
+    release,
+    serialise,
+    upload_native,
+)
+from jstormpy.state_backends.memory import MemoryBackend
+from jstormpy.state_backends.rocksdb_files import download_checkpoint, materialise
 from jstormpy.state_store import Clock, MemoryStore, RocksDBStore, RocksState
 
 SCRATCH = "/dev/shm"
 """Where the seed's databases go if it exists (RAM: RocksDB's syncs cost nothing)."""
+
+
+@dataclass(frozen=True)
+class NativeState:
+    """A RocksDB state in a snapshot taken with the store's default (incremental)
+    checkpoint: the native checkpoint's ``"rocksdb"`` entry (its SST files' keys in
+    ``backend``, the small files inline), the same for every state of the task."""
+
+    entry: dict[str, Any]
+    backend: MemoryBackend = field(compare=False, repr=False)
+
+    def entries(self, name: str) -> dict[Any, Any]:
+        """State ``name``'s entries, read out of the checkpoint's files."""
+        return materialise(self.backend, self.entry, None, "a simulated snapshot")[name]
+
+
+def materialised(states: dict[str, Any]) -> dict[str, Any]:
+    """``states`` with every :class:`NativeState` read into its entries."""
+    return {n: v.entries(n) if isinstance(v, NativeState) else v for n, v in states.items()}
 
 
 @dataclass(frozen=True)
@@ -41,10 +76,26 @@ class Frozen:
 
     names: frozenset[str]
     view: SnapshotView
+    backend: MemoryBackend | None = None
+    """The seed's backend for the native checkpoint's SST files (None: the full dump)."""
+    attempt: str = ""
+    """The task incarnation (the SST keys' fencing token, as a worker's incarnation)."""
 
-    def read(self) -> dict[str, Any]:
-        """What the snapshot stores of them (name -> entries); releases the checkpoint."""
+    @property
+    def native(self) -> bool:
+        return bool(self.view.native)
+
+    def read(self, task_id: int, checkpoint_id: int, generation: int) -> dict[str, Any]:
+        """What the snapshot stores of them (name -> entries, or a :class:`NativeState`
+        each); releases the checkpoint."""
         try:
+            if self.view.native:
+                assert self.backend is not None
+                upload_native(self.view, self.backend, task_id=task_id,
+                              checkpoint_id=checkpoint_id, generation=generation,
+                              attempt=self.attempt)
+                ref = NativeState((self.view.extra or {})["rocksdb"], self.backend)
+                return {name: ref for name in self.view.native}
             stored: dict[str, Any] = pickle.loads(serialise(self.view))["states"]
             return stored
         finally:
@@ -58,8 +109,13 @@ class CounterStores:
     state on the memory store (the counts stay a plain dict). :meth:`close` (at the
     end of the seed) closes every database and deletes the directory."""
 
-    def __init__(self, rocksdb: bool, clock: Clock, max_parallelism: int) -> None:
+    def __init__(self, rocksdb: bool, clock: Clock, max_parallelism: int,
+                 native: bool = False) -> None:
         self.rocksdb = rocksdb
+        self.native = rocksdb and native
+        """The store's default checkpoint (incremental, native SST files) if set, else
+        ``incremental_checkpoints=False``'s full dump."""
+        self.backend = MemoryBackend("memory://simulated-sst") if self.native else None
         self.clock = clock
         self.max_parallelism = max_parallelism
         self.root: Path | None = None
@@ -83,9 +139,18 @@ class CounterStores:
         rocks = RocksDBStore(self.root / f"db-{len(self.opened)}", self.max_parallelism,
                              clock=self.clock)
         self.opened.append(rocks)
-        states: dict[str, Any] = {n: dict(restored[n]) for n in ("counts", "streak")
-                                  if n in restored}
-        rocks.adopt(states)  # runtime/worker.py: restored dicts into the fresh database
+        rocks.native_checkpoints = self.native
+        rocks.key_groups = range(self.max_parallelism)
+        native = next((v for v in restored.values() if isinstance(v, NativeState)), None)
+        states: dict[str, Any]
+        if native is not None:  # runtime/worker.py: the checkpoint's files, opened
+            got = download_checkpoint(native.backend, native.entry, rocks.path,
+                                      "the restored snapshot")
+            states = dict(rocks.open_restored(native.entry["states"], got.files,
+                                              native.entry.get("crc32")))
+        else:
+            states = {n: dict(restored[n]) for n in ("counts", "streak") if n in restored}
+            rocks.adopt(states)  # runtime/worker.py: restored dicts into the fresh database
         return {n: rocks.open(n, ttl, states.get(n))  # Component.state
                 for n, ttl in (("counts", None), ("streak", ttl_ms))}
 
@@ -103,7 +168,9 @@ class CounterStores:
             # the checkpoint is the same cut; the upload still reads it later
             view.frozen.materialise()
         self.frozen.append(view)
-        return Frozen(frozenset(rocks), view)
+        store = next(iter(rocks.values())).store
+        return Frozen(frozenset(rocks), view, self.backend,
+                      str(self.opened.index(store)) if store in self.opened else "")
 
     @staticmethod
     def stop(state: Any) -> None:
