@@ -122,6 +122,34 @@ def test_a_stream_that_fails_part_way_stores_nothing(env: Env) -> None:
     assert b.list_objects("chk-") == [h]
 
 
+def test_streamed_full_dump_of_rocksdb_state_restores(env: Env, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The snapshot thread's full dump of a RocksDB state (several chunks), streamed,
+    restores to the same state on every backend."""
+    from jstormpy.runtime import snapshots
+    from jstormpy.state_backends.changelog import load_task_snapshot
+    from jstormpy.state_store import RocksDBStore
+
+    monkeypatch.setattr(snapshots, "CHUNK_KEYS", 1000)
+    store = RocksDBStore(tmp_path / "task-3", 128)
+    counts: Any = store.open("counts", None, None)
+    want = {f"k{i}": (i, os.urandom(100)) for i in range(3500)}
+    counts.update(want)
+    empty: Any = store.open("empty", None, None)
+    view = snapshots.capture({"states": {"counts": counts, "empty": empty,
+                                         "plain": {"a": 1}}, "custom": [1]})
+    try:
+        view.extra = {"note": "snapshot-thread entry"}
+        h = env.backend.put_snapshot(3, 3, snapshots.serialise_stream(view), generation=1,
+                                     attempt="7-q")
+    finally:
+        snapshots.release(view)
+    snap = load_task_snapshot(env.reopen(), h)
+    assert snap == {"states": {"counts": want, "empty": {}, "plain": {"a": 1}},
+                    "custom": [1], "note": "snapshot-thread entry"}
+    store.close()
+
+
 def test_snapshot_overwrite_replaces(env: Env) -> None:
     b = env.backend
     h = b.put_snapshot(2, 0, os.urandom(3 * 1024 * 1024))
