@@ -216,10 +216,12 @@ def _assemble(rest: bytes, chunked: dict[str, list[bytes]],
     return snap
 
 
-def _assemble_dump(rest: bytes, chunked: dict[str, list[bytes]],
+def _assemble_dump(rest: bytes, chunked: dict[bytes, list[bytes]],
                    extra: bytes | None) -> dict[str, Any]:
-    """Loads a streamed dump (:func:`dump_pieces`): :func:`_assemble`, ``extra`` pickled."""
-    return _assemble(rest, chunked, pickle.loads(extra) if extra is not None else None)
+    """Loads a streamed dump (:func:`dump_pieces`): :func:`_assemble`, with the state
+    names and ``extra`` pickled."""
+    return _assemble(rest, {pickle.loads(name): chunks for name, chunks in chunked.items()},
+                     pickle.loads(extra) if extra is not None else None)
 
 
 def _binbytes(data: bytes) -> bytes:
@@ -227,12 +229,12 @@ def _binbytes(data: bytes) -> bytes:
     return pickle.BINBYTES8 + _U64.pack(len(data))
 
 
-def _binunicode(text: str) -> bytes:
-    raw = text.encode("utf-8", "surrogatepass")
-    return pickle.BINUNICODE + _U32.pack(len(raw)) + raw
+def _pickled(obj: Any) -> bytes:
+    """The opcode that pushes ``obj`` pickled, as bytes (:func:`_assemble_dump` loads it)."""
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return _binbytes(data) + data
 
 
-_U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _DUMP_HEAD = (pickle.PROTO + bytes([4])
               + pickle.SHORT_BINUNICODE + bytes([len(__name__)]) + __name__.encode()
@@ -250,7 +252,8 @@ def dump_pieces(view: SnapshotView) -> Iterator[bytes]:
 
     The pieces concatenated are a pickle that loads (``pickle.loads``) as the plain
     snapshot dict, like a snapshot written whole. It calls :func:`_assemble_dump` with
-    ``view.rest``, ``{state: [chunk, ...]}`` and the pickled ``view.extra``; the opcodes
+    ``view.rest``, ``{pickled state name: [chunk, ...]}`` and the pickled
+    ``view.extra``; the opcodes
     around the chunks are written here (a :class:`pickle.Pickler` cannot hand its output
     over before ``dump`` returns, and a thread between the two would be one more thing
     to stop), so only bytes objects, strings, one dict, lists and a global appear."""
@@ -261,7 +264,7 @@ def dump_pieces(view: SnapshotView) -> Iterator[bytes]:
     yield view.rest
     yield pickle.EMPTY_DICT
     for name, d in view.copies.items():
-        opcodes = _binunicode(name) + pickle.EMPTY_LIST
+        opcodes = _pickled(name) + pickle.EMPTY_LIST
         entries = iter(d.items())
         while True:
             part = dict(itertools.islice(entries, CHUNK_KEYS))
@@ -274,11 +277,7 @@ def dump_pieces(view: SnapshotView) -> Iterator[bytes]:
             opcodes = pickle.APPEND
             del chunk
         yield opcodes + pickle.SETITEM  # the last chunk's APPEND, or the empty list
-    if view.extra:
-        extra = pickle.dumps(view.extra, protocol=pickle.HIGHEST_PROTOCOL)
-        yield _binbytes(extra) + extra
-    else:
-        yield pickle.NONE
+    yield _pickled(view.extra) if view.extra else pickle.NONE
     yield pickle.TUPLE + pickle.REDUCE + pickle.STOP
 
 

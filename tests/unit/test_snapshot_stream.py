@@ -144,6 +144,19 @@ def test_a_truncated_or_corrupted_streamed_snapshot_is_refused_by_name(tmp_path:
     store.close()
 
 
+def test_a_streamed_snapshot_loads_as_the_plain_snapshot_dict() -> None:
+    """Whatever the states are named, and with or without snapshot-thread entries."""
+    big = {f"k{i}": i for i in range(snapshots.CHUNK_KEYS * 2 + 3)}
+    other = {i: (i, "x") for i in range(snapshots.CHUNK_KEYS // 2)}
+    snap = {"states": {"zählung\udcff": big, 7: other, "empty": {}, "small": {"a": [1]}},
+            "custom": {"pos": 3}}
+    for extra in (None, {"incremental": {"chain": ["seg"]}}):
+        view = snapshots.capture(snap)
+        assert set(view.copies) == {"zählung\udcff", 7}
+        view.extra = extra
+        assert pickle.loads(snapshots.serialise(view)) == {**snap, **(extra or {})}
+
+
 def test_a_snapshot_written_before_streaming_still_loads(tmp_path: Path) -> None:
     """tests/golden/snapshot-v1: a chunked full dump in the first envelope, written by
     the code before streamed dumps (seal_blob of the pickled ``_Assembled``)."""
