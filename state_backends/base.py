@@ -2,13 +2,18 @@
 
 A backend implements five object primitives (put/get/list/delete/close) over string
 keys. ``put_object`` must be atomic: a reader sees the whole new value or none of it.
+``put_object_stream`` (the same, from pieces) joins them by default; a backend that can
+write an object piece by piece overrides it, so a task's full dump is never whole in
+memory.
 Everything checkpoint-specific (layout, checksums, completeness, garbage collection)
 is implemented once here, on top of those primitives.
 
 Layout (keys, "/"-separated):
 
     chk-0000000042/task-00007-g3-a<attempt>.snap
-                                         one task's snapshot (checksummed envelope),
+                                         one task's snapshot (checksummed envelope; a
+                                         full dump is written as a stream, the checksum
+                                         in a trailer: :func:`seal_stream`),
                                          fenced by generation + attempt (the writing
                                          worker process's incarnation)
     chk-0000000042/task-00007-g3-a<attempt>.refs
@@ -27,14 +32,24 @@ import json
 import struct
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
-from jstormpy.api.errors import CorruptSnapshotError, ObjectExistsError, SnapshotNotFoundError
+from jstormpy.api.errors import (
+    BackendError,
+    CorruptSnapshotError,
+    ObjectExistsError,
+    SnapshotNotFoundError,
+)
 
 _MAGIC = b"JSNP"
 _HEADER = struct.Struct("!4sBIQ")  # magic, version, crc32, length
 _VERSION = 1
+_STREAM_VERSION = 2
+"""A streamed envelope: the header's crc32 and length are 0, a trailer after the data
+carries them (the writer knows them only at the end)."""
+_TRAILER_MAGIC = b"JSNE"
+_TRAILER = struct.Struct("!4sIQ")  # magic, crc32, length
 METADATA_NAME = "_metadata"
 PINS_PREFIX = "meta/pins/"
 COMPLETED_META = "completed_checkpoint"
@@ -60,14 +75,40 @@ def seal_blob(data: bytes) -> bytes:
     return _HEADER.pack(_MAGIC, _VERSION, zlib.crc32(data), len(data)) + data
 
 
+def seal_stream(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """:func:`seal_blob` for data produced piece by piece: yields the envelope's header,
+    ``chunks`` as they come and a trailer with their crc32 and length, holding nothing
+    but a running checksum. :func:`open_blob` reads both envelopes."""
+    yield _HEADER.pack(_MAGIC, _STREAM_VERSION, 0, 0)
+    crc = 0
+    length = 0
+    for chunk in chunks:
+        crc = zlib.crc32(chunk, crc)
+        length += len(chunk)
+        yield chunk
+    yield _TRAILER.pack(_TRAILER_MAGIC, crc, length)
+
+
 def open_blob(sealed: bytes, what: str) -> bytes:
-    """Unwrap an envelope made by :func:`seal_blob`, verifying length and checksum."""
+    """Unwrap an envelope made by :func:`seal_blob` or :func:`seal_stream`, verifying
+    length and checksum (CorruptSnapshotError naming ``what`` if they do not match)."""
     if len(sealed) < _HEADER.size:
         raise CorruptSnapshotError(f"{what}: truncated ({len(sealed)} bytes, no header)")
     magic, version, crc, length = _HEADER.unpack_from(sealed)
-    if magic != _MAGIC or version != _VERSION:
+    if magic != _MAGIC or version not in (_VERSION, _STREAM_VERSION):
         raise CorruptSnapshotError(f"{what}: not a jstormpy snapshot (bad magic/version)")
-    data = sealed[_HEADER.size:]
+    end = len(sealed)
+    if version == _STREAM_VERSION:
+        if crc or length:  # written as 0: any other value is a corrupted header
+            raise CorruptSnapshotError(f"{what}: corrupted header")
+        if end < _HEADER.size + _TRAILER.size:
+            raise CorruptSnapshotError(f"{what}: truncated ({end} bytes, no trailer)")
+        end -= _TRAILER.size
+        trailer, crc, length = _TRAILER.unpack_from(sealed, end)
+        if trailer != _TRAILER_MAGIC:
+            raise CorruptSnapshotError(f"{what}: truncated ({end - _HEADER.size} bytes "
+                                       "of data, no trailer)")
+    data = sealed[_HEADER.size:end]
     if len(data) != length:
         raise CorruptSnapshotError(f"{what}: truncated ({len(data)} of {length} bytes)")
     if zlib.crc32(data) != crc:
@@ -97,6 +138,18 @@ class StateBackend(ABC):
     def delete_objects(self, prefix: str) -> None:
         """Delete every key starting with ``prefix`` (no error if there are none)."""
 
+    def put_object_stream(self, key: str, chunks: Iterable[bytes]) -> None:
+        """:meth:`put_object` of the concatenation of ``chunks``, as atomic: a reader sees
+        the whole object or none of it, also when iterating ``chunks`` raises (nothing
+        is stored then). ``file://`` and ``hdfs://`` write the chunks as they come, so
+        the object is never whole in memory; this default, for a backend that needs
+        the whole value at once (``memory://``, ``hbase://``), joins them first.
+
+        A backend that retries a failed write iterates ``chunks`` again: pass an
+        iterable that starts over on each ``iter()`` to allow that; a one-shot iterator
+        (a generator) is not retried (BackendError instead)."""
+        self.put_object(key, b"".join(chunks))
+
     def create_object(self, key: str, data: bytes) -> None:
         """Store ``data`` under ``key`` only if the key is absent; raise ObjectExistsError
         if it is taken. Every backend overrides this atomically (``file://``: a hard link;
@@ -111,10 +164,16 @@ class StateBackend(ABC):
         """Release connections."""
 
     # -- checkpoint operations (shared) -------------------------------------------------
-    def put_snapshot(self, checkpoint_id: int, task_id: int, data: bytes,
+    def put_snapshot(self, checkpoint_id: int, task_id: int, data: bytes | Iterable[bytes],
                      generation: int = 0, attempt: str = "",
                      refs: bytes | None = None) -> str:
         """Store one task's snapshot for a checkpoint; returns its handle (the key).
+
+        ``data`` is the snapshot's bytes, or an iterable of its pieces (a full dump,
+        ``runtime/snapshots.py``): those are written as a stream
+        (:meth:`put_object_stream`, :func:`seal_stream`), never joined here, so a large
+        snapshot does not have to fit in memory. :meth:`get_snapshot` returns the same
+        bytes either way.
 
         The key carries the fencing token (``generation`` and the writer's ``attempt``), so
         a zombie of the same generation never overwrites the live incarnation's snapshot;
@@ -126,7 +185,10 @@ class StateBackend(ABC):
         key = f"{checkpoint_prefix(checkpoint_id)}task-{task_id:05d}-{token}.snap"
         if refs is not None:
             self.put_object(key[:-5] + ".refs", seal_blob(refs))
-        self.put_object(key, seal_blob(data))
+        if isinstance(data, bytes | bytearray | memoryview):
+            self.put_object(key, seal_blob(bytes(data)))
+        else:
+            self.put_object_stream(key, _Sealed(data))
         return key
 
     def get_snapshot(self, handle: str) -> bytes:
@@ -284,3 +346,38 @@ class StateBackend(ABC):
             return open_blob(self.get_object(f"meta/{name}"), f"meta/{name}")
         except SnapshotNotFoundError:
             return None
+
+
+class ChunkSource:
+    """The chunks of a :meth:`StateBackend.put_object_stream`, as a backend iterates them:
+    it records an exception the producer raised (:attr:`error`), so the backend re-raises
+    that one as it is, not as a failure of its own write (an HTTP client reports it as a
+    broken connection, which would be retried; a file write as an I/O error)."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self.chunks = chunks
+        self.error: Exception | None = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self.chunks
+        except Exception as exc:  # not GeneratorExit: the backend stopped reading
+            self.error = exc
+            raise
+
+
+class _Sealed:
+    """``chunks`` in a streamed envelope, each time it is iterated (so a backend that
+    retries a write can start over, if ``chunks`` can)."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self.chunks = chunks
+        self.started = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        if self.started and iter(self.chunks) is self.chunks:
+            # a one-shot iterator, partly or wholly consumed: a retry would store less
+            raise BackendError("a snapshot stream given as a one-shot iterator cannot be "
+                               "written again; pass an iterable that starts over")
+        self.started = True
+        return seal_stream(self.chunks)

@@ -13,7 +13,7 @@ more threads on a dead server.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from jstormpy.api.errors import BackendTimeoutError
@@ -70,6 +70,9 @@ class DeadlineBackend(StateBackend):
 
     def put_object(self, key: str, data: bytes) -> None:
         self._call(f"put {key}", lambda: self.inner.put_object(key, data))
+
+    def put_object_stream(self, key: str, chunks: Iterable[bytes]) -> None:
+        self._call(f"put {key}", lambda: self.inner.put_object_stream(key, chunks))
 
     def create_object(self, key: str, data: bytes) -> None:
         self._call(f"create {key}", lambda: self.inner.create_object(key, data))

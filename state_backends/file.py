@@ -6,10 +6,11 @@ import errno
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from jstormpy.api.errors import BackendError, ObjectExistsError, SnapshotNotFoundError
-from jstormpy.state_backends.base import StateBackend
+from jstormpy.state_backends.base import ChunkSource, StateBackend
 
 
 class FileBackend(StateBackend):
@@ -29,21 +30,28 @@ class FileBackend(StateBackend):
         return self.root / key
 
     def put_object(self, key: str, data: bytes) -> None:
-        self._write(key, data, create=False)
+        self._write(key, (data,), create=False)
+
+    def put_object_stream(self, key: str, chunks: Iterable[bytes]) -> None:
+        """The chunks go into the temp file as they come (only one is in memory), then
+        fsync and rename as :meth:`put_object`: the key appears whole or not at all."""
+        self._write(key, chunks, create=False)
 
     def create_object(self, key: str, data: bytes) -> None:
         """Create-only and atomic: the whole file is hard-linked to its name, which fails
         if the name exists (no check-then-write window)."""
-        self._write(key, data, create=True)
+        self._write(key, (data,), create=True)
 
-    def _write(self, key: str, data: bytes, create: bool) -> None:
+    def _write(self, key: str, chunks: Iterable[bytes], create: bool) -> None:
         target = self._path(key)
+        source = ChunkSource(chunks)
         try:
             _make_dirs_durable(target.parent)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".part")
             try:
                 with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
+                    for chunk in source:
+                        fh.write(chunk)
                     fh.flush()
                     os.fsync(fh.fileno())
                 if create:
@@ -59,6 +67,8 @@ class FileBackend(StateBackend):
         except FileExistsError:
             raise ObjectExistsError(f"{key!r} exists in {self.uri}") from None
         except OSError as exc:
+            if exc is source.error:
+                raise  # the producer's failure, not the write's: nothing was stored
             raise BackendError(f"cannot write {key!r} to {self.uri}: {exc.strerror or exc} "
                                f"({exc.filename or target})") from exc
 

@@ -36,14 +36,14 @@ import logging
 import posixpath
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import requests
 
 from jstormpy.api.errors import BackendError, ObjectExistsError, SnapshotNotFoundError
-from jstormpy.state_backends.base import StateBackend
+from jstormpy.state_backends.base import ChunkSource, StateBackend
 
 log = logging.getLogger(__name__)
 
@@ -165,9 +165,14 @@ class HdfsBackend(StateBackend):
             return None  # a file, not a directory
         return [(s["pathSuffix"], s) for s in statuses]
 
-    def _write_tmp(self, directory: str, data: bytes) -> str:
+    def _write_tmp(self, directory: str, data: bytes | Iterable[bytes]) -> str:
         tmp = posixpath.join(directory, f"{TMP_PREFIX}{uuid.uuid4().hex}")
-        self.client.write(tmp, data=data, overwrite=False)
+        try:
+            # bytes: one request body; an iterable: streamed, chunk by chunk
+            self.client.write(tmp, data=data, overwrite=False)
+        except BaseException:
+            self._discard(tmp)  # a stream that failed part-way leaves a partial file
+            raise
         return tmp
 
     def _discard(self, path: str) -> None:
@@ -197,6 +202,33 @@ class HdfsBackend(StateBackend):
             self._retry(f"put {key!r}", lambda: self._put_once(key, target, data))
         self._root_seen = True
 
+    def put_object_stream(self, key: str, chunks: Iterable[bytes]) -> None:
+        """:meth:`put_object` streaming ``chunks`` (HTTP chunked transfer) into the temp
+        file as they come, so the object is never whole in memory; the rename makes it
+        appear whole or not at all. A retry iterates ``chunks`` again."""
+        target = self._path(key)
+        tries = [0]
+
+        def attempt() -> None:
+            tries[0] += 1
+            if tries[0] > 1 and iter(chunks) is chunks:  # partly consumed: it would
+                raise BackendError(                      # store less than was given
+                    f"state backend {self.uri}: put {key!r} failed and its one-shot "
+                    "stream cannot be written again")
+            source = ChunkSource(chunks)
+            try:
+                if key.startswith(VERSIONED_PREFIX):
+                    self._put_versioned(target, source)
+                else:
+                    self._put_once(key, target, source)
+            except Exception:
+                if source.error is not None:  # the producer failed, not HDFS: no retry
+                    raise source.error from None
+                raise
+
+        self._retry(f"put {key!r}", attempt)
+        self._root_seen = True
+
     def create_object(self, key: str, data: bytes) -> None:
         """Create-only: a rename that does not overwrite (WebHDFS answers false when the
         target exists). A retried create whose first rename landed reports the key taken,
@@ -214,7 +246,7 @@ class HdfsBackend(StateBackend):
             self._discard(tmp)
             raise
 
-    def _put_once(self, key: str, target: str, data: bytes) -> None:
+    def _put_once(self, key: str, target: str, data: bytes | Iterable[bytes]) -> None:
         from hdfs import HdfsError
 
         tmp = self._write_tmp(posixpath.dirname(target), data)
@@ -242,7 +274,7 @@ class HdfsBackend(StateBackend):
             self._discard(tmp)
             raise
 
-    def _put_versioned(self, target: str, data: bytes) -> None:
+    def _put_versioned(self, target: str, data: bytes | Iterable[bytes]) -> None:
         tmp = self._write_tmp(target, data)  # creates the key's directory if needed
         try:
             while True:

@@ -9,6 +9,7 @@ snapshot thread wrote and acked under.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,13 +71,13 @@ class FakeTaskHost:
         self.errors: list[tuple[BaseException, Any]] = []
         self.committed: list[int] = []
 
-    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes,
+    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes | Iterable[bytes],
                        refs: bytes | None = None, *, generation: int | None = None) -> str:
         assert self.release.wait(10), "the test never released the upload"
         gen = self.generation if generation is None else generation
         self.writes.append(Write(checkpoint_id, task_id, gen))
         handle = f"chk-{checkpoint_id}/task-{task_id}-g{gen}"
-        self.stored[handle] = data
+        self.stored[handle] = data if isinstance(data, bytes) else b"".join(data)
         return handle
 
     def ack_checkpoint(self, checkpoint_id: int, task_id: int, handle: str, size: int,

@@ -53,11 +53,12 @@ from jstormpy.runtime.routing import (
     QuiescentBarrier,
 )
 from jstormpy.runtime.snapshots import (
+    SnapshotStream,
     Snapshotter,
     SnapshotView,
     capture,
     release,
-    serialise,
+    serialise_stream,
     stall_ms,
     upload_native,
     verify,
@@ -408,6 +409,7 @@ class TaskExecutor:
         ``pause_ms`` (the barrier's synchronous part) plus the time the task thread waited
         for this barrier's RocksDB apply (:func:`~jstormpy.runtime.snapshots.stall_ms`)."""
         checkpoint_id, generation = ticket.checkpoint_id, ticket.generation
+        stream: SnapshotStream | None = None
         try:
             size = 0
             verify(view)  # before any segment is written
@@ -427,9 +429,11 @@ class TaskExecutor:
                 view.extra = {**(view.extra or {}), "incremental": entry}
                 size += seg_size
                 refs = encode_refs([*shared, *json.loads(chain_refs)])
-            data = serialise(view)
-            handle = self.host.write_snapshot(checkpoint_id, self.task_id, data,
+            # written as it is made: a full dump never is whole in memory here
+            stream = serialise_stream(view)
+            handle = self.host.write_snapshot(checkpoint_id, self.task_id, stream,
                                               refs=refs, generation=generation)
+            size += stream.size
         except Exception as exc:
             log.error("task %s: snapshot for checkpoint %s failed: %s", self.task_id,
                       checkpoint_id, exc)
@@ -437,12 +441,14 @@ class TaskExecutor:
                                   alignment_ms, 0.0)
             return
         finally:
+            if stream is not None:  # a write given up by its deadline stops reading
+                stream.close()
             pause_ms += stall_ms(view)
             release(view)
         if self.snapshots.stopped:
             return  # a rollback replaced this task meanwhile: the checkpoint is void
         fault_point("after_snapshot", checkpoint_id, self.host.worker_id)
-        self._report_snapshot(self.snapshots.uploaded(ticket, handle, len(data) + size),
+        self._report_snapshot(self.snapshots.uploaded(ticket, handle, size),
                               finished, alignment_ms, (time.monotonic() - t0) * 1000.0,
                               pause_ms)
 

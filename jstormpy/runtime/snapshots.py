@@ -10,12 +10,14 @@ right there, as before, so a later in-place mutation can never leak into the sna
 
 A per-task :class:`Snapshotter` thread then serialises the copies in chunks of
 :data:`CHUNK_KEYS` keys (so the GIL is handed back to the task thread between chunks),
-uploads the bytes to the state backend and only then acks the checkpoint: the checkpoint
-waits for the upload, processing does not (Flink's asynchronous snapshots).
+streaming each chunk to the state backend as it is made (:class:`SnapshotStream`: a full
+dump takes a few chunks of memory, whatever the state's size), and only then acks the
+checkpoint: the checkpoint waits for the upload, processing does not (Flink's
+asynchronous snapshots).
 
 The stored bytes are still one pickle that loads as the plain snapshot dict
-(``{"states": {...}, "custom": ..., ...}``): :func:`_assemble` rebuilds it, so restore,
-migration and savepoint inspection read it with ``pickle.loads`` as before.
+(``{"states": {...}, "custom": ..., ...}``): :func:`_assemble_dump` rebuilds it, so
+restore, migration and savepoint inspection read it with ``pickle.loads`` as before.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ import itertools
 import logging
 import pickle
 import queue
+import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,6 +204,9 @@ def _dict_from_chunks(chunks: list[bytes]) -> dict[Any, Any]:
 
 def _assemble(rest: bytes, chunked: dict[str, list[bytes]],
               extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Loads a chunked snapshot: ``rest`` (the pickled dict without the chunked states),
+    each state's pickled chunks, and the snapshot-thread entries ``extra``. Snapshots
+    written before streamed dumps call it directly (keep it for them)."""
     snap: dict[str, Any] = pickle.loads(rest)
     if extra:
         snap.update(extra)
@@ -210,19 +216,69 @@ def _assemble(rest: bytes, chunked: dict[str, list[bytes]],
     return snap
 
 
-class _Assembled:
-    """Pickles as a call to :func:`_assemble`, so loading yields the plain snapshot dict."""
+def _assemble_dump(rest: bytes, chunked: dict[bytes, list[bytes]],
+                   extra: bytes | None) -> dict[str, Any]:
+    """Loads a streamed dump (:func:`dump_pieces`): :func:`_assemble`, with the state
+    names and ``extra`` pickled."""
+    return _assemble(rest, {pickle.loads(name): chunks for name, chunks in chunked.items()},
+                     pickle.loads(extra) if extra is not None else None)
 
-    def __init__(self, rest: bytes, chunked: dict[str, list[bytes]],
-                 extra: dict[str, Any] | None = None) -> None:
-        self.rest = rest
-        self.chunked = chunked
-        self.extra = extra
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        if self.extra:
-            return (_assemble, (self.rest, self.chunked, self.extra))
-        return (_assemble, (self.rest, self.chunked))
+def _binbytes(data: bytes) -> bytes:
+    """The opcode that pushes ``data`` onto the unpickler's stack, without ``data``."""
+    return pickle.BINBYTES8 + _U64.pack(len(data))
+
+
+def _pickled(obj: Any) -> bytes:
+    """The opcode that pushes ``obj`` pickled, as bytes (:func:`_assemble_dump` loads it)."""
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return _binbytes(data) + data
+
+
+_U64 = struct.Struct("<Q")
+_DUMP_HEAD = (pickle.PROTO + bytes([4])
+              + pickle.SHORT_BINUNICODE + bytes([len(__name__)]) + __name__.encode()
+              + pickle.SHORT_BINUNICODE + bytes([len(_assemble_dump.__qualname__)])
+              + _assemble_dump.__qualname__.encode()
+              + pickle.STACK_GLOBAL + pickle.MARK)
+"""A protocol 4 pickle up to the arguments of a call to :func:`_assemble_dump`."""
+
+
+def dump_pieces(view: SnapshotView) -> Iterator[bytes]:
+    """The snapshot of ``view`` as one pickle, produced piece by piece: a chunk of
+    :data:`CHUNK_KEYS` entries of a copied state is read (a RocksDB state: from its
+    native checkpoint), pickled and yielded before the next is read, so a full dump of
+    any size takes a few chunks of memory while it is written out.
+
+    The pieces concatenated are a pickle that loads (``pickle.loads``) as the plain
+    snapshot dict, like a snapshot written whole. It calls :func:`_assemble_dump` with
+    ``view.rest``, ``{pickled state name: [chunk, ...]}`` and the pickled
+    ``view.extra``; the opcodes
+    around the chunks are written here (a :class:`pickle.Pickler` cannot hand its output
+    over before ``dump`` returns, and a thread between the two would be one more thing
+    to stop), so only bytes objects, strings, one dict, lists and a global appear."""
+    if not view.copies and not view.extra:
+        yield view.rest
+        return
+    yield _DUMP_HEAD + _binbytes(view.rest)
+    yield view.rest
+    yield pickle.EMPTY_DICT
+    for name, d in view.copies.items():
+        opcodes = _pickled(name) + pickle.EMPTY_LIST
+        entries = iter(d.items())
+        while True:
+            part = dict(itertools.islice(entries, CHUNK_KEYS))
+            if not part:
+                break
+            chunk = pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
+            del part
+            yield opcodes + _binbytes(chunk)
+            yield chunk
+            opcodes = pickle.APPEND
+            del chunk
+        yield opcodes + pickle.SETITEM  # the last chunk's APPEND, or the empty list
+    yield _pickled(view.extra) if view.extra else pickle.NONE
+    yield pickle.TUPLE + pickle.REDUCE + pickle.STOP
 
 
 def verify(view: SnapshotView) -> None:
@@ -242,24 +298,52 @@ def verify(view: SnapshotView) -> None:
                 f"the next one pickles the state at the barrier")
 
 
-def serialise(view: SnapshotView) -> bytes:
-    """Snapshot-thread part: chunked pickling of the copies; one loadable pickle
-    (:func:`verify` first)."""
-    verify(view)
-    if not view.copies and not view.extra:
-        return view.rest
-    chunked: dict[str, list[bytes]] = {}
-    for name, d in view.copies.items():
-        it = iter(d.items())
-        chunks = []
+class SnapshotStream:
+    """A view's snapshot as the pieces of :func:`dump_pieces`, produced anew each time it
+    is iterated (a backend that retries a write starts over): what the snapshot thread
+    hands to :meth:`~jstormpy.state_backends.base.StateBackend.put_snapshot`, which
+    writes the pieces as they come. :attr:`size` counts the bytes of the last pass.
+
+    :meth:`close` (before the view is released) ends a pass still running on another
+    thread — a backend call given up by its deadline — at its next piece: no piece is
+    read from a released RocksDB checkpoint."""
+
+    def __init__(self, view: SnapshotView) -> None:
+        self.view = view
+        self.size = 0
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        self.size = 0
+        pieces = dump_pieces(self.view)
         while True:
-            part = dict(itertools.islice(it, CHUNK_KEYS))
-            if not part:
-                break
-            chunks.append(pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
-        chunked[name] = chunks
-    return pickle.dumps(_Assembled(view.rest, chunked, view.extra),
-                        protocol=pickle.HIGHEST_PROTOCOL)
+            with self._lock:
+                if self._closed:
+                    raise CheckpointError("the snapshot's upload was given up")
+                piece = next(pieces, None)
+            if piece is None:
+                return
+            self.size += len(piece)
+            yield piece
+            del piece  # not held while the next chunk is read and pickled
+
+    def close(self) -> None:
+        """Stop any pass at its next piece (waits for the piece being made)."""
+        with self._lock:
+            self._closed = True
+
+
+def serialise_stream(view: SnapshotView) -> SnapshotStream:
+    """Snapshot-thread part (:func:`verify` first): the snapshot as a stream of pickled
+    pieces, read and pickled chunk by chunk while the backend writes them."""
+    verify(view)
+    return SnapshotStream(view)
+
+
+def serialise(view: SnapshotView) -> bytes:
+    """:func:`serialise_stream`, joined: the whole snapshot as one loadable pickle."""
+    return b"".join(serialise_stream(view))
 
 
 class Snapshotter:

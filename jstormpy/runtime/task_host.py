@@ -3,6 +3,7 @@ heartbeat reads, and the exception that stops a task thread."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
@@ -56,11 +57,12 @@ class TaskHost(Protocol):
     guarantee: str
     worker_id: int
 
-    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes,
+    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes | Iterable[bytes],
                        refs: bytes | None = None, *, generation: int | None = None) -> str:
         """Store a task snapshot (and the segment keys it references) under the fencing
         token of ``generation`` (the barrier's; default: the worker's current one);
-        returns its handle."""
+        returns its handle. ``data``: the bytes, or their pieces (a
+        :class:`~jstormpy.runtime.snapshots.SnapshotStream`), written as they come."""
 
     def ack_checkpoint(self, checkpoint_id: int, task_id: int, handle: str, size: int,
                        finished: bool, alignment_ms: float, snapshot_ms: float, *,

@@ -27,7 +27,7 @@ import threading
 import time
 import traceback
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -296,7 +296,7 @@ class Worker(TaskHost):
         self.report_error(-1, "transport", exc, None)
 
     # -- TaskHost ------------------------------------------------------------------------------
-    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes,
+    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes | Iterable[bytes],
                        refs: bytes | None = None, *, generation: int | None = None) -> str:
         if self.backend is None:
             raise JStormError("no state backend configured")

@@ -15,7 +15,7 @@ from typing import Any
 from jstormpy.api.component import Bolt, managed_states, restore_managed_states
 from jstormpy.api.config import Config
 from jstormpy.runtime.incremental import IncrementalKeyedState, make_incremental
-from jstormpy.runtime.snapshots import capture, serialise, verify
+from jstormpy.runtime.snapshots import capture, serialise_stream, verify
 from jstormpy.state_backends.base import StateBackend
 from jstormpy.state_backends.changelog import load_task_snapshot
 
@@ -94,14 +94,14 @@ class TaskCheckpointer:
                                                     self.generation)
             view.extra = {"incremental": entry}
             kind = cap.kind
-        data = serialise(view)
-        handle = self.backend.put_snapshot(checkpoint_id, self.task_id, data,
+        stream = serialise_stream(view)  # written as it is made, as the runtime does
+        handle = self.backend.put_snapshot(checkpoint_id, self.task_id, stream,
                                            self.generation, refs=refs)
         if commit:
             self.backend.write_metadata(checkpoint_id, {
-                "tasks": {str(self.task_id): {"handle": handle, "size": len(data)}}})
+                "tasks": {str(self.task_id): {"handle": handle, "size": stream.size}}})
         t2 = time.perf_counter()
-        return CheckpointResult(handle, len(data) + seg_bytes, t1 - t0, t2 - t0, kind,
+        return CheckpointResult(handle, stream.size + seg_bytes, t1 - t0, t2 - t0, kind,
                                 time.process_time() - c0)
 
     def compact_next(self) -> None:

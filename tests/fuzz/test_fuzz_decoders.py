@@ -28,7 +28,7 @@ from jstormpy.operations.codepkg import PackageStore, load_package_topology
 from jstormpy.runtime import frames as fr
 from jstormpy.runtime import handshake as hs
 from jstormpy.runtime import transport as tp
-from jstormpy.state_backends.base import open_blob, seal_blob
+from jstormpy.state_backends.base import open_blob, seal_blob, seal_stream
 
 FUZZ = settings.get_profile("fuzz")
 MAX_FRAME = 4096
@@ -159,6 +159,27 @@ def test_snapshot_envelope_detects_any_single_corruption(body: bytes, at: int, x
     sealed[i] ^= xor or 1
     with pytest.raises(CorruptSnapshotError):
         open_blob(bytes(sealed), "fuzz")
+
+
+@FUZZ
+@given(st.lists(st.binary(max_size=80), max_size=4), st.integers(0, 10**6),
+       st.integers(0, 255))
+def test_streamed_snapshot_envelope_detects_any_single_corruption(
+        pieces: list[bytes], at: int, xor: int) -> None:
+    sealed = bytearray(b"".join(seal_stream(pieces)))
+    assert open_blob(bytes(sealed), "fuzz") == b"".join(pieces)
+    i = at % len(sealed)
+    sealed[i] ^= xor or 1
+    with pytest.raises(CorruptSnapshotError):
+        open_blob(bytes(sealed), "fuzz")
+
+
+@FUZZ
+@given(st.binary(min_size=1, max_size=200), st.integers(0, 10**6))
+def test_streamed_snapshot_envelope_detects_any_truncation(body: bytes, cut: int) -> None:
+    sealed = b"".join(seal_stream([body]))
+    with pytest.raises(CorruptSnapshotError):
+        open_blob(sealed[:cut % len(sealed)], "fuzz")
 
 
 def _zip(entries: list[tuple[str, bytes]]) -> bytes:

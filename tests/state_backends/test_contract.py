@@ -82,6 +82,74 @@ def test_large_snapshot_is_chunked_and_round_trips(env: Env) -> None:
     assert env.backend.list_objects("chk-0000000007/") == [h]  # chunk rows are not keys
 
 
+class Pieces:
+    """A re-iterable stream of pieces (a retried write starts it over), optionally failing
+    after ``fail_after`` pieces."""
+
+    def __init__(self, pieces: list[bytes], fail_after: int | None = None) -> None:
+        self.pieces = pieces
+        self.fail_after = fail_after
+
+    def __iter__(self) -> Iterator[bytes]:
+        for i, piece in enumerate(self.pieces):
+            if i == self.fail_after:
+                raise OSError("reading the state failed")
+            yield piece
+
+
+def test_streamed_snapshot_round_trips(env: Env) -> None:
+    pieces = [os.urandom(300 * 1024 + i) for i in range(5)] + [b"", b"tail"]
+    h = env.backend.put_snapshot(8, 1, Pieces(pieces), generation=2, attempt="9-z")
+    assert h == "chk-0000000008/task-00001-g2-a9-z.snap"  # the fencing key, as for bytes
+    assert env.backend.get_snapshot(h) == b"".join(pieces)
+    assert env.backend.list_objects("chk-0000000008/") == [h]
+    # a streamed snapshot replaces an older one under its key, and bytes replace it
+    env.backend.put_snapshot(8, 1, Pieces([b"second"]), generation=2, attempt="9-z")
+    assert env.backend.get_snapshot(h) == b"second"
+    env.backend.put_snapshot(8, 1, b"third", generation=2, attempt="9-z")
+    assert env.backend.get_snapshot(h) == b"third"
+
+
+def test_a_stream_that_fails_part_way_stores_nothing(env: Env) -> None:
+    b = env.backend
+    with pytest.raises(OSError, match="reading the state failed"):
+        b.put_snapshot(9, 0, Pieces([os.urandom(200 * 1024)] * 4, fail_after=2))
+    assert b.list_objects("chk-") == []
+    h = b.put_snapshot(9, 0, b"before")
+    with pytest.raises(OSError, match="reading the state failed"):
+        b.put_snapshot(9, 0, Pieces([os.urandom(200 * 1024)] * 4, fail_after=3))
+    assert b.get_snapshot(h) == b"before"  # the old value, whole
+    assert b.list_objects("chk-") == [h]
+
+
+def test_streamed_full_dump_of_rocksdb_state_restores(env: Env, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The snapshot thread's full dump of a RocksDB state (several chunks), streamed,
+    restores to the same state on every backend."""
+    from jstormpy.runtime import snapshots
+    from jstormpy.state_backends.changelog import load_task_snapshot
+    from jstormpy.state_store import RocksDBStore
+
+    monkeypatch.setattr(snapshots, "CHUNK_KEYS", 1000)
+    store = RocksDBStore(tmp_path / "task-3", 128)
+    counts: Any = store.open("counts", None, None)
+    want = {f"k{i}": (i, os.urandom(100)) for i in range(3500)}
+    counts.update(want)
+    empty: Any = store.open("empty", None, None)
+    view = snapshots.capture({"states": {"counts": counts, "empty": empty,
+                                         "plain": {"a": 1}}, "custom": [1]})
+    try:
+        view.extra = {"note": "snapshot-thread entry"}
+        h = env.backend.put_snapshot(3, 3, snapshots.serialise_stream(view), generation=1,
+                                     attempt="7-q")
+    finally:
+        snapshots.release(view)
+    snap = load_task_snapshot(env.reopen(), h)
+    assert snap == {"states": {"counts": want, "empty": {}, "plain": {"a": 1}},
+                    "custom": [1], "note": "snapshot-thread entry"}
+    store.close()
+
+
 def test_snapshot_overwrite_replaces(env: Env) -> None:
     b = env.backend
     h = b.put_snapshot(2, 0, os.urandom(3 * 1024 * 1024))

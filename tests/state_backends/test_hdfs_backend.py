@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import hdfs
@@ -138,3 +139,37 @@ def test_bad_uris_and_options() -> None:
     except ImportError:
         with pytest.raises(BackendError, match=r"hdfs\[kerberos\]"):
             HdfsBackend("hdfs://127.0.0.1:1/x", kerberos=True)
+
+
+def test_a_stream_broken_off_by_the_server_is_written_again_from_its_start(
+        webhdfs_server: WebHdfsServer) -> None:
+    """A task's full dump is one streamed request: a connection lost part-way is retried
+    with the stream started over (never a partial object); a one-shot stream, which
+    cannot start over, fails instead of storing less than it was given."""
+    b = _backend(webhdfs_server)
+    pieces = [os.urandom(256 * 1024) for _ in range(6)]
+    passes: list[int] = []
+
+    class Dump:
+        def __iter__(self) -> Iterator[bytes]:
+            passes.append(0)
+            for i, piece in enumerate(pieces):
+                if len(passes) == 1 and i == 3:
+                    webhdfs_server.drop_connections()  # the first pass is cut off
+                yield piece
+
+    h = b.put_snapshot(1, 0, Dump())
+    assert len(passes) >= 2
+    assert b.get_snapshot(h) == b"".join(pieces)
+    assert [f for f in _files(webhdfs_server.root / "ckpt") if ".tmp-" in f] == []
+
+    def one_shot() -> Iterator[bytes]:
+        for i, piece in enumerate(pieces):
+            if i == 3:
+                webhdfs_server.drop_connections()
+            yield piece
+
+    with pytest.raises(BackendError, match="cannot be written again"):
+        b.put_snapshot(2, 0, one_shot())
+    assert b.list_objects("chk-0000000002/") == []
+    assert [f for f in _files(webhdfs_server.root / "ckpt") if ".tmp-" in f] == []

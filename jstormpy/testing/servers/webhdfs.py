@@ -157,6 +157,13 @@ class WebHdfsServer:
         with self._httpd.conn_lock:
             self._httpd.faults = count
 
+    def drop_connections(self) -> None:
+        """Cut every open client connection now (a network fault in mid-request, e.g.
+        during a streamed upload)."""
+        if self._httpd is None:
+            raise RuntimeError("WebHdfsServer is not running")
+        self._httpd.drop_connections()
+
     def fail_listings(self, hdfs_path: str, count: int) -> None:
         """Answer the next ``count`` LISTSTATUS requests of directory ``hdfs_path`` with
         HTTP 404 FileNotFoundException although it exists (a NameNode failover or a
