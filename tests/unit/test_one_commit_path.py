@@ -259,9 +259,8 @@ OWN_STATE = {
 PACKAGES = ("jstormpy", "master", "barrier", "window", "state_backends", "deploy")
 
 
-def protected_writes(path: Path, rel: str) -> list[tuple[str, int, str, str]]:
+def protected_writes(tree: ast.Module, rel: str) -> list[tuple[str, int, str, str]]:
     """Every write into a protected attribute in one module: (module, line, class, attr)."""
-    tree = ast.parse(path.read_text(), rel)
     out: list[tuple[str, int, str, str]] = []
 
     def written(node: ast.expr) -> ast.Attribute | None:
@@ -306,8 +305,8 @@ def test_only_the_coordinator_changes_its_ids_floors_and_bad_checkpoints() -> No
             rel = path.relative_to(ROOT).as_posix()
             if rel == OWNER or "/proto/" in rel:
                 continue
-            found += protected_writes(path, rel)
             tree = ast.parse(path.read_text(), rel)
+            found += protected_writes(tree, rel)
             for node in ast.walk(tree):
                 if isinstance(node, ast.ClassDef):
                     for sub in ast.walk(node):

@@ -63,7 +63,7 @@ def completed_checkpoint(root: Path, t: Topology) -> int:
     for task_id, snap in snaps.items():
         handle = backend.put_snapshot(7, task_id, pickle.dumps(snap))
         entries[str(task_id)] = {"handle": handle, "size": 1}
-    backend.write_metadata(7, {"generation": 1, "tasks": entries})
+    backend.create_metadata(7, {"generation": 1, "tasks": entries})
     return 7
 
 
@@ -113,7 +113,7 @@ def test_state_of_a_removed_component_is_refused_unless_allowed(tmp_path: Path) 
     for task_id in [t for ts in tasks.values() for t in ts]:
         h = backend.put_snapshot(3, task_id, pickle.dumps({"states": {}, "max_parallelism": 128}))
         entries[str(task_id)] = {"handle": h}
-    backend.write_metadata(3, {"tasks": entries})
+    backend.create_metadata(3, {"tasks": entries})
     sp = write_savepoint(backend, 3, t1, f"file://{tmp_path / 'sp'}")
     with pytest.raises(JStormError, match="'audit'.*--allow-non-restored-state"):
         import_savepoint(sp, topo(2), open_backend(f"file://{tmp_path / 'run2'}"))
