@@ -29,6 +29,12 @@ The steps, as ``docs/checkpointing.md`` lists them:
    whatever a late timeout says: it is never marked bad.
 5. :meth:`task_failed` and :meth:`expire` abort; past ``tolerable_timeouts`` checkpoint
    timeouts in a row :meth:`expire` asks for ``StartRecovery``.
+
+Every other commit point takes the same ids and the same path (docs/checkpointing.md,
+"The one commit path"): a rescale's checkpoint and a savepoint import get their id from
+:meth:`allocate_id`; a rescale's stored commit point is :meth:`adopt_layout`, a failed
+one :meth:`mark_bad`. The ids, floors and bad checkpoints are private: read-only
+properties outside, changed only by these events.
 """
 
 from __future__ import annotations
