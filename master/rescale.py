@@ -436,32 +436,35 @@ class RescaleController(QuiescentOperation[RescalePhase]):
         core = self.core
         cid = staged.checkpoint_id
         outcome = core.create_commit_point(cid, staged.meta)
-        if outcome.status == CommitStatus.FAILED and not outcome.exists:
-            try:  # a write that timed out may land later: it is marked bad (below)
-                core.backend.discard_checkpoint(cid)
-            except BackendError as again:
-                log.warning("cannot discard the uncommitted rescaled checkpoint %d: %s",
-                            cid, again)
+        if outcome.status == CommitStatus.FAILED:
+            # whether or not it lands: never restored. In the ids record before the staged
+            # files go, so a TM killed in between never finds m complete and not bad
+            with core.lock:
+                core.checkpoints.mark_bad(cid)
+            core.store_ids_record_now(f"bad rescaled checkpoint {cid}")
+            if not outcome.exists:  # another writer's commit point is not ours to delete
+                try:
+                    core.backend.discard_checkpoint(cid)
+                except BackendError as again:
+                    log.warning("cannot discard the uncommitted rescaled checkpoint %d: %s",
+                                cid, again)
         with core.lock:
             assert self.run_dir is not None
-            if outcome.status in (CommitStatus.FAILED, CommitStatus.FENCED):
-                self._drop_staged()
-            if outcome.status == CommitStatus.FENCED:
-                # a newer Topology Master leads: the old layout is its to run or rescale
-                self._abort(f"this Topology Master was fenced ({core.fenced}); the rescaled "
-                            f"checkpoint {cid} is not committed", resume=False)
-                return
-            if outcome.status == CommitStatus.FAILED:
-                core.checkpoints.mark_bad(cid)  # whether or not it lands: never restored
-                self._abort(f"cannot commit the rescaled checkpoint {cid}: {outcome.error}",
-                            resume=True)
-            else:
-                # complete on storage (a floor that was not stored is stored by the
-                # restore of m that follows, before any Prepare: RestorePlan)
-                fault_point("rescale_after_commit", 0)
-                self._commit(staged)
-                return
-        core.store_ids_record_now(f"bad rescaled checkpoint {cid}")
+            match outcome.status:
+                case CommitStatus.FENCED:
+                    # a newer Topology Master leads: the old layout is its to run or rescale
+                    self._drop_staged()
+                    self._abort(f"this Topology Master was fenced ({core.fenced}); the "
+                                f"rescaled checkpoint {cid} is not committed", resume=False)
+                case CommitStatus.FAILED:
+                    self._drop_staged()
+                    self._abort(f"cannot commit the rescaled checkpoint {cid}: "
+                                f"{outcome.error}", resume=True)
+                case _:
+                    # complete on storage (a floor that was not stored is stored by the
+                    # restore of m that follows, before any Prepare: RestorePlan)
+                    fault_point("rescale_after_commit", 0)
+                    self._commit(staged)
 
     def _drop_staged(self) -> None:
         """The rescale will not commit: the staged topology files go, so a restarted
