@@ -319,3 +319,27 @@ def test_only_the_coordinator_changes_its_ids_floors_and_bad_checkpoints() -> No
         + "; ".join(f"{m}:{line} ({c or 'module'}) .{a}" for m, line, c, a in found))
     stale = sorted(set(OWN_STATE) - own_seen)
     assert not stale, f"OWN_STATE names fields that no longer exist: {stale}"
+
+
+def test_a_restarted_master_never_adopts_a_rescale_whose_commit_point_is_bad(
+        env: Env, tmp_path: Path) -> None:  # noqa: F811
+    """The rescale's commit point timed out, the TM stored ``m`` as bad and died before it
+    dropped the staged files; then the write landed. At its restart the TM finds the
+    pending rescale and ``m`` listed: it must keep the old layout (``m`` is never restored,
+    so adopting it would leave the new layout with nothing to restore)."""
+    from jstormpy.state_backends.base import CHECKPOINT_IDS_META
+    from master.coordinator import CheckpointCoordinator
+    from master.rescale import PENDING, finish_pending_rescale
+
+    run = run_dir(tmp_path, "run")
+    (run / "topology.pkl.rescale").write_bytes(b"new layout")
+    (run / PENDING).write_text('{"checkpoint": 7, "layout_generation": 3}')
+    ids = CheckpointCoordinator(stateful=True, max_concurrent=1, timeout_s=1.0,
+                                tolerable_timeouts=0)
+    ids.mark_bad(7)
+    env.backend.put_meta(CHECKPOINT_IDS_META, ids.ids_record())
+    env.backend.create_metadata(7, {"generation": 2, "tasks": {}})  # landed late
+    before = (run / "topology.pkl").read_bytes()
+    assert finish_pending_rescale(run, env.reopen()) is False
+    assert (run / "topology.pkl").read_bytes() == before
+    assert not (run / "rescale.json").exists() and not (run / PENDING).exists()
