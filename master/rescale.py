@@ -55,12 +55,14 @@ from jstormpy.api.errors import BackendError, CheckpointError, JStormError
 from jstormpy.api.topology import Topology
 from jstormpy.faults import fault_point
 from jstormpy.master.commit_point import CommitStatus
+from jstormpy.master.coordinator import CheckpointCoordinator
 from jstormpy.master.quiescent import QuiescentOperation
 from jstormpy.master.topology_state import TERMINAL_STATES, TopologyState
 from jstormpy.master.upgrade import UpgradePhase
 from jstormpy.operations.rescale_state import job_max_parallelism, plan_rescale, rescale_checkpoint
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.state_backends import StateBackend
+from jstormpy.state_backends.base import CHECKPOINT_IDS_META
 
 if TYPE_CHECKING:
     from jstormpy.master.core import MasterCore, WorkerSession
@@ -103,7 +105,10 @@ def finish_pending_rescale(run_dir: Path, backend: StateBackend) -> bool:
     if not pending.exists():
         return False
     info = json.loads(pending.read_text())
-    done = info["checkpoint"] in backend.list_completed()
+    # complete and not bad: a commit point that timed out is stored as bad at once, and
+    # may land after the TM died with its staged files still here
+    done = info["checkpoint"] in backend.list_completed() \
+        and int(info["checkpoint"]) not in _stored_bad(backend)
     if done:
         persisted = backend.get_meta("generation")
         layout = max(int(info["layout_generation"]),
@@ -117,6 +122,17 @@ def finish_pending_rescale(run_dir: Path, backend: StateBackend) -> bool:
                     info["checkpoint"])
     pending.unlink()
     return done
+
+
+def _stored_bad(backend: StateBackend) -> frozenset[int]:
+    """The bad checkpoints of the stored ids record (none if there is none)."""
+    record = backend.get_meta(CHECKPOINT_IDS_META)
+    if not record:
+        return frozenset()
+    ids = CheckpointCoordinator(stateful=True, max_concurrent=1, timeout_s=1.0,
+                                tolerable_timeouts=0)
+    ids.adopt_ids_record(record)
+    return ids.bad
 
 
 def _adopt(run_dir: Path, layout_generation: int, checkpoint_id: int) -> None:
