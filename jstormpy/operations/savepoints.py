@@ -228,6 +228,28 @@ def _check_still_ours(backend: StateBackend, run: RunIdentity, cid: int) -> None
             "state backend; stop it and restore again")
 
 
+def check_fits(uri: str, manifest: dict[str, Any], topology: Topology,
+               max_parallelism: int = 0, allow_non_restored_state: bool = False) -> int:
+    """Whether ``topology`` can take the savepoint at ``uri`` (its ``manifest``); returns
+    the number of key groups (``max_parallelism``) it restores with.
+
+    Raises:
+        JStormError: another ``max_parallelism``, or state of a component that no longer
+            exists (unless ``allow_non_restored_state``).
+    """
+    tasks = topology.task_ids()
+    max_p = resolve_max_parallelism(max_parallelism or manifest["max_parallelism"],
+                                    (len(t) for t in tasks.values()))
+    check_max_parallelism(manifest["max_parallelism"], max_p, f"savepoint {uri}")
+    gone = sorted(set(manifest["components"]) - set(tasks))
+    if gone and not allow_non_restored_state:
+        raise JStormError(
+            f"savepoint {uri} holds state of component(s) {', '.join(map(repr, gone))} "
+            f"that the topology no longer has; pass --allow-non-restored-state "
+            f"(allow_non_restored_state=True) to drop it")
+    return max_p
+
+
 def import_savepoint(uri: str, topology: Topology, backend: StateBackend,
                      max_parallelism: int = 0, allow_non_restored_state: bool = False,
                      run: RunIdentity | None = None, **options: Any) -> int:
@@ -251,15 +273,7 @@ def import_savepoint(uri: str, topology: Topology, backend: StateBackend,
     try:
         manifest = _manifest(source, uri)
         tasks = topology.task_ids()
-        max_p = resolve_max_parallelism(max_parallelism or manifest["max_parallelism"],
-                                        (len(t) for t in tasks.values()))
-        check_max_parallelism(manifest["max_parallelism"], max_p, f"savepoint {uri}")
-        gone = sorted(set(manifest["components"]) - set(tasks))
-        if gone and not allow_non_restored_state:
-            raise JStormError(
-                f"savepoint {uri} holds state of component(s) {', '.join(map(repr, gone))} "
-                f"that the topology no longer has; pass --allow-non-restored-state "
-                f"(allow_non_restored_state=True) to drop it")
+        max_p = check_fits(uri, manifest, topology, max_parallelism, allow_non_restored_state)
         cid = _reserve_import_id(backend, int(manifest["checkpoint_id"]))
         entries: dict[str, dict[str, Any]] = {}
         for name, task_ids in tasks.items():
@@ -374,6 +388,8 @@ def prepare_restore(uri: str, topology: Topology, config: Any,
         JStormError: The savepoint cannot be read or does not fit the topology.
     """
     manifest = read_manifest(uri)
+    # before anything is changed: a refused restore leaves the run resumable
+    check_fits(uri, manifest, topology, config.max_parallelism, allow_non_restored_state)
     check_restore_output(topology, int(manifest["checkpoint_id"]))
     backend = open_backend(config.state_backend, **config.state_backend_options)
     try:
