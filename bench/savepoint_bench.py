@@ -69,7 +69,7 @@ def write_checkpoint(backend: StateBackend, keys: int) -> tuple[dict[str, int], 
                                                              strict=True) if g in rng)
         r = task.checkpoint(1, commit=False)
         entries[str(2 + index)] = {"handle": r.handle, "size": r.bytes_written}
-    backend.write_metadata(1, {"generation": 1, "tasks": entries, "completed_at": time.time()})
+    backend.create_metadata(1, {"generation": 1, "tasks": entries, "completed_at": time.time()})
     return state, time.perf_counter() - t0
 
 

@@ -252,7 +252,7 @@ def run_incremental(keys: int, intervals: int, changed: float, seed: int,
             data = done["data"]
             handle = backend.put_snapshot(cid, 1, data, 1, "bench", refs=encode_refs(shared))
             duration_ms = (time.perf_counter() - t0) * 1000.0
-            backend.write_metadata(cid, {"tasks": {"1": {"handle": handle}}})
+            backend.create_metadata(cid, {"tasks": {"1": {"handle": handle}}})
             backend.garbage_collect(keep=1)
             rows.append({"cid": cid, "bytes": written + len(data), "pause_ms": pause_ms,
                          "stall_ms": stall * 1000.0,

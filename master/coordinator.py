@@ -29,6 +29,12 @@ The steps, as ``docs/checkpointing.md`` lists them:
    whatever a late timeout says: it is never marked bad.
 5. :meth:`task_failed` and :meth:`expire` abort; past ``tolerable_timeouts`` checkpoint
    timeouts in a row :meth:`expire` asks for ``StartRecovery``.
+
+Every other commit point takes the same ids and the same path (docs/checkpointing.md,
+"The one commit path"): a rescale's checkpoint and a savepoint import get their id from
+:meth:`allocate_id`; a rescale's stored commit point is :meth:`adopt_layout`, a failed
+one :meth:`mark_bad`. The ids, floors and bad checkpoints are private: read-only
+properties outside, changed only by these events.
 """
 
 from __future__ import annotations
@@ -37,8 +43,10 @@ import json
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
+from jstormpy.api.errors import CheckpointError
 from jstormpy.metrics import (
     CHECKPOINT_BUCKETS_MS,
     PAUSE_MS,
@@ -183,23 +191,29 @@ class CheckpointCoordinator:
         self.timeout_s = timeout_s
         self.tolerable_timeouts = tolerable_timeouts
         self.generation = 0
-        self.next_id = 1
+        # the coordinator's ids, floors and bad checkpoints are private: they change only
+        # through its events (allocate_id, mark_bad, adopt_layout, note_trigger, ...), so
+        # every commit point -- a periodic checkpoint, a rescale, a restore -- follows one
+        # path (issue 35; tests/unit/test_one_commit_path.py walks the package for writes)
+        self._next_id = 1
         self.inflight: dict[int, PendingCheckpoint] = {}
         # every task acked; the commit point (metadata) is being written
         self.committing: dict[int, PendingCheckpoint] = {}
         # the highest id any sink may have seen: ids after a recovery stay above it, so a
         # fallback to an older checkpoint never reuses a committed transaction's id
-        self.id_floor = 0
+        self._id_floor = 0
         # the newest checkpoint this run saw complete: a recovery never restores below it
         # because a listing came back short (issue 23, hole 1)
-        self.completed_floor = 0
-        self.bad: set[int] = set()  # never restore from these
+        self._completed_floor = 0
+        self._bad: set[int] = set()  # never restore from these
         # epoch -> the lowest checkpoint that Topology Master epoch restored: a commit
         # point of an older epoch above it landed after the sinks were rolled back past it
         # (a deposed or dead TM's late write): never restored (RestorePlan, issue 27)
-        self.epoch_starts: dict[int, int] = {}
+        self._epoch_starts: dict[int, int] = {}
         # the highest id a stored ids record reserves: no checkpoint starts above it
-        self.ids_reserved = 0
+        self._ids_reserved = 0
+        # the first checkpoint of the running layout (a rescale's): none older restores
+        self._layout_floor = 0
         # checkpoints a recovery restored: sinks may have committed them again, so they
         # are complete whatever a late report of their metadata write says
         self.restored: set[int] = set()
@@ -209,14 +223,55 @@ class CheckpointCoordinator:
         self.timed_out_in_a_row = 0
         self.final_checkpoint: int | None = None
         self.commits_needed: set[int] = set()
-        self.last_trigger = 0.0
+        self._last_trigger = 0.0
         # when the last checkpoint ended (completed, failed, timed out): the minimum
         # pause counts from it
-        self.last_ended = float("-inf")
+        self._last_ended = float("-inf")
         self.all_tasks: list[int] = []
         self.spout_tasks: list[int] = []
         self.sink_tasks: list[int] = []
         self.task_component: dict[int, str] = {}
+
+    # -- read-only views of the private state ----------------------------------------------
+    @property
+    def next_id(self) -> int:
+        """The id :meth:`allocate_id` hands out next."""
+        return self._next_id
+
+    @property
+    def id_floor(self) -> int:
+        """The highest id any sink may have seen (or a commit point may carry)."""
+        return self._id_floor
+
+    @property
+    def completed_floor(self) -> int:
+        """The newest checkpoint this run saw complete."""
+        return self._completed_floor
+
+    @property
+    def bad(self) -> frozenset[int]:
+        """The checkpoints never to restore from."""
+        return frozenset(self._bad)
+
+    @property
+    def epoch_starts(self) -> Mapping[int, int]:
+        """Topology Master epoch -> the lowest checkpoint it restored."""
+        return MappingProxyType(self._epoch_starts)
+
+    @property
+    def ids_reserved(self) -> int:
+        """The highest id a stored ids record reserves."""
+        return self._ids_reserved
+
+    @property
+    def layout_floor(self) -> int:
+        """The first checkpoint of the running layout (0: never rescaled)."""
+        return self._layout_floor
+
+    @property
+    def last_trigger(self) -> float:
+        """When the last checkpoint was triggered (or the schedule last restarted)."""
+        return self._last_trigger
 
     # -- layout and generations ------------------------------------------------------------
     def set_layout(self, task_component: Mapping[int, str], spout_tasks: Iterable[int],
@@ -236,8 +291,35 @@ class CheckpointCoordinator:
 
     def resume_after(self, base: int, now: float) -> None:
         """The generation runs: the next checkpoint id is ``base + 1``."""
-        self.next_id = base + 1
-        self.last_trigger = now
+        self._next_id = base + 1
+        self._last_trigger = now
+
+    def note_trigger(self, now: float) -> None:
+        """The periodic checkpoint schedule starts over at ``now`` (a TM starting, a gray
+        release resuming its spouts)."""
+        self._last_trigger = now
+
+    def adopt_layout(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` is the first of the running layout: its commit point
+        is stored (a rescale's, or one a TM finds in ``rescale.json`` at start), so ids stay
+        above it, no recovery goes below it, and no older checkpoint restores."""
+        self._layout_floor = max(self._layout_floor, checkpoint_id)
+        self._id_floor = max(self._id_floor, checkpoint_id)
+        self._completed_floor = max(self._completed_floor, checkpoint_id)
+
+    def adopt_completed_floor(self, checkpoint_id: int) -> None:
+        """A resumed TM read ``checkpoint_id`` as the stored completed floor."""
+        self._completed_floor = max(self._completed_floor, checkpoint_id)
+
+    def ids_seen(self, checkpoint_ids: Iterable[int]) -> None:
+        """Checkpoints with these ids exist (a listing): ids stay above them."""
+        self._id_floor = max([self._id_floor, *checkpoint_ids])
+
+    def mark_bad(self, checkpoint_id: int) -> None:
+        """Never restore ``checkpoint_id`` (its commit point failed or may land late, its
+        metadata or a snapshot is unusable), nor hand its id out again."""
+        self._bad.add(checkpoint_id)
+        self._id_floor = max(self._id_floor, checkpoint_id)
 
     def busy(self) -> int:
         """Checkpoints in flight or whose commit point is being written."""
@@ -246,35 +328,57 @@ class CheckpointCoordinator:
     def may_start(self, force: bool = False) -> bool:
         """Whether :meth:`start` stays within ``max_concurrent`` (or is forced) and within
         the ids a stored ids record reserves (never forced)."""
-        if self.stateful and self.next_id > self.ids_reserved:
+        if not self.may_allocate():
             return False
         return force or self.busy() < self.max_concurrent
+
+    def may_allocate(self) -> bool:
+        """Whether :meth:`allocate_id` has a reserved id to hand out."""
+        return not self.stateful or self._next_id <= self._ids_reserved
 
     def due(self, now: float, interval_s: float, min_pause_s: float = 0.0) -> bool:
         """Whether the next periodic checkpoint is due: ``interval_s`` since the last
         trigger and ``min_pause_s`` since the last checkpoint ended
         (``Config.min_pause_between_checkpoints_ms``)."""
-        return (now - self.last_trigger >= interval_s
-                and now - self.last_ended >= min_pause_s)
+        return (now - self._last_trigger >= interval_s
+                and now - self._last_ended >= min_pause_s)
 
     def needs_ids_record(self) -> bool:
         """Half of the reserved ids are used: the performer stores a new
         :meth:`ids_record` (and reports :meth:`ids_record_stored`)."""
-        return self.stateful and self.next_id + ID_RESERVATION // 2 > self.ids_reserved
+        return self.stateful and self._next_id + ID_RESERVATION // 2 > self._ids_reserved
+
+    def allocate_id(self) -> int:
+        """The one way a checkpoint id is handed out: a periodic checkpoint's
+        (:meth:`start`), a rescale's, a savepoint import's. The id is above every id handed
+        out or known before and within the reservation of a stored ids record, so no
+        Topology Master -- this one restarted, a standby, a dead predecessor whose commit
+        point lands late -- ever uses it too.
+
+        Raises:
+            CheckpointError: No stored ids record reserves the next id (store one first:
+                :meth:`ids_record`, :meth:`ids_record_stored`).
+        """
+        if not self.may_allocate():
+            raise CheckpointError(
+                f"checkpoint id {self._next_id} is not reserved by a stored checkpoint ids "
+                f"record (reserved up to {self._ids_reserved}); store the ids record first")
+        cid = self._next_id
+        self._next_id += 1
+        # its barrier stages a transaction in every sink under this id, whether or not the
+        # checkpoint completes: a recovery's ids go above it, so a run never stages two
+        # transactions under one id (PostgreSQL/Redis sinks record the ids a recovery
+        # discarded, and refuse to pass one as committed: simulator seed 570163)
+        self._id_floor = max(self._id_floor, cid)
+        return cid
 
     # -- events ----------------------------------------------------------------------------
     def start(self, now: float, wall: float, pause: bool = False) -> tuple[int, list[
             CoordinatorAction]]:
         """Start the next checkpoint; returns its id and the trigger to send."""
-        cid = self.next_id
-        self.next_id += 1
-        # its barrier stages a transaction in every sink under this id, whether or not the
-        # checkpoint completes: a recovery's ids go above it, so a run never stages two
-        # transactions under one id (PostgreSQL/Redis sinks record the ids a recovery
-        # discarded, and refuse to pass one as committed: simulator seed 570163)
-        self.id_floor = max(self.id_floor, cid)
+        cid = self.allocate_id()
         self.inflight[cid] = PendingCheckpoint(cid, self.generation, now, wall)
-        self.last_trigger = now
+        self._last_trigger = now
         return cid, [SendTrigger(cid, self.generation, pause)]
 
     def ack(self, generation: int, checkpoint_id: int, ack: TaskAck, now: float,
@@ -317,8 +421,8 @@ class CheckpointCoordinator:
         pending = self.committing.pop(checkpoint_id, None)
         if pending is None:
             return []
-        self.id_floor = max(self.id_floor, checkpoint_id)
-        self.completed_floor = max(self.completed_floor, checkpoint_id)
+        self._id_floor = max(self._id_floor, checkpoint_id)
+        self._completed_floor = max(self._completed_floor, checkpoint_id)
         if pending.generation != self.generation or not running:
             return []  # complete on storage; the recovery under way lists it
         size = sum(a.size_bytes for a in pending.acks.values())
@@ -331,12 +435,12 @@ class CheckpointCoordinator:
         pending = self.committing.pop(checkpoint_id, None)
         if pending is None:
             return []
-        self.id_floor = max(self.id_floor, checkpoint_id)  # its id is never reused
+        self._id_floor = max(self._id_floor, checkpoint_id)  # its id is never reused
         if not (timed_out and checkpoint_id in self.restored):
             # whether or not it lands: never restore from it. Unless a recovery already
             # restored it: the write landed, sinks committed it again, and falling back
             # below it would emit that output twice (issue 23, simulator seed 22619)
-            self.bad.add(checkpoint_id)
+            self._bad.add(checkpoint_id)
         if pending.generation != self.generation:
             return []
         self._record(pending, "failed", now, f"metadata write failed: {error}")
@@ -358,8 +462,8 @@ class CheckpointCoordinator:
         pending = self.committing.pop(checkpoint_id, None)
         if pending is None:
             return []
-        self.id_floor = max(self.id_floor, checkpoint_id)
-        self.completed_floor = max(self.completed_floor, checkpoint_id)
+        self._id_floor = max(self._id_floor, checkpoint_id)
+        self._completed_floor = max(self._completed_floor, checkpoint_id)
         if pending.generation != self.generation:
             return []
         reason = f"completed floor not stored: {error}"
@@ -412,21 +516,33 @@ class CheckpointCoordinator:
         ``meta/checkpoint_ids``): the id floor, the bad checkpoints, the ids reserved
         (:data:`ID_RESERVATION` above every id handed out or known) and each epoch's lowest
         restored checkpoint (:attr:`epoch_starts`)."""
-        reserved = max(self.id_floor, self.next_id - 1) + ID_RESERVATION
-        epochs = sorted(self.epoch_starts)[-EPOCHS_KEPT:]
-        return json.dumps({"id_floor": self.id_floor, "bad": sorted(self.bad)[-BAD_KEPT:],
+        reserved = max(self._id_floor, self._next_id - 1) + ID_RESERVATION
+        epochs = sorted(self._epoch_starts)[-EPOCHS_KEPT:]
+        return json.dumps({"id_floor": self._id_floor, "bad": sorted(self._bad)[-BAD_KEPT:],
                            "reserved": reserved,
-                           "epochs": {str(e): self.epoch_starts[e] for e in epochs}}).encode()
+                           "epochs": {str(e): self._epoch_starts[e] for e in epochs}}).encode()
 
     def ids_record_stored(self, data: bytes) -> None:
         """The performer stored ``data``, an :meth:`ids_record` of this coordinator: ids up
         to its reservation may be handed out."""
-        self.ids_reserved = max(self.ids_reserved, int(json.loads(data)["reserved"]))
+        self._ids_reserved = max(self._ids_reserved, int(json.loads(data)["reserved"]))
 
-    def epoch_started(self, epoch: int, restored: int) -> None:
-        """Topology Master epoch ``epoch`` restored ``restored`` (0: nothing), and the ids
-        record saying so is stored: no commit point of an older epoch above it counts."""
-        self.epoch_starts[epoch] = min(restored, self.epoch_starts.get(epoch, restored))
+    def epoch_started(self, epoch: int, restored: int) -> int | None:
+        """Topology Master epoch ``epoch`` restores ``restored`` (0: nothing): no commit
+        point of an older epoch above it counts. The performer stores the :meth:`ids_record`
+        saying so before any Prepare; if that fails it reports
+        :meth:`epoch_start_not_stored` with the returned earlier value (None: none)."""
+        before = self._epoch_starts.get(epoch)
+        self._epoch_starts[epoch] = min(restored, before if before is not None else restored)
+        return before
+
+    def epoch_start_not_stored(self, epoch: int, before: int | None) -> None:
+        """The ids record of :meth:`epoch_started` was not stored: forget it (the next
+        attempt stores it again)."""
+        if before is None:
+            self._epoch_starts.pop(epoch, None)
+        else:
+            self._epoch_starts[epoch] = before
 
     def adopt_ids_record(self, data: bytes) -> None:
         """A resumed TM starts from a predecessor's :meth:`ids_record`: ids stay above
@@ -444,8 +560,8 @@ class CheckpointCoordinator:
             id_floor = max(id_floor, int(record.get("reserved", 0)))
         except (TypeError, KeyError, ValueError, AttributeError) as exc:
             raise ValueError(f"malformed checkpoint ids record {data[:80]!r}: {exc}") from exc
-        self.id_floor = max(self.id_floor, id_floor)
-        self.bad |= bad - self.restored
+        self._id_floor = max(self._id_floor, id_floor)
+        self._bad |= bad - self.restored
         for epoch, restored in epochs.items():
             self.epoch_started(epoch, restored)
 
@@ -463,17 +579,17 @@ class CheckpointCoordinator:
         write with the backend, and a successor reusing the id would have its own commit
         point replaced when it lands (simulator seed 291464)."""
         ids = list(listing)
-        self.id_floor = max([self.id_floor, *ids, *present])
+        self._id_floor = max([self._id_floor, *ids, *present])
         if listing_ok:
             # a bad checkpoint is listed once its timed-out write landed, yet it did not
             # complete: as a floor it would switch off the short-listing check below it
             # (simulator seed 36483: restored from nothing under committed output)
-            self.completed_floor = max([self.completed_floor,
-                                        *(c for c in ids if c not in self.bad)])
+            self._completed_floor = max([self._completed_floor,
+                                        *(c for c in ids if c not in self._bad)])
         if restored is not None:
-            self.completed_floor = max(self.completed_floor, restored)
+            self._completed_floor = max(self._completed_floor, restored)
             self.restored.add(restored)
-            self.bad.discard(restored)
+            self._bad.discard(restored)
 
     def retention_deleted(self, checkpoint_ids: Iterable[int]) -> None:
         """Retention deleted these checkpoints: they are no longer restorable."""
@@ -528,7 +644,7 @@ class CheckpointCoordinator:
     def _record(self, pending: PendingCheckpoint, status: str, now: float, error: str = "",
                 size: int = 0) -> dict[str, Any]:
         duration_ms = round((now - pending.started) * 1000, 2)
-        self.last_ended = now
+        self._last_ended = now
         entry = {"id": pending.checkpoint_id, "generation": pending.generation,
                  "status": status, "started_at": pending.started_wall,
                  "duration_ms": duration_ms,

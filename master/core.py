@@ -13,6 +13,7 @@ import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,6 @@ from typing import Any
 from jstormpy.api.config import Config
 from jstormpy.api.errors import (
     BackendError,
-    BackendTimeoutError,
     CorruptSnapshotError,
     JStormError,
     SnapshotNotFoundError,
@@ -31,6 +31,7 @@ from jstormpy.leader_lease import LeaderLease
 from jstormpy.master.backend_io import BackendIO
 from jstormpy.master.backpressure import BackpressureCoordinator
 from jstormpy.master.checkpoint_health import CheckpointHealth, CheckpointPace, assess
+from jstormpy.master.commit_point import CommitOutcome, CommitStatus
 from jstormpy.master.coordinator import (
     CheckpointCoordinator,
     CollectGarbage,
@@ -123,8 +124,6 @@ class MasterCore:
         self.set_descriptor(descriptor)
         self.generation = 0
         self.target_checkpoint: int | None = None
-        # the first checkpoint of the running layout (a rescale's): none older restores
-        self.layout_floor = 0
         self.prepared_base = 0
         self.prepared_generation = 0  # the generation whose Prepares went out last
         self.retry_prepare_at: float | None = None
@@ -135,7 +134,7 @@ class MasterCore:
         self.storing_ids = False  # a new ids record is being stored (_store_ids_record)
         # the checkpoints' pace last logged, and the timeouts in a row then
         self.logged_pace: tuple[CheckpointPace, int] = (CheckpointPace.NONE_YET, 0)
-        self.checkpoints.last_trigger = time.monotonic()
+        self.checkpoints.note_trigger(time.monotonic())
         self.restarts = 0
         # restart strategy and deterministic-error check (master/restart.py)
         self.restart_tracker = RestartTracker(config.restart(), config.max_restarts)
@@ -153,7 +152,7 @@ class MasterCore:
         self.persisted_generation = self.generation
         floor = backend.get_meta(COMPLETED_META) if resume else None
         if floor:
-            self.checkpoints.completed_floor = int(floor.decode())
+            self.checkpoints.adopt_completed_floor(int(floor.decode()))
         self.persisted_floor = self.checkpoints.completed_floor  # meta/completed_checkpoint
         ids = backend.get_meta(CHECKPOINT_IDS_META) if resume else None
         if ids:
@@ -400,7 +399,7 @@ class MasterCore:
         self.retry_prepare_at = None
         self.preparing = generation = self.generation
         target, bad = self.target_checkpoint, set(self.checkpoints.bad)
-        floor = self.layout_floor
+        floor = self.checkpoints.layout_floor
         self.backend_io.submit(lambda: self._resolve_restore(generation, target, bad, floor))
 
     def _resolve_restore(self, generation: int, target: int | None, bad: set[int],
@@ -455,17 +454,13 @@ class MasterCore:
                     actions = plan.metadata_read(cid, meta)
                 case PersistEpochStart(epoch, cid):
                     with self.lock:
-                        before = self.checkpoints.epoch_starts.get(epoch)
-                        self.checkpoints.epoch_started(epoch, cid)
+                        before = self.checkpoints.epoch_started(epoch, cid)
                         ids = self.checkpoints.ids_record()
                     try:
                         self._put_ids_record(ids)
                     except BackendError as exc:
                         with self.lock:  # not stored: the next attempt stores it again
-                            if before is None:
-                                self.checkpoints.epoch_starts.pop(epoch, None)
-                            else:
-                                self.checkpoints.epoch_starts[epoch] = before
+                            self.checkpoints.epoch_start_not_stored(epoch, before)
                         actions = plan.epoch_start_not_persisted(str(exc))
                         continue
                     actions = plan.epoch_start_persisted()
@@ -484,7 +479,7 @@ class MasterCore:
                 return
             self.preparing = None
             if isinstance(action, Unusable):  # bad before the floor rises to the listing
-                self.checkpoints.bad.add(action.checkpoint_id)
+                self.checkpoints.mark_bad(action.checkpoint_id)
             self.checkpoints.recovery_resolved(
                 plan.listing, plan.listing_ok,
                 action.target if isinstance(action, Restore) else None, plan.present)
@@ -566,7 +561,7 @@ class MasterCore:
                 if msg.corrupt_snapshot and self.target_checkpoint is not None:
                     log.error("checkpoint %s has a corrupt snapshot (%s); falling back to the "
                               "previous complete checkpoint", self.target_checkpoint, msg.error)
-                    self.checkpoints.bad.add(self.target_checkpoint)
+                    self.checkpoints.mark_bad(self.target_checkpoint)
                     self.begin_recovery(f"corrupt snapshot in checkpoint "
                                          f"{self.target_checkpoint}: {msg.error}",
                                          count_restart=False)
@@ -771,53 +766,80 @@ class MasterCore:
             self._perform(self.checkpoints.sink_committed(msg.generation, msg.checkpoint_id,
                                                           msg.task_id))
 
-    def _write_commit_point(self, action: WriteCommitPoint) -> None:
-        """BackendIO thread: write ``_metadata`` (the commit point), then report back."""
-        cid = action.checkpoint_id
+    def create_commit_point(self, cid: int, metadata: Mapping[str, Any]) -> CommitOutcome:
+        """BackendIO thread: the one commit path, for every commit point this TM writes (a
+        periodic checkpoint's, a rescale's; docs/checkpointing.md, "The one commit path").
+
+        1. fenced first (``--ha``: the lease must hold);
+        2. stamped with this TM's run identity and epoch (``"run"``), so a restore can tell
+           a deposed or dead TM's late write apart (``RestorePlan``);
+        3. created, never replaced (``StateBackend.create_metadata``): a late write never
+           replaces another TM's commit point under the same id, nor is replaced by one;
+        4. fenced again: a standby that took over before the write lists this checkpoint
+           (its epoch is stored first), so only a TM that sees its own epoch still stored
+           goes on. After a failed write the lease alone: a deposed TM must not write its
+           ids record over the new leader's (issue 27);
+        5. stored as the completed floor, before any sink is told to commit it.
+
+        The id must come from ``CheckpointCoordinator.allocate_id`` (its reservation)."""
         if self._check_fenced(cid, "before its commit point"):
-            return
-        error: BackendError | None = None
-        metadata = dict(action.metadata)
+            return CommitOutcome(CommitStatus.FENCED)
+        stamped = dict(metadata)
         if self.run is not None:  # which run, and which TM epoch, committed it
-            metadata["run"] = self.run.to_dict()
+            stamped["run"] = self.run.to_dict()
+        error: BackendError | None = None
         try:
-            # create-only: a deposed TM's late write never replaces it (issue 27)
-            self.backend.create_metadata(cid, metadata)
+            self.backend.create_metadata(cid, stamped)  # create-only (issue 27)
         except BackendError as exc:
             error = exc
-        # after the write: a standby that took over before it lists this checkpoint (its
-        # epoch is stored first), so only a TM that sees its own epoch still stored may
-        # tell its sinks to commit. After a failed write, the lease alone (while it holds,
-        # no standby leads): a deposed TM must not write its ids record over the new
-        # leader's (issue 27)
         if self._check_fenced(cid, "after its commit point" if error is None
                               else "when its commit point failed"):
+            return CommitOutcome(CommitStatus.FENCED, error)
+        if error is not None:
+            return CommitOutcome(CommitStatus.FAILED, error)
+        # in the same job: FIFO keeps the floor's writes in id order
+        floor_error = self._persist_completed_floor(cid)
+        if floor_error is not None:
+            return CommitOutcome(CommitStatus.FLOOR_NOT_STORED, floor_error)
+        return CommitOutcome(CommitStatus.CREATED)
+
+    def _write_commit_point(self, action: WriteCommitPoint) -> None:
+        """BackendIO thread: a periodic checkpoint's commit point through
+        :meth:`create_commit_point`, then its outcome to the coordinator."""
+        cid = action.checkpoint_id
+        outcome = self.create_commit_point(cid, action.metadata)
+        if outcome.status == CommitStatus.FENCED:
             return
-        floor_error: BackendError | None = None
-        if error is None:  # in the same job: FIFO keeps the floor's writes in id order
-            floor_error = self._persist_completed_floor(cid)
+        error = str(outcome.error)
         with self.lock:
             now = time.monotonic()
-            if error is None and floor_error is None:
-                fault_point("master_after_metadata", cid)
-                self._perform(self.checkpoints.commit_point_written(
-                    cid, self.state == TopologyState.RUNNING, now, time.time()))
-            elif error is None:  # no sink commits what a restarted TM's floor misses
-                self._perform(self.checkpoints.floor_not_stored(
-                    cid, str(floor_error), isinstance(floor_error, BackendTimeoutError), now))
-            else:
-                self._perform(self.checkpoints.commit_point_failed(
-                    cid, str(error), isinstance(error, BackendTimeoutError), now))
-                ids = self.checkpoints.ids_record()
+            match outcome.status:
+                case CommitStatus.CREATED:
+                    fault_point("master_after_metadata", cid)
+                    self._perform(self.checkpoints.commit_point_written(
+                        cid, self.state == TopologyState.RUNNING, now, time.time()))
+                case CommitStatus.FLOOR_NOT_STORED:  # no sink commits what a floor misses
+                    self._perform(self.checkpoints.floor_not_stored(
+                        cid, error, outcome.timed_out, now))
+                case _:
+                    self._perform(self.checkpoints.commit_point_failed(
+                        cid, error, outcome.timed_out, now))
             if self.state == TopologyState.RECOVERING:
                 self._maybe_prepare_all()  # it waits for the outcome of every commit point
-        if error is not None:
-            # at once, so a TM that dies before the next recovery's record leaves it
-            # (best effort: that record is the one a recovery cannot go without)
-            try:
-                self._put_ids_record(ids)
-            except BackendError as exc:
-                log.warning("cannot persist bad checkpoint %d: %s", cid, exc)
+        if outcome.status == CommitStatus.FAILED:
+            self.store_ids_record_now(f"bad checkpoint {cid}")
+
+    def store_ids_record_now(self, why: str) -> None:
+        """BackendIO thread: store this TM's ids record at once, best effort (``why``, for
+        the log: e.g. a checkpoint just marked bad), so that a TM that dies before the next
+        recovery's record leaves it (that record is the one a recovery cannot go
+        without)."""
+        with self.lock:
+            ids = self.checkpoints.ids_record()
+        try:
+            self._put_ids_record(ids)
+        except BackendError as exc:
+            log.warning("cannot store the checkpoint ids record (%s): %s", why, exc)
 
     def _put_ids_record(self, ids: bytes) -> None:
         """BackendIO thread: store ``ids`` (an ``ids_record`` of this TM's coordinator) as
@@ -970,14 +992,15 @@ class MasterCore:
         with self.lock:
             if self.state not in (TopologyState.RUNNING, TopologyState.RECOVERING):
                 raise JStormError(f"cannot roll back a topology that is {self.state}")
-            self.checkpoints.id_floor = max([self.checkpoints.id_floor, *done])
+            self.checkpoints.ids_seen(done)
             if checkpoint_id:
                 if checkpoint_id not in done:
                     raise JStormError(f"checkpoint {checkpoint_id} is not a completed checkpoint "
                                       f"(completed: {done})")
-                if checkpoint_id < self.layout_floor:
+                if checkpoint_id < self.checkpoints.layout_floor:
                     raise JStormError(f"checkpoint {checkpoint_id} holds the layout before the "
-                                      f"rescale of checkpoint {self.layout_floor}: it cannot "
+                                      f"rescale of checkpoint {self.checkpoints.layout_floor}: "
+                                      "it cannot "
                                       "restore into the running layout")
                 target: int | None = checkpoint_id
             else:
@@ -985,7 +1008,8 @@ class MasterCore:
                                    persisted_generation=self.persisted_generation,
                                    completed_floor=self.checkpoints.completed_floor,
                                    bad=self.checkpoints.bad, uri=self.backend.uri,
-                                   name=self.name, layout_floor=self.layout_floor)
+                                   name=self.name,
+                                   layout_floor=self.checkpoints.layout_floor)
                 match plan.listed(done)[0]:
                     case RetryLater(short):
                         raise JStormError(f"rollback to the latest checkpoint refused: {short}")

@@ -13,7 +13,13 @@ shared cut, 3-6 its own.
    layout from ``n`` (:func:`jstormpy.operations.rescale_state.rescale_checkpoint`), key groups to
    their new owners, non-keyed state through ``redistribute_state`` hooks;
 5. **commit** — write the new topology files as *pending* in the run directory, then
-   checkpoint ``m``'s metadata (the commit point), then adopt the pending files;
+   checkpoint ``m``'s commit point through the TM's one commit path
+   (``MasterCore.create_commit_point``: ``m`` was allocated from the ids record's
+   reservation like any checkpoint; the commit point is fenced, stamped with the TM's
+   epoch, created and never replaced, then stored as the completed floor), then adopt
+   the pending files (``CheckpointCoordinator.adopt_layout``). A commit point that
+   failed is marked bad and stored in the ids record at once (it may land late); a
+   fenced TM (a standby took over) drops the pending files and leaves the run alone;
 6. **restart** — every worker restarts (exit 75) and fetches the new topology; a new
    generation restores checkpoint ``m``; spouts start unpaused.
 
@@ -45,15 +51,18 @@ from typing import TYPE_CHECKING, Any
 import cloudpickle
 
 from jstormpy import pickling
-from jstormpy.api.errors import BackendError, JStormError
+from jstormpy.api.errors import BackendError, CheckpointError, JStormError
 from jstormpy.api.topology import Topology
 from jstormpy.faults import fault_point
+from jstormpy.master.commit_point import CommitStatus
+from jstormpy.master.coordinator import CheckpointCoordinator
 from jstormpy.master.quiescent import QuiescentOperation
 from jstormpy.master.topology_state import TERMINAL_STATES, TopologyState
 from jstormpy.master.upgrade import UpgradePhase
 from jstormpy.operations.rescale_state import job_max_parallelism, plan_rescale, rescale_checkpoint
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.state_backends import StateBackend
+from jstormpy.state_backends.base import CHECKPOINT_IDS_META
 
 if TYPE_CHECKING:
     from jstormpy.master.core import MasterCore, WorkerSession
@@ -96,7 +105,10 @@ def finish_pending_rescale(run_dir: Path, backend: StateBackend) -> bool:
     if not pending.exists():
         return False
     info = json.loads(pending.read_text())
-    done = info["checkpoint"] in backend.list_completed()
+    # complete and not bad: a commit point that timed out is stored as bad at once, and
+    # may land after the TM died with its staged files still here
+    done = info["checkpoint"] in backend.list_completed() \
+        and int(info["checkpoint"]) not in _stored_bad(backend)
     if done:
         persisted = backend.get_meta("generation")
         layout = max(int(info["layout_generation"]),
@@ -110,6 +122,17 @@ def finish_pending_rescale(run_dir: Path, backend: StateBackend) -> bool:
                     info["checkpoint"])
     pending.unlink()
     return done
+
+
+def _stored_bad(backend: StateBackend) -> frozenset[int]:
+    """The bad checkpoints of the stored ids record (none if there is none)."""
+    record = backend.get_meta(CHECKPOINT_IDS_META)
+    if not record:
+        return frozenset()
+    ids = CheckpointCoordinator(stateful=True, max_concurrent=1, timeout_s=1.0,
+                                tolerable_timeouts=0)
+    ids.adopt_ids_record(record)
+    return ids.bad
 
 
 def _adopt(run_dir: Path, layout_generation: int, checkpoint_id: int) -> None:
@@ -181,7 +204,7 @@ class RescaleController(QuiescentOperation[RescalePhase]):
         if layout.exists():
             info = json.loads(layout.read_text())
             self.layout_generation = int(info["layout_generation"])
-            self.core.layout_floor = int(info.get("checkpoint", 0))
+            self.core.checkpoints.adopt_layout(int(info.get("checkpoint", 0)))
 
     # -- hooks called by MasterCore (under core.lock) ------------------------------------
     def holds_checkpoints(self) -> bool:
@@ -354,9 +377,13 @@ class RescaleController(QuiescentOperation[RescalePhase]):
     def _start_redistribution(self) -> None:
         now = time.monotonic()
         self.marks["sinks"] = self.t_step = now
+        try:  # like any checkpoint's: from the ids record's reservation
+            new_id = self.core.checkpoints.allocate_id()
+        except CheckpointError as exc:
+            self._abort(str(exc), resume=True)
+            return
         self.phase = RescalePhase.REDISTRIBUTING
-        self.restored_id = self.core.checkpoints.next_id
-        self.core.checkpoints.next_id += 1
+        self.restored_id = new_id
         threading.Thread(target=self._redistribute, name="rescale", daemon=True,
                          args=(self.requested, self.checkpoint_id, self.restored_id)).start()
 
@@ -418,29 +445,50 @@ class RescaleController(QuiescentOperation[RescalePhase]):
         core.backend_io.submit(lambda: self._write_commit_point(staged))
 
     def _write_commit_point(self, staged: _Staged) -> None:
-        """BackendIO thread: write checkpoint ``m``'s metadata (the commit point), then
-        adopt the new layout or abort under the lock."""
+        """BackendIO thread: checkpoint ``m``'s commit point through the Topology Master's
+        one commit path (``MasterCore.create_commit_point``: fenced, epoch-stamped,
+        create-only, then the completed floor), then adopt the new layout or abort under
+        the lock."""
         core = self.core
-        error = ""
-        try:
-            core.backend.write_metadata(staged.checkpoint_id, staged.meta)
-        except BackendError as exc:
-            error = str(exc)
-            try:  # a write that timed out may land later: the old layout must not list it
-                core.backend.discard_checkpoint(staged.checkpoint_id)
-            except BackendError as again:
-                log.warning("cannot discard the uncommitted rescaled checkpoint %d: %s",
-                            staged.checkpoint_id, again)
+        cid = staged.checkpoint_id
+        outcome = core.create_commit_point(cid, staged.meta)
+        if outcome.status == CommitStatus.FAILED:
+            # whether or not it lands: never restored. In the ids record before the staged
+            # files go, so a TM killed in between never finds m complete and not bad
+            with core.lock:
+                core.checkpoints.mark_bad(cid)
+            core.store_ids_record_now(f"bad rescaled checkpoint {cid}")
+            if not outcome.exists:  # another writer's commit point is not ours to delete
+                try:
+                    core.backend.discard_checkpoint(cid)
+                except BackendError as again:
+                    log.warning("cannot discard the uncommitted rescaled checkpoint %d: %s",
+                                cid, again)
         with core.lock:
             assert self.run_dir is not None
-            if error:
-                core.checkpoints.bad.add(staged.checkpoint_id)
-                (self.run_dir / PENDING).unlink(missing_ok=True)
-                self._abort(f"cannot commit the rescaled checkpoint {staged.checkpoint_id}: "
-                            f"{error}", resume=True)
-                return
-            fault_point("rescale_after_commit", 0)
-            self._commit(staged)
+            match outcome.status:
+                case CommitStatus.FENCED:
+                    # a newer Topology Master leads: the old layout is its to run or rescale
+                    self._drop_staged()
+                    self._abort(f"this Topology Master was fenced ({core.fenced}); the "
+                                f"rescaled checkpoint {cid} is not committed", resume=False)
+                case CommitStatus.FAILED:
+                    self._drop_staged()
+                    self._abort(f"cannot commit the rescaled checkpoint {cid}: "
+                                f"{outcome.error}", resume=True)
+                case _:
+                    # complete on storage (a floor that was not stored is stored by the
+                    # restore of m that follows, before any Prepare: RestorePlan)
+                    fault_point("rescale_after_commit", 0)
+                    self._commit(staged)
+
+    def _drop_staged(self) -> None:
+        """The rescale will not commit: the staged topology files go, so a restarted
+        Topology Master never adopts them (finish_pending_rescale)."""
+        assert self.run_dir is not None
+        (self.run_dir / PENDING).unlink(missing_ok=True)
+        for name in FILES:
+            (self.run_dir / f"{name}.rescale").unlink(missing_ok=True)
 
     def _commit(self, staged: _Staged) -> None:
         """Under the lock, after the commit point: the new layout is the topology's."""
@@ -451,7 +499,7 @@ class RescaleController(QuiescentOperation[RescalePhase]):
         _adopt(self.run_dir, layout, new_id)
         (self.run_dir / PENDING).unlink(missing_ok=True)
         self.layout_generation = layout
-        core.layout_floor = new_id
+        core.checkpoints.adopt_layout(new_id)  # ids above it, the floor at it
         self.topology_blob = staged.topology_blob
         if self.code:
             core.upgrade.rescaled_to(self.code)
@@ -460,7 +508,6 @@ class RescaleController(QuiescentOperation[RescalePhase]):
         core.config = config
         core.set_descriptor(descriptor)
         core.upgrade.infos.clear()  # a later upgrade compares packages with the new layout
-        core.checkpoints.id_floor = max(core.checkpoints.id_floor, new_id)
         self.marks["committed"] = self.t_step = time.monotonic()
         self.phase = RescalePhase.RESTARTING
         if core.state not in (TopologyState.RUNNING, TopologyState.RECOVERING):
@@ -483,7 +530,7 @@ class RescaleController(QuiescentOperation[RescalePhase]):
         kept: it is the last state of the old layout if the rescaled one turns out
         unusable (docs/rescaling.md)."""
         core = self.core
-        floor = core.layout_floor
+        floor = core.checkpoints.layout_floor
         last = core.checkpoints.last_completed
         if not floor or floor <= self.dropped_below or last is None or last["id"] <= floor:
             return

@@ -469,7 +469,7 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
         for w in self.batch:
             core.sessions[w].send(start=pb.Start(generation=core.generation))
         self._resume_spouts()
-        core.checkpoints.last_trigger = now
+        core.checkpoints.note_trigger(now)
         m = self.marks
         record = {
             "kind": self.kind, "workers": list(self.batch), "to": self.batch_version,

@@ -195,16 +195,13 @@ class StateBackend(ABC):
         """The snapshot behind ``handle``, checksum verified (CorruptSnapshotError if not)."""
         return open_blob(self.get_object(handle), f"snapshot {handle!r} in {self.uri}")
 
-    def write_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
-        """Write checkpoint metadata atomically: the commit point of the checkpoint."""
-        body = json.dumps({**metadata, "checkpoint_id": checkpoint_id}, sort_keys=True)
-        self.put_object(checkpoint_prefix(checkpoint_id) + METADATA_NAME,
-                        seal_blob(body.encode()))
-
     def create_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
-        """:meth:`write_metadata`, create-only (:meth:`create_object`): a Topology Master's
-        commit point. A deposed or dead TM's write that lands late never replaces the
-        commit point a newer TM wrote under the same id (ObjectExistsError instead)."""
+        """Create checkpoint ``checkpoint_id``'s metadata (its commit point) atomically and
+        only if it is absent (:meth:`create_object`; ObjectExistsError if it exists). There
+        is no way to replace a commit point: a deposed or dead Topology Master's write that
+        lands late never replaces the one a newer TM wrote under the same id, nor the
+        reverse. Every commit point is created here, through one path
+        (docs/checkpointing.md, "The one commit path")."""
         body = json.dumps({**metadata, "checkpoint_id": checkpoint_id}, sort_keys=True)
         self.create_object(checkpoint_prefix(checkpoint_id) + METADATA_NAME,
                            seal_blob(body.encode()))

@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from jstormpy import __version__
-from jstormpy.api.errors import JStormError
+from jstormpy.api.errors import CheckpointError, JStormError, ObjectExistsError
 from jstormpy.api.topology import Topology
 from jstormpy.keygroups import (
     check_max_parallelism,
@@ -40,6 +40,7 @@ from jstormpy.keygroups import (
     resolve_max_parallelism,
     split_by_key_group,
 )
+from jstormpy.master.coordinator import CheckpointCoordinator
 from jstormpy.run_identity import RunIdentity, load_run_identity, store_run_identity
 from jstormpy.state_backends import StateBackend, open_backend
 from jstormpy.state_backends.base import (
@@ -192,31 +193,88 @@ def old_task_snapshots(backend: StateBackend, manifest: dict[str, Any],
     return out
 
 
+def _reserve_import_id(backend: StateBackend, savepoint_id: int) -> int:
+    """The imported checkpoint's id, allocated like any checkpoint's
+    (``CheckpointCoordinator.allocate_id``): above the savepoint's id, every checkpoint
+    with objects in ``backend`` and every id the stored ids record reserved (a Topology
+    Master still running on ``backend`` may hand any of those out), within a new ids
+    record's reservation, stored before anything of the import is written. The earlier
+    run's bad checkpoints and epochs are not carried over: its checkpoints are gone."""
+    earlier = CheckpointCoordinator(stateful=True, max_concurrent=1, timeout_s=1.0,
+                                    tolerable_timeouts=0)
+    stored = backend.get_meta(CHECKPOINT_IDS_META)
+    if stored:
+        try:
+            earlier.adopt_ids_record(stored)
+        except ValueError:
+            pass  # unreadable: the listing and the savepoint's id still bound the ids
+    ids = CheckpointCoordinator(stateful=True, max_concurrent=1, timeout_s=1.0,
+                                tolerable_timeouts=0)
+    ids.ids_seen([savepoint_id, earlier.id_floor, *backend.list_checkpoint_ids()])
+    ids.resume_after(ids.id_floor, 0.0)
+    record = ids.ids_record()
+    backend.put_meta(CHECKPOINT_IDS_META, record)
+    ids.ids_record_stored(record)
+    return ids.allocate_id()
+
+
+def _check_still_ours(backend: StateBackend, run: RunIdentity, cid: int) -> None:
+    """The fence after the import's commit point: the store still names ``run``."""
+    stored = load_run_identity(backend)
+    if stored is not None and stored != run:
+        raise CheckpointError(
+            f"{backend.uri} was taken over by {stored} while the savepoint was imported as "
+            f"checkpoint {cid} of {run}: another restore or Topology Master runs on this "
+            "state backend; stop it and restore again")
+
+
+def check_fits(uri: str, manifest: dict[str, Any], topology: Topology,
+               max_parallelism: int = 0, allow_non_restored_state: bool = False) -> int:
+    """Whether ``topology`` can take the savepoint at ``uri`` (its ``manifest``); returns
+    the number of key groups (``max_parallelism``) it restores with.
+
+    Raises:
+        JStormError: another ``max_parallelism``, or state of a component that no longer
+            exists (unless ``allow_non_restored_state``).
+    """
+    tasks = topology.task_ids()
+    max_p = resolve_max_parallelism(max_parallelism or manifest["max_parallelism"],
+                                    (len(t) for t in tasks.values()))
+    check_max_parallelism(manifest["max_parallelism"], max_p, f"savepoint {uri}")
+    gone = sorted(set(manifest["components"]) - set(tasks))
+    if gone and not allow_non_restored_state:
+        raise JStormError(
+            f"savepoint {uri} holds state of component(s) {', '.join(map(repr, gone))} "
+            f"that the topology no longer has; pass --allow-non-restored-state "
+            f"(allow_non_restored_state=True) to drop it")
+    return max_p
+
+
 def import_savepoint(uri: str, topology: Topology, backend: StateBackend,
                      max_parallelism: int = 0, allow_non_restored_state: bool = False,
-                     **options: Any) -> int:
+                     run: RunIdentity | None = None, **options: Any) -> int:
     """Write the savepoint at ``uri`` into ``backend`` as a completed checkpoint of
     ``topology`` (possibly another parallelism); returns its checkpoint id.
+
+    The commit point takes the one commit path (docs/checkpointing.md): its id is
+    reserved in the ids record first, it is created and never replaced, stamped with
+    ``run`` (the restored run's identity, already stored in ``backend``: a Topology Master
+    of another run still writing there is fenced by it) and checked against the stored
+    identity after the write, then stored as the completed floor.
 
     Raises:
         JStormError: state of a component that no longer exists (unless
             ``allow_non_restored_state``), another ``max_parallelism``, or non-keyed
             state that cannot be redistributed (the error names the component).
+        CheckpointError: a commit point under the imported checkpoint's id exists
+            already (another writer on ``backend``); it is left as it was.
     """
     source = open_backend(uri, **options)
     try:
         manifest = _manifest(source, uri)
         tasks = topology.task_ids()
-        max_p = resolve_max_parallelism(max_parallelism or manifest["max_parallelism"],
-                                        (len(t) for t in tasks.values()))
-        check_max_parallelism(manifest["max_parallelism"], max_p, f"savepoint {uri}")
-        gone = sorted(set(manifest["components"]) - set(tasks))
-        if gone and not allow_non_restored_state:
-            raise JStormError(
-                f"savepoint {uri} holds state of component(s) {', '.join(map(repr, gone))} "
-                f"that the topology no longer has; pass --allow-non-restored-state "
-                f"(allow_non_restored_state=True) to drop it")
-        cid = max(backend.latest_completed() or 0, manifest["checkpoint_id"]) + 1
+        max_p = check_fits(uri, manifest, topology, max_parallelism, allow_non_restored_state)
+        cid = _reserve_import_id(backend, int(manifest["checkpoint_id"]))
         entries: dict[str, dict[str, Any]] = {}
         for name, task_ids in tasks.items():
             if name not in manifest["components"]:
@@ -229,10 +287,26 @@ def import_savepoint(uri: str, topology: Topology, backend: StateBackend,
                 data = pickle.dumps(snap, protocol=pickle.HIGHEST_PROTOCOL)
                 handle = backend.put_snapshot(cid, task_id, data)
                 entries[str(task_id)] = {"handle": handle, "size": len(data)}
-        backend.write_metadata(cid, {"generation": 0, "tasks": entries,
-                                     "spouts_finished": False, "size_bytes": 0,
-                                     "completed_at": time.time(), "duration_ms": 0,
-                                     "from_savepoint": uri})
+        metadata: dict[str, Any] = {"generation": 0, "tasks": entries,
+                                    "spouts_finished": False, "size_bytes": 0,
+                                    "completed_at": time.time(), "duration_ms": 0,
+                                    "from_savepoint": uri}
+        if run is not None:
+            metadata["run"] = run.to_dict()
+        try:
+            backend.create_metadata(cid, metadata)
+        except ObjectExistsError as exc:
+            raise CheckpointError(
+                f"cannot import savepoint {uri} as checkpoint {cid}: a commit point of "
+                f"checkpoint {cid} already exists in {backend.uri} (a Topology Master still "
+                "writes to this state backend?). It was not replaced; stop that topology "
+                "(jstorm kill NAME) and restore again") from exc
+        if run is not None:
+            _check_still_ours(backend, run, cid)
+        # the restored run never restores below the savepoint: a listing that comes back
+        # without it (a 404 on HDFS, an unmounted directory) waits instead of replaying
+        # from nothing (found by the deterministic simulator; issue 23 hole 1's floor)
+        backend.put_meta(COMPLETED_META, str(cid).encode())
         return cid
     finally:
         source.close()
@@ -314,21 +388,21 @@ def prepare_restore(uri: str, topology: Topology, config: Any,
         JStormError: The savepoint cannot be read or does not fit the topology.
     """
     manifest = read_manifest(uri)
+    # before anything is changed: a refused restore leaves the run resumable
+    check_fits(uri, manifest, topology, config.max_parallelism, allow_non_restored_state)
     check_restore_output(topology, int(manifest["checkpoint_id"]))
     backend = open_backend(config.state_backend, **config.state_backend_options)
     try:
+        # first: a Topology Master of the earlier run still writing here is fenced from
+        # now on (its check after a commit point sees another run)
+        run = RunIdentity.from_savepoint(RunIdentity.from_dict(manifest.get("run")),
+                                         int(manifest["checkpoint_id"]))
+        store_run_identity(backend, run)
         backend.delete_objects("chk-")
         backend.delete_objects("inc/")  # incremental segments of the dropped checkpoints
-        backend.delete_objects(f"meta/{CHECKPOINT_IDS_META}")  # their ids and bad ones
-        cid = import_savepoint(uri, topology, backend, config.max_parallelism,
-                               allow_non_restored_state)
-        # the restored run never restores below the savepoint: a listing that comes back
-        # without it (a 404 on HDFS, an unmounted directory) waits instead of replaying
-        # from nothing (found by the deterministic simulator; issue 23 hole 1's floor)
-        backend.put_meta(COMPLETED_META, str(cid).encode())
-        store_run_identity(backend, RunIdentity.from_savepoint(
-            RunIdentity.from_dict(manifest.get("run")), int(manifest["checkpoint_id"])))
-        return cid
+        # the ids record is kept: the import's id goes above what it reserved
+        return import_savepoint(uri, topology, backend, config.max_parallelism,
+                                allow_non_restored_state, run=run)
     finally:
         backend.close()
 

@@ -98,7 +98,7 @@ class TaskCheckpointer:
         handle = self.backend.put_snapshot(checkpoint_id, self.task_id, stream,
                                            self.generation, refs=refs)
         if commit:
-            self.backend.write_metadata(checkpoint_id, {
+            self.backend.create_metadata(checkpoint_id, {
                 "tasks": {str(self.task_id): {"handle": handle, "size": stream.size}}})
         t2 = time.perf_counter()
         return CheckpointResult(handle, stream.size + seg_bytes, t1 - t0, t2 - t0, kind,

@@ -353,7 +353,7 @@ def test_rescale_leaves_no_committed_records_in_the_sink_state(bootstrap: str,
     (spout_id,) = old.task_ids()["in"]
     tasks[str(spout_id)] = {"handle": backend.put_snapshot(1, spout_id, pickle.dumps(
         {"max_parallelism": 16, "states": {}, "finished": False}))}
-    backend.write_metadata(1, {"generation": 1, "tasks": tasks})
+    backend.create_metadata(1, {"generation": 1, "tasks": tasks})
     new = plan_rescale(old, {"out": 3}, 16)
     meta = rescale_checkpoint(backend, 1, old, new, 16, 2)
     snaps = [pickle.loads(backend.get_snapshot(meta["tasks"][str(t)]["handle"]))

@@ -161,9 +161,9 @@ def test_snapshot_overwrite_replaces(env: Env) -> None:
 def test_metadata_and_list_completed(env: Env) -> None:
     b = env.backend
     b.put_snapshot(1, 0, b"a")
-    b.write_metadata(1, {"tasks": 1})
+    b.create_metadata(1, {"tasks": 1})
     b.put_snapshot(2, 0, b"b")  # no metadata: incomplete
-    b.write_metadata(3, {"tasks": 0})
+    b.create_metadata(3, {"tasks": 0})
     assert b.list_completed() == [1, 3]
     assert b.latest_completed() == 3
     assert b.read_metadata(1) == {"tasks": 1, "checkpoint_id": 1}
@@ -238,7 +238,7 @@ def test_garbage_collect_keeps_newest(env: Env) -> None:
     for cid in range(1, 6):
         b.put_snapshot(cid, 0, b"x%d" % cid)
         if cid != 4:
-            b.write_metadata(cid, {})
+            b.create_metadata(cid, {})
     b.put_snapshot(9, 0, b"in progress")  # newer than the newest completed: kept
     deleted = b.garbage_collect(keep=2)
     assert deleted == [1, 2, 4]
@@ -288,7 +288,7 @@ def test_put_meta_overwrites(env: Env) -> None:
 def test_discard_checkpoint(env: Env) -> None:
     b = env.backend
     b.put_snapshot(5, 0, os.urandom(600 * 1024))
-    b.write_metadata(5, {})
+    b.create_metadata(5, {})
     b.discard_checkpoint(5)
     assert b.list_objects("chk-") == []
     assert b.list_completed() == []

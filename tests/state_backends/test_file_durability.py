@@ -35,7 +35,7 @@ def test_a_new_checkpoint_directory_is_durable_in_the_root(tmp_path: Path,
     root = tmp_path / "ckpt"
     backend = FileBackend(f"file://{root}")
     backend.put_snapshot(1, 7, b"state")
-    backend.write_metadata(1, {"tasks": {}})
+    backend.create_metadata(1, {"tasks": {}})
     chk = root / "chk-0000000001"
     assert (chk / "_metadata").is_file()
     # the root was created: its parent is fsynced; chk-1 was created: the root is fsynced

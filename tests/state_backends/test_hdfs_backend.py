@@ -32,7 +32,7 @@ def test_layout_and_no_leftovers(webhdfs_server: WebHdfsServer) -> None:
     b = _backend(webhdfs_server)
     b.put_snapshot(1, 0, b"a")
     b.put_snapshot(1, 0, b"b")  # re-put: atomic replace via rename OVERWRITE
-    b.write_metadata(1, {})
+    b.create_metadata(1, {})
     for i in range(4):
         b.put_meta("gen", b"%d" % i)
     assert _files(webhdfs_server.root / "ckpt") == [

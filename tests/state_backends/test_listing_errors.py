@@ -27,7 +27,7 @@ from jstormpy.testing.servers.webhdfs import WebHdfsServer
 def _complete(backend: StateBackend, *ids: int) -> None:
     for cid in ids:
         handle = backend.put_snapshot(cid, 0, b"state %d" % cid)
-        backend.write_metadata(cid, {"tasks": {"0": {"handle": handle}}})
+        backend.create_metadata(cid, {"tasks": {"0": {"handle": handle}}})
 
 
 def _scandir_failing_on(monkeypatch: pytest.MonkeyPatch, broken: Path, err: int) -> None:

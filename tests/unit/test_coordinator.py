@@ -227,7 +227,7 @@ def test_a_listed_bad_checkpoint_never_becomes_the_completed_floor() -> None:
     nothing under committed output."""
     c = coordinator(tolerable=5)
     c.recovery_resolved([1], listing_ok=True, restored=1)
-    c.bad.add(2)
+    c.mark_bad(2)
     c.recovery_resolved([1, 2], listing_ok=True, restored=1)
     assert (c.completed_floor, c.id_floor) == (1, 2)
 

@@ -325,9 +325,9 @@ def test_a_savepoint_of_an_incremental_checkpoint_is_self_contained(tmp_path: An
     task.checkpoint(1)
     task.comp.counts["w1"] = 100
     del task.comp.counts["w2"]
-    handle = task.checkpoint(2).handle
+    handle = task.checkpoint(2, commit=False).handle  # committed below, with the spout
     src = source.put_snapshot(2, tasks["src"][0], pickle.dumps({"states": {}, "custom": 5}))
-    source.write_metadata(2, {"tasks": {str(tasks["count"][0]): {"handle": handle},
+    source.create_metadata(2, {"tasks": {str(tasks["count"][0]): {"handle": handle},
                                         str(tasks["src"][0]): {"handle": src}}})
     uri = write_savepoint(source, 2, t, f"file://{tmp_path}/sp")
     saved = open_backend(uri)

@@ -47,11 +47,11 @@ class GatedBackend(FileBackend):
         self.entered = threading.Event()
         self.release = threading.Event()
 
-    def write_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
+    def create_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
         if checkpoint_id == self.gate_id:
             self.entered.set()
             assert self.release.wait(30), "the test never released the backend"
-        super().write_metadata(checkpoint_id, metadata)
+        super().create_metadata(checkpoint_id, metadata)
 
 
 def wait_until(pred: Any, what: str, timeout: float = 15.0) -> None:
@@ -185,8 +185,8 @@ class FailingCommit(GatedBackend):
     """Its metadata write of the gated checkpoint lands, then reports an error (a write
     that timed out on the client but reached the store)."""
 
-    def write_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
-        FileBackend.write_metadata(self, checkpoint_id, metadata)
+    def create_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
+        FileBackend.create_metadata(self, checkpoint_id, metadata)
         if checkpoint_id == self.gate_id:
             from jstormpy.api.errors import BackendTimeoutError
 
@@ -207,6 +207,6 @@ def test_a_failed_commit_point_keeps_the_old_layout_and_no_trace_of_the_new(
     assert rescaled in core.checkpoints.bad
     assert (run / "topology.pkl").read_bytes() == before
     assert not (run / "rescale-pending.json").exists() and not (run / "rescale.json").exists()
-    assert core.state == "running" and core.layout_floor == 0
+    assert core.state == "running" and core.checkpoints.layout_floor == 0
     for s in sessions:
         assert next_message(s, "resume").resume.generation == core.generation

@@ -106,7 +106,7 @@ def _write_checkpoint(backend: Any, old: Topology, words: list[str], max_p: int)
                 snap["custom"] = {"offsets": {f"part-{index}": 100 + index}}
             handle = backend.put_snapshot(3, task_id, pickle.dumps(snap))
             tasks[str(task_id)] = {"handle": handle, "size": 1}
-    backend.write_metadata(3, {"generation": 1, "tasks": tasks})
+    backend.create_metadata(3, {"generation": 1, "tasks": tasks})
 
 
 def test_rescale_checkpoint_moves_key_groups_hooks_and_resets_channels(tmp_path: Path) -> None:
@@ -169,7 +169,7 @@ def test_master_start_adopts_only_a_committed_rescale(tmp_path: Path, committed:
     (run / "topology.pkl.rescale").write_bytes(b"new")
     (run / PENDING).write_text(json.dumps({"checkpoint": 7, "layout_generation": 3}))
     if committed:
-        backend.write_metadata(7, {"generation": 2, "tasks": {}})
+        backend.create_metadata(7, {"generation": 2, "tasks": {}})
     assert finish_pending_rescale(run, backend) is committed
     assert (run / "topology.pkl").read_bytes() == (b"new" if committed else b"old")
     assert not (run / PENDING).exists() and not (run / "topology.pkl.rescale").exists()

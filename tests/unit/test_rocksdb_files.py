@@ -46,7 +46,7 @@ def checkpoint(backend: StateBackend, store: RocksDBStore, states: dict[str, Any
     finally:
         release(view)
     handle = backend.put_snapshot(cid, 7, data, 1, "x", refs=encode_refs(keys))
-    backend.write_metadata(cid, {"tasks": {"7": {"handle": handle}}})
+    backend.create_metadata(cid, {"tasks": {"7": {"handle": handle}}})
     return handle, written + len(data)
 
 

@@ -49,7 +49,7 @@ def checkpoint(root: Path, t: Topology) -> int:
     for task_id, snap in snaps.items():
         entries[str(task_id)] = {"handle": backend.put_snapshot(3, task_id, pickle.dumps(snap)),
                                  "size": 1}
-    backend.write_metadata(3, {"generation": 1, "tasks": entries})
+    backend.create_metadata(3, {"generation": 1, "tasks": entries})
     return 3
 
 

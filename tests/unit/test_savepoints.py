@@ -63,7 +63,7 @@ def completed_checkpoint(root: Path, t: Topology) -> int:
     for task_id, snap in snaps.items():
         handle = backend.put_snapshot(7, task_id, pickle.dumps(snap))
         entries[str(task_id)] = {"handle": handle, "size": 1}
-    backend.write_metadata(7, {"generation": 1, "tasks": entries})
+    backend.create_metadata(7, {"generation": 1, "tasks": entries})
     return 7
 
 
@@ -113,7 +113,7 @@ def test_state_of_a_removed_component_is_refused_unless_allowed(tmp_path: Path) 
     for task_id in [t for ts in tasks.values() for t in ts]:
         h = backend.put_snapshot(3, task_id, pickle.dumps({"states": {}, "max_parallelism": 128}))
         entries[str(task_id)] = {"handle": h}
-    backend.write_metadata(3, {"tasks": entries})
+    backend.create_metadata(3, {"tasks": entries})
     sp = write_savepoint(backend, 3, t1, f"file://{tmp_path / 'sp'}")
     with pytest.raises(JStormError, match="'audit'.*--allow-non-restored-state"):
         import_savepoint(sp, topo(2), open_backend(f"file://{tmp_path / 'run2'}"))
@@ -177,3 +177,33 @@ def test_a_savepoint_restore_never_restores_below_the_savepoint(tmp_path: Path) 
     new_cid = prepare_restore(sp, t, config)
     floor = open_backend(f"file://{target}").get_meta(COMPLETED_META)
     assert floor == str(new_cid).encode()  # the restored run's own floor: the savepoint
+
+
+def test_a_savepoint_that_does_not_fit_changes_nothing_in_the_state_backend(
+        tmp_path: Path) -> None:
+    """``--from-savepoint`` of a savepoint the topology cannot take (state of a removed
+    component) is refused before the state backend's checkpoints, ids record or run
+    identity are touched: the run can still be resumed."""
+    from types import SimpleNamespace
+
+    from jstormpy.operations.savepoints import prepare_restore
+    from jstormpy.run_identity import RunIdentity, load_run_identity, store_run_identity
+
+    t1 = topo(2, extra=True)
+    source = open_backend(f"file://{tmp_path / 'run1'}")
+    entries = {}
+    for task_id in [t for ts in t1.task_ids().values() for t in ts]:
+        h = source.put_snapshot(3, task_id, pickle.dumps({"states": {}, "max_parallelism": 128}))
+        entries[str(task_id)] = {"handle": h}
+    source.create_metadata(3, {"tasks": entries})
+    sp = write_savepoint(source, 3, t1, f"file://{tmp_path / 'sp'}")
+    target = open_backend(f"file://{tmp_path / 'run2'}")
+    target.create_metadata(5, {"tasks": {}})
+    running = RunIdentity("running", 2)
+    store_run_identity(target, running)
+    config = SimpleNamespace(state_backend=f"file://{tmp_path / 'run2'}",
+                             state_backend_options={}, max_parallelism=128)
+    with pytest.raises(JStormError, match="'audit'.*--allow-non-restored-state"):
+        prepare_restore(sp, topo(2), config)
+    assert target.list_completed() == [5], "the refused restore deleted the checkpoints"
+    assert load_run_identity(target) == running

@@ -842,7 +842,7 @@ class SimMaster:
                 return
             self.generation = self.sim.storage.meta.get("generation", 0)
             self.persisted_generation = self.generation
-            self.coordinator.completed_floor = self.sim.storage.meta.get("completed_floor", 0)
+            self.coordinator.adopt_completed_floor(self.sim.storage.meta.get("completed_floor", 0))
             self.persisted_floor = self.coordinator.completed_floor
             ids = self.sim.storage.meta.get(CHECKPOINT_IDS_META)
             if ids:
@@ -958,12 +958,11 @@ class SimMaster:
                 storage.read_metadata(cid, alive, read)
             case PersistEpochStart(epoch, cid):
                 coord = self.coordinator
-                before = dict(coord.epoch_starts)
-                coord.epoch_started(epoch, cid)
+                before = coord.epoch_started(epoch, cid)
 
                 def start_written(_: Any, error: BaseException | None) -> None:
-                    if error is not None:
-                        coord.epoch_starts = before  # not stored: stored again next time
+                    if error is not None:  # not stored: stored again next time
+                        coord.epoch_start_not_stored(epoch, before)
                         self.perform_plan(rec, plan.epoch_start_not_persisted(str(error)))
                     else:
                         self.perform_plan(rec, plan.epoch_start_persisted())
@@ -984,7 +983,7 @@ class SimMaster:
         assert plan is not None
         coord = self.coordinator
         if isinstance(action, Unusable):  # as MasterCore: bad before the floor rises
-            coord.bad.add(action.checkpoint_id)
+            coord.mark_bad(action.checkpoint_id)
         coord.recovery_resolved(plan.listing, plan.listing_ok,
                                 action.target if isinstance(action, Restore) else None,
                                 plan.present)
@@ -1024,7 +1023,7 @@ class SimMaster:
                     # docs/checkpointing.md, "a snapshot of c is corrupt": the fallback
                     # past a committed checkpoint is at-least-once for its span
                     self.sim.fell_back_past.add(rec.target)
-                self.coordinator.bad.add(rec.target)
+                self.coordinator.mark_bad(rec.target)
             self.begin_recovery(f"worker {worker_id} failed to prepare: {error}")
             return
         rec.ready.add(worker_id)
