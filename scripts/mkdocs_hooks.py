@@ -10,12 +10,17 @@ into a temporary tree laid out as they are installed, and points the Python hand
 Two renderings are adjusted for how the docstrings are written: an ``Example:`` section
 (singular, as the docstrings have it) is read as Google style's ``Examples:`` (doctest
 code, not prose), and Sphinx roles (``:class:`X```) are shown as the name alone.
+
+The pages name each other by path, ``docs/state-stores.md``, as code and comments do (they
+read well on GitHub and in an editor). On the site such a mention, in prose or as a code
+span of its own, becomes a link to that page, so --strict checks that the page exists.
 """
 
 from __future__ import annotations
 
 import ast
 import logging
+import posixpath
 import re
 import shutil
 import tempfile
@@ -50,6 +55,49 @@ def installed_layout(dest: Path) -> Path:
         shutil.copytree(ROOT / folder, dest.joinpath(*name.split(".")), ignore=ignore,
                         dirs_exist_ok=True)
     return dest
+
+
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})(.*)$")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+# not a word's tail (mydocs/), a longer path (a/docs/) or a Markdown link's target
+_DOCS_PATH = re.compile(r"(?<![\w/.-])(?<!\]\()docs/((?:[\w-]+/)*[\w-]+\.md)\b")
+
+
+def link_docs_paths(markdown: str, page_uri: str) -> str:
+    """``docs/NAME.md`` in prose, or as a whole code span, as a link to that page."""
+    here = posixpath.dirname(page_uri)
+
+    def target(path: str) -> str:
+        return posixpath.relpath(path, here or ".")
+
+    def prose(text: str) -> str:
+        return _DOCS_PATH.sub(lambda m: f"[docs/{m.group(1)}]({target(m.group(1))})", text)
+
+    def line_with_spans(line: str) -> str:
+        out, pos = [], 0
+        for m in _CODE_SPAN.finditer(line):
+            out.append(prose(line[pos:m.start()]))
+            whole = _DOCS_PATH.fullmatch(m.group(2))
+            out.append(f"[{m.group(0)}]({target(whole.group(1))})" if whole else m.group(0))
+            pos = m.end()
+        out.append(prose(line[pos:]))
+        return "".join(out)
+
+    lines, fence = [], ""  # the open fence's marker, "" outside code blocks
+    for line in markdown.split("\n"):
+        m = _FENCE.match(line)
+        if not fence:
+            fence = m.group(1) if m else ""
+            lines.append(line if m else line_with_spans(line))
+            continue
+        if m and m.group(1).startswith(fence) and not m.group(2).strip():
+            fence = ""  # closed by the same character, at least as many, nothing after
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
+    return link_docs_paths(markdown, page.file.src_uri)
 
 
 def read_example_sections_as_examples() -> None:

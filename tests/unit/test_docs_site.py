@@ -37,6 +37,9 @@ def test_the_site_builds_strictly_with_tutorial_guides_and_api_reference(tmp_pat
     reference = (site / "reference" / "testing" / "index.html").read_text(encoding="utf-8")
     assert 'id="jstormpy.testing.run_inline"' in reference
     assert ":::" not in reference
+    # pages name each other by path (docs/windows.md); on the site those are links
+    dataflow = (site / "dataflow" / "index.html").read_text(encoding="utf-8")
+    assert '<a href="../windows/"><code>docs/windows.md</code></a>' in dataflow
     for page in ("how-to/join-late-data", "reference/config", "checkpointing"):
         assert (site / page / "index.html").exists(), page
 
@@ -54,8 +57,9 @@ def _copy_of_the_site(tmp_path: Path) -> tuple[Path, Path]:
 
 
 @pytest.mark.parametrize(("page", "broken", "reported"), [
-    ("tutorial.md", "See [this](no-such-page.md) and [that](windows.md#no-such-section).",
-     ["no-such-page.md", "no-such-section"]),
+    ("tutorial.md", "See [this](no-such-page.md), [that](windows.md#no-such-section) and "
+     "docs/gone.md (a page named by its path, as the pages do).",
+     ["no-such-page.md", "no-such-section", "gone.md"]),
     ("reference/config.md", "::: jstormpy.NoSuchName", ["NoSuchName"]),
 ], ids=["link-and-anchor", "api-reference"])
 def test_a_broken_link_anchor_or_reference_fails_the_build(tmp_path, page, broken, reported):
@@ -68,3 +72,30 @@ def test_a_broken_link_anchor_or_reference_fails_the_build(tmp_path, page, broke
                 if line.startswith(("WARNING", "ERROR"))]
     for name in reported:  # each is a warning of its own (an INFO would not fail --strict)
         assert any(name in line for line in problems), res.stderr
+
+
+def _hooks():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "scripts" / "mkdocs_hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_page_paths_become_links_in_prose_but_not_in_code_blocks():
+    page = "\n".join([
+        "See docs/windows.md, `docs/kafka.md` and (docs/state-stores.md).",
+        "```",
+        "Traceback: docs/windows.md",
+        "    ~~~^^^^",            # a traceback marker inside the block closes nothing
+        "docs/windows.md",
+        "```",
+        "Not [a link](docs/x.md), not `docs/a.md b`, not mydocs/y.md; docs/how-to/z.md is.",
+    ])
+    out = _hooks().link_docs_paths(page, "how-to/page.md").split("\n")
+    assert out[0] == ("See [docs/windows.md](../windows.md), [`docs/kafka.md`](../kafka.md) "
+                      "and ([docs/state-stores.md](../state-stores.md)).")
+    assert out[1:6] == page.split("\n")[1:6]
+    assert out[6] == ("Not [a link](docs/x.md), not `docs/a.md b`, not mydocs/y.md; "
+                      "[docs/how-to/z.md](z.md) is.")
