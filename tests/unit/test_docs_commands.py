@@ -21,7 +21,7 @@ from jstormpy.cli.main import build_parser
 from jstormpy.cli.main import testing_module as module_of_testing_command
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]  # how-to/, reference/ too
 PLACEHOLDERS = {"NAME": "wordcount", "FILE": "app.py", "ID": "3", "S": "1", "C": "count",
                 "DIR": "/tmp/jstorm-docs", "NEW": "new.zip", "SEED": "7"}
 FENCE = re.compile(r"```(?:bash|sh|console|shell)\n(.*?)```", re.S)
