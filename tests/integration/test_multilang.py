@@ -142,3 +142,38 @@ def test_a_spout_declared_without_message_ids_is_refused_under_exactly_once(tmp_
     msg = str(err.value)
     assert "'words'" in msg and "message_ids=False" in msg and "exactly_once" in msg
     assert "ShellSpout(..., at_least_once=True)" in msg  # how to opt in, for this spout
+
+
+def unreliable_spout_topology(name: str, out: Path, **spout_kw):
+    b = TopologyBuilder(name)
+    b.set_spout("words", ShellSpout([PY, str(HERE / "words_spout.py")], outputs=("word",),
+                                    **spout_kw))
+    b.set_bolt("out", FileSink(str(out))).shuffle_grouping("words")
+    return b.build()
+
+
+def test_an_id_less_emit_under_exactly_once_fails_the_task_saying_how_to_opt_in(tmp_path):
+    topo = unreliable_spout_topology("ml-no-ids", tmp_path / "out")
+    with LocalCluster() as cluster:
+        handle = cluster.submit(topo, fast_config())
+        errors = wait_until(lambda: [e for e in handle.status()["errors"]
+                                     if "without a message id" in e["message"]],
+                            timeout=60, what="the task failing on an id-less emit")
+        handle.kill()
+    msg = errors[0]["message"]
+    assert errors[0]["component"] == "words"
+    assert "'words'" in msg and "guarantee='exactly_once'" in msg
+    assert "ShellSpout(..., at_least_once=True)" in msg
+
+
+def test_an_id_less_spout_opted_into_at_least_once_runs(tmp_path):
+    out = tmp_path / "out"
+    topo = unreliable_spout_topology("ml-alo", out, message_ids=False, at_least_once=True)
+    with LocalCluster() as cluster:
+        handle = cluster.submit(topo, fast_config())
+        wait_until(lambda: out.exists() and len(read_committed(out)) == 100, timeout=60,
+                   what="its 100 words committed")
+        status = handle.status()
+        handle.kill()
+    assert status["errors"] == []
+    assert sorted(r["word"] for r in read_committed(out)) == sorted(f"w{i}" for i in range(100))
