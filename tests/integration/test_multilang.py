@@ -127,8 +127,12 @@ def test_reliable_multilang_spout_is_exactly_once_through_a_worker_sigkill(tmp_p
     assert sorted(seqs) == list(range(n))
     assert all(r["key"] == f"K{r['seq']}" for r in read_committed(out))
     # the spouts were acked for every key, after the checkpoints that cover them
-    acked = [int(x) for f in acks.iterdir() for x in f.read_text().split()]
+    acked = [int(x) for f in acks.glob("acked-*.txt") for x in f.read_text().split()]
     assert set(acked) <= set(range(n))
+    # the surviving worker's spout subprocess was kept and told to replay what it had
+    # emitted after the restored checkpoint
+    failed = [int(x) for f in acks.glob("failed-*.log") for x in f.read_text().split()]
+    assert failed, "no fail(id) reached a spout at the rollback"
 
 
 def test_a_spout_declared_without_message_ids_is_refused_under_exactly_once(tmp_path):

@@ -1,9 +1,11 @@
 """A reliable pystorm spout over a tiny durable queue: keys 0..N-1 (its share), each
 emitted with the key as message id, re-emitted on fail, and done for good on ack (acks are
-appended to a file, as a broker would record them). argv: ACK_DIR N."""
+appended to a file, as a broker would record them; fails are logged beside). argv:
+ACK_DIR N."""
 
 import os
 import sys
+import time
 from collections import deque
 
 from pystorm import Spout
@@ -24,9 +26,11 @@ class KeysSpout(Spout):
                 acked = {int(line) for line in f if line.strip()}
         self.queue = deque(k for k in range(index, N, parallelism) if k not in acked)
         self.acks = open(self.ack_file, "a")
+        self.fails = open(os.path.join(ACK_DIR, f"failed-{index}.log"), "a")
 
     def next_tuple(self):
-        for _ in range(5):
+        time.sleep(0.004)  # pacing of the source: still emitting when the test kills
+        for _ in range(2):
             if not self.queue:
                 return
             key = self.queue.popleft()
@@ -37,6 +41,8 @@ class KeysSpout(Spout):
         self.acks.flush()
 
     def fail(self, tup_id):
+        self.fails.write(f"{tup_id}\n")
+        self.fails.flush()
         self.queue.append(tup_id)
 
 
