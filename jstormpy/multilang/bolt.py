@@ -30,7 +30,8 @@ class ShellBolt(Bolt):
     exit, a hang past ``heartbeat_timeout_s`` or a malformed message over
     ``max_message_bytes`` fails the task (the restart strategy applies), ``log`` goes to
     the task's log, ``error`` to its log at error level, ``metrics`` to
-    :attr:`metrics`. Up to ``max_in_flight`` tuples are sent before the task waits for
+    :attr:`metrics`. ``conf`` adds settings to the handshake's ``conf`` (Storm's component
+    config). Up to ``max_in_flight`` tuples are sent before the task waits for
     acks; at every barrier it waits until each tuple sent is acked, so whatever a tuple
     caused is emitted before the barrier.
 
@@ -49,12 +50,13 @@ class ShellBolt(Bolt):
     def __init__(self, command: Sequence[str],
                  outputs: Sequence[str] | Mapping[str, Sequence[str]] = (), *,
                  cwd: str | None = DEFAULTS["cwd"], env: Mapping[str, str] | None = None,
+                 conf: Mapping[str, Any] | None = None,
                  heartbeat_timeout_s: float = DEFAULTS["heartbeat_timeout_s"],
                  max_message_bytes: int = DEFAULTS["max_message_bytes"],
                  max_in_flight: int = 100, tick_tuple_freq_s: float | None = None,
                  heartbeat_interval_s: float = 1.0) -> None:
         self.settings = ShellSettings(command, outputs, cwd, env, heartbeat_timeout_s,
-                                      max_message_bytes)
+                                      max_message_bytes, conf)
         self.outputs = (tuple(outputs) if not isinstance(outputs, Mapping)  # type: ignore[misc]
                         else {k: tuple(v) for k, v in outputs.items()})
         self.max_in_flight = max(1, int(max_in_flight))

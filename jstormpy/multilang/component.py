@@ -28,7 +28,7 @@ class ShellSettings:
 
     def __init__(self, command: Sequence[str], outputs: Sequence[str] | Mapping[str, Sequence[str]],
                  cwd: str | None, env: Mapping[str, str] | None, heartbeat_timeout_s: float,
-                 max_message_bytes: int) -> None:
+                 max_message_bytes: int, conf: Mapping[str, Any] | None = None) -> None:
         if isinstance(command, str) or not command or not all(
                 isinstance(a, str) for a in command):
             raise ConfigError(f"multilang command must be a non-empty list of strings, like "
@@ -43,6 +43,7 @@ class ShellSettings:
         self.env = dict(env or {})
         self.heartbeat_timeout_s = float(heartbeat_timeout_s)
         self.max_message_bytes = int(max_message_bytes)
+        self.conf = dict(conf or {})
 
 
 DEFAULTS: dict[str, Any] = {"cwd": None, "env": None, "heartbeat_timeout_s": 30.0,
@@ -56,7 +57,7 @@ def start_process(settings: ShellSettings, conf: Mapping[str, Any],
                         cwd=settings.cwd, env=settings.env,
                         max_message_bytes=settings.max_message_bytes,
                         heartbeat_timeout_s=settings.heartbeat_timeout_s)
-    storm_conf = {k: v for k, v in conf.items() if _json_safe(v)}
+    storm_conf = {k: v for k, v in {**conf, **settings.conf}.items() if _json_safe(v)}
     storm_conf.setdefault("topology.name", context.topology)
     try:
         proc.handshake(storm_conf, storm_context(context.component, context.task_id,

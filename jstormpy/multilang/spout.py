@@ -100,6 +100,7 @@ class ShellSpout(Spout):
         at_least_once: accept that this spout's tuples are not exactly-once (emits
             without ids are emitted as they come, and not replayed).
         cwd, env: the subprocess's working directory and extra environment.
+        conf: settings added to the handshake's ``conf`` (Storm's component config).
         heartbeat_timeout_s: how long a command may go unanswered before it counts as hung.
         max_message_bytes: a longer message is a protocol error.
     """
@@ -108,10 +109,11 @@ class ShellSpout(Spout):
                  outputs: Sequence[str] | Mapping[str, Sequence[str]] = (), *,
                  message_ids: bool = True, at_least_once: bool = False,
                  cwd: str | None = DEFAULTS["cwd"], env: Mapping[str, str] | None = None,
+                 conf: Mapping[str, Any] | None = None,
                  heartbeat_timeout_s: float = DEFAULTS["heartbeat_timeout_s"],
                  max_message_bytes: int = DEFAULTS["max_message_bytes"]) -> None:
         self.settings = ShellSettings(command, outputs, cwd, env, heartbeat_timeout_s,
-                                      max_message_bytes)
+                                      max_message_bytes, conf)
         self.outputs = (tuple(outputs) if not isinstance(outputs, Mapping)  # type: ignore[misc]
                         else {k: tuple(v) for k, v in outputs.items()})
         self.message_ids = message_ids
