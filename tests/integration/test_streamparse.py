@@ -122,3 +122,27 @@ def test_sparse_quickstart_runs_unmodified_with_jstorm_run_for(tmp_path):
 def project_files(project: Path) -> dict[str, bytes]:
     return {str(p.relative_to(project)): p.read_bytes() for p in project.rglob("*")
             if p.is_file() and "__pycache__" not in p.parts}
+
+
+def test_jstorm_stop_ends_a_run_that_never_ends_cleanly(tmp_path):
+    env = {**os.environ, "JSTORM_HOME": str(tmp_path / "home")}
+    run = subprocess.Popen([JSTORM, "run", "topologies/parity.py"], cwd=PROJECT, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        def counted() -> bool:
+            st = subprocess.run([JSTORM, "metrics", "parity", "--json"], env=env, text=True,
+                                capture_output=True, timeout=30, check=False)
+            return st.returncode == 0 and json.loads(st.stdout)["components"]["odd"][
+                "executed"] >= 250
+
+        wait_until(counted, timeout=90, what="the odd numbers counted")
+        stop = subprocess.run([JSTORM, "stop", "parity"], env=env, text=True,
+                              capture_output=True, timeout=60, check=False)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert stop.stdout.startswith("stopped parity after checkpoint #")
+        out, _ = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, out
+    assert "stopped:" in out
