@@ -314,6 +314,16 @@ class ShellProcess:
             return None
         return self.receive(0)
 
+    def exited_cleanly(self, wait_s: float = 2.0) -> bool:
+        """Its stdout closed and the process exited with status 0 (waits up to ``wait_s``
+        for the exit once the stream has ended)."""
+        if self.broken is None:
+            return False
+        try:
+            return self.proc.wait(wait_s) == 0
+        except subprocess.TimeoutExpired:
+            return False
+
     def alive(self) -> bool:
         """The subprocess runs and its stream is intact."""
         return self.broken is None and self.proc.poll() is None
@@ -321,6 +331,11 @@ class ShellProcess:
     def failure(self, reason: str) -> MultilangError:
         """The error that fails the task: component, command, reason and stderr tail."""
         code = self.proc.poll()
+        if code is None and self.broken is not None and self.broken.startswith("its stdout"):
+            try:  # the stream ended: the exit is under way
+                code = self.proc.wait(1.0)
+            except subprocess.TimeoutExpired:
+                code = None
         if code is None and self.broken is not None:
             self.close(0.1)  # a hung or misbehaving process is not left running
             code = self.proc.poll()

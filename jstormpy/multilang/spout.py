@@ -91,6 +91,10 @@ class ShellSpout(Spout):
     after the restored checkpoint (the subprocess is kept when its worker survives), and
     drops a re-emitted id that the restored checkpoint already holds.
 
+    A Storm spout never ends. Here a subprocess that exits with status 0 instead of
+    answering ``next`` has finished its input (``finish()``): a bounded job drains. A
+    reliable spout exits once it has been acked for everything it emitted.
+
     Args:
         command: the argv to start, like ``["python3", "words.py"]``.
         outputs: the declared fields (or ``{stream: fields}``).
@@ -157,7 +161,10 @@ class ShellSpout(Spout):
 
     def on_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Ack to the spout every id the completed checkpoint covers."""
-        for msg_id in self._ledger.complete(checkpoint_id):
+        acks = self._ledger.complete(checkpoint_id)
+        if self._proc is None:  # it ended its input (exited 0): nothing left to tell it
+            return
+        for msg_id in acks:
             self._command({"command": "ack", "id": msg_id})
 
     # -- the life of the task -------------------------------------------------------------
@@ -188,7 +195,19 @@ class ShellSpout(Spout):
                 self._command({"command": "ack", "id": msg_id})
             for msg_id in steps.fails:
                 self._command({"command": "fail", "id": msg_id})
-        if self._command({"command": "next"}) == 0:
+        try:
+            emitted = self._command({"command": "next"})
+        except MultilangError:
+            proc = self._proc
+            if proc is not None and proc.exited_cleanly():
+                # end of input (a jstormpy extension: Storm spouts never end): the
+                # subprocess exited with status 0 instead of answering `next`
+                self._proc = None
+                proc.close(0.1)
+                self.finish()
+                return
+            raise
+        if emitted == 0:
             time.sleep(IDLE_SLEEP_S)
 
     def _command(self, payload: dict[str, Any]) -> int:
