@@ -269,7 +269,11 @@ class ShellSpout(Spout):
         except MultilangError:
             proc.close(0.5)
             return
-        _park(self._key, proc, self._ledger.in_flight())
+        # every id it is owed an answer for: an adoption not yet told (no next_tuple since
+        # open) included, or those ids would stay unanswered in the subprocess for good
+        steps = self.__dict__.get("_adopt")
+        owed = [] if steps is None else steps.acks + steps.fails
+        _park(self._key, proc, owed + self._ledger.in_flight())
 
     def _command_on(self, proc: ShellProcess, payload: dict[str, Any]) -> None:
         self._proc = proc
