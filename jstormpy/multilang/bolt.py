@@ -6,6 +6,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from jstormpy.api.batch import Batch
 from jstormpy.api.component import Bolt, TopologyContext, Tuple
 from jstormpy.multilang.component import DEFAULTS, MessageSink, ShellSettings, start_process
 from jstormpy.multilang.protocol import (
@@ -18,6 +19,7 @@ from jstormpy.multilang.protocol import (
     Message,
     ShellProcess,
     Sync,
+    encode_message,
 )
 
 
@@ -31,9 +33,9 @@ class ShellBolt(Bolt):
     ``max_message_bytes`` fails the task (the restart strategy applies), ``log`` goes to
     the task's log, ``error`` to its log at error level, ``metrics`` to
     :attr:`metrics`. ``conf`` adds settings to the handshake's ``conf`` (Storm's component
-    config). Up to ``max_in_flight`` tuples are sent before the task waits for
-    acks; at every barrier it waits until each tuple sent is acked, so whatever a tuple
-    caused is emitted before the barrier.
+    config). Up to ``max_in_flight`` tuples are sent before the task waits for acks (a
+    received batch goes out in one write); at every barrier it waits until each tuple
+    sent is acked, so whatever a tuple caused is emitted before the barrier.
 
     The subprocess's own memory is not part of a checkpoint: at a rollback the task
     starts a fresh subprocess. Keep state that must survive in managed state.
@@ -53,7 +55,7 @@ class ShellBolt(Bolt):
                  conf: Mapping[str, Any] | None = None,
                  heartbeat_timeout_s: float = DEFAULTS["heartbeat_timeout_s"],
                  max_message_bytes: int = DEFAULTS["max_message_bytes"],
-                 max_in_flight: int = 100, tick_tuple_freq_s: float | None = None,
+                 max_in_flight: int = 1000, tick_tuple_freq_s: float | None = None,
                  heartbeat_interval_s: float = 1.0) -> None:
         self.settings = ShellSettings(command, outputs, cwd, env, heartbeat_timeout_s,
                                       max_message_bytes, conf)
@@ -104,6 +106,27 @@ class ShellBolt(Bolt):
         self._send_tuple(tuple_id, tup.source, tup.stream, tup.task, tup.values)
         self._in_flight.add(tuple_id)
         self._pump(block=len(self._in_flight) >= self.max_in_flight)
+
+    def execute_batch(self, batch: Batch) -> None:
+        """A channel batch in one write (the batch API: one call per received batch),
+        then as :meth:`execute`: wait for acks while over ``max_in_flight``."""
+        proc = self._proc
+        assert proc is not None
+        first = self._next_id + 1
+        self._next_id += len(batch.rows)
+        ids = [str(i) for i in range(first, self._next_id + 1)]
+        head = {"comp": batch.source, "stream": batch.stream, "task": batch.task}
+        try:
+            data = b"".join(encode_message({"id": i, **head, "tuple": list(values)})
+                            for i, values in zip(ids, batch.rows, strict=True))
+        except TypeError as exc:  # json.dumps of a value JSON has no form for
+            raise proc.failure(f"a tuple from {batch.source!r} cannot be sent as JSON "
+                               f"({exc})") from exc
+        proc.send_encoded(data)
+        self._in_flight.update(ids)
+        self._pump(block=False)
+        while len(self._in_flight) > self.max_in_flight:
+            self._pump(block=True)
 
     def before_snapshot(self, checkpoint_id: int) -> None:
         """At a barrier: every tuple sent is acked (its emits go before the barrier)."""

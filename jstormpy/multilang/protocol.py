@@ -280,10 +280,14 @@ class ShellProcess:
 
     def send(self, payload: Any) -> None:
         """Write one message to the component's stdin."""
+        self.send_encoded(encode_message(payload))
+
+    def send_encoded(self, data: bytes) -> None:
+        """Write already encoded messages (:func:`encode_message`) in one write."""
         if self.broken is not None:
             raise self.failure(self.broken)
         try:
-            self.stdin.write(encode_message(payload))
+            self.stdin.write(data)
             self.stdin.flush()
         except (BrokenPipeError, OSError, ValueError) as exc:
             raise self.failure(f"writing to it failed ({exc}): it has exited") from exc
