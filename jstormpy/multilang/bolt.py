@@ -64,6 +64,9 @@ class ShellBolt(Bolt):
         self.max_in_flight = max(1, int(max_in_flight))
         self.tick_tuple_freq_s = tick_tuple_freq_s
         self.heartbeat_interval_s = heartbeat_interval_s
+        if tick_tuple_freq_s:  # on_tick often enough for the tick tuples
+            self.tick_interval_ms = min(  # type: ignore[misc]
+                self.tick_interval_ms, tick_tuple_freq_s * 1000.0)
         self._proc: ShellProcess | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -157,7 +160,7 @@ class ShellBolt(Bolt):
             self._last_tick = now
             self._next_id += 1
             tuple_id = str(self._next_id)
-            self._send_tuple(tuple_id, SYSTEM_COMPONENT, TICK_STREAM, -1, [int(freq)])
+            self._send_tuple(tuple_id, SYSTEM_COMPONENT, TICK_STREAM, -1, [freq])
             self._in_flight.add(tuple_id)
 
     def _drain(self) -> None:

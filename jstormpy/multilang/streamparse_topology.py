@@ -122,8 +122,9 @@ def topology_from_streamparse(topology_cls: type, name: str, project_root: Path,
                                    at_least_once=spouts_at_least_once, cwd=cwd, conf=conf)
             b.set_spout(spec.name, comp, parallelism=spec.par)
         else:
+            tick = conf.get("topology.tick.tuple.freq.secs")  # Storm's tick tuples
             comp = ShellBolt(_command(spec, python), outputs=_outputs(spec), cwd=cwd,
-                             conf=conf)
+                             conf=conf, tick_tuple_freq_s=float(tick) if tick else None)
             declared.append((spec, b.set_bolt(spec.name, comp, parallelism=spec.par)))
     for spec, declarer in declared:
         for stream_id, grouping in spec.inputs.items():

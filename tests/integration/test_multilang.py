@@ -181,3 +181,17 @@ def test_an_id_less_spout_opted_into_at_least_once_runs(tmp_path):
         handle.kill()
     assert status["errors"] == []
     assert sorted(r["word"] for r in read_committed(out)) == sorted(f"w{i}" for i in range(100))
+
+
+def test_storm_tick_tuples_reach_the_bolts_process_tick(tmp_path):
+    n = 300
+    out = tmp_path / "out"
+    bolt = ShellBolt([PY, str(HERE / "tick_bolt.py")], outputs=("seq", "key"),
+                     tick_tuple_freq_s=0.2)
+    topo = through_bolt("ml-tick", out, bolt, n, per_call=2, pause_s=0.01)
+    with LocalCluster() as cluster:
+        status = cluster.submit(topo, fast_config()).wait(timeout=90)
+    assert status["state"] == "drained", status["errors"]
+    records = read_committed(out)
+    assert sorted(r["seq"] for r in records if r["seq"] >= 0) == list(range(n))
+    assert [r for r in records if r["key"] == "tick"], "no tick tuple reached process_tick"
