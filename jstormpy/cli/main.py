@@ -509,7 +509,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "Spark executors), until it drains. FILE must define `topology` (a "
                     "Topology or TopologyBuilder) and may define `config` (a Config or a "
                     "dict) and `verify(handle) -> bool`, called after it drains. Modules "
-                    "next to FILE can be imported from it.",
+                    "next to FILE can be imported from it. In a streamparse project's root, "
+                    "FILE may instead be one of its topologies/ files (its Topology class "
+                    "runs with multilang components, docs/coming-from.md).",
         epilog="Run state (registration, logs, default checkpoints and savepoints) lives "
                "under $JSTORM_HOME (default ~/.jstorm): runs/NAME/, checkpoints/NAME/. "
                "Exit status: 0 drained, or stopped on request (jstorm kill, jstorm "
