@@ -87,6 +87,10 @@ def check_guarantee(topology: Topology, config: Config) -> None:
                 f"{config.guarantee!r} needs spouts that implement snapshot() and restore() "
                 "(their read position), so a rollback can rewind them; use a replayable "
                 "spout or guarantee='at_most_once'")
+        # a component's own refusal (a multilang spout declared without message ids)
+        check = getattr(spec.obj, "check_guarantee", None)
+        if callable(check) and not inspect.isclass(spec.obj):
+            check(config.guarantee, spec.name)
 
 
 def check_fresh_output(topology: Topology) -> None:

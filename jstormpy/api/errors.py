@@ -106,3 +106,9 @@ class RestoreRefusedError(SinkError):
 class UnsafePackageError(JStormError):
     """A code package is refused: an entry escapes the unpack directory, is a link, or the
     archive is too large or too compressed (the message names the entry)."""
+
+
+class MultilangError(JStormError):
+    """A Storm multilang subprocess (``jstormpy.multilang``) died, hung past its heartbeat
+    timeout, or broke the protocol (a malformed or oversized message, a failed tuple); the
+    message names the component and shows the last lines of its stderr."""

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jstormpy.api.config import LOG_LEVELS, as_config
+from jstormpy.api.config import LOG_LEVELS, Config, as_config
 from jstormpy.api.errors import ConfigError, JStormError, TopologyStopped
 from jstormpy.api.topology import Topology, TopologyBuilder
 from jstormpy.cli.client import MasterClient, Registration
@@ -60,6 +60,11 @@ def load_topology_file(path: str) -> Any:
         raise JStormError(f"cannot import {path!r} as Python")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    # a streamparse project's root: its topology file imports components from src/
+    project_src = Path.cwd() / "src"
+    if (Path.cwd() / "config.json").is_file() and project_src.is_dir() and \
+            str(project_src) not in sys.path:
+        sys.path.insert(0, str(project_src))
     # like `python FILE.py`: modules next to the file are importable from it (and from the
     # processes this one starts, which inherit sys.path as PYTHONPATH: deploy/forkserver.py)
     folder = str(file.resolve().parent)
@@ -74,11 +79,25 @@ def load_topology_file(path: str) -> Any:
         raise
     cloudpickle.register_pickle_by_value(module)
     topo = getattr(module, "topology", None)
+    if topo is None:  # a streamparse project's topology file (docs/coming-from.md)
+        from jstormpy.multilang.streamparse_topology import (
+            find_streamparse_topology,
+            topology_from_streamparse,
+        )
+
+        sparse = find_streamparse_topology(vars(module))
+        if sparse is not None:
+            if not isinstance(getattr(module, "config", None), Config):
+                # streamparse spouts often emit without ids: at-least-once, as under Storm
+                vars(module)["config"] = Config(guarantee="at_least_once")
+            exactly = module.config.guarantee == "exactly_once"
+            topo = vars(module)["topology"] = topology_from_streamparse(
+                sparse, file.stem, Path.cwd(), spouts_at_least_once=not exactly)
     if isinstance(topo, TopologyBuilder):
         vars(module)["topology"] = topo.build()
     elif not isinstance(topo, Topology):
-        raise JStormError(f"{path} must define `topology` (a Topology or TopologyBuilder); "
-                          f"found {type(topo).__name__}")
+        raise JStormError(f"{path} must define `topology` (a Topology or TopologyBuilder) "
+                          f"or a streamparse Topology class; found {type(topo).__name__}")
     return module
 
 
@@ -252,7 +271,11 @@ def launch_run(args: argparse.Namespace, module: Any, config: Any,
             monkey = ChaosMonkey(handle, schedule)
             monkey.start()
         try:
-            status = handle.wait(timeout=args.timeout)
+            status = handle.wait(timeout=args.for_s or args.timeout)
+        except TimeoutError:
+            if not args.for_s:
+                raise
+            return _stop_after(handle, args.for_s)
         except TopologyStopped as exc:  # a planned stop: say so, exit 0 (run --help)
             print(f"stopped: {exc}")
             print(f"continue it with: jstorm run {args.file} --resume")
@@ -323,6 +346,29 @@ def _kept_checkpoint(handle: Any) -> int | None:
     except (OSError, ValueError):
         return None
     return (final.get("last_completed_checkpoint") or {}).get("id")
+
+
+def _stop_after(handle: Any, seconds: float) -> int:
+    """``jstorm run --for SECONDS``: one more checkpoint (its output committed), the
+    counters, then stop."""
+    last = None
+    with contextlib.suppress(JStormError, TimeoutError):
+        last = handle.checkpoint()
+    metrics = _final_metrics(handle)
+    handle.kill()
+    print(f"ran for {seconds:g} s; stopped after checkpoint #{last}")
+    _print_metrics(metrics)
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    client = _client(args.name)
+    last = None
+    with contextlib.suppress(JStormError, TimeoutError):
+        last = client.checkpoint_committed()  # what it produced so far is committed
+    client.kill("stopped from the CLI")
+    print(f"stopped {args.name} after checkpoint #{last}")
+    return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -527,7 +573,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "Spark executors), until it drains. FILE must define `topology` (a "
                     "Topology or TopologyBuilder) and may define `config` (a Config or a "
                     "dict) and `verify(handle) -> bool`, called after it drains. Modules "
-                    "next to FILE can be imported from it.",
+                    "next to FILE can be imported from it. In a streamparse project's root, "
+                    "FILE may instead be one of its topologies/ files (its Topology class "
+                    "runs with multilang components, docs/coming-from.md).",
         epilog="Run state (registration, logs, default checkpoints and savepoints) lives "
                "under $JSTORM_HOME (default ~/.jstorm): runs/NAME/, checkpoints/NAME/. "
                "Exit status: 0 drained, or stopped on request (jstorm kill, jstorm "
@@ -542,6 +590,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="plaintext gRPC to the Topology Master (Config.tls=False): only for "
                         "trusted single-host runs")
     r.add_argument("--timeout", type=float, default=None, help="give up after N seconds")
+    r.add_argument("--for", dest="for_s", type=float, default=None, metavar="SECONDS",
+                   help="run a job that never ends (a streamparse topology) for SECONDS, "
+                        "then checkpoint, print its counters and stop (exit 0)")
     r.add_argument("--chaos", type=int, default=None, metavar="SEED",
                    help="SIGKILL workers at seeded random moments while it runs")
     r.add_argument("--kills", type=int, default=1, help="how many kills with --chaos")
@@ -591,6 +642,12 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser("kill", help="stop a topology")
     k.add_argument("name", help=NAME_HELP)
     k.set_defaults(func=cmd_kill)
+    st = sub.add_parser("stop", help="checkpoint a running topology, then stop it",
+                        description="A clean stop of a job that never ends: one more "
+                                    "checkpoint, its output committed, then the topology "
+                                    "stops (`jstorm run` exits 0).")
+    st.add_argument("name", help=NAME_HELP)
+    st.set_defaults(func=cmd_stop)
     m = sub.add_parser("metrics", help="metrics per component, worker and topology")
     m.add_argument("name", help=NAME_HELP)
     m.add_argument("--component", help="only this component, with its tasks")

@@ -347,6 +347,8 @@ class TaskExecutor:
         noted = getattr(self.component, "before_snapshot", None)  # connectors: learn the id
         if callable(noted):
             noted(checkpoint_id)
+            if self.collector.dirty:  # what the hook emitted (a multilang bolt's last
+                self.collector.flush()  # acks' emits) goes ahead of the barrier
         inc = None
         if stateful:
             snap = self._snapshot_dict()

@@ -148,34 +148,46 @@ class Route:
 
     def add_generic(self, values: Any) -> None:
         """Route one tuple's values into the right batch(es) (any grouping)."""
+        for i in self.choose(values):
+            self._append(i, values)
+
+    def add_tracked(self, values: Any) -> list[int]:
+        """Route one tuple like :meth:`add` and return the task ids it went to (Storm's
+        ``emit`` return value; the multilang protocol's ``need_task_ids``)."""
+        chosen = self.choose(values)
+        for i in chosen:
+            self._append(i, values)
+        return [self.targets[i] for i in chosen]
+
+    def choose(self, values: Any) -> list[int]:
+        """The target positions of one tuple (advances the round robin of shuffles)."""
         kind = self.kind
         if kind == "fields":
             ki = self.key_index
             key = values[ki[0]] if len(ki) == 1 else tuple(values[i] for i in ki)
-            self._append(self.key_pos(key), values)
-        elif kind in ("shuffle", "none"):
+            return [self.key_pos(key)]
+        if kind in ("shuffle", "none") or (kind == "local_or_shuffle"
+                                            and self.local_rr is None):
             self.rr = i = (self.rr + 1) % self.n
-            self._append(i, values)
-        elif kind == "local_or_shuffle":
-            if self.local_rr is not None:
-                self._append(next(self.local_rr), values)
-            else:
-                self.rr = i = (self.rr + 1) % self.n
-                self._append(i, values)
-        elif kind == "global":
-            self._append(0, values)
-        elif kind == "all":
-            for i in range(self.n):
-                self._append(i, values)
-        elif kind == "custom":
+            return [i]
+        if kind == "local_or_shuffle":
+            assert self.local_rr is not None
+            return [next(self.local_rr)]
+        if kind == "global":
+            return [0]
+        if kind == "all":
+            return list(range(self.n))
+        if kind == "custom":
+            chosen = []
             for task in self.custom.choose_tasks(self.src, values):
                 pos = self.target_pos.get(task)
                 if pos is None:
                     raise JStormError(f"custom grouping {type(self.custom).__name__} chose task "
                                       f"{task}, which is not a task of {self.consumer!r} "
                                       f"(tasks {self.targets})")
-                self._append(pos, values)
-        # direct: only emit_direct routes to it
+                chosen.append(pos)
+            return chosen
+        return []  # direct: only emit_direct routes to it
 
     def add_direct(self, task: int, values: Any) -> None:
         """Route to one chosen task (direct grouping)."""
@@ -436,6 +448,27 @@ class OutputCollector:
         self._dirty = True
         for r in routes:
             r.add(values)
+
+    def emit_tracked(self, values: Sequence[Any], stream: str = "default") -> list[int]:
+        """Like :meth:`emit`, returning the task ids the tuple went to (the multilang
+        protocol's ``need_task_ids``; slower than ``emit``)."""
+        fields = self.streams.get(stream)
+        if fields is not None and (not hasattr(values, "__len__")
+                                   or len(values) != len(fields)):
+            raise_arity_error(self.component, stream, fields, values)
+        if stream not in self.routes:
+            if stream in self.streams:  # declared, nobody subscribes
+                return []
+            raise TopologyError(f"component {self.component!r} emitted on stream {stream!r}, "
+                                f"which it does not declare in `outputs` "
+                                f"(declared: {sorted(self.streams)})")
+        if self._fused is None:  # a fused collector counts its route's rows instead
+            self._emitted += 1
+        self._dirty = True
+        tasks: list[int] = []
+        for r in self.routes[stream]:
+            tasks.extend(r.add_tracked(values))
+        return tasks
 
     def emit_batch(self, data: Any, stream: str = "default") -> None:
         """Route a batch given as columns (``{field: column}`` or sequences in field

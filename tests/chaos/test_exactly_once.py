@@ -1,4 +1,5 @@
-"""Exactly-once under real SIGKILLs: seeded kill schedules over three topologies.
+"""Exactly-once under real SIGKILLs: seeded kill schedules over the topologies of
+topologies.py (one with a Storm multilang spout and bolt in the path).
 
 Each scenario runs a topology to completion while workers (and sometimes the Topology
 Master) are SIGKILLed at random times or at precise protocol points, then checks the
@@ -16,6 +17,7 @@ from topologies import (
     diamond,
     linear,
     linear_batch,
+    multilang,
     wordcount,
     write_corpus,
 )
@@ -26,6 +28,7 @@ from jstormpy.testing.chaos import ChaosSchedule, Kill, run_with_chaos
 pytestmark = pytest.mark.slow
 
 KEYS, PER_KEY = 20, 2500
+ML_KEYS, ML_PER_KEY = 10, 400  # through two subprocess hops
 
 # (topology, schedule): random seeded schedules plus the hard protocol moments.
 SCENARIOS = [
@@ -53,6 +56,11 @@ SCENARIOS = [
     ("chained", ChaosSchedule(34, (Kill("point", point="after_snapshot", checkpoint=2,
                                         worker=2),))),
     ("chained", ChaosSchedule(35, (Kill("master", at_s=0.9),))),
+    ("multilang", ChaosSchedule.random(seed=41, kills=1, workers=3)),
+    ("multilang", ChaosSchedule.random(seed=42, kills=2, workers=3, points=True)),
+    ("multilang", ChaosSchedule(43, (Kill("point", point="after_snapshot", checkpoint=2,
+                                          worker=1),))),
+    ("multilang", ChaosSchedule(44, (Kill("master", at_s=0.9),))),
     ("wordcount", ChaosSchedule.random(seed=21, kills=1, workers=3)),
     ("wordcount", ChaosSchedule.random(seed=22, kills=2, workers=3)),
     ("wordcount", ChaosSchedule.random(seed=23, kills=2, workers=3, points=True)),
@@ -75,6 +83,8 @@ def test_exactly_once_under_sigkill(tmp_path, kind, schedule):
     if kind == "wordcount":
         expected = write_corpus(tmp_path / "corpus")
         topo = wordcount(out, tmp_path / "corpus")
+    elif kind == "multilang":
+        topo = multilang(out, tmp_path / "acks", ML_KEYS, ML_PER_KEY)
     else:
         topo = {"linear": linear, "linear_batch": linear_batch, "diamond": diamond,
                 "chained": chained}[kind](out, KEYS, PER_KEY)
@@ -86,6 +96,8 @@ def test_exactly_once_under_sigkill(tmp_path, kind, schedule):
     assert status["restarts"] >= 1 or any("master" in k for k in fired), (kills, status["recoveries"])
     if kind == "wordcount":
         problems = check_word_counts(out, expected)
+    elif kind == "multilang":
+        problems = check_keyed_sums(out, ML_KEYS, ML_PER_KEY)
     else:
         problems = check_keyed_sums(out, KEYS, PER_KEY, per_parity_order=kind == "diamond")
     assert not problems, f"{schedule.describe()}\nkills: {kills}\n{problems}"

@@ -207,6 +207,27 @@ def wordcount(out: Path, corpus: Path):
     return b.build()
 
 
+def multilang(out: Path, acks: Path, keys: int = 10, per_key: int = 400):
+    """linear with a multilang spout and a multilang bolt in the path: a reliable pystorm
+    spout (ids, re-emit on fail) and a pystorm bolt, then the native running sum."""
+    import sys
+
+    from jstormpy.multilang import ShellBolt, ShellSpout
+
+    here = Path(__file__).parent / "multilang"
+    acks.mkdir(parents=True, exist_ok=True)
+    b = TopologyBuilder("chaos-multilang")
+    b.set_spout("events", ShellSpout([sys.executable, str(here / "sequence_spout.py"),
+                                      str(acks), str(keys), str(per_key)],
+                                     outputs=("key", "seq", "value")), parallelism=2)
+    b.set_bolt("forward", ShellBolt([sys.executable, str(here / "forward_bolt.py")],
+                                    outputs=("key", "seq", "value")),
+               parallelism=2).fields_grouping("events", ["key"])
+    b.set_bolt("sum", RunningSum, parallelism=2).fields_grouping("forward", ["key"])
+    b.set_bolt("out", FileSink(str(out)), parallelism=2).fields_grouping("sum", ["key"])
+    return b.build()
+
+
 def check_keyed_sums(out: Path, keys: int, per_key: int, per_parity_order: bool = False) -> str:
     """Exactly-once check for linear/diamond; returns '' or the problems found."""
     records = read_committed(out)

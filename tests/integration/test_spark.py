@@ -211,6 +211,29 @@ def test_parquet_output_read_by_spark(spark: Any, tmp_path: Path) -> None:
     assert report.ok, report.render()
 
 
+@pytest.mark.parametrize("spark", MASTERS[:1], indirect=True)
+def test_a_storm_multilang_bolt_runs_in_spark_executors(spark: Any, tmp_path: Path) -> None:
+    """A ShellBolt (a pystorm bolt subprocess) in workers inside Spark tasks: exact output."""
+    from jstormpy import FileSink, SequenceSpout, TopologyBuilder
+    from jstormpy.deploy.spark import SparkCluster
+    from jstormpy.multilang import ShellBolt
+
+    forward = Path(__file__).parents[1] / "chaos" / "multilang" / "forward_bolt.py"
+    out = tmp_path / "out"
+    b = TopologyBuilder("spark-multilang")
+    b.set_spout("events", SequenceSpout(keys=4, per_key=200), parallelism=2)
+    b.set_bolt("fwd", ShellBolt([sys.executable, str(forward)],
+                                outputs=("key", "seq", "value")),
+               parallelism=2).fields_grouping("events", ["key"])
+    b.set_bolt("out", FileSink(str(out))).global_grouping("fwd")
+    with SparkCluster(spark) as cluster:
+        handle = cluster.submit(b.build(), Config(workers=2, checkpoint_interval_ms=300))
+        status = handle.wait(timeout=600)
+    assert status["state"] == "drained"
+    got = sorted((r["key"], r["seq"]) for r in read_committed(out))
+    assert got == sorted((f"k{k}", s) for k in range(4) for s in range(200))
+
+
 @pytest.mark.parametrize("spark", ["local[1]"], indirect=True)
 def test_too_few_slots_fails_fast(spark: Any, tmp_path: Path) -> None:
     """workers=2 on local[1]: a clear error within seconds, not Spark's 10-minute wait."""

@@ -8,12 +8,14 @@ seed replays exactly, that the real code passes every seed run, and that each of
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from typing import Any
 
 import pytest
 
+from jstormpy.testing.simulation.faults import Fault
 from jstormpy.testing.simulation.holes import HOLES, hole_faults, reintroduced
 from jstormpy.testing.simulation.scenario import run_seed, run_seeds
 
@@ -127,3 +129,19 @@ def test_a_savepoint_restore_into_postgres_or_redis_output_refuses_an_abandoned_
     silent = run_seed(1032215)
     assert silent.outcome == "violated"
     assert any("missing [2" in v for v in silent.violations), silent.violations
+
+
+def test_multilang_spouts_stay_exactly_once_through_their_lifecycle_faults() -> None:
+    # the multilang host's path (jstormpy/multilang/acks.py on the simulated cluster):
+    # acks at completion, fails to a kept subprocess after a rollback, covered re-emits
+    # dropped, a subprocess lost with tuples in flight
+    allowed = (Fault.MULTILANG_SPOUT, Fault.WORKER_CRASH, Fault.TM_CRASH, Fault.MESSAGE_LOSS)
+    results = [run_seed(s, allowed, trace_events=None) for s in range(150)]
+    failing = [(r.seed, r.outcome, r.violations[:1]) for r in results if not r.ok
+               or r.outcome != "drained"]
+    assert not failing, failing
+    notes = "\n".join(line for r in results if "multilang_spout" in r.faults
+                      for line in r.trace)
+    assert "multilang subprocess lost with" in notes
+    assert re.search(r"kept multilang subprocess adopted, \d+ acks and [1-9]\d* fails", notes)
+    assert "dropped (the restored checkpoint covers it)" in notes

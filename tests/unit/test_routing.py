@@ -308,3 +308,28 @@ def test_items_carry_plain_int_kinds_that_the_fast_codec_takes():
     assert {item[1] for _, item in sent.items} == {MessageKind.DATA, MessageKind.BARRIER}
     assert {type(item[1]) for _, item in sent.items} == {int}
     assert all(encode_item(dst, item)[:1] == MARSHAL for dst, item in sent.items)
+
+
+@pytest.mark.parametrize(("kind", "kw"), [("shuffle", {}), ("fields", {"key_index": (0,)}),
+                                          ("all", {}), ("global", {}),
+                                          ("local_or_shuffle", {"local_targets": (11,)})])
+def test_emit_tracked_returns_the_tasks_each_tuple_went_to(kind, kw):
+    # the multilang protocol's need_task_ids: the answer must be where the tuple went
+    sent = Sent()
+    coll = OutputCollector(1, "c", {"default": [route(kind, sent, **kw)]}, TARGETS, sent,
+                           streams={"default": ("k",)})
+    answers = [coll.emit_tracked((f"key{i}",)) for i in range(30)]
+    coll.flush()
+    went: dict[str, list[int]] = {}
+    for dst, values in sent.data():
+        went.setdefault(values[0], []).append(dst)
+    assert all(went[f"key{i}"] == answers[i] for i in range(30))
+    assert coll.emitted == 30
+
+
+def test_emit_tracked_on_a_declared_stream_nobody_reads_and_an_undeclared_one():
+    sent = Sent()
+    coll = OutputCollector(1, "c", {}, (), sent, streams={"default": ("k",)})
+    assert coll.emit_tracked(("a",)) == []
+    with pytest.raises(TopologyError, match="'late'"):
+        coll.emit_tracked(("a",), stream="late")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import heapq
 import pickle
 import zlib
 from collections import deque
@@ -71,6 +72,7 @@ from jstormpy.master.restore_plan import (
     prepare_ids,
 )
 from jstormpy.master.topology_state import TopologyState
+from jstormpy.multilang.acks import AckLedger, AdoptSteps
 from jstormpy.run_identity import RunIdentity
 from jstormpy.state_backends.base import CHECKPOINT_IDS_META
 from jstormpy.state_backends.rocksdb_files import local_copy_matches
@@ -143,6 +145,38 @@ class BarrierItem:
 
 
 # -- tasks ----------------------------------------------------------------------------------------
+class SimShellProcess:
+    """A multilang spout's subprocess (``Fault.MULTILANG_SPOUT``) over a durable queue, its
+    broker: it emits every record the broker holds no ack for, smallest index first (a
+    failed one goes back in, so a key's records stay in order); an ack is recorded in the
+    broker, which outlives the subprocess and the worker."""
+
+    def __init__(self, broker: set[int], records: int) -> None:
+        self.broker = broker
+        self.todo = [i for i in range(records) if i not in broker]  # sorted: a heap
+        self.out: set[int] = set()
+        self.alive = True
+
+    def next(self) -> int | None:
+        if not self.todo:
+            return None
+        i = heapq.heappop(self.todo)
+        self.out.add(i)
+        return i
+
+    def ack(self, i: int) -> None:
+        self.broker.add(i)
+        self.out.discard(i)
+
+    def fail(self, i: int) -> None:
+        if i in self.out:
+            self.out.remove(i)
+            heapq.heappush(self.todo, i)
+
+    def done(self) -> bool:
+        return not self.todo and not self.out
+
+
 class SimTask:
     """One task incarnation on a worker (a generation's copy of it)."""
 
@@ -189,12 +223,35 @@ class SimTask:
         self.started = False
         self.paused = False
         self.rr = 0
+        # Fault.MULTILANG_SPOUT: the host side of a ShellSpout (jstormpy/multilang/spout.py)
+        self.multilang = component == "spout" and self.sim.plan.on(Fault.MULTILANG_SPOUT)
+        self.ledger = AckLedger()
+        self.adopt: AdoptSteps | None = None
+        self.proc: SimShellProcess | None = None
+        if self.multilang:
+            self.ledger.restore(state.get("ledger"))
+            parked = worker.parked.pop(task_id, None)
+            if parked is not None and parked[0].alive:  # kept across the rollback
+                self.proc = parked[0]
+                self.adopt = self.ledger.adopt(parked[1])
+                self.sim.world.note(f"spout task {task_id}: kept multilang subprocess "
+                                    f"adopted, {len(self.adopt.acks)} acks and "
+                                    f"{len(self.adopt.fails)} fails owed")
+            else:
+                broker = self.sim.brokers.setdefault(task_id, set())
+                self.proc = SimShellProcess(broker, len(self.sim.inputs[task_id]))
 
     @property
     def alive(self) -> bool:
         return not self.snapshots.stopped and self.worker.alive
 
     def stop(self) -> None:
+        proc = self.proc
+        if proc is not None and proc.alive and self.worker.alive and not self.snapshots.stopped:
+            # ShellSpout.close: the subprocess waits for the next generation's task, with
+            # every id it is owed an answer for (an adoption not yet told included)
+            owed = [] if self.adopt is None else self.adopt.acks + self.adopt.fails
+            self.worker.parked[self.task_id] = (proc, owed + self.ledger.in_flight())
         self.snapshots.stop()
         if "streak" in self.states:
             self.sim.counter_stores.stop(self.states["streak"])
@@ -202,6 +259,9 @@ class SimTask:
     # -- spouts --------------------------------------------------------------------------------
     def spout_step(self) -> None:
         if not self.alive or not self.started or self.paused:
+            return
+        if self.multilang:
+            self._shell_spout_step()
             return
         records = self.sim.inputs[self.task_id]
         if self.offset < len(records):
@@ -217,11 +277,54 @@ class SimTask:
             return
         self.sim.world.at(self.sim.world.latency(0.5, 3), self.spout_step, "")
 
+    def _shell_spout_step(self) -> None:
+        """One ``next`` of a multilang spout (Fault.MULTILANG_SPOUT)."""
+        proc = self.proc
+        assert proc is not None
+        if not proc.alive:
+            return
+        if self.adopt is not None:  # what the old task owed the kept subprocess
+            for i in self.adopt.acks:
+                proc.ack(i)
+            for i in self.adopt.fails:
+                proc.fail(i)
+            self.adopt = None
+        if proc.out and self.sim.plan.hit(self.sim.world, Fault.MULTILANG_SPOUT):
+            proc.alive = False  # lost with tuples in flight: the task fails
+            self.sim.world.note(f"spout task {self.task_id}: multilang subprocess lost "
+                                f"with {len(proc.out)} tuples in flight")
+            self.stop()
+            self.worker.to_tm("task_error", self.generation, self.task_id,
+                              "MultilangError: the spout's subprocess exited")
+            return
+        i = proc.next()
+        if i is None:
+            if proc.done():
+                self.eos_sent = True  # every record acked: it exits 0, end of input
+                return
+        elif self.ledger.emitted(i):
+            key, seq = self.sim.inputs[self.task_id][i]
+            layout = self.worker.layout
+            self.emit(route(key, layout.tasks("count")), Record(key, seq))
+            tally = layout.tasks("tally")
+            self.emit(tally[self.rr % len(tally)], Record(key, seq))
+            self.rr += 1
+        else:
+            proc.ack(i)  # the restored checkpoint holds it: dropped
+            self.sim.world.note(f"spout task {self.task_id}: re-emitted id {i} dropped "
+                                "(the restored checkpoint covers it)")
+        self.sim.world.at(self.sim.world.latency(0.5, 3), self.spout_step, "")
+
     def trigger(self, checkpoint_id: int) -> None:
         if not self.alive or not self.started:
             return
         for dst in self.downstream():
             self.emit(dst, BarrierItem(checkpoint_id))
+        if self.multilang:
+            self.ledger.barrier(checkpoint_id)
+            self.snapshot(checkpoint_id, {"ledger": self.ledger.snapshot(),
+                                          "eos_sent": self.eos_sent})
+            return
         self.snapshot(checkpoint_id, {"offset": self.offset, "eos_sent": self.eos_sent})
 
     # -- bolts and sinks -----------------------------------------------------------------------
@@ -327,6 +430,9 @@ class SimTask:
     def complete(self, checkpoint_id: int) -> None:
         if self.alive and self.component == "sink" and self.started:
             self.perform(self.txns.complete(checkpoint_id))
+        if self.multilang and self.alive and self.proc is not None and self.proc.alive:
+            for i in self.ledger.complete(checkpoint_id):  # ShellSpout.on_checkpoint_complete
+                self.proc.ack(i)
 
     # -- snapshots (executor._take_snapshot / _upload_snapshot) ---------------------------------
     def snapshot(self, checkpoint_id: int, extra: dict[str, Any]) -> None:
@@ -454,6 +560,9 @@ class SimWorker:
         # outlive a crash), and per task the files of the upload before the last
         self.local: dict[str, bytes] = {}
         self.local_previous: dict[int, set[str]] = {}
+        # multilang spouts' subprocesses kept across a rollback (task id -> it and the ids
+        # its old task had not acked); they die with the process
+        self.parked: dict[int, tuple[SimShellProcess, list[int]]] = {}
 
     # -- local recovery (state_backends/rocksdb_files.py LocalCopies) ----------------------------
     def keep_local(self, task_id: int, files: list[str], file_bytes: dict[str, bytes]) -> None:
@@ -528,6 +637,9 @@ class SimWorker:
         for t in self.tasks.values():
             t.stop()
         self.tasks = {}
+        for proc, _ in self.parked.values():
+            proc.alive = False
+        self.parked = {}
         self.sim.world.note(f"worker {self.worker_id} crashed")
 
     def restart(self) -> None:
@@ -1208,6 +1320,8 @@ class Simulation:
         """Committed checkpoints a restore found damaged (a lost shared file) and fell back
         past: output is at-least-once for their span, by design."""
         self.violations: list[str] = []
+        self.brokers: dict[int, set[int]] = {}
+        """Fault.MULTILANG_SPOUT: per spout task, the indices its queue holds acks for."""
         self.generations: dict[int, int] = {}  # generation -> the TM incarnation that used it
         self.rescale_state = ""
         self.quiescent_kind = ""  # "rescale" or "upgrade": the operation the cut is for

@@ -78,6 +78,15 @@ class Fault(enum.Enum):
     """As ``state_ttl``, with the TTL state on the real RocksDB store (``RocksState``, its
     clock the simulated one): snapshots freeze the database at the barrier and leave out
     what expired by then, restores fill a fresh database (``stores.py``)."""
+    MULTILANG_SPOUT = "multilang_spout"
+    """The spouts are Storm multilang spouts (``jstormpy.multilang.ShellSpout``): no offset,
+    a subprocess over a durable queue that emits every record it was not acked for, with
+    message ids, and re-emits on ``fail``. The host side is the real ``AckLedger``: ids
+    acked only when the checkpoint covering them completes, the subprocess kept across a
+    rollback on a surviving worker and failed every id after the restored checkpoint, a
+    re-emitted id the restored checkpoint covers dropped. The fault: a subprocess lost
+    with tuples in flight (its task fails). No lifecycle fault runs with it (the queue
+    outlives a run)."""
 
 
 ALL_FAULTS = tuple(Fault)
@@ -121,6 +130,8 @@ class FaultPlan:
                 and not rng.random() < ROCKSDB_TTL_KEPT):
             enabled = enabled - {Fault.ROCKSDB_TTL} | {Fault.STATE_TTL}
         lifecycles = [f for f in LIFECYCLES if f in enabled]  # one per seed
+        if Fault.MULTILANG_SPOUT in enabled:  # its queue outlives a run: one run only
+            enabled, lifecycles = enabled - set(LIFECYCLES), []
         plan = cls(enabled - set(lifecycles[1:]))
         plan.lifecycle = lifecycles[0] if lifecycles else None
         for f in allowed:  # in a fixed order: a set's order changes with the hash seed

@@ -1,0 +1,383 @@
+"""Storm's multilang protocol, the host side: one component subprocess and its messages.
+
+Storm documents the protocol (storm.apache.org, "Multi-Lang Protocol"): every message is
+one JSON value followed by a line ``end``; the host opens with a handshake
+(``{"conf", "context", "pidDir"}``) that the component answers with ``{"pid": N}``. After
+that a spout is driven by commands (``next``, ``ack``, ``fail``, ``activate``,
+``deactivate``), each answered by ``sync``; a bolt is sent tuples (``id``, ``comp``,
+``stream``, ``task``, ``tuple``; heartbeats are tuples on ``__heartbeat`` from task -1,
+answered by ``sync``). A component sends ``emit`` (answered with a JSON list of the task
+ids the tuple went to unless ``need_task_ids`` is false), ``ack``, ``fail``, ``log``,
+``error`` and ``metrics``.
+
+:class:`ShellProcess` owns the subprocess: a reader thread frames and parses stdout into
+typed messages (so the task thread can wait with a timeout), another keeps the last lines
+of stderr. Every way the subprocess can break (exit, hang, malformed or oversized
+message) becomes a :class:`~jstormpy.api.errors.MultilangError` naming the component and
+showing that stderr tail.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from jstormpy.api.errors import MultilangError
+
+log = logging.getLogger("jstormpy.multilang")
+
+HEARTBEAT_STREAM = "__heartbeat"
+TICK_STREAM = "__tick"
+SYSTEM_COMPONENT = "__system"
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+STDERR_TAIL_LINES = 20
+
+
+@dataclass(frozen=True)
+class Pid:
+    """The handshake's answer."""
+
+    pid: int
+
+
+@dataclass(frozen=True)
+class Sync:
+    """A spout finished a command, or a bolt answered a heartbeat."""
+
+
+@dataclass(frozen=True)
+class Emit:
+    """``emit``: a tuple on ``stream``, to ``task`` if direct; a spout's carries ``msg_id``,
+    a bolt's its ``anchors``."""
+
+    values: list[Any]
+    stream: str
+    msg_id: Any
+    anchors: tuple[Any, ...]
+    task: int | None
+    need_task_ids: bool
+
+
+@dataclass(frozen=True)
+class Ack:
+    """A bolt acked an input tuple."""
+
+    tuple_id: Any
+
+
+@dataclass(frozen=True)
+class Fail:
+    """A bolt failed an input tuple."""
+
+    tuple_id: Any
+
+
+@dataclass(frozen=True)
+class LogMessage:
+    """``log``: a line for the task's log; ``level`` as Storm numbers it (0 trace … 4 error)."""
+
+    text: str
+    level: int
+
+
+@dataclass(frozen=True)
+class ErrorReport:
+    """``error``: Storm's ``reportError`` (the component goes on)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Metric:
+    """``metrics``: a value for one of the component's metrics."""
+
+    name: str
+    params: Any
+
+
+Message = Pid | Sync | Emit | Ack | Fail | LogMessage | ErrorReport | Metric
+
+_LOG_LEVELS = {0: logging.DEBUG, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING,
+               4: logging.ERROR}
+
+
+def python_log_level(storm_level: int) -> int:
+    """The :mod:`logging` level of a multilang ``log`` message's level."""
+    return _LOG_LEVELS.get(storm_level, logging.INFO)
+
+
+def parse_message(raw: Any) -> Message:
+    """A decoded JSON message from a component, as a typed message.
+
+    Raises:
+        ValueError: Not a message of the protocol (the text says what is wrong).
+
+    Example:
+        >>> parse_message({"command": "emit", "tuple": ["a"], "id": 7})
+        Emit(values=['a'], stream='default', msg_id=7, anchors=(), task=None, need_task_ids=True)
+    """
+    if not isinstance(raw, dict):
+        raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
+    if "pid" in raw and "command" not in raw:
+        if not isinstance(raw["pid"], int):
+            raise ValueError(f"pid {raw['pid']!r} is not an integer")
+        return Pid(raw["pid"])
+    command = raw.get("command")
+    if command == "sync":
+        return Sync()
+    if command == "emit":
+        values = raw.get("tuple")
+        if not isinstance(values, list):
+            raise ValueError(f"emit without a 'tuple' list: {_short(raw)}")
+        task = raw.get("task")
+        if task is not None and not isinstance(task, int):
+            raise ValueError(f"emit with a non-integer direct 'task': {task!r}")
+        stream = raw.get("stream") or "default"
+        if not isinstance(stream, str):
+            raise ValueError(f"emit with a non-string 'stream': {stream!r}")
+        return Emit(values, stream, raw.get("id"), tuple(raw.get("anchors") or ()), task,
+                    bool(raw.get("need_task_ids", True)))
+    if command in ("ack", "fail"):
+        if "id" not in raw:
+            raise ValueError(f"{command} without an 'id': {_short(raw)}")
+        return Ack(raw["id"]) if command == "ack" else Fail(raw["id"])
+    if command == "log":
+        level = raw.get("level", 2)
+        return LogMessage(str(raw.get("msg", "")), level if isinstance(level, int) else 2)
+    if command == "error":
+        return ErrorReport(str(raw.get("msg", "")))
+    if command == "metrics":
+        return Metric(str(raw.get("name", "")), raw.get("params"))
+    raise ValueError(f"unknown command {command!r}: {_short(raw)}")
+
+
+def _short(raw: Any, limit: int = 200) -> str:
+    text = repr(raw)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def encode_message(payload: Any) -> bytes:
+    """One message on the wire: JSON, a newline, ``end``, a newline."""
+    return json.dumps(payload, separators=(",", ":")).encode() + b"\nend\n"
+
+
+@dataclass(frozen=True)
+class _Broken:
+    """What the reader thread hands over instead of a message: why the stream ended."""
+
+    reason: str
+
+
+class ShellProcess:
+    """One multilang component subprocess and the host's end of its pipes.
+
+    Args:
+        command: the argv to start (``["python3", "split.py"]``).
+        component: the component's name (every error names it).
+        task_id: the task it serves.
+        cwd: its working directory (default: the worker's).
+        env: extra environment variables.
+        max_message_bytes: a longer message from it is a protocol error.
+        heartbeat_timeout_s: how long it may take to answer (a command, a tuple's ack, a
+            heartbeat) before it counts as hung.
+    """
+
+    def __init__(self, command: Sequence[str], component: str, task_id: int, *,
+                 cwd: str | None = None, env: Mapping[str, str] | None = None,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 heartbeat_timeout_s: float = 30.0) -> None:
+        self.command = list(command)
+        self.component = component
+        self.task_id = task_id
+        self.max_message_bytes = max_message_bytes
+        self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self.messages: queue.Queue[Message | _Broken] = queue.Queue()
+        self.broken: str | None = None
+        self.pid_dir = tempfile.mkdtemp(prefix="jstorm-multilang-")
+        try:
+            self.proc = subprocess.Popen(
+                self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, cwd=cwd, env={**os.environ, **(env or {})},
+                start_new_session=True)
+        except OSError as exc:
+            shutil.rmtree(self.pid_dir, ignore_errors=True)
+            raise MultilangError(f"component {component!r} (task {task_id}): cannot start "
+                                 f"{self.command!r}: {exc}") from exc
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        assert self.proc.stderr is not None
+        self.stdin: IO[bytes] = self.proc.stdin
+        threading.Thread(target=self._read_stdout, args=(self.proc.stdout,), daemon=True,
+                         name=f"multilang-out-{task_id}").start()
+        threading.Thread(target=self._read_stderr, args=(self.proc.stderr,), daemon=True,
+                         name=f"multilang-err-{task_id}").start()
+
+    # -- the reader threads ------------------------------------------------------------------
+    def _read_stdout(self, out: IO[bytes]) -> None:
+        limit = self.max_message_bytes
+        parts: list[bytes] = []
+        size = 0
+        try:
+            while True:
+                line = out.readline(limit + 2)
+                if not line:
+                    self.messages.put(_Broken("its stdout closed (the process exited)"))
+                    return
+                if line in (b"end\n", b"end\r\n") or (line == b"end" and not parts):
+                    text = b"".join(parts).strip()
+                    parts, size = [], 0
+                    if not text:  # blank messages between messages are tolerated
+                        continue
+                    self.messages.put(self._decode(text))
+                    if self.broken_by_reader:
+                        return
+                    continue
+                size += len(line)
+                if size > limit:
+                    self.messages.put(_Broken(
+                        f"it sent a message over {limit} bytes (max_message_bytes)"))
+                    return
+                parts.append(line)
+        except (OSError, ValueError) as exc:
+            self.messages.put(_Broken(f"reading its stdout failed: {exc}"))
+
+    broken_by_reader = False
+
+    def _decode(self, text: bytes) -> Message | _Broken:
+        try:
+            return parse_message(json.loads(text))
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError
+            self.broken_by_reader = True
+            return _Broken(f"it sent a malformed message ({exc}): {text[:200]!r}")
+
+    def _read_stderr(self, err: IO[bytes]) -> None:
+        try:
+            for raw in iter(err.readline, b""):
+                line = raw.decode(errors="replace").rstrip("\n")
+                self.stderr_tail.append(line)
+                log.debug("%s[%s] stderr: %s", self.component, self.task_id, line)
+        except (OSError, ValueError):
+            pass
+
+    # -- the task thread's side ------------------------------------------------------------
+    def handshake(self, conf: Mapping[str, Any], context: Mapping[str, Any]) -> int:
+        """Send ``conf``/``context``/``pidDir``; the component's pid from its answer."""
+        self.send({"conf": dict(conf), "context": dict(context), "pidDir": self.pid_dir})
+        msg = self.receive()
+        if not isinstance(msg, Pid):
+            raise self.failure(f"it answered the handshake with {msg!r}, not a pid")
+        return msg.pid
+
+    def send(self, payload: Any) -> None:
+        """Write one message to the component's stdin."""
+        self.send_encoded(encode_message(payload))
+
+    def send_encoded(self, data: bytes) -> None:
+        """Write already encoded messages (:func:`encode_message`) in one write."""
+        if self.broken is not None:
+            raise self.failure(self.broken)
+        try:
+            self.stdin.write(data)
+            self.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError) as exc:
+            raise self.failure(f"writing to it failed ({exc}): it has exited") from exc
+
+    def receive(self, timeout_s: float | None = None) -> Message:
+        """The next message, waiting up to ``timeout_s`` (default: the heartbeat timeout).
+
+        Raises:
+            MultilangError: It exited, hung past the timeout, or broke the protocol.
+        """
+        if self.broken is not None:
+            raise self.failure(self.broken)
+        wait = self.heartbeat_timeout_s if timeout_s is None else timeout_s
+        try:
+            msg = self.messages.get(timeout=wait)
+        except queue.Empty:
+            self.broken = (f"it did not answer within {wait:g} s (heartbeat timeout): "
+                           "it hangs")
+            raise self.failure(self.broken) from None
+        if isinstance(msg, _Broken):
+            self.broken = msg.reason
+            raise self.failure(msg.reason)
+        return msg
+
+    def poll(self) -> Message | None:
+        """The next message if one has arrived, else None (a broken stream raises)."""
+        if self.messages.empty():
+            return None
+        return self.receive(0)
+
+    def exited_cleanly(self, wait_s: float = 2.0) -> bool:
+        """Its stdout closed and the process exited with status 0 (waits up to ``wait_s``
+        for the exit once the stream has ended)."""
+        if self.broken is None:
+            return False
+        try:
+            return self.proc.wait(wait_s) == 0
+        except subprocess.TimeoutExpired:
+            return False
+
+    def alive(self) -> bool:
+        """The subprocess runs and its stream is intact."""
+        return self.broken is None and self.proc.poll() is None
+
+    def failure(self, reason: str) -> MultilangError:
+        """The error that fails the task: component, command, reason and stderr tail."""
+        code = self.proc.poll()
+        if code is None and self.broken is not None and self.broken.startswith("its stdout"):
+            try:  # the stream ended: the exit is under way
+                code = self.proc.wait(1.0)
+            except subprocess.TimeoutExpired:
+                code = None
+        if code is None and self.broken is not None:
+            self.close(0.1)  # a hung or misbehaving process is not left running
+            code = self.proc.poll()
+        elif code is not None:
+            try:  # its last stderr lines may still be in the pipe
+                self.proc.wait(0.5)
+            except subprocess.TimeoutExpired:
+                pass
+        status = "" if code is None else f" (exit code {code})"
+        tail = "\n".join(self.stderr_tail) or "(nothing)"
+        return MultilangError(
+            f"multilang component {self.component!r} (task {self.task_id}, "
+            f"command {' '.join(self.command)!r}, pid {self.proc.pid}){status}: {reason}\n"
+            f"last lines of its stderr:\n{tail}")
+
+    def close(self, grace_s: float = 2.0) -> None:
+        """Close its stdin (a multilang component exits on EOF), then kill it if needed."""
+        try:
+            self.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.pid_dir, ignore_errors=True)
+
+
+def storm_context(component: str, task_id: int, component_tasks: Mapping[str, Sequence[int]],
+                  source_fields: Mapping[str, Mapping[str, Sequence[str]]]
+                  ) -> dict[str, Any]:
+    """The handshake's ``context`` as Storm sends it (``task->component``, ``taskid``,
+    ``componentid``, ``source->stream->fields``)."""
+    return {
+        "task->component": {str(t): name for name, ts in component_tasks.items() for t in ts},
+        "taskid": task_id,
+        "componentid": component,
+        "source->stream->fields": {src: {s: list(f) for s, f in streams.items()}
+                                   for src, streams in source_fields.items()},
+    }

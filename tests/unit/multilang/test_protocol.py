@@ -1,0 +1,146 @@
+"""The host's end of Storm's multilang protocol against real subprocesses (tiny scripts
+that speak it by hand): framing, the handshake, and every way a component can break it."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from jstormpy.api.errors import MultilangError
+from jstormpy.multilang.protocol import (
+    Ack,
+    Emit,
+    ErrorReport,
+    LogMessage,
+    Metric,
+    ShellProcess,
+    Sync,
+    parse_message,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+HANDSHAKE = textwrap.dedent("""\
+    import json, os, sys
+    def read():
+        lines = []
+        for line in sys.stdin:
+            if line == "end\\n":
+                return json.loads("".join(lines))
+            lines.append(line)
+        sys.exit(0)
+    def send(msg):
+        sys.stdout.write(json.dumps(msg) + "\\nend\\n"); sys.stdout.flush()
+    hello = read()
+    open(os.path.join(hello["pidDir"], str(os.getpid())), "w").close()
+    send({"pid": os.getpid()})
+""")
+
+
+def script(tmp_path: Path, body: str) -> list[str]:
+    path = tmp_path / "component.py"
+    path.write_text(HANDSHAKE + textwrap.dedent(body))
+    return [sys.executable, str(path)]
+
+
+def started(tmp_path: Path, body: str, **kw) -> ShellProcess:
+    proc = ShellProcess(script(tmp_path, body), "comp", 7, **kw)
+    pid = proc.handshake({"topology.name": "t"}, {"taskid": 7})
+    assert pid == proc.proc.pid
+    assert (Path(proc.pid_dir) / str(pid)).exists()  # the pid file, as Storm expects
+    return proc
+
+
+def test_messages_of_every_kind_are_typed(tmp_path):
+    proc = started(tmp_path, """\
+        cmd = read()
+        send({"command": "log", "msg": "got " + cmd["command"], "level": 3})
+        send({"command": "emit", "tuple": ["a", 1], "stream": "s", "anchors": ["9"],
+              "need_task_ids": False})
+        send({"command": "metrics", "name": "m", "params": 5})
+        send({"command": "error", "msg": "oops"})
+        send({"command": "ack", "id": "9"})
+        send({"command": "sync"})
+        print("stderr line", file=sys.stderr)
+    """)
+    try:
+        proc.send({"command": "next"})
+        got = [proc.receive() for _ in range(6)]
+    finally:
+        proc.close()
+    assert got == [LogMessage("got next", 3),
+                   Emit(["a", 1], "s", None, ("9",), None, False),
+                   Metric("m", 5), ErrorReport("oops"), Ack("9"), Sync()]
+
+
+def test_a_process_that_exits_fails_with_its_exit_code_and_stderr(tmp_path):
+    proc = started(tmp_path, """\
+        read()
+        print("line one", file=sys.stderr)
+        print("Traceback: boom", file=sys.stderr)
+        sys.exit(4)
+    """)
+    proc.send({"command": "next"})
+    with pytest.raises(MultilangError) as err:
+        proc.receive()
+    msg = str(err.value)
+    assert "multilang component 'comp' (task 7" in msg and "exit code 4" in msg
+    assert msg.endswith("line one\nTraceback: boom")
+
+
+def test_a_hang_past_the_heartbeat_timeout_fails_and_the_process_is_killed(tmp_path):
+    proc = started(tmp_path, """\
+        read()
+        print("thinking...", file=sys.stderr, flush=True)
+        import time; time.sleep(600)
+    """, heartbeat_timeout_s=0.5)
+    proc.send({"command": "next"})
+    with pytest.raises(MultilangError, match="did not answer within 0.5 s"):
+        proc.receive()
+    assert proc.proc.poll() is not None  # not left running
+    with pytest.raises(MultilangError, match="thinking"):  # stays broken
+        proc.send({"command": "next"})
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    ('sys.stdout.write("{not json\\nend\\n"); sys.stdout.flush()', "malformed message"),
+    ('send(["a", "list"])', "expected a JSON object"),
+    ('send({"command": "launch-missiles"})', "unknown command 'launch-missiles'"),
+    ('send({"command": "emit", "tuple": "abc"})', "emit without a 'tuple' list"),
+    ('send({"command": "emit", "tuple": ["x" * 5000]})', "over 1000 bytes"),
+    ('sys.stdout.write("x" * 5000); sys.stdout.flush()', "over 1000 bytes"),
+])
+def test_malformed_or_oversized_messages_fail(tmp_path, body, reason):
+    proc = started(tmp_path, f"""\
+        read()
+        print("about to misbehave", file=sys.stderr, flush=True)
+        {body}
+        import time; time.sleep(600)
+    """, max_message_bytes=1000)
+    proc.send({"command": "next"})
+    with pytest.raises(MultilangError) as err:
+        proc.receive()
+    assert reason in str(err.value)
+    assert "about to misbehave" in str(err.value)
+    assert proc.proc.poll() is not None
+
+
+def test_a_command_that_cannot_start_is_named():
+    with pytest.raises(MultilangError, match="cannot start .*no-such-interpreter"):
+        ShellProcess(["no-such-interpreter-xyz", "a.py"], "comp", 1)
+
+
+@pytest.mark.parametrize("raw", [{"command": "ack"}, {"pid": "12"}, 3])
+def test_parse_rejects_what_the_protocol_does_not_define(raw):
+    with pytest.raises(ValueError):
+        parse_message(raw)
+
+
+def test_emit_asks_for_task_ids_unless_told_not_to():
+    # Storm's default: an emit is answered with its task ids unless need_task_ids is false
+    assert parse_message({"command": "emit", "tuple": [1]}).need_task_ids is True
+    assert parse_message({"command": "emit", "tuple": [1], "need_task_ids": False}
+                         ).need_task_ids is False
