@@ -31,6 +31,7 @@ A topology file defines ``topology`` (a Topology or TopologyBuilder) and optiona
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import logging
