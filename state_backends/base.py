@@ -106,8 +106,8 @@ def open_blob(sealed: bytes, what: str) -> bytes:
         end -= _TRAILER.size
         trailer, crc, length = _TRAILER.unpack_from(sealed, end)
         if trailer != _TRAILER_MAGIC:
-            raise CorruptSnapshotError(f"{what}: truncated ({end - _HEADER.size} bytes "
-                                       "of data, no trailer)")
+            raise CorruptSnapshotError(f"{what}: truncated or damaged at its end (no "
+                                       f"valid trailer after {end - _HEADER.size} bytes)")
     data = sealed[_HEADER.size:end]
     if len(data) != length:
         raise CorruptSnapshotError(f"{what}: truncated ({len(data)} of {length} bytes)")

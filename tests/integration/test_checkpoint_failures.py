@@ -143,9 +143,10 @@ def forced_checkpoints(handle: Any, n: int) -> list[int]:
 
 
 def corrupt(snapshot: Path) -> None:
-    """Flip a snapshot's last payload bytes: its checksum no longer matches."""
+    """Flip payload bytes in the middle of a snapshot: its checksum no longer matches
+    (the end of a streamed snapshot is its envelope's trailer)."""
     data = bytearray(snapshot.read_bytes())
-    for i in range(len(data) - 8, len(data)):
+    for i in range(len(data) // 2, len(data) // 2 + 8):
         data[i] ^= 0xFF
     snapshot.write_bytes(bytes(data))
 
