@@ -86,7 +86,7 @@ class ShellBolt(Bolt):
         self._proc = proc = start_process(self.settings, conf, context)
         self._sink = MessageSink(self, proc)
         self._in_flight: set[str] = set()
-        self._next_id = 0
+        self._next_tuple_id = 0
         self._heartbeat_sent: float | None = None
         now = time.monotonic()
         self._last_heartbeat = now
@@ -104,8 +104,8 @@ class ShellBolt(Bolt):
 
     def execute(self, tup: Tuple) -> None:
         """Send the tuple; wait for acks only when ``max_in_flight`` tuples are out."""
-        self._next_id += 1
-        tuple_id = str(self._next_id)
+        self._next_tuple_id += 1
+        tuple_id = str(self._next_tuple_id)
         self._send_tuple(tuple_id, tup.source, tup.stream, tup.task, tup.values)
         self._in_flight.add(tuple_id)
         self._pump(block=len(self._in_flight) >= self.max_in_flight)
@@ -115,9 +115,9 @@ class ShellBolt(Bolt):
         then as :meth:`execute`: wait for acks while over ``max_in_flight``."""
         proc = self._proc
         assert proc is not None
-        first = self._next_id + 1
-        self._next_id += len(batch.rows)
-        ids = [str(i) for i in range(first, self._next_id + 1)]
+        first = self._next_tuple_id + 1
+        self._next_tuple_id += len(batch.rows)
+        ids = [str(i) for i in range(first, self._next_tuple_id + 1)]
         head = {"comp": batch.source, "stream": batch.stream, "task": batch.task}
         try:
             data = b"".join(encode_message({"id": i, **head, "tuple": list(values)})
@@ -158,8 +158,8 @@ class ShellBolt(Bolt):
         freq = self.tick_tuple_freq_s
         if freq and now - self._last_tick >= freq:
             self._last_tick = now
-            self._next_id += 1
-            tuple_id = str(self._next_id)
+            self._next_tuple_id += 1
+            tuple_id = str(self._next_tuple_id)
             self._send_tuple(tuple_id, SYSTEM_COMPONENT, TICK_STREAM, -1, [freq])
             self._in_flight.add(tuple_id)
 

@@ -172,6 +172,8 @@ class ShellSpout(Spout):
         """Adopt the subprocess a rollback kept in this worker, or start one."""
         self._key = (context.topology, context.component, context.task_id)
         self._guarantee = str(conf.get("guarantee", "exactly_once"))
+        # acks wait until no recovery can restore a checkpoint before theirs
+        self._ledger.retained = max(1, int(conf.get("checkpoints_retained", 1)))
         self._name = context.component
         parked = _unpark(self._key)
         if parked is not None and parked.proc.alive():
@@ -191,8 +193,6 @@ class ShellSpout(Spout):
         """One ``next`` command: its emits, up to its ``sync``."""
         steps = self.__dict__.pop("_adopt", None)
         if steps is not None:  # an adopted subprocess: what the old task owed it
-            for msg_id in steps.acks:
-                self._command({"command": "ack", "id": msg_id})
             for msg_id in steps.fails:
                 self._command({"command": "fail", "id": msg_id})
         try:
@@ -232,7 +232,7 @@ class ShellSpout(Spout):
             elif isinstance(msg, (Ack, Fail)) or not self._sink.perform(msg):
                 proc.broken = f"a spout may not send {msg!r}"
                 raise proc.failure(proc.broken)
-        for msg_id in ack_now:  # covered re-emits (or at-most-once): the spout forgets them
+        for msg_id in ack_now:  # at-most-once: nothing to wait for, the spout forgets them
             self._command({"command": "ack", "id": msg_id})
         return emitted
 
@@ -250,10 +250,8 @@ class ShellSpout(Spout):
         if self._guarantee == "at_most_once":  # no checkpoints: nothing to wait for
             ack_now.append(msg.msg_id)
             return True
-        if self._ledger.emitted(msg.msg_id):
-            return True
-        ack_now.append(msg.msg_id)
-        return False
+        # False: the restored checkpoint covers it (dropped; the ledger acks it later)
+        return self._ledger.emitted(msg.msg_id)
 
     def close(self) -> None:
         """Keep the subprocess for the next generation's task of this worker (a rollback
@@ -272,7 +270,7 @@ class ShellSpout(Spout):
         # every id it is owed an answer for: an adoption not yet told (no next_tuple since
         # open) included, or those ids would stay unanswered in the subprocess for good
         steps = self.__dict__.get("_adopt")
-        owed = [] if steps is None else steps.acks + steps.fails
+        owed = [] if steps is None else list(steps.fails)
         _park(self._key, proc, owed + self._ledger.in_flight())
 
     def _command_on(self, proc: ShellProcess, payload: dict[str, Any]) -> None:

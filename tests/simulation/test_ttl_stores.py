@@ -7,11 +7,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from jstormpy.state_store import RocksState, Stamped
 from jstormpy.testing.simulation import stores as stores_module
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault, FaultPlan
 from jstormpy.testing.simulation.scenario import run_seed, run_seeds
-from jstormpy.testing.simulation.stores import CounterStores
+from jstormpy.testing.simulation.stores import CounterStores, NativeState, materialised
 from jstormpy.testing.simulation.world import World
 from tests.manual_clock import Clock
 
@@ -26,9 +28,13 @@ def _leftovers() -> set[str]:
     return {p.name for p in base.glob(f"jstorm-simulate-{os.getpid()}-*")}
 
 
-def test_a_snapshot_is_the_state_at_the_barrier_without_what_expired_by_then() -> None:
+@pytest.mark.parametrize("native", [False, True], ids=["full", "native"])
+def test_a_snapshot_is_the_state_at_the_barrier_without_what_expired_by_then(
+        native: bool) -> None:
+    """The full dump and the store's default (native SST files, read back out of them)
+    store the same entries."""
     clock = Clock()
-    stores = CounterStores(True, clock, 8)
+    stores = CounterStores(True, clock, 8, native=native)
     try:
         states = stores.open_counter({}, 10)
         state, counts = states["streak"], states["counts"]
@@ -43,8 +49,10 @@ def test_a_snapshot_is_the_state_at_the_barrier_without_what_expired_by_then() -
         state["after"] = 3  # the task goes on writing before the upload runs
         counts["old"] = 2
         clock.now += 100  # the upload runs late: "young" expired meanwhile
-        assert frozen.read() == {"streak": {"young": Stamped(1006.0, 2)},
-                                 "counts": {"old": 1}}
+        stored = frozen.read(1, 1, 0)
+        assert all(isinstance(v, NativeState) for v in stored.values()) == native
+        assert materialised(stored) == {"streak": {"young": Stamped(1006.0, 2)},
+                                        "counts": {"old": 1}}
     finally:
         stores.close()
 

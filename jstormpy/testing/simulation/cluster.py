@@ -225,7 +225,7 @@ class SimTask:
         self.rr = 0
         # Fault.MULTILANG_SPOUT: the host side of a ShellSpout (jstormpy/multilang/spout.py)
         self.multilang = component == "spout" and self.sim.plan.on(Fault.MULTILANG_SPOUT)
-        self.ledger = AckLedger()
+        self.ledger = AckLedger(retained=RETAINED)
         self.adopt: AdoptSteps | None = None
         self.proc: SimShellProcess | None = None
         if self.multilang:
@@ -235,8 +235,7 @@ class SimTask:
                 self.proc = parked[0]
                 self.adopt = self.ledger.adopt(parked[1])
                 self.sim.world.note(f"spout task {task_id}: kept multilang subprocess "
-                                    f"adopted, {len(self.adopt.acks)} acks and "
-                                    f"{len(self.adopt.fails)} fails owed")
+                                    f"adopted, {len(self.adopt.fails)} fails owed")
             else:
                 broker = self.sim.brokers.setdefault(task_id, set())
                 self.proc = SimShellProcess(broker, len(self.sim.inputs[task_id]))
@@ -250,7 +249,7 @@ class SimTask:
         if proc is not None and proc.alive and self.worker.alive and not self.snapshots.stopped:
             # ShellSpout.close: the subprocess waits for the next generation's task, with
             # every id it is owed an answer for (an adoption not yet told included)
-            owed = [] if self.adopt is None else self.adopt.acks + self.adopt.fails
+            owed = [] if self.adopt is None else list(self.adopt.fails)
             self.worker.parked[self.task_id] = (proc, owed + self.ledger.in_flight())
         self.snapshots.stop()
         if "streak" in self.states:
@@ -284,8 +283,6 @@ class SimTask:
         if not proc.alive:
             return
         if self.adopt is not None:  # what the old task owed the kept subprocess
-            for i in self.adopt.acks:
-                proc.ack(i)
             for i in self.adopt.fails:
                 proc.fail(i)
             self.adopt = None
@@ -309,8 +306,7 @@ class SimTask:
             tally = layout.tasks("tally")
             self.emit(tally[self.rr % len(tally)], Record(key, seq))
             self.rr += 1
-        else:
-            proc.ack(i)  # the restored checkpoint holds it: dropped
+        else:  # the restored checkpoint holds it: dropped (the ledger acks it later)
             self.sim.world.note(f"spout task {self.task_id}: re-emitted id {i} dropped "
                                 "(the restored checkpoint covers it)")
         self.sim.world.at(self.sim.world.latency(0.5, 3), self.spout_step, "")
