@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from jstormpy import Config, read_committed
+
+_SCRIPT = Path(sys.executable).parent / "jstorm"
+JSTORM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jstormpy.cli.main"]
+"""The installed ``jstorm`` command of this interpreter (or its module, run directly)."""
 
 
 def wait_until(pred: Callable[[], Any], timeout: float = 20.0, what: str = "condition",

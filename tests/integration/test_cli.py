@@ -6,19 +6,16 @@ import json
 import re
 import signal
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from .helpers import wait_until
+from .helpers import JSTORM, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
 ROOT = Path(__file__).resolve().parents[2]
-_SCRIPT = Path(sys.executable).parent / "jstorm"
-JSTORM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jstormpy.cli.main"]
 NAME = "cli-forever"
 
 FOREVER = '''

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -12,10 +11,10 @@ import pytest
 
 from jstormpy import read_committed
 
+from .helpers import JSTORM
+
 pytestmark = pytest.mark.timeout(180)
 
-_SCRIPT = Path(sys.executable).parent / "jstorm"
-JSTORM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jstormpy.cli.main"]
 
 
 def jstorm(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:

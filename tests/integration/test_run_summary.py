@@ -8,15 +8,14 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from .helpers import JSTORM
+
 pytestmark = pytest.mark.timeout(120)
 
-_SCRIPT = Path(sys.executable).parent / "jstorm"
-JSTORM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jstormpy.cli.main"]
 
 JOB = '''
 from jstormpy import FileSink

@@ -10,18 +10,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from .helpers import wait_until
+from .helpers import JSTORM, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
-_SCRIPT = Path(sys.executable).parent / "jstorm"
-JSTORM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jstormpy.cli.main"]
 
 COUNTER = '''
 from jstormpy import Bolt, Config, FileSink, Spout, TopologyBuilder

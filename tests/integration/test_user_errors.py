@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,11 +16,10 @@ from jstormpy.api.errors import JStormError
 from jstormpy.api.restart import RestartStrategy
 
 from .components import FailOn, NumberSpout
+from .helpers import JSTORM
 
 pytestmark = pytest.mark.timeout(180)
 
-_SCRIPT = Path(sys.executable).parent / "jstorm"
-JSTORM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jstormpy.cli.main"]
 
 BUGGY = '''
 from jstormpy import Bolt, Config, FileSink, Spout, TopologyBuilder
