@@ -266,15 +266,19 @@ class SimTask:
         if self.offset < len(records):
             key, seq = records[self.offset]
             self.offset += 1
-            layout = self.worker.layout
-            self.emit(route(key, layout.tasks("count")), Record(key, seq))
-            tally = layout.tasks("tally")
-            self.emit(tally[self.rr % len(tally)], Record(key, seq))
-            self.rr += 1
+            self._emit_record(key, seq)
         else:
             self.eos_sent = True  # the next barrier tells the TM: finished
             return
         self.sim.world.at(self.sim.world.latency(0.5, 3), self.spout_step, "")
+
+    def _emit_record(self, key: str, seq: int) -> None:
+        """A spout's record: to its key's counter task and, round robin, to a tally."""
+        layout = self.worker.layout
+        self.emit(route(key, layout.tasks("count")), Record(key, seq))
+        tally = layout.tasks("tally")
+        self.emit(tally[self.rr % len(tally)], Record(key, seq))
+        self.rr += 1
 
     def _shell_spout_step(self) -> None:
         """One ``next`` of a multilang spout (Fault.MULTILANG_SPOUT)."""
@@ -300,12 +304,7 @@ class SimTask:
                 self.eos_sent = True  # every record acked: it exits 0, end of input
                 return
         elif self.ledger.emitted(i):
-            key, seq = self.sim.inputs[self.task_id][i]
-            layout = self.worker.layout
-            self.emit(route(key, layout.tasks("count")), Record(key, seq))
-            tally = layout.tasks("tally")
-            self.emit(tally[self.rr % len(tally)], Record(key, seq))
-            self.rr += 1
+            self._emit_record(*self.sim.inputs[self.task_id][i])
         else:  # the restored checkpoint holds it: dropped (the ledger acks it later)
             self.sim.world.note(f"spout task {self.task_id}: re-emitted id {i} dropped "
                                 "(the restored checkpoint covers it)")

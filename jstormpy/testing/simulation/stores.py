@@ -60,14 +60,24 @@ class NativeState:
     entry: dict[str, Any]
     backend: MemoryBackend = field(compare=False, repr=False)
 
-    def entries(self, name: str) -> dict[Any, Any]:
-        """State ``name``'s entries, read out of the checkpoint's files."""
-        return materialise(self.backend, self.entry, None, "a simulated snapshot")[name]
+    def read(self) -> dict[str, dict[Any, Any]]:
+        """Every state's entries, read out of the checkpoint's files."""
+        return materialise(self.backend, self.entry, None, "a simulated snapshot")
 
 
 def materialised(states: dict[str, Any]) -> dict[str, Any]:
-    """``states`` with every :class:`NativeState` read into its entries."""
-    return {n: v.entries(n) if isinstance(v, NativeState) else v for n, v in states.items()}
+    """``states`` with every :class:`NativeState` read into its entries (each native
+    checkpoint read once, however many states it holds)."""
+    read: dict[int, dict[str, dict[Any, Any]]] = {}
+    out: dict[str, Any] = {}
+    for name, value in states.items():
+        if not isinstance(value, NativeState):
+            out[name] = value
+            continue
+        if id(value) not in read:
+            read[id(value)] = value.read()
+        out[name] = read[id(value)][name]
+    return out
 
 
 @dataclass(frozen=True)
