@@ -96,7 +96,7 @@ class AckLedger:
         self.open = []
         self.last_barrier = checkpoint_id
 
-    def snapshot(self) -> dict[str, list[Any]]:
+    def snapshot(self) -> dict[str, Any]:
         """At a barrier: every id up to it not acked yet (what a restore covers)."""
         ids = [i for batch in self.pending.values() for i in batch]
         return {"unacked": ids + list(self.covered.values()), "checkpoint": self.last_barrier}
