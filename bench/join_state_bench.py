@@ -68,8 +68,9 @@ def run_one(child: str, rows: int, keys: int, probes: int, seed: int) -> dict[st
         managed_states,
         use_state_store,
     )
-    from jstormpy.dataflow.bolts import IntervalJoinBolt, WindowJoinBolt
+    from jstormpy.dataflow.interval_join import IntervalJoinBolt
     from jstormpy.dataflow.records import KEYED_FIELDS
+    from jstormpy.dataflow.window_join import WindowJoinBolt
     from jstormpy.runtime.snapshots import capture, release, serialise
     from jstormpy.state_store import RocksDBStore, open_store
     from jstormpy.window import TumblingWindows

@@ -48,6 +48,38 @@ the ``main`` and ``tokens`` modules of packages of the same names (the rooms); t
 paths now name those packages, and they held no class that is ever pickled."""
 
 
+SPLIT: dict[str, tuple[str, ...]] = {
+    f"{PACKAGE}.dataflow.bolts": tuple(f"{PACKAGE}.dataflow.{new}" for new in (
+        "fusion", "keyed", "event_time", "window_aggregate", "joins", "window_join",
+        "interval_join", "sink_adapter")),
+}
+"""Old module path -> the modules it was split into (issue 36 split the dataflow's
+compiled bolts by concern). The old path imports as a module holding every name of
+those modules, so a class pickled under it is found again (the same class object)."""
+
+RENAMED: dict[str, dict[str, str]] = {
+    f"{PACKAGE}.dataflow.bolts": {"_JoinBolt": "JoinBolt", "_check_ms": "check_ms",
+                                  "_check_timestamps": "check_timestamps"},
+}
+"""Names that changed in a split: old name -> the name in the new modules."""
+
+
+class _SplitLoader(importlib.abc.Loader):
+    """Loads an old path as a module gathering the names of the modules it became."""
+
+    def __init__(self, old: str, parts: tuple[str, ...]) -> None:
+        self.old = old
+        self.parts = parts
+
+    def exec_module(self, module: ModuleType) -> None:
+        for part in self.parts:
+            new = importlib.import_module(part)
+            module.__dict__.update({k: v for k, v in vars(new).items()
+                                    if not k.startswith("__")})
+        for old_name, name in RENAMED.get(self.old, {}).items():
+            module.__dict__[old_name] = module.__dict__[name]
+
+
 class _AliasLoader(importlib.abc.Loader):
     """Loads an old path as the module at its new path."""
 
@@ -66,14 +98,18 @@ class _AliasLoader(importlib.abc.Loader):
 
 
 class MovedModuleFinder(importlib.abc.MetaPathFinder):
-    """Finds the old paths in :data:`MOVED` (consulted after the normal finders)."""
+    """Finds the old paths in :data:`MOVED` and :data:`SPLIT` (consulted after the normal
+    finders)."""
 
     def find_spec(self, fullname: str, path: object = None,
                   target: object = None) -> importlib.machinery.ModuleSpec | None:
         new = MOVED.get(fullname)
-        if new is None:
-            return None
-        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(new))
+        if new is not None:
+            return importlib.machinery.ModuleSpec(fullname, _AliasLoader(new))
+        parts = SPLIT.get(fullname)
+        if parts is not None:
+            return importlib.machinery.ModuleSpec(fullname, _SplitLoader(fullname, parts))
+        return None
 
 
 def install() -> None:

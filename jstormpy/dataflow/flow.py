@@ -4,7 +4,7 @@ Streams are immutable descriptions of a graph of operators; nothing is compiled 
 ``Dataflow.build()``. Then every sink's stream is compiled, once per stream:
 
 * a run of ``map`` / ``filter`` / ``flat_map`` steps becomes one
-  :class:`~jstormpy.dataflow.bolts.ChainBolt` (one fused function per item, no tuple
+  :class:`~jstormpy.dataflow.fusion.ChainBolt` (one fused function per item, no tuple
   between the steps), named after the first step; a step read by more than one
   consumer, or whose ``parallelism=`` differs from the run's, ends the run;
 * a ``key_by`` fuses into the run before it (if that run has no other consumer), and its
@@ -29,19 +29,13 @@ from typing import Any
 from jstormpy.api.component import DEFAULT_STREAM, declared_streams
 from jstormpy.api.errors import TopologyError
 from jstormpy.api.topology import Topology, TopologyBuilder
-from jstormpy.dataflow.bolts import (
-    ChainBolt,
-    InputKey,
-    IntervalJoinBolt,
-    ReduceBolt,
-    StatefulMapBolt,
-    Step,
-    StepKind,
-    WindowAggregateBolt,
-    WindowJoinBolt,
-    dataflow_sink,
-)
+from jstormpy.dataflow.fusion import ChainBolt, InputKey, Step, StepKind
+from jstormpy.dataflow.interval_join import IntervalJoinBolt
+from jstormpy.dataflow.keyed import ReduceBolt, StatefulMapBolt
 from jstormpy.dataflow.records import KEY_FIELD, LATE_STREAM, Wire
+from jstormpy.dataflow.sink_adapter import dataflow_sink
+from jstormpy.dataflow.window_aggregate import WindowAggregateBolt
+from jstormpy.dataflow.window_join import WindowJoinBolt
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 from jstormpy.api.batch import Batch
 from jstormpy.api.component import Tuple
 from jstormpy.barrier.twophase import Sink
-from jstormpy.dataflow.bolts import ChainBolt, Step, StepKind, dataflow_sink, raw_items
+from jstormpy.dataflow.fusion import ChainBolt, Step, StepKind, raw_items
 from jstormpy.dataflow.records import ITEM_FIELDS, KEYED_FIELDS, Wire, as_record
+from jstormpy.dataflow.sink_adapter import dataflow_sink
 
 from .drive import prepare
 

@@ -13,7 +13,7 @@ from jstormpy import FileSink, LocalCluster  # noqa: F401 - the public API the f
 from jstormpy.api.errors import TopologyError
 from jstormpy.connectors.sources import SequenceSpout
 from jstormpy.dataflow import Dataflow, JoinResult, KeyedValue, WindowResult
-from jstormpy.dataflow.bolts import ChainBolt
+from jstormpy.dataflow.fusion import ChainBolt
 from jstormpy.dataflow.records import RecordTuples, as_record, record_tuple
 from jstormpy.window import Count, TumblingWindows
 

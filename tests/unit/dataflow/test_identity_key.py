@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jstormpy.dataflow import Dataflow
-from jstormpy.dataflow.bolts import ChainBolt, is_identity
+from jstormpy.dataflow.fusion import ChainBolt, is_identity
 from jstormpy.dataflow.records import KEYED_FIELDS, SELF_KEYED_FIELDS
 from jstormpy.testing import TestingSink, TestingSource, run_inline
 from jstormpy.window import Count, TumblingWindows

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from jstormpy import state_store
 from jstormpy.api.component import managed_states, use_state_store
 from jstormpy.dataflow import JoinResult
-from jstormpy.dataflow.bolts import IntervalJoinBolt, WindowJoinBolt, join_windows
+from jstormpy.dataflow.interval_join import IntervalJoinBolt
+from jstormpy.dataflow.window_join import WindowJoinBolt, join_windows
 from jstormpy.window import SessionWindows, SlidingWindows, TumblingWindows
 
 from .drive import bounded_shuffle, keyed_tuple, prepare

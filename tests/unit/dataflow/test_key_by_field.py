@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from jstormpy.api.errors import TopologyError
 from jstormpy.dataflow import Dataflow
-from jstormpy.dataflow.bolts import ChainBolt
+from jstormpy.dataflow.fusion import ChainBolt
 from jstormpy.testing import TestingSink, TestingSource, run_inline
 
 from .drive import prepare, raw_tuple

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from jstormpy.api.errors import TopologyError
 from jstormpy.dataflow import KeyedValue
-from jstormpy.dataflow.bolts import ReduceBolt, StatefulMapBolt, Step, StepKind
+from jstormpy.dataflow.fusion import Step, StepKind
+from jstormpy.dataflow.keyed import ReduceBolt, StatefulMapBolt
 from jstormpy.dataflow.records import Wire
 from jstormpy.keygroups import key_group, key_group_range
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jstormpy.dataflow import WindowResult
-from jstormpy.dataflow.bolts import WindowAggregateBolt
+from jstormpy.dataflow.window_aggregate import WindowAggregateBolt
 from jstormpy.window import SessionWindows, SlidingWindows, Sum, TumblingWindows
 
 from .drive import bounded_shuffle, keyed_tuple, prepare

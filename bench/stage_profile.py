@@ -1,0 +1,252 @@
+"""CPU per word of each stage of the per-tuple word count, one stage at a time.
+
+The peer harness's per-tuple word count (``lines -> split -> count -> sink`` and the
+windowed ``FinalCount``) crosses these stages for every word; this script drives the
+engine's real code for each stage alone, in one process, and prints the CPU time per word:
+
+    emit (spout)   ``Lines`` emitting one sentence per call through a one-target route
+    tuple+loop     ``TaskExecutor._execute_batch`` of a bolt whose ``execute`` does nothing
+    split          the user's ``Split.execute`` (``str.split``, a loop, a call per word),
+                   with ``emit`` a no-op
+    emit (fields)  ``emit`` -> fields route -> batch, the split's 10 emits per sentence
+    encode         ``codec.encode_item`` of the fields hop's 512-word batches
+    socket         those bytes through a local socket pair (no TLS, no frame header)
+    decode         ``codec.decode_item``
+    count          the user's ``Count.execute`` with managed state in memory
+                   (``get`` + set), ``emit`` a no-op
+    emit (sink)    ``emit((word, count))`` through the count -> sink one-target route
+    sink encode    ``FileSink``'s jsonl batch encoder (``connectors/jsonl.py``) + ``write``
+    window add     ``FinalCount`` (ingestion-time ``WindowedBolt``) on channel batches
+
+Figures are the minimum over ``--repeat`` runs of ``time.process_time`` (the machine may be
+shared: the minimum is the least disturbed run). ``--stage NAME --times N`` runs one stage
+only, so an instruction counter can count it, which repeats on a busy machine:
+``valgrind --tool=callgrind`` of ``--times 2`` minus ``--times 1`` is one warm run of the stage
+(the route's key memo filled, as in a long run); divide by the words.
+
+    python -m bench.stage_profile [--words 200000] [--repeat 5] [--stage NAME [--times N]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.profile_datapath import Count, FinalCount, Split, _task, make_lines
+from jstormpy import Bolt
+from jstormpy.connectors.jsonl import encode_rows
+from jstormpy.runtime.collector import apply_collector_policy
+from jstormpy.runtime.codec import decode_item, encode_item
+from jstormpy.runtime.routing import MessageKind, OutputCollector, Route
+
+BATCH = 512
+
+
+class Nothing(Bolt):
+    """A bolt whose ``execute`` does nothing: the engine's loop and ``Tuple`` alone."""
+
+    outputs = ("word",)
+
+    def execute(self, tup: Any) -> None:
+        pass
+
+
+def _null_emit(values: Any, stream: str = "default") -> None:
+    pass
+
+
+def _batches(rows: list[Any]) -> list[list[Any]]:
+    return [rows[i:i + BATCH] for i in range(0, len(rows), BATCH)]
+
+
+def stages(words_wanted: int) -> dict[str, Callable[[], int]]:
+    """Each stage as a callable that runs it once and returns the words it covered."""
+    lines = make_lines(max(1, words_wanted // 10))
+    words = [w for s in lines for w in s.split()]
+    n_words = len(words)
+    line_batches = _batches([(s,) for s in lines])
+    word_batches = _batches([(w,) for w in words])
+    counts: dict[str, int] = {}
+    pairs = []
+    for w in words:
+        counts[w] = counts.get(w, 0) + 1
+        pairs.append((w, counts[w]))
+    pair_batches = _batches(pairs)
+    sink_out: list[Any] = []
+
+    def sent(dst: int, item: Any) -> None:  # the transport encodes a batch and drops it
+        sink_out.append(len(item[3]))
+
+    def task(comp: Any, route: Route | None, fields: tuple[str, ...], emit_null: bool) -> Any:
+        ex = _task(3, "stage", comp, {"default": tuple(comp.outputs)}, route,
+                   {(2, "default"): ("up", {f: i for i, f in enumerate(fields)})}, sent)
+        if emit_null:
+            comp.__dict__["emit"] = _null_emit
+        return ex
+
+    def spout_emit() -> int:
+        sink_out.clear()
+        r = Route("global", "default", "split", [5], 1, sent, BATCH)
+        coll = OutputCollector(1, "lines", {"default": [r]}, [5], sent,
+                               streams={"default": ("sentence",)})
+        emit = coll.emit
+        for s in lines:
+            emit((s,))
+        return n_words
+
+    def tuple_loop() -> int:
+        ex = task(Nothing(), None, ("word",), True)
+        for b in word_batches:
+            ex._execute_batch(2, "default", b)
+        return n_words
+
+    def split_user() -> int:
+        ex = task(Split(), None, ("sentence",), True)
+        for b in line_batches:
+            ex._execute_batch(2, "default", b)
+        return n_words
+
+    # the route's key -> task memo is warm after the first run (as in a long run: the
+    # corpus's 10k words are 1 % of a split task's 1M words)
+    split_ex = task(Split(), Route("fields", "default", "count", [3, 4], 2, sent, BATCH,
+                                   (0,)), ("sentence",), False)
+
+    def split_emit() -> int:
+        sink_out.clear()
+        ex = split_ex
+        for b in line_batches:
+            ex._execute_batch(2, "default", b)
+        ex.collector.flush()
+        return n_words
+
+    encoded = [encode_item(3, (2, MessageKind.DATA, "default", b)) for b in word_batches]
+
+    def encode() -> int:
+        for b in word_batches:
+            encode_item(3, (2, MessageKind.DATA, "default", b))
+        return n_words
+
+    def through_socket() -> int:
+        a, b = socket.socketpair()
+        total = sum(map(len, encoded))
+
+        def reader() -> None:
+            got = 0
+            while got < total:
+                got += len(b.recv(1 << 20))
+
+        t = threading.Thread(target=reader)
+        t.start()
+        for e in encoded:
+            a.sendall(e)
+        t.join()
+        a.close()
+        b.close()
+        return n_words
+
+    def decode() -> int:
+        for e in encoded:
+            decode_item(memoryview(e))
+        return n_words
+
+    def count_user() -> int:
+        ex = task(Count(), None, ("word",), True)
+        for b in word_batches:
+            ex._execute_batch(2, "default", b)
+        return n_words
+
+    def sink_emit() -> int:
+        sink_out.clear()
+        r = Route("global", "default", "sink", [6], 3, sent, BATCH)
+        coll = OutputCollector(3, "count", {"default": [r]}, [6], sent,
+                               streams={"default": ("word", "count")})
+        emit = coll.emit
+        for p in pairs:
+            emit(p)
+        return n_words
+
+    sink_dir = tempfile.mkdtemp(prefix="jstorm-stage-")
+
+    def sink_encode() -> int:
+        index = {"word": 0, "count": 1}
+        with open(os.path.join(sink_dir, "out.jsonl"), "w") as fh:
+            for b in pair_batches:
+                text = encode_rows(b, index)
+                assert text is not None, "rows of the plain shape"
+                fh.write(text)
+        return n_words
+
+    def window_add() -> int:
+        ex = task(FinalCount(), None, ("word",), True)
+        for b in word_batches:
+            ex._execute_batch(2, "default", b)
+        return n_words
+
+    return {
+        "none": lambda: n_words,
+        "emit (spout)": spout_emit,
+        "tuple+loop": tuple_loop,
+        "split": split_user,
+        "emit (fields)": split_emit,
+        "encode": encode,
+        "socket": through_socket,
+        "decode": decode,
+        "count": count_user,
+        "emit (sink)": sink_emit,
+        "sink encode": sink_encode,
+        "window add": window_add,
+    }
+
+
+def measure(fn: Callable[[], int], repeat: int) -> float:
+    """Minimum CPU nanoseconds per word over ``repeat`` runs."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.process_time_ns()
+        n = fn()
+        best = min(best, (time.process_time_ns() - t0) / n)
+    return best
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--words", type=int, default=200_000)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--stage", default=None, help="run this stage --times times (for an "
+                   "instruction counter); 'none' runs only the set-up")
+    p.add_argument("--times", type=int, default=1)
+    args = p.parse_args()
+    table = stages(args.words)
+    apply_collector_policy("tuned")  # a worker's collector (Config.worker_gc default)
+    if args.stage is not None:
+        n = sum(table[args.stage]() for _ in range(args.times))
+        print(f"stage={args.stage!r} words={n}")
+        return
+    raw = {name: measure(fn, args.repeat) for name, fn in table.items() if name != "none"}
+    derived = dict(raw)
+    # a stage timed through the engine's loop carries the loop: report it without
+    for name in ("split", "count", "window add"):
+        derived[name] = raw[name] - raw["tuple+loop"] * (0.1 if name == "split" else 1.0)
+    derived["emit (fields)"] = raw["emit (fields)"] - raw["split"]
+    print(f"{'stage':<16}{'ns/word':>10}")
+    for name, ns in derived.items():
+        print(f"{name:<16}{ns:>10.0f}")
+    reduce_path = sum(derived[k] for k in ("emit (spout)", "split",
+                                           "emit (fields)", "encode", "socket", "decode",
+                                           "count", "emit (sink)", "sink encode"))
+    reduce_path += raw["tuple+loop"] * 1.1  # the split's loop (per line) and the sink's
+    window_path = sum(derived[k] for k in ("emit (spout)", "split", "emit (fields)",
+                                           "encode", "socket", "decode", "window add"))
+    window_path += raw["tuple+loop"] * 0.1
+    print(f"{'reduce path':<16}{reduce_path:>10.0f}")
+    print(f"{'window path':<16}{window_path:>10.0f}")
+
+
+if __name__ == "__main__":
+    main()
