@@ -151,6 +151,7 @@ class Worker(TaskHost):
     def fetch_topology(self, timeout_s: float = 60.0) -> None:
         """Fetch the topology and config from the TM (retrying while it starts)."""
         deadline = time.monotonic() + timeout_s
+        self.wait_for_tm_port(deadline)
         pause = 0.005
         while True:
             try:
@@ -191,6 +192,24 @@ class Worker(TaskHost):
         # the run the TM drives (run_identity.py), from the TM itself: a worker restarted
         # while the state backend is unreachable must not fail on reading it there
         self.run = RunIdentity.from_dict(json.loads(blob.run_json)) if blob.run_json else None
+
+    def wait_for_tm_port(self, deadline: float) -> None:
+        """Return once the TM's port accepts a TCP connection (or at ``deadline``).
+
+        A worker starts together with the TM and usually before it listens. A gRPC channel
+        whose first connection is refused waits out its reconnect back-off, measured at
+        about 200 ms whatever the channel's back-off options say; a plain connect every
+        5 ms costs nothing, so the channel's first attempt goes out once the TM listens
+        (``bench/startup_bench.py``: ``first_register``)."""
+        host, _, port = self.tm_address.rpartition(":")
+        while not self.shutdown.is_set():
+            try:
+                socket.create_connection((host.strip("[]"), int(port)), timeout=0.1).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    return  # the RPC below reports the TM unreachable, with gRPC's reason
+                self.shutdown.wait(0.005)
 
     @property
     def host(self) -> str:
