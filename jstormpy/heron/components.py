@@ -12,7 +12,9 @@ onto this engine's checkpoints:
   (``snapshot`` / ``restore``, the engine's custom-state hooks). A rollback starts every
   task afresh, so ``init_state`` sees the restored state again, as in Heron;
 - a heronpy spout emit with a ``tup_id`` is acked (``ack(tup_id)``) once a completed
-  checkpoint covers it; ``fail`` is never called (a failure rolls back instead);
+  checkpoint covers it and no recovery can fall back past that checkpoint (it is the
+  oldest of the ``Config.checkpoints_retained`` newest completed ones); ``fail`` is never
+  called (a failure rolls back instead);
 - exactly-once needs replayable spouts: a stateful spout keeps its read position in its
   state and is rewound with it; a spout that is not stateful is refused at submit under
   ``guarantee="exactly_once"`` (:meth:`HeronSpout.check_guarantee`);
@@ -207,8 +209,17 @@ class HeronSpout(Spout):
         return dict(self._state.items()) if self.stateful else None
 
     def on_checkpoint_complete(self, checkpoint_id: int) -> None:
-        """``ack(tup_id)`` for every tuple the completed checkpoint covers."""
-        while self._acks and self._acks[0][0] <= checkpoint_id:
+        """``ack(tup_id)`` for the tuples of checkpoints no recovery can fall back past:
+        the oldest of the ``checkpoints_retained`` newest completed ones and before (a
+        spout may then forget them, e.g. acknowledge them to its broker; the rule of
+        :mod:`jstormpy.multilang.acks`)."""
+        completed = self._completed
+        completed.append(checkpoint_id)
+        del completed[:-self._retained]
+        if len(completed) < self._retained:
+            return
+        safe = completed[0]
+        while self._acks and self._acks[0][0] <= safe:
             for tup_id in self._acks.pop(0)[1]:
                 self._impl.ack(tup_id)
 
@@ -221,6 +232,8 @@ class HeronSpout(Spout):
         track = conf.get("guarantee", "exactly_once") != "at_most_once"
         self._delegate = _SpoutDelegate(emitter, self.log, context.component, track)
         self._acks: list[tuple[int, list[Any]]] = []
+        self._completed: list[int] = []
+        self._retained = max(1, int(conf.get("checkpoints_retained", 1)))
         self._impl = impl = self.spout_cls(delegate=self._delegate)
         config = _heron_config(self.heron_config, context, context.parallelism)
         if self.stateful:
