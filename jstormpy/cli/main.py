@@ -623,7 +623,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "dict) and `verify(handle) -> bool`, called after it drains. Modules "
                     "next to FILE can be imported from it. In a streamparse project's root, "
                     "FILE may instead be one of its topologies/ files (its Topology class "
-                    "runs with multilang components, docs/coming-from.md).",
+                    "runs with multilang components); a file that imports heronpy runs as "
+                    "`heron submit` runs it, its build_and_submit() captured "
+                    "(docs/coming-from.md).",
         epilog="Run state (registration, logs, default checkpoints and savepoints) lives "
                "under $JSTORM_HOME (default ~/.jstorm): runs/NAME/, checkpoints/NAME/. "
                "Exit status: 0 drained, or stopped on request (jstorm kill, jstorm "
@@ -639,7 +641,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "trusted single-host runs")
     r.add_argument("--timeout", type=float, default=None, help="give up after N seconds")
     r.add_argument("--for", dest="for_s", type=float, default=None, metavar="SECONDS",
-                   help="run a job that never ends (a streamparse topology) for SECONDS, "
+                   help="run a job that never ends (a streamparse or heronpy topology) for "
+                        "SECONDS, "
                         "then checkpoint, print its counters and stop (exit 0)")
     r.add_argument("--chaos", type=int, default=None, metavar="SEED",
                    help="SIGKILL workers at seeded random moments while it runs")
