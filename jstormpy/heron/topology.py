@@ -39,20 +39,26 @@ GUARANTEES = {TopologyReliabilityMode.ATMOST_ONCE: "at_most_once",
 """Heron's reliability modes as jstormpy guarantees."""
 
 
+def _imports(tree: ast.AST, package: str) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(
+                a.name == package or a.name.startswith(package + ".") for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and (
+                node.module == package or node.module.startswith(package + ".")):
+            return True
+    return False
+
+
 def uses_heronpy(path: Path) -> bool:
-    """Whether the Python file imports heronpy (read, not run)."""
+    """Whether the Python file is a heronpy topology file (read, not run): it imports
+    heronpy and not jstormpy (a jstormpy file with heronpy components is a jstormpy file,
+    whose ``__main__`` block is its own)."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except (SyntaxError, UnicodeDecodeError, OSError):
         return False  # running it reports the problem
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import) and any(
-                a.name == "heronpy" or a.name.startswith("heronpy.") for a in node.names):
-            return True
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and (
-                node.module == "heronpy" or node.module.startswith("heronpy.")):
-            return True
-    return False
+    return _imports(tree, "heronpy") and not _imports(tree, "jstormpy")
 
 
 def find_heron_topology(namespace: Mapping[str, Any], submitted: list[type]) -> type | None:

@@ -262,3 +262,29 @@ def _with_input(grouping):
 def test_a_bad_topology_gets_an_error_naming_the_problem(build, message):
     with pytest.raises(TopologyError, match=message):
         build()
+
+
+def test_a_jstormpy_file_using_heronpy_components_runs_as_a_module_not_as_main(tmp_path):
+    """Only a heronpy topology file (heronpy imports, no jstormpy ones) is run as
+    ``heron submit`` runs it; a jstormpy file with heronpy components keeps its
+    ``__main__`` block to itself."""
+    from jstormpy.cli.main import load_topology_file
+
+    file = tmp_path / "mixed.py"
+    file.write_text(
+        "from heronpy.api.bolt.bolt import Bolt\n"
+        "from jstormpy import SequenceSpout, TopologyBuilder\n"
+        "from jstormpy.heron import HeronBolt\n"
+        "class Echo(Bolt):\n"
+        "    outputs = ['key']\n"
+        "    def process(self, tup):\n"
+        "        self.emit([tup.values[0]])\n"
+        "b = TopologyBuilder('mixed')\n"
+        "b.set_spout('s', SequenceSpout(keys=2, per_key=3))\n"
+        "b.set_bolt('e', HeronBolt(Echo)).shuffle_grouping('s')\n"
+        "topology = b.build()\n"
+        "if __name__ == '__main__':\n"
+        "    raise SystemExit('the __main__ block ran')\n")
+    module = load_topology_file(str(file))
+    assert module.topology.name == "mixed"
+    assert isinstance(module.topology.components["e"].obj, HeronBolt)
