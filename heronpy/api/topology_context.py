@@ -32,4 +32,5 @@ class TopologyContext:
 
     @abstractmethod
     def register_metric(self, name: str, metric: Any, time_bucket_in_sec: int) -> None:
-        """Register a metric (its values are logged every ``time_bucket_in_sec``)."""
+        """Register a metric (jstormpy keeps it on the context; it is not exported: the
+        task's own metrics are, docs/operations.md)."""
