@@ -52,7 +52,7 @@ from jstormpy.api.component import (
     Tuple,
     bound_emitter,
 )
-from jstormpy.api.errors import HeronError, TopologyError
+from jstormpy.api.errors import HeronError, JStormError, TopologyError
 from jstormpy.heron.context import LOG_LEVELS, HeronTopologyContext
 
 TICK_FREQ_KEY = "topology.tick.tuple.freq.secs"
@@ -148,6 +148,19 @@ class _SpoutDelegate(_Delegate):
         return self.send(tup, stream, direct_task, need_task_ids)
 
 
+def _redistribute_state(old_states: Sequence[Any], new_parallelism: int) -> list[Any]:
+    """The rescale hook (``redistribute_state``): a stateless heronpy component has no state
+    to move; a stateful one's belongs to its task (a heronpy ``State`` is not keyed), so its
+    parallelism cannot change."""
+    if any(state is not None for state in old_states):
+        raise JStormError(
+            "a stateful heronpy component (StatefulComponent) keeps its state per task, and "
+            "heronpy's State is not keyed, so it cannot be split over another number of "
+            "tasks: its parallelism cannot change (keep keyed state in a jstormpy bolt's "
+            "self.state(...) to rescale it)")
+    return [None] * new_parallelism
+
+
 def _heron_config(own: Mapping[str, Any], context: TopologyContext,
                   parallelism: int) -> dict[str, Any]:
     return {**own, "topology.name": context.topology,
@@ -178,6 +191,8 @@ class HeronSpout(Spout):
         for key in ("_impl", "_delegate", "_state"):
             state.pop(key, None)
         return state
+
+    redistribute_state = staticmethod(_redistribute_state)
 
     def check_guarantee(self, guarantee: str, name: str) -> None:
         """Submit-time check: exactly-once needs a spout that a rollback can rewind."""
@@ -295,6 +310,8 @@ class HeronBolt(Bolt):
         for key in ("_impl", "_delegate", "_state", "_process"):
             state.pop(key, None)
         return state
+
+    redistribute_state = staticmethod(_redistribute_state)
 
     def restore(self, snap: Any) -> None:
         """The state of the restored checkpoint (before ``prepare``)."""

@@ -288,3 +288,19 @@ def test_a_jstormpy_file_using_heronpy_components_runs_as_a_module_not_as_main(t
     module = load_topology_file(str(file))
     assert module.topology.name == "mixed"
     assert isinstance(module.topology.components["e"].obj, HeronBolt)
+
+
+@pytest.mark.parametrize("component", [HeronBolt, HeronSpout])
+def test_a_stateless_heronpy_component_rescales_and_a_stateful_one_is_refused(component):
+    from jstormpy.api.errors import JStormError
+    from jstormpy.keygroups import redistribute, redistribution_hook
+
+    hook = redistribution_hook(component, 128)
+
+    def snaps(custom):
+        return [{"states": {}, "custom": custom, "max_parallelism": 128} for _ in range(2)]
+
+    moved = redistribute("c", snaps(None), 3, 128, hook)
+    assert [s["custom"] for s in moved] == [None, None, None]
+    with pytest.raises(JStormError, match="stateful heronpy component"):
+        redistribute("c", snaps({"next": 4}), 3, 128, hook)
