@@ -304,3 +304,14 @@ def test_a_stateless_heronpy_component_rescales_and_a_stateful_one_is_refused(co
     assert [s["custom"] for s in moved] == [None, None, None]
     with pytest.raises(JStormError, match="stateful heronpy component"):
         redistribute("c", snaps({"next": 4}), 3, 128, hook)
+
+
+def test_the_examples_in_the_docstrings_run():
+    import doctest
+    import importlib
+
+    for name in ("heronpy.api.stream", "heronpy.api.state.state", "heronpy.api.metrics",
+                 "heronpy.api.bolt.bolt", "heronpy.api.spout.spout", "jstormpy.heron",
+                 "jstormpy.heron.components"):
+        result = doctest.testmod(importlib.import_module(name))
+        assert result.attempted > 0 and result.failed == 0, name
