@@ -18,6 +18,8 @@ ROOTS = {
     "jstormpy.window": "window",
     "jstormpy.state_backends": "state_backends",
     "jstormpy.deploy": "deploy",
+    # the heronpy API, served by jstormpy (heronpy topologies run unmodified, docs/coming-from.md)
+    "heronpy": "heronpy",
 }
 
 

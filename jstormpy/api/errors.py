@@ -112,3 +112,9 @@ class MultilangError(JStormError):
     """A Storm multilang subprocess (``jstormpy.multilang``) died, hung past its heartbeat
     timeout, or broke the protocol (a malformed or oversized message, a failed tuple); the
     message names the component and shows the last lines of its stderr."""
+
+
+class HeronError(JStormError):
+    """A heronpy component (``jstormpy.heron``) failed a tuple (``fail(tup)``): its task
+    fails and the topology rolls back to its last checkpoint, as Heron's effectively-once
+    does; the message names the component and the tuple."""

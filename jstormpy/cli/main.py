@@ -71,8 +71,13 @@ def load_topology_file(path: str) -> Any:
     folder = str(file.resolve().parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
+    heron = _imports_heronpy(file)
+    submitted: list[type] = []
     try:
-        spec.loader.exec_module(module)
+        if heron:  # docs/coming-from.md, "Heron": run as `heron submit` runs it
+            _exec_heronpy_file(module, file, submitted)
+        else:
+            spec.loader.exec_module(module)
     except JStormError as exc:  # e.g. a dataflow refused while the file builds it
         where = _line_in_file(exc, file)
         if where:
@@ -80,6 +85,9 @@ def load_topology_file(path: str) -> Any:
         raise
     cloudpickle.register_pickle_by_value(module)
     topo = getattr(module, "topology", None)
+    if heron and (topo is None or isinstance(topo, type)):
+        _build_heronpy_topology(module, submitted)
+        topo = module.topology
     if topo is None:  # a streamparse project's topology file (docs/coming-from.md)
         from jstormpy.multilang.streamparse_topology import (
             find_streamparse_topology,
@@ -98,8 +106,47 @@ def load_topology_file(path: str) -> Any:
         vars(module)["topology"] = topo.build()
     elif not isinstance(topo, Topology):
         raise JStormError(f"{path} must define `topology` (a Topology or TopologyBuilder) "
-                          f"or a streamparse Topology class; found {type(topo).__name__}")
+                          f"or a streamparse or heronpy topology; found {type(topo).__name__}")
     return module
+
+
+def _imports_heronpy(file: Path) -> bool:
+    from jstormpy.heron.topology import uses_heronpy
+
+    return uses_heronpy(file)
+
+
+def _exec_heronpy_file(module: Any, file: Path, submitted: list[type]) -> None:
+    """Run a heronpy topology file as ``heron submit CLUSTER FILE - NAME`` would: as
+    ``__main__`` with ``sys.argv`` ``[FILE, NAME]`` (NAME: the file's stem); what its
+    ``build_and_submit()`` submits is captured in ``submitted``."""
+    from heronpy.api.topology import capture_submissions
+
+    code = compile(file.read_bytes(), str(file), "exec")
+    name, argv = module.__name__, sys.argv
+    module.__name__, sys.argv = "__main__", [str(file), file.stem]
+    try:
+        with capture_submissions() as captured:
+            exec(code, vars(module))  # the loader refuses the name __main__
+        submitted.extend(captured)
+    finally:
+        module.__name__, sys.argv = name, argv
+
+
+def _build_heronpy_topology(module: Any, submitted: list[type]) -> None:
+    """``topology`` (and ``config``, unless the file set a Config) of a heronpy file."""
+    from jstormpy.heron.topology import config_from_heron, find_heron_topology, topology_from_heron
+
+    namespace = vars(module)
+    own = namespace.get("topology")
+    found = own if isinstance(own, type) else find_heron_topology(namespace, submitted)
+    if found is None:
+        raise JStormError(f"{module.__file__} imports heronpy but submits no topology: call "
+                          "TopologyBuilder(...).build_and_submit() (under `if __name__ == "
+                          "'__main__':` is fine) or define a heronpy Topology subclass")
+    namespace["topology"] = topology_from_heron(found)
+    if not isinstance(namespace.get("config"), Config):
+        namespace["config"] = Config(**config_from_heron(found))
 
 
 def _line_in_file(exc: BaseException, file: Path) -> str:
@@ -576,7 +623,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "dict) and `verify(handle) -> bool`, called after it drains. Modules "
                     "next to FILE can be imported from it. In a streamparse project's root, "
                     "FILE may instead be one of its topologies/ files (its Topology class "
-                    "runs with multilang components, docs/coming-from.md).",
+                    "runs with multilang components); a file that imports heronpy runs as "
+                    "`heron submit` runs it, its build_and_submit() captured "
+                    "(docs/coming-from.md).",
         epilog="Run state (registration, logs, default checkpoints and savepoints) lives "
                "under $JSTORM_HOME (default ~/.jstorm): runs/NAME/, checkpoints/NAME/. "
                "Exit status: 0 drained, or stopped on request (jstorm kill, jstorm "
@@ -592,7 +641,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "trusted single-host runs")
     r.add_argument("--timeout", type=float, default=None, help="give up after N seconds")
     r.add_argument("--for", dest="for_s", type=float, default=None, metavar="SECONDS",
-                   help="run a job that never ends (a streamparse topology) for SECONDS, "
+                   help="run a job that never ends (a streamparse or heronpy topology) for "
+                        "SECONDS, "
                         "then checkpoint, print its counters and stop (exit 0)")
     r.add_argument("--chaos", type=int, default=None, metavar="SEED",
                    help="SIGKILL workers at seeded random moments while it runs")

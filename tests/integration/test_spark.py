@@ -385,3 +385,47 @@ def test_a_spark_run_prints_no_log4j_chatter(tmp_path: Path) -> None:
     for chatter in ("log4j", "NativeCodeLoader", "setLogLevel", "DAGScheduler",
                     "WARN Utils"):
         assert chatter not in out, f"{chatter!r} on the console:\n{out[-3000:]}"
+
+
+def test_a_heronpy_topology_runs_unmodified_with_jstorm_run_spark_master(tmp_path: Path) -> None:
+    """Issue 39: a heronpy topology file (tests/integration/heron_topologies/wordcount.py)
+    with its workers inside Spark executors, through `jstorm run FILE --spark-master`."""
+    from collections import Counter
+
+    from .helpers import JSTORM, wait_until
+
+    here = Path(__file__).parent / "heron_topologies"
+    sys.path.insert(0, str(here))
+    try:
+        from wordcount import corpus  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(here))
+    expected = Counter(corpus(2000))
+    out = tmp_path / "counts"
+    out.mkdir()
+    env = {**os.environ, "JSTORM_HOME": str(tmp_path / "home"), "WORDCOUNT_OUT": str(out)}
+
+    def counted() -> Counter:
+        total: Counter = Counter()
+        for f in out.glob("task-*.json"):
+            try:
+                total.update(json.loads(f.read_text()))
+            except (json.JSONDecodeError, FileNotFoundError):
+                pass
+        return total
+
+    run = subprocess.Popen([*JSTORM, "run", str(here / "wordcount.py"), "--spark-master",
+                            "local[2]"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until(lambda: counted() == expected, timeout=400,
+                   what="every word counted in the Spark executors' workers")
+        stop = subprocess.run([*JSTORM, "stop", "wordcount"], env=env, text=True,
+                              capture_output=True, timeout=120, check=False)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        output, _ = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, output[-3000:]

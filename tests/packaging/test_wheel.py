@@ -25,13 +25,14 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 # Run inside the fresh venv: import every module of the installed package and list every
 # CLI command path (subcommands of subcommands included).
 PROBE = r"""
-import argparse, importlib, importlib.util, json, pkgutil, sys
-import jstormpy
+import argparse, importlib, importlib.util, itertools, json, pkgutil, sys
+import heronpy, jstormpy
 from jstormpy.cli.main import build_parser
 
 failed = {}
 modules = []
-for info in pkgutil.walk_packages(jstormpy.__path__, "jstormpy."):
+for info in itertools.chain(pkgutil.walk_packages(jstormpy.__path__, "jstormpy."),
+                            pkgutil.walk_packages(heronpy.__path__, "heronpy.")):
     modules.append(info.name)
     if info.name.endswith(".__main__"):  # importing runs it: only check that it is there
         if importlib.util.find_spec(info.name) is None:
@@ -93,7 +94,8 @@ def test_every_module_imports_from_the_wheel(installed: tuple[Path, Path, dict[s
     shipped = set(probe["modules"])
     roots = {"jstormpy": "jstormpy", "master": "jstormpy.master",
              "barrier": "jstormpy.barrier", "window": "jstormpy.window",
-             "state_backends": "jstormpy.state_backends", "deploy": "jstormpy.deploy"}
+             "state_backends": "jstormpy.state_backends", "deploy": "jstormpy.deploy",
+             "heronpy": "heronpy"}  # the heronpy API jstormpy serves (docs/coming-from.md)
     for folder, package in roots.items():
         for source in (CHECKOUT / folder).rglob("*.py"):
             parts = source.relative_to(CHECKOUT / folder).with_suffix("").parts

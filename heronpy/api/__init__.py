@@ -1,0 +1,1 @@
+"""heronpy's topology API (Heron's ``heronpy.api``), implemented on jstormpy."""

@@ -1,0 +1,1 @@
+"""heronpy bolts (``heronpy.api.bolt``)."""

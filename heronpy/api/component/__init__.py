@@ -1,0 +1,1 @@
+"""What heronpy spouts and bolts share (``heronpy.api.component``)."""

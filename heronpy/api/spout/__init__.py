@@ -1,0 +1,1 @@
+"""heronpy spouts (``heronpy.api.spout``)."""

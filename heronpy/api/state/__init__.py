@@ -1,0 +1,1 @@
+"""Stateful heronpy components (``heronpy.api.state``)."""
