@@ -266,13 +266,22 @@ def rocksdict_module() -> Any:
 
 
 _GROUP = struct.Struct(">H")
+_GROUP_INT = struct.Struct(">HBq")  # key group, the int tag, the int
+_GROUP_TAG_S = struct.Struct(">HB")  # key group, the str tag
 LOAD_BATCH = 10_000
 """Entries per write batch when a restore fills a fresh database."""
 
 
 def db_key(key: Any, max_parallelism: int) -> bytes:
     """A state key's bytes in its column family: its key group (big-endian, so one group's
-    keys sort together and a rescale reads a range), then :func:`encode_key`."""
+    keys sort together and a rescale reads a range), then :func:`encode_key` (inlined for
+    the common ``int`` and ``str`` keys: one per state read)."""
+    cls = key.__class__
+    if cls is int and _INT_MIN <= key <= _INT_MAX:
+        return _GROUP_INT.pack(key_group(key, max_parallelism), _TAG_I, key)
+    if cls is str:
+        return (_GROUP_TAG_S.pack(key_group(key, max_parallelism), _TAG_S)
+                + key.encode("utf-8", "surrogatepass"))
     return _GROUP.pack(key_group(key, max_parallelism)) + encode_key(key)
 
 
