@@ -476,6 +476,11 @@ WRITE_BUFFER_BYTES = 16 << 20
 BLOCK_CACHE_BYTES = 32 << 20
 """RocksDB block cache per task database."""
 
+MEMTABLE_BLOOM_RATIO = 0.1
+"""Size of a memtable's bloom filter over its keys, as a share of the memtable
+(:data:`WRITE_BUFFER_BYTES`): 1.6 MB per memtable (tens to hundreds of bits per key,
+depending on the entries' size: few false positives)."""
+
 LEVEL0_COMPACTION_TRIGGER = 12
 """Level-0 files (memtable flushes) that start a level-0 -> level-1 compaction (RocksDB's
 default: 4). With uniformly random updates every level-0 file overlaps all of level 1,
@@ -593,6 +598,12 @@ def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None =
     slowdown = max(LEVEL0_SLOWDOWN_TRIGGER, 2 * trigger + 6)
     opts.set_level_zero_slowdown_writes_trigger(slowdown)
     opts.set_level_zero_stop_writes_trigger(max(LEVEL0_STOP_TRIGGER, slowdown + 18))
+    # a bloom filter over each memtable's keys: most reads miss the memtables (a key was
+    # written at some earlier checkpoint interval, or never), and without it each such read
+    # searched the active and the immutable memtable's skip lists, the costliest step of a
+    # read once a memtable is full (docs/state-stores.md, "Memory"; issue 34)
+    opts.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO)
+    opts.set_memtable_whole_key_filtering(True)
     opts.set_max_bytes_for_level_base(LEVEL1_BYTES)
     opts.set_target_file_size_base(TARGET_FILE_BYTES)
     table = rd.BlockBasedOptions()
