@@ -168,8 +168,23 @@ def key_groups_of(keys: Iterable[Any], max_parallelism: int) -> list[int]:
 
 
 def key_group(key: Any, max_parallelism: int) -> int:
-    """The key group of ``key`` (``0 .. max_parallelism - 1``)."""
-    return key_hash(key) % max_parallelism
+    """The key group of ``key`` (``0 .. max_parallelism - 1``).
+
+    ``str`` and ``int`` keys (the common ones: one per state read) are encoded inline, as
+    :func:`key_groups_of` does, without building the encoding's parts: about half the
+    cost of :func:`key_hash`, same result."""
+    cls = key.__class__
+    if cls is int:
+        h = zlib.crc32(b"i%d;" % key)
+    elif cls is str and len(key) < 256:
+        h = zlib.crc32(key.encode("utf-8", "surrogatepass"), _PREFIX_CRC[len(key)])
+    else:
+        return key_hash(key) % max_parallelism
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    return (h ^ h >> 16) % max_parallelism
 
 
 def key_group_range(max_parallelism: int, parallelism: int, index: int) -> range:

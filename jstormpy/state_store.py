@@ -266,13 +266,22 @@ def rocksdict_module() -> Any:
 
 
 _GROUP = struct.Struct(">H")
+_GROUP_INT = struct.Struct(">HBq")  # key group, the int tag, the int
+_GROUP_TAG_S = struct.Struct(">HB")  # key group, the str tag
 LOAD_BATCH = 10_000
 """Entries per write batch when a restore fills a fresh database."""
 
 
 def db_key(key: Any, max_parallelism: int) -> bytes:
     """A state key's bytes in its column family: its key group (big-endian, so one group's
-    keys sort together and a rescale reads a range), then :func:`encode_key`."""
+    keys sort together and a rescale reads a range), then :func:`encode_key` (inlined for
+    the common ``int`` and ``str`` keys: one per state read)."""
+    cls = key.__class__
+    if cls is int and _INT_MIN <= key <= _INT_MAX:
+        return _GROUP_INT.pack(key_group(key, max_parallelism), _TAG_I, key)
+    if cls is str:
+        return (_GROUP_TAG_S.pack(key_group(key, max_parallelism), _TAG_S)
+                + key.encode("utf-8", "surrogatepass"))
     return _GROUP.pack(key_group(key, max_parallelism)) + encode_key(key)
 
 
@@ -467,6 +476,11 @@ WRITE_BUFFER_BYTES = 16 << 20
 BLOCK_CACHE_BYTES = 32 << 20
 """RocksDB block cache per task database."""
 
+MEMTABLE_BLOOM_RATIO = 0.1
+"""Size of a memtable's bloom filter over its keys, as a share of the memtable
+(:data:`WRITE_BUFFER_BYTES`): 1.6 MB per memtable (tens to hundreds of bits per key,
+depending on the entries' size: few false positives)."""
+
 LEVEL0_COMPACTION_TRIGGER = 12
 """Level-0 files (memtable flushes) that start a level-0 -> level-1 compaction (RocksDB's
 default: 4). With uniformly random updates every level-0 file overlaps all of level 1,
@@ -584,6 +598,12 @@ def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None =
     slowdown = max(LEVEL0_SLOWDOWN_TRIGGER, 2 * trigger + 6)
     opts.set_level_zero_slowdown_writes_trigger(slowdown)
     opts.set_level_zero_stop_writes_trigger(max(LEVEL0_STOP_TRIGGER, slowdown + 18))
+    # a bloom filter over each memtable's keys: most reads miss the memtables (a key was
+    # written at some earlier checkpoint interval, or never), and without it each such read
+    # searched the active and the immutable memtable's skip lists, the costliest step of a
+    # read once a memtable is full (docs/state-stores.md, "Memory"; issue 34)
+    opts.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO)
+    opts.set_memtable_whole_key_filtering(True)
     opts.set_max_bytes_for_level_base(LEVEL1_BYTES)
     opts.set_target_file_size_base(TARGET_FILE_BYTES)
     table = rd.BlockBasedOptions()

@@ -169,3 +169,16 @@ def test_batched_key_groups_agree_with_key_hash_across_batches() -> None:
         assert key_groups_of(keys, max_p) == [key_hash(k) % max_p for k in keys], max_p
     assert key_groups_of(iter(keys[:10]), 128) == [key_group(k, 128) for k in keys[:10]]
     assert key_groups_of([], 128) == []
+
+
+def test_key_group_of_one_key_agrees_with_key_hash() -> None:
+    """key_group encodes str and int keys inline (one per state read); every key still
+    gets the group key_hash gives it, for any max_parallelism."""
+    import random
+
+    rng = random.Random(5)
+    keys: list[Any] = [rng.randrange(-2**70, 2**70) for _ in range(5000)] + [
+        f"w{i}" for i in range(5000)] + KEYS + [
+        True, False, 2.0, -2**63, 2**63, "x" * 300, "ü" * 255, "\ud800", (1, "a")]
+    for max_p in (128, 1000, 32768, 1, 3):
+        assert [key_group(k, max_p) for k in keys] == [key_hash(k) % max_p for k in keys]

@@ -141,6 +141,23 @@ def test_rocksdb_keys_are_key_group_major(tmp_path: Any) -> None:
     st.close()
 
 
+def test_a_read_finds_every_kind_of_key_the_write_path_stored(tmp_path: Any) -> None:
+    """A read builds its key inline for int and str keys (db_key) and a write cache's
+    flush in batches (key_groups_of): both must name the same bytes, or a read misses."""
+    st = RocksDBStore(tmp_path / "t", MAX_P)
+    d: Any = st.open("s", None, None)
+    keys: list[Any] = [0, -1, 2**63 - 1, -2**63, 2**63, 2**70, "", "é", "\ud800", "x" * 300,
+                       b"raw", 1.5, (1, "a"), None]
+    for i, k in enumerate(keys):
+        d[k] = i
+    d.flush()  # out of the write cache: the reads below go to RocksDB
+    assert [d.get(k) for k in keys] == list(range(len(keys)))
+    d[1] = "one"
+    d.flush()
+    assert d.get(True) == d.get(1.0) == "one"  # keys equal in a dict: one entry
+    st.close()
+
+
 def test_component_state_uses_the_installed_store(tmp_path: Any) -> None:
     bolt = Bolt()
     plain = bolt.state("s")

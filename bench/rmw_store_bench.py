@@ -1,0 +1,326 @@
+"""Read-modify-write against pure write on one task's RocksDB store, in one process.
+
+The state path of ``bench/rmw_state_bench.py`` without the engine around it: two task
+databases (:class:`jstormpy.state_store.RocksDBStore`, the store's own options), one
+written by read-modify-write (``old = kv.get(k); kv[k] = (old[0] + 1 if old else 1,
+value)``), one by pure writes (``kv[k] = (1, value)``), fed the same key sequence (``--keys``
+keys twice each, from two permutations, so a key is often new and often present; a
+320-byte value). The two run interleaved in chunks of ``--chunk`` records on one thread,
+so a loaded machine slows both alike and their ratio stays comparable; each takes a
+barrier every ``--barrier-records`` of its records as the engine does (write caches sealed
+on the task thread, applied and a native checkpoint taken on a snapshot thread, then
+released).
+
+Printed: records/s per tenth of the records for each and their ratio, by the wall clock
+and by the task thread's CPU time (``time.thread_time``: what other processes on a shared
+machine do not change much); the CPU seconds of RocksDB's compaction (``rocksdb:low``) and
+flush (``rocksdb:high``) threads; the cost of one read at the end (RocksDB's get of a
+present and of an absent key, the state's ``get``); the files per level, SST bytes and the
+process's peak RSS (both databases). Options under test (``--block-cache-mb``,
+``--compression``, ``--memtable-bloom``, ``--no-verify`` ...) are applied on top of the
+store's own (:func:`jstormpy.state_store.store_options`) for both databases.
+
+    python -m bench.rmw_store_bench --keys 2000000
+    python -m bench.rmw_store_bench --keys 2000000 --block-cache-mb 128 --no-verify
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from rmw_state_bench import _A1, _A2, permutation  # noqa: E402
+
+from jstormpy import state_store  # noqa: E402
+from jstormpy.state_store import FrozenStore, RocksDBStore, db_key, rocksdict_module  # noqa: E402
+
+MAX_PARALLELISM = 128
+
+
+class Side:
+    """One of the two databases and its clock."""
+
+    def __init__(self, name: str, path: Path) -> None:
+        self.name = name
+        self.store = RocksDBStore(path, MAX_PARALLELISM)
+        self.kv: Any = self.store.open("kv", None, None)
+        self.busy_s = 0.0
+        self.cpu_s = 0.0
+        self.cpu_tenths: list[float] = []
+        self.tenth_cpu = 0.0
+        self.done = 0
+        self.since_barrier = 0
+        self.snapshot: threading.Thread | None = None
+        self.tenths: list[float] = []
+        self.tenth_t = 0.0
+        self.tenth_n = 0
+        self.barriers = 0
+
+    def barrier(self, keep: Path) -> None:
+        """Seal the caches (task thread) and take the native checkpoint on a thread."""
+        if self.snapshot is not None:
+            self.snapshot.join()
+        frozen: FrozenStore = self.store.freeze()
+
+        def take() -> None:
+            frozen.materialise()
+            frozen.release()
+
+        self.snapshot = threading.Thread(target=take, daemon=True)
+        self.snapshot.start()
+        self.barriers += 1
+
+
+def level0_files(store: RocksDBStore) -> int:
+    cf = store.families["kv"]
+    return int(cf.property_value("rocksdb.num-files-at-level0") or 0)
+
+
+def sst_bytes(store: RocksDBStore) -> int:
+    cf = store.families["kv"]
+    return int(cf.property_int_value("rocksdb.total-sst-files-size") or 0)
+
+
+def override_options(args: argparse.Namespace) -> None:
+    """Apply the options under test on top of the store's (module defaults, then what
+    :func:`state_store.store_options` builds)."""
+    state_store.BLOCK_CACHE_BYTES = args.block_cache_mb << 20
+    for name in ("level1_mb", "target_file_mb", "write_buffer_mb"):
+        value = getattr(args, name)
+        if value is not None:
+            const = {"level1_mb": "LEVEL1_BYTES", "target_file_mb": "TARGET_FILE_BYTES",
+                     "write_buffer_mb": "WRITE_BUFFER_BYTES"}[name]
+            setattr(state_store, const, value << 20)
+    if args.level0_trigger is not None:
+        state_store.LEVEL0_COMPACTION_TRIGGER = args.level0_trigger
+    base = state_store.store_options
+
+    def options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None) -> Any:
+        opts = base(rd, block_cache, level0_trigger)
+        if args.compression is not None:
+            opts.set_compression_type(getattr(rd.DBCompressionType, args.compression)())
+        if args.bloom_bits is not None or args.block_kb is not None:
+            table = rd.BlockBasedOptions()
+            table.set_bloom_filter(args.bloom_bits or 10, False)
+            if block_cache is not None:
+                table.set_block_cache(block_cache)
+            table.set_cache_index_and_filter_blocks(False)
+            if args.block_kb is not None:
+                table.set_block_size(args.block_kb << 10)
+            opts.set_block_based_table_factory(table)
+        if args.memtable_bloom is not None:
+            opts.set_memtable_prefix_bloom_ratio(args.memtable_bloom)
+            opts.set_memtable_whole_key_filtering(True)
+        if args.dynamic_levels is not None:
+            opts.set_level_compaction_dynamic_level_bytes(args.dynamic_levels == "on")
+        return opts
+
+    state_store.store_options = options
+
+
+def levels(store: RocksDBStore) -> str:
+    """Files per level (``level:files``, non-empty levels) and the compaction written."""
+    cf = store.families["kv"]
+    rows = (cf.property_value("rocksdb.levelstats") or "").splitlines()[2:]
+    per = [f"L{r.split()[0]}:{r.split()[1]}" for r in rows if r.split() and r.split()[1] != "0"]
+    stats = cf.property_value("rocksdb.cfstats") or ""
+    cum = next((ln.split(":", 1)[1].strip() for ln in stats.splitlines()
+                if ln.startswith("Cumulative compaction")), "?")
+    return " ".join(per) + f"; compaction {cum}"
+
+
+def probe_reads(side: Side, n: int, count: int = 50_000) -> dict[str, float]:
+    """Microseconds per read at the end, on the read-modify-write database: RocksDB's own
+    get of a present and of an absent key, and the state's ``get`` of a present key."""
+    if side.snapshot is not None:
+        side.snapshot.join()
+    rng = random.Random(7)
+    present = [rng.randrange(n) for _ in range(count)]
+    absent = [n + rng.randrange(n) for _ in range(count)]
+    out = {}
+    get = side.kv.cf.get
+    for name, keys in (("rocksdb_present", present), ("rocksdb_absent", absent)):
+        raw = [db_key(k, MAX_PARALLELISM) for k in keys]
+        t0 = time.perf_counter()
+        for k in raw:
+            get(k)
+        out[name] = (time.perf_counter() - t0) / count * 1e6
+    kv_get = side.kv.get
+    t0 = time.perf_counter()
+    for k in present:
+        kv_get(k)
+    out["state_present"] = (time.perf_counter() - t0) / count * 1e6
+    return out
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of this process's live threads by name (RocksDB's compactions run in
+    ``rocksdb:low``, its memtable flushes in ``rocksdb:high``)."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    override_options(args)
+    home = Path(tempfile.mkdtemp(prefix="rmw-store-", dir=args.dir))
+    try:
+        return _run(args, home)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
+    n = args.keys
+    total = 2 * n
+    (a1, b1), (a2, b2) = permutation(n, _A1), permutation(n, _A2)
+    rmw, write = Side("rmw", home / "rmw"), Side("write", home / "write")
+    if args.no_verify:
+        for side in (rmw, write):
+            ro = rocksdict_module().ReadOptions()
+            ro.set_verify_checksums(False)
+            side.kv.cf.set_read_options(ro)
+    pad = "v" * args.value_bytes
+    vb = args.value_bytes
+    pos = 0
+    while pos < total:
+        end = min(total, pos + args.chunk)
+        for side in (rmw, write):
+            kv = side.kv
+            t0, c0 = time.perf_counter(), time.thread_time()
+            if side is rmw:
+                for i in range(pos, end):
+                    t = i >> 1
+                    k = (a2 * t + b2) % n if i & 1 else (a1 * t + b1) % n
+                    value = f"{k:012d}{pad}"[:vb]
+                    old = kv.get(k)
+                    kv[k] = (old[0] + 1 if old else 1, value)
+            else:
+                for i in range(pos, end):
+                    t = i >> 1
+                    k = (a2 * t + b2) % n if i & 1 else (a1 * t + b1) % n
+                    kv[k] = (1, f"{k:012d}{pad}"[:vb])
+            side.since_barrier += end - pos
+            if side.since_barrier >= args.barrier_records:
+                side.since_barrier = 0
+                side.barrier(home)
+            side.busy_s += time.perf_counter() - t0
+            side.cpu_s += time.thread_time() - c0
+            side.done = end
+            while side.done >= (len(side.tenths) + 1) * total // 10:
+                side.tenths.append((side.done - side.tenth_n) / max(side.busy_s - side.tenth_t,
+                                                                     1e-9))
+                side.cpu_tenths.append((side.done - side.tenth_n)
+                                       / max(side.cpu_s - side.tenth_cpu, 1e-9))
+                side.tenth_t, side.tenth_n = side.busy_s, side.done
+                side.tenth_cpu = side.cpu_s
+        pos = end
+        if args.progress and pos % (total // 20 or 1) < args.chunk:
+            print(f"  {pos / total:4.0%}  rmw {rmw.done / max(rmw.busy_s, 1e-9):,.0f}/s  "
+                  f"write {write.done / max(write.busy_s, 1e-9):,.0f}/s  "
+                  f"L0 {level0_files(rmw.store)}/{level0_files(write.store)}  "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
+    probe = probe_reads(rmw, n)
+    result = {
+        "keys": n, "probe_us": probe, "options": {k: v for k, v in vars(args).items()
+                               if k not in ("dir", "progress", "json")},
+        "rmw_per_s": total / rmw.busy_s, "write_per_s": total / write.busy_s,
+        "ratio": write.busy_s / rmw.busy_s,
+        "rmw_tenths": rmw.tenths, "write_tenths": write.tenths,
+        "rmw_cpu_per_s": total / rmw.cpu_s, "write_cpu_per_s": total / write.cpu_s,
+        "cpu_ratio": write.cpu_s / rmw.cpu_s,
+        "rmw_cpu_tenths": rmw.cpu_tenths, "write_cpu_tenths": write.cpu_tenths,
+        "thread_cpu_s": thread_cpu(),
+        "level0_files": [level0_files(rmw.store), level0_files(write.store)],
+        "sst_bytes": [sst_bytes(rmw.store), sst_bytes(write.store)],
+        "levels": [levels(rmw.store), levels(write.store)],
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "load_end": os.getloadavg()[0],
+    }
+    for side in (rmw, write):
+        if side.snapshot is not None:
+            side.snapshot.join()
+        side.store.close()
+    return result
+
+
+def report(r: dict[str, Any]) -> None:
+    print(f"\n{r['keys']:,} keys x 2 on one task database, options {r['options']}")
+    print(f"  read-modify-write {r['rmw_per_s']:,.0f}/s, pure write {r['write_per_s']:,.0f}/s: "
+          f"ratio {r['ratio']:.2f}")
+    print("  rmw per tenth:   " + ", ".join(f"{x / 1000:.0f}k" for x in r["rmw_tenths"]))
+    print("  write per tenth: " + ", ".join(f"{x / 1000:.0f}k" for x in r["write_tenths"]))
+    print(f"  CPU of the task thread: read-modify-write {r['rmw_cpu_per_s']:,.0f}/s, pure write "
+          f"{r['write_cpu_per_s']:,.0f}/s: ratio {r['cpu_ratio']:.2f}")
+    print("  rmw per tenth (CPU):   " + ", ".join(f"{x / 1000:.0f}k" for x in r["rmw_cpu_tenths"]))
+    print("  write per tenth (CPU): " + ", ".join(f"{x / 1000:.0f}k"
+                                                  for x in r["write_cpu_tenths"]))
+    print("  ratio per tenth (CPU): " + ", ".join(
+        f"{a / b:.2f}" for a, b in zip(r["rmw_cpu_tenths"], r["write_cpu_tenths"], strict=True)))
+    print("  thread CPU s: " + ", ".join(f"{k} {v:.1f}" for k, v in
+                                         sorted(r["thread_cpu_s"].items())))
+    rt = r["rmw_tenths"][1:]
+    print(f"  rmw flatness (2nd-10th tenth): min/max {min(rt) / max(rt):.2f}; "
+          f"ratio per tenth: " + ", ".join(f"{a / b:.2f}" for a, b in
+                                           zip(r["rmw_tenths"], r["write_tenths"], strict=True)))
+    print("  reads at the end (us): " + ", ".join(f"{k} {v:.2f}" for k, v in
+                                                r["probe_us"].items()))
+    print(f"  levels: rmw {r['levels'][0]}; write {r['levels'][1]}")
+    print(f"  level-0 files {r['level0_files']}, SST {[b >> 20 for b in r['sst_bytes']]} MB, "
+          f"peak RSS {r['peak_rss_bytes'] >> 20} MB (both databases), load at the end "
+          f"{r['load_end']:.1f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--keys", type=int, default=2_000_000, help="keys of the one task")
+    p.add_argument("--value-bytes", type=int, default=320)
+    p.add_argument("--chunk", type=int, default=5000)
+    p.add_argument("--barrier-records", type=int, default=70_000,
+                   help="records between barriers (~2 s of one task in the job)")
+    p.add_argument("--block-cache-mb", type=int,
+                   default=state_store.BLOCK_CACHE_BYTES >> 20)
+    p.add_argument("--level1-mb", type=int, default=None)
+    p.add_argument("--target-file-mb", type=int, default=None)
+    p.add_argument("--write-buffer-mb", type=int, default=None)
+    p.add_argument("--level0-trigger", type=int, default=None)
+    p.add_argument("--compression", default=None, help="none, snappy, lz4, zstd")
+    p.add_argument("--bloom-bits", type=int, default=None)
+    p.add_argument("--block-kb", type=int, default=None)
+    p.add_argument("--dynamic-levels", choices=("on", "off"), default=None)
+    p.add_argument("--memtable-bloom", type=float, default=None,
+                   help="memtable bloom filter, this share of the memtable")
+    p.add_argument("--no-verify", action="store_true", help="reads skip checksums")
+    p.add_argument("--dir", default=None, help="where the databases go (temp dir)")
+    p.add_argument("--progress", action="store_true")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    r = run(args)
+    report(r)
+    if args.json:
+        print("BENCH_JSON " + json.dumps(r))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
