@@ -23,6 +23,7 @@ import copy
 import functools
 import heapq
 import pickle
+import random
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
@@ -78,6 +79,7 @@ from jstormpy.state_backends.base import CHECKPOINT_IDS_META
 from jstormpy.state_backends.rocksdb_files import local_copy_matches
 from jstormpy.state_backends.shared_files import collect_shared_files
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
+from jstormpy.testing.simulation.judging import Step
 from jstormpy.testing.simulation.outputs import Row, SimOutput
 from jstormpy.testing.simulation.storage import SharedFilesView, SimStorage, merge_files
 from jstormpy.testing.simulation.stores import CounterStores, NativeState
@@ -234,6 +236,7 @@ class SimTask:
             if parked is not None and parked[0].alive:  # kept across the rollback
                 self.proc = parked[0]
                 self.adopt = self.ledger.adopt(parked[1])
+                self.sim.world.reach(Step.MULTILANG_ADOPTED)
                 self.sim.world.note(f"spout task {task_id}: kept multilang subprocess "
                                     f"adopted, {len(self.adopt.fails)} fails owed")
             else:
@@ -306,6 +309,7 @@ class SimTask:
         elif self.ledger.emitted(i):
             self._emit_record(*self.sim.inputs[self.task_id][i])
         else:  # the restored checkpoint holds it: dropped (the ledger acks it later)
+            self.sim.world.reach(Step.MULTILANG_REEMIT_DROPPED)
             self.sim.world.note(f"spout task {self.task_id}: re-emitted id {i} dropped "
                                 "(the restored checkpoint covers it)")
         self.sim.world.at(self.sim.world.latency(0.5, 3), self.spout_step, "")
@@ -386,7 +390,10 @@ class SimTask:
     # -- the sink's steps (executor._perform_sink_step) ------------------------------------------
     def perform(self, steps: list[SinkStep]) -> bool:
         try:
-            return self.txns.run(steps, self._perform_step)
+            ok = self.txns.run(steps, self._perform_step)
+            if not ok:
+                self.sim.world.reach(Step.SINK_STEP_REFUSED)
+            return ok
         except SinkError:
             if self.sim.output.refused is None:
                 raise
@@ -614,6 +621,8 @@ class SimWorker:
             if local_copy_matches(copy_, size, crc):
                 assert copy_ is not None
                 taken[f] = pickle.loads(copy_)
+        if taken:
+            self.sim.world.reach(Step.LOCAL_COPIES_TAKEN)
         return taken
 
     def alive_check(self) -> Any:
@@ -723,6 +732,7 @@ class SimWorker:
                         finish(None, err)
                         return
                     got = {**dict(zip(rest, files, strict=True)), **local}
+                    self.sim.world.reach(Step.SHARED_CHAIN_RESTORED)
                     if self.sim.plan.on(Fault.LOCAL_RECOVERY):
                         self.local_previous[task] = set(chain)  # LocalCopies.seed
                     finish({**data, "states": {**(data.get("states") or {}),  # native RocksDB
@@ -954,6 +964,8 @@ class SimMaster:
             ids = self.sim.storage.meta.get(CHECKPOINT_IDS_META)
             if ids:
                 self.coordinator.adopt_ids_record(ids)
+        if self.resume and self.incarnation > 1:
+            self.sim.world.reach(Step.TM_RESUMED)
         # as take_over_run, before serving: a resume is the run's next epoch
         self.epoch = self.sim.storage.meta.get("epoch", 0) + 1 if self.resume else 1
         self.sim.storage.meta["epoch"] = self.epoch
@@ -1106,6 +1118,8 @@ class SimMaster:
             case Unusable(cid, _):
                 self.begin_recovery(f"checkpoint {cid} unusable")
             case Restore(target, handles):
+                if target is not None:
+                    self.sim.world.reach(Step.RESTORE)
                 rec.restored, rec.base = prepare_ids(target, coord.id_floor, True)
                 rec.target = target
                 rec.resolved = True
@@ -1126,6 +1140,7 @@ class SimMaster:
             return
         if not ok:
             if corrupt and rec.target is not None:
+                self.sim.world.reach(Step.FELL_BACK)
                 if rec.target in self.sim.completed or rec.target in self.coordinator.restored:
                     # docs/checkpointing.md, "a snapshot of c is corrupt": the fallback
                     # past a committed checkpoint is at-least-once for its span
@@ -1207,6 +1222,8 @@ class SimMaster:
                         sim.control.to_worker(w, "abort", g, cid)
                     sim.rescale_aborted(self, cid)
                 case CollectGarbage():
+                    if self.coordinator.busy():
+                        sim.world.reach(Step.RETENTION_IN_FLIGHT)
                     # as StateBackend.garbage_collect(keep, bad, upto): neither a bad
                     # checkpoint nor one above every id this TM knows (a deposed TM's
                     # late commit point) counts among the newest; nothing above is touched
@@ -1339,6 +1356,7 @@ class Simulation:
         """A message's delay: short, or (with message_delay) up to 30x longer."""
         d = self.world.latency(0.2, 2)
         if self.plan.on(Fault.MESSAGE_DELAY) and self.world.chance(0.2):
+            self.plan.struck(Fault.MESSAGE_DELAY)
             d *= self.world.rng.uniform(5, 30)
         return d
 
@@ -1414,6 +1432,7 @@ class Simulation:
         cid = self.rescale_checkpoint
         meta = self.storage.metadata.get(cid)
         if meta is None:  # the switch cannot finish: abort, a normal recovery
+            self.world.reach(Step.GRAY_RELEASE_ABORTED)
             tm.begin_recovery(f"gray release aborted: checkpoint {cid} is gone")
             return
         layout = self.layout
@@ -1425,9 +1444,11 @@ class Simulation:
 
     def upgrade_ready(self, tm: SimMaster, worker_id: int, ok: bool, error: str) -> None:
         if not ok:
+            self.world.reach(Step.GRAY_RELEASE_ABORTED)
             tm.begin_recovery(f"gray release aborted: worker {worker_id} failed to prepare: "
                               f"{error}")
             return
+        self.world.reach(Step.GRAY_RELEASE_COMPLETED)
         self.rescale_state = ""
         self.upgrade_worker = None
         self.control.to_worker(self.workers[worker_id], "start", tm.generation)
@@ -1436,6 +1457,8 @@ class Simulation:
 
     def rescale_aborted(self, tm: SimMaster, cid: int) -> None:
         if self.rescale_state == "pausing" and cid == self.rescale_checkpoint:
+            self.world.reach(Step.GRAY_RELEASE_ABORTED if self.quiescent_kind == "upgrade"
+                             else Step.RESCALE_REFUSED)
             self.rescale_state = ""
             for w in self.workers:
                 self.control.to_worker(w, "resume", tm.generation)
@@ -1450,13 +1473,21 @@ class Simulation:
 
     def _rescale(self, tm: SimMaster, cid: int) -> None:
         tm.rescale_done = True
-        new = Layout(count=3 if self.layout.count == 2 else 1, tally=3)
+        # half the seeds (a generator of their own: every other draw stays as it was) ask
+        # for "tally" too, which keeps a partial count per task (shuffle-fed): the real
+        # redistribute refuses to split it, and the rescale is refused (hole 5 lets it
+        # through and loses values); the others rescale the keyed counter only, and the
+        # rescale completes
+        both = random.Random(f"{self.world.seed}:rescale").random() < 0.5
+        new = Layout(count=3 if self.layout.count == 2 else 1,
+                     tally=3 if both else self.layout.tally)
         meta = self.storage.metadata.get(cid)
         by_task = {} if meta is None else {
             int(t): self.storage.materialize(self.storage.snapshots.get(handle_key(v["handle"])))
             for t, v in meta["tasks"].items()}
         if meta is None or any(v is None for v in by_task.values()):
             self.world.note(f"rescale: checkpoint {cid} is gone; resuming")
+            self.world.reach(Step.RESCALE_REFUSED)
             for w in self.workers:
                 self.control.to_worker(w, "resume", tm.generation)
             return
@@ -1469,6 +1500,7 @@ class Simulation:
                     moved[t] = part
         except JStormError as exc:
             self.world.note(f"rescale refused: {exc}")
+            self.world.reach(Step.RESCALE_REFUSED)
             for w in self.workers:
                 self.control.to_worker(w, "resume", tm.generation)
             return
@@ -1490,6 +1522,7 @@ class Simulation:
         tm.layout = new
         tm.coordinator.set_layout(new.component_of(), new.tasks("spout"), new.tasks("sink"))
         self.world.note(f"rescaled to count={new.count} tally={new.tally} at checkpoint {cid}")
+        self.world.reach(Step.RESCALE_COMPLETED)
         tm.begin_recovery("rescale", cid)
 
     def on_completed(self, cid: int) -> None:

@@ -22,6 +22,7 @@ from jstormpy.api.errors import (
 from jstormpy.state_backends.base import seal_blob
 from jstormpy.state_backends.shared_files import encode_refs, refs_key
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
+from jstormpy.testing.simulation.judging import Step
 from jstormpy.testing.simulation.stores import materialised
 from jstormpy.testing.simulation.world import World
 
@@ -127,8 +128,12 @@ class SimStorage:
         def land() -> None:
             create()  # nobody hears the outcome
 
+        def land_deposed() -> None:
+            self.world.reach(Step.LATE_COMMIT_POINT)
+            create()
+
         if late is not None:
-            self.world.at(late, land,
+            self.world.at(late, land_deposed,
                           f"storage: deposed TM's metadata of checkpoint {checkpoint_id} lands")
             return
 
@@ -194,7 +199,10 @@ class SimStorage:
     # -- helpers ---------------------------------------------------------------------------
     def _disk_full(self) -> bool:
         window = self.plan.disk_full
-        return window is not None and window[0] <= self.world.now < window[1]
+        full = window is not None and window[0] <= self.world.now < window[1]
+        if full:
+            self.world.reach(Step.WRITE_ON_FULL_DISK)
+        return full
 
     def _call(self, what: str, apply: Callable[[], tuple[Any, BaseException | None]],
               alive: Callable[[], bool], done: Done, serial: bool = False) -> None:
