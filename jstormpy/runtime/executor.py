@@ -667,13 +667,13 @@ class TaskExecutor:
             self.metrics.observe_ms((time.perf_counter() - t0) * 1000.0 / n, n)
 
     def _on_barrier(self, src: int, checkpoint_id: int) -> None:
-        if not self.aligner.on_barrier(src, checkpoint_id):
+        if not self.aligner.on_barrier(src, checkpoint_id, time.monotonic()):
             return
         if isinstance(checkpoint_id, QuiescentBarrier):
             # gray release: nothing may be emitted on the task's own initiative after the
             # quiescent cut until the upgrade resumes (issue 13 hole 4)
             self.ticks_paused = True
-        alignment_ms = self.aligner.alignment_ms(checkpoint_id)
+        alignment_ms = self.aligner.alignment_ms(checkpoint_id, time.monotonic())
         self.collector.flush()
         if self.is_sink and not self.perform_sink_steps(self.txns.barrier(int(checkpoint_id))):
             # the external system is down: this checkpoint is given up (FailCheckpoint),

@@ -361,7 +361,7 @@ class _InlineRun:
         self._guard(task, run)
 
     def _on_barrier(self, task: _Task, src: int, checkpoint_id: int) -> None:
-        if not task.aligner.on_barrier(src, checkpoint_id):
+        if not task.aligner.on_barrier(src, checkpoint_id, time.monotonic()):
             return
         task.collector.flush()
         if task.txns is not None:

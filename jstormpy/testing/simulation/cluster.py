@@ -341,7 +341,8 @@ class SimTask:
             if not isinstance(item, BarrierItem):
                 self.process(src, item)
                 continue
-            if not self.aligner.on_barrier(src, item.checkpoint_id):
+            if not self.aligner.on_barrier(src, item.checkpoint_id,
+                                           self.sim.world.now / 1000.0):
                 continue
             self.on_aligned(item.checkpoint_id)
             queue.extendleft(reversed(self.aligner.release()))
