@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jstormpy.api.errors import CorruptSnapshotError, JStormError, SinkError
+from jstormpy.barrier import task_barrier as barrier_steps
 from jstormpy.barrier.aligner import BarrierAligner
 from jstormpy.barrier.snapshots import AckSnapshot, DeclineSnapshot, TaskSnapshots
 from jstormpy.barrier.transactions import (
@@ -314,17 +315,13 @@ class SimTask:
                                 "(the restored checkpoint covers it)")
         self.sim.world.at(self.sim.world.latency(0.5, 3), self.spout_step, "")
 
-    def trigger(self, checkpoint_id: int) -> None:
+    def trigger(self, checkpoint_id: int, pause: bool) -> None:
         if not self.alive or not self.started:
+            self.paused = self.paused or pause  # the command waits for the task's start
             return
-        for dst in self.downstream():
-            self.emit(dst, BarrierItem(checkpoint_id))
-        if self.multilang:
-            self.ledger.barrier(checkpoint_id)
-            self.snapshot(checkpoint_id, {"ledger": self.ledger.snapshot(),
-                                          "eos_sent": self.eos_sent})
-            return
-        self.snapshot(checkpoint_id, {"offset": self.offset, "eos_sent": self.eos_sent})
+        barrier_steps.perform(barrier_steps.TaskBarrier(barrier_steps.TaskKind.SPOUT,
+                                                        quiescent=pause),
+                              _BarrierPort(self), checkpoint_id)
 
     # -- bolts and sinks -----------------------------------------------------------------------
     def deliver(self, src: int, item: Any) -> None:
@@ -344,8 +341,11 @@ class SimTask:
             if not self.aligner.on_barrier(src, item.checkpoint_id,
                                            self.sim.world.now / 1000.0):
                 continue
-            self.on_aligned(item.checkpoint_id)
-            queue.extendleft(reversed(self.aligner.release()))
+            port = _BarrierPort(self)
+            kind = barrier_steps.TaskKind.SINK if self.component == "sink" else \
+                barrier_steps.TaskKind.BOLT
+            barrier_steps.perform(barrier_steps.TaskBarrier(kind), port, item.checkpoint_id)
+            queue.extendleft(reversed(port.released))
 
     def process(self, src: int, item: Any) -> None:
         assert isinstance(item, Record)
@@ -373,20 +373,6 @@ class SimTask:
             self.open_rows.append(Row(item.key, item.seq, item.count,
                                       self.sim.run.job_id, self.txns.open, self.task_id,
                                       item.streak, item.at))
-
-    def on_aligned(self, checkpoint_id: int) -> None:
-        if self.component == "sink":
-            if not self.perform(self.txns.barrier(checkpoint_id)):
-                for dst in self.downstream():
-                    self.emit(dst, BarrierItem(checkpoint_id))
-                return
-            self.snapshot(checkpoint_id, {"pending_rows": {
-                t: list(r) for t, r in self.pending_rows.items()}})
-            self.perform(self.txns.snapshot_taken(checkpoint_id))
-            return
-        for dst in self.downstream():
-            self.emit(dst, BarrierItem(checkpoint_id))
-        self.snapshot(checkpoint_id, {})
 
     # -- the sink's steps (executor._perform_sink_step) ------------------------------------------
     def perform(self, steps: list[SinkStep]) -> bool:
@@ -437,10 +423,21 @@ class SimTask:
             for i in self.ledger.complete(checkpoint_id):  # ShellSpout.on_checkpoint_complete
                 self.proc.ack(i)
 
-    # -- snapshots (executor._take_snapshot / _upload_snapshot) ---------------------------------
-    def snapshot(self, checkpoint_id: int, extra: dict[str, Any]) -> None:
-        """Capture at the barrier (task thread), upload after the task's earlier snapshots
-        (its ``Snapshotter`` thread runs one job at a time, in order)."""
+    # -- snapshots (the executor's _BarrierPort capture / upload, _upload_snapshot) ----------
+    def snapshot_extra(self, checkpoint_id: int) -> dict[str, Any]:
+        """What the task's snapshot holds besides its states (at ``Capture``)."""
+        if self.component == "sink":
+            return {"pending_rows": {t: list(r) for t, r in self.pending_rows.items()}}
+        if self.component != "spout":
+            return {}
+        if self.multilang:
+            self.ledger.barrier(checkpoint_id)
+            return {"ledger": self.ledger.snapshot(), "eos_sent": self.eos_sent}
+        return {"offset": self.offset, "eos_sent": self.eos_sent}
+
+    def capture(self, checkpoint_id: int, extra: dict[str, Any]) -> tuple[Any, bool]:
+        """Capture at the barrier (task thread): the upload job and whether the
+        ``Snapshotter`` thread takes it a moment later (a frozen RocksDB database)."""
         ticket = self.snapshots.barrier(checkpoint_id, self.generation)
         capture: dict[str, Any] | None = None
         # rocksdb_ttl: the database frozen now, read when the upload runs
@@ -504,14 +501,19 @@ class SimTask:
                 self._report(reports, finished)
                 self._next_upload()
             self.sim.storage.put_snapshot(key, data, worker_alive, uploaded, new_files)
-        self.uploads.append(upload)
+        return upload, frozen is not None
+
+    def upload(self, checkpoint_id: int, job: Any, later: bool) -> None:
+        """Upload after the task's earlier snapshots (its ``Snapshotter`` thread runs one
+        job at a time, in order)."""
+        self.uploads.append(job)
         if len(self.uploads) == 1:
-            if frozen is not None:  # rocksdb_ttl: the Snapshotter thread takes the job a
-                # moment later, and the task goes on writing to its database meanwhile
-                self.sim.world.at(self.sim.world.latency(0.2, 4), upload,
+            if later:  # rocksdb_ttl: the Snapshotter thread takes the job a moment later,
+                # and the task goes on writing to its database meanwhile
+                self.sim.world.at(self.sim.world.latency(0.2, 4), job,
                                   f"task {self.task_id}: snapshot {checkpoint_id} read")
             else:
-                upload()
+                job()
 
     def _report(self, reports: list[Any], finished: bool) -> None:
         """Send the TM what the task's snapshots report (none once the task stopped)."""
@@ -537,6 +539,49 @@ class SimTask:
 
     def emit(self, dst: int, item: Any) -> None:
         self.sim.network.send(self.task_id, dst, self.generation, item)
+
+
+class _BarrierPort:
+    """How a simulated task performs its barrier steps (:class:`~jstormpy.barrier.
+    task_barrier.BarrierPort`), in the order the executor does. One per barrier."""
+
+    def __init__(self, task: SimTask) -> None:
+        self.task = task
+        self.job: tuple[Any, bool] | None = None
+        self.released: list[Any] = []
+
+    def pause_ticks(self, barrier: int) -> None:
+        pass  # the simulated bolts have no ticks
+
+    def flush(self, barrier: int) -> None:
+        pass  # a simulated task's emits are sent at once
+
+    def stage(self, barrier: int) -> bool:
+        task = self.task
+        return task.perform(task.txns.barrier(barrier))
+
+    def capture(self, barrier: int, state: bool) -> None:
+        task = self.task
+        self.job = task.capture(barrier, task.snapshot_extra(barrier))
+
+    def broadcast(self, barrier: int) -> None:
+        task = self.task
+        for dst in task.downstream():
+            task.emit(dst, BarrierItem(barrier))
+
+    def upload(self, barrier: int, state: bool) -> None:
+        assert self.job is not None  # captured first (barrier/task_barrier.py)
+        self.task.upload(barrier, *self.job)
+
+    def begin_next(self, barrier: int) -> None:
+        task = self.task
+        task.perform(task.txns.snapshot_taken(barrier))
+
+    def release(self, barrier: int) -> None:
+        self.released = self.task.aligner.release()
+
+    def pause(self, barrier: int) -> None:
+        self.task.paused = True
 
 
 def stored_entries(state: Any) -> dict[Any, Any]:
@@ -772,8 +817,7 @@ class SimWorker:
             return
         for t in self.tasks.values():
             if t.component == "spout":
-                t.trigger(checkpoint_id)
-                t.paused = t.paused or pause
+                t.trigger(checkpoint_id, pause)
 
     def on_complete(self, generation: int, checkpoint_id: int) -> None:
         if generation != self.generation:
