@@ -45,6 +45,7 @@ from jstormpy.barrier.transactions import (
     SinkTransactions,
 )
 from jstormpy.keygroups import key_group, redistribute, task_index_for_key_group
+from jstormpy.master import coordinator_driver
 from jstormpy.master.coordinator import (
     CheckpointCoordinator,
     CollectGarbage,
@@ -77,6 +78,7 @@ from jstormpy.master.topology_state import TopologyState
 from jstormpy.multilang.acks import AckLedger, AdoptSteps
 from jstormpy.run_identity import RunIdentity
 from jstormpy.state_backends.base import CHECKPOINT_IDS_META
+from jstormpy.state_backends.retention import eligible, plan_retention
 from jstormpy.state_backends.rocksdb_files import local_copy_matches
 from jstormpy.state_backends.shared_files import collect_shared_files
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
@@ -954,6 +956,66 @@ class Control:
 
 
 # -- the Topology Master --------------------------------------------------------------------------
+class _MasterPort:
+    """How the simulated TM performs the coordinator's actions
+    (:class:`~jstormpy.master.coordinator_driver.CoordinatorPort`), as ``MasterCore``'s
+    port does, on the simulated control streams and storage."""
+
+    def __init__(self, tm: SimMaster) -> None:
+        self.tm, self.sim = tm, tm.sim
+
+    def stopped(self) -> bool:
+        return not self.tm.alive  # deposed while writing a commit point: it stops at once
+
+    def send_trigger(self, action: SendTrigger) -> None:
+        for w in self.sim.workers:
+            self.sim.control.to_worker(w, "trigger", action.generation, action.checkpoint_id,
+                                       action.pause)
+
+    def write_commit_point(self, action: WriteCommitPoint) -> None:
+        self.tm.write_commit_point(action.checkpoint_id, dict(action.metadata))
+
+    def send_complete(self, action: SendComplete) -> None:
+        sim = self.sim
+        for w in sim.workers:
+            sim.control.to_worker(w, "complete", action.generation, action.checkpoint_id)
+        sim.rescale_after_complete(self.tm, action.checkpoint_id)  # a Shutdown after it
+
+    def send_abort(self, action: SendAbort) -> None:
+        sim = self.sim
+        for w in sim.workers:
+            sim.control.to_worker(w, "abort", action.generation, action.checkpoint_id)
+        sim.rescale_aborted(self.tm, action.checkpoint_id)
+
+    def collect_garbage(self, action: CollectGarbage) -> None:
+        # StateBackend.garbage_collect(keep, bad, upto)'s decision
+        # (state_backends/retention.py) on the simulated storage
+        coord, sim = self.tm.coordinator, self.sim
+        storage = sim.storage
+        if coord.busy():
+            sim.world.reach(Step.RETENTION_IN_FLIGHT)
+        done = eligible(storage.metadata, coord.bad, coord.id_floor)
+        if not done:
+            return
+        plan = plan_retention(done, storage.metadata, storage.checkpoint_ids(), RETAINED,
+                              sim.savepoint_ids())
+        coord.retention_deleted(storage.discard_checkpoints(plan.doomed))
+        collect_shared_files(  # StateBackend.garbage_collect's second step
+            SharedFilesView(storage),  # type: ignore[arg-type]
+            sorted(plan.keep), plan.newest)
+
+    def trigger_final(self, action: TriggerFinal) -> None:
+        pass  # the tick starts the next checkpoint
+
+    def drained(self, action: Drained) -> None:
+        self.tm.state = TopologyState.DRAINED
+        self.sim.drained_at = action.checkpoint_id
+        self.sim.world.note(f"TM: drained at checkpoint {action.checkpoint_id}")
+
+    def start_recovery(self, action: StartRecovery) -> None:
+        self.tm.begin_recovery(action.reason)
+
+
 @dataclass
 class Recovery:
     generation: int
@@ -1248,51 +1310,9 @@ class SimMaster:
         self.perform(self.coordinator.sink_committed(generation, checkpoint_id, task_id))
 
     def perform(self, actions: list[CoordinatorAction]) -> None:
-        sim = self.sim
-        for action in actions:
-            if not self.alive:
-                return
-            match action:
-                case SendTrigger(cid, g, pause):
-                    for w in sim.workers:
-                        sim.control.to_worker(w, "trigger", g, cid, pause)
-                case WriteCommitPoint(cid, g, meta):
-                    self.write_commit_point(cid, dict(meta))
-                case SendComplete(cid, g):
-                    for w in sim.workers:
-                        sim.control.to_worker(w, "complete", g, cid)
-                    sim.rescale_after_complete(self, cid)  # a Shutdown goes after Complete
-                case SendAbort(cid, g, _):
-                    for w in sim.workers:
-                        sim.control.to_worker(w, "abort", g, cid)
-                    sim.rescale_aborted(self, cid)
-                case CollectGarbage():
-                    if self.coordinator.busy():
-                        sim.world.reach(Step.RETENTION_IN_FLIGHT)
-                    # as StateBackend.garbage_collect(keep, bad, upto): neither a bad
-                    # checkpoint nor one above every id this TM knows (a deposed TM's
-                    # late commit point) counts among the newest; nothing above is touched
-                    coord = self.coordinator
-                    done = sorted(c for c in sim.storage.metadata
-                                  if c not in coord.bad and c <= coord.id_floor)
-                    if not done:
-                        continue
-                    kept = set(done[-RETAINED:]) | {coord.completed_floor}
-                    kept |= sim.savepoint_ids()
-                    newest = done[-1]
-                    above = {c for c in sim.storage.metadata if c > newest}
-                    coord.retention_deleted(sim.storage.delete_checkpoints(kept | above))
-                    collect_shared_files(  # StateBackend.garbage_collect's second step
-                        SharedFilesView(sim.storage),  # type: ignore[arg-type]
-                        sorted(kept & set(sim.storage.metadata)), newest)
-                case TriggerFinal():
-                    pass  # the tick starts the next checkpoint
-                case Drained(cid):
-                    self.state = TopologyState.DRAINED
-                    sim.drained_at = cid
-                    sim.world.note(f"TM: drained at checkpoint {cid}")
-                case StartRecovery(reason):
-                    self.begin_recovery(reason)
+        """The coordinator's actions, through the driver MasterCore uses too
+        (``coordinator_driver.perform``)."""
+        coordinator_driver.perform(actions, _MasterPort(self))
 
     def write_commit_point(self, cid: int, meta: dict[str, Any]) -> None:
         alive = self.alive_check()

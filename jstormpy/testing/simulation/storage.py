@@ -184,17 +184,24 @@ class SimStorage:
             return None, None
         self._call("put_meta", apply, alive, done, serial=True)
 
-    def delete_checkpoints(self, keep: set[int]) -> list[int]:
-        """Retention: delete every completed checkpoint not in ``keep`` (and savepoints
+    def checkpoint_ids(self) -> set[int]:
+        """Every checkpoint id with objects in storage (metadata, snapshots, ``.refs``),
+        complete or not (``list_objects("chk-")``)."""
+        ids = set(self.metadata) | {k[0] for k in self.snapshots}
+        ids |= {int(k.partition("/")[0][4:]) for k in self.objects if k.startswith("chk-")}
+        return ids
+
+    def discard_checkpoints(self, doomed: tuple[int, ...]) -> list[int]:
+        """Retention: delete these checkpoints' objects (``discard_checkpoint``; savepoints
         keep theirs: they are copies)."""
-        gone = [c for c in self.metadata if c not in keep]
-        for c in gone:
-            del self.metadata[c]
+        gone = set(doomed)
+        for c in doomed:
+            self.metadata.pop(c, None)
             for k in [k for k in self.objects if k.startswith(f"chk-{c}/")]:
                 del self.objects[k]  # the .refs beside its snapshots
         for key in [k for k in self.snapshots if k[0] in gone]:
             del self.snapshots[key]
-        return gone
+        return list(doomed)
 
     # -- helpers ---------------------------------------------------------------------------
     def _disk_full(self) -> bool:
