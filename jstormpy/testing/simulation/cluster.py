@@ -1458,7 +1458,10 @@ class Simulation:
         rescale, upgrade = self.plan.rescale_at, self.plan.upgrade_at
         if rescale is not None and not tm.rescale_done and done >= rescale:
             self.quiescent_kind = "rescale"
-        elif upgrade is not None and not tm.upgrade_done and done >= upgrade:
+        elif upgrade is not None and not tm.upgrade_done and done >= upgrade // 2:
+            # at the first checkpoint, or after the first or second completed one (the
+            # draw's 1-4 halved: every draw as it was); later, the job had mostly finished
+            # and its drain cut the release off (one drawn release in seven completed)
             self.quiescent_kind = "upgrade"
         else:
             return False
