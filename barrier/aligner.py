@@ -3,11 +3,13 @@
 Exactly-once: once barrier n arrived on a channel, that channel is *blocked* (its
 records wait) until barrier n arrived on every channel. At-least-once: nothing is
 blocked; the snapshot is taken when the last barrier n arrives.
+
+Free of I/O: the caller passes the time (seconds on its own clock: ``time.monotonic()`` in
+the executor, the simulated clock in the simulator).
 """
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from typing import Any
 
@@ -31,11 +33,12 @@ class BarrierAligner:
         """Keep an item of a blocked channel until the alignment completes."""
         self.held.setdefault(channel, deque()).append(item)
 
-    def on_barrier(self, channel: int, checkpoint_id: int) -> bool:
-        """Record barrier ``checkpoint_id`` from ``channel``; True when it arrived on all."""
+    def on_barrier(self, channel: int, checkpoint_id: int, now: float) -> bool:
+        """Record barrier ``checkpoint_id`` from ``channel``, arrived at ``now`` (seconds);
+        True when it arrived on all."""
         seen = self.arrived.setdefault(checkpoint_id, set())
         if not seen:
-            self.started[checkpoint_id] = time.monotonic()
+            self.started[checkpoint_id] = now
         seen.add(channel)
         if seen >= self.channels:
             del self.arrived[checkpoint_id]
@@ -49,10 +52,10 @@ class BarrierAligner:
             self.blocked.add(channel)
         return False
 
-    def alignment_ms(self, checkpoint_id: int) -> float:
-        """How long the alignment of ``checkpoint_id`` took (ms); forgets it."""
+    def alignment_ms(self, checkpoint_id: int, now: float) -> float:
+        """How long the alignment of ``checkpoint_id`` took until ``now`` (ms); forgets it."""
         start = self.started.pop(checkpoint_id, None)
-        return 0.0 if start is None else (time.monotonic() - start) * 1000.0
+        return 0.0 if start is None else (now - start) * 1000.0
 
     def release(self) -> list[Any]:
         """Unblock every channel; returns the held items in per-channel arrival order."""

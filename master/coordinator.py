@@ -569,9 +569,10 @@ class CheckpointCoordinator:
                           restored: int | None, present: Iterable[int] = ()) -> None:
         """A recovery's :class:`~jstormpy.master.restore_plan.RestorePlan` ended (any
         outcome): ``listing`` is what it listed (``listing_ok``: the listing succeeded, so
-        every id in it completed), ``restored`` the checkpoint the Prepares restore (None:
-        none, or no Restore). Ids stay above the listing; the completed floor rises to its
-        checkpoints that are not bad and to the restored checkpoint, which is never bad from
+        every id in it has a commit point), ``restored`` the checkpoint the Prepares restore
+        (None: none, or no Restore). Ids stay above the listing; if the recovery restores,
+        the completed floor rises to the listing's checkpoints that are not bad and to the
+        restored checkpoint, which is never bad from
         now on: sinks commit it again at the restore, so no later recovery may go below it.
 
         ``present``: every checkpoint the listing found objects of, complete or not. Ids
@@ -580,7 +581,11 @@ class CheckpointCoordinator:
         point replaced when it lands (simulator seed 291464)."""
         ids = list(listing)
         self._id_floor = max([self._id_floor, *ids, *present])
-        if listing_ok:
+        if listing_ok and restored is not None:
+            # only a recovery that restores: one that ended otherwise (a checkpoint it read
+            # was unusable) did not read the others it listed, and one may be a deposed
+            # leader's late commit point that no sink committed (simulator seed 580: the
+            # floor rose to one, which then made the plan refuse to restore empty state)
             # a bad checkpoint is listed once its timed-out write landed, yet it did not
             # complete: as a floor it would switch off the short-listing check below it
             # (simulator seed 36483: restored from nothing under committed output)

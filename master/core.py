@@ -28,6 +28,7 @@ from jstormpy.api.errors import (
 from jstormpy.api.topology import assign_tasks
 from jstormpy.faults import fault_point
 from jstormpy.leader_lease import LeaderLease
+from jstormpy.master import coordinator_driver
 from jstormpy.master.backend_io import BackendIO
 from jstormpy.master.backpressure import BackpressureCoordinator
 from jstormpy.master.checkpoint_health import CheckpointHealth, CheckpointPace, assess
@@ -680,38 +681,9 @@ class MasterCore:
 
     # -- checkpoints: the coordinator decides, this class performs ----------------------------
     def _perform(self, actions: list[CoordinatorAction]) -> bool:
-        """Carry out the coordinator's actions, in order, under the lock; True if one of
-        them began a recovery."""
-        recovery = False
-        for action in actions:
-            match action:
-                case SendTrigger(cid, generation, pause):
-                    self.broadcast(trigger=pb.TriggerCheckpoint(
-                        checkpoint_id=cid, generation=generation, pause=pause))
-                case WriteCommitPoint():
-                    self.backend_io.submit(lambda a=action: self._write_commit_point(a))
-                case SendComplete(cid, generation):
-                    self.broadcast(complete=pb.CompleteCheckpoint(checkpoint_id=cid,
-                                                                   generation=generation))
-                case SendAbort(cid, generation, reason):
-                    log.warning("checkpoint %d aborted: %s", cid, reason)
-                    self.broadcast(abort=pb.AbortCheckpoint(checkpoint_id=cid,
-                                                             generation=generation,
-                                                             reason=reason))
-                case CollectGarbage():
-                    if self.stateful:
-                        self.backend_io.submit(self._garbage_collect)
-                case TriggerFinal():
-                    self._maybe_final_checkpoint()
-                case Drained(cid):
-                    if self.state == TopologyState.RUNNING:
-                        log.info("topology %s drained at checkpoint %d", self.name, cid)
-                        self._set_state(TopologyState.DRAINED)
-                        self.broadcast(shutdown=pb.Shutdown(reason="drained"))
-                case StartRecovery(reason):
-                    self.begin_recovery(reason)
-                    recovery = True
-        return recovery
+        """Carry out the coordinator's actions, in order, under the lock
+        (``coordinator_driver.perform``); True if one of them began a recovery."""
+        return coordinator_driver.perform(actions, _CoordinatorPort(self))
 
     def _maybe_final_checkpoint(self) -> None:
         """Every spout finished and nothing in flight: start the final checkpoint now
@@ -1069,3 +1041,51 @@ class MasterCore:
                 "run": self.run.to_dict() if self.run is not None else None,
             }
 
+
+class _CoordinatorPort:
+    """How the Topology Master performs the coordinator's actions
+    (:class:`~jstormpy.master.coordinator_driver.CoordinatorPort`): commands on the
+    workers' control streams, backend writes on its backend-I/O thread."""
+
+    def __init__(self, core: MasterCore) -> None:
+        self.core = core
+
+    def stopped(self) -> bool:
+        return False  # a TM that stops ends its process: nothing performs after it
+
+    def send_trigger(self, action: SendTrigger) -> None:
+        self.core.broadcast(trigger=pb.TriggerCheckpoint(
+            checkpoint_id=action.checkpoint_id, generation=action.generation,
+            pause=action.pause))
+
+    def write_commit_point(self, action: WriteCommitPoint) -> None:
+        core = self.core
+        core.backend_io.submit(lambda: core._write_commit_point(action))
+
+    def send_complete(self, action: SendComplete) -> None:
+        self.core.broadcast(complete=pb.CompleteCheckpoint(
+            checkpoint_id=action.checkpoint_id, generation=action.generation))
+
+    def send_abort(self, action: SendAbort) -> None:
+        log.warning("checkpoint %d aborted: %s", action.checkpoint_id, action.reason)
+        self.core.broadcast(abort=pb.AbortCheckpoint(
+            checkpoint_id=action.checkpoint_id, generation=action.generation,
+            reason=action.reason))
+
+    def collect_garbage(self, action: CollectGarbage) -> None:
+        core = self.core
+        if core.stateful:
+            core.backend_io.submit(core._garbage_collect)
+
+    def trigger_final(self, action: TriggerFinal) -> None:
+        self.core._maybe_final_checkpoint()
+
+    def drained(self, action: Drained) -> None:
+        core = self.core
+        if core.state == TopologyState.RUNNING:
+            log.info("topology %s drained at checkpoint %d", core.name, action.checkpoint_id)
+            core._set_state(TopologyState.DRAINED)
+            core.broadcast(shutdown=pb.Shutdown(reason="drained"))
+
+    def start_recovery(self, action: StartRecovery) -> None:
+        self.core.begin_recovery(action.reason)

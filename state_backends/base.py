@@ -41,6 +41,7 @@ from jstormpy.api.errors import (
     ObjectExistsError,
     SnapshotNotFoundError,
 )
+from jstormpy.state_backends.retention import eligible, plan_retention
 
 _MAGIC = b"JSNP"
 _HEADER = struct.Struct("!4sBIQ")  # magic, version, crc32, length
@@ -266,23 +267,21 @@ class StateBackend(ABC):
         landed late may carry an id above every checkpoint of the TM that runs now; as
         the newest it would crowd out the checkpoints it restores from (issue 27)."""
         listed = self.list_completed()
-        done = [c for c in listed if c not in bad and (upto is None or c <= upto)]
+        done = eligible(listed, bad, upto)  # the decision: state_backends/retention.py
         if not done:
             return []
-        keep_ids = set(done[-keep:]) if keep > 0 else set()
-        keep_ids |= self.pinned_checkpoints() & set(listed)
-        newest = done[-1]
+        pinned = self.pinned_checkpoints()
         seen: set[int] = set()
         for key in self.list_objects("chk-"):
             try:
                 seen.add(int(key.partition("/")[0][4:]))
             except ValueError:
                 continue
-        doomed = sorted(c for c in seen if c not in keep_ids and c <= newest)
-        for cid in doomed:
+        plan = plan_retention(done, listed, seen, keep, pinned)
+        for cid in plan.doomed:
             self.discard_checkpoint(cid)
-        self.collect_shared_files(sorted(keep_ids), newest)
-        return doomed
+        self.collect_shared_files(sorted(plan.keep), plan.newest)
+        return list(plan.doomed)
 
     def pin_checkpoint(self, checkpoint_id: int, ttl_s: float = 3600.0) -> str:
         """Keep checkpoint ``checkpoint_id`` (and every segment it references) out of

@@ -24,6 +24,7 @@ from typing import Any
 from jstormpy.api.batch import Batch, failed_input
 from jstormpy.api.component import ERRORS_STREAM, Tuple, managed_states
 from jstormpy.api.errors import TopologyError
+from jstormpy.barrier import task_barrier as barrier_steps
 from jstormpy.barrier.aligner import BarrierAligner
 from jstormpy.barrier.snapshots import (
     AckSnapshot,
@@ -256,7 +257,6 @@ class TaskExecutor:
                 self.throttled_until = arg
             elif name is TaskCommand.TRIGGER_PAUSE:  # barrier, then nothing until RESUME
                 self._spout_checkpoint(QuiescentBarrier(arg))
-                self.paused = True
             elif name is TaskCommand.RESUME:
                 self.paused = False
                 self.ticks_paused = False
@@ -334,59 +334,11 @@ class TaskExecutor:
         return pickle.dumps(self._snapshot_dict(), protocol=pickle.HIGHEST_PROTOCOL)
 
     def _take_snapshot(self, checkpoint_id: int, alignment_ms: float, emit_barrier: bool) -> None:
-        """Snapshot at a barrier: the task thread only captures (copies of immutable-valued
-        state dicts, the rest pickled); serialising the copies, the upload and the ack run
-        on the task's snapshot thread (docs/checkpointing.md, asynchronous snapshots)."""
-        t0 = time.monotonic()
-        barrier, checkpoint_id = checkpoint_id, int(checkpoint_id)
-        # the snapshot belongs to this barrier's generation, whenever its upload ends: a
-        # late write under a newer generation's name would be that generation's own key
-        # for the same checkpoint id (same process, same fencing token), hole 6
-        ticket = self.snapshots.barrier(checkpoint_id, self.host.generation)
-        stateful = self.host.guarantee != "at_most_once"
-        noted = getattr(self.component, "before_snapshot", None)  # connectors: learn the id
-        if callable(noted):
-            noted(checkpoint_id)
-            if self.collector.dirty:  # what the hook emitted (a multilang bolt's last
-                self.collector.flush()  # acks' emits) goes ahead of the barrier
-        inc = None
-        if stateful:
-            snap = self._snapshot_dict()
-            if self.incremental is not None:  # tracked keyed state: a delta or a base
-                inc = self.incremental.capture(snap)
-            try:
-                view = capture(snap, self.verified_states)
-            except Exception as exc:  # e.g. a Lock in state: name the state and the key
-                error = snapshot_pickle_error(self.component_name, self.task_id, snap, exc)
-                error.__cause__ = exc
-                # reported like a user error on an input, the same "input" every time: the
-                # TM recognises it when it repeats right after the restore it caused
-                self._user_error(error, _SNAPSHOT_INPUT)
-                raise error from exc  # at_most_once takes no snapshots: not reached
-        else:
-            view = None
-        if emit_barrier:  # as received: a quiescent barrier stays one downstream
-            try:
-                self.collector.broadcast(MessageKind.BARRIER, barrier)
-            except BaseException:  # e.g. the task is stopped: the snapshot thread never
-                if view is not None:  # gets the view, so its sealed RocksDB writes are
-                    release(view)     # applied here (a later flush would wait for them)
-                raise
-        # "finished" tells the TM this barrier follows the spout's end of stream, so the
-        # checkpoint covers everything end of input causes downstream (hole 3)
-        finished = self.kind == "spout" and self.eos_sent
-        self.metrics.snapshot_pause_ms = (time.monotonic() - t0) * 1000.0
-        if view is None:
-            fault_point("after_snapshot", checkpoint_id, self.host.worker_id)
-            self._report_snapshot(self.snapshots.uploaded(ticket, "", 0), finished,
-                                  alignment_ms, self.metrics.snapshot_pause_ms,
-                                  self.metrics.snapshot_pause_ms)
-            return
-        if self.snapshotter is None:
-            self.snapshotter = Snapshotter(f"snapshot-{self.task_id}-{self.component_name}")
-        pause_ms = self.metrics.snapshot_pause_ms
-        self.snapshotter.submit(lambda: self._upload_snapshot(
-            ticket, view, alignment_ms, finished, t0, inc, pause_ms))
+        """A bolt's barrier steps with ``alignment_ms`` given (tests and the snapshot-pause
+        bench call it; ``emit_barrier`` False sends no barrier downstream)."""
+        plan = barrier_steps.TaskBarrier(barrier_steps.TaskKind.BOLT, self._stateful())
+        barrier_steps.perform(plan, _BarrierPort(self, alignment_ms, emit_barrier),
+                              checkpoint_id)
 
     def _report_snapshot(self, reports: list[SnapshotReport], finished: bool,
                          alignment_ms: float, snapshot_ms: float,
@@ -454,9 +406,14 @@ class TaskExecutor:
                               finished, alignment_ms, (time.monotonic() - t0) * 1000.0,
                               pause_ms)
 
-    def _spout_checkpoint(self, checkpoint_id: int) -> None:
-        self.collector.flush()
-        self._take_snapshot(checkpoint_id, 0.0, emit_barrier=True)
+    def _spout_checkpoint(self, barrier: int) -> None:
+        """The spout's barrier steps (barrier/task_barrier.py), triggered by the TM."""
+        plan = barrier_steps.TaskBarrier(barrier_steps.TaskKind.SPOUT, self._stateful(),
+                                         isinstance(barrier, QuiescentBarrier))
+        barrier_steps.perform(plan, _BarrierPort(self, 0.0), barrier)
+
+    def _stateful(self) -> bool:
+        return self.host.guarantee != "at_most_once"
 
     # -- spout loop -----------------------------------------------------------------------
     def _run_spout(self) -> None:
@@ -667,29 +624,14 @@ class TaskExecutor:
             self.metrics.observe_ms((time.perf_counter() - t0) * 1000.0 / n, n)
 
     def _on_barrier(self, src: int, checkpoint_id: int) -> None:
-        if not self.aligner.on_barrier(src, checkpoint_id):
+        if not self.aligner.on_barrier(src, checkpoint_id, time.monotonic()):
             return
-        if isinstance(checkpoint_id, QuiescentBarrier):
-            # gray release: nothing may be emitted on the task's own initiative after the
-            # quiescent cut until the upgrade resumes (issue 13 hole 4)
-            self.ticks_paused = True
-        alignment_ms = self.aligner.alignment_ms(checkpoint_id)
-        self.collector.flush()
-        if self.is_sink and not self.perform_sink_steps(self.txns.barrier(int(checkpoint_id))):
-            # the external system is down: this checkpoint is given up (FailCheckpoint),
-            # the open transaction is staged at the next barrier; keep running
-            # downstream must not stall
-            self.collector.broadcast(MessageKind.BARRIER, checkpoint_id)
-            released = self.aligner.release()
-            if released:
-                self.pending.extendleft(reversed(released))
-            return
-        self._take_snapshot(checkpoint_id, alignment_ms, emit_barrier=True)
-        if self.is_sink:
-            self.perform_sink_steps(self.txns.snapshot_taken(int(checkpoint_id)))
-        released = self.aligner.release()
-        if released:
-            self.pending.extendleft(reversed(released))
+        # aligned on every input: the task's barrier steps (barrier/task_barrier.py)
+        alignment_ms = self.aligner.alignment_ms(checkpoint_id, time.monotonic())
+        kind = barrier_steps.TaskKind.SINK if self.is_sink else barrier_steps.TaskKind.BOLT
+        plan = barrier_steps.TaskBarrier(kind, self._stateful(),
+                                         isinstance(checkpoint_id, QuiescentBarrier))
+        barrier_steps.perform(plan, _BarrierPort(self, alignment_ms), checkpoint_id)
 
     def _on_watermark(self, src: int, watermark: float) -> None:
         if watermark > self.channel_wm.get(src, float("-inf")):
@@ -775,3 +717,104 @@ class TaskExecutor:
                 now = time.monotonic()
                 self._flush_lingered(now)
                 self._run_due(now)
+
+
+class _BarrierPort:
+    """How this task performs its barrier steps (:class:`~jstormpy.barrier.task_barrier.
+    BarrierPort`): the task thread captures (copies of immutable-valued state dicts, the
+    rest pickled); serialising the copies, the upload and the ack run on the task's
+    snapshot thread (docs/checkpointing.md, asynchronous snapshots). One per barrier: it
+    carries the capture from ``capture`` to ``upload``."""
+
+    def __init__(self, task: TaskExecutor, alignment_ms: float,
+                 emit_barrier: bool = True) -> None:
+        self.task = task
+        self.alignment_ms = alignment_ms
+        self.emit_barrier = emit_barrier
+        self.t0 = time.monotonic()
+        self.ticket: SnapshotTicket | None = None
+        self.view: SnapshotView | None = None
+        self.inc: IncrementalCapture | None = None
+
+    def pause_ticks(self, barrier: int) -> None:
+        # gray release: nothing may be emitted on the task's own initiative after the
+        # quiescent cut until the upgrade resumes (issue 13 hole 4)
+        self.task.ticks_paused = True
+
+    def flush(self, barrier: int) -> None:
+        self.task.collector.flush()
+
+    def stage(self, barrier: int) -> bool:
+        # False: the external system is down, this checkpoint is given up (FailCheckpoint)
+        # and the open transaction is staged at the next barrier; the task keeps running
+        task = self.task
+        return task.perform_sink_steps(task.txns.barrier(int(barrier)))
+
+    def capture(self, barrier: int, state: bool) -> None:
+        task = self.task
+        self.t0 = time.monotonic()
+        checkpoint_id = int(barrier)
+        # the snapshot belongs to this barrier's generation, whenever its upload ends: a
+        # late write under a newer generation's name would be that generation's own key
+        # for the same checkpoint id (same process, same fencing token), hole 6
+        self.ticket = task.snapshots.barrier(checkpoint_id, task.host.generation)
+        noted = getattr(task.component, "before_snapshot", None)  # connectors: learn the id
+        if callable(noted):
+            noted(checkpoint_id)
+            if task.collector.dirty:  # what the hook emitted (a multilang bolt's last
+                task.collector.flush()  # acks' emits) goes ahead of the barrier
+        if not state:
+            return
+        snap = task._snapshot_dict()
+        if task.incremental is not None:  # tracked keyed state: a delta or a base
+            self.inc = task.incremental.capture(snap)
+        try:
+            self.view = capture(snap, task.verified_states)
+        except Exception as exc:  # e.g. a Lock in state: name the state and the key
+            error = snapshot_pickle_error(task.component_name, task.task_id, snap, exc)
+            error.__cause__ = exc
+            # reported like a user error on an input, the same "input" every time: the
+            # TM recognises it when it repeats right after the restore it caused
+            task._user_error(error, _SNAPSHOT_INPUT)
+            raise error from exc  # at_most_once takes no snapshots: not reached
+
+    def broadcast(self, barrier: int) -> None:
+        if not self.emit_barrier:
+            return
+        try:  # as received: a quiescent barrier stays one downstream
+            self.task.collector.broadcast(MessageKind.BARRIER, barrier)
+        except BaseException:  # e.g. the task is stopped: the snapshot thread never
+            if self.view is not None:  # gets the view, so its sealed RocksDB writes are
+                release(self.view)     # applied here (a later flush would wait for them)
+            raise
+
+    def upload(self, barrier: int, state: bool) -> None:
+        task, ticket, view = self.task, self.ticket, self.view
+        assert ticket is not None  # captured first (barrier/task_barrier.py)
+        # "finished" tells the TM this barrier follows the spout's end of stream, so the
+        # checkpoint covers everything end of input causes downstream (hole 3)
+        finished = task.kind == "spout" and task.eos_sent
+        pause_ms = task.metrics.snapshot_pause_ms = (time.monotonic() - self.t0) * 1000.0
+        if view is None:
+            fault_point("after_snapshot", ticket.checkpoint_id, task.host.worker_id)
+            task._report_snapshot(task.snapshots.uploaded(ticket, "", 0), finished,
+                                  self.alignment_ms, pause_ms, pause_ms)
+            return
+        if task.snapshotter is None:
+            task.snapshotter = Snapshotter(f"snapshot-{task.task_id}-{task.component_name}")
+        alignment_ms, t0, inc = self.alignment_ms, self.t0, self.inc
+        task.snapshotter.submit(lambda: task._upload_snapshot(
+            ticket, view, alignment_ms, finished, t0, inc, pause_ms))
+
+    def begin_next(self, barrier: int) -> None:
+        task = self.task
+        task.perform_sink_steps(task.txns.snapshot_taken(int(barrier)))
+
+    def release(self, barrier: int) -> None:
+        task = self.task
+        released = task.aligner.release()
+        if released:
+            task.pending.extendleft(reversed(released))
+
+    def pause(self, barrier: int) -> None:
+        self.task.paused = True

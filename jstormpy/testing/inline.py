@@ -41,6 +41,7 @@ from jstormpy.api.component import TopologyContext, Tuple
 from jstormpy.api.config import Config
 from jstormpy.api.errors import JStormError
 from jstormpy.api.topology import Topology
+from jstormpy.barrier import task_barrier as barrier_steps  # type: ignore[attr-defined]
 from jstormpy.barrier.aligner import BarrierAligner  # type: ignore[import-not-found]
 from jstormpy.barrier.transactions import (  # type: ignore[import-not-found]
     Begin,
@@ -103,6 +104,52 @@ class _Task:
     eos_sent: bool
     tuple_classes: dict[tuple[int, str], type[Tuple]] = field(default_factory=dict)
     next_tick: float = 0.0
+
+
+class _BarrierPort:
+    """How the inline runner performs a task's barrier steps
+    (:class:`~jstormpy.barrier.task_barrier.BarrierPort`): synchronously, the snapshot
+    pickled at the capture and kept as the checkpoint's bytes at the upload. No gray
+    release runs inline: nothing pauses."""
+
+    def __init__(self, run: _InlineRun, task: _Task) -> None:
+        self.run, self.task = run, task
+        self.data = b""
+
+    def pause_ticks(self, barrier: int) -> None:
+        pass
+
+    def flush(self, barrier: int) -> None:
+        self.task.collector.flush()
+
+    def stage(self, barrier: int) -> bool:
+        task = self.task
+        assert task.txns is not None
+        self.run._sink_steps(task, task.txns.barrier(barrier))
+        return True  # a sink that gives a checkpoint up fails the inline run (_sink_steps)
+
+    def capture(self, barrier: int, state: bool) -> None:
+        self.data = self.run._snapshot(self.task)
+
+    def broadcast(self, barrier: int) -> None:
+        self.task.collector.broadcast(MessageKind.BARRIER, barrier)
+
+    def upload(self, barrier: int, state: bool) -> None:
+        self.run.taken.setdefault(barrier, {})[self.task.task_id] = self.data
+
+    def begin_next(self, barrier: int) -> None:
+        task = self.task
+        assert task.txns is not None
+        self.run._sink_steps(task, task.txns.snapshot_taken(barrier))
+
+    def release(self, barrier: int) -> None:
+        # records held behind the barrier go first, in arrival order (as the executor's
+        # pending queue)
+        for held in reversed(self.task.aligner.release()):
+            self.run.queue.appendleft((self.task.task_id, held))
+
+    def pause(self, barrier: int) -> None:
+        pass
 
 
 class _InlineRun:
@@ -221,7 +268,7 @@ class _InlineRun:
         self._guard(task, lambda: task.txns.run(steps, perform))  # type: ignore[union-attr]
 
     # -- snapshots ------------------------------------------------------------------------
-    def _snapshot(self, task: _Task, checkpoint_id: int) -> None:
+    def _snapshot(self, task: _Task) -> bytes:
         """What the executor snapshots at a barrier, pickled now (a checkpoint's bytes)."""
         comp = task.comp
         snap: dict[str, Any] = {"states": comp.__dict__.get("_jstorm_states", {}),
@@ -239,8 +286,7 @@ class _InlineRun:
             snap["watermark"] = task.watermark
             snap["inputs_finished"] = task.inputs_finished
             snap["sink_pending"] = list(task.txns.pending) if task.txns else []
-        data = pickle.dumps(snap, protocol=pickle.HIGHEST_PROTOCOL)
-        self.taken.setdefault(checkpoint_id, {})[task.task_id] = data
+        return pickle.dumps(snap, protocol=pickle.HIGHEST_PROTOCOL)
 
     def _complete_if_all(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` completes when every task snapshotted it."""
@@ -297,9 +343,8 @@ class _InlineRun:
         spouts = [t for t in self.tasks.values() if t.kind == "spout"]
         running = {t.task_id for t in self._running_spouts()}
         for i, task in enumerate(spouts):
-            task.collector.flush()
-            self._snapshot(task, checkpoint_id)
-            task.collector.broadcast(MessageKind.BARRIER, checkpoint_id)
+            barrier_steps.perform(barrier_steps.TaskBarrier(barrier_steps.TaskKind.SPOUT),
+                                  _BarrierPort(self, task), checkpoint_id)
             for other in spouts[i + 1:]:
                 if other.task_id in running:
                     self._spout_step(other)
@@ -361,19 +406,13 @@ class _InlineRun:
         self._guard(task, run)
 
     def _on_barrier(self, task: _Task, src: int, checkpoint_id: int) -> None:
-        if not task.aligner.on_barrier(src, checkpoint_id):
+        if not task.aligner.on_barrier(src, checkpoint_id, time.monotonic()):
             return
-        task.collector.flush()
-        if task.txns is not None:
-            self._sink_steps(task, task.txns.barrier(checkpoint_id))
-        self._snapshot(task, checkpoint_id)
-        if task.txns is not None:
-            self._sink_steps(task, task.txns.snapshot_taken(checkpoint_id))
-        task.collector.broadcast(MessageKind.BARRIER, checkpoint_id)
-        # records held behind the barrier go first, in arrival order (as the executor's
-        # pending queue)
-        for held in reversed(task.aligner.release()):
-            self.queue.appendleft((task.task_id, held))
+        # aligned: the task's barrier steps, in the executor's order (barrier/task_barrier.py)
+        kind = barrier_steps.TaskKind.SINK if task.txns is not None else \
+            barrier_steps.TaskKind.BOLT
+        barrier_steps.perform(barrier_steps.TaskBarrier(kind), _BarrierPort(self, task),
+                              checkpoint_id)
 
     def _advance_watermark(self, task: _Task) -> None:
         inf = float("inf")

@@ -145,3 +145,46 @@ def test_multilang_spouts_stay_exactly_once_through_their_lifecycle_faults() -> 
     assert "multilang subprocess lost with" in notes
     assert re.search(r"kept multilang subprocess adopted, [1-9]\d* fails owed", notes)
     assert "dropped (the restored checkpoint covers it)" in notes
+
+
+def test_a_planted_bug_that_fails_the_topology_is_a_violation(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed ending is judged (judging.LEGITIMATE): a Topology Master that fails the
+    topology on a failed listing (a planted bug; the real plan retries) ends failed in
+    seeds whose faults make no failure legitimate, and each such seed is a violation."""
+    from jstormpy.master.restore_plan import Refuse, RestorePlan
+
+    allowed = (Fault.LISTING_ERROR, Fault.WORKER_CRASH, Fault.TM_CRASH)
+    real = [run_seed(s, allowed) for s in range(60)]
+    assert all(r.ok and r.outcome == "drained" for r in real), \
+        [(r.seed, r.outcome) for r in real if r.outcome != "drained"]
+    monkeypatch.setattr(RestorePlan, "listing_failed",
+                        lambda self, error: [Refuse(f"cannot list checkpoints: {error}")])
+    planted = [run_seed(s, allowed) for s in range(60)]
+    flagged = [r for r in planted if not r.ok]
+    assert flagged, "the planted failure passed as a named error state"
+    assert all(r.outcome == "violated" for r in flagged)
+    assert "the run ended 'failed: cannot list checkpoints" in flagged[0].violations[0]
+    # every failed ending is flagged: none passes
+    assert not [r for r in planted if r.ok and r.outcome != "drained"]
+
+
+def test_a_legitimate_refusal_is_no_violation() -> None:
+    """A fresh run into used FileSink output is refused: the fault declares that ending."""
+    results = [run_seed(s, (Fault.FRESH_RUN_INTO_USED,)) for s in range(12)]
+    refused = [r for r in results if r.outcome.startswith("refused: output directory")]
+    assert refused and all(r.ok for r in refused)
+
+
+def test_the_cli_reports_per_fault_kind_how_many_seeds_reached_its_step(capsys) -> None:
+    from jstormpy.cli.main import main
+
+    assert main(["simulate", "--seeds", "60", "--faults",
+                 "worker_crash,rescale,multilang_spout"]) == 0
+    out = capsys.readouterr().out
+    counts = dict(re.findall(r"^  (\w+): (\d+) seeds;", out, re.M))
+    assert set(counts) == {"worker_crash", "rescale", "multilang_spout"}, out
+    restored = re.search(r"worker_crash: \d+ seeds; a recovery restored a checkpoint (\d+)",
+                         out)
+    assert restored and int(restored.group(1)) > 0, out
+    assert "a kept multilang subprocess was adopted" in out

@@ -17,6 +17,7 @@ from jstormpy.master.coordinator import (
     TriggerFinal,
     WriteCommitPoint,
 )
+from jstormpy.master.restore_plan import LATEST, Refuse, RestorePlan
 
 TASKS = {1: "spout", 2: "count", 3: "sink"}
 
@@ -230,6 +231,28 @@ def test_a_listed_bad_checkpoint_never_becomes_the_completed_floor() -> None:
     c.mark_bad(2)
     c.recovery_resolved([1, 2], listing_ok=True, restored=1)
     assert (c.completed_floor, c.id_floor) == (1, 2)
+
+
+def test_an_unread_listed_checkpoint_never_becomes_the_floor_when_the_recovery_restores_none(
+        ) -> None:
+    """Simulator seed 580 (``leader_deposed``): three deposed leaders' late commit points
+    4, 104, 204 and 304 are listed; nothing ever completed. A recovery reads 304, finds it
+    a late commit point of an older epoch (Unusable) and ends there; the floor rose to 204,
+    which nobody had read (another late one), so when 204 turned out unusable too the plan
+    refused to restore empty state "under committed output" and the topology failed, with
+    no sink having committed anything. A checkpoint the recovery did not read is no
+    completion: only a restored one raises the floor."""
+    c = coordinator(tolerable=5)
+    for cid in (4, 104):
+        c.mark_bad(cid)
+    c.mark_bad(304)  # the plan read it: a late commit point (Unusable)
+    c.recovery_resolved([4, 104, 204, 304], listing_ok=True, restored=None)
+    assert c.completed_floor == 0 and c.id_floor == 304
+    plan = RestorePlan(2, LATEST, stateful=True, persisted_generation=2,
+                       completed_floor=c.completed_floor,
+                       bad=c.bad | {204})
+    actions = plan.listed([4, 104, 204, 304])
+    assert not [a for a in actions if isinstance(a, Refuse)], actions  # restores empty
 
 
 def test_a_floor_not_stored_aborts_a_landed_checkpoint_yet_no_recovery_goes_below_it() -> None:

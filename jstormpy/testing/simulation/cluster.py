@@ -23,12 +23,14 @@ import copy
 import functools
 import heapq
 import pickle
+import random
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from jstormpy.api.errors import CorruptSnapshotError, JStormError, SinkError
+from jstormpy.barrier import task_barrier as barrier_steps
 from jstormpy.barrier.aligner import BarrierAligner
 from jstormpy.barrier.snapshots import AckSnapshot, DeclineSnapshot, TaskSnapshots
 from jstormpy.barrier.transactions import (
@@ -43,6 +45,7 @@ from jstormpy.barrier.transactions import (
     SinkTransactions,
 )
 from jstormpy.keygroups import key_group, redistribute, task_index_for_key_group
+from jstormpy.master import coordinator_driver
 from jstormpy.master.coordinator import (
     CheckpointCoordinator,
     CollectGarbage,
@@ -75,9 +78,11 @@ from jstormpy.master.topology_state import TopologyState
 from jstormpy.multilang.acks import AckLedger, AdoptSteps
 from jstormpy.run_identity import RunIdentity
 from jstormpy.state_backends.base import CHECKPOINT_IDS_META
+from jstormpy.state_backends.retention import eligible, plan_retention
 from jstormpy.state_backends.rocksdb_files import local_copy_matches
 from jstormpy.state_backends.shared_files import collect_shared_files
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
+from jstormpy.testing.simulation.judging import Step
 from jstormpy.testing.simulation.outputs import Row, SimOutput
 from jstormpy.testing.simulation.storage import SharedFilesView, SimStorage, merge_files
 from jstormpy.testing.simulation.stores import CounterStores, NativeState
@@ -234,6 +239,7 @@ class SimTask:
             if parked is not None and parked[0].alive:  # kept across the rollback
                 self.proc = parked[0]
                 self.adopt = self.ledger.adopt(parked[1])
+                self.sim.world.reach(Step.MULTILANG_ADOPTED)
                 self.sim.world.note(f"spout task {task_id}: kept multilang subprocess "
                                     f"adopted, {len(self.adopt.fails)} fails owed")
             else:
@@ -306,21 +312,18 @@ class SimTask:
         elif self.ledger.emitted(i):
             self._emit_record(*self.sim.inputs[self.task_id][i])
         else:  # the restored checkpoint holds it: dropped (the ledger acks it later)
+            self.sim.world.reach(Step.MULTILANG_REEMIT_DROPPED)
             self.sim.world.note(f"spout task {self.task_id}: re-emitted id {i} dropped "
                                 "(the restored checkpoint covers it)")
         self.sim.world.at(self.sim.world.latency(0.5, 3), self.spout_step, "")
 
-    def trigger(self, checkpoint_id: int) -> None:
+    def trigger(self, checkpoint_id: int, pause: bool) -> None:
         if not self.alive or not self.started:
+            self.paused = self.paused or pause  # the command waits for the task's start
             return
-        for dst in self.downstream():
-            self.emit(dst, BarrierItem(checkpoint_id))
-        if self.multilang:
-            self.ledger.barrier(checkpoint_id)
-            self.snapshot(checkpoint_id, {"ledger": self.ledger.snapshot(),
-                                          "eos_sent": self.eos_sent})
-            return
-        self.snapshot(checkpoint_id, {"offset": self.offset, "eos_sent": self.eos_sent})
+        barrier_steps.perform(barrier_steps.TaskBarrier(barrier_steps.TaskKind.SPOUT,
+                                                        quiescent=pause),
+                              _BarrierPort(self), checkpoint_id)
 
     # -- bolts and sinks -----------------------------------------------------------------------
     def deliver(self, src: int, item: Any) -> None:
@@ -337,10 +340,14 @@ class SimTask:
             if not isinstance(item, BarrierItem):
                 self.process(src, item)
                 continue
-            if not self.aligner.on_barrier(src, item.checkpoint_id):
+            if not self.aligner.on_barrier(src, item.checkpoint_id,
+                                           self.sim.world.now / 1000.0):
                 continue
-            self.on_aligned(item.checkpoint_id)
-            queue.extendleft(reversed(self.aligner.release()))
+            port = _BarrierPort(self)
+            kind = barrier_steps.TaskKind.SINK if self.component == "sink" else \
+                barrier_steps.TaskKind.BOLT
+            barrier_steps.perform(barrier_steps.TaskBarrier(kind), port, item.checkpoint_id)
+            queue.extendleft(reversed(port.released))
 
     def process(self, src: int, item: Any) -> None:
         assert isinstance(item, Record)
@@ -369,24 +376,13 @@ class SimTask:
                                       self.sim.run.job_id, self.txns.open, self.task_id,
                                       item.streak, item.at))
 
-    def on_aligned(self, checkpoint_id: int) -> None:
-        if self.component == "sink":
-            if not self.perform(self.txns.barrier(checkpoint_id)):
-                for dst in self.downstream():
-                    self.emit(dst, BarrierItem(checkpoint_id))
-                return
-            self.snapshot(checkpoint_id, {"pending_rows": {
-                t: list(r) for t, r in self.pending_rows.items()}})
-            self.perform(self.txns.snapshot_taken(checkpoint_id))
-            return
-        for dst in self.downstream():
-            self.emit(dst, BarrierItem(checkpoint_id))
-        self.snapshot(checkpoint_id, {})
-
     # -- the sink's steps (executor._perform_sink_step) ------------------------------------------
     def perform(self, steps: list[SinkStep]) -> bool:
         try:
-            return self.txns.run(steps, self._perform_step)
+            ok = self.txns.run(steps, self._perform_step)
+            if not ok:
+                self.sim.world.reach(Step.SINK_STEP_REFUSED)
+            return ok
         except SinkError:
             if self.sim.output.refused is None:
                 raise
@@ -429,10 +425,21 @@ class SimTask:
             for i in self.ledger.complete(checkpoint_id):  # ShellSpout.on_checkpoint_complete
                 self.proc.ack(i)
 
-    # -- snapshots (executor._take_snapshot / _upload_snapshot) ---------------------------------
-    def snapshot(self, checkpoint_id: int, extra: dict[str, Any]) -> None:
-        """Capture at the barrier (task thread), upload after the task's earlier snapshots
-        (its ``Snapshotter`` thread runs one job at a time, in order)."""
+    # -- snapshots (the executor's _BarrierPort capture / upload, _upload_snapshot) ----------
+    def snapshot_extra(self, checkpoint_id: int) -> dict[str, Any]:
+        """What the task's snapshot holds besides its states (at ``Capture``)."""
+        if self.component == "sink":
+            return {"pending_rows": {t: list(r) for t, r in self.pending_rows.items()}}
+        if self.component != "spout":
+            return {}
+        if self.multilang:
+            self.ledger.barrier(checkpoint_id)
+            return {"ledger": self.ledger.snapshot(), "eos_sent": self.eos_sent}
+        return {"offset": self.offset, "eos_sent": self.eos_sent}
+
+    def capture(self, checkpoint_id: int, extra: dict[str, Any]) -> tuple[Any, bool]:
+        """Capture at the barrier (task thread): the upload job and whether the
+        ``Snapshotter`` thread takes it a moment later (a frozen RocksDB database)."""
         ticket = self.snapshots.barrier(checkpoint_id, self.generation)
         capture: dict[str, Any] | None = None
         # rocksdb_ttl: the database frozen now, read when the upload runs
@@ -496,14 +503,19 @@ class SimTask:
                 self._report(reports, finished)
                 self._next_upload()
             self.sim.storage.put_snapshot(key, data, worker_alive, uploaded, new_files)
-        self.uploads.append(upload)
+        return upload, frozen is not None
+
+    def upload(self, checkpoint_id: int, job: Any, later: bool) -> None:
+        """Upload after the task's earlier snapshots (its ``Snapshotter`` thread runs one
+        job at a time, in order)."""
+        self.uploads.append(job)
         if len(self.uploads) == 1:
-            if frozen is not None:  # rocksdb_ttl: the Snapshotter thread takes the job a
-                # moment later, and the task goes on writing to its database meanwhile
-                self.sim.world.at(self.sim.world.latency(0.2, 4), upload,
+            if later:  # rocksdb_ttl: the Snapshotter thread takes the job a moment later,
+                # and the task goes on writing to its database meanwhile
+                self.sim.world.at(self.sim.world.latency(0.2, 4), job,
                                   f"task {self.task_id}: snapshot {checkpoint_id} read")
             else:
-                upload()
+                job()
 
     def _report(self, reports: list[Any], finished: bool) -> None:
         """Send the TM what the task's snapshots report (none once the task stopped)."""
@@ -529,6 +541,49 @@ class SimTask:
 
     def emit(self, dst: int, item: Any) -> None:
         self.sim.network.send(self.task_id, dst, self.generation, item)
+
+
+class _BarrierPort:
+    """How a simulated task performs its barrier steps (:class:`~jstormpy.barrier.
+    task_barrier.BarrierPort`), in the order the executor does. One per barrier."""
+
+    def __init__(self, task: SimTask) -> None:
+        self.task = task
+        self.job: tuple[Any, bool] | None = None
+        self.released: list[Any] = []
+
+    def pause_ticks(self, barrier: int) -> None:
+        pass  # the simulated bolts have no ticks
+
+    def flush(self, barrier: int) -> None:
+        pass  # a simulated task's emits are sent at once
+
+    def stage(self, barrier: int) -> bool:
+        task = self.task
+        return task.perform(task.txns.barrier(barrier))
+
+    def capture(self, barrier: int, state: bool) -> None:
+        task = self.task
+        self.job = task.capture(barrier, task.snapshot_extra(barrier))
+
+    def broadcast(self, barrier: int) -> None:
+        task = self.task
+        for dst in task.downstream():
+            task.emit(dst, BarrierItem(barrier))
+
+    def upload(self, barrier: int, state: bool) -> None:
+        assert self.job is not None  # captured first (barrier/task_barrier.py)
+        self.task.upload(barrier, *self.job)
+
+    def begin_next(self, barrier: int) -> None:
+        task = self.task
+        task.perform(task.txns.snapshot_taken(barrier))
+
+    def release(self, barrier: int) -> None:
+        self.released = self.task.aligner.release()
+
+    def pause(self, barrier: int) -> None:
+        self.task.paused = True
 
 
 def stored_entries(state: Any) -> dict[Any, Any]:
@@ -614,6 +669,8 @@ class SimWorker:
             if local_copy_matches(copy_, size, crc):
                 assert copy_ is not None
                 taken[f] = pickle.loads(copy_)
+        if taken:
+            self.sim.world.reach(Step.LOCAL_COPIES_TAKEN)
         return taken
 
     def alive_check(self) -> Any:
@@ -723,6 +780,7 @@ class SimWorker:
                         finish(None, err)
                         return
                     got = {**dict(zip(rest, files, strict=True)), **local}
+                    self.sim.world.reach(Step.SHARED_CHAIN_RESTORED)
                     if self.sim.plan.on(Fault.LOCAL_RECOVERY):
                         self.local_previous[task] = set(chain)  # LocalCopies.seed
                     finish({**data, "states": {**(data.get("states") or {}),  # native RocksDB
@@ -761,8 +819,7 @@ class SimWorker:
             return
         for t in self.tasks.values():
             if t.component == "spout":
-                t.trigger(checkpoint_id)
-                t.paused = t.paused or pause
+                t.trigger(checkpoint_id, pause)
 
     def on_complete(self, generation: int, checkpoint_id: int) -> None:
         if generation != self.generation:
@@ -899,6 +956,66 @@ class Control:
 
 
 # -- the Topology Master --------------------------------------------------------------------------
+class _MasterPort:
+    """How the simulated TM performs the coordinator's actions
+    (:class:`~jstormpy.master.coordinator_driver.CoordinatorPort`), as ``MasterCore``'s
+    port does, on the simulated control streams and storage."""
+
+    def __init__(self, tm: SimMaster) -> None:
+        self.tm, self.sim = tm, tm.sim
+
+    def stopped(self) -> bool:
+        return not self.tm.alive  # deposed while writing a commit point: it stops at once
+
+    def send_trigger(self, action: SendTrigger) -> None:
+        for w in self.sim.workers:
+            self.sim.control.to_worker(w, "trigger", action.generation, action.checkpoint_id,
+                                       action.pause)
+
+    def write_commit_point(self, action: WriteCommitPoint) -> None:
+        self.tm.write_commit_point(action.checkpoint_id, dict(action.metadata))
+
+    def send_complete(self, action: SendComplete) -> None:
+        sim = self.sim
+        for w in sim.workers:
+            sim.control.to_worker(w, "complete", action.generation, action.checkpoint_id)
+        sim.rescale_after_complete(self.tm, action.checkpoint_id)  # a Shutdown after it
+
+    def send_abort(self, action: SendAbort) -> None:
+        sim = self.sim
+        for w in sim.workers:
+            sim.control.to_worker(w, "abort", action.generation, action.checkpoint_id)
+        sim.rescale_aborted(self.tm, action.checkpoint_id)
+
+    def collect_garbage(self, action: CollectGarbage) -> None:
+        # StateBackend.garbage_collect(keep, bad, upto)'s decision
+        # (state_backends/retention.py) on the simulated storage
+        coord, sim = self.tm.coordinator, self.sim
+        storage = sim.storage
+        if coord.busy():
+            sim.world.reach(Step.RETENTION_IN_FLIGHT)
+        done = eligible(storage.metadata, coord.bad, coord.id_floor)
+        if not done:
+            return
+        plan = plan_retention(done, storage.metadata, storage.checkpoint_ids(), RETAINED,
+                              sim.savepoint_ids())
+        coord.retention_deleted(storage.discard_checkpoints(plan.doomed))
+        collect_shared_files(  # StateBackend.garbage_collect's second step
+            SharedFilesView(storage),  # type: ignore[arg-type]
+            sorted(plan.keep), plan.newest)
+
+    def trigger_final(self, action: TriggerFinal) -> None:
+        pass  # the tick starts the next checkpoint
+
+    def drained(self, action: Drained) -> None:
+        self.tm.state = TopologyState.DRAINED
+        self.sim.drained_at = action.checkpoint_id
+        self.sim.world.note(f"TM: drained at checkpoint {action.checkpoint_id}")
+
+    def start_recovery(self, action: StartRecovery) -> None:
+        self.tm.begin_recovery(action.reason)
+
+
 @dataclass
 class Recovery:
     generation: int
@@ -954,6 +1071,8 @@ class SimMaster:
             ids = self.sim.storage.meta.get(CHECKPOINT_IDS_META)
             if ids:
                 self.coordinator.adopt_ids_record(ids)
+        if self.resume and self.incarnation > 1:
+            self.sim.world.reach(Step.TM_RESUMED)
         # as take_over_run, before serving: a resume is the run's next epoch
         self.epoch = self.sim.storage.meta.get("epoch", 0) + 1 if self.resume else 1
         self.sim.storage.meta["epoch"] = self.epoch
@@ -1106,6 +1225,8 @@ class SimMaster:
             case Unusable(cid, _):
                 self.begin_recovery(f"checkpoint {cid} unusable")
             case Restore(target, handles):
+                if target is not None:
+                    self.sim.world.reach(Step.RESTORE)
                 rec.restored, rec.base = prepare_ids(target, coord.id_floor, True)
                 rec.target = target
                 rec.resolved = True
@@ -1126,6 +1247,7 @@ class SimMaster:
             return
         if not ok:
             if corrupt and rec.target is not None:
+                self.sim.world.reach(Step.FELL_BACK)
                 if rec.target in self.sim.completed or rec.target in self.coordinator.restored:
                     # docs/checkpointing.md, "a snapshot of c is corrupt": the fallback
                     # past a committed checkpoint is at-least-once for its span
@@ -1188,49 +1310,9 @@ class SimMaster:
         self.perform(self.coordinator.sink_committed(generation, checkpoint_id, task_id))
 
     def perform(self, actions: list[CoordinatorAction]) -> None:
-        sim = self.sim
-        for action in actions:
-            if not self.alive:
-                return
-            match action:
-                case SendTrigger(cid, g, pause):
-                    for w in sim.workers:
-                        sim.control.to_worker(w, "trigger", g, cid, pause)
-                case WriteCommitPoint(cid, g, meta):
-                    self.write_commit_point(cid, dict(meta))
-                case SendComplete(cid, g):
-                    for w in sim.workers:
-                        sim.control.to_worker(w, "complete", g, cid)
-                    sim.rescale_after_complete(self, cid)  # a Shutdown goes after Complete
-                case SendAbort(cid, g, _):
-                    for w in sim.workers:
-                        sim.control.to_worker(w, "abort", g, cid)
-                    sim.rescale_aborted(self, cid)
-                case CollectGarbage():
-                    # as StateBackend.garbage_collect(keep, bad, upto): neither a bad
-                    # checkpoint nor one above every id this TM knows (a deposed TM's
-                    # late commit point) counts among the newest; nothing above is touched
-                    coord = self.coordinator
-                    done = sorted(c for c in sim.storage.metadata
-                                  if c not in coord.bad and c <= coord.id_floor)
-                    if not done:
-                        continue
-                    kept = set(done[-RETAINED:]) | {coord.completed_floor}
-                    kept |= sim.savepoint_ids()
-                    newest = done[-1]
-                    above = {c for c in sim.storage.metadata if c > newest}
-                    coord.retention_deleted(sim.storage.delete_checkpoints(kept | above))
-                    collect_shared_files(  # StateBackend.garbage_collect's second step
-                        SharedFilesView(sim.storage),  # type: ignore[arg-type]
-                        sorted(kept & set(sim.storage.metadata)), newest)
-                case TriggerFinal():
-                    pass  # the tick starts the next checkpoint
-                case Drained(cid):
-                    self.state = TopologyState.DRAINED
-                    sim.drained_at = cid
-                    sim.world.note(f"TM: drained at checkpoint {cid}")
-                case StartRecovery(reason):
-                    self.begin_recovery(reason)
+        """The coordinator's actions, through the driver MasterCore uses too
+        (``coordinator_driver.perform``)."""
+        coordinator_driver.perform(actions, _MasterPort(self))
 
     def write_commit_point(self, cid: int, meta: dict[str, Any]) -> None:
         alive = self.alive_check()
@@ -1339,6 +1421,7 @@ class Simulation:
         """A message's delay: short, or (with message_delay) up to 30x longer."""
         d = self.world.latency(0.2, 2)
         if self.plan.on(Fault.MESSAGE_DELAY) and self.world.chance(0.2):
+            self.plan.struck(Fault.MESSAGE_DELAY)
             d *= self.world.rng.uniform(5, 30)
         return d
 
@@ -1375,7 +1458,10 @@ class Simulation:
         rescale, upgrade = self.plan.rescale_at, self.plan.upgrade_at
         if rescale is not None and not tm.rescale_done and done >= rescale:
             self.quiescent_kind = "rescale"
-        elif upgrade is not None and not tm.upgrade_done and done >= upgrade:
+        elif upgrade is not None and not tm.upgrade_done and done >= upgrade // 2:
+            # at the first checkpoint, or after the first or second completed one (the
+            # draw's 1-4 halved: every draw as it was); later, the job had mostly finished
+            # and its drain cut the release off (one drawn release in seven completed)
             self.quiescent_kind = "upgrade"
         else:
             return False
@@ -1414,6 +1500,7 @@ class Simulation:
         cid = self.rescale_checkpoint
         meta = self.storage.metadata.get(cid)
         if meta is None:  # the switch cannot finish: abort, a normal recovery
+            self.world.reach(Step.GRAY_RELEASE_ABORTED)
             tm.begin_recovery(f"gray release aborted: checkpoint {cid} is gone")
             return
         layout = self.layout
@@ -1425,9 +1512,11 @@ class Simulation:
 
     def upgrade_ready(self, tm: SimMaster, worker_id: int, ok: bool, error: str) -> None:
         if not ok:
+            self.world.reach(Step.GRAY_RELEASE_ABORTED)
             tm.begin_recovery(f"gray release aborted: worker {worker_id} failed to prepare: "
                               f"{error}")
             return
+        self.world.reach(Step.GRAY_RELEASE_COMPLETED)
         self.rescale_state = ""
         self.upgrade_worker = None
         self.control.to_worker(self.workers[worker_id], "start", tm.generation)
@@ -1436,6 +1525,8 @@ class Simulation:
 
     def rescale_aborted(self, tm: SimMaster, cid: int) -> None:
         if self.rescale_state == "pausing" and cid == self.rescale_checkpoint:
+            self.world.reach(Step.GRAY_RELEASE_ABORTED if self.quiescent_kind == "upgrade"
+                             else Step.RESCALE_REFUSED)
             self.rescale_state = ""
             for w in self.workers:
                 self.control.to_worker(w, "resume", tm.generation)
@@ -1450,13 +1541,21 @@ class Simulation:
 
     def _rescale(self, tm: SimMaster, cid: int) -> None:
         tm.rescale_done = True
-        new = Layout(count=3 if self.layout.count == 2 else 1, tally=3)
+        # half the seeds (a generator of their own: every other draw stays as it was) ask
+        # for "tally" too, which keeps a partial count per task (shuffle-fed): the real
+        # redistribute refuses to split it, and the rescale is refused (hole 5 lets it
+        # through and loses values); the others rescale the keyed counter only, and the
+        # rescale completes
+        both = random.Random(f"{self.world.seed}:rescale").random() < 0.5
+        new = Layout(count=3 if self.layout.count == 2 else 1,
+                     tally=3 if both else self.layout.tally)
         meta = self.storage.metadata.get(cid)
         by_task = {} if meta is None else {
             int(t): self.storage.materialize(self.storage.snapshots.get(handle_key(v["handle"])))
             for t, v in meta["tasks"].items()}
         if meta is None or any(v is None for v in by_task.values()):
             self.world.note(f"rescale: checkpoint {cid} is gone; resuming")
+            self.world.reach(Step.RESCALE_REFUSED)
             for w in self.workers:
                 self.control.to_worker(w, "resume", tm.generation)
             return
@@ -1469,6 +1568,7 @@ class Simulation:
                     moved[t] = part
         except JStormError as exc:
             self.world.note(f"rescale refused: {exc}")
+            self.world.reach(Step.RESCALE_REFUSED)
             for w in self.workers:
                 self.control.to_worker(w, "resume", tm.generation)
             return
@@ -1490,6 +1590,7 @@ class Simulation:
         tm.layout = new
         tm.coordinator.set_layout(new.component_of(), new.tasks("spout"), new.tasks("sink"))
         self.world.note(f"rescaled to count={new.count} tally={new.tally} at checkpoint {cid}")
+        self.world.reach(Step.RESCALE_COMPLETED)
         tm.begin_recovery("rescale", cid)
 
     def on_completed(self, cid: int) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from jstormpy.api.errors import ConfigError
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault
 from jstormpy.testing.simulation.holes import HOLES, reintroduced
+from jstormpy.testing.simulation.judging import ReachTally
 from jstormpy.testing.simulation.scenario import run_seed, run_seeds
 from jstormpy.testing.simulation.world import TRACE_EVENTS
 
@@ -64,11 +65,16 @@ def run_from_args(args: argparse.Namespace) -> int:
                 print(f"  {line}")
             return 0 if result.ok else 1
         seeds = range(args.first, args.first + args.seeds)
-        failures, ran, secs = run_seeds(seeds, allowed, budget_s=args.budget)
+        tally = ReachTally()
+        failures, ran, secs = run_seeds(seeds, allowed, budget_s=args.budget, tally=tally)
     rate = ran / secs if secs else 0.0
     print(f"simulate: {ran} seeds in {secs:.1f} s ({rate:.0f} seeds/s), "
           f"{len(failures)} failing" + (f" (hole {args.hole} re-introduced)"
                                         if args.hole else ""))
+    print("reached, per fault kind (seeds that drew it; of those, seeds that reached each "
+          "step it tests):")
+    for line in tally.lines():
+        print(f"  {line}")
     for f in failures[:args.show]:
         print(f"  seed {f.seed}: {f.outcome} [{f.faults}] {f.violations[0][:160]}")
         print(f"    replay: jstorm simulate --seed {f.seed}"

@@ -178,6 +178,10 @@ class FaultPlan:
         self.hits[fault] = self.hits.get(fault, 0) + 1
         return True
 
+    def struck(self, fault: Fault) -> None:
+        """Count a strike of ``fault`` that is not drawn through :meth:`hit` (a delay)."""
+        self.hits[fault] = self.hits.get(fault, 0) + 1
+
     def describe(self) -> str:
         parts = sorted(f.value for f in self.enabled)
         return ", ".join(parts) or "none"

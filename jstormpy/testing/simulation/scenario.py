@@ -8,7 +8,8 @@ The invariants, after every run:
   number; the ``count`` and ``tally`` bolts' final state sums to each key's ``N``);
 * no commit for a checkpoint that did not complete (checked at every commit);
 * no restore below a committed checkpoint (checked at every restore);
-* every run ends drained, or in a named error state (a refusal), never a hang.
+* every run ends drained, or in a failed or refused ending one of its faults declares
+  legitimate (``judging.LEGITIMATE``), never a hang; any other failed ending is a violation.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from jstormpy.master.topology_state import TopologyState
 from jstormpy.run_identity import RunIdentity
 from jstormpy.testing.simulation.cluster import MAX_PARALLELISM, Simulation, handle_key
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault, FaultPlan
+from jstormpy.testing.simulation.judging import ReachTally, Step, judge, steps_reached
 from jstormpy.testing.simulation.outputs import Row, SimOutput
 from jstormpy.testing.simulation.storage import SimStorage
 from jstormpy.testing.simulation.stores import CounterStores
@@ -40,10 +42,13 @@ class SeedResult:
     seed: int
     faults: str
     outcome: str
-    """``drained``, ``refused: ...`` (a named error state), or ``violated``/``hung``."""
+    """``drained``, ``refused: ...`` (a sink or lifecycle check refused), ``failed: ...``
+    (the Topology Master failed the topology), or ``violated``/``hung``."""
     violations: list[str] = field(default_factory=list)
     trace: list[str] = field(default_factory=list)
     steps: int = 0
+    reached: dict[Fault, frozenset[Step]] = field(default_factory=dict)
+    """Per fault of the seed, the steps it targets that the run reached."""
 
     @property
     def ok(self) -> bool:
@@ -87,6 +92,11 @@ def run_seed(seed: int, allowed: tuple[Fault, ...] = ALL_FAULTS,
         result.outcome = "violated"
     finally:
         stores.close()
+    wrong = judge(result.outcome, plan)
+    if wrong is not None:
+        result.violations.append(wrong)
+        result.outcome = "violated"
+    result.reached = steps_reached(plan, world.reached)
     result.trace = list(world.trace)
     result.steps = world.steps
     return result
@@ -120,6 +130,7 @@ def _run(world: World, plan: FaultPlan, inputs: dict[int, list[tuple[str, int]]]
     # the second run starts after the first drained, with the faults still active
     if plan.lifecycle is Fault.FRESH_RUN_INTO_USED:
         second = RunIdentity(job_id=f"{world.seed:x}b", epoch=0)
+        world.reach(Step.SECOND_RUN_CHECKED)
         try:
             output.check_fresh_run()
         except SinkError as exc:
@@ -136,6 +147,7 @@ def _run(world: World, plan: FaultPlan, inputs: dict[int, list[tuple[str, int]]]
     s = sim.savepoint
     second = RunIdentity.from_savepoint(first, s)
     second = RunIdentity(job_id=f"{world.seed:x}b", epoch=second.epoch)
+    world.reach(Step.SECOND_RUN_CHECKED)
     try:
         output.check_savepoint_restore(s)
     except SinkError as exc:
@@ -176,7 +188,7 @@ def _drive(world: World, sim: Simulation, result: SeedResult) -> bool:
                                  f"(TM {sim.tm.state}, generation {sim.tm.generation})")
         return False
     if sim.tm.state != TopologyState.DRAINED:
-        result.outcome = sim.tm.state
+        result.outcome = f"{sim.tm.state.value}: {sim.tm.failure}"
         return False
     return True
 
@@ -287,10 +299,11 @@ def _check_final_ttl_state(sim: Simulation, by_key: dict[str, list[Row]],
 
 
 def run_seeds(seeds: range | list[int], allowed: tuple[Fault, ...] = ALL_FAULTS,
-              budget_s: float | None = None, stop_at_first: bool = False) -> tuple[
-                  list[SeedResult], int, float]:
+              budget_s: float | None = None, stop_at_first: bool = False,
+              tally: ReachTally | None = None) -> tuple[list[SeedResult], int, float]:
     """Run ``seeds`` (within ``budget_s`` seconds of wall time, if given); returns the
-    failing results, how many seeds ran and the seconds taken."""
+    failing results, how many seeds ran and the seconds taken. ``tally``: counts per fault
+    kind the seeds that reached its target steps."""
     failures: list[SeedResult] = []
     start = time.monotonic()
     ran = 0
@@ -299,6 +312,8 @@ def run_seeds(seeds: range | list[int], allowed: tuple[Fault, ...] = ALL_FAULTS,
             break
         result = run_seed(seed, allowed)
         ran += 1
+        if tally is not None:
+            tally.add(result.reached)
         if not result.ok:
             failures.append(result)
             if stop_at_first:

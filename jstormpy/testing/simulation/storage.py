@@ -22,6 +22,7 @@ from jstormpy.api.errors import (
 from jstormpy.state_backends.base import seal_blob
 from jstormpy.state_backends.shared_files import encode_refs, refs_key
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
+from jstormpy.testing.simulation.judging import Step
 from jstormpy.testing.simulation.stores import materialised
 from jstormpy.testing.simulation.world import World
 
@@ -127,8 +128,12 @@ class SimStorage:
         def land() -> None:
             create()  # nobody hears the outcome
 
+        def land_deposed() -> None:
+            self.world.reach(Step.LATE_COMMIT_POINT)
+            create()
+
         if late is not None:
-            self.world.at(late, land,
+            self.world.at(late, land_deposed,
                           f"storage: deposed TM's metadata of checkpoint {checkpoint_id} lands")
             return
 
@@ -179,22 +184,32 @@ class SimStorage:
             return None, None
         self._call("put_meta", apply, alive, done, serial=True)
 
-    def delete_checkpoints(self, keep: set[int]) -> list[int]:
-        """Retention: delete every completed checkpoint not in ``keep`` (and savepoints
+    def checkpoint_ids(self) -> set[int]:
+        """Every checkpoint id with objects in storage (metadata, snapshots, ``.refs``),
+        complete or not (``list_objects("chk-")``)."""
+        ids = set(self.metadata) | {k[0] for k in self.snapshots}
+        ids |= {int(k.partition("/")[0][4:]) for k in self.objects if k.startswith("chk-")}
+        return ids
+
+    def discard_checkpoints(self, doomed: tuple[int, ...]) -> list[int]:
+        """Retention: delete these checkpoints' objects (``discard_checkpoint``; savepoints
         keep theirs: they are copies)."""
-        gone = [c for c in self.metadata if c not in keep]
-        for c in gone:
-            del self.metadata[c]
+        gone = set(doomed)
+        for c in doomed:
+            self.metadata.pop(c, None)
             for k in [k for k in self.objects if k.startswith(f"chk-{c}/")]:
                 del self.objects[k]  # the .refs beside its snapshots
         for key in [k for k in self.snapshots if k[0] in gone]:
             del self.snapshots[key]
-        return gone
+        return list(doomed)
 
     # -- helpers ---------------------------------------------------------------------------
     def _disk_full(self) -> bool:
         window = self.plan.disk_full
-        return window is not None and window[0] <= self.world.now < window[1]
+        full = window is not None and window[0] <= self.world.now < window[1]
+        if full:
+            self.world.reach(Step.WRITE_ON_FULL_DISK)
+        return full
 
     def _call(self, what: str, apply: Callable[[], tuple[Any, BaseException | None]],
               alive: Callable[[], bool], done: Done, serial: bool = False) -> None:

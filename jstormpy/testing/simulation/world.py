@@ -12,6 +12,7 @@ import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 TRACE_EVENTS = 60
 """How many of the last events a failing run's trace shows."""
@@ -36,6 +37,8 @@ class World:
         self._queue: list[_Event] = []
         self._seq = 0
         self.trace: deque[str] = deque(maxlen=trace_events)
+        self.reached: dict[Any, int] = {}
+        """How often the run reached each step a fault is there to test (``judging.Step``)."""
 
     def at(self, delay: float, fn: Callable[[], None], label: str) -> None:
         """Run ``fn`` ``delay`` simulated milliseconds from now."""
@@ -52,6 +55,10 @@ class World:
 
     def chance(self, p: float) -> bool:
         return p > 0 and self.rng.random() < p
+
+    def reach(self, step: Any) -> None:
+        """The run reached ``step`` (a :class:`~jstormpy.testing.simulation.judging.Step`)."""
+        self.reached[step] = self.reached.get(step, 0) + 1
 
     def note(self, text: str) -> None:
         """Record a line in the trace (shown when the run fails)."""
