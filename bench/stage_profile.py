@@ -41,8 +41,8 @@ from typing import Any
 from bench.profile_datapath import Count, FinalCount, Split, _task, make_lines
 from jstormpy import Bolt
 from jstormpy.connectors.jsonl import encode_rows
-from jstormpy.runtime.collector import apply_collector_policy
 from jstormpy.runtime.codec import decode_item, encode_item
+from jstormpy.runtime.collector import apply_collector_policy
 from jstormpy.runtime.routing import MessageKind, OutputCollector, Route
 
 BATCH = 512
