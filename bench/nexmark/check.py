@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -33,21 +34,29 @@ def read_output(directory: str) -> list[dict[str, Any]]:
     """Every committed row in ``directory``.
 
     A jstormpy ``FileSink`` directory is read with ``read_committed`` (in commit order);
-    any other engine's is every ``*.jsonl`` file under it (sorted by path, lines in
-    order), skipping hidden and in-progress files (names starting with ``.`` or ``_``).
+    any other engine's is every file under it (in natural path order, so that a
+    subtask's rolled part files ``...-0-2``, ``...-0-10`` are read in the order written;
+    lines in order), skipping hidden and in-progress files (names starting with ``.`` or
+    ``_``).
     """
     from jstormpy.connectors.file_parts import committed_files, read_committed
 
     if committed_files(directory):
         return read_committed(directory)
     rows: list[dict[str, Any]] = []
-    for path in sorted(glob.glob(os.path.join(directory, "**", "*"), recursive=True)):
+    paths = glob.glob(os.path.join(directory, "**", "*"), recursive=True)
+    for path in sorted(paths, key=_natural):
         rel = os.path.relpath(path, directory)
         if os.path.isdir(path) or any(p.startswith((".", "_")) for p in rel.split(os.sep)):
             continue
         with open(path, encoding="utf-8") as fh:
             rows.extend(json.loads(line) for line in fh if line.strip())
     return rows
+
+
+def _natural(path: str) -> list[Any]:
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part)
+            for part in re.split(r"(\d+)", path)]
 
 
 def _norm(value: Any) -> Any:
