@@ -85,11 +85,11 @@ def build(env: Any, query: str, events: str, out: str, delay_ms: int) -> None:  
                     .window(SlidingEventTimeWindows.of(Time.milliseconds(Q.WINDOW_MS),
                                                        Time.milliseconds(Q.SLIDE_MS)))
                     .aggregate(Fold(CountAgg()), window_function=WithWindow(),
-                               accumulator_type=pickled, output_type=pickled))
+                               output_type=pickled))
         rows = (counts.key_by(lambda c: c[2], key_type=Types.LONG())
                       .window(TumblingEventTimeWindows.of(Time.milliseconds(Q.SLIDE_MS)))
                       .aggregate(Fold(Q.Collect()), window_function=WithWindow(),
-                                 accumulator_type=pickled, output_type=pickled)
+                                 output_type=pickled)
                       .flat_map(lambda w: Q.q5_hot([(c[0], c[1]) for c in w[1]]),
                                 output_type=pickled))
     elif query == "q7":
@@ -99,11 +99,10 @@ def build(env: Any, query: str, events: str, out: str, delay_ms: int) -> None:  
                           key_type=Types.LONG())
                   .window(TumblingEventTimeWindows.of(Time.milliseconds(Q.WINDOW_MS)))
                   .aggregate(Fold(Q.Q7Max()), window_function=WithWindow(),
-                             accumulator_type=pickled, output_type=pickled))
+                             output_type=pickled))
         rows = (tops.key_by(lambda t: t[2], key_type=Types.LONG())
                     .window(TumblingEventTimeWindows.of(Time.milliseconds(Q.WINDOW_MS)))
-                    .aggregate(Fold(Q7Stage2()), accumulator_type=pickled,
-                               output_type=pickled)
+                    .aggregate(Fold(Q7Stage2()), output_type=pickled)
                     .flat_map(Q.q7_rows, output_type=pickled))
     elif query == "q8":
         rows = (ev.assign_timestamps_and_watermarks(bounded(EventTime()))
@@ -116,13 +115,13 @@ def build(env: Any, query: str, events: str, out: str, delay_ms: int) -> None:  
                   .key_by(lambda b: b["bidder"], key_type=Types.LONG())
                   .window(EventTimeSessionWindows.with_gap(Time.milliseconds(Q.WINDOW_MS)))
                   .aggregate(Fold(CountAgg()), window_function=WithWindow(),
-                             accumulator_type=pickled, output_type=pickled)
+                             output_type=pickled)
                   .map(lambda w: Q.q11_row(w[0], w[1], w[2], w[3]), output_type=pickled))
     elif query == "q12":
         rows = (ev.key_by(lambda b: b["bidder"], key_type=Types.LONG())
                   .window(TumblingProcessingTimeWindows.of(Time.milliseconds(Q.WINDOW_MS)))
                   .aggregate(Fold(CountAgg()), window_function=WithWindow(),
-                             accumulator_type=pickled, output_type=pickled)
+                             output_type=pickled)
                   .map(lambda w: Q.q11_row(w[0], w[1], w[2], w[3]), output_type=pickled))
     else:
         raise ValueError(f"unknown query {query!r}")
