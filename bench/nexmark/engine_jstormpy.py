@@ -60,23 +60,28 @@ class EventLines(Spout):
         self.pos = (int(snap[0]), int(snap[1]))
         self.close()
 
-    def next_tuple(self) -> None:
+    def next_batch(self) -> None:
+        """Emit this task's share of the next ``LINES_PER_CALL * n`` lines as one batch."""
         if self._fh is None:
             self._fh = open(self.path, "rb")  # noqa: SIM115 - kept open across calls
             self._fh.seek(self.pos[0])
         fh, mine, n = self._fh, self.task_index, self.parallelism
         line_no = self.pos[1]
-        emit = self.emit
+        lines = []
+        done = False
         for _ in range(LINES_PER_CALL * n):
             raw = fh.readline()
             if not raw:
-                self.pos = (fh.tell(), line_no)
-                self.finish()
-                return
+                done = True
+                break
             if line_no % n == mine:
-                emit((raw.decode(),))
+                lines.append(raw.decode())
             line_no += 1
         self.pos = (fh.tell(), line_no)
+        if lines:
+            self.emit_batch({"line": lines})
+        if done:
+            self.finish()
 
     def close(self) -> None:
         if self._fh is not None:
@@ -100,8 +105,9 @@ def _ts(e: dict[str, Any]) -> int:
 
 
 def build(query: str, events: str, out: str, delay_ms: int, par: int = 2,
-          stamp_dir: str | None = None) -> Dataflow:
-    """The dataflow of one query, committing its rows to ``FileSink(out)``."""
+          stamp_dir: str | None = None, sink: Any = None) -> Dataflow:
+    """The dataflow of one query, committing its rows to ``sink`` (default
+    ``FileSink(out)``)."""
     flow = Dataflow(f"nexmark-{query}")
     q = Q.QUERIES[query]
     ev = _events(flow, events, q.inputs, par, stamp_dir)
@@ -168,7 +174,7 @@ def build(query: str, events: str, out: str, delay_ms: int, par: int = 2,
                   .map(lambda r: Q.q11_row(r.key, r.value, r.start, r.end), name="q12-row"))
     else:
         raise ValueError(f"unknown query {query!r}; one of {', '.join(Q.QUERIES)}")
-    rows.sink("out", FileSink(out), parallelism=par)
+    rows.sink("out", sink if sink is not None else FileSink(out), parallelism=par)
     return flow
 
 
