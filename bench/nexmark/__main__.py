@@ -19,9 +19,9 @@ from bench.nexmark.generator import (
     DEFAULT_DELAY_MS,
     DEFAULT_RATE,
     GeneratorConfig,
-    read_events,
     write_events,
 )
+from bench.nexmark.reference import events_for_checks
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,7 +81,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    events = list(read_events(a.events))
+    events = events_for_checks(a.events)
     o = run_and_check(ENGINES[a.engine], a.query, a.events, events, a.out, a.delay_ms,
                       a.parallelism)
     rate = f", {len(events) / o.seconds:,.0f} events/s" if o.seconds else ""
@@ -97,7 +97,7 @@ def cmd_suite(a: argparse.Namespace) -> int:
     events_path = a.events_file or os.path.join(work, "events.jsonl")
     if not a.events_file:
         write_events(GeneratorConfig(a.events, a.seed, DEFAULT_RATE, a.delay_ms), events_path)
-    events = list(read_events(events_path))
+    events = events_for_checks(events_path)
     queries = a.queries.split(",") if a.queries else list(Q.QUERIES)
     engines = a.engines.split(",") if a.engines else list(ENGINES)
     results: dict[tuple[str, str], list[Outcome]] = {}
