@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -49,25 +50,31 @@ def run_engine(engine: Engine, query: str, events: str, out: str, delay_ms: int,
     cmd = [python, "-m", engine.module, "--query", query, "--events", os.path.abspath(events),
            "--out", os.path.abspath(out), "--delay-ms", str(delay_ms),
            "--parallelism", str(parallelism)]
-    try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        return Outcome("error", detail=f"timed out after {timeout_s:.0f} s")
-    fields = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line
+    # Its own process group: on a timeout, the engine's children (Bytewax's processes,
+    # Flink's JVM) go too.
+    with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return Outcome("error", detail=f"timed out after {timeout_s:.0f} s")
+    fields = dict(line.split("=", 1) for line in stdout.splitlines() if "=" in line
                   and line.split("=", 1)[0].isupper())
     if "NOT_EXPRESSIBLE" in fields:
         return Outcome("not expressible", detail=fields["NOT_EXPRESSIBLE"])
     if proc.returncode != 0 or "PROCESSING_SECONDS" not in fields:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        tail = (stderr or stdout).strip().splitlines()[-5:]
         return Outcome("error", detail=f"exit {proc.returncode}: " + " | ".join(tail))
     return Outcome("ok", float(fields["PROCESSING_SECONDS"]), fields.get("GUARANTEE", ""))
 
 
 def run_and_check(engine: Engine, query: str, events_path: str, events: list[dict],
-                  out: str, delay_ms: int, parallelism: int) -> Outcome:
+                  out: str, delay_ms: int, parallelism: int,
+                  timeout_s: float = 3600) -> Outcome:
     """Run, then compare the committed output with the reference."""
-    o = run_engine(engine, query, events_path, out, delay_ms, parallelism)
+    o = run_engine(engine, query, events_path, out, delay_ms, parallelism, timeout_s)
     if o.status != "ok":
         return o
     v = compare(query, events, read_output(out))
@@ -107,7 +114,7 @@ def cmd_suite(a: argparse.Namespace) -> int:
             for i in range(a.runs):
                 o = run_and_check(ENGINES[name], query, events_path, events,
                                   os.path.join(work, f"{name}-{query}-{i}"), a.delay_ms,
-                                  a.parallelism)
+                                  a.parallelism, a.timeout)
                 runs.append(o)
                 print(f"# {query} {name} run {i + 1}: {o.status}"
                       + (f" {o.seconds:.2f} s" if o.seconds else "")
@@ -187,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--parallelism", type=int, default=2)
     s.add_argument("--queries", help="comma-separated subset, e.g. q0,q5")
     s.add_argument("--engines", help="comma-separated subset of " + ",".join(ENGINES))
+    s.add_argument("--timeout", type=float, default=3600,
+                   help="seconds one run may take before it is reported as an error")
     s.add_argument("--table", help="also write the table to this file")
     s.add_argument("--keep", action="store_true", help="keep the work directory")
     a = p.parse_args(argv)
