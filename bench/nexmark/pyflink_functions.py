@@ -112,3 +112,48 @@ class Q7Stage2(Q.Q7Merge):
 
     def add(self, acc: Any, item: Any) -> Any:
         return self.merge(acc, item[1])
+
+
+class Sessions(KeyedProcessFunction):
+    """q11's session windows as a keyed process function (state and event-time timers).
+
+    PyFlink 2.3's Python session-window operator (``EventTimeSessionWindows``) fails
+    every checkpoint (``ClassCastException: VoidNamespace cannot be cast to TimeWindow``),
+    so with checkpoints on the job restarts forever. This keeps Flink's semantics: a
+    record opens ``[t, t + gap)`` and merges every session it touches (ends inclusive);
+    a session is emitted when the watermark reaches its end - 1, as Flink fires it.
+    State: the key's open sessions ``[[start, last, count], ...]``.
+    """
+
+    def __init__(self, gap_ms: int) -> None:
+        self.gap = gap_ms
+
+    def open(self, runtime_context: Any) -> None:
+        self.sessions = runtime_context.get_state(
+            ValueStateDescriptor("sessions", Types.PICKLED_BYTE_ARRAY()))
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        t, gap = value["dateTime"], self.gap
+        start, last, count = t, t, 1
+        kept = []
+        for s in self.sessions.value() or []:
+            if s[0] <= last + gap and start <= s[1] + gap:  # touching: merge
+                start, last, count = min(start, s[0]), max(last, s[1]), count + s[2]
+            else:
+                kept.append(s)
+        kept.append([start, last, count])
+        self.sessions.update(kept)
+        ctx.timer_service().register_event_time_timer(last + gap - 1)
+        return iter(())
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        gap, kept = self.gap, []
+        for s in self.sessions.value() or []:
+            if s[1] + gap - 1 <= timestamp:
+                yield Q.q11_row(ctx.get_current_key(), s[2], s[0], s[1] + gap)
+            else:
+                kept.append(s)
+        if kept:
+            self.sessions.update(kept)
+        else:
+            self.sessions.clear()
