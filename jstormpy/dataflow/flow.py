@@ -436,11 +436,12 @@ class KeyedStream:
 
     def window(self, assigner: Any, timestamp: Callable[[Any], float] | None = None,
                out_of_orderness_ms: float = 0, allowed_lateness_ms: float = 0,
-               early_fire_ms: float | None = None) -> WindowedStream:
+               early_fire_ms: float | None = None, time: str = "event") -> WindowedStream:
         """Windows per key (TumblingWindows, SlidingWindows, SessionWindows,
-        CountWindows) over event time ``timestamp(item)``; then ``.aggregate(agg)``."""
+        CountWindows) over event time ``timestamp(item)``, or with ``time="processing"``
+        over the operator's wall clock (no timestamp function); then ``.aggregate(agg)``."""
         return WindowedStream(self, assigner, timestamp, out_of_orderness_ms,
-                              allowed_lateness_ms, early_fire_ms)
+                              allowed_lateness_ms, early_fire_ms, time)
 
     def join(self, other: KeyedStream, *, window: Any,
              timestamp: tuple[Callable[[Any], float], Callable[[Any], float]],
@@ -489,11 +490,13 @@ class WindowedStream:
 
     def __init__(self, keyed: KeyedStream, assigner: Any,
                  timestamp: Callable[[Any], float] | None, out_of_orderness_ms: float,
-                 allowed_lateness_ms: float, early_fire_ms: float | None) -> None:
+                 allowed_lateness_ms: float, early_fire_ms: float | None,
+                 time: str = "event") -> None:
         self._keyed = keyed
         self._args = (assigner, timestamp, out_of_orderness_ms, allowed_lateness_ms,
                       early_fire_ms)
-        WindowAggregateBolt(assigner, timestamp, _CHECK_ONLY, *self._args[2:]) \
+        self._time = time
+        WindowAggregateBolt(assigner, timestamp, _CHECK_ONLY, *self._args[2:], time=time) \
             .validate_config()
         self._result: Stream | None = None
 
@@ -506,10 +509,13 @@ class WindowedStream:
             raise TopologyError("aggregate() was already called on this window; call "
                                 ".window(...) again for a second aggregate")
         assigner, timestamp, lag, lateness, early = self._args
-        WindowAggregateBolt(assigner, timestamp, agg, lag, lateness, early)  # validate now
+        time = self._time
+        WindowAggregateBolt(assigner, timestamp, agg, lag, lateness, early,  # validate now
+                            time=time)
         self._result = self._keyed._operator(  # noqa: SLF001 - one package
             "window", agg, name, parallelism,
-            lambda _, __: WindowAggregateBolt(assigner, timestamp, agg, lag, lateness, early),
+            lambda _, __: WindowAggregateBolt(assigner, timestamp, agg, lag, lateness, early,
+                                              time=time),
             wire=Wire.FIRING, late_wire=Wire.LATE)
         return self._result
 
