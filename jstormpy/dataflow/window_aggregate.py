@@ -37,12 +37,21 @@ class WindowAggregateBolt(WindowedBolt):
 
     def __init__(self, window: WindowAssigner, timestamp_fn: Callable[[Any], float] | None,
                  aggregator: Any, out_of_orderness_ms: float = 0,
-                 allowed_lateness_ms: float = 0, early_fire_ms: float | None = None) -> None:
+                 allowed_lateness_ms: float = 0, early_fire_ms: float | None = None,
+                 time: str = "event") -> None:
         self.window = window  # type: ignore[misc]
         self.key = KEY_FIELD  # type: ignore[misc]
         self.df_timestamp = timestamp_fn
         self.df_aggregator = aggregator
-        if not isinstance(window, CountWindows):
+        if time not in ("event", "processing"):
+            raise TopologyError(f"KeyedStream.window(time={time!r}): use 'event' (timestamps "
+                                "from timestamp=f) or 'processing' (the operator's clock)")
+        if time == "processing":
+            if timestamp_fn is not None:
+                raise TopologyError("KeyedStream.window(time='processing') takes no "
+                                    "timestamp=f: windows follow the operator's clock")
+            self.time = "processing"  # type: ignore[misc]
+        elif not isinstance(window, CountWindows):
             self.watermark = BoundedOutOfOrderness(  # type: ignore[misc]
                 max_lag_ms=watermark_lag(out_of_orderness_ms))
         self.allowed_lateness_ms = allowed_lateness_ms  # type: ignore[misc]
@@ -53,7 +62,8 @@ class WindowAggregateBolt(WindowedBolt):
                     f"window aggregate {aggregator!r} has no {method}(): pass a builtin "
                     "(Count(), Sum('field'), Max('field'), ...) or an object with "
                     "create/add/merge/result")
-        if not isinstance(window, CountWindows) and not callable(timestamp_fn):
+        if (time == "event" and not isinstance(window, CountWindows)
+                and not callable(timestamp_fn)):
             raise TopologyError("KeyedStream.window(...) needs timestamp=f: a function "
                                 "from an item to its event time in epoch ms")
         self.tick_interval_ms = default_tick_interval(self)  # type: ignore[misc]
