@@ -217,13 +217,15 @@ class ReplayableSpout(Spout):
                 break
             except Exception as exc:
                 left = deadline - time.monotonic()
+                # every failed try is logged, the last one too: a slow first try (a
+                # consumer created on a busy machine) may use up the whole wait
+                _log.warning("waiting for %s (%s: %s); giving up in %.0f s",
+                             self.describe_source(), type(exc).__name__, exc, max(0.0, left))
                 if left <= 0:
                     raise UnavailableError(
                         f"{self.describe_source()}: no answer within connect_timeout_ms="
                         f"{self.connect_timeout_ms:.0f} ({type(exc).__name__}: {exc}); check "
                         f"that it runs and is reachable, or raise connect_timeout_ms") from exc
-                _log.warning("waiting for %s (%s: %s); giving up in %.0f s",
-                             self.describe_source(), type(exc).__name__, exc, left)
                 time.sleep(min(1.0, left))
         self.__dict__["_last_wm"] = float("-inf")
 

@@ -1,6 +1,8 @@
 """Large state as users write it (issue 34), at a CI size: bench/rmw_state_bench.py's job
 with the RocksDB store's defaults (no checkpoint setting at all), read-modify-write of
-500k keys written twice each, and a worker SIGKILLed early. The full run (3M and 20M keys)
+1M keys written twice each, and a worker SIGKILLed early (500k keys, the issue's least,
+now run in 4 checkpoint intervals: too few for the share of checkpoints completed to
+mean anything). The full run (3M and 20M keys)
 is in docs/performance.md.
 
 What a user would notice, in counts: the output is exactly once (every key once, count 2);
@@ -18,7 +20,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-KEYS = 500_000
+KEYS = 1_000_000
 
 
 def test_read_modify_write_on_rocksdb_defaults_is_exactly_once_with_small_checkpoints() -> None:
