@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import sysconfig
 import tempfile
 from typing import Any
@@ -33,6 +32,7 @@ from pyflink.datastream.window import (
 )
 
 from bench.nexmark import queries as Q
+from bench.nexmark.flink_env import flink_environment
 from bench.nexmark.pyflink_functions import (
     CountAgg,
     EventTime,
@@ -143,26 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [sysconfig.get_paths()["purelib"], root, os.environ.get("PYTHONPATH", "")])
     os.environ["_python_worker_execution_mode"] = "process"
-    from pyflink.common import Configuration
-    from pyflink.datastream import (
-        CheckpointingMode,
-        RuntimeExecutionMode,
-        StreamExecutionEnvironment,
-    )
-
-    conf = Configuration()
-    for k, v in {"execution.checkpointing.dir": "file://" + os.path.join(work, "ckpt"),
-                 "state.backend.type": "hashmap", "python.execution-mode": a.execution_mode,
-                 "python.executable": sys.executable,
-                 "python.client.executable": sys.executable,
-                 "rest.bind-address": "127.0.0.1", "rest.address": "127.0.0.1",
-                 "taskmanager.host": "127.0.0.1",
-                 "jobmanager.rpc.address": "127.0.0.1"}.items():
-        conf.set_string(k, v)
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
-    env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
-    env.set_parallelism(a.parallelism)
-    env.enable_checkpointing(1000, CheckpointingMode.EXACTLY_ONCE)
+    env = flink_environment(work, a.parallelism, **{"python.execution-mode": a.execution_mode})
     try:
         build(env, a.query, os.path.abspath(a.events), os.path.abspath(a.out), a.delay_ms)
         result = env.execute(f"nexmark-{a.query}")

@@ -22,8 +22,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
+
+from bench.nexmark.flink_env import flink_environment
 
 TS = "UNIX_TIMESTAMP(DATE_FORMAT({0}, 'yyyy-MM-dd HH:mm:ss')) * 1000"
 
@@ -128,28 +129,12 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="nexmark-flinksql-")
-    from pyflink.common import Configuration, Encoder, Types
+    from pyflink.common import Encoder, Types
     from pyflink.common.types import RowKind
-    from pyflink.datastream import (
-        CheckpointingMode,
-        RuntimeExecutionMode,
-        StreamExecutionEnvironment,
-    )
     from pyflink.datastream.connectors.file_system import FileSink
     from pyflink.table import StreamTableEnvironment
 
-    conf = Configuration()
-    for k, v in {"execution.checkpointing.dir": "file://" + os.path.join(work, "ckpt"),
-                 "state.backend.type": "hashmap", "python.executable": sys.executable,
-                 "python.client.executable": sys.executable,
-                 "rest.bind-address": "127.0.0.1", "rest.address": "127.0.0.1",
-                 "taskmanager.host": "127.0.0.1",
-                 "jobmanager.rpc.address": "127.0.0.1"}.items():
-        conf.set_string(k, v)
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
-    env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
-    env.set_parallelism(a.parallelism)
-    env.enable_checkpointing(1000, CheckpointingMode.EXACTLY_ONCE)
+    env = flink_environment(work, a.parallelism)
     t_env = StreamTableEnvironment.create(env)
     t_env.get_config().set("table.local-time-zone", "UTC")
     try:
