@@ -41,7 +41,7 @@ from jstormpy.api.component import TopologyContext, Tuple
 from jstormpy.api.config import Config
 from jstormpy.api.errors import JStormError
 from jstormpy.api.topology import Topology
-from jstormpy.barrier import task_barrier as barrier_steps  # type: ignore[attr-defined]
+from jstormpy.barrier import task_barrier as barrier_steps
 from jstormpy.barrier.aligner import BarrierAligner  # type: ignore[import-not-found]
 from jstormpy.barrier.transactions import (  # type: ignore[import-not-found]
     Begin,
