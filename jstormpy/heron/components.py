@@ -167,6 +167,20 @@ def _heron_config(own: Mapping[str, Any], context: TopologyContext,
             "topology.component.parallelism": parallelism}
 
 
+def _start(impl: Any, stateful: bool, restored: dict[Any, Any] | None,
+           heron_config: Mapping[str, Any], context: TopologyContext,
+           log: Any) -> HashMapState | None:
+    """What a heronpy spout or bolt goes through when its task starts: ``init_state``
+    with the restored state (if stateful), then ``initialize``; the state it was given."""
+    state = None
+    if stateful:
+        state = HashMapState(restored or {})
+        impl.init_state(state)
+    impl.initialize(config=_heron_config(heron_config, context, context.parallelism),
+                    context=HeronTopologyContext(context, dict(heron_config), log))
+    return state
+
+
 class HeronSpout(Spout):
     """A heronpy ``Spout`` class as a jstormpy spout (see the module docs).
 
@@ -221,7 +235,8 @@ class HeronSpout(Spout):
 
     def snapshot(self) -> Any:
         """The state's contents (None for a spout that is not stateful)."""
-        return dict(self._state.items()) if self.stateful else None
+        state = self._state if self.stateful else None
+        return dict(state.items()) if state is not None else None
 
     def on_checkpoint_complete(self, checkpoint_id: int) -> None:
         """``ack(tup_id)`` for the tuples of checkpoints no recovery can fall back past:
@@ -250,13 +265,8 @@ class HeronSpout(Spout):
         self._completed: list[int] = []
         self._retained = max(1, int(conf.get("checkpoints_retained", 1)))
         self._impl = impl = self.spout_cls(delegate=self._delegate)
-        config = _heron_config(self.heron_config, context, context.parallelism)
-        if self.stateful:
-            self._state = HashMapState(self._restored or {})
-            impl.init_state(self._state)
-        impl.initialize(config=config,
-                        context=HeronTopologyContext(context, dict(self.heron_config),
-                                                     self.log))
+        self._state = _start(impl, self.stateful, self._restored, self.heron_config, context,
+                             self.log)
         impl.activate()
 
     def next_tuple(self) -> None:
@@ -324,7 +334,8 @@ class HeronBolt(Bolt):
 
     def snapshot(self) -> Any:
         """The state's contents (None for a bolt that is not stateful)."""
-        return dict(self._state.items()) if self.stateful else None
+        state = self._state if self.stateful else None
+        return dict(state.items()) if state is not None else None
 
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
         """Create the heronpy bolt; ``init_state`` (if stateful), ``initialize``."""
@@ -332,13 +343,8 @@ class HeronBolt(Bolt):
         assert emitter is not None, "prepare outside a running task"
         self._delegate = _BoltDelegate(emitter, self.log, context.component)
         self._impl = impl = self.bolt_cls(delegate=self._delegate)
-        config = _heron_config(self.heron_config, context, context.parallelism)
-        if self.stateful:
-            self._state = HashMapState(self._restored or {})
-            impl.init_state(self._state)
-        impl.initialize(config=config,
-                        context=HeronTopologyContext(context, dict(self.heron_config),
-                                                     self.log))
+        self._state = _start(impl, self.stateful, self._restored, self.heron_config, context,
+                             self.log)
         self._process = impl.process
         self._last_tick = time.monotonic()
 

@@ -65,7 +65,7 @@ def find_heron_topology(namespace: Mapping[str, Any], submitted: list[type]) -> 
     """The heronpy topology a file submitted (``build_and_submit()``) or, failing that,
     the one ``Topology`` subclass it defines; None if neither."""
     if len(submitted) > 1:
-        names = ", ".join(c.topology_name for c in submitted)  # type: ignore[attr-defined]
+        names = ", ".join(getattr(c, "topology_name", c.__name__) for c in submitted)
         raise TopologyError(f"the file submitted {len(submitted)} heronpy topologies ({names}); "
                             "`jstorm run` runs one per file")
     if submitted:
