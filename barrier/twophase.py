@@ -34,6 +34,8 @@ class Sink(Bolt):
     ``prepare`` in the task's process.
     """
 
+    commits_in_two_phases = True
+
     def begin(self, checkpoint_id: int) -> None:
         """Open the transaction that barrier ``checkpoint_id`` will close.
 

@@ -16,10 +16,9 @@ from jstormpy.barrier.twophase import Sink
 from jstormpy.connectors.sinks import FileSink, read_committed
 from jstormpy.connectors.sources import FileSpout, SequenceSpout
 from jstormpy.deploy.local import LocalCluster, TopologyHandle
+from jstormpy.version import __version__
 
 moved_modules.install()  # old module paths: pickles written before the move into rooms
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Batch", "Bolt", "Config", "CustomStreamGrouping", "Fields", "FileSink", "FileSpout",

@@ -315,6 +315,10 @@ class Bolt(Component):
     tick_interval_ms: ClassVar[float | None] = None
     """If set, ``on_tick(now_ms)`` is called about this often (processing time)."""
 
+    commits_in_two_phases: ClassVar[bool] = False
+    """True for a two-phase-commit sink (``jstormpy.barrier.twophase.Sink`` sets it): the
+    engine then drives its transactions at each checkpoint."""
+
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
         """Called once per task, after any state restore."""
 

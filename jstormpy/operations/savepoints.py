@@ -27,7 +27,6 @@ import pickle
 import time
 from typing import Any
 
-from jstormpy import __version__
 from jstormpy.api.errors import CheckpointError, JStormError, ObjectExistsError
 from jstormpy.api.topology import Topology
 from jstormpy.keygroups import (
@@ -50,6 +49,7 @@ from jstormpy.state_backends.base import (
     seal_blob,
 )
 from jstormpy.state_backends.changelog import load_task_snapshot
+from jstormpy.version import __version__
 
 FORMAT = "jstormpy-savepoint/1"
 MANIFEST = "savepoint.json"

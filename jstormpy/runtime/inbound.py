@@ -1,12 +1,13 @@
 """The receiving half of the data plane: ordered, de-duplicated delivery and batched ACKs.
 
-:class:`InboundChannels` is mixed into :class:`~jstormpy.runtime.transport.Transport`.
-After an inbound connection authenticated, :meth:`InboundChannels._read_data` reads its
-DATA and CREDIT frames, drops frames of other generations, checks each channel's sequence
-numbers (duplicates of retransmitted frames are dropped and acknowledged again, gaps
-reported), decodes a DATA payload (:mod:`jstormpy.runtime.codec`) and calls ``deliver``, or
-a CREDIT payload and calls ``on_credit``. Cumulative ACKs are owed per connection and sent
-by one thread every few milliseconds.
+A :class:`~jstormpy.runtime.transport.Transport` holds one :class:`InboundChannels`. After
+an inbound connection authenticated, the transport hands its reader to
+:meth:`InboundChannels.read`, which reads its DATA and CREDIT frames, drops frames of
+other generations, checks each channel's sequence numbers (duplicates of retransmitted
+frames are dropped and acknowledged again, gaps reported through ``on_gap``), decodes a
+DATA payload (:mod:`jstormpy.runtime.codec`) and calls ``deliver``, or a CREDIT payload and
+calls ``on_credit``. Cumulative ACKs are owed per connection and sent by one thread
+(:meth:`InboundChannels.ack_loop`) every few milliseconds.
 """
 
 from __future__ import annotations
@@ -36,28 +37,55 @@ from jstormpy.runtime.frames import (
 
 
 class InboundChannels:
-    """Receive-side state and loops of a transport (see the module docstring)."""
+    """Receive-side state of one worker's transport: per channel the last delivered
+    sequence number, per connection the ACK owed, and the generation frames must carry.
 
-    worker_id: int
-    _closed: bool
-    _generation: int
-    _max_frame_bytes: int
-    _deliver: Callable[..., None]
-    _deliver_generation: bool
-    _on_credit: Callable[[int, int, int, int], None] | None
-    _log: logging.Logger
-    _lock: threading.Lock
-    _channels: dict[tuple[int, int, int], list[Any]]
-    _acks_due: dict[int, tuple[socket.socket, int, int, int]]
-    _acks_wake: threading.Event
+    Args:
+        worker_id: This worker's id (for log lines).
+        deliver: ``deliver(dst_task, item)`` (or ``deliver(dst_task, item, generation)``
+            with ``deliver_generation=True``), called in the reader's thread once per DATA
+            frame of the current generation, in order.
+        on_credit: ``on_credit(src_task, dst_task, total, generation)`` per CREDIT frame.
+        on_gap: ``on_gap(peer_worker, why)`` when a channel's sequence numbers skip.
+        max_frame_bytes: Largest payload accepted.
+        counters: The transport's data-plane counters.
+        log: Logger.
+    """
 
-    counters: DataPlaneCounters
+    def __init__(self, worker_id: int, deliver: Callable[..., None], *,
+                 deliver_generation: bool,
+                 on_credit: Callable[[int, int, int, int], None] | None,
+                 on_gap: Callable[[int, str], None], max_frame_bytes: int,
+                 counters: DataPlaneCounters, log: logging.Logger) -> None:
+        self.worker_id = worker_id
+        self._deliver = deliver
+        self._deliver_generation = deliver_generation
+        self._on_credit = on_credit
+        self._on_gap = on_gap
+        self._max_frame_bytes = max_frame_bytes
+        self.counters = counters
+        self._log = log
+        self._lock = threading.Lock()
+        # (peer worker, incarnation, generation) -> [lock, last delivered seq]
+        self._channels: dict[tuple[int, int, int], list[Any]] = {}
+        # connections owing an ACK: id(sock) -> (sock, generation, incarnation, seq)
+        self._acks_due: dict[int, tuple[socket.socket, int, int, int]] = {}
+        self._acks_wake = threading.Event()
+        self._generation = 0
+        self._closed = False
 
-    def channel_lost(self, worker_id: int, why: str) -> None:
-        """A channel from ``worker_id`` lost frames (the transport logs and escalates)."""
-        raise NotImplementedError
+    def set_generation(self, gen: int) -> None:
+        """Accept frames of ``gen`` only; forget the channels of every other generation."""
+        with self._lock:
+            self._generation = gen
+            self._channels = {k: v for k, v in self._channels.items() if k[2] == gen}
 
-    def _ack_loop(self) -> None:
+    def close(self) -> None:
+        """Stop the ACK loop and any reader waiting for a channel's lock."""
+        self._closed = True
+        self._acks_wake.set()
+
+    def ack_loop(self) -> None:
         """Send the cumulative ACKs owed on inbound connections, batched every few ms."""
         while not self._closed:
             self._acks_wake.wait(0.5)
@@ -91,12 +119,15 @@ class InboundChannels:
             return None
         if seq != last + 1:
             self.counters.count("sequence_gaps")
-            self.channel_lost(peer_worker, f"sequence gap on the channel from {peer}: "
+            self._on_gap(peer_worker, f"sequence gap on the channel from {peer}: "
                                f"frame {seq} after {last} ({seq - last - 1} frame(s) missing)")
         return chan
 
-    def _read_data(self, reader: Any, peer: str, sock: socket.socket | None = None,
-                   peer_worker: int = -1) -> None:
+    def read(self, reader: Any, peer: str, sock: socket.socket | None = None,
+             peer_worker: int = -1) -> None:
+        """Read, check and deliver the frames of one authenticated connection until it
+        closes (returns) or breaks (raises :class:`FrameError` or
+        :class:`PeerClosedError`)."""
         max_frame = self._max_frame_bytes
         hsize = HEADER.size
         unpack = HEADER.unpack

@@ -87,7 +87,7 @@ __all__ = [
 ]
 
 
-class Transport(InboundChannels):
+class Transport:
     """One worker's data plane: a TCP listener plus one outbound connection per peer.
 
     Args:
@@ -139,9 +139,6 @@ class Transport(InboundChannels):
             raise FrameError(f"max_frame_bytes={max_frame_bytes} must be in [1, 2**32-1]")
         self.worker_id = worker_id
         self._secret = bytes(secret)
-        self._deliver = deliver
-        self._deliver_generation = deliver_generation
-        self._on_credit = on_credit
         self._host = host
         self._requested_port = port
         self._max_frame_bytes = max_frame_bytes
@@ -155,11 +152,6 @@ class Transport(InboundChannels):
 
         self._on_loss = on_loss
         self._lock = threading.Lock()
-        # Receiver side: (peer worker, incarnation, generation) -> [lock, last delivered seq].
-        self._channels: dict[tuple[int, int, int], list[Any]] = {}
-        # Inbound connections owing an ACK: id(sock) -> (sock, generation, incarnation, seq).
-        self._acks_due: dict[int, tuple[socket.socket, int, int, int]] = {}
-        self._acks_wake = threading.Event()
         self._generation = 0
         self._sends_stopped = False  # interrupt_sends() until the next set_generation()
         self._peers: dict[int, tuple[str, int]] = {}
@@ -172,6 +164,11 @@ class Transport(InboundChannels):
         self._ack_thread: threading.Thread | None = None
         self._port = 0
         self.counters = DataPlaneCounters()
+        self.inbound = InboundChannels(
+            worker_id, deliver, deliver_generation=deliver_generation, on_credit=on_credit,
+            on_gap=self.channel_lost, max_frame_bytes=max_frame_bytes,
+            counters=self.counters, log=self._log)
+        """The receive side: sequence checks, delivery, ACKs (:mod:`.inbound`)."""
         # what every outbound connection needs of this side, read-only
         self.outbound_settings = OutboundSettings(
             worker_id=worker_id, secret=self._secret, max_frame_bytes=max_frame_bytes,
@@ -219,7 +216,7 @@ class Transport(InboundChannels):
                 target=self._accept_loop, daemon=True, name=f"jstorm-accept-{self.worker_id}")
             self._accept_thread.start()
             self._ack_thread = threading.Thread(
-                target=self._ack_loop, daemon=True, name=f"jstorm-ack-{self.worker_id}")
+                target=self.inbound.ack_loop, daemon=True, name=f"jstorm-ack-{self.worker_id}")
             self._ack_thread.start()
         self._log.info("worker %d: transport listening on %s:%d",
                        self.worker_id, self._host, self._port)
@@ -237,7 +234,7 @@ class Transport(InboundChannels):
         with self._lock:
             self._generation = gen
             self._sends_stopped = False
-            self._channels = {k: v for k, v in self._channels.items() if k[2] == gen}
+            self.inbound.set_generation(gen)
             outs = list(self._outbound.values())
         dropped = sum(ob.discard_other_generations(gen) for ob in outs)
         if dropped:
@@ -418,7 +415,7 @@ class Transport(InboundChannels):
             threads = list(self._threads)
             accept_thread = self._accept_thread
             ack_thread = self._ack_thread
-        self._acks_wake.set()
+        self.inbound.close()
         shutdown_quietly(listener)
         close_quietly(listener)
         if self._guard is not None:
@@ -497,7 +494,7 @@ class Transport(InboundChannels):
             sock.settimeout(None)
             peer = f"worker {peer_worker} at {peer}"
             self._log.debug("worker %d: accepted %s", self.worker_id, peer)
-            self._read_data(reader, peer, sock, peer_worker)
+            self.inbound.read(reader, peer, sock, peer_worker)
         except FrameError as exc:
             self.counters.count("malformed_frames")
             self._log.warning("worker %d: closing connection from %s: %s",
