@@ -32,16 +32,13 @@ sys.path.insert(0, str(ROOT / "examples"))
 import wordcount  # noqa: E402
 
 from jstormpy import Config, LocalCluster  # noqa: E402
-from jstormpy.runtime.executor import TaskExecutor, TaskHost, TaskMetricsCounters  # noqa: E402
+from jstormpy.runtime.executor import TaskExecutor, TaskMetricsCounters  # noqa: E402
+from jstormpy.runtime.task_host import DetachedHost  # noqa: E402
 
 
-class _Host(TaskHost):
-    generation = 1
-    guarantee = "exactly_once"
-    worker_id = 0
-
+class _Host(DetachedHost):
     def __init__(self, timing: bool) -> None:
-        self.config = SimpleNamespace(latency_timing=timing)
+        self.config = Config(latency_timing=timing)
 
 
 def _discard(values: Any, stream: str = "default") -> None:

@@ -38,6 +38,7 @@ from jstormpy.dataflow import Dataflow
 from jstormpy.runtime.codec import decode_item, encode_item
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.routing import MessageKind, OutputCollector, Route
+from jstormpy.runtime.task_host import DetachedHost
 from jstormpy.testing import TestingSource
 from jstormpy.window import TumblingWindows, WindowedBolt
 
@@ -175,15 +176,6 @@ def dataflow_bolts() -> tuple[Any, Any, Any, Any, Any]:
             more["end"].obj)
 
 
-class _Host:
-    guarantee = "exactly_once"
-    worker_id = 0
-    config = None
-
-    def return_credit(self, src: int, dst: int, n: int) -> None:
-        pass
-
-
 class _Context:
     input_tasks = (2,)
 
@@ -196,7 +188,7 @@ def _task(task_id: int, name: str, comp: Any, streams: dict[str, tuple[str, ...]
                            streams=streams)
     bind_task(comp, coll, None)
     comp.prepare({}, _Context())
-    return TaskExecutor(task_id, name, "bolt", comp, coll, _Host(), source_index=sources)
+    return TaskExecutor(task_id, name, "bolt", comp, coll, DetachedHost(), source_index=sources)
 
 
 def run(api: str, lines: list[str], batch_size: int = 512, sink: bool = False,

@@ -29,6 +29,7 @@ from typing import Any
 from jstormpy import Bolt
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.routing import OutputCollector
+from jstormpy.runtime.task_host import DetachedHost
 from jstormpy.state_backends.file import FileBackend
 
 
@@ -36,25 +37,21 @@ class Holder(Bolt):
     outputs = ("k",)
 
 
-class _Host:
-    guarantee = "exactly_once"
-    worker_id = 0
-    generation = 1
-    config = None
-
+class _Host(DetachedHost):
     def __init__(self, backend: Any) -> None:
         self.backend = backend
         self.acked = threading.Event()
 
-    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes,
-                       refs: bytes | None = None) -> str:
-        return self.backend.put_snapshot(checkpoint_id, task_id, data, self.generation,
+    def write_snapshot(self, checkpoint_id: int, task_id: int, data: Any,
+                       refs: bytes | None = None, *, generation: int | None = None) -> str:
+        return self.backend.put_snapshot(checkpoint_id, task_id, data,
+                                         self.generation if generation is None else generation,
                                          refs=refs)
 
     def ack_checkpoint(self, *args: Any, **kwargs: Any) -> None:
         self.acked.set()
 
-    def fail_checkpoint(self, *args: Any) -> None:
+    def fail_checkpoint(self, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError(args)
 
 

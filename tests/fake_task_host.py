@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from jstormpy.runtime.task_host import DetachedHost
+
 
 @dataclass(frozen=True)
 class Write:
@@ -46,13 +48,11 @@ class Failure:
     generation: int
 
 
-class FakeTaskHost:
+class FakeTaskHost(DetachedHost):
     """Records writes, acks, failures, errors, commits and credit; stores snapshots in
     memory. ``blocking=True``: every write waits for :attr:`release` (a slow upload).
     ``errors_fail=True``: a reported user error fails the test at once."""
 
-    worker_id = 0
-    config = None
 
     def __init__(self, guarantee: str = "exactly_once", generation: int = 1,
                  blocking: bool = False, errors_fail: bool = True) -> None:

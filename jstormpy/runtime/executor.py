@@ -118,10 +118,10 @@ class TaskExecutor:
         self.source_index = source_index or {}
         self.linger_s = linger_s
         # ops: Config.latency_timing=False skips the per-batch clock reads (docs/operations.md)
-        self.timing = bool(getattr(getattr(host, "config", None), "latency_timing", True))
+        config = host.config
+        self.timing = config.latency_timing if config is not None else True
         # Config.on_error="dead_letter": a failing tuple goes to the bolt's errors stream
-        self.dead_letters = getattr(getattr(host, "config", None), "on_error", "") == \
-            "dead_letter"
+        self.dead_letters = config is not None and config.on_error == "dead_letter"
         self.ctrl: deque[tuple[TaskCommand, Any]] = deque()
         self.wake = threading.Event()
         self.stopping = False
@@ -314,7 +314,7 @@ class TaskExecutor:
         comp = self.component
         snap: dict[str, Any] = {"states": managed_states(comp),
                                 "state_version": getattr(type(comp), "state_version", None),
-                                "max_parallelism": getattr(self.host, "max_parallelism", None)}
+                                "max_parallelism": self.host.max_parallelism}
         custom = getattr(comp, "snapshot", None)
         if callable(custom):
             snap["custom"] = custom()
@@ -367,8 +367,8 @@ class TaskExecutor:
         try:
             size = 0
             verify(view)  # before any segment is written
-            backend = getattr(self.host, "backend", None)
-            attempt = str(getattr(self.host, "incarnation", "") or "")
+            backend = self.host.backend
+            attempt = self.host.incarnation
             worker_id = self.host.worker_id
             shared, size = upload_native(
                 view, backend, task_id=self.task_id, checkpoint_id=checkpoint_id,
@@ -469,9 +469,7 @@ class TaskExecutor:
         self.collector.flush()
         self.collector.broadcast(MessageKind.END_OF_STREAM, None)
         self.eos_sent = True
-        report = getattr(self.host, "spout_finished", None)
-        if report is not None:
-            report(self.task_id)
+        self.host.spout_finished(self.task_id)
 
     # -- bolt loop --------------------------------------------------------------------------
     def _run_bolt(self) -> None:

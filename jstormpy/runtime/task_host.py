@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
+from jstormpy.api.config import Config
 from jstormpy.metrics import LATENCY_BUCKETS_MS
+from jstormpy.state_backends import StateBackend
 
-__all__ = ["TaskCommand", "TaskHost", "TaskMetricsCounters", "TaskStopped"]
+__all__ = ["DetachedHost", "TaskCommand", "TaskHost", "TaskMetricsCounters", "TaskStopped"]
 
 
 class TaskCommand(Enum):
@@ -56,6 +58,20 @@ class TaskHost(Protocol):
     generation: int
     guarantee: str
     worker_id: int
+    tasks_generation: int
+    """The generation the worker's tasks run in (log lines name it)."""
+    incarnation: str
+    """This worker process's fencing name (a native upload's attempt)."""
+    max_parallelism: int | None
+    """The number of key groups, stored in every snapshot (None: a host outside a run,
+    whose snapshots are not checked against one)."""
+    config: Config | None
+    """The run's configuration (None: a host without one; the defaults apply)."""
+    backend: StateBackend | None
+    """Where native uploads go (None: no state backend)."""
+
+    def spout_finished(self, task_id: int) -> None:
+        """A spout task emitted its end of stream."""
 
     def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes | Iterable[bytes],
                        refs: bytes | None = None, *, generation: int | None = None) -> str:
@@ -83,3 +99,45 @@ class TaskHost(Protocol):
 
     def return_credit(self, src: int, dst: int, n: int) -> None:
         """Give credits of channel ``src → dst`` back to its sender."""
+
+
+class DetachedHost:
+    """A :class:`TaskHost` outside any run, for an executor driven directly (benchmarks,
+    the unit tests' recording host): no configuration (the defaults apply), no state
+    backend, no key groups; snapshots are kept in memory and every report goes nowhere.
+    Subclasses override what they observe."""
+
+    guarantee = "exactly_once"
+    worker_id = 0
+    generation = 1
+    tasks_generation = 0
+    incarnation = "detached"
+    max_parallelism: int | None = None
+    config: Config | None = None
+    backend: StateBackend | None = None
+
+    def write_snapshot(self, checkpoint_id: int, task_id: int, data: bytes | Iterable[bytes],
+                       refs: bytes | None = None, *, generation: int | None = None) -> str:
+        return f"detached-{checkpoint_id}-{task_id}"
+
+    def ack_checkpoint(self, checkpoint_id: int, task_id: int, handle: str, size: int,
+                       finished: bool, alignment_ms: float, snapshot_ms: float, *,
+                       generation: int | None = None, pause_ms: float = 0.0) -> None:
+        return None
+
+    def fail_checkpoint(self, checkpoint_id: int, task_id: int, reason: str, *,
+                        generation: int | None = None) -> None:
+        return None
+
+    def report_error(self, task_id: int, component: str, exc: BaseException,
+                     tup: Any) -> None:
+        return None
+
+    def report_committed(self, checkpoint_id: int, task_id: int) -> None:
+        return None
+
+    def return_credit(self, src: int, dst: int, n: int) -> None:
+        return None
+
+    def spout_finished(self, task_id: int) -> None:
+        return None

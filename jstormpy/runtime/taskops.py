@@ -22,6 +22,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from jstormpy.runtime.task_host import TaskHost
+
 RUN_DIR_ENV = "JSTORM_RUN_DIR"
 _THREAD_RE = re.compile(r"^task-(\d+)-")
 
@@ -29,7 +31,7 @@ _THREAD_RE = re.compile(r"^task-(\d+)-")
 class TaskLogHandler(logging.Handler):
     """Writes one task's records as JSON lines (the file opens lazily, line-buffered)."""
 
-    def __init__(self, path: Path, component: str, task_id: int, host: Any) -> None:
+    def __init__(self, path: Path, component: str, task_id: int, host: TaskHost) -> None:
         super().__init__()
         self.path = path
         self.component = component
@@ -43,8 +45,8 @@ class TaskLogHandler(logging.Handler):
                 "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(
                     timespec="milliseconds"),
                 "level": record.levelname, "task": self.task_id, "component": self.component,
-                "generation": int(getattr(self.host, "tasks_generation", 0) or 0),
-                "worker": getattr(self.host, "worker_id", None), "logger": record.name,
+                "generation": self.host.tasks_generation,
+                "worker": self.host.worker_id, "logger": record.name,
                 "message": record.getMessage()}
             if record.exc_info:
                 entry["exc"] = logging.Formatter().formatException(record.exc_info)
