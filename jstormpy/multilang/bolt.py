@@ -19,7 +19,7 @@ from jstormpy.multilang.protocol import (
     Message,
     ShellProcess,
     Sync,
-    encode_message,
+    encode_tuples,
 )
 
 
@@ -98,7 +98,7 @@ class ShellBolt(Bolt):
         try:
             self._proc.send({"id": tuple_id, "comp": source, "stream": stream, "task": task,
                              "tuple": list(values)})
-        except TypeError as exc:  # json.dumps of a value JSON has no form for
+        except TypeError as exc:  # a value JSON has no form for
             raise self._proc.failure(f"a tuple from {source!r} cannot be sent as JSON "
                                      f"({exc}): {list(values)!r}") from exc
 
@@ -116,15 +116,13 @@ class ShellBolt(Bolt):
         proc = self._proc
         assert proc is not None
         first = self._next_tuple_id + 1
-        self._next_tuple_id += len(batch.rows)
-        ids = [str(i) for i in range(first, self._next_tuple_id + 1)]
-        head = {"comp": batch.source, "stream": batch.stream, "task": batch.task}
         try:
-            data = b"".join(encode_message({"id": i, **head, "tuple": list(values)})
-                            for i, values in zip(ids, batch.rows, strict=True))
-        except TypeError as exc:  # json.dumps of a value JSON has no form for
+            data = encode_tuples(first, batch.source, batch.stream, batch.task, batch.rows)
+        except TypeError as exc:  # a value JSON has no form for
             raise proc.failure(f"a tuple from {batch.source!r} cannot be sent as JSON "
                                f"({exc})") from exc
+        self._next_tuple_id += len(batch.rows)
+        ids = map(str, range(first, self._next_tuple_id + 1))
         proc.send_encoded(data)
         self._in_flight.update(ids)
         self._pump(block=False)
