@@ -400,18 +400,29 @@ class ShellProcess:
         Raises:
             MultilangError: It exited, hung past the timeout, or broke the protocol.
         """
+        wait = self.heartbeat_timeout_s if timeout_s is None else timeout_s
+        msg = self.next_message(wait)
+        if msg is None:
+            self.broken = f"it did not answer within {wait:g} s (heartbeat timeout): it hangs"
+            raise self.failure(self.broken)
+        return msg
+
+    def next_message(self, timeout_s: float) -> Message | None:
+        """The next message, or None if none arrives within ``timeout_s`` (not an error:
+        for a caller that keeps time itself, like a bolt sending ticks while it waits).
+
+        Raises:
+            MultilangError: It exited or broke the protocol.
+        """
         if self.broken is not None:
             raise self.failure(self.broken)
         arrived = self._arrived
         if not arrived:
-            wait = self.heartbeat_timeout_s if timeout_s is None else timeout_s
-            deadline = time.monotonic() + wait
+            deadline = time.monotonic() + timeout_s
             while not arrived:  # a chunk may end before a message does
                 left = deadline - time.monotonic()
-                if left <= 0 or not self._take(max(left, 1e-6)):
-                    self.broken = (f"it did not answer within {wait:g} s (heartbeat "
-                                   "timeout): it hangs")
-                    raise self.failure(self.broken) from None
+                if left <= 0 or not self._take(left):
+                    return None
         msg = arrived.popleft()
         if isinstance(msg, _Broken):
             self.broken = msg.reason

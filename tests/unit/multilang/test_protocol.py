@@ -3,6 +3,8 @@ that speak it by hand): framing, the handshake, and every way a component can br
 
 from __future__ import annotations
 
+import json
+import math
 import sys
 import textwrap
 from pathlib import Path
@@ -18,6 +20,7 @@ from jstormpy.multilang.protocol import (
     Metric,
     ShellProcess,
     Sync,
+    encode_tuples,
     parse_message,
 )
 
@@ -144,3 +147,42 @@ def test_emit_asks_for_task_ids_unless_told_not_to():
     assert parse_message({"command": "emit", "tuple": [1]}).need_task_ids is True
     assert parse_message({"command": "emit", "tuple": [1], "need_task_ids": False}
                          ).need_task_ids is False
+
+
+def test_messages_cut_anywhere_across_writes_are_framed(tmp_path):
+    # the host reads stdout in chunks: a message may arrive a byte at a time, span lines,
+    # end in CRLF, be blank, or hold what only the standard library's JSON parses
+    # (simplejson writes a float nan as NaN; Python ints have no 64-bit bound)
+    proc = started(tmp_path, """\
+        read()
+        data = ('{"command": "log",\\n "msg": "two lines", "level": 2}\\nend\\n'
+                '\\nend\\n'
+                '{"command": "ack", "id": "1"}\\r\\nend\\r\\n'
+                '{"command": "emit", "tuple": [NaN, 123456789012345678901234567890],'
+                ' "need_task_ids": false}\\nend\\n'
+                '{"command": "sync"}\\nend\\n')
+        for ch in data:
+            sys.stdout.write(ch); sys.stdout.flush()
+        read()
+    """)
+    try:
+        proc.send({"command": "next"})
+        got = [proc.receive() for _ in range(4)]
+    finally:
+        proc.close()
+    assert got[:2] == [LogMessage("two lines", 2), Ack("1")]
+    assert isinstance(got[2], Emit) and math.isnan(got[2].values[0])
+    assert got[2].values[1] == 123456789012345678901234567890
+    assert got[3] == Sync()
+
+
+def test_a_batch_of_tuples_is_encoded_as_storm_sends_them():
+    rows = [("a", 1), ("b", {"k": [1.5, None]}), (2**70, "é")]
+    data = encode_tuples(41, "split", "default", 3, rows)
+    texts = data.decode().split("\nend\n")
+    assert texts[-1] == ""
+    assert [json.loads(t) for t in texts[:-1]] == [
+        {"id": str(41 + i), "comp": "split", "stream": "default", "task": 3,
+         "tuple": list(r)} for i, r in enumerate(rows)]
+    with pytest.raises(TypeError):
+        encode_tuples(1, "split", "default", 3, [(object(),)])
