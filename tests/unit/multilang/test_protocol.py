@@ -186,3 +186,24 @@ def test_a_batch_of_tuples_is_encoded_as_storm_sends_them():
          "tuple": list(r)} for i, r in enumerate(rows)]
     with pytest.raises(TypeError):
         encode_tuples(1, "split", "default", 3, [(object(),)])
+
+
+def test_a_write_larger_than_the_pipe_goes_through_while_the_component_writes_back(tmp_path):
+    # the component answers each tuple with far more than it reads; the host writes a batch
+    # bigger than a pipe holds: it must read while it writes, or both wait for good
+    proc = started(tmp_path, """\
+        while True:
+            tup = read()
+            for _ in range(4):
+                send({"command": "emit", "tuple": [tup["id"], "x" * 500],
+                      "need_task_ids": False})
+            send({"command": "ack", "id": tup["id"]})
+    """, heartbeat_timeout_s=10)
+    rows = [(i, "y" * 200) for i in range(1000)]
+    try:
+        proc.send_encoded(encode_tuples(1, "s", "default", 1, rows))  # 0.3 MB out, 2 MB back
+        got = [proc.receive() for _ in range(5 * len(rows))]
+    finally:
+        proc.close()
+    assert [m.tuple_id for m in got if isinstance(m, Ack)] == [str(i + 1) for i in range(1000)]
+    assert sum(isinstance(m, Emit) for m in got) == 4 * len(rows)
