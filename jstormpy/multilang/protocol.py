@@ -282,6 +282,11 @@ class ShellProcess:
         self._in = self.stdin.fileno()  # task thread reads its stdout when it wants messages
         os.set_blocking(self._out, False)
         os.set_blocking(self._in, False)
+        self._readable = select.poll()  # poll, not select: a worker's fds may pass 1024
+        self._readable.register(self._out, select.POLLIN)
+        self._either = select.poll()
+        self._either.register(self._out, select.POLLIN)
+        self._either.register(self._in, select.POLLOUT)
         threading.Thread(target=self._read_stderr, args=(self.proc.stderr,), daemon=True,
                          name=f"multilang-err-{task_id}").start()
 
@@ -293,7 +298,7 @@ class ShellProcess:
         all) for some to arrive; False if nothing had (the end of the stream counts)."""
         if self._broken_in(self._arrived):
             return True
-        if timeout_s is not None and not select.select([self._out], [], [], timeout_s)[0]:
+        if timeout_s is not None and not self._readable.poll(timeout_s * 1000.0):
             return False
         data: list[bytes] = []
         end: _Broken | None = None
@@ -394,11 +399,13 @@ class ShellProcess:
                 raise self.failure(f"writing to it failed ({exc}): it has exited") from exc
             # its stdin is full: read what it wrote meanwhile (it may wait for that) until
             # it takes more, up to the heartbeat timeout
-            readable, writable, _ = select.select([self._out], [self._in], [],
-                                                  self.heartbeat_timeout_s)
-            if readable:
+            ready = dict(self._either.poll(self.heartbeat_timeout_s * 1000.0))
+            if ready.get(self._out):
                 self._take(None)
-            elif not writable:
+                if self._broken_in(self._arrived):  # its stdout ended or broke
+                    self.broken = self._arrived[-1].reason  # type: ignore[union-attr]
+                    raise self.failure(self.broken)
+            elif not ready:
                 self.broken = (f"it did not read its input within "
                                f"{self.heartbeat_timeout_s:g} s (heartbeat timeout): it hangs")
                 raise self.failure(self.broken)

@@ -207,3 +207,44 @@ def test_a_write_larger_than_the_pipe_goes_through_while_the_component_writes_ba
         proc.close()
     assert [m.tuple_id for m in got if isinstance(m, Ack)] == [str(i + 1) for i in range(1000)]
     assert sum(isinstance(m, Emit) for m in got) == 4 * len(rows)
+
+
+def test_a_worker_with_over_1024_open_files_still_speaks_to_its_subprocess(tmp_path):
+    # a worker with many tasks and sockets holds high fds: waiting on the pipes must not
+    # use select(), which refuses fds past 1024
+    import os
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the hard limit on open files ({hard}) is below 1200")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        proc = started(tmp_path, """\
+            while True:
+                tup = read()
+                send({"command": "ack", "id": tup["id"]})
+        """)
+        assert proc.proc.stdout is not None and proc.proc.stdout.fileno() > 1024
+        try:
+            proc.send_encoded(encode_tuples(1, "s", "default", 1, [(1,), (2,)]))
+            assert [proc.receive(), proc.receive()] == [Ack("1"), Ack("2")]
+        finally:
+            proc.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_component_that_closes_its_stdout_and_stops_reading_fails_the_write(tmp_path):
+    proc = started(tmp_path, """\
+        print("closing my stdout", file=sys.stderr, flush=True)
+        os.close(1)
+        import time; time.sleep(600)
+    """, heartbeat_timeout_s=5)
+    rows = [(i, "y" * 200) for i in range(1000)]  # more than its stdin pipe holds
+    with pytest.raises(MultilangError, match="its stdout closed") as err:
+        proc.send_encoded(encode_tuples(1, "s", "default", 1, rows))
+    assert "closing my stdout" in str(err.value)
+    assert proc.proc.poll() is not None  # not left running
