@@ -21,6 +21,12 @@ and to ``native-batch``; the multilang ratio is the price of the subprocess hop.
 
     python -m bench.foreign_wc --words 300000
     python -m bench.foreign_wc --words 20000 --ways native,heronpy   # a smoke run
+    python -m bench.foreign_wc --words 200000 --ways native,streamparse --floor
+
+Each way's CPU per word (the workers' and the master's, and, in brackets, the part spent in
+the multilang subprocesses, sampled from /proc) is printed too: on a shared machine the
+CPU figures and the ratios within one run are the ones to compare. ``--floor`` also runs
+the two streamparse bolts alone on pre-written input files: the subprocess side's floor.
 """
 
 from __future__ import annotations
@@ -29,9 +35,12 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -51,12 +60,17 @@ WORDS_PER_LINE = 10
 FILES = 4
 
 
-def write_corpus(folder: Path, words: int, seed: int = 39) -> Counter:
-    """``words`` Zipf-distributed words in ``FILES`` part files; their counts."""
+def draw(words: int, seed: int = 39) -> list[str]:
+    """``words`` Zipf-distributed words over the vocabulary."""
     rng = random.Random(seed)
     vocab = [f"w{i}" for i in range(VOCABULARY)]
     weights = [1.0 / (rank + 1) for rank in range(VOCABULARY)]
-    drawn = rng.choices(vocab, weights=weights, k=words)
+    return rng.choices(vocab, weights=weights, k=words)
+
+
+def write_corpus(folder: Path, words: int, seed: int = 39) -> Counter:
+    """``words`` Zipf-distributed words in ``FILES`` part files; their counts."""
+    drawn = draw(words, seed)
     folder.mkdir(parents=True, exist_ok=True)
     lines = [" ".join(drawn[i:i + WORDS_PER_LINE]) for i in range(0, words, WORDS_PER_LINE)]
     per_file = -(-len(lines) // FILES)
@@ -156,6 +170,89 @@ def build(way: str, files: list[str], out: str, stamps: str, par: int) -> Any:
     return b.build()
 
 
+class SubprocessCpu:
+    """The CPU seconds of the multilang subprocesses (``streamparse.run`` command lines),
+    sampled from /proc every ``period_s`` while a run goes on: the subprocess side of the
+    hop, the rest of the run's CPU is the host's (workers, master)."""
+
+    def __init__(self, period_s: float = 0.02) -> None:
+        self.period_s = period_s
+        self.seen: dict[int, float] = {}
+        self.stop = threading.Event()
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> SubprocessCpu:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def seconds(self) -> float:
+        return sum(self.seen.values())
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.period_s):
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        if b"streamparse.run" not in f.read():
+                            continue
+                    with open(f"/proc/{pid}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                self.seen[int(pid)] = (int(fields[11]) + int(fields[12])) / self.tick
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def subprocess_floor(drawn: list[str], work: Path) -> dict[str, float]:
+    """The unmodified streamparse bolts alone, no host: each reads a pre-written file of its
+    tuple messages (the handshake, then one message per line of the corpus for split, per
+    word for count) and writes its emits and acks to a file. Their CPU microseconds per
+    word (interpreter start-up subtracted) are the least any host can cost with them."""
+    def cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    def run(argv: list[str], messages: list[list[str]] | None) -> float:
+        folder = work / "floor"
+        folder.mkdir(parents=True, exist_ok=True)
+        inp, out = folder / "in", folder / "out"
+        handshake = {"conf": {}, "pidDir": str(folder),
+                     "context": {"task->component": {"1": "x"}, "taskid": 1,
+                                 "componentid": "x", "source->stream->fields": {}}}
+        with open(inp, "w") as f:
+            f.write(json.dumps(handshake) + "\nend\n")
+            for i, values in enumerate(messages or ()):
+                f.write(json.dumps({"id": str(i), "comp": "s", "stream": "default",
+                                    "task": 1, "tuple": values}) + "\nend\n")
+        before = cpu()
+        with open(inp) as stdin, open(out, "w") as stdout:
+            subprocess.run(argv, stdin=stdin, stdout=stdout, cwd=str(HERE), check=False)
+        return cpu() - before
+
+    def sparse(cls: str) -> list[str]:
+        return [sys.executable, "-m", "streamparse.run", f"foreign_wc_sparse.{cls}"]
+
+    words = len(drawn)
+    start = run(sparse("SplitBolt"), None)  # start-up, handshake, EOF: no tuples
+    lines = [[" ".join(drawn[i:i + WORDS_PER_LINE])] for i in range(0, words, WORDS_PER_LINE)]
+    split = run(sparse("SplitBolt"), lines) - start
+    count = run(sparse("CountBolt"), [[w] for w in drawn]) - start
+    return {"split_cpu_us_per_word": split / words * 1e6,
+            "count_cpu_us_per_word": count / words * 1e6,
+            "cpu_us_per_word": (split + count) / words * 1e6}
+
+
 def run_way(way: str, files: list[str], work: Path, expected: Counter,
             workers: int) -> dict[str, Any]:
     """Run one way to drained; its processing seconds, checked against the corpus."""
@@ -166,16 +263,20 @@ def run_way(way: str, files: list[str], work: Path, expected: Counter,
     topo = build(way, files, str(out), str(stamps), workers)
     conf = Config(workers=workers, guarantee="exactly_once", checkpoint_interval_ms=1000,
                   log_level="WARNING", state_backend=f"file://{root / 'ckpt'}")
-    with LocalCluster() as cluster:
+    cpu0 = _children_cpu()
+    with SubprocessCpu() as sub, LocalCluster() as cluster:
         handle = cluster.submit(topo, conf)
         status = handle.wait(timeout=3600, poll_s=0.01)
         end = time.time()
+    cpu = _children_cpu() - cpu0  # the workers and master (and what they waited for)
     starts = [float((stamps / n).read_text()) for n in os.listdir(stamps)]
     seconds = end - min(starts)
     counts = {r["word"]: r["count"] for r in read_committed(out)}
     words = sum(expected.values())
     return {"way": way, "state": status["state"], "seconds": seconds,
             "words_per_s": words / seconds, "us_per_word": seconds / words * 1e6,
+            "cpu_us_per_word": cpu / words * 1e6,
+            "subprocess_cpu_us_per_word": sub.seconds() / words * 1e6,
             "correct": counts == dict(expected)}
 
 
@@ -186,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--workdir", default=None, help="scratch folder (default: a temp dir)")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    ap.add_argument("--floor", action="store_true",
+                    help="also run the streamparse bolts alone on pre-written input files "
+                         "(the subprocess side's floor, CPU per word)")
     a = ap.parse_args(argv)
     ways = [w for w in a.ways.split(",") if w]
     unknown = sorted(set(ways) - set(WAYS))
@@ -200,17 +304,24 @@ def main(argv: list[str] | None = None) -> int:
         for ref in ("native", "native-batch"):
             if ref in by_way and ref != r["way"]:
                 r[f"x_{ref}"] = r["us_per_word"] / by_way[ref]["us_per_word"]
+    floor = subprocess_floor(draw(a.words), work) if a.floor else None
     if a.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps({"ways": results, "floor": floor} if floor else results, indent=2))
         return 0
     print(f"word count, {a.words:,} words (Zipf, {VOCABULARY:,}-word vocabulary), "
           f"{a.workers} workers, exactly-once, 1 s checkpoints")
-    print(f"{'way':<13} {'words/s':>10} {'us/word':>8} {'x native':>9} {'x batch':>8}  ok")
+    print(f"{'way':<13} {'words/s':>10} {'us/word':>8} {'x native':>9} {'x batch':>8}  ok"
+          "   cpu us/word (of it in multilang subprocesses)")
     for r in results:
         xn = f"{r['x_native']:.2f}" if "x_native" in r else "-"
         xb = f"{r['x_native-batch']:.2f}" if "x_native-batch" in r else "-"
         print(f"{r['way']:<13} {r['words_per_s']:>10,.0f} {r['us_per_word']:>8.2f} {xn:>9} "
-              f"{xb:>8}  {'yes' if r['correct'] and r['state'] == 'drained' else 'NO'}")
+              f"{xb:>8}  {'yes' if r['correct'] and r['state'] == 'drained' else 'NO':<3}"
+              f"  {r['cpu_us_per_word']:>8.2f} ({r['subprocess_cpu_us_per_word']:.2f})")
+    if floor:
+        print(f"streamparse bolts alone on files (no host), cpu us/word: split "
+              f"{floor['split_cpu_us_per_word']:.2f} + count {floor['count_cpu_us_per_word']:.2f}"
+              f" = {floor['cpu_us_per_word']:.2f}")
     return 0 if all(r["correct"] for r in results) else 1
 
 

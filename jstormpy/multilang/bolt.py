@@ -19,7 +19,7 @@ from jstormpy.multilang.protocol import (
     Message,
     ShellProcess,
     Sync,
-    encode_message,
+    encode_tuples,
 )
 
 
@@ -98,7 +98,7 @@ class ShellBolt(Bolt):
         try:
             self._proc.send({"id": tuple_id, "comp": source, "stream": stream, "task": task,
                              "tuple": list(values)})
-        except TypeError as exc:  # json.dumps of a value JSON has no form for
+        except TypeError as exc:  # a value JSON has no form for
             raise self._proc.failure(f"a tuple from {source!r} cannot be sent as JSON "
                                      f"({exc}): {list(values)!r}") from exc
 
@@ -108,7 +108,9 @@ class ShellBolt(Bolt):
         tuple_id = str(self._next_tuple_id)
         self._send_tuple(tuple_id, tup.source, tup.stream, tup.task, tup.values)
         self._in_flight.add(tuple_id)
-        self._pump(block=len(self._in_flight) >= self.max_in_flight)
+        self._pump()
+        if len(self._in_flight) >= self.max_in_flight:
+            self._await_answers(self.max_in_flight - 1)
 
     def execute_batch(self, batch: Batch) -> None:
         """A channel batch in one write (the batch API: one call per received batch),
@@ -116,20 +118,18 @@ class ShellBolt(Bolt):
         proc = self._proc
         assert proc is not None
         first = self._next_tuple_id + 1
-        self._next_tuple_id += len(batch.rows)
-        ids = [str(i) for i in range(first, self._next_tuple_id + 1)]
-        head = {"comp": batch.source, "stream": batch.stream, "task": batch.task}
         try:
-            data = b"".join(encode_message({"id": i, **head, "tuple": list(values)})
-                            for i, values in zip(ids, batch.rows, strict=True))
-        except TypeError as exc:  # json.dumps of a value JSON has no form for
+            data = encode_tuples(first, batch.source, batch.stream, batch.task, batch.rows)
+        except TypeError as exc:  # a value JSON has no form for
             raise proc.failure(f"a tuple from {batch.source!r} cannot be sent as JSON "
                                f"({exc})") from exc
+        self._next_tuple_id += len(batch.rows)
+        ids = map(str, range(first, self._next_tuple_id + 1))
         proc.send_encoded(data)
         self._in_flight.update(ids)
-        self._pump(block=False)
-        while len(self._in_flight) > self.max_in_flight:
-            self._pump(block=True)
+        self._pump()
+        if len(self._in_flight) > self.max_in_flight:
+            self._await_answers(self.max_in_flight)
 
     def before_snapshot(self, checkpoint_id: int) -> None:
         """At a barrier: every tuple sent is acked (its emits go before the barrier)."""
@@ -141,15 +141,21 @@ class ShellBolt(Bolt):
 
     def on_tick(self, now_ms: float) -> None:
         """Heartbeats (a hung subprocess fails the task) and Storm tick tuples."""
-        proc = self._proc
-        if proc is None:
+        if self._proc is None:
             return
-        self._pump(block=False)
+        self._pump()
+        self._keep_time()
+
+    def _keep_time(self) -> float:
+        """Send the heartbeat and the tick tuple that are due (an unanswered heartbeat past
+        the timeout fails the task); the seconds until the next is due."""
+        proc = self._proc
+        assert proc is not None
         now = time.monotonic()
         sent = self._heartbeat_sent
         if sent is not None and now - sent > proc.heartbeat_timeout_s:
             proc.broken = (f"it did not answer a heartbeat within "
-                           f"{proc.heartbeat_timeout_s:g} s: it hangs")
+                           f"{proc.heartbeat_timeout_s:g} s (heartbeat timeout): it hangs")
             raise proc.failure(proc.broken)
         if sent is None and now - self._last_heartbeat >= self.heartbeat_interval_s:
             self._send_tuple(f"hb-{int(now * 1000)}", SYSTEM_COMPONENT, HEARTBEAT_STREAM,
@@ -162,22 +168,46 @@ class ShellBolt(Bolt):
             tuple_id = str(self._next_tuple_id)
             self._send_tuple(tuple_id, SYSTEM_COMPONENT, TICK_STREAM, -1, [freq])
             self._in_flight.add(tuple_id)
+        sent = self._heartbeat_sent
+        due = (sent + proc.heartbeat_timeout_s if sent is not None
+               else self._last_heartbeat + self.heartbeat_interval_s)
+        if freq:
+            due = min(due, self._last_tick + freq)
+        return max(due - now, 0.001)
 
     def _drain(self) -> None:
-        while self._in_flight:
-            self._pump(block=True)
+        self._await_answers(0)
 
-    def _pump(self, block: bool) -> None:
-        """Perform the messages that arrived; with ``block``, wait for one ack first."""
+    def _await_answers(self, most: int) -> None:
+        """Perform messages until at most ``most`` sent tuples are unanswered, sending the
+        heartbeats and tick tuples that fall due meanwhile (a bolt may answer its tuples
+        only at a tick, as tick-driven batching bolts do). Answering none of them for
+        longer than the heartbeat timeout (plus a tick period) fails the task."""
         proc = self._proc
         assert proc is not None
-        waiting = block
-        while True:
-            msg = proc.receive() if waiting else proc.poll()
-            if msg is None:
-                return
-            if self._perform(msg):
-                waiting = False
+        patience = proc.heartbeat_timeout_s + (self.tick_tuple_freq_s or 0.0)
+        last_answer = time.monotonic()
+        wait = self._keep_time()
+        while len(self._in_flight) > most:
+            msg = proc.next_message(wait)
+            if msg is not None and self._perform(msg):
+                last_answer = time.monotonic()
+            elif time.monotonic() - last_answer > patience:
+                proc.broken = (f"it answered none of its {len(self._in_flight)} outstanding "
+                               f"tuples within {patience:g} s (heartbeat timeout"
+                               f"{' plus a tick period' if self.tick_tuple_freq_s else ''})"
+                               ": it hangs")
+                raise proc.failure(proc.broken)
+            wait = self._keep_time()
+
+    def _pump(self) -> None:
+        """Perform the messages that have arrived (no waiting)."""
+        proc = self._proc
+        assert proc is not None
+        msg = proc.poll()
+        while msg is not None:
+            self._perform(msg)
+            msg = proc.poll()
 
     def _perform(self, msg: Message) -> bool:
         """Perform one message; True when it ended an input tuple."""

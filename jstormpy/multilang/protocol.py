@@ -10,11 +10,20 @@ answered by ``sync``). A component sends ``emit`` (answered with a JSON list of 
 ids the tuple went to unless ``need_task_ids`` is false), ``ack``, ``fail``, ``log``,
 ``error`` and ``metrics``.
 
-:class:`ShellProcess` owns the subprocess: a reader thread frames and parses stdout into
-typed messages (so the task thread can wait with a timeout), another keeps the last lines
-of stderr. Every way the subprocess can break (exit, hang, malformed or oversized
-message) becomes a :class:`~jstormpy.api.errors.MultilangError` naming the component and
-showing that stderr tail.
+:class:`ShellProcess` owns the subprocess. The task thread itself reads its stdout,
+without blocking, whenever it wants messages: everything the subprocess wrote meanwhile
+comes in one read, is framed at once and parsed into typed messages (no reader thread to
+hand each message over, no GIL passed back and forth per message). Its stdin is written
+without blocking too: while it is full the host reads what the subprocess wrote, so
+neither side can wait on the other for good. A thread keeps the last lines of stderr.
+
+JSON goes through orjson (about 5x faster to parse and 10x to encode than the standard
+library's on these small messages); what orjson refuses and the standard library accepts
+(``NaN``, integers over 64 bits, non-string keys) falls back to the standard library.
+
+Every way the subprocess can break (exit, hang, malformed or oversized message) becomes
+a :class:`~jstormpy.api.errors.MultilangError` naming the component and showing that
+stderr tail.
 """
 
 from __future__ import annotations
@@ -22,15 +31,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
+import select
 import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
+
+import orjson
 
 from jstormpy.api.errors import MultilangError
 
@@ -41,6 +53,7 @@ TICK_STREAM = "__tick"
 SYSTEM_COMPONENT = "__system"
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 STDERR_TAIL_LINES = 20
+_END_LINES = frozenset((b"end", b"end\r"))
 
 
 @dataclass(frozen=True)
@@ -55,10 +68,11 @@ class Sync:
     """A spout finished a command, or a bolt answered a heartbeat."""
 
 
-@dataclass(frozen=True)
-class Emit:
+class Emit(NamedTuple):
     """``emit``: a tuple on ``stream``, to ``task`` if direct; a spout's carries ``msg_id``,
-    a bolt's its ``anchors``."""
+    a bolt's its ``anchors``. (Immutable and typed like the other messages, but a
+    NamedTuple: it is the message of every tuple, and a NamedTuple is built in a third of a
+    frozen dataclass's time.)"""
 
     values: list[Any]
     stream: str
@@ -128,14 +142,8 @@ def parse_message(raw: Any) -> Message:
     """
     if not isinstance(raw, dict):
         raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
-    if "pid" in raw and "command" not in raw:
-        if not isinstance(raw["pid"], int):
-            raise ValueError(f"pid {raw['pid']!r} is not an integer")
-        return Pid(raw["pid"])
     command = raw.get("command")
-    if command == "sync":
-        return Sync()
-    if command == "emit":
+    if command == "emit":  # the common messages first
         values = raw.get("tuple")
         if not isinstance(values, list):
             raise ValueError(f"emit without a 'tuple' list: {_short(raw)}")
@@ -145,12 +153,19 @@ def parse_message(raw: Any) -> Message:
         stream = raw.get("stream") or "default"
         if not isinstance(stream, str):
             raise ValueError(f"emit with a non-string 'stream': {stream!r}")
-        return Emit(values, stream, raw.get("id"), tuple(raw.get("anchors") or ()), task,
+        anchors = raw.get("anchors")
+        return Emit(values, stream, raw.get("id"), tuple(anchors) if anchors else (), task,
                     bool(raw.get("need_task_ids", True)))
-    if command in ("ack", "fail"):
+    if command == "ack" or command == "fail":  # noqa: PLR1714 (no set built per call)
         if "id" not in raw:
             raise ValueError(f"{command} without an 'id': {_short(raw)}")
         return Ack(raw["id"]) if command == "ack" else Fail(raw["id"])
+    if command == "sync":
+        return Sync()
+    if command is None and "pid" in raw:
+        if not isinstance(raw["pid"], int):
+            raise ValueError(f"pid {raw['pid']!r} is not an integer")
+        return Pid(raw["pid"])
     if command == "log":
         level = raw.get("level", 2)
         return LogMessage(str(raw.get("msg", "")), level if isinstance(level, int) else 2)
@@ -166,9 +181,52 @@ def _short(raw: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def dumps(value: Any) -> bytes:
+    """``value`` as compact JSON (orjson; the standard library for what orjson refuses).
+
+    Raises:
+        TypeError: JSON has no form for ``value``.
+    """
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError: a big int, a non-string key, ...
+        return json.dumps(value, separators=(",", ":")).encode()
+
+
+def loads(text: bytes) -> Any:
+    """One JSON value (orjson; the standard library for what orjson refuses, like the
+    ``NaN`` simplejson writes for a float nan).
+
+    Raises:
+        ValueError: Not JSON.
+    """
+    try:
+        return orjson.loads(text)
+    except ValueError:  # orjson.JSONDecodeError
+        return json.loads(text)
+
+
 def encode_message(payload: Any) -> bytes:
     """One message on the wire: JSON, a newline, ``end``, a newline."""
-    return json.dumps(payload, separators=(",", ":")).encode() + b"\nend\n"
+    return dumps(payload) + b"\nend\n"
+
+
+def encode_tuples(first_id: int, source: str, stream: str, task: int,
+                  rows: Sequence[Sequence[Any]]) -> bytes:
+    """Tuple messages for ``rows`` (ids ``first_id``, ``first_id + 1``, ... as strings, as
+    Storm's are), ready for one write: the fields they share are encoded once.
+
+    Raises:
+        TypeError: A row has a value JSON has no form for.
+
+    Example:
+        >>> encode_tuples(7, "split", "default", 3, [("a",)])
+        b'{"id":"7","comp":"split","stream":"default","task":3,"tuple":["a"]}\\nend\\n'
+    """
+    shared = b'","comp":%b,"stream":%b,"task":%d,"tuple":' % (dumps(source), dumps(stream),
+                                                              task)
+    return b"".join([b'{"id":"%d%b%b}\nend\n' % (i, shared, dumps(values))
+                     for i, values in enumerate(rows, first_id)])
 
 
 @dataclass(frozen=True)
@@ -202,7 +260,10 @@ class ShellProcess:
         self.max_message_bytes = max_message_bytes
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
-        self.messages: queue.Queue[Message | _Broken] = queue.Queue()
+        self._arrived: deque[Message | _Broken] = deque()  # parsed, not taken yet
+        self._parts: list[bytes] = []  # the lines read of the message being read
+        self._size = 0
+        self._rest = b""  # an unfinished line
         self.broken: str | None = None
         self.pid_dir = tempfile.mkdtemp(prefix="jstorm-multilang-")
         try:
@@ -217,47 +278,88 @@ class ShellProcess:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         assert self.proc.stderr is not None
         self.stdin: IO[bytes] = self.proc.stdin
-        threading.Thread(target=self._read_stdout, args=(self.proc.stdout,), daemon=True,
-                         name=f"multilang-out-{task_id}").start()
+        self._out = self.proc.stdout.fileno()  # read and written without blocking: the
+        self._in = self.stdin.fileno()  # task thread reads its stdout when it wants messages
+        os.set_blocking(self._out, False)
+        os.set_blocking(self._in, False)
+        self._readable = select.poll()  # poll, not select: a worker's fds may pass 1024
+        self._readable.register(self._out, select.POLLIN)
+        self._either = select.poll()
+        self._either.register(self._out, select.POLLIN)
+        self._either.register(self._in, select.POLLOUT)
         threading.Thread(target=self._read_stderr, args=(self.proc.stderr,), daemon=True,
                          name=f"multilang-err-{task_id}").start()
 
     # -- the reader threads ------------------------------------------------------------------
-    def _read_stdout(self, out: IO[bytes]) -> None:
-        limit = self.max_message_bytes
-        parts: list[bytes] = []
-        size = 0
-        try:
-            while True:
-                line = out.readline(limit + 2)
-                if not line:
-                    self.messages.put(_Broken("its stdout closed (the process exited)"))
-                    return
-                if line in (b"end\n", b"end\r\n") or (line == b"end" and not parts):
-                    text = b"".join(parts).strip()
-                    parts, size = [], 0
-                    if not text:  # blank messages between messages are tolerated
-                        continue
-                    self.messages.put(self._decode(text))
-                    if self.broken_by_reader:
-                        return
-                    continue
-                size += len(line)
-                if size > limit:
-                    self.messages.put(_Broken(
-                        f"it sent a message over {limit} bytes (max_message_bytes)"))
-                    return
-                parts.append(line)
-        except (OSError, ValueError) as exc:
-            self.messages.put(_Broken(f"reading its stdout failed: {exc}"))
+    READ_CHUNK = 1 << 16
 
-    broken_by_reader = False
+    def _take(self, timeout_s: float | None) -> bool:
+        """Frame and parse all its stdout holds, waiting up to ``timeout_s`` (None: not at
+        all) for some to arrive; False if nothing had (the end of the stream counts)."""
+        if self._broken_in(self._arrived):
+            return True
+        if timeout_s is not None and not self._readable.poll(timeout_s * 1000.0):
+            return False
+        data: list[bytes] = []
+        end: _Broken | None = None
+        while True:
+            try:
+                chunk = os.read(self._out, self.READ_CHUNK)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                end = _Broken(f"reading its stdout failed: {exc}")
+                break
+            if not chunk:
+                end = _Broken("its stdout closed (the process exited)")
+                break
+            data.append(chunk)
+            if len(chunk) < self.READ_CHUNK:
+                break
+        if data:
+            self._frame(b"".join(data))
+        if end is not None and not self._broken_in(self._arrived):
+            self._arrived.append(end)
+        return bool(data) or end is not None
+
+    @staticmethod
+    def _broken_in(arrived: deque[Message | _Broken]) -> bool:
+        return bool(arrived) and isinstance(arrived[-1], _Broken)
+
+    def _frame(self, chunk: bytes) -> None:
+        """Cut ``chunk`` (what follows the data framed so far) into messages, parsed onto
+        ``_arrived``; the first broken one ends the stream."""
+        arrived = self._arrived
+        if self._broken_in(arrived):
+            return
+        limit = self.max_message_bytes
+        parts, size = self._parts, self._size
+        lines = (self._rest + chunk).split(b"\n") if self._rest else chunk.split(b"\n")
+        self._rest = rest = lines.pop()
+        for line in lines:
+            if line in _END_LINES:
+                text = parts[0].strip() if len(parts) == 1 else b"\n".join(parts).strip()
+                parts.clear()
+                size = 0
+                if not text:  # blank messages between messages are tolerated
+                    continue
+                msg = self._decode(text)
+                arrived.append(msg)
+                if isinstance(msg, _Broken):
+                    return
+                continue
+            size += len(line) + 1
+            if size > limit:
+                break
+            parts.append(line)
+        self._size = size
+        if size + len(rest) > limit:
+            arrived.append(_Broken(f"it sent a message over {limit} bytes (max_message_bytes)"))
 
     def _decode(self, text: bytes) -> Message | _Broken:
         try:
-            return parse_message(json.loads(text))
+            return parse_message(loads(text))
         except ValueError as exc:  # json.JSONDecodeError is a ValueError
-            self.broken_by_reader = True
             return _Broken(f"it sent a malformed message ({exc}): {text[:200]!r}")
 
     def _read_stderr(self, err: IO[bytes]) -> None:
@@ -286,11 +388,27 @@ class ShellProcess:
         """Write already encoded messages (:func:`encode_message`) in one write."""
         if self.broken is not None:
             raise self.failure(self.broken)
-        try:
-            self.stdin.write(data)
-            self.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError) as exc:
-            raise self.failure(f"writing to it failed ({exc}): it has exited") from exc
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self._in, view):]
+                continue
+            except BlockingIOError:
+                pass
+            except OSError as exc:  # BrokenPipeError: it exited
+                raise self.failure(f"writing to it failed ({exc}): it has exited") from exc
+            # its stdin is full: read what it wrote meanwhile (it may wait for that) until
+            # it takes more, up to the heartbeat timeout
+            ready = dict(self._either.poll(self.heartbeat_timeout_s * 1000.0))
+            if ready.get(self._out):
+                self._take(None)
+                if self._broken_in(self._arrived):  # its stdout ended or broke
+                    self.broken = self._arrived[-1].reason  # type: ignore[union-attr]
+                    raise self.failure(self.broken)
+            elif not ready:
+                self.broken = (f"it did not read its input within "
+                               f"{self.heartbeat_timeout_s:g} s (heartbeat timeout): it hangs")
+                raise self.failure(self.broken)
 
     def receive(self, timeout_s: float | None = None) -> Message:
         """The next message, waiting up to ``timeout_s`` (default: the heartbeat timeout).
@@ -298,15 +416,30 @@ class ShellProcess:
         Raises:
             MultilangError: It exited, hung past the timeout, or broke the protocol.
         """
+        wait = self.heartbeat_timeout_s if timeout_s is None else timeout_s
+        msg = self.next_message(wait)
+        if msg is None:
+            self.broken = f"it did not answer within {wait:g} s (heartbeat timeout): it hangs"
+            raise self.failure(self.broken)
+        return msg
+
+    def next_message(self, timeout_s: float) -> Message | None:
+        """The next message, or None if none arrives within ``timeout_s`` (not an error:
+        for a caller that keeps time itself, like a bolt sending ticks while it waits).
+
+        Raises:
+            MultilangError: It exited or broke the protocol.
+        """
         if self.broken is not None:
             raise self.failure(self.broken)
-        wait = self.heartbeat_timeout_s if timeout_s is None else timeout_s
-        try:
-            msg = self.messages.get(timeout=wait)
-        except queue.Empty:
-            self.broken = (f"it did not answer within {wait:g} s (heartbeat timeout): "
-                           "it hangs")
-            raise self.failure(self.broken) from None
+        arrived = self._arrived
+        if not arrived:
+            deadline = time.monotonic() + timeout_s
+            while not arrived:  # a chunk may end before a message does
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._take(left):
+                    return None
+        msg = arrived.popleft()
         if isinstance(msg, _Broken):
             self.broken = msg.reason
             raise self.failure(msg.reason)
@@ -314,8 +447,12 @@ class ShellProcess:
 
     def poll(self) -> Message | None:
         """The next message if one has arrived, else None (a broken stream raises)."""
-        if self.messages.empty():
-            return None
+        if not self._arrived:
+            while self._take(None):
+                if self._arrived:
+                    break
+            else:
+                return None
         return self.receive(0)
 
     def exited_cleanly(self, wait_s: float = 2.0) -> bool:

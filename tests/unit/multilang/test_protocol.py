@@ -3,6 +3,8 @@ that speak it by hand): framing, the handshake, and every way a component can br
 
 from __future__ import annotations
 
+import json
+import math
 import sys
 import textwrap
 from pathlib import Path
@@ -18,6 +20,7 @@ from jstormpy.multilang.protocol import (
     Metric,
     ShellProcess,
     Sync,
+    encode_tuples,
     parse_message,
 )
 
@@ -144,3 +147,104 @@ def test_emit_asks_for_task_ids_unless_told_not_to():
     assert parse_message({"command": "emit", "tuple": [1]}).need_task_ids is True
     assert parse_message({"command": "emit", "tuple": [1], "need_task_ids": False}
                          ).need_task_ids is False
+
+
+def test_messages_cut_anywhere_across_writes_are_framed(tmp_path):
+    # the host reads stdout in chunks: a message may arrive a byte at a time, span lines,
+    # end in CRLF, be blank, or hold what only the standard library's JSON parses
+    # (simplejson writes a float nan as NaN; Python ints have no 64-bit bound)
+    proc = started(tmp_path, """\
+        read()
+        data = ('{"command": "log",\\n "msg": "two lines", "level": 2}\\nend\\n'
+                '\\nend\\n'
+                '{"command": "ack", "id": "1"}\\r\\nend\\r\\n'
+                '{"command": "emit", "tuple": [NaN, 123456789012345678901234567890],'
+                ' "need_task_ids": false}\\nend\\n'
+                '{"command": "sync"}\\nend\\n')
+        for ch in data:
+            sys.stdout.write(ch); sys.stdout.flush()
+        read()
+    """)
+    try:
+        proc.send({"command": "next"})
+        got = [proc.receive() for _ in range(4)]
+    finally:
+        proc.close()
+    assert got[:2] == [LogMessage("two lines", 2), Ack("1")]
+    assert isinstance(got[2], Emit) and math.isnan(got[2].values[0])
+    assert got[2].values[1] == 123456789012345678901234567890
+    assert got[3] == Sync()
+
+
+def test_a_batch_of_tuples_is_encoded_as_storm_sends_them():
+    rows = [("a", 1), ("b", {"k": [1.5, None]}), (2**70, "é")]
+    data = encode_tuples(41, "split", "default", 3, rows)
+    texts = data.decode().split("\nend\n")
+    assert texts[-1] == ""
+    assert [json.loads(t) for t in texts[:-1]] == [
+        {"id": str(41 + i), "comp": "split", "stream": "default", "task": 3,
+         "tuple": list(r)} for i, r in enumerate(rows)]
+    with pytest.raises(TypeError):
+        encode_tuples(1, "split", "default", 3, [(object(),)])
+
+
+def test_a_write_larger_than_the_pipe_goes_through_while_the_component_writes_back(tmp_path):
+    # the component answers each tuple with far more than it reads; the host writes a batch
+    # bigger than a pipe holds: it must read while it writes, or both wait for good
+    proc = started(tmp_path, """\
+        while True:
+            tup = read()
+            for _ in range(4):
+                send({"command": "emit", "tuple": [tup["id"], "x" * 500],
+                      "need_task_ids": False})
+            send({"command": "ack", "id": tup["id"]})
+    """, heartbeat_timeout_s=10)
+    rows = [(i, "y" * 200) for i in range(1000)]
+    try:
+        proc.send_encoded(encode_tuples(1, "s", "default", 1, rows))  # 0.3 MB out, 2 MB back
+        got = [proc.receive() for _ in range(5 * len(rows))]
+    finally:
+        proc.close()
+    assert [m.tuple_id for m in got if isinstance(m, Ack)] == [str(i + 1) for i in range(1000)]
+    assert sum(isinstance(m, Emit) for m in got) == 4 * len(rows)
+
+
+def test_a_worker_with_over_1024_open_files_still_speaks_to_its_subprocess(tmp_path):
+    # a worker with many tasks and sockets holds high fds: waiting on the pipes must not
+    # use select(), which refuses fds past 1024
+    import os
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the hard limit on open files ({hard}) is below 1200")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        proc = started(tmp_path, """\
+            while True:
+                tup = read()
+                send({"command": "ack", "id": tup["id"]})
+        """)
+        assert proc.proc.stdout is not None and proc.proc.stdout.fileno() > 1024
+        try:
+            proc.send_encoded(encode_tuples(1, "s", "default", 1, [(1,), (2,)]))
+            assert [proc.receive(), proc.receive()] == [Ack("1"), Ack("2")]
+        finally:
+            proc.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_component_that_closes_its_stdout_and_stops_reading_fails_the_write(tmp_path):
+    proc = started(tmp_path, """\
+        print("closing my stdout", file=sys.stderr, flush=True)
+        os.close(1)
+        import time; time.sleep(600)
+    """, heartbeat_timeout_s=5)
+    rows = [(i, "y" * 200) for i in range(1000)]  # more than its stdin pipe holds
+    with pytest.raises(MultilangError, match="its stdout closed") as err:
+        proc.send_encoded(encode_tuples(1, "s", "default", 1, rows))
+    assert "closing my stdout" in str(err.value)
+    assert proc.proc.poll() is not None  # not left running
