@@ -19,7 +19,9 @@ neither side can wait on the other for good. A thread keeps the last lines of st
 
 JSON goes through orjson (about 5x faster to parse and 10x to encode than the standard
 library's on these small messages); what orjson refuses and the standard library accepts
-(``NaN``, integers over 64 bits, non-string keys) falls back to the standard library.
+(``NaN``, integers over 64 bits, non-string keys) falls back to the standard library, and
+so does a value whose orjson encoding holds a ``null`` (orjson writes a float nan or
+infinity as ``null``; the standard library keeps them ``NaN`` and ``Infinity``).
 
 Every way the subprocess can break (exit, hang, malformed or oversized message) becomes
 a :class:`~jstormpy.api.errors.MultilangError` naming the component and showing that
@@ -188,9 +190,15 @@ def dumps(value: Any) -> bytes:
         TypeError: JSON has no form for ``value``.
     """
     try:
-        return orjson.dumps(value)
+        out = orjson.dumps(value)
     except TypeError:  # orjson.JSONEncodeError: a big int, a non-string key, ...
         return json.dumps(value, separators=(",", ":")).encode()
+    if b"null" in out:
+        # orjson writes a float nan or infinity as null, which would reach the component
+        # as None: the standard library writes NaN and Infinity, as Storm's Python
+        # components (simplejson) write and read them
+        return json.dumps(value, separators=(",", ":")).encode()
+    return out
 
 
 def loads(text: bytes) -> Any:

@@ -20,6 +20,7 @@ from jstormpy.multilang.protocol import (
     Metric,
     ShellProcess,
     Sync,
+    dumps,
     encode_tuples,
     parse_message,
 )
@@ -248,3 +249,13 @@ def test_a_component_that_closes_its_stdout_and_stops_reading_fails_the_write(tm
         proc.send_encoded(encode_tuples(1, "s", "default", 1, rows))
     assert "closing my stdout" in str(err.value)
     assert proc.proc.poll() is not None  # not left running
+
+
+def test_a_float_nan_or_infinity_reaches_the_component_as_itself_not_as_null():
+    # orjson writes nan and infinity as null; the component must read the float it was
+    # sent (simplejson, like Python's json, reads NaN and Infinity), and None stays null
+    encoded = encode_tuples(1, "src", "default", 0, [(float("nan"), float("inf"), None, 1.5)])
+    values = json.loads(encoded.split(b"\nend\n")[0])["tuple"]
+    assert math.isnan(values[0]) and values[1] == math.inf
+    assert values[2:] == [None, 1.5]
+    assert json.loads(dumps({"a": None})) == {"a": None}
