@@ -50,16 +50,17 @@ def encode_rows(rows: Sequence[Sequence[Any]], index: Mapping[str, int]) -> str 
 
     ``index`` maps field name to position, in the order the keys are written (the order
     ``Tuple.as_dict`` uses). Returns ``None`` when the batch does not have the plain shape
-    (no fields, or a row whose length differs from the number of fields, as rows sent by
-    an older code version during a gray release can): the caller then encodes tuple by
-    tuple.
+    (no fields, a field name that is not a ``str`` (``json.dumps`` writes ``1`` as the
+    key ``"1"``), or a row whose length differs from the number of fields, as rows sent
+    by an older code version during a gray release can): the caller then encodes tuple
+    by tuple.
 
     Raises:
         TypeError: a value is not JSON serialisable.
         ValueError: a value cannot be encoded.
     """
     n = len(index)
-    if not n or not rows:
+    if not n or not rows or not all(type(name) is str for name in index):
         return None
     try:
         columns = list(zip(*rows, strict=True))
