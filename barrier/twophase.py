@@ -21,6 +21,7 @@ touch its own transactions, told apart by ``context.task_id`` (given to ``prepar
 
 from __future__ import annotations
 
+from jstormpy.api.batch import Batch
 from jstormpy.api.component import Bolt, Tuple
 
 
@@ -104,3 +105,19 @@ class Sink(Bolt):
     def execute(self, tup: Tuple) -> None:
         """Add ``tup`` to the open transaction (calls :meth:`write`)."""
         self.write(tup)
+
+    def write_batch(self, batch: Batch) -> None:
+        """Add every tuple of ``batch`` to the open transaction, in order.
+
+        The default calls :meth:`write` per tuple. A sink that can write a whole batch
+        at once (column by column, one request, ...) overrides it; the dataflow API's
+        sinks then get their records as batches of one record shape (the fields are
+        the records' keys), and a sink's own ``execute_batch`` may call it too.
+
+        Args:
+            batch: Tuples of one channel between two markers
+                (:class:`~jstormpy.api.batch.Batch`).
+        """
+        write = self.write
+        for tup in batch:
+            write(tup)

@@ -4,12 +4,12 @@
 the stream's field order). Encoding a tuple at a time costs a ``Tuple``, a dict
 (``as_dict``) and a JSON encoder call per record. :func:`encode_rows` produces the same
 bytes for a whole channel batch with a handful of C-level passes: each column is encoded
-once (strings with the C string escaper, exactly what :mod:`json` writes for them;
-anything else with the JSON encoder) except exact ``int`` columns, which stay numbers;
-the columns are laid into one flat list by slice assignment (every ``k``-th slot, a
-C-level pass per column) and the lines come out of one ``%`` format of a template line
-(the constant key texts, ``%s`` for encoded text, ``%d`` for the exact ints: what
-``json.dumps`` writes for them) repeated once per row.
+once (strings with the C string escaper and finite floats with ``float.__repr__``,
+exactly what :mod:`json` writes for them; anything else with the JSON encoder) except
+exact ``int`` columns, which stay numbers; the columns are laid into one flat list by
+slice assignment (every ``k``-th slot, a C-level pass per column) and the lines come out
+of one ``%`` format of a template line (the constant key texts, ``%s`` for encoded text,
+``%d`` for the exact ints: what ``json.dumps`` writes for them) repeated once per row.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from json import encoder as _json_encoder
+from math import isfinite
 from typing import Any
 
 encode_value = json.JSONEncoder(separators=(",", ":")).encode
@@ -25,6 +26,8 @@ encode_value = json.JSONEncoder(separators=(",", ":")).encode
 _encode_str = _json_encoder.encode_basestring_ascii  # the C escaper json.dumps uses
 _int_repr = int.__repr__  # what json.dumps writes for an exact int
 _INT_ONLY = {int}
+_float_repr = float.__repr__  # what json.dumps writes for a finite exact float
+_FLOAT_ONLY = {float}
 
 
 def encode_column(column: Sequence[Any]) -> list[str]:
@@ -42,6 +45,9 @@ def encode_column(column: Sequence[Any]) -> list[str]:
             pass  # not all strings: the generic encoder below
     elif first is int and set(map(type, column)) == {int}:
         return list(map(_int_repr, column))
+    elif first is float and set(map(type, column)) == _FLOAT_ONLY and \
+            all(map(isfinite, column)):
+        return list(map(_float_repr, column))  # json.dumps: repr, unless NaN or +-inf
     return list(map(encode_value, column))
 
 
@@ -50,16 +56,17 @@ def encode_rows(rows: Sequence[Sequence[Any]], index: Mapping[str, int]) -> str 
 
     ``index`` maps field name to position, in the order the keys are written (the order
     ``Tuple.as_dict`` uses). Returns ``None`` when the batch does not have the plain shape
-    (no fields, or a row whose length differs from the number of fields, as rows sent by
-    an older code version during a gray release can): the caller then encodes tuple by
-    tuple.
+    (no fields, a field name that is not a ``str`` (``json.dumps`` writes ``1`` as the
+    key ``"1"``), or a row whose length differs from the number of fields, as rows sent
+    by an older code version during a gray release can): the caller then encodes tuple
+    by tuple.
 
     Raises:
         TypeError: a value is not JSON serialisable.
         ValueError: a value cannot be encoded.
     """
     n = len(index)
-    if not n or not rows:
+    if not n or not rows or not all(type(name) is str for name in index):
         return None
     try:
         columns = list(zip(*rows, strict=True))

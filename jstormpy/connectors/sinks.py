@@ -28,6 +28,7 @@ import errno
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from typing import IO, Any
 
 from jstormpy.api.component import TopologyContext, Tuple
@@ -290,25 +291,31 @@ class FileSink(Sink):
             self._write_lines()
 
     def execute_batch(self, batch: Any) -> None:
-        """Batch path (the engine calls it once per channel batch): the same records as
-        :meth:`write` per tuple, jsonl-encoded column by column (``connectors/jsonl.py``).
+        """Batch path (the engine calls it once per channel batch): :meth:`write_batch`,
+        unless a subclass overrides ``execute`` (then tuple by tuple through it)."""
+        if type(self).execute is Sink.execute:
+            self.write_batch(batch)
+        else:
+            self._write_each(batch, self.execute)
 
-        A subclass that overrides ``write`` or ``execute``, the parquet format, rows of
-        another shape and values the fast encoder refuses all go tuple by tuple; a record
-        that cannot be encoded is skipped while the rest of the batch is written, then
-        its :class:`SinkError` is raised (as ``execute`` would have raised it for that
-        tuple).
+    def write_batch(self, batch: Any) -> None:
+        """The same records as :meth:`write` per tuple, jsonl-encoded column by column
+        (``connectors/jsonl.py``).
+
+        A subclass that overrides ``write``, the parquet format, rows of another shape
+        and values the fast encoder refuses all go tuple by tuple; a record that cannot
+        be encoded is skipped while the rest of the batch is written, then its
+        :class:`SinkError` is raised (as ``write`` would have raised it for that tuple).
         """
-        cls = type(self)
         text = None
-        if (self.format == "jsonl" and self._txn is not None and cls.write is FileSink.write
-                and cls.execute is Sink.execute):
+        if self.format == "jsonl" and self._txn is not None and \
+                type(self).write is FileSink.write:
             try:
                 text = encode_rows(batch.rows, batch.field_index)
             except (TypeError, ValueError):
                 text = None  # found again, tuple by tuple, below
         if text is None:
-            self._write_each(batch)
+            self._write_each(batch, self.write)
             return
         if self._fh is None:  # the in-progress file exists from the first record on
             try:
@@ -326,14 +333,15 @@ class FileSink(Sink):
         if self._block_chars >= _BLOCK_CHARS:
             self._write_lines()
 
-    def _write_each(self, batch: Any) -> None:
-        """Tuple by tuple through ``execute``; unencodable records are skipped and the
+    @staticmethod
+    def _write_each(batch: Any, write: Callable[[Tuple], None]) -> None:
+        """Tuple by tuple through ``write``; unencodable records are skipped and the
         first one's error raised after the rest of the batch was written."""
         first: SinkError | None = None
         skipped = 0
         for tup in batch:
             try:
-                self.execute(tup)
+                write(tup)
             except SinkError as exc:
                 if not isinstance(exc.__cause__, (TypeError, ValueError)):
                     raise  # no transaction or I/O: the rest would fail too

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
+from itertools import compress
 from operator import itemgetter
 from types import FunctionType
 from typing import Any, NamedTuple
@@ -79,6 +80,64 @@ def _fuse(step: Step, after: Callable[[Any], None]) -> Callable[[Any], None]:
         for each in fn(item):
             after(each)
     return run_flat_map
+
+
+def chain_batch(steps: Sequence[Step]) -> Callable[[list[Any]], list[Any]]:
+    """One function running ``steps`` over a list of items, a step at a time over the
+    whole list (C-level ``map`` and ``compress`` passes for ``map`` and ``filter``): the
+    same results, in the same order, as :func:`chain_steps` item by item. An error
+    raised by a step's function is marked with the item that step was given
+    (:func:`~jstormpy.api.batch.mark_failed_record`).
+
+    Example:
+        >>> run = chain_batch([Step(StepKind.FLAT_MAP, lambda s: s.split()),
+        ...                    Step(StepKind.FILTER, lambda w: w != "a"),
+        ...                    Step(StepKind.MAP, str.upper)])
+        >>> run(["a cat", "a dog"])
+        ['CAT', 'DOG']
+    """
+    passes = [_batch_step(step) for step in steps]
+
+    def run(items: list[Any]) -> list[Any]:
+        for each in passes:
+            if not items:
+                break
+            items = each(items)
+        return items
+    return run
+
+
+def _batch_step(step: Step) -> Callable[[list[Any]], list[Any]]:
+    fn = step.fn
+    if step.kind is StepKind.MAP:
+        return lambda items: _map_marked(fn, items)
+    if step.kind is StepKind.FILTER:
+        return lambda items: list(compress(items, _map_marked(fn, items)))
+
+    def flat_map(items: list[Any]) -> list[Any]:
+        out: list[Any] = []
+        extend = out.extend
+        item = None
+        try:
+            for item in items:
+                extend(fn(item))
+        except Exception as exc:
+            mark_failed_record(exc, item)
+            raise
+        return out
+    return flat_map
+
+
+def _map_marked(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    """``list(map(fn, items))``; an error is marked with the item it was raised on (the
+    list extended so far tells which: ``list.extend`` keeps what it appended)."""
+    out: list[Any] = []
+    try:
+        out.extend(map(fn, items))
+    except Exception as exc:
+        mark_failed_record(exc, items[len(out)] if len(out) < len(items) else None)
+        raise
+    return out
 
 
 class DataflowBolt(Bolt):
@@ -173,50 +232,42 @@ class ChainBolt(DataflowBolt):
             self.__dict__["execute"] = execute
         if conf.get("guarantee", "exactly_once") == "at_most_once":
             return  # per tuple: a user error skips only its tuple (see bind_rows)
-        run = self._df_out
-        execute_batch: Callable[[Any], None] | None = None
-        if wire is Wire.RAW:
-            if len(steps) == 1 and steps[0].kind is StepKind.FLAT_MAP and key_fn is not None:
-                fn = steps[0].fn
+        self.__dict__["execute_batch"] = self._batch_function(wire)
 
-                def execute_batch(batch: Any) -> None:
-                    item = None
-                    try:
-                        for item in raw_items(batch):
-                            for each in fn(item):
-                                emit((key_fn(each), each))
-                    except Exception as exc:
-                        mark_failed_record(exc, item)
-                        raise
+    def _batch_function(self, wire: Wire) -> Callable[[Any], None]:
+        """The chain over a whole channel batch: each step over the batch's items at
+        once (:func:`chain_batch`), the results emitted with one ``emit_batch``."""
+        run = chain_batch(self.steps)
+        emit_batch = self.emit_batch
+        key_fn = (key_function(self.key_fn) if tuple(self.outputs) == KEYED_FIELDS
+                  else None)
+
+        def emit(out: list[Any]) -> None:
+            if key_fn is None:
+                emit_batch((out,))
             else:
-                def execute_batch(batch: Any) -> None:
-                    item = None
-                    try:
-                        for item in raw_items(batch):
-                            run(item)
-                    except Exception as exc:
-                        mark_failed_record(exc, item)
-                        raise
-        elif wire is Wire.ITEM:
+                emit_batch((_map_marked(key_fn, out), out))
+
+        if wire is Wire.RAW:
             def execute_batch(batch: Any) -> None:
-                row: Any = None
-                try:
-                    for row in batch.rows:
-                        run(row[0])
-                except Exception as exc:
-                    mark_failed_record(exc, None if row is None else row[0])
-                    raise
-        elif wire is Wire.KEYED or wire is Wire.LATE:
+                out = run(list(raw_items(batch)))
+                if out:
+                    emit(out)
+        elif wire is Wire.ITEM or wire is Wire.KEYED or wire is Wire.LATE:
+            pos = 0 if wire is Wire.ITEM else -1
+
             def execute_batch(batch: Any) -> None:
-                row: Any = None
-                try:
-                    for row in batch.rows:
-                        run(row[-1])
-                except Exception as exc:
-                    mark_failed_record(exc, None if row is None else row[-1])
-                    raise
-        if execute_batch is not None:
-            self.__dict__["execute_batch"] = execute_batch
+                out = run(batch[pos])
+                if out:
+                    emit(out)
+        else:
+            decode = self.decode
+
+            def execute_batch(batch: Any) -> None:
+                out = run([decode(tup) for tup in batch])
+                if out:
+                    emit(out)
+        return execute_batch
 
     def execute(self, tup: Tuple) -> None:
         """Run the chain on the tuple's item."""
@@ -310,4 +361,4 @@ def bind_rows(bolt: DataflowBolt, conf: Mapping[str, Any],
 
 
 __all__ = ["ChainBolt", "DataflowBolt", "InputKey", "Step", "StepKind", "bind_rows",
-           "chain_steps", "is_identity", "key_function", "raw_items"]
+           "chain_batch", "chain_steps", "is_identity", "key_function", "raw_items"]

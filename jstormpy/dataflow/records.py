@@ -7,11 +7,12 @@ turns each tuple back into the item the user's function sees.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from typing import Any
 
-from jstormpy.api.component import Tuple
+from jstormpy.api.batch import Batch
+from jstormpy.api.component import DEFAULT_STREAM, Tuple
 from jstormpy.dataflow.results import WindowResult
 
 ITEM_FIELDS = ("_item",)
@@ -164,3 +165,69 @@ class RecordTuples:
             return cls(values)  # type: ignore[call-arg]
 
         return record
+
+
+_VALUE_INDEX = {"value": 0}
+
+
+def record_batches(items: Sequence[Any], source: str, task: int) -> list[Batch]:
+    """The records of ``items`` (:func:`as_record`) as batches, one per run of
+    consecutive records with the same keys in the same order: a batch's fields are the
+    keys, its rows the records' values (what a sink's ``write_batch`` takes). A batch
+    of dicts of one shape (a map's rows) is one batch built with C-level passes.
+
+    Example:
+        >>> [(b.fields, b.rows) for b in record_batches([{"a": 1}, {"a": 2}, 3], "s", 0)]
+        [(('a',), [(1,), (2,)]), (('value',), [(3,)])]
+    """
+    if not items:
+        return []
+    kinds = set(map(type, items))
+    if kinds == {dict}:
+        shapes = list(map(tuple, items))
+        first = shapes[0]
+        if shapes.count(first) == len(shapes):
+            rows: list[Any] = list(map(tuple, map(dict.values, items)))
+            return [Batch(rows, _index(first), source, DEFAULT_STREAM, task)]
+    elif kinds <= PLAIN_ITEMS:
+        return [Batch([(item,) for item in items], _VALUE_INDEX, source, DEFAULT_STREAM,
+                      task)]
+    batches: list[Batch] = []
+    keys: tuple[str, ...] | None = None
+    rows = []
+    for item in items:
+        shape, values = _keys_values(item)
+        if shape != keys:
+            if rows:
+                batches.append(Batch(rows, _index(keys), source, DEFAULT_STREAM, task))
+            keys, rows = shape, []
+        rows.append(values)
+    batches.append(Batch(rows, _index(keys), source, DEFAULT_STREAM, task))
+    return batches
+
+
+def _keys_values(item: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    """The keys and values of ``as_record(item)``, without the dict."""
+    kind = type(item)
+    if kind is dict:
+        return tuple(item), tuple(item.values())
+    if kind in PLAIN_ITEMS:
+        return VALUE_KEYS, (item,)
+    if isinstance(item, tuple) and hasattr(item, "_asdict"):
+        return item._fields, tuple(item)  # type: ignore[attr-defined]  # a NamedTuple
+    if isinstance(item, Mapping):
+        return tuple(item), tuple(item.values())
+    return VALUE_KEYS, (item,)
+
+
+_INDEXES: dict[tuple[str, ...], dict[str, int]] = {}
+
+
+def _index(keys: Any) -> dict[str, int]:
+    """The field index of records with ``keys`` (shared; at most 1024 shapes kept)."""
+    index = _INDEXES.get(keys)
+    if index is None:
+        index = {k: i for i, k in enumerate(keys)}
+        if len(_INDEXES) < RecordTuples.MAX_SHAPES:
+            _INDEXES[keys] = index
+    return index

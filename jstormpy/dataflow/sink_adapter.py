@@ -17,6 +17,7 @@ from jstormpy.dataflow.records import (
     RecordTuples,
     Wire,
     decode_item,
+    record_batches,
 )
 
 
@@ -65,9 +66,18 @@ def _sink_execute_batch(self: Any, batch: Any) -> None:
     already the values of its ``{"value": item}`` record: it goes into one record Tuple
     reused from row to row for as long as the sink keeps no reference to it (checked
     with ``sys.getrefcount``, as the executor does for its own tuples). A sink whose class
-    keeps ``Sink.execute`` gets ``write`` called directly (that is all it does)."""
+    keeps ``Sink.execute`` gets ``write`` called directly (that is all it does), and if
+    it has a batch write of its own (``write_batch``, FileSink's encodes column by
+    column), the records go to it as batches of one record shape
+    (:func:`~jstormpy.dataflow.records.record_batches`): no Tuple per record."""
     wire = self.__dict__["_df_inputs"][(batch.source, batch.stream)]
     base_execute = self._df_base.execute
+    if (base_execute is Sink.execute and type(self).write_batch is not Sink.write_batch
+            and wire is not Wire.FIRING and wire is not Wire.RAW):
+        items = batch[0] if wire is Wire.ITEM else batch[-1]
+        for shape in record_batches(items, batch.source, batch.task):
+            self.write_batch(shape)
+        return
     execute: Callable[[Tuple], None]
     if base_execute is Sink.execute:  # not overridden: it is write(), one call less
         execute = self.write

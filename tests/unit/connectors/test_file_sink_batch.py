@@ -8,6 +8,8 @@ from typing import Any
 
 import cloudpickle
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jstormpy.api.batch import Batch
 from jstormpy.api.component import TopologyContext, Tuple
@@ -138,3 +140,14 @@ def test_percent_in_names_and_values_beside_an_all_int_column(tmp_path: Path) ->
     got = batch_bytes(tmp_path / "b", [rows], index)
     assert got == per_tuple_bytes(tmp_path / "t", rows, index)
     assert got.splitlines()[1] == b'{"100%":"%d%%","n%d":-5}'
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(), min_size=1, max_size=20))
+def test_float_columns_encode_as_json_dumps_writes_them(prices: list[float]) -> None:
+    """A column of floats (finite ones through ``repr``, NaN and infinities not) gives
+    the lines json.dumps gives per record."""
+    rows = [("w", p) for p in prices]
+    text = encode_rows(rows, FIELDS)
+    assert text == "".join(json.dumps({"word": w, "count": p}, separators=(",", ":")) + "\n"
+                           for w, p in rows)

@@ -24,7 +24,9 @@ class Collector:
         self.emitted.append((stream, tuple(values)))
 
     def emit_batch(self, columns: Any, stream: str = "default") -> None:
-        fields = FIRING_FIELDS if stream == "default" else tuple(range(len(columns)))
+        # a window's firings (5 columns), else a chain's items (1 or 2 columns)
+        fields = FIRING_FIELDS if stream == "default" and len(columns) == len(FIRING_FIELDS) \
+            else tuple(range(len(columns)))
         for row in rows_from_columns(columns, fields, "w", stream):  # type: ignore[arg-type]
             self.emitted.append((stream, tuple(row)))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jstormpy.api.batch import Batch
+from jstormpy.api.batch import Batch, failed_input
 from jstormpy.api.component import Tuple
 from jstormpy.barrier.twophase import Sink
 from jstormpy.dataflow.fusion import ChainBolt, Step, StepKind, raw_items
@@ -136,3 +136,26 @@ def test_the_sink_adapter_keeps_a_sinks_own_execute():
     sink = dataflow_sink(_Filtering(False), inputs)
     sink.execute_batch(_batch([(0,), (1,), ({"value": 0},), (2,)], ITEM_FIELDS))
     assert sink.read == [{"value": 1}, {"value": 2}]
+
+
+def test_a_failing_step_of_a_batch_names_the_item_it_failed_on():
+    """The failure report of a batch shows the record the user's function raised on."""
+    def bad(w):
+        if w == "boom":
+            raise ValueError(w)
+        return w
+
+    split = Step(StepKind.FLAT_MAP, lambda r: r["s"].split())
+    for step in (Step(StepKind.MAP, bad), Step(StepKind.FILTER, bad),
+                 Step(StepKind.FLAT_MAP, lambda w: [bad(w)])):
+        bolt = ChainBolt({("up", "default"): Wire.RAW}, [split, step], key_fn=len)
+        col = prepare(bolt)
+        bolt.execute_batch(_batch([("a b",), ("c",)], ("s",)))
+        assert col.stream() == [(1, "a"), (1, "b"), (1, "c")]
+        batch = _batch([("a b",), ("x boom y",)], ("s",))
+        try:
+            bolt.execute_batch(batch)
+        except ValueError as exc:
+            assert failed_input(exc, batch).record == "boom"
+        else:
+            raise AssertionError("no error")
