@@ -7,7 +7,10 @@ and the early-fire clock) is in :meth:`WindowOperator.snapshot`.
 
 Semantics (time windows; the watermark ``wm`` means "no more timestamps ≤ wm"):
 
-* a window ``[start, end)`` fires ``on_time`` when ``wm >= end - 1``;
+* a window ``[start, end)`` fires ``on_time`` when ``wm >= end - 1``; a session window
+  when ``wm >= end``: sessions that touch merge, so a record at ``end`` still joins it,
+  and a session fired at ``end - 1`` could grow after its on-time firing (it would fire
+  on time twice, its records in both);
 * before that it fires ``early`` every ``early_fire_every_n`` added records and/or at
   every multiple of ``early_fire_every_ms`` of processing time, if it changed since
   its last firing;
@@ -156,6 +159,9 @@ class WindowOperator:
         self._early_n = early_fire_every_n
         self._processing_time = processing_time
         self._session = isinstance(assigner, SessionWindows)
+        # how long before its end a window is complete (module docs): a record at end - 1
+        # is the last an aligned window takes; a session still takes one at its end
+        self._fire_offset = 0 if self._session else 1
         self._count: CountWindowLogic | None = None
         if isinstance(assigner, CountWindows):
             self._count = CountWindowLogic(assigner.size, assigner.step, self._create,
@@ -395,8 +401,8 @@ class WindowOperator:
                 index.remove(old)  # type: ignore[union-attr]
             w = self._wins[wid] = _Win(acc, pending)
             self._sessions.setdefault(key, []).append(wid)
-            if end - 1 > self._wm:
-                self._fire_timers.add(end - 1, wid)
+            if end > self._wm:
+                self._fire_timers.add(end, wid)
             self._purge_timers.add(end + self._lateness, wid)
         out: list[Firing | LateRecord] = []
         self._touched(wid, w, out)
@@ -404,7 +410,7 @@ class WindowOperator:
 
     def _touched(self, wid: WindowId, w: _Win, out: list[Firing | LateRecord]) -> None:
         """A record was added to ``w``: fire late, or count towards early firing."""
-        if wid[2] - 1 <= self._wm:
+        if wid[2] - self._fire_offset <= self._wm:
             w.fired = True
             self._fire(wid, w, "late", out)
             return

@@ -80,7 +80,7 @@ class ReferenceWindows:
             if self.wm >= end + self.lateness:
                 self.live[key].pop()
                 return [LateRecord(key, ts, record)]
-            if end - 1 <= self.wm:
+            if end <= self.wm:  # a session is complete at its end (operator.py's docs)
                 self.fired.add((key, start, end))
                 return [Firing(key, start, end, self._fold(key, start, end, recs), "late")]
             return []
@@ -106,7 +106,7 @@ class ReferenceWindows:
         if isinstance(self.assigner, SessionWindows):
             for key in list(self.live):
                 for start, end, recs in self._sessions(key):
-                    if end - 1 <= wm and (key, start, end) not in self.fired:
+                    if end <= wm and (key, start, end) not in self.fired:
                         self.fired.add((key, start, end))
                         out.append(Firing(key, start, end, self._fold(key, start, end, recs),
                                           "on_time"))

@@ -83,6 +83,9 @@ class StoredWindows:
         self.size = size
         self.slide = slide
         self.gap = gap
+        self.fire_offset = 1 if gap is None else 0
+        """How long before its end a window is complete: aligned windows at ``end - 1``,
+        sessions at ``end`` (window/operator.py's module docs)."""
         self.lateness = lateness
         self._create: Callable[[], Any] = aggregator.create
         self._add: Callable[[Any, Any], Any] = aggregator.add
@@ -133,8 +136,8 @@ class StoredWindows:
                     self.check_set.add(t)
                     heapq.heappush(self.checks, t)
             return
-        if end - 1 > wm:
-            self.fire.add(end - 1, key)
+        if end > wm:  # a session is complete once the watermark passes its end
+            self.fire.add(end, key)  # (window/operator.py's module docs)
         self.purge.add(end + self.lateness, key)
 
     def _add_aligned(self, entry: Entry, key: Any, ts: float, record: Any, wm: float,
@@ -191,7 +194,7 @@ class StoredWindows:
     def _touched(self, key: Any, start: float, end: float, w: list[Any], wm: float,
                  out: list[Any]) -> None:
         """A record was added to window ``w``: fire late, or count towards early firing."""
-        if end - 1 <= wm:
+        if end - self.fire_offset <= wm:
             w[2] = True
             self._fire(key, start, end, w, "late", out)
             return
@@ -288,7 +291,7 @@ class StoredWindows:
         """Fire the key's window whose fire timer is ``t``; whether one fired."""
         fired = False
         for (start, end), w in entry.items():
-            if end - 1 == t and not w[2]:
+            if end == t and not w[2]:
                 w[2] = True
                 self._fire(key, start, end, w, "on_time", out)
                 self.dirty.pop((key, start, end), None)
@@ -355,11 +358,16 @@ class StoredWindows:
         """The in-memory part (the timer index, changed windows); the windows themselves
         are the managed state :data:`WINDOW_STATE`."""
         return {"fire": self.fire.snapshot(), "purge": self.purge.snapshot(),
-                "checks": sorted(self.check_set), "dirty": list(self.dirty)}
+                "checks": sorted(self.check_set), "dirty": list(self.dirty),
+                "sessions_fire_at_end": True}
 
     def restore_state(self, data: dict[str, Any]) -> None:
         """Load :meth:`snapshot_state` output."""
-        self.fire = TimerQueue.from_snapshot(data["fire"])
+        fire = data["fire"]
+        if self.gap is not None and not data.get("sessions_fire_at_end"):
+            # a snapshot of an earlier version: its session timers are at end - 1
+            fire = {t + 1: keys for t, keys in fire.items()}
+        self.fire = TimerQueue.from_snapshot(fire)
         self.purge = TimerQueue.from_snapshot(data["purge"])
         self.checks = list(data.get("checks", ()))  # sorted: a heap
         self.check_set = set(self.checks)
@@ -373,7 +381,8 @@ class StoredWindows:
         # aligned windows' check times hold no keys: every part takes them all (a check
         # that finds nothing due costs a scan, never a firing)
         part: dict[str, Any] = {"fire": {}, "purge": {}, "checks": list(data.get("checks", ())),
-                                "dirty": [w for w in data["dirty"] if place(w[0]) == index]}
+                                "dirty": [w for w in data["dirty"] if place(w[0]) == index],
+                                "sessions_fire_at_end": data.get("sessions_fire_at_end", False)}
         for name in ("fire", "purge"):
             for t, keys in data[name].items():
                 mine = [k for k in keys if place(k) == index]

@@ -69,8 +69,10 @@ class WindowJoinBolt(JoinBolt):
     State: managed dict ``"join"``, key -> ``{(start, end): [lefts, rights, left_done,
     right_done, closed]}``; ``*_done`` marks a record that found a partner or was
     emitted without one (never emitted without one again). A window is dropped once
-    the watermark passes ``end - 1 + allowed_lateness_ms``. Records for a dropped window
-    are counted in :attr:`late_records` and dropped.
+    the watermark passes ``end - 1 + allowed_lateness_ms`` (a session's: ``end +
+    allowed_lateness_ms``; a session closes once the watermark passes its end, since a
+    record at its end still joins it). Records for a dropped window are counted in
+    :attr:`late_records` and dropped.
     """
 
     def __init__(self, sides: Mapping[InputKey, int], window: WindowAssigner,
@@ -102,6 +104,10 @@ class WindowJoinBolt(JoinBolt):
         super().prepare(conf, context)
         self._df_buf = self.state("join")
         self._df_session = isinstance(self.window, SessionWindows)
+        # how long before its end a window closes: a record at end - 1 is the last an
+        # aligned window takes; touching sessions merge, so a session still takes one at
+        # its end (window/operator.py's module docs)
+        self._df_close_offset = 0 if self._df_session else 1
         self._df_clock = JoinClock(watermark_lag(self.lag), context.input_tasks)
         held = 0
         for key, wins in self._df_buf.items():  # the timer index and count (one scan)
@@ -117,7 +123,8 @@ class WindowJoinBolt(JoinBolt):
         return int(self.__dict__.get("_df_held", 0))
 
     def _due(self, win: tuple[float, float], closed: bool) -> float:
-        return win[1] - 1 + self.lateness if closed else win[1] - 1
+        close = win[1] - self._df_close_offset
+        return close + self.lateness if closed else close
 
     def _schedule(self, key: Any, win: tuple[float, float], closed: bool) -> None:
         """Index a window's next due times: a session's by its key, an aligned window's
@@ -174,7 +181,7 @@ class WindowJoinBolt(JoinBolt):
         start, end = ts, ts + self.window.gap_ms  # type: ignore[union-attr]
         clock = self._df_clock
         wm = clock.wm
-        if wm >= end - 1 + self.lateness:
+        if wm >= end + self.lateness:
             return False
         buf = self._df_buf
         wins = buf.get(key)
@@ -190,7 +197,7 @@ class WindowJoinBolt(JoinBolt):
             entry = [[], [], [], [], False]
             for old in hits:
                 self._merge_into(key, entry, wins.pop(old))
-            entry[4] = wm >= end - 1
+            entry[4] = wm >= end
             wins[win] = entry
             self._schedule(key, win, entry[4])
         self._add(key, entry, side, item)
@@ -264,7 +271,7 @@ class WindowJoinBolt(JoinBolt):
         for win in sorted(wins, key=itemgetter(1)):
             entry = wins[win]
             if not entry[4]:
-                if wm < win[1] - 1:
+                if wm < win[1] - self._df_close_offset:
                     continue
                 entry[4] = True
                 changed = True

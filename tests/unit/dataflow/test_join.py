@@ -258,14 +258,12 @@ def _session_reference(gap, lefts, rights, how):
        st.integers(0, 60))
 def test_session_window_join_equals_the_reference_across_a_restore(kind, gap, how, seed, nl,
                                                                    nr, lag, cut):
-    """Sessions span both sides and merge when a record of either side bridges two; even
-    timestamps and odd gaps keep records off a session's exact end, where merging would
-    depend on when the watermark passed it."""
+    """Sessions span both sides and merge when a record of either side bridges two or
+    lands on a session's exact end (records ``gap`` apart share a session: a session
+    closes only once the watermark passes its end)."""
     rng = random.Random(seed)
-    gap = 2 * gap + 1
+    gap = gap + 1
     lefts, rights = _items(rng, nl, 0), _items(rng, nr, 1)
-    for it in lefts + rights:
-        it["ts"] *= 2
     arrival = bounded_shuffle(lefts + rights, lambda it: it["ts"], lag, rng)
 
     def bolt():
@@ -276,7 +274,7 @@ def test_session_window_join_equals_the_reference_across_a_restore(kind, gap, ho
         wm = b._df_clock.wm
         held = 0
         for wins in b.state("join").values():
-            assert all(end - 1 > wm for _, end in wins)
+            assert all(end > wm for _, end in wins)
             held += sum(len(e[0]) + len(e[1]) for e in wins.values())
         assert b.buffered_records == held
 
@@ -298,6 +296,23 @@ def test_a_right_record_bridges_two_left_sessions():
     assert list(bolt.state("join")["k"]) == [(0, 30)]
     bolt.on_inputs_finished()
     assert sorted((r[0][1]["id"], r[0][2]["id"]) for r in col.stream()) == [(0, 2), (1, 2)]
+
+
+def test_a_record_at_a_sessions_end_joins_it_after_the_watermark_passed_end_minus_1():
+    """Records ``gap`` apart share a session: at watermark ``end - 1`` the session is
+    still open (a record at its end touches it), so the right record at 10 pairs with the
+    left one at 0 (gap 10) instead of the left going out alone and the right opening a
+    session of its own."""
+    bolt = WindowJoinBolt(SIDES, SessionWindows(10), TS, how="left")
+    col = prepare(bolt, input_tasks=(1, 2))
+    bolt.execute(keyed_tuple("k", {"ts": 0, "id": 0}, source="left", task=1))
+    bolt.execute(keyed_tuple("o", {"ts": 10, "id": 1}, source="left", task=1))
+    bolt.execute(keyed_tuple("o", {"ts": 10, "id": 2}, source="right", task=2))
+    assert bolt._df_clock.wm == 9
+    bolt.execute(keyed_tuple("k", {"ts": 10, "id": 3}, source="right", task=2))
+    bolt.on_inputs_finished()
+    assert sorted((r[0][1]["id"], r[0][2] and r[0][2]["id"]) for r in col.stream()
+                  if r[0][0] == "k") == [(0, 3)]
 
 
 def test_a_session_reopened_by_a_late_record_emits_each_unmatched_record_once():

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 import pytest
 
 from jstormpy.api.errors import TopologyError
@@ -50,7 +53,23 @@ def test_session_windows_merge_and_touching_sessions_join() -> None:
     assert op.window_count == 2
     op.process("u", 8, "d")   # [8, 13) bridges -> [0, 17)
     assert op.window_count == 1
-    assert firings(op.advance_watermark(16)) == [("u", 0, 17, ("a", "b", "c", "d"), "on_time")]
+    # a session is complete only once the watermark passes its end: a record at 17
+    # touches [0, 17) and joins it, so the session has not fired at watermark 16
+    assert firings(op.advance_watermark(16)) == []
+    assert firings(op.advance_watermark(17)) == [("u", 0, 17, ("a", "b", "c", "d"), "on_time")]
+
+
+def test_a_record_at_a_sessions_end_joins_it_before_it_fires_and_it_fires_once() -> None:
+    """Records ``gap`` apart share a session (touching sessions merge): the session is
+    not complete at watermark ``end - 1``. It fired there before, and the record at its
+    end then merged into the fired session, which fired on time a second time with the
+    first records in both firings (found by test_window_firings_equal_the_reference)."""
+    op = WindowOperator(SessionWindows(15), SetAgg())
+    op.process("x", 128, "a")
+    op.process("x", 131, "b")                      # [128, 146)
+    assert firings(op.advance_watermark(145)) == []
+    op.process("x", 146, "c")                      # touches: [128, 161)
+    assert firings(op.finish()) == [("x", 128, 161, ("a", "b", "c"), "on_time")]
 
 
 def test_allowed_lateness_late_firings_then_late_records() -> None:
@@ -161,3 +180,32 @@ def test_sliced_results_merge_panes_oldest_first() -> None:
         op.process(None, ts, rec)
     out = sorted(firings(op.finish()))
     assert [f[3] for f in out] == ["a", "ab", "bc", "cd", "de", "e"]
+
+
+def test_a_stored_sessions_timers_from_an_earlier_version_still_fire_it_once() -> None:
+    """The timer index of store-kept sessions (window/stored.py) is part of the task's
+    snapshot. One taken before sessions fired at their end holds timers at ``end - 1``;
+    restored, its session still fires on time, once, when the watermark passes its end."""
+    from jstormpy.window.stored import StoredWindows
+
+    def sessions() -> StoredWindows:
+        return StoredWindows(0.0, 0.0, 15.0, 0.0, SetAgg(), None, None)
+
+    old = sessions()
+    out: list[Any] = []
+    old.process("x", 128, "a", 100, out)
+    old.process("x", 131, "b", 100, out)           # [128, 146)
+    snap = old.snapshot_state()
+    assert snap["fire"][146] == ["x"]              # (143: the first record's, stale)
+    earlier = {**snap, "fire": {t - 1: keys for t, keys in snap["fire"].items()}}
+    del earlier["sessions_fire_at_end"]
+    for data in (snap, earlier):
+        restored = sessions()
+        restored.store = copy.deepcopy(old.store)
+        restored.restore_state(data)
+        restored.advance(145, out)
+        assert out == []
+        restored.process("x", 146, "c", 145, out)  # touches: [128, 161)
+        restored.advance(float("inf"), out)
+        assert firings(out) == [("x", 128, 161, ("a", "b", "c"), "on_time")]
+        out.clear()
