@@ -26,10 +26,12 @@ import pickle
 import random
 import zlib
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from jstormpy.api.errors import (
+    BackendError,
     CorruptSnapshotError,
     JStormError,
     SinkError,
@@ -51,6 +53,14 @@ from jstormpy.barrier.transactions import (
 )
 from jstormpy.keygroups import key_group, redistribute, task_index_for_key_group
 from jstormpy.master import coordinator_driver
+from jstormpy.master.commit_point import (
+    CommitOutcome,
+    CommitPoint,
+    CommitStatus,
+    FenceMoment,
+)
+from jstormpy.master.commit_point import perform as perform_commit
+from jstormpy.master.commit_point import report as report_commit
 from jstormpy.master.coordinator import (
     CheckpointCoordinator,
     CollectGarbage,
@@ -959,6 +969,57 @@ class Control:
 
 
 # -- the Topology Master --------------------------------------------------------------------------
+class _CommitPort:
+    """How the simulated TM performs the commit path's steps
+    (:class:`~jstormpy.master.commit_point.CommitPort`), as ``MasterCore``'s port does,
+    on the simulated storage: each answers when its storage call completes, and not at
+    all once the TM died."""
+
+    def __init__(self, tm: SimMaster) -> None:
+        self.tm, self.sim = tm, tm.sim
+
+    def check_fence(self, checkpoint_id: int, moment: FenceMoment,
+                    then: Callable[[bool], None]) -> None:
+        then(not self.tm.alive)  # deposed: it stopped at once
+
+    def create_commit_point(self, checkpoint_id: int, metadata: Mapping[str, Any],
+                            then: Callable[[BackendError | None], None]) -> None:
+        tm, sim = self.tm, self.sim
+        if tm.state == TopologyState.RUNNING and sim.plan.hit(sim.world, Fault.LEADER_DEPOSED):
+            # its lease was valid when it began the write; the write is slow, the lease
+            # runs out meanwhile: the launcher kills the TM, a standby takes over
+            sim.storage.put_metadata(checkpoint_id, dict(metadata), tm.alive_check(),
+                                     lambda *_: None, late=sim.world.latency(1, 400))
+            sim.depose_tm()
+            return
+
+        def written(_: Any, error: BaseException | None) -> None:
+            if error is None:
+                sim.on_completed(checkpoint_id)
+            then(_backend_error(error))
+        sim.storage.put_metadata(checkpoint_id, dict(metadata), tm.alive_check(), written)
+
+    def store_floor(self, checkpoint_id: int,
+                    then: Callable[[BackendError | None], None]) -> None:
+        tm = self.tm
+        if checkpoint_id <= tm.persisted_floor:  # as MasterCore._persist_completed_floor
+            then(None)
+            return
+
+        def floor_written(_: Any, error: BaseException | None) -> None:
+            if error is None:
+                tm.persisted_floor = max(tm.persisted_floor, checkpoint_id)
+            then(_backend_error(error))
+        self.sim.storage.put_meta(COMPLETED_META, checkpoint_id, tm.alive_check(),
+                                  floor_written)
+
+
+def _backend_error(error: BaseException | None) -> BackendError | None:
+    if error is None or isinstance(error, BackendError):
+        return error
+    return BackendError(str(error))
+
+
 class _MasterPort:
     """How the simulated TM performs the coordinator's actions
     (:class:`~jstormpy.master.coordinator_driver.CoordinatorPort`), as ``MasterCore``'s
@@ -1314,47 +1375,28 @@ class SimMaster:
         coordinator_driver.perform(actions, _MasterPort(self))
 
     def write_commit_point(self, cid: int, meta: dict[str, Any]) -> None:
+        """The one commit path (``commit_point.perform``, as ``MasterCore``), then its
+        outcome to the coordinator."""
         alive = self.alive_check()
-        meta = {**meta, "run": {**self.sim.run.to_dict(), "epoch": self.epoch}}
-        if self.state == TopologyState.RUNNING and self.sim.plan.hit(self.sim.world,
-                                                                     Fault.LEADER_DEPOSED):
-            # its lease was valid when it began the write; the write is slow, the lease
-            # runs out meanwhile: the launcher kills the TM, a standby takes over
-            self.sim.storage.put_metadata(cid, meta, alive, lambda *_: None,
-                                          late=self.sim.world.latency(1, 400))
-            self.sim.depose_tm()
-            return
+        commit = CommitPoint(cid, meta, {**self.sim.run.to_dict(), "epoch": self.epoch},
+                             self.persisted_floor)
 
-        def written(_: Any, error: BaseException | None) -> None:
-            if error is not None:
-                self.perform(self.coordinator.commit_point_failed(
-                    cid, str(error), isinstance(error, TimeoutError), self.now()))
+        def done(outcome: CommitOutcome) -> None:
+            if outcome.status == CommitStatus.FENCED:
+                return
+            self.perform(report_commit(self.coordinator, cid, outcome,
+                                       self.state == TopologyState.RUNNING, self.now(),
+                                       self.now()))
+            if outcome.status == CommitStatus.FAILED:  # MasterCore.store_ids_record_now
                 ids = self.coordinator.ids_record()
 
                 def ids_stored(_: Any, error: BaseException | None) -> None:
                     if error is None:
                         self.coordinator.ids_record_stored(ids)
                 self.sim.storage.put_meta(CHECKPOINT_IDS_META, ids, alive, ids_stored)
-                if self.state == TopologyState.RECOVERING:
-                    self.maybe_prepare()
-                return
-            self.sim.on_completed(cid)
-            if cid <= self.persisted_floor:  # MasterCore._persist_completed_floor
-                floor_written(None, None)
-            else:  # stored before any sink hears of it (WriteCommitPoint)
-                self.sim.storage.put_meta(COMPLETED_META, cid, alive, floor_written)
-
-        def floor_written(_: Any, error: BaseException | None) -> None:
-            if error is not None:
-                self.perform(self.coordinator.floor_not_stored(
-                    cid, str(error), isinstance(error, TimeoutError), self.now()))
-            else:
-                self.persisted_floor = max(self.persisted_floor, cid)
-                self.perform(self.coordinator.commit_point_written(
-                    cid, self.state == TopologyState.RUNNING, self.now(), self.now()))
             if self.state == TopologyState.RECOVERING:
                 self.maybe_prepare()
-        self.sim.storage.put_metadata(cid, meta, alive, written)
+        perform_commit(commit, _CommitPort(self), done)
 
     def alive_check(self) -> Any:
         return lambda: self.alive

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jstormpy.api.errors import (
+    BackendTimeoutError,
     CorruptSnapshotError,
     JStormError,
     ObjectExistsError,
@@ -129,7 +130,7 @@ class SimStorage:
                 # the write lands after the caller gave up on it
                 self.world.at(self.world.latency(50, 400), land,
                               f"storage: late metadata of checkpoint {checkpoint_id} lands")
-                return None, TimeoutError(f"chk-{checkpoint_id}/_metadata: no answer")
+                return None, BackendTimeoutError(f"chk-{checkpoint_id}/_metadata: no answer")
             try:
                 self.backend.create_metadata(checkpoint_id, metadata)
             except JStormError as exc:
