@@ -13,7 +13,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,14 @@ from jstormpy.master import coordinator_driver
 from jstormpy.master.backend_io import BackendIO
 from jstormpy.master.backpressure import BackpressureCoordinator
 from jstormpy.master.checkpoint_health import CheckpointHealth, CheckpointPace, assess
-from jstormpy.master.commit_point import CommitOutcome, CommitStatus
+from jstormpy.master.commit_point import (
+    CommitOutcome,
+    CommitPoint,
+    CommitStatus,
+    FenceMoment,
+)
+from jstormpy.master.commit_point import perform as perform_commit
+from jstormpy.master.commit_point import report as report_commit
 from jstormpy.master.coordinator import (
     CheckpointCoordinator,
     CollectGarbage,
@@ -753,27 +760,14 @@ class MasterCore:
            ids record over the new leader's (issue 27);
         5. stored as the completed floor, before any sink is told to commit it.
 
-        The id must come from ``CheckpointCoordinator.allocate_id`` (its reservation)."""
-        if self._check_fenced(cid, "before its commit point"):
-            return CommitOutcome(CommitStatus.FENCED)
-        stamped = dict(metadata)
-        if self.run is not None:  # which run, and which TM epoch, committed it
-            stamped["run"] = self.run.to_dict()
-        error: BackendError | None = None
-        try:
-            self.backend.create_metadata(cid, stamped)  # create-only (issue 27)
-        except BackendError as exc:
-            error = exc
-        if self._check_fenced(cid, "after its commit point" if error is None
-                              else "when its commit point failed"):
-            return CommitOutcome(CommitStatus.FENCED, error)
-        if error is not None:
-            return CommitOutcome(CommitStatus.FAILED, error)
-        # in the same job: FIFO keeps the floor's writes in id order
-        floor_error = self._persist_completed_floor(cid)
-        if floor_error is not None:
-            return CommitOutcome(CommitStatus.FLOOR_NOT_STORED, floor_error)
-        return CommitOutcome(CommitStatus.CREATED)
+        The id must come from ``CheckpointCoordinator.allocate_id`` (its reservation).
+        The steps are ``commit_point.CommitPoint.steps()``, performed by
+        ``commit_point.perform`` (the simulator's TM performs the same)."""
+        outcome: list[CommitOutcome] = []
+        commit = CommitPoint(cid, metadata, self.run.to_dict() if self.run is not None
+                             else None, self.persisted_floor)
+        perform_commit(commit, _CommitPort(self), outcome.append)
+        return outcome[0]
 
     def _write_commit_point(self, action: WriteCommitPoint) -> None:
         """BackendIO thread: a periodic checkpoint's commit point through
@@ -782,20 +776,12 @@ class MasterCore:
         outcome = self.create_commit_point(cid, action.metadata)
         if outcome.status == CommitStatus.FENCED:
             return
-        error = str(outcome.error)
         with self.lock:
-            now = time.monotonic()
-            match outcome.status:
-                case CommitStatus.CREATED:
-                    fault_point("master_after_metadata", cid)
-                    self._perform(self.checkpoints.commit_point_written(
-                        cid, self.state == TopologyState.RUNNING, now, time.time()))
-                case CommitStatus.FLOOR_NOT_STORED:  # no sink commits what a floor misses
-                    self._perform(self.checkpoints.floor_not_stored(
-                        cid, error, outcome.timed_out, now))
-                case _:
-                    self._perform(self.checkpoints.commit_point_failed(
-                        cid, error, outcome.timed_out, now))
+            if outcome.status == CommitStatus.CREATED:
+                fault_point("master_after_metadata", cid)
+            self._perform(report_commit(self.checkpoints, cid, outcome,
+                                        self.state == TopologyState.RUNNING,
+                                        time.monotonic(), time.time()))
             if self.state == TopologyState.RECOVERING:
                 self._maybe_prepare_all()  # it waits for the outcome of every commit point
         if outcome.status == CommitStatus.FAILED:
@@ -1040,6 +1026,33 @@ class MasterCore:
                 "rescale": self.rescale.status(),
                 "run": self.run.to_dict() if self.run is not None else None,
             }
+
+
+class _CommitPort:
+    """How ``MasterCore`` performs the commit path's steps
+    (:class:`~jstormpy.master.commit_point.CommitPort`): on its BackendIO thread,
+    answering each at once."""
+
+    def __init__(self, core: MasterCore) -> None:
+        self.core = core
+
+    def check_fence(self, checkpoint_id: int, moment: FenceMoment,
+                    then: Callable[[bool], None]) -> None:
+        then(self.core._check_fenced(checkpoint_id, moment.value))
+
+    def create_commit_point(self, checkpoint_id: int, metadata: Mapping[str, Any],
+                            then: Callable[[BackendError | None], None]) -> None:
+        try:
+            self.core.backend.create_metadata(checkpoint_id, dict(metadata))  # create-only
+        except BackendError as exc:
+            then(exc)
+            return
+        then(None)
+
+    def store_floor(self, checkpoint_id: int,
+                    then: Callable[[BackendError | None], None]) -> None:
+        # in the same job: FIFO keeps the floor's writes in id order
+        then(self.core._persist_completed_floor(checkpoint_id))
 
 
 class _CoordinatorPort:

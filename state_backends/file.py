@@ -1,23 +1,29 @@
-"""``file:///dir`` — the embedded default: write a temp file, fsync, atomic rename."""
+"""``file:///dir`` — the embedded default: write a temp file, fsync, atomic rename.
+
+Every filesystem call goes through a :class:`~jstormpy.state_backends.filesystem.Filesystem`
+port: the os calls in production, a simulated filesystem in ``jstorm simulate``.
+"""
 
 from __future__ import annotations
 
 import errno
 import os
-import stat
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from jstormpy.api.errors import BackendError, ObjectExistsError, SnapshotNotFoundError
 from jstormpy.state_backends.base import ChunkSource, StateBackend
+from jstormpy.state_backends.filesystem import OS_FILESYSTEM, Filesystem
 
 
 class FileBackend(StateBackend):
-    """Objects are files under a root directory; keys map to relative paths."""
+    """Objects are files under a root directory; keys map to relative paths.
 
-    def __init__(self, uri: str) -> None:
+    ``fs`` is the filesystem it runs on (default: the real one)."""
+
+    def __init__(self, uri: str, fs: Filesystem = OS_FILESYSTEM) -> None:
         self.uri = uri
+        self.fs = fs
         path = uri[len("file://"):] if uri.startswith("file://") else uri
         if not path.startswith("/"):
             raise BackendError(f"state backend {uri!r}: file:// needs an absolute path "
@@ -45,25 +51,27 @@ class FileBackend(StateBackend):
     def _write(self, key: str, chunks: Iterable[bytes], create: bool) -> None:
         target = self._path(key)
         source = ChunkSource(chunks)
+        fs = self.fs
         try:
-            _make_dirs_durable(target.parent)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".part")
+            _make_dirs_durable(fs, target.parent)
+            tmp = fs.create_temp(target.parent)
             try:
-                with os.fdopen(fd, "wb") as fh:
+                try:
                     for chunk in source:
-                        fh.write(chunk)
-                    fh.flush()
-                    os.fsync(fh.fileno())
+                        tmp.write(chunk)
+                    tmp.sync()
+                finally:
+                    tmp.close()
                 if create:
-                    os.link(tmp, target)
-                    os.unlink(tmp)
+                    fs.link(tmp.path, target)
+                    fs.unlink(tmp.path)
                 else:
-                    os.replace(tmp, target)
+                    fs.replace(tmp.path, target)
             except BaseException:
                 with _suppress():
-                    os.unlink(tmp)
+                    fs.unlink(tmp.path)
                 raise
-            _fsync_dir(target.parent)
+            fs.fsync_dir(target.parent)
         except FileExistsError:
             raise ObjectExistsError(f"{key!r} exists in {self.uri}") from None
         except OSError as exc:
@@ -74,7 +82,7 @@ class FileBackend(StateBackend):
 
     def get_object(self, key: str) -> bytes:
         try:
-            return self._path(key).read_bytes()
+            return self.fs.read_bytes(self._path(key))
         except FileNotFoundError:
             raise SnapshotNotFoundError(f"no object {key!r} in {self.uri}") from None
         except OSError as exc:
@@ -91,7 +99,7 @@ class FileBackend(StateBackend):
         head = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         start = self._path(head) if head else self.root
         try:
-            if not stat.S_ISDIR(os.stat(start).st_mode):
+            if not self.fs.is_dir(start):
                 raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(start))
         except FileNotFoundError:
             return []
@@ -104,7 +112,7 @@ class FileBackend(StateBackend):
             raise self._list_error(prefix, exc) from exc
 
         out = []
-        for dirpath, _dirs, files in os.walk(start, onerror=walk_error):
+        for dirpath, _dirs, files in self.fs.walk(start, onerror=walk_error):
             rel = os.path.relpath(dirpath, self.root)
             for name in files:
                 if name.startswith(".tmp-"):
@@ -120,47 +128,43 @@ class FileBackend(StateBackend):
                             "incomplete, so it is not used")
 
     def delete_objects(self, prefix: str) -> None:
+        fs = self.fs
         for key in self.list_objects(prefix):
             with _suppress():
-                os.unlink(self._path(key))
-        # remove directories left empty under the prefix
+                fs.unlink(self._path(key))
+        # remove directories left empty under the prefix, deepest first
         head = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         if head:
             d = self._path(head)
             with _suppress():
-                for sub in sorted(d.rglob("*"), reverse=True):
-                    if sub.is_dir():
-                        sub.rmdir()
-                d.rmdir()
+                subdirs = [Path(p) for p, _, _ in fs.walk(d, onerror=_ignore) if Path(p) != d]
+                for sub in sorted(subdirs, reverse=True):
+                    fs.rmdir(sub)
+                fs.rmdir(d)
 
 
-def _fsync_dir(path: Path) -> None:
-    """fsync a directory, so the entries created in it survive a power loss."""
-    dfd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+def _ignore(exc: OSError) -> None:
+    return None
 
 
-def _make_dirs_durable(path: Path) -> None:
+def _make_dirs_durable(fs: Filesystem, path: Path) -> None:
     """``mkdir -p path``, fsyncing the parent of every directory it creates (outermost
     first): a new ``chk-N/`` is only durable once the checkpoint root was fsynced, else
     a power loss can take the whole checkpoint (and its ``_metadata``) with it."""
     missing: list[Path] = []
     probe = path
-    while not probe.exists():  # an existing non-directory fails the mkdir (ENOTDIR)
+    while not fs.exists(probe):  # an existing non-directory fails the mkdir (ENOTDIR)
         missing.append(probe)
         if probe.parent == probe:
             break
         probe = probe.parent
     for d in reversed(missing):
         try:
-            d.mkdir()
+            fs.mkdir(d)
         except FileExistsError:  # a concurrent writer: fsync anyway, it may not have yet
-            if not d.is_dir():
+            if not fs.is_dir(d):
                 raise
-        _fsync_dir(d.parent)
+        fs.fsync_dir(d.parent)
 
 
 class _suppress:

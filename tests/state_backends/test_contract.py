@@ -1,4 +1,6 @@
-"""One contract suite for every state backend: memory, file, hdfs (WebHDFS), hbase."""
+"""One contract suite for every state backend: memory, file, hdfs (WebHDFS), hbase, and
+the file backend on the simulator's filesystem (``jstorm simulate`` runs the real backend
+on it: it must be the same backend there)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ from jstormpy.api.errors import (
 )
 from jstormpy.state_backends import StateBackend, open_backend
 from jstormpy.state_backends.base import seal_blob
+from jstormpy.state_backends.file import FileBackend
+from jstormpy.testing.simulation.filesystem import SimDisk, SimFilesystem
+from jstormpy.testing.simulation.world import World
 
 RETRIES = 2
 BACKOFF = 0.05
@@ -33,7 +38,7 @@ class Env:
     reopen: Callable[[], StateBackend]  # another client of the same store (own connection)
 
 
-@pytest.fixture(params=["memory", "file", "hdfs", "hbase"])
+@pytest.fixture(params=["memory", "file", "hdfs", "hbase", "file-simulated"])
 def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
     kind = request.param
     server: Any | None = None
@@ -42,6 +47,15 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
         uri = f"memory://contract-{uuid.uuid4().hex}"
     elif kind == "file":
         uri = f"file://{tmp_path}/ckpt"
+    elif kind == "file-simulated":  # no faults: the port must behave as the real one
+        disk = SimDisk()
+        world = World(0)
+
+        def reopen() -> StateBackend:
+            return FileBackend("file:///ckpt", SimFilesystem(disk, world, None, "/ckpt"))
+        backend = reopen()
+        yield Env(backend, None, reopen)
+        return
     elif kind == "hdfs":
         server = request.getfixturevalue("webhdfs_server")
         uri = f"hdfs://127.0.0.1:{server.port}/jstorm/ckpt"

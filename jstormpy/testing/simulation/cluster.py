@@ -26,10 +26,17 @@ import pickle
 import random
 import zlib
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jstormpy.api.errors import CorruptSnapshotError, JStormError, SinkError
+from jstormpy.api.errors import (
+    BackendError,
+    CorruptSnapshotError,
+    JStormError,
+    SinkError,
+    SnapshotNotFoundError,
+)
 from jstormpy.barrier import task_barrier as barrier_steps
 from jstormpy.barrier.aligner import BarrierAligner
 from jstormpy.barrier.snapshots import AckSnapshot, DeclineSnapshot, TaskSnapshots
@@ -46,6 +53,14 @@ from jstormpy.barrier.transactions import (
 )
 from jstormpy.keygroups import key_group, redistribute, task_index_for_key_group
 from jstormpy.master import coordinator_driver
+from jstormpy.master.commit_point import (
+    CommitOutcome,
+    CommitPoint,
+    CommitStatus,
+    FenceMoment,
+)
+from jstormpy.master.commit_point import perform as perform_commit
+from jstormpy.master.commit_point import report as report_commit
 from jstormpy.master.coordinator import (
     CheckpointCoordinator,
     CollectGarbage,
@@ -77,14 +92,12 @@ from jstormpy.master.restore_plan import (
 from jstormpy.master.topology_state import TopologyState
 from jstormpy.multilang.acks import AckLedger, AdoptSteps
 from jstormpy.run_identity import RunIdentity
-from jstormpy.state_backends.base import CHECKPOINT_IDS_META
-from jstormpy.state_backends.retention import eligible, plan_retention
+from jstormpy.state_backends.base import CHECKPOINT_IDS_META, COMPLETED_META
 from jstormpy.state_backends.rocksdb_files import local_copy_matches
-from jstormpy.state_backends.shared_files import collect_shared_files
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
 from jstormpy.testing.simulation.judging import Step
 from jstormpy.testing.simulation.outputs import Row, SimOutput
-from jstormpy.testing.simulation.storage import SharedFilesView, SimStorage, merge_files
+from jstormpy.testing.simulation.storage import SimStorage, merge_files
 from jstormpy.testing.simulation.stores import CounterStores, NativeState
 from jstormpy.testing.simulation.world import World
 
@@ -486,7 +499,7 @@ class SimTask:
             def uploaded(handle: Any, error: BaseException | None) -> None:
                 if capture is not None:
                     name = next(iter(new_files))
-                    if name in self.sim.storage.objects or error is None:
+                    if error is None or self.sim.storage.stored(name):
                         self.files = files  # the segment was written: the chain has it
                         self.crcs = {f: crcs[f] for f in files if f in crcs}
                         self.file_bytes = {f: self.file_bytes[f] if f != name else blob
@@ -956,6 +969,57 @@ class Control:
 
 
 # -- the Topology Master --------------------------------------------------------------------------
+class _CommitPort:
+    """How the simulated TM performs the commit path's steps
+    (:class:`~jstormpy.master.commit_point.CommitPort`), as ``MasterCore``'s port does,
+    on the simulated storage: each answers when its storage call completes, and not at
+    all once the TM died."""
+
+    def __init__(self, tm: SimMaster) -> None:
+        self.tm, self.sim = tm, tm.sim
+
+    def check_fence(self, checkpoint_id: int, moment: FenceMoment,
+                    then: Callable[[bool], None]) -> None:
+        then(not self.tm.alive)  # deposed: it stopped at once
+
+    def create_commit_point(self, checkpoint_id: int, metadata: Mapping[str, Any],
+                            then: Callable[[BackendError | None], None]) -> None:
+        tm, sim = self.tm, self.sim
+        if tm.state == TopologyState.RUNNING and sim.plan.hit(sim.world, Fault.LEADER_DEPOSED):
+            # its lease was valid when it began the write; the write is slow, the lease
+            # runs out meanwhile: the launcher kills the TM, a standby takes over
+            sim.storage.put_metadata(checkpoint_id, dict(metadata), tm.alive_check(),
+                                     lambda *_: None, late=sim.world.latency(1, 400))
+            sim.depose_tm()
+            return
+
+        def written(_: Any, error: BaseException | None) -> None:
+            if error is None:
+                sim.on_completed(checkpoint_id)
+            then(_backend_error(error))
+        sim.storage.put_metadata(checkpoint_id, dict(metadata), tm.alive_check(), written)
+
+    def store_floor(self, checkpoint_id: int,
+                    then: Callable[[BackendError | None], None]) -> None:
+        tm = self.tm
+        if checkpoint_id <= tm.persisted_floor:  # as MasterCore._persist_completed_floor
+            then(None)
+            return
+
+        def floor_written(_: Any, error: BaseException | None) -> None:
+            if error is None:
+                tm.persisted_floor = max(tm.persisted_floor, checkpoint_id)
+            then(_backend_error(error))
+        self.sim.storage.put_meta(COMPLETED_META, checkpoint_id, tm.alive_check(),
+                                  floor_written)
+
+
+def _backend_error(error: BaseException | None) -> BackendError | None:
+    if error is None or isinstance(error, BackendError):
+        return error
+    return BackendError(str(error))
+
+
 class _MasterPort:
     """How the simulated TM performs the coordinator's actions
     (:class:`~jstormpy.master.coordinator_driver.CoordinatorPort`), as ``MasterCore``'s
@@ -988,21 +1052,17 @@ class _MasterPort:
         sim.rescale_aborted(self.tm, action.checkpoint_id)
 
     def collect_garbage(self, action: CollectGarbage) -> None:
-        # StateBackend.garbage_collect(keep, bad, upto)'s decision
-        # (state_backends/retention.py) on the simulated storage
+        # the real StateBackend.garbage_collect(keep, bad, upto) on the simulated disk, a
+        # TM call as MasterCore._garbage_collect (a failure is only logged there)
         coord, sim = self.tm.coordinator, self.sim
-        storage = sim.storage
         if coord.busy():
             sim.world.reach(Step.RETENTION_IN_FLIGHT)
-        done = eligible(storage.metadata, coord.bad, coord.id_floor)
-        if not done:
-            return
-        plan = plan_retention(done, storage.metadata, storage.checkpoint_ids(), RETAINED,
-                              sim.savepoint_ids())
-        coord.retention_deleted(storage.discard_checkpoints(plan.doomed))
-        collect_shared_files(  # StateBackend.garbage_collect's second step
-            SharedFilesView(storage),  # type: ignore[arg-type]
-            sorted(plan.keep), plan.newest)
+
+        def collected(deleted: Any, error: BaseException | None) -> None:
+            if error is None:
+                coord.retention_deleted(deleted)
+        sim.storage.collect_garbage(RETAINED, frozenset(coord.bad), coord.id_floor,
+                                    self.tm.alive_check(), collected)
 
     def trigger_final(self, action: TriggerFinal) -> None:
         pass  # the tick starts the next checkpoint
@@ -1064,18 +1124,18 @@ class SimMaster:
             if self.sim.plan.hit(self.sim.world, Fault.READ_ERROR):
                 self.sim.world.at(RETRY_PREPARE, self.boot, "TM: retry reading meta/")
                 return
-            self.generation = self.sim.storage.meta.get("generation", 0)
+            self.generation = self.sim.storage.meta_int_now("generation")
             self.persisted_generation = self.generation
-            self.coordinator.adopt_completed_floor(self.sim.storage.meta.get("completed_floor", 0))
+            self.coordinator.adopt_completed_floor(self.sim.storage.meta_int_now(COMPLETED_META))
             self.persisted_floor = self.coordinator.completed_floor
-            ids = self.sim.storage.meta.get(CHECKPOINT_IDS_META)
+            ids = self.sim.storage.meta_now(CHECKPOINT_IDS_META)
             if ids:
                 self.coordinator.adopt_ids_record(ids)
         if self.resume and self.incarnation > 1:
             self.sim.world.reach(Step.TM_RESUMED)
         # as take_over_run, before serving: a resume is the run's next epoch
-        self.epoch = self.sim.storage.meta.get("epoch", 0) + 1 if self.resume else 1
-        self.sim.storage.meta["epoch"] = self.epoch
+        self.epoch = self.sim.storage.meta_int_now("epoch") + 1 if self.resume else 1
+        self.sim.storage.set_meta_now("epoch", self.epoch)
         self.booted = True
         for w in self.sim.workers:
             if w.alive:
@@ -1173,12 +1233,12 @@ class SimMaster:
                 storage.list_completed(alive, listed)
             case ReadMetadata(cid):
                 def read(meta: Any, error: BaseException | None) -> None:
-                    if isinstance(error, JStormError) and not isinstance(
-                            error, CorruptSnapshotError) and "does not exist" not in str(
-                            error):
-                        self.perform_plan(rec, plan.metadata_failed(cid, str(error)))
-                    elif error is not None:
+                    # as MasterCore: a damaged or missing commit point is unusable, a
+                    # backend that cannot answer may hold a fine one
+                    if isinstance(error, CorruptSnapshotError | SnapshotNotFoundError):
                         self.perform_plan(rec, plan.metadata_unusable(cid, str(error)))
+                    elif error is not None:
+                        self.perform_plan(rec, plan.metadata_failed(cid, str(error)))
                     else:
                         self.perform_plan(rec, plan.metadata_read(cid, meta))
                 storage.read_metadata(cid, alive, read)
@@ -1200,7 +1260,7 @@ class SimMaster:
                     else:
                         self.persisted_floor = max(self.persisted_floor, cid)
                         self.perform_plan(rec, plan.floor_persisted())
-                storage.put_meta("completed_floor", cid, alive, floor_written)
+                storage.put_meta(COMPLETED_META, cid, alive, floor_written)
             case _:
                 self.plan_outcome(rec, action)
 
@@ -1315,47 +1375,28 @@ class SimMaster:
         coordinator_driver.perform(actions, _MasterPort(self))
 
     def write_commit_point(self, cid: int, meta: dict[str, Any]) -> None:
+        """The one commit path (``commit_point.perform``, as ``MasterCore``), then its
+        outcome to the coordinator."""
         alive = self.alive_check()
-        meta = {**meta, "run": {**self.sim.run.to_dict(), "epoch": self.epoch}}
-        if self.state == TopologyState.RUNNING and self.sim.plan.hit(self.sim.world,
-                                                                     Fault.LEADER_DEPOSED):
-            # its lease was valid when it began the write; the write is slow, the lease
-            # runs out meanwhile: the launcher kills the TM, a standby takes over
-            self.sim.storage.put_metadata(cid, meta, alive, lambda *_: None,
-                                          late=self.sim.world.latency(1, 400))
-            self.sim.depose_tm()
-            return
+        commit = CommitPoint(cid, meta, {**self.sim.run.to_dict(), "epoch": self.epoch},
+                             self.persisted_floor)
 
-        def written(_: Any, error: BaseException | None) -> None:
-            if error is not None:
-                self.perform(self.coordinator.commit_point_failed(
-                    cid, str(error), isinstance(error, TimeoutError), self.now()))
+        def done(outcome: CommitOutcome) -> None:
+            if outcome.status == CommitStatus.FENCED:
+                return
+            self.perform(report_commit(self.coordinator, cid, outcome,
+                                       self.state == TopologyState.RUNNING, self.now(),
+                                       self.now()))
+            if outcome.status == CommitStatus.FAILED:  # MasterCore.store_ids_record_now
                 ids = self.coordinator.ids_record()
 
                 def ids_stored(_: Any, error: BaseException | None) -> None:
                     if error is None:
                         self.coordinator.ids_record_stored(ids)
                 self.sim.storage.put_meta(CHECKPOINT_IDS_META, ids, alive, ids_stored)
-                if self.state == TopologyState.RECOVERING:
-                    self.maybe_prepare()
-                return
-            self.sim.on_completed(cid)
-            if cid <= self.persisted_floor:  # MasterCore._persist_completed_floor
-                floor_written(None, None)
-            else:  # stored before any sink hears of it (WriteCommitPoint)
-                self.sim.storage.put_meta("completed_floor", cid, alive, floor_written)
-
-        def floor_written(_: Any, error: BaseException | None) -> None:
-            if error is not None:
-                self.perform(self.coordinator.floor_not_stored(
-                    cid, str(error), isinstance(error, TimeoutError), self.now()))
-            else:
-                self.persisted_floor = max(self.persisted_floor, cid)
-                self.perform(self.coordinator.commit_point_written(
-                    cid, self.state == TopologyState.RUNNING, self.now(), self.now()))
             if self.state == TopologyState.RECOVERING:
                 self.maybe_prepare()
-        self.sim.storage.put_metadata(cid, meta, alive, written)
+        perform_commit(commit, _CommitPort(self), done)
 
     def alive_check(self) -> Any:
         return lambda: self.alive
@@ -1392,7 +1433,7 @@ class Simulation:
         self.tm_incarnations = 0
         self.workers = [SimWorker(self, w) for w in range(WORKERS)]
         self.tm = SimMaster(self, resume)
-        self.completed: set[int] = set(storage.metadata)
+        self.completed: set[int] = set(storage.completed_now())
         self.fell_back_past: set[int] = set()
         """Committed checkpoints a restore found damaged (a lost shared file) and fell back
         past: output is at-least-once for their span, by design."""
@@ -1409,7 +1450,7 @@ class Simulation:
         self.drained_at = 0
         self.savepoint_at: int | None = None
         self.savepoint_layout = self.layout
-        self.savepoint_copy: tuple[dict[str, Any], dict[tuple[int, int, int], Any]] | None = None
+        self.savepoint_copy: tuple[dict[str, Any], dict[str, Any]] | None = None
         self.savepoint_fell_back: frozenset[int] = frozenset()
         """``fell_back_past`` when the savepoint was taken: the at-least-once spans inside
         the output the savepoint covers (a run restored from it continues that output)."""
@@ -1498,7 +1539,7 @@ class Simulation:
 
     def upgrade_prepare(self, tm: SimMaster, worker_id: int) -> None:
         cid = self.rescale_checkpoint
-        meta = self.storage.metadata.get(cid)
+        meta = self.storage.metadata_now(cid)
         if meta is None:  # the switch cannot finish: abort, a normal recovery
             self.world.reach(Step.GRAY_RELEASE_ABORTED)
             tm.begin_recovery(f"gray release aborted: checkpoint {cid} is gone")
@@ -1549,9 +1590,9 @@ class Simulation:
         both = random.Random(f"{self.world.seed}:rescale").random() < 0.5
         new = Layout(count=3 if self.layout.count == 2 else 1,
                      tally=3 if both else self.layout.tally)
-        meta = self.storage.metadata.get(cid)
+        meta = self.storage.metadata_now(cid)
         by_task = {} if meta is None else {
-            int(t): self.storage.materialize(self.storage.snapshots.get(handle_key(v["handle"])))
+            int(t): self.storage.materialize(self.storage.snapshot_now(v["handle"]))
             for t, v in meta["tasks"].items()}
         if meta is None or any(v is None for v in by_task.values()):
             self.world.note(f"rescale: checkpoint {cid} is gone; resuming")
@@ -1580,12 +1621,7 @@ class Simulation:
             # checkpoint, so nothing staged is left to re-commit under the new task ids
             moved[t] = {**(moved[t] or {}), "pending_rows": {}}
         # the rescaled checkpoint replaces the quiescent one (every sink committed it)
-        handles: dict[str, dict[str, str]] = {}
-        for t, data in moved.items():
-            key = (cid, 1000 + t, tm.generation)
-            self.storage.snapshots[key] = data
-            handles[str(t)] = {"handle": f"chk-{cid}/task-{1000 + t}-g{tm.generation}"}
-        self.storage.metadata[cid] = {**meta, "tasks": handles}
+        self.storage.replace_checkpoint(cid, tm.generation, moved)
         self.layout = new
         tm.layout = new
         tm.coordinator.set_layout(new.component_of(), new.tasks("spout"), new.tasks("sink"))
@@ -1597,21 +1633,15 @@ class Simulation:
         self.completed.add(cid)
         if self.savepoint_at is not None and self.savepoint is None and \
                 len(self.completed) >= self.savepoint_at and not self.rescale_state:
-            meta = self.storage.metadata.get(cid)
-            if meta is None:
-                return
-            # a savepoint is a self-contained copy (jstorm savepoint)
-            copy = {k: self.storage.materialize(v) for k, v in self.storage.snapshots.items()
-                    if k[0] == cid}  # self-contained: shared files are read into it
-            if any(v is None for v in copy.values()):
+            # a savepoint is a self-contained copy (jstorm savepoint): shared files are
+            # read into it
+            copy = self.storage.checkpoint_copy(cid)
+            if copy is None:
                 return
             self.savepoint = cid
             self.savepoint_layout = self.layout
-            self.savepoint_copy = (meta, copy)
+            self.savepoint_copy = copy
             self.savepoint_fell_back = frozenset(self.fell_back_past)
-
-    def savepoint_ids(self) -> set[int]:
-        return {self.savepoint} if self.savepoint is not None else set()
 
     # -- faults scheduled by the plan ---------------------------------------------------------
     def schedule_faults(self) -> None:
@@ -1630,11 +1660,10 @@ class Simulation:
                           "fault: external system back")
 
     def _lose_a_shared_file(self) -> None:
-        files = sorted(k for k in self.storage.objects if k.startswith("inc/"))
+        files = self.storage.shared_files_now()
         if files:
             key = self.world.rng.choice(files)
-            del self.storage.objects[key]
-            self.storage.lost.add(key)
+            self.storage.lose(key)
             self.world.note(f"storage: lost {key}")
 
     def _crash_worker(self, w: int) -> None:
@@ -1685,9 +1714,3 @@ def _merge_capture(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     for n, v in new["states"].items():
         states.setdefault(n, {}).update(v)
     return {"kind": old["kind"], "states": states}
-
-
-def handle_key(handle: str) -> tuple[int, int, int]:
-    chk, task = handle.split("/")
-    t, g = task[len("task-"):].split("-g")
-    return int(chk[len("chk-"):]), int(t), int(g)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from jstormpy.api.errors import SinkError
 from jstormpy.master.topology_state import TopologyState
 from jstormpy.run_identity import RunIdentity
-from jstormpy.testing.simulation.cluster import MAX_PARALLELISM, Simulation, handle_key
+from jstormpy.testing.simulation.cluster import MAX_PARALLELISM, Simulation
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault, FaultPlan
 from jstormpy.testing.simulation.judging import ReachTally, Step, judge, steps_reached
 from jstormpy.testing.simulation.outputs import Row, SimOutput
@@ -156,10 +156,7 @@ def _run(world: World, plan: FaultPlan, inputs: dict[int, list[tuple[str, int]]]
     storage2 = SimStorage(world, plan)
     meta, snaps = sim.savepoint_copy
     # as savepoints.prepare_restore writes it: no run identity (the new run's epochs)
-    storage2.metadata[s] = {k: v for k, v in meta.items() if k != "run"}
-    storage2.landed.add(s)
-    storage2.meta["completed_floor"] = s  # savepoints.prepare_restore
-    storage2.snapshots.update(snaps)
+    storage2.import_checkpoint(s, {k: v for k, v in meta.items() if k != "run"}, snaps)
     sim2 = Simulation(world, plan, output, storage2, inputs, second, resume=True,
                       earlier=(first, s), layout=sim.savepoint_layout, counter_stores=stores)
     if _drive(world, sim2, result):
@@ -223,7 +220,7 @@ def _check(sim: Simulation, counts: dict[str, int], rows: list[Row],
     if sim.plan.ttl_ms is not None and not at_least_once:
         _check_final_ttl_state(sim, by_key, result)
     # the state the final checkpoint stored (what a restore would load)
-    meta = sim.storage.metadata.get(sim.drained_at, {"tasks": {}})
+    meta = sim.storage.metadata_now(sim.drained_at) or {"tasks": {}}
     components = sim.layout.component_of()
     for comp, state in (("count", "counts"), ("tally", "tally")):
         totals: dict[str, int] = {}
@@ -231,10 +228,10 @@ def _check(sim: Simulation, counts: dict[str, int], rows: list[Row],
         for t, entry in meta["tasks"].items():
             if components.get(int(t)) != comp:
                 continue
-            stored = sim.storage.snapshots.get(handle_key(entry["handle"]), {})
+            stored = sim.storage.snapshot_now(entry["handle"]) or {}
             snap = sim.storage.materialize(stored)
             if snap is None:
-                gone = {f for f in stored["files"] if f not in sim.storage.objects}
+                gone = {f for f in stored["files"] if not sim.storage.stored(f)}
                 if not gone <= sim.storage.lost:
                     result.violations.append(
                         f"the final checkpoint needs shared files "
@@ -278,13 +275,12 @@ def _check_final_ttl_state(sim: Simulation, by_key: dict[str, list[Row]],
     deletions, as SST files keep an expired entry until compaction) an older one left in
     the chain when the last write had expired and been swept by the snapshot: older than
     the last write, so expired too. A restamped entry matches no write."""
-    meta = sim.storage.metadata.get(sim.drained_at, {"tasks": {}})
+    meta = sim.storage.metadata_now(sim.drained_at) or {"tasks": {}}
     components = sim.layout.component_of()
     for t, entry in meta["tasks"].items():
         if components.get(int(t)) != "count":
             continue
-        snap = sim.storage.materialize(
-            sim.storage.snapshots.get(handle_key(entry["handle"]), {}))
+        snap = sim.storage.materialize(sim.storage.snapshot_now(entry["handle"]) or {})
         if snap is None:
             continue  # unreadable: the shared-file check above reports it
         for k, stamped in snap.get("states", {}).get("streak", {}).items():

@@ -1,51 +1,64 @@
-"""Simulated checkpoint storage with the semantics of the state backends.
+"""Simulated checkpoint storage: the real state backend over a simulated filesystem.
 
-Like ``state_backends/``: task snapshots are written under ``(checkpoint, task,
-generation)``; a checkpoint is complete once its metadata (the commit point) is written,
-atomically; the listing names the completed checkpoints; ``meta/`` holds the generation
-counter and the completed floor. Every call completes later, as an event, and may fail
-with the faults of the seed's plan. A completion whose caller died meanwhile (a crashed
-worker or TM) still changes storage, but nobody hears of it.
+The checkpoints, snapshots, shared files and ``meta/`` objects are stored by the real
+:class:`~jstormpy.state_backends.file.FileBackend` (``StateBackend``'s commit points,
+listing, retention and shared files) on the simulated filesystem (``filesystem.py``),
+which injects the seed's filesystem faults (issue 37). What this module adds is a call's
+life: every call completes later, as an event (slowly with ``slow_storage``); the TM's
+calls run one at a time (its ``BackendIO`` thread); a metadata write may time out and land
+later; a completion whose caller died meanwhile (a crashed worker or TM) still changes
+storage, but nobody hears of it.
+
+Snapshots and shared files are the simulator's Python values, pickled into the objects.
+The ``*_now`` methods are the operator's and the judge's view of the same disk, without
+faults and without delay.
 """
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 from typing import Any
 
 from jstormpy.api.errors import (
-    BackendError,
+    BackendTimeoutError,
     CorruptSnapshotError,
+    JStormError,
     ObjectExistsError,
     SnapshotNotFoundError,
 )
-from jstormpy.state_backends.base import seal_blob
-from jstormpy.state_backends.shared_files import encode_refs, refs_key
+from jstormpy.state_backends.base import COMPLETED_META, METADATA_NAME, checkpoint_prefix
+from jstormpy.state_backends.file import FileBackend
+from jstormpy.state_backends.shared_files import encode_refs
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
+from jstormpy.testing.simulation.filesystem import SimDisk, SimFilesystem
 from jstormpy.testing.simulation.judging import Step
 from jstormpy.testing.simulation.stores import materialised
 from jstormpy.testing.simulation.world import World
 
 Done = Callable[[Any, BaseException | None], None]
 """A storage completion: ``(result, error)``."""
+ROOT = "/checkpoints"
+URI = f"file://{ROOT}"
+SAVEPOINT_PIN_TTL_S = 10.0 ** 9
+"""The simulator's savepoints are copies that live as long as the run: pinned for good."""
 
 
 class SimStorage:
-    """Checkpoints, snapshots and ``meta/`` entries of one job, in memory."""
+    """One job's checkpoint storage: a ``file://`` backend on a simulated disk."""
 
     def __init__(self, world: World, plan: FaultPlan) -> None:
         self.world = world
         self.plan = plan
-        self.snapshots: dict[tuple[int, int, int], Any] = {}
-        self.metadata: dict[int, dict[str, Any]] = {}
-        self.meta: dict[str, Any] = {}
-        self.partial: set[tuple[int, int, int]] = set()
+        self.disk = SimDisk()
+        self.backend = FileBackend(URI, SimFilesystem(self.disk, world, plan, ROOT))
+        """The protocol's calls: the seed's faults strike them."""
+        self.inspect = FileBackend(URI, SimFilesystem(self.disk, world, None, ROOT))
+        """The operator's and the judge's view of the same disk: no faults."""
         self.tm_queue: list[Any] = []  # the TM's calls run one at a time (BackendIO)
         self.tm_busy = False
         self.landed: set[int] = set()
         """Every checkpoint whose metadata ever landed (retention does not forget it)."""
-        self.objects: dict[str, Any] = {}
-        """Shared files (``inc/task-N/seg-...``) and the sealed ``.refs`` beside snapshots."""
         self.lost: set[str] = set()
         """Shared files the ``shared_file_loss`` fault removed (not retention)."""
 
@@ -56,34 +69,156 @@ class SimStorage:
         uploaded first (a failed snapshot write leaves them behind, as orphans), and the
         snapshot's ``.refs`` lists every file in ``data["files"]``."""
         def apply() -> tuple[Any, BaseException | None]:
-            if new_files:
-                if self._disk_full():
-                    return None, BackendError(f"write of a shared file of {key} failed "
-                                              "(ENOSPC)")
-                self.objects.update(new_files)
-            if self._disk_full() or self.plan.hit(self.world, Fault.WRITE_ERROR):
-                return None, BackendError(f"write of snapshot {key} failed (EIO)")
-            if self.plan.hit(self.world, Fault.PARTIAL_WRITE):
-                self.partial.add(key)
-                return None, BackendError(f"write of snapshot {key} failed half-way")
-            handle = f"chk-{key[0]}/task-{key[1]}-g{key[2]}"
-            if "files" in data:  # before the snapshot, as StateBackend.put_snapshot
-                self.objects[refs_key(handle)] = seal_blob(encode_refs(data["files"]))
-            self.snapshots[key] = data
-            self.partial.discard(key)
+            cid, task, generation = key
+            try:
+                for name, value in (new_files or {}).items():
+                    self.backend.put_object(name, pickle.dumps(value))
+                refs = encode_refs(data["files"]) if "files" in data else None
+                handle = self.backend.put_snapshot(cid, task, pickle.dumps(data),
+                                                   generation=generation, refs=refs)
+            except JStormError as exc:
+                return None, exc
             return handle, None
         self._call("put_snapshot", apply, alive, done)
 
     def read_shared(self, keys: list[str], alive: Callable[[], bool], done: Done) -> None:
         """Read the shared files ``keys`` (in order); a missing one is corrupt state, named."""
         def apply() -> tuple[Any, BaseException | None]:
-            if self.plan.hit(self.world, Fault.READ_ERROR):
-                return None, BackendError(f"read of {keys[0]} failed (EIO)")
-            missing = [k for k in keys if k not in self.objects]
-            if missing:
-                return None, CorruptSnapshotError(f"shared file {missing[0]} is missing")
-            return [self.objects[k] for k in keys], None
+            out = []
+            for k in keys:
+                try:
+                    out.append(pickle.loads(self.backend.get_object(k)))
+                except SnapshotNotFoundError:
+                    return None, CorruptSnapshotError(f"shared file {k} is missing")
+                except JStormError as exc:
+                    return None, exc
+            return out, None
         self._call("read_shared", apply, alive, done)
+
+    def read_snapshot(self, handle: str, alive: Callable[[], bool], done: Done) -> None:
+        def apply() -> tuple[Any, BaseException | None]:
+            try:
+                return pickle.loads(self.backend.get_snapshot(handle)), None
+            except JStormError as exc:
+                return None, exc
+        self._call("read_snapshot", apply, alive, done)
+
+    def put_metadata(self, checkpoint_id: int, metadata: dict[str, Any],
+                     alive: Callable[[], bool], done: Done, late: float | None = None) -> None:
+        """The commit point, create-only (``StateBackend.create_metadata``): a write that
+        finds one under its id fails and replaces nothing. ``late``: the write of a
+        deposed TM, which lands after that many ms, outside the TM's call queue (the
+        queue is the new TM's now), and is answered to nobody."""
+        def land() -> None:  # a write its caller gave up on: it lands, nobody hears
+            try:
+                self.inspect.create_metadata(checkpoint_id, metadata)
+            except ObjectExistsError:
+                return
+            self.landed.add(checkpoint_id)
+
+        def land_deposed() -> None:
+            self.world.reach(Step.LATE_COMMIT_POINT)
+            land()
+
+        if late is not None:
+            self.world.at(late, land_deposed,
+                          f"storage: deposed TM's metadata of checkpoint {checkpoint_id} lands")
+            return
+
+        def apply() -> tuple[Any, BaseException | None]:
+            if self.plan.hit(self.world, Fault.METADATA_TIMEOUT):
+                # the write lands after the caller gave up on it
+                self.world.at(self.world.latency(50, 400), land,
+                              f"storage: late metadata of checkpoint {checkpoint_id} lands")
+                return None, BackendTimeoutError(f"chk-{checkpoint_id}/_metadata: no answer")
+            try:
+                self.backend.create_metadata(checkpoint_id, metadata)
+            except JStormError as exc:
+                return None, exc
+            self.landed.add(checkpoint_id)
+            return None, None
+        self._call("put_metadata", apply, alive, done, serial=True)
+
+    def list_completed(self, alive: Callable[[], bool], done: Done) -> None:
+        """Answers ``(completed, present)``: ``StateBackend.list_completed`` and
+        ``list_checkpoint_ids``, as ``MasterCore`` lists them."""
+        def apply() -> tuple[Any, BaseException | None]:
+            try:
+                return (self.backend.list_completed(),
+                        self.backend.list_checkpoint_ids()), None
+            except JStormError as exc:
+                return None, exc
+        self._call("list_completed", apply, alive, done, serial=True)
+
+    def read_metadata(self, checkpoint_id: int, alive: Callable[[], bool],
+                      done: Done) -> None:
+        def apply() -> tuple[Any, BaseException | None]:
+            try:
+                return self.backend.read_metadata(checkpoint_id), None
+            except JStormError as exc:
+                return None, exc
+        self._call("read_metadata", apply, alive, done, serial=True)
+
+    def put_meta(self, name: str, value: int | bytes, alive: Callable[[], bool],
+                 done: Done) -> None:
+        """A ``meta/`` object, as ``MasterCore`` stores it (an int as its digits)."""
+        def apply() -> tuple[Any, BaseException | None]:
+            try:
+                self.backend.put_meta(name, _meta_bytes(value))
+            except JStormError as exc:
+                return None, exc
+            return None, None
+        self._call("put_meta", apply, alive, done, serial=True)
+
+    def collect_garbage(self, keep: int, bad: frozenset[int], upto: int | None,
+                        alive: Callable[[], bool], done: Done) -> None:
+        """``StateBackend.garbage_collect``, a TM call (``MasterCore._garbage_collect``);
+        answers the ids it deleted."""
+        def apply() -> tuple[Any, BaseException | None]:
+            try:
+                return self.backend.garbage_collect(keep, bad, upto), None
+            except JStormError as exc:
+                return None, exc
+        self._call("garbage_collect", apply, alive, done, serial=True)
+
+    # -- the operator's and the judge's view (no faults, no delay) -------------------------
+    def completed_now(self) -> list[int]:
+        return self.inspect.list_completed()
+
+    def metadata_now(self, checkpoint_id: int) -> dict[str, Any] | None:
+        try:
+            return self.inspect.read_metadata(checkpoint_id)
+        except SnapshotNotFoundError:
+            return None
+
+    def snapshot_now(self, handle: str) -> Any:
+        """A snapshot as stored; None if it is missing or unreadable (torn)."""
+        try:
+            return pickle.loads(self.inspect.get_snapshot(handle))
+        except (SnapshotNotFoundError, CorruptSnapshotError):
+            return None
+
+    def meta_now(self, name: str) -> bytes | None:
+        return self.inspect.get_meta(name)
+
+    def meta_int_now(self, name: str) -> int:
+        raw = self.inspect.get_meta(name)
+        return int(raw) if raw else 0
+
+    def set_meta_now(self, name: str, value: int | bytes) -> None:
+        self.inspect.put_meta(name, _meta_bytes(value))
+
+    def stored(self, key: str) -> bool:
+        """Whether object ``key`` (a shared file) is in storage."""
+        return key in self.inspect.list_objects(key)
+
+    def shared_files_now(self) -> list[str]:
+        return sorted(self.inspect.list_objects("inc/"))
+
+    def lose(self, key: str) -> None:
+        """The ``shared_file_loss`` fault: an operator's cleanup, a lost disk."""
+        self.inspect.delete_objects(key)
+        self.lost.add(key)
 
     def materialize(self, snapshot: Any) -> Any:
         """A snapshot with its shared files (and a native RocksDB checkpoint's SST files)
@@ -94,123 +229,55 @@ class SimStorage:
         states = materialised(snapshot.get("states") or {})  # native RocksDB: read out
         if "files" not in snapshot:
             return {**snapshot, "states": states} if "states" in snapshot else snapshot
-        if any(k not in self.objects for k in snapshot["files"]):
-            return None
+        files = []
+        for k in snapshot["files"]:
+            try:
+                files.append(pickle.loads(self.inspect.get_object(k)))
+            except SnapshotNotFoundError:
+                return None
         out = {k: v for k, v in snapshot.items() if k != "files"}
-        out["states"] = {**states, **merge_files([self.objects[k] for k in snapshot["files"]])}
+        out["states"] = {**states, **merge_files(files)}
         return out
 
-    def read_snapshot(self, handle: str, alive: Callable[[], bool], done: Done) -> None:
-        def apply() -> tuple[Any, BaseException | None]:
-            if self.plan.hit(self.world, Fault.READ_ERROR):
-                return None, BackendError(f"read of {handle} failed (EIO)")
-            key = _key_of(handle)
-            if key in self.partial:
-                return None, CorruptSnapshotError(f"snapshot {handle} is truncated")
-            if key not in self.snapshots:
-                return None, SnapshotNotFoundError(f"snapshot {handle} does not exist")
-            return self.snapshots[key], None
-        self._call("read_snapshot", apply, alive, done)
-
-    def put_metadata(self, checkpoint_id: int, metadata: dict[str, Any],
-                     alive: Callable[[], bool], done: Done, late: float | None = None) -> None:
-        """The commit point, create-only (``StateBackend.create_metadata``): a write that
-        finds one under its id fails and replaces nothing. ``late``: the write of a
-        deposed TM, which lands after that many ms, outside the TM's call queue (the
-        queue is the new TM's now), and is answered to nobody."""
-        def create() -> BaseException | None:
-            if checkpoint_id in self.metadata:
-                return ObjectExistsError(f"chk-{checkpoint_id}/_metadata exists")
-            self.metadata[checkpoint_id] = metadata
-            self.landed.add(checkpoint_id)
+    def checkpoint_copy(self, checkpoint_id: int) -> tuple[dict[str, Any],
+                                                           dict[str, Any]] | None:
+        """A savepoint of a completed checkpoint: its metadata and its snapshots (by handle)
+        with their shared files read in; None if it is gone or a file it needs is. The
+        checkpoint is pinned (``StateBackend.pin_checkpoint``): retention keeps it."""
+        meta = self.metadata_now(checkpoint_id)
+        if meta is None:
             return None
+        copy = {t["handle"]: self.materialize(self.snapshot_now(t["handle"]))
+                for t in meta.get("tasks", {}).values()}
+        if any(v is None for v in copy.values()):
+            return None
+        self.inspect.pin_checkpoint(checkpoint_id, ttl_s=SAVEPOINT_PIN_TTL_S)
+        return meta, copy
 
-        def land() -> None:
-            create()  # nobody hears the outcome
+    def import_checkpoint(self, checkpoint_id: int, metadata: dict[str, Any],
+                          snapshots: dict[str, Any]) -> None:
+        """Store a savepoint's copy as checkpoint ``checkpoint_id`` of a new run, as
+        ``savepoints.prepare_restore`` does (the completed floor with it)."""
+        for handle, data in snapshots.items():
+            cid, task, generation = handle_key(handle)
+            self.inspect.put_snapshot(cid, task, pickle.dumps(data), generation=generation)
+        self.inspect.create_metadata(checkpoint_id, metadata)
+        self.landed.add(checkpoint_id)
+        self.set_meta_now(COMPLETED_META, checkpoint_id)
 
-        def land_deposed() -> None:
-            self.world.reach(Step.LATE_COMMIT_POINT)
-            create()
-
-        if late is not None:
-            self.world.at(late, land_deposed,
-                          f"storage: deposed TM's metadata of checkpoint {checkpoint_id} lands")
-            return
-
-        def apply() -> tuple[Any, BaseException | None]:
-            if self._disk_full() or self.plan.hit(self.world, Fault.METADATA_WRITE_ERROR):
-                return None, BackendError(f"write of chk-{checkpoint_id}/_metadata failed")
-            if self.plan.hit(self.world, Fault.METADATA_TIMEOUT):
-                # the write lands after the caller gave up on it
-                self.world.at(self.world.latency(50, 400), land,
-                              f"storage: late metadata of checkpoint {checkpoint_id} lands")
-                return None, TimeoutError(f"chk-{checkpoint_id}/_metadata: no answer")
-            return None, create()
-        self._call("put_metadata", apply, alive, done, serial=True)
-
-    def list_completed(self, alive: Callable[[], bool], done: Done) -> None:
-        """Answers ``(completed, present)``: the checkpoints with metadata, and every one
-        with any object (``StateBackend.list_completed`` and ``list_checkpoint_ids``)."""
-        def apply() -> tuple[Any, BaseException | None]:
-            if self.plan.hit(self.world, Fault.LISTING_ERROR):
-                return None, BackendError("listing of checkpoints failed (EMFILE)")
-            ids = sorted(self.metadata)
-            present = sorted(set(ids) | {k[0] for k in self.snapshots}
-                             | {k[0] for k in self.partial})
-            if ids and self.plan.hit(self.world, Fault.LISTING_SHORT):
-                ids = ids[:self.world.rng.randrange(len(ids))]
-                # the store lags: it misses the newest checkpoints, complete or not
-                cut = sorted(self.metadata)[len(ids)]
-                present = [c for c in present if c < cut]
-            return (ids, present), None
-        self._call("list_completed", apply, alive, done, serial=True)
-
-    def read_metadata(self, checkpoint_id: int, alive: Callable[[], bool],
-                      done: Done) -> None:
-        def apply() -> tuple[Any, BaseException | None]:
-            if self.plan.hit(self.world, Fault.READ_ERROR):
-                return None, BackendError(f"read of chk-{checkpoint_id}/_metadata failed")
-            if checkpoint_id not in self.metadata:
-                return None, SnapshotNotFoundError(f"checkpoint {checkpoint_id} has no "
-                                                   "metadata")
-            return self.metadata[checkpoint_id], None
-        self._call("read_metadata", apply, alive, done, serial=True)
-
-    def put_meta(self, name: str, value: Any, alive: Callable[[], bool], done: Done) -> None:
-        def apply() -> tuple[Any, BaseException | None]:
-            if self._disk_full() or self.plan.hit(self.world, Fault.META_WRITE_ERROR):
-                return None, BackendError(f"write of meta/{name} failed")
-            self.meta[name] = value
-            return None, None
-        self._call("put_meta", apply, alive, done, serial=True)
-
-    def checkpoint_ids(self) -> set[int]:
-        """Every checkpoint id with objects in storage (metadata, snapshots, ``.refs``),
-        complete or not (``list_objects("chk-")``)."""
-        ids = set(self.metadata) | {k[0] for k in self.snapshots}
-        ids |= {int(k.partition("/")[0][4:]) for k in self.objects if k.startswith("chk-")}
-        return ids
-
-    def discard_checkpoints(self, doomed: tuple[int, ...]) -> list[int]:
-        """Retention: delete these checkpoints' objects (``discard_checkpoint``; savepoints
-        keep theirs: they are copies)."""
-        gone = set(doomed)
-        for c in doomed:
-            self.metadata.pop(c, None)
-            for k in [k for k in self.objects if k.startswith(f"chk-{c}/")]:
-                del self.objects[k]  # the .refs beside its snapshots
-        for key in [k for k in self.snapshots if k[0] in gone]:
-            del self.snapshots[key]
-        return list(doomed)
+    def replace_checkpoint(self, checkpoint_id: int, generation: int,
+                           snapshots: dict[int, Any]) -> None:
+        """A rescale: checkpoint ``checkpoint_id``'s tasks replaced by ``snapshots`` (by
+        new task id, stored as task ``1000 + id``), its commit point rewritten."""
+        meta = self.metadata_now(checkpoint_id)
+        assert meta is not None
+        handles = {str(t): {"handle": self.inspect.put_snapshot(
+            checkpoint_id, 1000 + t, pickle.dumps(data), generation=generation)}
+            for t, data in snapshots.items()}
+        self.inspect.delete_objects(checkpoint_prefix(checkpoint_id) + METADATA_NAME)
+        self.inspect.create_metadata(checkpoint_id, {**meta, "tasks": handles})
 
     # -- helpers ---------------------------------------------------------------------------
-    def _disk_full(self) -> bool:
-        window = self.plan.disk_full
-        full = window is not None and window[0] <= self.world.now < window[1]
-        if full:
-            self.world.reach(Step.WRITE_ON_FULL_DISK)
-        return full
-
     def _call(self, what: str, apply: Callable[[], tuple[Any, BaseException | None]],
               alive: Callable[[], bool], done: Done, serial: bool = False) -> None:
         """``serial``: a TM call, run after every TM call issued before it (the TM's
@@ -254,35 +321,14 @@ def merge_files(files: list[Any]) -> dict[str, dict[Any, Any]]:
     return states
 
 
-class SharedFilesView:
-    """The calls :func:`~jstormpy.state_backends.shared_files.collect_shared_files` makes
-    of a state backend, answered from the simulated storage (synchronously, as the TM's
-    retention runs inline here)."""
-
-    def __init__(self, storage: SimStorage) -> None:
-        self.storage = storage
-
-    def list_objects(self, prefix: str) -> list[str]:
-        return sorted(k for k in self.storage.objects if k.startswith(prefix))
-
-    def read_metadata(self, checkpoint_id: int) -> dict[str, Any]:
-        if checkpoint_id not in self.storage.metadata:
-            raise SnapshotNotFoundError(f"checkpoint {checkpoint_id} has no metadata")
-        return self.storage.metadata[checkpoint_id]
-
-    def get_object(self, key: str) -> bytes:
-        if key not in self.storage.objects:
-            raise SnapshotNotFoundError(f"{key} does not exist")
-        data = self.storage.objects[key]
-        assert isinstance(data, bytes)
-        return data
-
-    def delete_objects(self, prefix: str) -> None:
-        for k in [k for k in self.storage.objects if k.startswith(prefix)]:
-            del self.storage.objects[k]
+def _meta_bytes(value: int | bytes) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode()
 
 
-def _key_of(handle: str) -> tuple[int, int, int]:
+def handle_key(handle: str) -> tuple[int, int, int]:
+    """``(checkpoint, task, generation)`` of a snapshot's handle (its key,
+    ``chk-0000000042/task-00007-g3.snap``)."""
     chk, task = handle.split("/")
-    t, g = task[len("task-"):].split("-g")
+    t, g = task[len("task-"):].removesuffix(".snap").split("-g")
     return int(chk[len("chk-"):]), int(t), int(g)
+
