@@ -327,6 +327,12 @@ class Worker(TaskHost):
                        finished: bool, alignment_ms: float, snapshot_ms: float, *,
                        generation: int | None = None, pause_ms: float = 0.0) -> None:
         gen = self.generation if generation is None else generation
+        task = self.executors.get(task_id)
+        if finished or (task is not None and task.inputs_finished):
+            # a task past its input's end acks the checkpoint the run may drain at: its
+            # final counts go first, on the same ordered stream, so the TM holds them when
+            # the run drains (a user reading metrics() after wait() sees every tuple)
+            self.outbox.put(self._heartbeat())
         self.outbox.put(pb.WorkerMessage(checkpoint_ack=pb.CheckpointAck(
             checkpoint_id=checkpoint_id, generation=gen, task_id=task_id,
             handle=handle, size_bytes=size, finished=finished, alignment_ms=alignment_ms,
