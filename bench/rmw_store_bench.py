@@ -67,6 +67,10 @@ class Side:
         self.tenth_t = 0.0
         self.tenth_n = 0
         self.barriers = 0
+        self.present = 0  # reads that found the key (read-modify-write side)
+        self.present_tenths: list[float] = []
+        self.tenth_present = 0
+        self.probes: list[dict[str, float]] = []
 
     def barrier(self, keep: Path) -> None:
         """Seal the caches (task thread) and take the native checkpoint on a thread."""
@@ -111,7 +115,7 @@ def override_options(args: argparse.Namespace) -> None:
         opts = base(rd, block_cache, level0_trigger)
         if args.compression is not None:
             opts.set_compression_type(getattr(rd.DBCompressionType, args.compression)())
-        if args.bloom_bits is not None or args.block_kb is not None:
+        if args.bloom_bits is not None or args.block_kb is not None or args.block_hash:
             table = rd.BlockBasedOptions()
             table.set_bloom_filter(args.bloom_bits or 10, False)
             if block_cache is not None:
@@ -119,10 +123,17 @@ def override_options(args: argparse.Namespace) -> None:
             table.set_cache_index_and_filter_blocks(False)
             if args.block_kb is not None:
                 table.set_block_size(args.block_kb << 10)
+            if args.block_hash:
+                table.set_data_block_index_type(rd.DataBlockIndexType.binary_and_hash())
+                table.set_data_block_hash_ratio(0.75)
             opts.set_block_based_table_factory(table)
         if args.memtable_bloom is not None:
             opts.set_memtable_prefix_bloom_ratio(args.memtable_bloom)
             opts.set_memtable_whole_key_filtering(True)
+        if args.mmap_reads:
+            opts.set_allow_mmap_reads(True)
+        if args.filters_for_hits:
+            opts.set_optimize_filters_for_hits(True)
         if args.dynamic_levels is not None:
             opts.set_level_compaction_dynamic_level_bytes(args.dynamic_levels == "on")
         return opts
@@ -165,6 +176,34 @@ def probe_reads(side: Side, n: int, count: int = 50_000) -> dict[str, float]:
     return out
 
 
+def probe_tenth(side: Side, n: int, done: int, a1: int, b1: int,
+                count: int = 4000) -> dict[str, float]:
+    """CPU microseconds (``time.thread_time``) per read now, on the read-modify-write
+    database: RocksDB's get of a key already written (from the first permutation's part
+    done) and of a key never written, the state's ``get`` of a written key; and the
+    level-0 files and block cache use at this point."""
+    rng = random.Random(done)
+    half = max(done // 2, 1)
+    present = [(a1 * rng.randrange(half) + b1) % n for _ in range(count)]
+    absent = [n + rng.randrange(n) for _ in range(count)]
+    get = side.kv.cf.get
+    out: dict[str, float] = {}
+    for name, keys in (("present", present), ("absent", absent)):
+        raw = [db_key(k, MAX_PARALLELISM) for k in keys]
+        c0 = time.thread_time()
+        for k in raw:
+            get(k)
+        out[name] = (time.thread_time() - c0) / count * 1e6
+    kv_get = side.kv.get
+    c0 = time.thread_time()
+    for k in present:
+        kv_get(k)
+    out["state_present"] = (time.thread_time() - c0) / count * 1e6
+    out["level0"] = level0_files(side.store)
+    out["cache_mb"] = side.store.block_cache.get_usage() / 2**20
+    return out
+
+
 def thread_cpu() -> dict[str, float]:
     """CPU seconds of this process's live threads by name (RocksDB's compactions run in
     ``rocksdb:low``, its memtable flushes in ``rocksdb:high``)."""
@@ -202,17 +241,42 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     pad = "v" * args.value_bytes
     vb = args.value_bytes
     pos = 0
+    mixed: list[int] | None = None  # --present-share: this chunk's keys, drawn beforehand
+    mixed_at = 0
+    rng = random.Random(11)
+    written = 0
     while pos < total:
         end = min(total, pos + args.chunk)
+        if args.present_share is not None:
+            mixed, mixed_at = [], pos
+            for _ in range(pos, end):
+                if written and rng.random() < args.present_share:
+                    t = rng.randrange(written)
+                else:
+                    t, written = written, written + 1
+                mixed.append((a1 * t + b1) % n)
         for side in (rmw, write):
             kv = side.kv
             t0, c0 = time.perf_counter(), time.thread_time()
-            if side is rmw:
+            if mixed is not None:
+                keys = mixed[pos - mixed_at:end - mixed_at]
+                if side is rmw:
+                    for k in keys:
+                        old = kv.get(k)
+                        if old:
+                            side.present += 1
+                        kv[k] = (old[0] + 1 if old else 1, f"{k:012d}{pad}"[:vb])
+                else:
+                    for k in keys:
+                        kv[k] = (1, f"{k:012d}{pad}"[:vb])
+            elif side is rmw:
                 for i in range(pos, end):
                     t = i >> 1
                     k = (a2 * t + b2) % n if i & 1 else (a1 * t + b1) % n
                     value = f"{k:012d}{pad}"[:vb]
                     old = kv.get(k)
+                    if old:
+                        side.present += 1
                     kv[k] = (old[0] + 1 if old else 1, value)
             else:
                 for i in range(pos, end):
@@ -233,6 +297,12 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
                                        / max(side.cpu_s - side.tenth_cpu, 1e-9))
                 side.tenth_t, side.tenth_n = side.busy_s, side.done
                 side.tenth_cpu = side.cpu_s
+                if side is rmw:
+                    side.present_tenths.append((side.present - side.tenth_present)
+                                               / (total // 10))
+                    side.tenth_present = side.present
+                    if args.probe_tenths:
+                        side.probes.append(probe_tenth(side, n, side.done, a1, b1))
         pos = end
         if args.progress and pos % (total // 20 or 1) < args.chunk:
             print(f"  {pos / total:4.0%}  rmw {rmw.done / max(rmw.busy_s, 1e-9):,.0f}/s  "
@@ -250,6 +320,7 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         "cpu_ratio": write.cpu_s / rmw.cpu_s,
         "rmw_cpu_tenths": rmw.cpu_tenths, "write_cpu_tenths": write.cpu_tenths,
         "thread_cpu_s": thread_cpu(),
+        "present_tenths": rmw.present_tenths, "probe_tenths": rmw.probes,
         "level0_files": [level0_files(rmw.store), level0_files(write.store)],
         "sst_bytes": [sst_bytes(rmw.store), sst_bytes(write.store)],
         "levels": [levels(rmw.store), levels(write.store)],
@@ -276,6 +347,15 @@ def report(r: dict[str, Any]) -> None:
                                                   for x in r["write_cpu_tenths"]))
     print("  ratio per tenth (CPU): " + ", ".join(
         f"{a / b:.2f}" for a, b in zip(r["rmw_cpu_tenths"], r["write_cpu_tenths"], strict=True)))
+    print("  reads finding the key, per tenth: " + ", ".join(
+        f"{x:.0%}" for x in r["present_tenths"]))
+    if r["probe_tenths"]:
+        print("  per tenth, CPU us per get (present / absent / state present), L0 files, "
+              "cache MB:")
+        for i, pr in enumerate(r["probe_tenths"]):
+            print(f"    {i + 1:2d}: {pr['present']:.2f} / {pr['absent']:.2f} / "
+                  f"{pr['state_present']:.2f}, L0 {pr['level0']:.0f}, cache "
+                  f"{pr['cache_mb']:.0f}")
     print("  thread CPU s: " + ", ".join(f"{k} {v:.1f}" for k, v in
                                          sorted(r["thread_cpu_s"].items())))
     rt = r["rmw_tenths"][1:]
@@ -310,6 +390,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dynamic-levels", choices=("on", "off"), default=None)
     p.add_argument("--memtable-bloom", type=float, default=None,
                    help="memtable bloom filter, this share of the memtable")
+    p.add_argument("--block-hash", action="store_true",
+                   help="a hash index in each data block (binary_and_hash)")
+    p.add_argument("--mmap-reads", action="store_true", help="SST files read through mmap")
+    p.add_argument("--filters-for-hits", action="store_true",
+                   help="no bloom filters on the last level (optimize_filters_for_hits)")
+    p.add_argument("--present-share", type=float, default=None,
+                   help="instead of the two permutations: each record reads a key already "
+                        "written with this probability, else the next new key (a fixed mix "
+                        "while the state grows: 0.5 ends near --keys keys)")
+    p.add_argument("--probe-tenths", action="store_true",
+                   help="at each tenth, CPU per get of a present and an absent key")
     p.add_argument("--no-verify", action="store_true", help="reads skip checksums")
     p.add_argument("--dir", default=None, help="where the databases go (temp dir)")
     p.add_argument("--progress", action="store_true")
