@@ -161,18 +161,29 @@ def probe_reads(side: Side, n: int, count: int = 50_000) -> dict[str, float]:
     present = [rng.randrange(n) for _ in range(count)]
     absent = [n + rng.randrange(n) for _ in range(count)]
     out = {}
+    cost = _per_read_us(side, present, absent, time.perf_counter)
+    out["rocksdb_present"], out["rocksdb_absent"] = cost["present"], cost["absent"]
+    out["state_present"] = cost["state_present"]
+    return out
+
+
+def _per_read_us(side: Side, present: list[int], absent: list[int],
+                 clock: Any) -> dict[str, float]:
+    """Microseconds by ``clock`` per RocksDB get of the ``present`` and the ``absent``
+    keys, and per state ``get`` of the ``present`` ones."""
     get = side.kv.cf.get
-    for name, keys in (("rocksdb_present", present), ("rocksdb_absent", absent)):
+    out: dict[str, float] = {}
+    for name, keys in (("present", present), ("absent", absent)):
         raw = [db_key(k, MAX_PARALLELISM) for k in keys]
-        t0 = time.perf_counter()
+        c0 = clock()
         for k in raw:
             get(k)
-        out[name] = (time.perf_counter() - t0) / count * 1e6
+        out[name] = (clock() - c0) / len(keys) * 1e6
     kv_get = side.kv.get
-    t0 = time.perf_counter()
+    c0 = clock()
     for k in present:
         kv_get(k)
-    out["state_present"] = (time.perf_counter() - t0) / count * 1e6
+    out["state_present"] = (clock() - c0) / len(present) * 1e6
     return out
 
 
@@ -186,19 +197,7 @@ def probe_tenth(side: Side, n: int, done: int, a1: int, b1: int,
     half = max(done // 2, 1)
     present = [(a1 * rng.randrange(half) + b1) % n for _ in range(count)]
     absent = [n + rng.randrange(n) for _ in range(count)]
-    get = side.kv.cf.get
-    out: dict[str, float] = {}
-    for name, keys in (("present", present), ("absent", absent)):
-        raw = [db_key(k, MAX_PARALLELISM) for k in keys]
-        c0 = time.thread_time()
-        for k in raw:
-            get(k)
-        out[name] = (time.thread_time() - c0) / count * 1e6
-    kv_get = side.kv.get
-    c0 = time.thread_time()
-    for k in present:
-        kv_get(k)
-    out["state_present"] = (time.thread_time() - c0) / count * 1e6
+    out = _per_read_us(side, present, absent, time.thread_time)
     out["level0"] = level0_files(side.store)
     out["cache_mb"] = side.store.block_cache.get_usage() / 2**20
     return out
@@ -346,7 +345,8 @@ def report(r: dict[str, Any]) -> None:
     print("  write per tenth (CPU): " + ", ".join(f"{x / 1000:.0f}k"
                                                   for x in r["write_cpu_tenths"]))
     print("  ratio per tenth (CPU): " + ", ".join(
-        f"{a / b:.2f}" for a, b in zip(r["rmw_cpu_tenths"], r["write_cpu_tenths"], strict=True)))
+        f"{a / b:.2f}" if b else "-"
+        for a, b in zip(r["rmw_cpu_tenths"], r["write_cpu_tenths"], strict=True)))
     print("  reads finding the key, per tenth: " + ", ".join(
         f"{x:.0%}" for x in r["present_tenths"]))
     if r["probe_tenths"]:

@@ -6,16 +6,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jstormpy.api.batch import Batch
-from jstormpy.api.component import TopologyContext, Tuple
+from jstormpy.api.component import Tuple
 from jstormpy.api.errors import SinkError
 from jstormpy.connectors.jsonl import encode_rows
-from jstormpy.connectors.sinks import FileSink, committed_files, read_committed
+from jstormpy.connectors.sinks import FileSink, read_committed
+from tests.file_sink_txn import committed, started
 
 FIELDS = {"word": 0, "count": 1}
 
@@ -25,19 +25,10 @@ ODD_VALUES: list[Any] = ["plain", "", "quote\"back\\slash", "new\nline\ttab", "Ã
 
 
 def start(directory: Path, sink_cls: type[FileSink] = FileSink) -> FileSink:
-    sink = cloudpickle.loads(cloudpickle.dumps(sink_cls(directory, format="jsonl")))
-    sink.prepare({}, TopologyContext(topology="t", component="out", task_id=3, task_index=0,
-                                     worker_id=0, generation=0))
-    sink.recover(None)
-    sink.begin(1)
-    return sink
+    return started(sink_cls(directory, format="jsonl"))  # type: ignore[no-any-return]
 
 
-def commit(sink: FileSink) -> bytes:
-    sink.pre_commit(1)
-    sink.commit(1)
-    (part,) = committed_files(sink.directory)
-    return part.read_bytes()
+commit = committed
 
 
 def per_tuple_bytes(directory: Path, rows: list[tuple[Any, ...]],

@@ -7,16 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import cloudpickle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jstormpy.api.batch import Batch
-from jstormpy.api.component import TopologyContext, Tuple
+from jstormpy.api.component import Tuple
 from jstormpy.barrier.twophase import Sink
-from jstormpy.connectors.sinks import FileSink, committed_files
+from jstormpy.connectors.sinks import FileSink
 from jstormpy.dataflow.records import ITEM_FIELDS, KEYED_FIELDS, Wire, as_record
 from jstormpy.dataflow.sink_adapter import dataflow_sink
+from tests.file_sink_txn import committed, started
 
 ITEM = {("up", "default"): Wire.ITEM}
 
@@ -67,19 +67,7 @@ def test_keyed_items_reach_the_batch_write_too() -> None:
 
 
 def _file_sink(directory: Path) -> Any:
-    sink = dataflow_sink(cloudpickle.loads(cloudpickle.dumps(FileSink(directory))), ITEM)
-    sink.prepare({}, TopologyContext(topology="t", component="out", task_id=3, task_index=0,
-                                     worker_id=0, generation=0))
-    sink.recover(None)
-    sink.begin(1)
-    return sink
-
-
-def _committed(sink: Any) -> bytes:
-    sink.pre_commit(1)
-    sink.commit(1)
-    (part,) = committed_files(sink.directory)
-    return part.read_bytes()
+    return started(FileSink(directory), lambda sink: dataflow_sink(sink, ITEM))
 
 
 values = st.one_of(st.integers(), st.floats(allow_nan=False), st.text(max_size=4),
@@ -104,4 +92,4 @@ def test_a_dataflow_file_sink_writes_the_same_bytes_batched_as_record_by_record(
         batched.execute_batch(_batch([(it,) for it in items[i:i + size]]))
     if not items:
         return
-    assert _committed(batched) == _committed(by_record)
+    assert committed(batched) == committed(by_record)
