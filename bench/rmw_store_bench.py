@@ -360,7 +360,7 @@ def report(r: dict[str, Any]) -> None:
                                          sorted(r["thread_cpu_s"].items())))
     rt = r["rmw_tenths"][1:]
     print(f"  rmw flatness (2nd-10th tenth): min/max {min(rt) / max(rt):.2f}; "
-          f"ratio per tenth: " + ", ".join(f"{a / b:.2f}" for a, b in
+          f"ratio per tenth: " + ", ".join(f"{a / b:.2f}" if b else "-" for a, b in
                                            zip(r["rmw_tenths"], r["write_tenths"], strict=True)))
     print("  reads at the end (us): " + ", ".join(f"{k} {v:.2f}" for k, v in
                                                 r["probe_us"].items()))
