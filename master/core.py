@@ -1095,6 +1095,21 @@ class _CoordinatorPort:
 
     def drained(self, action: Drained) -> None:
         core = self.core
+        if not core.stateful:
+            self._declare_drained(action)
+            return
+        # the final checkpoint's retention went to the backend thread when it completed:
+        # the run is drained after it (FIFO), so a finished run leaves no shared file that
+        # its retained checkpoints do not reference (a run's last compaction's leftovers)
+        core.backend_io.submit(lambda: self._drained_after_retention(action))
+
+    def _drained_after_retention(self, action: Drained) -> None:
+        """Backend thread: every state-backend job queued before the drain is done."""
+        with self.core.lock:
+            self._declare_drained(action)
+
+    def _declare_drained(self, action: Drained) -> None:
+        core = self.core
         if core.state == TopologyState.RUNNING:
             log.info("topology %s drained at checkpoint %d", core.name, action.checkpoint_id)
             core._set_state(TopologyState.DRAINED)
