@@ -89,4 +89,6 @@ def test_retention_runs_on_the_simulated_disk() -> None:
         clean.create_metadata(cid, {"tasks": {}})
     assert faulty.garbage_collect(2) == [1, 2]
     assert clean.list_checkpoint_ids() == [3, 4]
-    assert clean.fs.disk.dirs["/ckpt"] == {"chk-0000000003", "chk-0000000004"}  # type: ignore[attr-defined]
+    fs = clean.fs
+    assert isinstance(fs, SimFilesystem)
+    assert fs.disk.dirs["/ckpt"] == {"chk-0000000003", "chk-0000000004"}
