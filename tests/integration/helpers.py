@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -16,6 +17,19 @@ from jstormpy import Config, read_committed
 _SCRIPT = Path(sys.executable).parent / "jstorm"
 JSTORM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "jstormpy.cli.main"]
 """The installed ``jstorm`` command of this interpreter (or its module, run directly)."""
+
+
+def start_as_terminal_job(args: list[str], **popen: Any) -> subprocess.Popen[str]:
+    """Start ``args`` with SIGINT at its default action, as a terminal starts a foreground
+    job, so that a test's SIGINT is a Ctrl-C to it. A test run started in the background by
+    a shell without job control (``cmd &`` in a script) has SIGINT ignored, and an ignored
+    disposition survives ``exec``: the child would never see the signal. A caught one is
+    reset to the default by ``exec``, so the parent catches it while it starts the child."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(args, text=True, **popen)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def wait_until(pred: Callable[[], Any], timeout: float = 20.0, what: str = "condition",

@@ -196,11 +196,11 @@ def test_a_planned_stop_ends_jstorm_run_as_a_stop_not_an_error(tmp_path, stop):
 def test_ctrl_c_says_how_to_continue(tmp_path):
     import signal
 
-    from .helpers import wait_until
+    from .helpers import start_as_terminal_job, wait_until
 
     (tmp_path / "orphan.py").write_text(FOREVER)
-    run = subprocess.Popen([*JSTORM, "run", "orphan.py"], cwd=tmp_path, text=True,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run = start_as_terminal_job([*JSTORM, "run", "orphan.py"], cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_until(lambda: "running" in jstorm("list", cwd=tmp_path).stdout, timeout=60,
                    what="the topology running")

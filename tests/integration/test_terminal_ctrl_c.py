@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import JSTORM, wait_until
+from .helpers import JSTORM, start_as_terminal_job, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -88,9 +88,9 @@ def test_ctrl_c_to_the_process_group_keeps_the_state_and_leaves_no_traceback(
         tmp_path: Path, forkserver: str) -> None:
     (tmp_path / "counter.py").write_text(COUNTER)
     env = dict(os.environ, JSTORM_FORKSERVER=forkserver)  # TM and workers forked or not
-    run = subprocess.Popen([*JSTORM, "run", "counter.py"], cwd=tmp_path, text=True, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           start_new_session=True)  # its own group, as in a terminal
+    run = start_as_terminal_job([*JSTORM, "run", "counter.py"], cwd=tmp_path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)  # its own group, as in a terminal
     try:
         seen = wait_until(lambda: _completed(tmp_path) >= 2, timeout=90,
                           what="checkpoint #2 completed")
