@@ -3,38 +3,59 @@
 The job a new user writes from docs/state-stores.md: ``Config(state_store="rocksdb")`` and
 nothing else about checkpoints (so the store's default, incremental checkpoint), 2
 workers, a checkpoint every ``--interval-ms`` (2 s), a ``file://`` backend. A replayable
-spout (2 tasks) emits ``--keys`` keys twice each (a position's key comes from one of two
-permutations, so a key is often new and often present); a bolt (2 tasks, fields grouping)
-does the most common stateful thing::
+spout (2 tasks) emits keys; a bolt (2 tasks, fields grouping) does the most common
+stateful thing::
 
     old = kv.get(k)
     kv[k] = (old[0] + 1 if old else 1, value)      # a --value-bytes (320) value
 
-and emits ``(key, count)`` once a key's count reaches 2 into a ``FileSink``. One worker is
-SIGKILLed early (after the first completed checkpoint past ``--kill-at`` of the records).
-At the end the committed output is checked exactly once: every key once, with count 2.
+and emits ``(key, count)`` into a ``FileSink`` on every update that found its key (count
+2 and up). One worker is SIGKILLed early (after the first completed checkpoint past
+``--kill-at`` of the records). At the end the committed output is checked exactly once:
+every key's counts 2 .. its final count, each once.
+
+Two key sequences, both seeded and replayable from the spout's snapshot (its position):
+
+- the default writes ``--keys`` keys twice each (a position's key comes from one of two
+  permutations), so the share of reads finding their key grows with the records done,
+  from about 5 % in the first tenth to 95 % in the last;
+- ``--present-share P`` (the fixed mix): a share ``P`` of each task's records, spread
+  evenly, re-read a key the task already emitted, drawn uniformly from all of them (the
+  whole state, not only recent keys); the others emit the next new key. The state grows
+  linearly to ``--keys`` distinct keys over about ``keys / (1 - P)`` records, and every
+  tenth reads with the same mix.
 
 Reported: time from submit to drained, records/s per tenth of the records (with about how
-many keys the state held then), each worker's peak RSS, the checkpoints completed against
+many keys the state held then, and the share of reads that found their key: the sink's
+records against the bolt's), each worker's peak RSS, the checkpoints completed against
 those due (one per interval from the first trigger until drained), checkpoint bytes p50
 and max against the state's logical size (keys × value bytes), and the TM's checkpoint
 durations.
 
-``--write-only`` runs the same job without the read (``kv[k] = (1, value)``, no output):
-the pure-write rate read-modify-write is measured against.
+``--write-only`` runs the same job and key sequence without the read (``kv[k] = (1,
+value)``, no output): the pure-write rate read-modify-write is measured against.
+``--pair`` runs the read-modify-write job, then the pure-write one, and prints their ratio
+per tenth, overall, and how flat the read-modify-write rate stayed from 10 % to 100 % of
+the keys loaded (issue 34's target: at least 0.5x, within 20 %).
 
     python -m bench.rmw_state_bench --keys 3000000          # the issue's job
     python -m bench.rmw_state_bench --keys 20000000 --no-kill [--write-only]
+    python -m bench.rmw_state_bench --keys 20000000 --no-kill --present-share 0.5 --pair
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import random
 import signal
 import sys
 import time
+from array import array
+from collections.abc import Iterable, Iterator
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +73,8 @@ from jstormpy import (  # noqa: E402
     LocalCluster,
     Spout,
     TopologyBuilder,
-    read_committed,
 )
+from jstormpy.connectors import committed_files  # noqa: E402
 
 CHUNK = 500
 """Records a spout emits per ``next_tuple`` call."""
@@ -104,9 +125,122 @@ class TwiceKeys(Spout):
         self.pos = snap
 
 
+SEQUENCE_BLOCK = 4096
+"""Positions drawn from one seeded generator in :class:`MixedKeys` (a restore at any
+position redraws only its block's earlier positions)."""
+
+
+class MixedKeys:
+    """One spout task's share of the fixed-mix key sequence (``--present-share``).
+
+    The task owns keys ``perm(task), perm(task + tasks), ...`` (``perm``: the first
+    permutation of ``range(keys)``), ``mine`` of them. Of its positions a share ``share``
+    (as a fraction of denominator at most 1000) re-read a key it emitted before and the
+    rest emit its next new key, spread evenly: position ``j`` is new when
+    ``ceil((j + 1) q / d) > ceil(j q / d)`` (``q / d = 1 - share``), so the first is new,
+    every stretch of records holds the same mix and the last position emits the last new
+    key. A re-read's key is drawn uniformly from all the task's keys emitted so far, by a
+    generator seeded with ``(seed, task, j // SEQUENCE_BLOCK)``: the key at any position
+    is computed from the position alone, so the spout's snapshot is its position.
+
+    Args:
+        keys: Distinct keys over all tasks.
+        share: Share of the records that re-read a present key, ``0 <= share < 1``.
+        seed: Seed of the re-reads' draws.
+        task: This spout task's index.
+        tasks: The spout's parallelism.
+
+    Raises:
+        ValueError: ``share`` is outside ``[0, 1)``.
+    """
+
+    def __init__(self, keys: int, share: float, seed: int, task: int, tasks: int) -> None:
+        if not 0 <= share < 1:
+            raise ValueError(f"present share {share} is outside [0, 1): a share of 1 would "
+                             f"never write a new key")
+        frac = Fraction(share).limit_denominator(1000)
+        self.den = frac.denominator
+        self.new_per = frac.denominator - frac.numerator  # new keys per ``den`` positions
+        self.keys, self.task, self.tasks = keys, task, tasks
+        self.mine = len(range(task, keys, tasks))
+        self.length = (self.mine - 1) * self.den // self.new_per + 1 if self.mine else 0
+        self.perm = permutation(keys, _A1)
+        self.seed = seed
+
+    def written_before(self, j: int) -> int:
+        """How many new keys positions ``0 .. j - 1`` emitted."""
+        return (j * self.new_per + self.den - 1) // self.den
+
+    def keys_at(self, start: int, end: int) -> list[int]:
+        """The keys at positions ``start .. end - 1``."""
+        a, b = self.perm
+        n, task, tasks, q, d = self.keys, self.task, self.tasks, self.new_per, self.den
+        out: list[int] = []
+        j = start
+        written = self.written_before(j)
+        while j < end:
+            block = j // SEQUENCE_BLOCK
+            rng = random.Random((self.seed << 40) + (task << 32) + block)
+            draw = rng.random
+            for _ in range(j - block * SEQUENCE_BLOCK):
+                draw()
+            stop = min(end, (block + 1) * SEQUENCE_BLOCK)
+            for i in range(j, stop):
+                u = draw()
+                after = ((i + 1) * q + d - 1) // d
+                if after > written:
+                    t, written = written, after
+                else:
+                    t = int(u * written)
+                out.append((a * (t * tasks + task) + b) % n)
+            j = stop
+        return out
+
+
+def expected_counts(keys: int, share: float, seed: int, tasks: int) -> array:
+    """Each key's final count (its occurrences) over the spout tasks' fixed-mix sequences."""
+    counts = array("I", bytes(4 * keys))
+    for task in range(tasks):
+        gen = MixedKeys(keys, share, seed, task, tasks)
+        for start in range(0, gen.length, 100_000):
+            for k in gen.keys_at(start, min(gen.length, start + 100_000)):
+                counts[k] += 1
+    return counts
+
+
+class MixedKeysSpout(Spout):
+    """Emits its task's :class:`MixedKeys` sequence; the position is the snapshot."""
+
+    outputs = ("key",)
+
+    def __init__(self, keys: int, share: float, seed: int) -> None:
+        self.keys, self.share, self.seed = keys, share, seed
+        self.pos = 0
+
+    def open(self, conf, context):
+        self.gen = MixedKeys(self.keys, self.share, self.seed, context.task_index,
+                             context.parallelism)
+
+    def next_tuple(self):
+        if self.pos >= self.gen.length:
+            return self.finish()
+        end = min(self.gen.length, self.pos + CHUNK)
+        emit = self.emit
+        for k in self.gen.keys_at(self.pos, end):
+            emit((k,))
+        self.pos = end
+
+    def snapshot(self):
+        return self.pos
+
+    def restore(self, snap):
+        self.pos = snap
+
+
 class CountTwice(Bolt):
-    """Read-modify-write of ``(count, value)`` per key; emits a key once its count
-    reaches 2 (a replayed write would emit it again with 3: a duplicate shows)."""
+    """Read-modify-write of ``(count, value)`` per key; emits ``(key, count)`` on every
+    update that found its key (count 2 and up: a replayed write would emit a count twice
+    or one the key sequence never reaches, and the check shows it)."""
 
     outputs = ("key", "count")
 
@@ -134,9 +268,12 @@ class CountTwice(Bolt):
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-def build(keys: int, value_bytes: int, out: Path, write_only: bool = False):
+def build(keys: int, value_bytes: int, out: Path, write_only: bool = False,
+          present_share: float | None = None, seed: int = 1):
     b = TopologyBuilder("bench-rmw-state")
-    b.set_spout("keys", TwiceKeys(keys), parallelism=2)
+    spout = (TwiceKeys(keys) if present_share is None
+             else MixedKeysSpout(keys, present_share, seed))
+    b.set_spout("keys", spout, parallelism=2)
     b.set_bolt("kv", CountTwice(value_bytes, write_only), parallelism=2) \
         .fields_grouping("keys", ["key"])
     if not write_only:
@@ -144,29 +281,86 @@ def build(keys: int, value_bytes: int, out: Path, write_only: bool = False):
     return b.build()
 
 
-def verify(out: Path, keys: int) -> list[str]:
-    """Problems with the committed output (empty: exactly once)."""
-    seen: dict[int, int] = {}
+def check_counts(records: Iterable[tuple[int, int]], expected: array) -> list[str]:
+    """Problems with the ``(key, count)`` records against each key's final count (empty:
+    exactly once, i.e. counts 2 .. ``expected[key]`` of every key, each once)."""
+    low = array("Q", bytes(8 * len(expected)))  # bit c: count c (< 64) seen
+    high: set[tuple[int, int]] = set()  # counts from 64 up (the earliest keys, high shares)
     dups = wrong = 0
-    for rec in read_committed(str(out)):
-        k = rec["key"]
-        if k in seen:
+    for k, c in records:
+        if not (0 <= k < len(expected) and 2 <= c <= expected[k]):
+            wrong += 1
+        elif c < 64:
+            bit = 1 << c
+            if low[k] & bit:
+                dups += 1
+            else:
+                low[k] |= bit
+        elif (k, c) in high:
             dups += 1
-        seen[k] = rec["count"]
-        wrong += rec["count"] != 2
+        else:
+            high.add((k, c))
+    missing = sum(((1 << (min(c, 63) + 1)) - 4 & ~m).bit_count()
+                  for c, m in zip(expected, low, strict=True) if c >= 2)
+    missing += sum(c - 63 for c in expected if c >= 64) - len(high)
     problems = []
-    if len(seen) != keys:
-        problems.append(f"{keys - len(seen)} of {keys} keys missing")
+    if missing:
+        problems.append(f"{missing} of the expected records missing")
     if dups:
         problems.append(f"{dups} duplicate records")
     if wrong:
-        problems.append(f"{wrong} records with a count other than 2")
+        problems.append(f"{wrong} records with a count the key sequence never reaches")
     return problems
 
 
-def executed(handle: Any) -> int:
-    m = handle.metrics("kv")
-    return sum(int(v["executed"]) for v in m.get("tasks", {}).values())
+def committed_counts(out: Path) -> Iterator[tuple[int, int]]:
+    """The sink's committed ``(key, count)`` records, read a part file's line at a time
+    (what ``read_committed`` returns as one list would take gigabytes at 20M keys)."""
+    for path in committed_files(out):
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    rec = json.loads(line)
+                    yield rec["key"], rec["count"]
+
+
+def verify(out: Path, expected: array) -> list[str]:
+    """Problems with the committed output (empty: exactly once)."""
+    return check_counts(committed_counts(out), expected)
+
+
+def total_records(args: argparse.Namespace) -> int:
+    """Records the spout emits over its two tasks."""
+    if args.present_share is None:
+        return 2 * args.keys
+    return sum(MixedKeys(args.keys, args.present_share, args.seed, t, 2).length
+               for t in range(2))
+
+
+COUNTERS = ("executed", "emitted", "cpu_seconds")
+"""The kv bolt's per-task counters the bench follows."""
+
+
+class BoltProgress:
+    """The ``kv`` bolt's counters summed over its tasks, kept monotone across a worker's
+    restart: a restarted task's counters start over, so what it reported before is kept
+    as a base (a record replayed after the restore then counts again, as work done).
+    ``emitted`` counts the reads that found their key (the bolt emits on those only);
+    ``cpu_seconds`` is the task threads' CPU time."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, dict[str, float]] = {}
+        self.base: dict[str, dict[str, float]] = {}
+
+    def update(self, handle: Any) -> dict[str, float]:
+        for tid, v in handle.metrics("kv").get("tasks", {}).items():
+            last = self.last.get(tid)
+            base = self.base.setdefault(tid, dict.fromkeys(COUNTERS, 0.0))
+            if last is not None and v["executed"] < last["executed"]:
+                for f in COUNTERS:
+                    base[f] += last[f]
+            self.last[tid] = {f: float(v[f]) for f in COUNTERS}
+        return {f: sum(self.base[t][f] + self.last[t][f] for t in self.last) for f in COUNTERS}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -176,7 +370,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     out = home / "out"
-    total = 2 * args.keys
+    total = total_records(args)
     conf = Config(workers=2, checkpoint_interval_ms=args.interval_ms,
                   state_store="rocksdb", state_store_dir=str(home / "state"),
                   state_backend=f"file://{home}/ckpt")
@@ -185,28 +379,46 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     kill: dict[str, Any] | None = None
     with LocalCluster() as cluster:
         t0 = time.monotonic()
-        handle = cluster.submit(build(args.keys, args.value_bytes, out, args.write_only),
-                                conf)
+        handle = cluster.submit(build(args.keys, args.value_bytes, out, args.write_only,
+                                      args.present_share, args.seed), conf)
         rss = RssSampler(handle)
         rss.start()
-        last_tenth, last_t, last_n, last_print = 0, t0, 0, t0
+        progress = BoltProgress()
+        last_tenth, last_print = 0, t0
+        prev = {"t": t0, **dict.fromkeys(COUNTERS, 0.0)}
+
+        def close_tenth(now: float, at: dict[str, float], f: float) -> None:
+            # one row per poll: tenths crossed between two polls share a row ("from")
+            loaded = args.keys * f * (2 - f) if args.present_share is None else args.keys * f
+            done = max(at["executed"] - prev["executed"], 1.0)
+            tenths.append({
+                "records": int(at["executed"]), "from_fraction": last_tenth / 10,
+                "fraction": f, "keys_loaded_about": round(loaded),
+                "records_per_s": (at["executed"] - prev["executed"]) / max(now - prev["t"], 1e-9),
+                "kv_cpu_us_per_record": (at["cpu_seconds"] - prev["cpu_seconds"]) / done * 1e6,
+                "present_share": (None if args.write_only
+                                  else (at["emitted"] - prev["emitted"]) / done)})
+            prev.update(t=now, **at)
+
         while True:
             st = handle.status()
             if st["state"] in ("failed", "killed"):
                 raise RuntimeError(f"topology {st['state']}: {st.get('failure')}")
             for c in st.get("checkpoints", []):
                 checkpoints.setdefault(c["id"], c)
-            if st["state"] == "drained":
-                break
             now = time.monotonic()
-            n = executed(handle)
-            # a restarted worker's counters start over: count what the generation redid
-            while last_tenth < 10 and n >= (last_tenth + 1) * total // 10:
-                f = (last_tenth + 1) / 10
-                tenths.append({"records": n, "fraction": f,
-                               "keys_loaded_about": round(args.keys * f * (2 - f)),
-                               "records_per_s": (n - last_n) / max(now - last_t, 1e-9)})
-                last_tenth, last_t, last_n = last_tenth + 1, now, n
+            at = progress.update(handle)
+            n = int(at["executed"])
+            if st["state"] == "drained":
+                if last_tenth < 10:  # the rest, when the poll saw the drain first
+                    close_tenth(now, at, 1.0)
+                break
+            crossed = last_tenth
+            while crossed < 10 and n >= (crossed + 1) * total // 10:
+                crossed += 1
+            if crossed > last_tenth:
+                close_tenth(now, at, crossed / 10)
+                last_tenth = crossed
             completed = [c for c in checkpoints.values() if c["status"] == "completed"]
             if (args.kill and kill is None and n >= args.kill_at * total and completed):
                 pid = next(w["pid"] for w in st["workers"] if w["id"] == 1)
@@ -238,6 +450,7 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     due = int(max(0.0, drained_wall - first) * 1000 // args.interval_ms) + 1
     result = {
         "keys": args.keys, "value_bytes": args.value_bytes, "write_only": args.write_only,
+        "present_share": args.present_share, "seed": args.seed, "records": total,
         "interval_ms": args.interval_ms, "elapsed_s": elapsed,
         "records_per_s": total / elapsed, "tenths": tenths, "kill": kill,
         "peak_rss_bytes": peak, "state_dir_bytes": state_dir, "logical_state_bytes": logical,
@@ -251,18 +464,34 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         "history": [{k: c[k] for k in ("id", "status", "duration_ms", "alignment_ms",
                                        "size_bytes", "started_at")}
                     for c in sorted(checkpoints.values(), key=lambda c: c["id"])],
-        "problems": [] if args.write_only else verify(out, args.keys),
+        "problems": [] if args.write_only else verify(out, expected(args)),
     }
     return result
 
 
+def expected(args: argparse.Namespace) -> array:
+    """Each key's final count under the run's key sequence."""
+    if args.present_share is None:
+        return array("I", [2]) * args.keys
+    return expected_counts(args.keys, args.present_share, args.seed, 2)
+
+
 def report(r: dict[str, Any]) -> None:
     what = "pure write" if r["write_only"] else "read-modify-write"
-    print(f"\n{what}, {r['keys']:,} keys x 2 writes of {r['value_bytes']} B: "
+    seq = (f"{r['keys']:,} keys x 2 writes" if r["present_share"] is None else
+           f"{r['keys']:,} keys, {r['records']:,} records with a present share of "
+           f"{r['present_share']:g} (seed {r['seed']})")
+    print(f"\n{what}, {seq} of {r['value_bytes']} B: "
           f"{r['elapsed_s']:.1f} s submit to drained, {r['records_per_s']:,.0f} records/s")
     for t in r["tenths"]:
-        print(f"  up to {t['fraction']:.0%} of the records (~{t['keys_loaded_about']:,} keys): "
-              f"{t['records_per_s']:,.0f} records/s")
+        found = ("" if t["present_share"] is None
+                 else f", {t['present_share']:.0%} of reads found their key")
+        found += f", {t['kv_cpu_us_per_record']:.1f} µs bolt CPU a record"
+        span = ("" if round(10 * (t["fraction"] - t["from_fraction"])) == 1
+                else f"{t['from_fraction']:.0%} ")  # tenths crossed between two polls
+        print(f"  {span}up to {t['fraction']:.0%} of the records "
+              f"(~{t['keys_loaded_about']:,} keys): "
+              f"{t['records_per_s']:,.0f} records/s{found}")
     print("  peak RSS: " + ", ".join(f"worker {w} {b / 1e6:.0f} MB"
                                      for w, b in sorted(r["peak_rss_bytes"].items())))
     p50 = r["checkpoint_bytes_p50"]
@@ -273,8 +502,42 @@ def report(r: dict[str, Any]) -> None:
           f"{(r['checkpoint_bytes_max'] or 0) / 1e6:.1f} MB); duration p50 "
           f"{r['checkpoint_ms_p50'] or 0:.0f} ms, max {r['checkpoint_ms_max'] or 0:.0f} ms")
     if not r["write_only"]:
-        print("  exactly once: " + ("yes, every key once with count 2" if not r["problems"]
+        print("  exactly once: " + ("yes, every key's counts once each" if not r["problems"]
                                     else "; ".join(r["problems"])))
+
+
+def compare(rmw: dict[str, Any], write: dict[str, Any]) -> dict[str, Any]:
+    """Issue 34's target on a pair of runs: the overall and per-tenth ratio of
+    read-modify-write to pure write, and the read-modify-write rate's lowest tenth against
+    its highest from the 2nd tenth on (10 % to 100 % of the keys loaded)."""
+    write_at = {(t["from_fraction"], t["fraction"]): t for t in write["tenths"]}
+    pairs = [(t, w) for t in rmw["tenths"]
+             if (w := write_at.get((t["from_fraction"], t["fraction"])))]
+    later = [t for t in rmw["tenths"] if t["from_fraction"] >= 0.1]
+    rates = [t["records_per_s"] for t in later]
+    cpu = [t["kv_cpu_us_per_record"] for t in later if t["kv_cpu_us_per_record"] > 0]
+    return {"ratio": rmw["records_per_s"] / write["records_per_s"],
+            "ratio_tenths": [(t["fraction"], t["records_per_s"] / w["records_per_s"])
+                             for t, w in pairs if w["records_per_s"]],
+            "cpu_ratio_tenths": [(t["fraction"],
+                                  w["kv_cpu_us_per_record"] / t["kv_cpu_us_per_record"])
+                                 for t, w in pairs if t["kv_cpu_us_per_record"] > 0],
+            "rmw_min_over_max_from_2nd_tenth": min(rates) / max(rates) if rates else None,
+            "rmw_cpu_min_over_max_from_2nd_tenth": min(cpu) / max(cpu) if cpu else None}
+
+
+def report_pair(c: dict[str, Any]) -> None:
+    def tenths(rows: list[tuple[float, float]]) -> str:
+        return ", ".join(f"{x:.2f} (to {f:.0%})" for f, x in rows)
+
+    print(f"\nread-modify-write / pure write: {c['ratio']:.2f}x overall (target >= 0.5x); "
+          f"per tenth {tenths(c['ratio_tenths'])}")
+    print(f"  by the bolt's CPU per record, per tenth: {tenths(c['cpu_ratio_tenths'])}")
+    flat, flat_cpu = c["rmw_min_over_max_from_2nd_tenth"], c["rmw_cpu_min_over_max_from_2nd_tenth"]
+    if flat is not None and flat_cpu is not None:
+        print(f"read-modify-write from 10 % to 100 % of the keys loaded: slowest tenth "
+              f"{flat:.2f} of the fastest (target: flat within 20 %, i.e. >= 0.80); by the "
+              f"bolt's CPU per record {flat_cpu:.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -284,15 +547,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--value-bytes", type=int, default=320)
     p.add_argument("--interval-ms", type=int, default=2000, help="checkpoint interval")
     p.add_argument("--write-only", action="store_true", help="no read: the pure-write rate")
+    p.add_argument("--present-share", type=float, default=None, metavar="P",
+                   help="the fixed mix: a share P of the records re-read a key already "
+                        "emitted, the rest write new keys (default: every key twice)")
+    p.add_argument("--seed", type=int, default=1, help="seed of --present-share's re-reads")
+    p.add_argument("--pair", action="store_true",
+                   help="run read-modify-write, then pure write, and print their ratio")
     p.add_argument("--no-kill", dest="kill", action="store_false")
     p.add_argument("--kill-at", type=float, default=0.1,
                    help="share of the records processed before worker 1 is SIGKILLed")
     p.add_argument("--progress-s", type=float, default=15.0)
     p.add_argument("--json", action="store_true", help="print the BENCH_JSON line")
     args = p.parse_args(argv)
+    if args.present_share is not None and not 0 <= args.present_share < 1:
+        p.error(f"--present-share {args.present_share} is outside [0, 1): a share of 1 "
+                f"would never write a new key")
+    if args.pair and args.write_only:
+        p.error("--pair runs the --write-only job itself; give one of them")
     r = run(args)
     report(r)
-    if args.json:
+    if args.pair:
+        w = run(argparse.Namespace(**{**vars(args), "write_only": True}))
+        report(w)
+        c = compare(r, w)
+        report_pair(c)
+        if args.json:
+            emit_json({**r, "write_only_run": w, "compare": c})
+    elif args.json:
         emit_json(r)
     return 1 if r["problems"] else 0
 

@@ -7,7 +7,10 @@ is in docs/performance.md.
 
 What a user would notice, in counts: the output is exactly once (every key once, count 2);
 checkpoints keep up (at least 80 % of those due completed); and a checkpoint writes what
-changed, not the whole state (bytes p50 at most 10 % of the state's size)."""
+changed, not the whole state (bytes p50 at most 10 % of the state's size). With
+``--present-share`` (the fixed mix) the same job keeps the share of reads finding their key
+at that share in every tenth, through the kill, and each key's counts come out exactly once
+against the replayed key sequence."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,14 +27,17 @@ pytestmark = pytest.mark.slow
 KEYS = 1_000_000
 
 
-def test_read_modify_write_on_rocksdb_defaults_is_exactly_once_with_small_checkpoints() -> None:
+def run_bench(*args: str) -> dict[str, Any]:
     script = Path(__file__).resolve().parents[2] / "bench" / "rmw_state_bench.py"
-    done = subprocess.run([sys.executable, str(script), "--keys", str(KEYS), "--json",
-                           "--progress-s", "30"],
+    done = subprocess.run([sys.executable, str(script), "--json", "--progress-s", "30", *args],
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     line = next(x for x in done.stdout.splitlines() if x.startswith("BENCH_JSON "))
-    r = json.loads(line[len("BENCH_JSON "):])
+    return json.loads(line[len("BENCH_JSON "):])
+
+
+def test_read_modify_write_on_rocksdb_defaults_is_exactly_once_with_small_checkpoints() -> None:
+    r = run_bench("--keys", str(KEYS))
     assert r["problems"] == [], r["problems"]
     assert r["kill"] is not None, "no worker was killed"
     due, completed = r["checkpoints_due"], r["checkpoints_completed"]
@@ -39,3 +46,13 @@ def test_read_modify_write_on_rocksdb_defaults_is_exactly_once_with_small_checkp
     assert r["checkpoint_bytes_p50"] <= 0.10 * r["logical_state_bytes"], (
         f"checkpoint bytes p50 {r['checkpoint_bytes_p50']:,} of a "
         f"{r['logical_state_bytes']:,}-byte state")
+
+
+def test_a_fixed_mix_holds_its_share_through_a_kill_and_is_exactly_once() -> None:
+    r = run_bench("--keys", "150000", "--present-share", "0.5", "--interval-ms", "1000")
+    assert r["problems"] == [], r["problems"]
+    assert r["kill"] is not None, "no worker was killed"
+    assert abs(r["records"] - 300_000) <= 2, r["records"]
+    shares = [t["present_share"] for t in r["tenths"]]
+    assert r["tenths"][-1]["fraction"] == 1.0 and len(shares) >= 5, r["tenths"]
+    assert all(0.45 < s < 0.55 for s in shares), shares
