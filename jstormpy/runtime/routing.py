@@ -14,9 +14,11 @@ from enum import IntEnum
 from typing import Any
 
 from jstormpy.api.batch import rows_from_columns
+from jstormpy.api.component import Tuple
 from jstormpy.api.errors import JStormError, TopologyError
 from jstormpy.keygroups import KeyRouter, default_max_parallelism
 from jstormpy.runtime.channel_plan import output_targets
+from jstormpy.runtime.combine import CombiningAggregation, PartialBuffers
 
 
 class MessageKind(IntEnum):
@@ -35,6 +37,10 @@ class MessageKind(IntEnum):
 
 
 _DATA = int(MessageKind.DATA)
+COMBINE_KEYS_PER_ROW = 8
+"""A combining route sends a target's partials on its own once they hold this many
+times ``batch_size`` keys (a partial stands for many records; the linger, barriers,
+watermarks and the end of the stream send them sooner)."""
 
 
 
@@ -70,12 +76,14 @@ class Route:
 
     __slots__ = ("kind", "stream", "targets", "buffers", "rr", "n", "key_index", "custom",
                  "src", "batch_size", "send", "local_targets", "local_rr", "consumer",
-                 "target_pos", "add", "key_pos", "rows_out")
+                 "target_pos", "add", "key_pos", "rows_out", "partials")
 
     def __init__(self, kind: str, stream: str, consumer: str, targets: Sequence[int],
                  src: int, send: SendFn, batch_size: int, key_index: tuple[int, ...] = (),
                  custom: Any = None, local_targets: Sequence[int] = (),
-                 max_parallelism: int = 0) -> None:
+                 max_parallelism: int = 0,
+                 combine: CombiningAggregation | None = None,
+                 make_tuple: Callable[[Any], Any] | None = None) -> None:
         self.kind = kind
         self.stream = stream
         self.consumer = consumer
@@ -96,6 +104,12 @@ class Route:
         # fields grouping: key -> key group -> task index (jstormpy/keygroups.py)
         self.key_pos = KeyRouter(max_parallelism or default_max_parallelism(self.n),
                                  max(self.n, 1))
+        self.partials: PartialBuffers | None = None
+        """Combining before the shuffle (``runtime/combine.py``): the per-target partial
+        accumulators of a fields route whose consumer accepts them."""
+        if combine is not None and kind == "fields" and make_tuple is not None:
+            self.partials = PartialBuffers(combine, self.n, make_tuple,
+                                           batch_size * COMBINE_KEYS_PER_ROW)
         self.add = self._compile()
 
     def _compile(self) -> Callable[[Any], None]:
@@ -106,6 +120,10 @@ class Route:
         n = self.n
         bs = self.batch_size
         head = (self.src, _DATA, self.stream)
+        if self.partials is not None:
+            return self.partials.compile_add(self.key_index, self.key_pos.cache.get,
+                                             self.key_pos.miss, self.ship_partials,
+                                             self._append, self.stream)
         if self.kind == "fields" and len(self.key_index) == 1:
             k = self.key_index[0]
             kget, kmiss = self.key_pos.cache.get, self.key_pos.miss
@@ -146,8 +164,30 @@ class Route:
             return add_global
         return self.add_generic
 
+    def ship_partials(self, i: int) -> None:
+        """Send target position ``i``'s partial accumulators (combining routes)."""
+        assert self.partials is not None
+        payload = self.partials.take(i)
+        if payload is not None:
+            self.rows_out += payload[2]
+            self.send(self.targets[i], (self.src, _DATA, self.stream, payload))
+
+    def combined_emit(self, arity: int, arity_error: Callable[[Any], None],
+                      other: Callable[[Any, str], None]) -> Callable[..., None]:
+        """A combining route's per-record function as the collector's ``emit``:
+        ``emit(values, stream)`` with the arity check (``other``: ``emit`` on any other
+        stream)."""
+        assert self.partials is not None
+        return self.partials.compile_add(self.key_index, self.key_pos.cache.get,
+                                         self.key_pos.miss, self.ship_partials,
+                                         self._append, self.stream, arity, arity_error,
+                                         other)
+
     def add_generic(self, values: Any) -> None:
         """Route one tuple's values into the right batch(es) (any grouping)."""
+        if self.partials is not None:
+            self.add(values)
+            return
         for i in self.choose(values):
             self._append(i, values)
 
@@ -155,6 +195,9 @@ class Route:
         """Route one tuple like :meth:`add` and return the task ids it went to (Storm's
         ``emit`` return value; the multilang protocol's ``need_task_ids``)."""
         chosen = self.choose(values)
+        if self.partials is not None:
+            self.add(values)
+            return [self.targets[i] for i in chosen]
         for i in chosen:
             self._append(i, values)
         return [self.targets[i] for i in chosen]
@@ -206,7 +249,11 @@ class Route:
         """
         kind = self.kind
         n = self.n
-        if kind == "fields":
+        if self.partials is not None:
+            add = self.add
+            for r in rows:
+                add(r)
+        elif kind == "fields":
             parts: list[list[Any]] = [[] for _ in range(n)]
             put = [p.append for p in parts]
             ki = self.key_index
@@ -261,6 +308,9 @@ class Route:
 
     def flush(self) -> None:
         """Send every non-empty batch."""
+        if self.partials is not None:
+            for i in range(self.n):
+                self.ship_partials(i)
         bufs = self.buffers
         for i, buf in enumerate(bufs):
             if buf:
@@ -298,7 +348,8 @@ class OutputCollector:
         route = self._fused
         if route is None:
             return self._emitted
-        return self._emitted + route.rows_out + sum(map(len, route.buffers))
+        held = route.partials.held() if route.partials is not None else 0
+        return self._emitted + route.rows_out + sum(map(len, route.buffers)) + held
 
     @property
     def dirty(self) -> bool:
@@ -306,7 +357,8 @@ class OutputCollector:
         if self._dirty:
             return True
         route = self._fused
-        return route is not None and any(route.buffers)
+        return route is not None and (any(route.buffers) or (
+            route.partials is not None and any(route.partials.accs)))
 
     def _fuse_emit(self) -> Callable[..., None] | None:
         """One closure doing ``emit`` + fields/shuffle routing for a one-route stream.
@@ -336,6 +388,9 @@ class OutputCollector:
 
         def arity_error(values: Any) -> None:
             raise_arity_error(component, only, declared, values)
+        if route.partials is not None:  # combining before the shuffle (runtime/combine.py)
+            self._fused = route
+            return route.combined_emit(nf, arity_error, generic)
         if route.kind == "fields":
             k = route.key_index[0]
             kget, kmiss = route.key_pos.cache.get, route.key_pos.miss
@@ -532,7 +587,8 @@ def build_routes(task_id: int, component: str, streams: dict[str, tuple[str, ...
                  consumers: list[tuple[str, Any]], component_tasks: dict[str, tuple[int, ...]],
                  task_workers: dict[int, int], send: SendFn,
                  batch_size: int, max_parallelism: int = 0,
-                 chained: Mapping[int, int] | None = None
+                 chained: Mapping[int, int] | None = None,
+                 combine: Callable[[str, Any], CombiningAggregation | None] | None = None
                  ) -> tuple[dict[str, list[Route]], list[int]]:
     """Compile the groupings that read from ``component`` into routes for ``task_id``.
 
@@ -540,7 +596,9 @@ def build_routes(task_id: int, component: str, streams: dict[str, tuple[str, ...
     every output channel's task id). ``max_parallelism`` is the topology's number of key
     groups (0: the default for each consumer's parallelism). ``chained``: consumer task →
     the task it runs chained into (``runtime/channel_plan.py``); such a subscription has
-    a channel to the pair only.
+    a channel to the pair only. ``combine(consumer, grouping)``: the consumer's
+    aggregation where the subscription may be combined before the shuffle
+    (``runtime/combine.py``), else None.
     """
     import copy
 
@@ -559,7 +617,12 @@ def build_routes(task_id: int, component: str, streams: dict[str, tuple[str, ...
             custom = copy.deepcopy(g.custom)
             custom.prepare(component, g.stream, list(targets))
         local = [t for t in targets if task_workers.get(t) == my_worker]
+        aggregation = combine(consumer, g) if combine is not None else None
+        make_tuple = None
+        if aggregation is not None:
+            make_tuple = Tuple.bound({f: i for i, f in enumerate(streams[g.stream])},
+                                     component, g.stream, task_id)
         route = Route(g.kind, g.stream, consumer, targets, task_id, send, batch_size,
-                      key_index, custom, local, max_parallelism)
+                      key_index, custom, local, max_parallelism, aggregation, make_tuple)
         routes.setdefault(g.stream, []).append(route)
     return routes, sorted(channels)
