@@ -30,7 +30,7 @@ from jstormpy.api.component import (
 from jstormpy.api.errors import CheckpointError, JStormError
 from jstormpy.window.aggregates import BuiltinAggregate
 from jstormpy.window.assigners import CountWindows, WindowAssigner
-from jstormpy.window.combine import Partial, combine_refusal, merging_add
+from jstormpy.window.combine import Partial, merging_add, partials_refusal
 from jstormpy.window.config import default_tick_interval, validate_window_config
 from jstormpy.window.operator import WindowOperator
 from jstormpy.window.stored import WINDOW_STATE
@@ -65,8 +65,8 @@ class _Runtime:
     """Per-task state of a WindowedBolt (built lazily: subclasses may skip super().__init__)."""
 
     __slots__ = ("batched", "builtin", "columnar", "error_records", "forwarded", "key_fields",
-                 "late_records", "late_stream", "mode", "op", "pending", "ts_field",
-                 "tracker")
+                 "late_records", "late_stream", "mode", "op", "partials", "pending",
+                 "ts_field", "tracker")
 
     def __init__(self, bolt: WindowedBolt, stored: bool = False) -> None:
         validate_window_config(bolt, type(bolt).__name__)
@@ -74,12 +74,15 @@ class _Runtime:
         self.mode = "count" if isinstance(window, CountWindows) else bolt.time
         builtin = bolt.aggregate
         aggregator: Any
+        self.partials: str | None = "a built-in aggregate"
+        """Why this task's operator cannot fold in partials (None: it can)."""
         if builtin is not None:  # a built-in aggregate (window/aggregates.py)
             aggregator = builtin
         else:
             merge = getattr(bolt, "merge", None) or _MissingMerge()
             add = getattr(bolt, "add")  # noqa: B009
-            if combine_refusal(bolt) is None:  # may get partials (window/combine.py)
+            self.partials = partials_refusal(bolt)
+            if self.partials is None:  # may get partials (window/combine.py)
                 add = merging_add(add, merge)
             aggregator = _BoundAggregator(getattr(bolt, "create"),  # noqa: B009
                                           add, merge, getattr(bolt, "result"))  # noqa: B009
@@ -523,6 +526,9 @@ class WindowedBolt(Bolt):
         added (merged) at it and followed by the watermark ``stamp - 1``; the watermark
         is forwarded once, after the firings."""
         rt = self.__dict__.get("_jw_rt") or self._jw_runtime()
+        if rt.partials is not None:  # a task on other code combined towards this one
+            raise JStormError(f"{type(self).__name__} got partial accumulators combined "
+                              f"before the shuffle but cannot merge them ({rt.partials})")
         if not keys:
             return
         op = rt.op

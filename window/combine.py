@@ -73,13 +73,21 @@ def _overrides(cls: type, name: str) -> bool:
 def combine_refusal(bolt: Any) -> str | None:
     """Why ``bolt`` (a WindowedBolt class or instance) cannot take combined input, or
     None if it can (whatever reads it: see :func:`sender_aggregation`)."""
+    if not getattr(bolt, "combine_before_shuffle", False):
+        return "combine_before_shuffle is False"
+    return partials_refusal(bolt)
+
+
+def partials_refusal(bolt: Any) -> str | None:
+    """:func:`combine_refusal` without the opt-out: why ``bolt`` could not fold in a
+    partial at all. A bolt that could makes its operator accept partials whatever its
+    ``combine_before_shuffle`` says, so a gray release that turns combining off meets
+    no partial it cannot merge from tasks still on the old code."""
     from jstormpy.window.bolt import WindowedBolt
 
     cls = bolt if isinstance(bolt, type) else type(bolt)
     if not (isinstance(cls, type) and issubclass(cls, WindowedBolt)):
         return "not a WindowedBolt"
-    if not getattr(bolt, "combine_before_shuffle", False):
-        return "combine_before_shuffle is False"
     if getattr(bolt, "aggregate", None) is not None:
         return "a built-in aggregate"
     if not callable(getattr(bolt, "merge", None)):

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from jstormpy.api.batch import Batch
 from jstormpy.api.component import Tuple
-from jstormpy.api.errors import TopologyError
+from jstormpy.api.errors import JStormError, TopologyError
 from jstormpy.api.topology import Grouping
 from jstormpy.runtime.routing import OutputCollector, build_routes
 from jstormpy.window import (
@@ -325,3 +325,28 @@ def test_only_a_fields_grouping_on_the_key_without_a_late_consumer_is_combined()
     assert sender_aggregation("w", cls(), "shuffle", (), False) is None
     assert sender_aggregation("w", cls(), "fields", ("word", "n"), False) is None
     assert sender_aggregation("w", cls(), "fields", ("word",), True) is None
+
+
+def test_a_bolt_that_opted_out_still_merges_partials_from_older_code() -> None:
+    """A gray release that sets combine_before_shuffle = False: tasks still on the old
+    code keep combining, and the new bolt folds their partials in."""
+    clock = [5.0]
+    cls = make_bolt_class(TumblingWindows(2 ** 62), clock)
+    opted_out = type("OptedOut", (cls,), {"combine_before_shuffle": False})
+    bolt = opted_out()
+    col = attach(bolt, (SRC,))
+    bolt.execute_partials(SRC, ["a", "b"], [(0, 2), (1,)])
+    bolt.execute_batch(Batch([("a", 3)], INDEX, "split", "default", SRC))
+    bolt.on_inputs_finished()
+    assert sorted((row[0], row[3]) for _, row in col.emitted) == [("a", (0, 2, 3)),
+                                                                  ("b", (1,))]
+
+
+def test_partials_to_a_bolt_that_cannot_merge_them_fail_clearly() -> None:
+    clock = [5.0]
+    cls = make_bolt_class(TumblingWindows(10), clock)
+    event = type("EventTime", (cls,), {"time": "event", "timestamp": "n"})
+    bolt = event()
+    attach(bolt, (SRC,))
+    with pytest.raises(JStormError, match="cannot merge them .*only ingestion time"):
+        bolt.execute_partials(SRC, ["a"], [(0,)])
