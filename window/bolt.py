@@ -534,13 +534,14 @@ class WindowedBolt(Bolt):
         op = rt.op
         ts = max(self.now_ms(), op.watermark + 1)
         rt.batched = True
-        partials = list(map(Partial, accs))
         # the first partial and the watermark ts - 1 (which may fire rounds); the rest
-        # follow under that same watermark (advancing to it again would do nothing)
-        results = op.process_batch(keys[:1], [ts], partials[:1], [ts - 1], columnar=True)
-        if len(keys) > 1:
-            results += op.process_batch(keys[1:], [ts] * (len(keys) - 1), partials[1:],
-                                        columnar=True)
+        # follow under that same watermark (advancing to it again would do nothing):
+        # sliced windows merge them into the stamp's slice in one loop
+        results = op.process_batch(keys[:1], [ts], [Partial(accs[0])], [ts - 1],
+                                   columnar=True)
+        if len(keys) > 1 and not op.merge_on_time(keys[1:], accs[1:], ts):
+            results += op.process_batch(keys[1:], [ts] * (len(keys) - 1),
+                                        list(map(Partial, accs[1:])), columnar=True)
         if results:
             self._jw_emit_runs(rt, results)
             self._jw_forward(rt)
