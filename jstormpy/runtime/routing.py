@@ -106,10 +106,13 @@ class Route:
                                  max(self.n, 1))
         self.partials: PartialBuffers | None = None
         """Combining before the shuffle (``runtime/combine.py``): the per-target partial
-        accumulators of a fields route whose consumer accepts them."""
+        accumulators of a fields route whose consumer accepts them; its batches of
+        records go to them (``self.send``), the partials to ``send``."""
         if combine is not None and kind == "fields" and make_tuple is not None:
-            self.partials = PartialBuffers(combine, self.n, make_tuple,
-                                           batch_size * COMBINE_KEYS_PER_ROW)
+            self.partials = PartialBuffers(combine, self.targets, (src, _DATA, stream),
+                                           key_index, make_tuple,
+                                           batch_size * COMBINE_KEYS_PER_ROW, send)
+            self.send = self.partials.send
         self.add = self._compile()
 
     def _compile(self) -> Callable[[Any], None]:
@@ -120,10 +123,6 @@ class Route:
         n = self.n
         bs = self.batch_size
         head = (self.src, _DATA, self.stream)
-        if self.partials is not None:
-            return self.partials.compile_add(self.key_index, self.key_pos.cache.get,
-                                             self.key_pos.miss, self.ship_partials,
-                                             self._append, self.stream)
         if self.kind == "fields" and len(self.key_index) == 1:
             k = self.key_index[0]
             kget, kmiss = self.key_pos.cache.get, self.key_pos.miss
@@ -164,30 +163,8 @@ class Route:
             return add_global
         return self.add_generic
 
-    def ship_partials(self, i: int) -> None:
-        """Send target position ``i``'s partial accumulators (combining routes)."""
-        assert self.partials is not None
-        payload = self.partials.take(i)
-        if payload is not None:
-            self.rows_out += payload[2]
-            self.send(self.targets[i], (self.src, _DATA, self.stream, payload))
-
-    def combined_emit(self, arity: int, arity_error: Callable[[Any], None],
-                      other: Callable[[Any, str], None]) -> Callable[..., None]:
-        """A combining route's per-record function as the collector's ``emit``:
-        ``emit(values, stream)`` with the arity check (``other``: ``emit`` on any other
-        stream)."""
-        assert self.partials is not None
-        return self.partials.compile_add(self.key_index, self.key_pos.cache.get,
-                                         self.key_pos.miss, self.ship_partials,
-                                         self._append, self.stream, arity, arity_error,
-                                         other)
-
     def add_generic(self, values: Any) -> None:
         """Route one tuple's values into the right batch(es) (any grouping)."""
-        if self.partials is not None:
-            self.add(values)
-            return
         for i in self.choose(values):
             self._append(i, values)
 
@@ -195,9 +172,6 @@ class Route:
         """Route one tuple like :meth:`add` and return the task ids it went to (Storm's
         ``emit`` return value; the multilang protocol's ``need_task_ids``)."""
         chosen = self.choose(values)
-        if self.partials is not None:
-            self.add(values)
-            return [self.targets[i] for i in chosen]
         for i in chosen:
             self._append(i, values)
         return [self.targets[i] for i in chosen]
@@ -249,11 +223,7 @@ class Route:
         """
         kind = self.kind
         n = self.n
-        if self.partials is not None:
-            add = self.add
-            for r in rows:
-                add(r)
-        elif kind == "fields":
+        if kind == "fields":
             parts: list[list[Any]] = [[] for _ in range(n)]
             put = [p.append for p in parts]
             ki = self.key_index
@@ -307,16 +277,16 @@ class Route:
             self.send(self.targets[i], (self.src, _DATA, self.stream, buf))
 
     def flush(self) -> None:
-        """Send every non-empty batch."""
-        if self.partials is not None:
-            for i in range(self.n):
-                self.ship_partials(i)
+        """Send every non-empty batch (a combining route: fold them, then send the
+        partials)."""
         bufs = self.buffers
         for i, buf in enumerate(bufs):
             if buf:
                 bufs[i] = []
                 self.rows_out += len(buf)
                 self.send(self.targets[i], (self.src, _DATA, self.stream, buf))
+        if self.partials is not None:
+            self.partials.flush()
 
 
 class OutputCollector:
@@ -348,8 +318,7 @@ class OutputCollector:
         route = self._fused
         if route is None:
             return self._emitted
-        held = route.partials.held() if route.partials is not None else 0
-        return self._emitted + route.rows_out + sum(map(len, route.buffers)) + held
+        return self._emitted + route.rows_out + sum(map(len, route.buffers))
 
     @property
     def dirty(self) -> bool:
@@ -358,7 +327,7 @@ class OutputCollector:
             return True
         route = self._fused
         return route is not None and (any(route.buffers) or (
-            route.partials is not None and any(route.partials.accs)))
+            route.partials is not None and route.partials.holding))
 
     def _fuse_emit(self) -> Callable[..., None] | None:
         """One closure doing ``emit`` + fields/shuffle routing for a one-route stream.
@@ -388,9 +357,6 @@ class OutputCollector:
 
         def arity_error(values: Any) -> None:
             raise_arity_error(component, only, declared, values)
-        if route.partials is not None:  # combining before the shuffle (runtime/combine.py)
-            self._fused = route
-            return route.combined_emit(nf, arity_error, generic)
         if route.kind == "fields":
             k = route.key_index[0]
             kget, kmiss = route.key_pos.cache.get, route.key_pos.miss
