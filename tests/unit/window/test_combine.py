@@ -350,3 +350,51 @@ def test_partials_to_a_bolt_that_cannot_merge_them_fail_clearly() -> None:
     attach(bolt, (SRC,))
     with pytest.raises(JStormError, match="cannot merge them .*only ingestion time"):
         bolt.execute_partials(SRC, ["a"], [(0,)])
+
+
+def test_emit_batch_and_a_two_field_key_combine_too() -> None:
+    """Every way into a combining route folds: ``emit_batch`` and a key of two fields."""
+    clock = [5.0]
+
+    class PerPair(WindowedBolt):
+        window = TumblingWindows(2 ** 62)
+        time = "ingestion"
+        key = ("word", "n")
+
+        def create(self) -> int:
+            return 0
+
+        def add(self, acc: int, tup: Tuple) -> int:
+            return acc + 1
+
+        def merge(self, a: int, b: int) -> int:
+            return a + b
+
+        def result(self, k: Any, window: Any, acc: int) -> int:
+            return acc
+
+        def now_ms(self) -> float:
+            return clock[0]
+
+    bolts = {t: PerPair() for t in TARGETS}
+    cols = {t: attach(b, (SRC,)) for t, b in bolts.items()}
+    sent: list[tuple[int, Any]] = []
+    grouping = Grouping("fields", "split", "default", ("word", "n"))
+    routes, _ = build_routes(
+        SRC, "split", {"default": FIELDS}, [("w", grouping)], {"w": TARGETS}, {},
+        lambda dst, item: sent.append((dst, item)), 4,
+        combine=lambda c, g: sender_aggregation(c, PerPair(), g.kind, g.fields, False))
+    coll = OutputCollector(SRC, "split", routes, list(TARGETS),
+                           lambda dst, item: sent.append((dst, item)),
+                           streams={"default": FIELDS})
+    rows = [("a", 1), ("a", 2), ("a", 1), ("b", 1)] * 5
+    coll.emit_batch({"word": [r[0] for r in rows], "n": [r[1] for r in rows]})
+    coll.flush()
+    assert coll.emitted == 20
+    assert sent and all(item[3].__class__ is tuple for _, item in sent)
+    for dst, (src, _kind, _stream, (keys, accs, _records)) in sent:
+        bolts[dst].execute_partials(src, keys, accs)
+    for bolt in bolts.values():
+        bolt.on_inputs_finished()
+    got = sorted((tuple(row[0]), row[3]) for c in cols.values() for _, row in c.emitted)
+    assert got == [(("a", 1), 10), (("a", 2), 5), (("b", 1), 5)]
