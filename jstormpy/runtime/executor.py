@@ -629,6 +629,7 @@ class TaskExecutor:
         folded in by the component's ``execute_partials``; it counts as the records it
         stands for."""
         keys, accs, records = payload
+        t0 = time.perf_counter() if self.timing else 0.0
         try:
             self.component.execute_partials(src, keys, accs)
         except TaskStopped:
@@ -636,6 +637,8 @@ class TaskExecutor:
         except Exception as exc:
             self._user_error(exc, None)
         self.metrics.executed += records
+        if records and self.timing:
+            self.metrics.observe_ms((time.perf_counter() - t0) * 1000.0 / records, records)
 
     def _on_barrier(self, src: int, checkpoint_id: int) -> None:
         if not self.aligner.on_barrier(src, checkpoint_id, time.monotonic()):
