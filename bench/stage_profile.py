@@ -17,6 +17,12 @@ engine's real code for each stage alone, in one process, and prints the CPU time
     emit (sink)    ``emit((word, count))`` through the count -> sink one-target route
     sink encode    ``FileSink``'s jsonl batch encoder (``connectors/jsonl.py``) + ``write``
     window add     ``FinalCount`` (ingestion-time ``WindowedBolt``) on channel batches
+    emit (combined)  the split's emits through a fields route that combines before the
+                   shuffle towards ``FinalCount`` (``runtime/combine.py``): per word the
+                   generic ``emit`` and ``FinalCount.add`` into the target's partial
+    encode (comb.) ``codec.encode_item`` of the partial batches that route sent
+    decode (comb.) ``codec.decode_item`` of them
+    window merge   ``FinalCount.execute_partials`` on them (through the executor)
 
 Figures are the minimum over ``--repeat`` runs of ``time.process_time`` (the machine may be
 shared: the minimum is the least disturbed run). ``--stage NAME --times N`` runs one stage
@@ -25,6 +31,7 @@ only, so an instruction counter can count it, which repeats on a busy machine:
 (the route's key memo filled, as in a long run); divide by the words.
 
     python -m bench.stage_profile [--words 200000] [--repeat 5] [--stage NAME [--times N]]
+        [--corpus DIR]
 """
 
 from __future__ import annotations
@@ -40,10 +47,12 @@ from typing import Any
 
 from bench.profile_datapath import Count, FinalCount, Split, _task, make_lines
 from jstormpy import Bolt
+from jstormpy.api.component import Tuple
 from jstormpy.connectors.jsonl import encode_rows
 from jstormpy.runtime.codec import decode_item, encode_item
 from jstormpy.runtime.collector import apply_collector_policy
 from jstormpy.runtime.routing import MessageKind, OutputCollector, Route
+from jstormpy.window.combine import sender_aggregation
 
 BATCH = 512
 
@@ -65,9 +74,27 @@ def _batches(rows: list[Any]) -> list[list[Any]]:
     return [rows[i:i + BATCH] for i in range(0, len(rows), BATCH)]
 
 
-def stages(words_wanted: int) -> dict[str, Callable[[], int]]:
+def corpus_lines(folder: str, words_wanted: int) -> list[str]:
+    """The first lines of a peer-harness corpus (``part-*.txt``, Zipf-distributed words)
+    holding about ``words_wanted`` words."""
+    import glob
+
+    lines: list[str] = []
+    n = 0
+    for path in sorted(glob.glob(os.path.join(folder, "part-*.txt"))):
+        with open(path) as fh:
+            for line in fh:
+                lines.append(line.rstrip("\n"))
+                n += line.count(" ") + 1
+                if n >= words_wanted:
+                    return lines
+    return lines
+
+
+def stages(words_wanted: int, corpus: str | None = None) -> dict[str, Callable[[], int]]:
     """Each stage as a callable that runs it once and returns the words it covered."""
-    lines = make_lines(max(1, words_wanted // 10))
+    lines = corpus_lines(corpus, words_wanted) if corpus else make_lines(
+        max(1, words_wanted // 10))
     words = [w for s in lines for w in s.split()]
     n_words = len(words)
     line_batches = _batches([(s,) for s in lines])
@@ -188,6 +215,44 @@ def stages(words_wanted: int) -> dict[str, Callable[[], int]]:
             ex._execute_batch(2, "default", b)
         return n_words
 
+    partial_items: list[Any] = []
+
+    def sent_partials(dst: int, item: Any) -> None:
+        partial_items.append(item)
+
+    combining = Route("fields", "default", "count", [3, 4], 2, sent_partials, BATCH, (0,),
+                      combine=sender_aggregation("count", FinalCount(), "fields", ("word",),
+                                                 False),
+                      make_tuple=Tuple.bound({"word": 0}, "split", "default", 2))
+    combine_ex = task(Split(), combining, ("sentence",), False)
+
+    def combined_emit() -> int:
+        partial_items.clear()
+        for b in line_batches:
+            combine_ex._execute_batch(2, "default", b)
+            combine_ex.collector.flush()  # what the split's loop does when its input waits
+        return n_words
+
+    combined_emit()
+    items = list(partial_items)
+    encoded_partials = [encode_item(3, item) for item in items]
+
+    def encode_combined() -> int:
+        for item in items:
+            encode_item(3, item)
+        return n_words
+
+    def decode_combined() -> int:
+        for e in encoded_partials:
+            decode_item(memoryview(e))
+        return n_words
+
+    def window_merge() -> int:
+        ex = task(FinalCount(), None, ("word",), True)
+        for src, _kind, stream, payload in items:
+            ex._execute_batch(src, stream, payload)
+        return n_words
+
     return {
         "none": lambda: n_words,
         "emit (spout)": spout_emit,
@@ -201,6 +266,10 @@ def stages(words_wanted: int) -> dict[str, Callable[[], int]]:
         "emit (sink)": sink_emit,
         "sink encode": sink_encode,
         "window add": window_add,
+        "emit (combined)": combined_emit,
+        "encode (comb.)": encode_combined,
+        "decode (comb.)": decode_combined,
+        "window merge": window_merge,
     }
 
 
@@ -221,8 +290,11 @@ def main() -> None:
     p.add_argument("--stage", default=None, help="run this stage --times times (for an "
                    "instruction counter); 'none' runs only the set-up")
     p.add_argument("--times", type=int, default=1)
+    p.add_argument("--corpus", default=None, help="read the words from a peer-harness "
+                   "corpus directory (Zipf keys: what combining sees) instead of the "
+                   "uniform synthetic sentences")
     args = p.parse_args()
-    table = stages(args.words)
+    table = stages(args.words, args.corpus)
     apply_collector_policy("tuned")  # a worker's collector (Config.worker_gc default)
     if args.stage is not None:
         n = sum(table[args.stage]() for _ in range(args.times))
@@ -231,9 +303,10 @@ def main() -> None:
     raw = {name: measure(fn, args.repeat) for name, fn in table.items() if name != "none"}
     derived = dict(raw)
     # a stage timed through the engine's loop carries the loop: report it without
-    for name in ("split", "count", "window add"):
+    for name in ("split", "count", "window add"):  # window merge: no loop per word
         derived[name] = raw[name] - raw["tuple+loop"] * (0.1 if name == "split" else 1.0)
     derived["emit (fields)"] = raw["emit (fields)"] - raw["split"]
+    derived["emit (combined)"] = raw["emit (combined)"] - raw["split"]
     print(f"{'stage':<16}{'ns/word':>10}")
     for name, ns in derived.items():
         print(f"{name:<16}{ns:>10.0f}")
@@ -244,8 +317,13 @@ def main() -> None:
     window_path = sum(derived[k] for k in ("emit (spout)", "split", "emit (fields)",
                                            "encode", "socket", "decode", "window add"))
     window_path += raw["tuple+loop"] * 0.1
+    combined_path = sum(derived[k] for k in ("emit (spout)", "split", "emit (combined)",
+                                             "encode (comb.)", "socket", "decode (comb.)",
+                                             "window merge"))
+    combined_path += raw["tuple+loop"] * 0.1
     print(f"{'reduce path':<16}{reduce_path:>10.0f}")
     print(f"{'window path':<16}{window_path:>10.0f}")
+    print(f"{'window combined':<16}{combined_path:>10.0f}")
 
 
 if __name__ == "__main__":

@@ -27,9 +27,10 @@ from jstormpy.api.component import (
     bound_emitter,
     state_store_kind,
 )
-from jstormpy.api.errors import CheckpointError
+from jstormpy.api.errors import CheckpointError, JStormError
 from jstormpy.window.aggregates import BuiltinAggregate
 from jstormpy.window.assigners import CountWindows, WindowAssigner
+from jstormpy.window.combine import Partial, merging_add, partials_refusal
 from jstormpy.window.config import default_tick_interval, validate_window_config
 from jstormpy.window.operator import WindowOperator
 from jstormpy.window.stored import WINDOW_STATE
@@ -64,8 +65,8 @@ class _Runtime:
     """Per-task state of a WindowedBolt (built lazily: subclasses may skip super().__init__)."""
 
     __slots__ = ("batched", "builtin", "columnar", "error_records", "forwarded", "key_fields",
-                 "late_records", "late_stream", "mode", "op", "pending", "ts_field",
-                 "tracker")
+                 "late_records", "late_stream", "mode", "op", "partials", "pending",
+                 "ts_field", "tracker")
 
     def __init__(self, bolt: WindowedBolt, stored: bool = False) -> None:
         validate_window_config(bolt, type(bolt).__name__)
@@ -73,13 +74,18 @@ class _Runtime:
         self.mode = "count" if isinstance(window, CountWindows) else bolt.time
         builtin = bolt.aggregate
         aggregator: Any
+        self.partials: str | None = "a built-in aggregate"
+        """Why this task's operator cannot fold in partials (None: it can)."""
         if builtin is not None:  # a built-in aggregate (window/aggregates.py)
             aggregator = builtin
         else:
             merge = getattr(bolt, "merge", None) or _MissingMerge()
+            add = getattr(bolt, "add")  # noqa: B009
+            self.partials = partials_refusal(bolt)
+            if self.partials is None:  # may get partials (window/combine.py)
+                add = merging_add(add, merge)
             aggregator = _BoundAggregator(getattr(bolt, "create"),  # noqa: B009
-                                          getattr(bolt, "add"), merge,  # noqa: B009
-                                          getattr(bolt, "result"))  # noqa: B009
+                                          add, merge, getattr(bolt, "result"))  # noqa: B009
         self.builtin: BuiltinAggregate | None = builtin
         self.op = WindowOperator(
             window, aggregator, allowed_lateness_ms=bolt.allowed_lateness_ms,
@@ -183,6 +189,12 @@ class WindowedBolt(Bolt):
     early_fire_every_n: ClassVar[int | None] = None
     late_stream: ClassVar[str] = "late"
     idle_timeout_ms: ClassVar[float | None] = None
+    combine_before_shuffle: ClassVar[bool] = True
+    """Let the tasks that emit to this bolt pre-aggregate its input with ``create`` and
+    ``add`` and ship partial accumulators, which this bolt folds in with ``merge``, where
+    that gives the same result (``docs/windows.md``, "Combining before the shuffle").
+    ``create``/``add``/``merge`` then also run on an unprepared copy of the bolt in the
+    sending task: set False if they read anything ``prepare`` sets up."""
     tick_interval_ms: ClassVar[float | None] = None
     """Derived per subclass from the config (see ``config.default_tick_interval``) unless
     the subclass sets it explicitly."""
@@ -506,6 +518,34 @@ class WindowedBolt(Bolt):
             self._jw_forward(rt)  # as execute: any watermark not forwarded yet goes now
         return True
 
+    def execute_partials(self, task: int, keys: Sequence[Any], accs: Sequence[Any]) -> None:
+        """Fold in a batch combined before the shuffle by upstream task ``task``: per key
+        a partial accumulator of its records (``docs/windows.md``, "Combining before the
+        shuffle"). The same output as the records themselves in one
+        ingestion-time batch (:meth:`_jw_ingest_batch`): one arrival stamp, each partial
+        added (merged) at it and followed by the watermark ``stamp - 1``; the watermark
+        is forwarded once, after the firings."""
+        rt = self.__dict__.get("_jw_rt") or self._jw_runtime()
+        if rt.partials is not None:  # a task on other code combined towards this one
+            raise JStormError(f"{type(self).__name__} got partial accumulators combined "
+                              f"before the shuffle but cannot merge them ({rt.partials})")
+        if not keys:
+            return
+        op = rt.op
+        ts = max(self.now_ms(), op.watermark + 1)
+        rt.batched = True
+        # the first partial and the watermark ts - 1 (which may fire rounds); the rest
+        # follow under that same watermark (advancing to it again would do nothing):
+        # sliced windows merge them into the stamp's slice in one loop
+        results = op.process_batch(keys[:1], [ts], [Partial(accs[0])], [ts - 1],
+                                   columnar=True)
+        if len(keys) > 1 and not op.merge_on_time(keys[1:], accs[1:], ts):
+            results += op.process_batch(keys[1:], [ts] * (len(keys) - 1),
+                                        list(map(Partial, accs[1:])), columnar=True)
+        if results:
+            self._jw_emit_runs(rt, results)
+            self._jw_forward(rt)
+
     @staticmethod
     def _jw_keys(rt: _Runtime, batch: Batch, n: int) -> list[Any]:
         """The key column of ``n`` rows (KeyError/IndexError: not takeable as a column)."""
@@ -549,8 +589,7 @@ class WindowedBolt(Bolt):
             elif cls is FiringRun:
                 self.emit_batch(res.columns())  # one on-time round
             else:
-                rt.late_records += 1
-                emit(tuple(res.record.values), stream=rt.late_stream)
+                self._jw_emit_late(rt, res.record)
 
     def _jw_emit_runs(self, rt: _Runtime, results: list[Any]) -> None:
         """Like :meth:`_jw_emit`, each run of firings as one ``emit_batch``."""
@@ -568,10 +607,18 @@ class WindowedBolt(Bolt):
             if cls is FiringRun:
                 self.emit_batch(res.columns())
             else:
-                rt.late_records += 1
-                self.emit(tuple(res.record.values), stream=rt.late_stream)
+                self._jw_emit_late(rt, res.record)
         if run:
             self.emit_batch(list(zip(*run, strict=True)))
+
+    def _jw_emit_late(self, rt: _Runtime, record: Any) -> None:
+        """A record beyond the allowed lateness: counted, and sent on the late stream."""
+        if record.__class__ is Partial:  # stamped on arrival: never behind the watermark
+            raise JStormError(f"{type(self).__name__}: a partial accumulator combined "
+                              "before the shuffle came late; set combine_before_shuffle "
+                              "= False and report this")
+        rt.late_records += 1
+        self.emit(tuple(record.values), stream=rt.late_stream)
 
     def _jw_forward(self, rt: _Runtime) -> None:
         if rt.pending:

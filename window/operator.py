@@ -264,6 +264,14 @@ class WindowOperator:
         return sliced is not None and sliced.add_rows_on_time(keys, rows, ts, make_record,
                                                               start)
 
+    def merge_on_time(self, keys: Sequence[Any], accs: Sequence[Any], ts: float) -> bool:
+        """Sliced windows: merge partial accumulators of records all stamped ``ts`` when
+        the watermark does not move (see :meth:`SlicedWindows.merge_on_time`); False
+        (nothing done) when they need :meth:`process_batch` with
+        :class:`~jstormpy.window.combine.Partial` records."""
+        sliced = self._sliced
+        return sliced is not None and sliced.merge_on_time(keys, accs, ts)
+
     def process(self, key: Hashable, timestamp: float,
                 record: Any) -> list[Firing | LateRecord]:
         """Add one record; returns the early/late firings it caused, or a LateRecord.

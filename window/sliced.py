@@ -217,6 +217,26 @@ class SlicedWindows:
             d[key] = add(create() if acc is missing else acc, rec)
         return True
 
+    def merge_on_time(self, keys: Sequence[Any], accs: Sequence[Any], ts: float) -> bool:
+        """Merge partial accumulators (combined before the shuffle, each standing for
+        records of its key) all stamped ``ts`` under an unchanged watermark: what
+        :meth:`try_add` of their records would give, by the ``merge`` contract
+        (``merge(create(), x) == x``: a new key's slice entry is the partial itself).
+        False (nothing done) unless ``ts`` is on time."""
+        if ts < self.safe_ts:
+            return False
+        ps = ts - ts % self.pane
+        d = self.slices.get(ps)
+        if d is None:
+            d = self._new_slice(ps)
+        get = d.get
+        merge = self._merge
+        missing = _MISSING
+        for key, acc in zip(keys, accs, strict=True):
+            cur = get(key, missing)
+            d[key] = acc if cur is missing else merge(cur, acc)
+        return True
+
     def process(self, key: Any, ts: float, record: Any, wm: float,
                 out: list[Firing | LateRecord]) -> bool:
         """Add a record; appends late firings to ``out``; False if it is a LateRecord."""

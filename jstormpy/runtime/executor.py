@@ -563,6 +563,9 @@ class TaskExecutor:
             log.warning("task %s: dropped a batch from task %s on undeclared stream %r",
                         self.task_id, src, stream)
             return
+        if payload.__class__ is tuple:  # combined before the shuffle (runtime/combine.py)
+            self._execute_partials(src, payload)
+            return
         if self.batch_execute is not None:
             self._execute_columnar(src, stream, payload, source, index)
             return
@@ -620,6 +623,22 @@ class TaskExecutor:
         self.metrics.executed += n
         if n and timing:
             self.metrics.observe_ms((time.perf_counter() - t0) * 1000.0 / n, n)
+
+    def _execute_partials(self, src: int, payload: tuple[list[Any], list[Any], int]) -> None:
+        """A batch combined before the shuffle: ``(keys, partial accumulators, records)``,
+        folded in by the component's ``execute_partials``; it counts as the records it
+        stands for."""
+        keys, accs, records = payload
+        t0 = time.perf_counter() if self.timing else 0.0
+        try:
+            self.component.execute_partials(src, keys, accs)
+        except TaskStopped:
+            raise
+        except Exception as exc:
+            self._user_error(exc, None)
+        self.metrics.executed += records
+        if records and self.timing:
+            self.metrics.observe_ms((time.perf_counter() - t0) * 1000.0 / records, records)
 
     def _on_barrier(self, src: int, checkpoint_id: int) -> None:
         if not self.aligner.on_barrier(src, checkpoint_id, time.monotonic()):

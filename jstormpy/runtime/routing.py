@@ -14,9 +14,11 @@ from enum import IntEnum
 from typing import Any
 
 from jstormpy.api.batch import rows_from_columns
+from jstormpy.api.component import Tuple
 from jstormpy.api.errors import JStormError, TopologyError
 from jstormpy.keygroups import KeyRouter, default_max_parallelism
 from jstormpy.runtime.channel_plan import output_targets
+from jstormpy.runtime.combine import CombiningAggregation, PartialBuffers
 
 
 class MessageKind(IntEnum):
@@ -35,6 +37,10 @@ class MessageKind(IntEnum):
 
 
 _DATA = int(MessageKind.DATA)
+COMBINE_KEYS_PER_ROW = 8
+"""A combining route sends a target's partials on its own once they hold this many
+times ``batch_size`` keys (a partial stands for many records; the linger, barriers,
+watermarks and the end of the stream send them sooner)."""
 
 
 
@@ -70,12 +76,14 @@ class Route:
 
     __slots__ = ("kind", "stream", "targets", "buffers", "rr", "n", "key_index", "custom",
                  "src", "batch_size", "send", "local_targets", "local_rr", "consumer",
-                 "target_pos", "add", "key_pos", "rows_out")
+                 "target_pos", "add", "key_pos", "rows_out", "partials")
 
     def __init__(self, kind: str, stream: str, consumer: str, targets: Sequence[int],
                  src: int, send: SendFn, batch_size: int, key_index: tuple[int, ...] = (),
                  custom: Any = None, local_targets: Sequence[int] = (),
-                 max_parallelism: int = 0) -> None:
+                 max_parallelism: int = 0,
+                 combine: CombiningAggregation | None = None,
+                 make_tuple: Callable[[Any], Any] | None = None) -> None:
         self.kind = kind
         self.stream = stream
         self.consumer = consumer
@@ -96,6 +104,15 @@ class Route:
         # fields grouping: key -> key group -> task index (jstormpy/keygroups.py)
         self.key_pos = KeyRouter(max_parallelism or default_max_parallelism(self.n),
                                  max(self.n, 1))
+        self.partials: PartialBuffers | None = None
+        """Combining before the shuffle (``runtime/combine.py``): the per-target partial
+        accumulators of a fields route whose consumer accepts them; its batches of
+        records go to them (``self.send``), the partials to ``send``."""
+        if combine is not None and kind == "fields" and make_tuple is not None:
+            self.partials = PartialBuffers(combine, self.targets, (src, _DATA, stream),
+                                           key_index, make_tuple,
+                                           batch_size * COMBINE_KEYS_PER_ROW, send)
+            self.send = self.partials.send
         self.add = self._compile()
 
     def _compile(self) -> Callable[[Any], None]:
@@ -260,13 +277,16 @@ class Route:
             self.send(self.targets[i], (self.src, _DATA, self.stream, buf))
 
     def flush(self) -> None:
-        """Send every non-empty batch."""
+        """Send every non-empty batch (a combining route: fold them, then send the
+        partials)."""
         bufs = self.buffers
         for i, buf in enumerate(bufs):
             if buf:
                 bufs[i] = []
                 self.rows_out += len(buf)
                 self.send(self.targets[i], (self.src, _DATA, self.stream, buf))
+        if self.partials is not None:
+            self.partials.flush()
 
 
 class OutputCollector:
@@ -306,7 +326,8 @@ class OutputCollector:
         if self._dirty:
             return True
         route = self._fused
-        return route is not None and any(route.buffers)
+        return route is not None and (any(route.buffers) or (
+            route.partials is not None and route.partials.holding))
 
     def _fuse_emit(self) -> Callable[..., None] | None:
         """One closure doing ``emit`` + fields/shuffle routing for a one-route stream.
@@ -532,7 +553,8 @@ def build_routes(task_id: int, component: str, streams: dict[str, tuple[str, ...
                  consumers: list[tuple[str, Any]], component_tasks: dict[str, tuple[int, ...]],
                  task_workers: dict[int, int], send: SendFn,
                  batch_size: int, max_parallelism: int = 0,
-                 chained: Mapping[int, int] | None = None
+                 chained: Mapping[int, int] | None = None,
+                 combine: Callable[[str, Any], CombiningAggregation | None] | None = None
                  ) -> tuple[dict[str, list[Route]], list[int]]:
     """Compile the groupings that read from ``component`` into routes for ``task_id``.
 
@@ -540,7 +562,9 @@ def build_routes(task_id: int, component: str, streams: dict[str, tuple[str, ...
     every output channel's task id). ``max_parallelism`` is the topology's number of key
     groups (0: the default for each consumer's parallelism). ``chained``: consumer task →
     the task it runs chained into (``runtime/channel_plan.py``); such a subscription has
-    a channel to the pair only.
+    a channel to the pair only. ``combine(consumer, grouping)``: the consumer's
+    aggregation where the subscription may be combined before the shuffle
+    (``runtime/combine.py``), else None.
     """
     import copy
 
@@ -559,7 +583,12 @@ def build_routes(task_id: int, component: str, streams: dict[str, tuple[str, ...
             custom = copy.deepcopy(g.custom)
             custom.prepare(component, g.stream, list(targets))
         local = [t for t in targets if task_workers.get(t) == my_worker]
+        aggregation = combine(consumer, g) if combine is not None else None
+        make_tuple = None
+        if aggregation is not None:
+            make_tuple = Tuple.bound({f: i for i, f in enumerate(streams[g.stream])},
+                                     component, g.stream, task_id)
         route = Route(g.kind, g.stream, consumer, targets, task_id, send, batch_size,
-                      key_index, custom, local, max_parallelism)
+                      key_index, custom, local, max_parallelism, aggregation, make_tuple)
         routes.setdefault(g.stream, []).append(route)
     return routes, sorted(channels)

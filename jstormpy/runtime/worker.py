@@ -69,6 +69,7 @@ from jstormpy.state_backends.rocksdb_files import (
 )
 from jstormpy.state_store import MemoryStore, RocksDBStore, open_store
 from jstormpy.terminal import ignore_terminal_interrupt
+from jstormpy.window.combine import SenderAggregation, combine_refusal, sender_aggregation
 
 log = logging.getLogger("jstormpy.worker")
 
@@ -454,7 +455,8 @@ class Worker(TaskHost):
             consumers = [(c.name, g) for c, g in topo.consumers(name)]
             routes, channels = build_routes(task_id, name, spec.streams, consumers,
                                             component_tasks, self.task_workers, self.send,
-                                            conf.batch_size, self.max_parallelism, chained)
+                                            conf.batch_size, self.max_parallelism, chained,
+                                            self._combining)
             collector = OutputCollector(task_id, name, routes, channels, self.send,
                                         streams=dict(spec.streams))
             bind_task(comp, collector, taskops.task_logger(self, name, task_id))
@@ -502,6 +504,24 @@ class Worker(TaskHost):
                 self.chained[task_id] = ex
                 log.info("task %d (%s) runs chained into task %d", task_id, name, chained[task_id])
         self.executors.update(executors)
+
+    def _combining(self, consumer: str, grouping: Any) -> SenderAggregation | None:
+        """Where a subscription may be combined before the shuffle: the aggregation of
+        a fresh copy of the consumer (``window/combine.py``), else None."""
+        topo = self.topology
+        assert topo is not None
+        if combine_refusal(topo.components[consumer].obj) is not None:
+            return None
+        obj = cloudpickle.loads(self.component_blobs[consumer])
+        bolt = obj() if isinstance(obj, type) else obj
+        late = getattr(bolt, "late_stream", None)
+        late_consumed = any(g.stream == late for _, g in topo.consumers(consumer))
+        aggregation = sender_aggregation(consumer, bolt, grouping.kind, grouping.fields,
+                                         late_consumed)
+        if aggregation is not None:
+            log.info("task %d (%s) combines before the shuffle towards %r",
+                     self.building_task, grouping.source, consumer)
+        return aggregation
 
     def _native_restore(self, snap: dict[str, Any] | None, comp: Any, groups: range,
                         where: str) -> dict[str, Any] | None:

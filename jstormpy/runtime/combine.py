@@ -1,0 +1,155 @@
+"""Combining before the shuffle, the sending side: per target task, one partial
+accumulator per key.
+
+A :class:`~jstormpy.runtime.routing.Route` whose consumer accepts combined input (which
+one does is decided by ``jstormpy/window/combine.py``) batches records per target as
+usual, but hands a full (or flushed) batch to :meth:`PartialBuffers.send` instead of the
+transport: the batch's records are folded, in one loop, into the target's partial
+accumulators with the consumer's ``create``/``add``. The partials are sent when the route
+is flushed (whatever sends a batch: the linger, a barrier, a watermark, the end of the
+stream, the input going idle) or when a target's partials hold ``limit`` keys, as one
+DATA item whose payload is a tuple ``(keys, accumulators, records)`` -- a plain batch is
+a list, so the receiving executor tells the two apart by type.
+
+``add`` runs the consumer's code in the sending task. If it raises, the route stops
+combining for good: the partials so far are sent, then that record and every later one
+go out as plain records, so the consumer's own ``add`` meets the record in the consumer's
+task (and reports it there, as without combining).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+_MISSING = object()
+
+SendFn = Callable[[int, tuple[Any, ...]], None]
+
+
+class CombiningAggregation(Protocol):
+    """The consumer's aggregation as the sender uses it (``window.combine``'s
+    ``SenderAggregation``)."""
+
+    @property
+    def consumer(self) -> str:
+        """The consumer component's name (for logs)."""
+
+    @property
+    def create(self) -> Callable[[], Any]:
+        """A new, empty accumulator."""
+
+    @property
+    def add(self) -> Callable[[Any, Any], Any]:
+        """``add(acc, tup)``: the accumulator with one more record."""
+
+
+PartialsPayload = tuple[list[Any], list[Any], int]
+"""A combined DATA payload: keys, their partial accumulators, the records they stand for."""
+
+
+class PartialBuffers:
+    """One route's partial accumulators, per target position."""
+
+    __slots__ = ("aggregation", "accs", "failed", "head", "key_index", "limit",
+                 "make_tuple", "position", "records", "targets", "transport")
+
+    def __init__(self, aggregation: CombiningAggregation, targets: Sequence[int],
+                 head: tuple[int, int, str], key_index: tuple[int, ...],
+                 make_tuple: Callable[[Any], Any], limit: int, transport: SendFn) -> None:
+        self.aggregation = aggregation
+        self.targets = list(targets)
+        self.position = {t: i for i, t in enumerate(self.targets)}
+        self.head = head
+        """``(src, DATA, stream)`` of the items the route sends."""
+        self.key_index = key_index
+        self.make_tuple = make_tuple
+        self.limit = limit
+        """Keys a target's partials hold before they are sent on their own."""
+        self.transport = transport
+        """The route's real send."""
+        self.accs: list[dict[Any, Any]] = [{} for _ in self.targets]
+        self.records = [0] * len(self.targets)
+        """Records folded into each target's partials since they were last sent."""
+        self.failed = False
+        """``add`` or ``create`` raised once: the route sends plain records from then on."""
+
+    @property
+    def holding(self) -> bool:
+        """Whether some partials are not sent yet."""
+        return any(self.accs)
+
+    def send(self, dst: int, item: tuple[Any, ...]) -> None:
+        """The route's send: a batch of records is folded into ``dst``'s partials (sent
+        as they are after a failure)."""
+        if self.failed:
+            self.transport(dst, item)
+            return
+        i = self.position[dst]
+        rows = item[3]
+        done = self.fold(i, rows)
+        if done < len(rows):  # add() raised: stop combining, the rest goes plain
+            self.transport(dst, (*self.head, rows[done:]))
+        elif len(self.accs[i]) >= self.limit:
+            self.ship(i)
+
+    def fold(self, i: int, rows: Sequence[Any]) -> int:
+        """Fold ``rows`` into target ``i``'s partials; returns how many were folded (all,
+        unless ``add`` or ``create`` raised: then combining stops, see :meth:`fail`)."""
+        accs = self.accs[i]
+        get = accs.get
+        create = self.aggregation.create
+        add = self.aggregation.add
+        make = self.make_tuple
+        refs = sys.getrefcount
+        missing = _MISSING
+        ki = self.key_index
+        k0 = ki[0]
+        one = len(ki) == 1
+        tup: Any = None
+        n = 0
+        try:
+            for values in rows:
+                # 2 references (this variable and the argument): add() kept none of it
+                if tup is None or refs(tup) > 2:
+                    tup = make(values)
+                else:
+                    tup.values = values
+                key = values[k0] if one else tuple(values[k] for k in ki)
+                acc = get(key, missing)
+                accs[key] = add(create() if acc is missing else acc, tup)
+                n += 1
+        except Exception as exc:
+            self.records[i] += n
+            self.fail(exc)
+            return n
+        self.records[i] += n
+        return n
+
+    def ship(self, i: int) -> None:
+        """Send target ``i``'s partials (nothing if it has none)."""
+        accs = self.accs[i]
+        if not accs:
+            return
+        payload: PartialsPayload = (list(accs), list(accs.values()), self.records[i])
+        self.accs[i] = {}
+        self.records[i] = 0
+        self.transport(self.targets[i], (*self.head, payload))
+
+    def flush(self) -> None:
+        """Send every target's partials."""
+        for i in range(len(self.targets)):
+            self.ship(i)
+
+    def fail(self, exc: Exception) -> None:
+        """Stop combining: send the partials so far, plain records from now on."""
+        self.failed = True
+        log.warning("combining before the shuffle towards %r stopped: its add() raised "
+                    "%r in the sending task; its records are sent as they are from now on "
+                    "(set combine_before_shuffle = False on the bolt if create/add/merge "
+                    "need prepare())", self.aggregation.consumer, exc)
+        self.flush()
