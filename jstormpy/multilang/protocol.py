@@ -298,8 +298,15 @@ class ShellProcess:
         threading.Thread(target=self._read_stderr, args=(self.proc.stderr,), daemon=True,
                          name=f"multilang-err-{task_id}").start()
 
+    next_batch = 1
+    """``next_tuple`` calls a spout's ``next`` command asks for (Storm's protocol: one)."""
+
     # -- the reader threads ------------------------------------------------------------------
     READ_CHUNK = 1 << 16
+
+    def _broke(self, reason: str) -> None:
+        """The stream broke (a subclass's framing found why): the next receive raises."""
+        self._arrived.append(_Broken(reason))
 
     def _take(self, timeout_s: float | None) -> bool:
         """Frame and parse all its stdout holds, waiting up to ``timeout_s`` (None: not at
@@ -392,6 +399,12 @@ class ShellProcess:
         """Write one message to the component's stdin."""
         self.send_encoded(encode_message(payload))
 
+    def encode_tuples(self, first_id: int, source: str, stream: str, task: int,
+                      rows: Sequence[Sequence[Any]]) -> bytes:
+        """Tuple messages for ``rows``, ready for :meth:`send_encoded` (see
+        :func:`encode_tuples`)."""
+        return encode_tuples(first_id, source, stream, task, rows)
+
     def send_encoded(self, data: bytes) -> None:
         """Write already encoded messages (:func:`encode_message`) in one write."""
         if self.broken is not None:
@@ -462,6 +475,30 @@ class ShellProcess:
             else:
                 return None
         return self.receive(0)
+
+    def drain(self) -> list[Message]:
+        """Every message that has arrived, reading what its stdout holds without waiting
+        (one call instead of a :meth:`poll` per message); a broken stream raises once the
+        messages before the break have been taken."""
+        if self.broken is not None:
+            raise self.failure(self.broken)
+        self._take(None)
+        arrived = self._arrived
+        if not arrived:
+            return []
+        broken: _Broken | None = None
+        last = arrived[-1]
+        if isinstance(last, _Broken):
+            broken = last
+            arrived.pop()
+        msgs: list[Message] = list(arrived)  # type: ignore[arg-type]
+        arrived.clear()
+        if broken is not None:
+            if not msgs:
+                self.broken = broken.reason
+                raise self.failure(broken.reason)
+            arrived.append(broken)
+        return msgs
 
     def exited_cleanly(self, wait_s: float = 2.0) -> bool:
         """Its stdout closed and the process exited with status 0 (waits up to ``wait_s``
