@@ -38,6 +38,7 @@ import marshal
 import os
 import sys
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -49,6 +50,9 @@ HEADER = 5
 MAX_FRAME_ENV = "JSTORM_MULTILANG_MAX_FRAME"
 FLUSH_AT = 4096
 """Messages collected before a frame goes out even though the component has not waited."""
+
+FLUSH_AFTER_S = 0.05
+"""A busy component's messages go out at least this often (a thread sends what waits)."""
 
 TUPLES = "T"
 ACK = "a"
@@ -76,6 +80,10 @@ class FrameChannel:
         self.gone = gone
         self.pending: deque[Any] = deque()
         self.out: list[Any] = []
+        """Messages not sent yet; appended to without the lock (the list is never swapped:
+        a flush takes the first ones and deletes them, so an append meanwhile stays)."""
+        self.flushed = time.monotonic()
+        self.stopped = threading.Event()
         self.sent = 0
         """Messages sent so far (a spout's ``next_tuple`` that sent none was idle)."""
         self.lock = threading.RLock()
@@ -106,10 +114,32 @@ class FrameChannel:
     # -- frames ---------------------------------------------------------------------------
     def flush(self) -> None:
         with self.lock:
-            if not self.out:
+            out = self.out
+            n = len(out)
+            if not n:
                 return
-            items, self.out = self.out, []
+            items = out[:n]
+            del out[:n]
+            self.flushed = time.monotonic()
             self._write(items)
+
+    def start_flusher(self) -> None:
+        """Send what waits every ``FLUSH_AFTER_S`` while the component is busy (as pystorm
+        sends each message at once: a slow ``process`` still acks, a stuck one has sent
+        what it emitted)."""
+        threading.Thread(target=self._flusher, name="pystorm-runner-flush",
+                         daemon=True).start()
+
+    def stop_flusher(self) -> None:
+        self.stopped.set()
+
+    def _flusher(self) -> None:
+        while not self.stopped.wait(FLUSH_AFTER_S):
+            if self.out and time.monotonic() - self.flushed >= FLUSH_AFTER_S:
+                try:
+                    self.flush()
+                except Exception:  # noqa: BLE001 (the main thread meets it too)
+                    return
 
     def _write(self, items: list[Any]) -> None:
         try:
@@ -170,7 +200,8 @@ def bind(comp: Any, channel: FrameChannel) -> None:
     from pystorm.component import Tuple
     from pystorm.spout import Spout
 
-    cls = type(comp)  # channel.out is swapped at each flush: looked up per message
+    cls = type(comp)
+    out = channel.out
     if isinstance(comp, Bolt):
         if cls.emit is Bolt.emit:
             def bolt_emit(tup: Any, stream: Any = None, anchors: Any = None,
@@ -183,24 +214,24 @@ def bind(comp: Any, channel: FrameChannel) -> None:
                                     f"{type(tup)!r} instead.")
                 if anchors is None:
                     anchors = comp._current_tups if comp.auto_anchor else []
-                channel.out.append((tup if type(tup) is list else list(tup),
+                out.append((tup if type(tup) is list else list(tup),
                                     stream or "default", None,
                                     tuple([a.id if isinstance(a, Tuple) else a
                                            for a in anchors]),
                                     direct_task, need_task_ids))
                 channel.sent += 1
-                if len(channel.out) >= FLUSH_AT:
+                if len(out) >= FLUSH_AT:
                     channel.flush()
                 return [direct_task] if need_task_ids else None
             comp.emit = bolt_emit
         if cls.ack is Bolt.ack:
             def bolt_ack(tup: Any) -> None:
-                channel.out.append((ACK, tup.id if isinstance(tup, Tuple) else tup))
+                out.append((ACK, tup.id if isinstance(tup, Tuple) else tup))
                 channel.sent += 1
             comp.ack = bolt_ack
         if cls.fail is Bolt.fail:
             def bolt_fail(tup: Any) -> None:
-                channel.out.append((FAIL, tup.id if isinstance(tup, Tuple) else tup))
+                out.append((FAIL, tup.id if isinstance(tup, Tuple) else tup))
                 channel.sent += 1
             comp.fail = bolt_fail
         if cls._run is Bolt._run and cls.read_tuple is Bolt.read_tuple:
@@ -215,11 +246,11 @@ def bind(comp: Any, channel: FrameChannel) -> None:
                 if not isinstance(tup, (list, tuple)):
                     raise TypeError("All Tuples must be either lists or tuples, received "
                                     f"{type(tup)!r} instead.")
-                channel.out.append((tup if type(tup) is list else list(tup),
+                out.append((tup if type(tup) is list else list(tup),
                                     stream or "default", tup_id, (), direct_task,
                                     need_task_ids))
                 channel.sent += 1
-                if len(channel.out) >= FLUSH_AT:
+                if len(out) >= FLUSH_AT:
                     channel.flush()
                 return [direct_task] if need_task_ids else None
             comp.emit = spout_emit
@@ -336,20 +367,25 @@ def main(argv: list[str]) -> None:
     exit_ = comp._exit
 
     def flushed_exit(status: int) -> None:
+        stop()
+        exit_(status)  # pystorm's: sys.exit unless the component runs threads of its own
+
+    def stop() -> None:
+        channel.stop_flusher()
+        for thread in threading.enumerate():
+            if thread.name == "pystorm-runner-flush":
+                thread.join(1.0)
         try:
             channel.flush()
         except Exception:  # noqa: BLE001 (the host may be gone: exit anyway)
             pass
-        exit_(status)
 
     comp._exit = flushed_exit
+    channel.start_flusher()
     try:
         comp.run()
     finally:
-        try:
-            channel.flush()
-        except Exception:  # noqa: BLE001
-            pass
+        stop()
 
 
 if __name__ == "__main__":

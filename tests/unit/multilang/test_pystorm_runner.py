@@ -1,0 +1,318 @@
+"""Our pystorm runner (jstormpy.multilang.pystorm_runner) against pystorm's own JSON loop,
+on real subprocesses: the same unmodified component classes send the same messages under
+both protocols; and every way the framed stream can break fails as the JSON host fails."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jstormpy.api.errors import ConfigError, MultilangError
+from jstormpy.multilang import ShellBolt
+from jstormpy.multilang import pystorm_runner as runner
+from jstormpy.multilang.frames import RUNNER, FrameProcess, runner_command
+from jstormpy.multilang.protocol import (
+    Ack,
+    Emit,
+    ErrorReport,
+    Fail,
+    LogMessage,
+    Message,
+    Metric,
+    ShellProcess,
+    Sync,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+COMPONENTS = Path(__file__).parents[2] / "integration" / "multilang_components"
+CONF = {"topology.name": "t", "pystorm.log.format": "%(name)s: %(message)s"}
+CONTEXT = {"taskid": 7, "componentid": "comp", "task->component": {"7": "comp"},
+           "source->stream->fields": {}}
+
+
+def sparse(cls: str) -> list[str]:
+    return [sys.executable, "-m", "streamparse.run", f"parity_components.{cls}"]
+
+
+def start(protocol: str, cls: str, **kw: Any) -> ShellProcess:
+    command = sparse(cls)
+    if protocol == "frames":
+        runner_argv = runner_command(command)
+        assert runner_argv is not None
+        proc: ShellProcess = FrameProcess(runner_argv, "comp", 7, cwd=str(COMPONENTS), **kw)
+    else:
+        proc = ShellProcess(command, "comp", 7, cwd=str(COMPONENTS), **kw)
+    proc.handshake(CONF, CONTEXT)
+    return proc
+
+
+def until(proc: ShellProcess, done: Any, task_ids: list[int] | None = None) -> list[Message]:
+    """Messages until ``done(messages)``; an emit asking for task ids gets ``task_ids``."""
+    got: list[Message] = []
+    while not done(got):
+        msg = proc.receive(10.0)
+        got.append(msg)
+        if isinstance(msg, Emit) and msg.need_task_ids and msg.task is None:
+            proc.send(task_ids or [])
+    return got
+
+
+def acked(ids: set[str]) -> Any:
+    return lambda got: ids <= {m.tuple_id for m in got if isinstance(m, (Ack, Fail))}
+
+
+def drive_bolt(protocol: str) -> list[Message]:
+    rows = [("plain", "ab"), ("stream", "w"), ("anchors", "x"), ("direct", "d"),
+            ("ids", "i"), ("values", "v"), ("log", "l"), ("metric", 3), ("fail", "f")]
+    proc = start(protocol, "ParityBolt")
+    try:
+        proc.send_encoded(proc.encode_tuples(1, "src", "default", 9, rows))
+        got = until(proc, acked({str(i) for i in range(1, len(rows) + 1)}), [3, 4])
+        proc.send({"id": "tick-1", "comp": "__system", "stream": "__tick", "task": -1,
+                   "tuple": [2]})
+        got += until(proc, acked({"tick-1"}))
+        proc.send({"id": "hb", "comp": "__system", "stream": "__heartbeat", "task": -1,
+                   "tuple": []})
+        got += until(proc, lambda g: bool(g) and isinstance(g[-1], Sync))
+        proc.send_encoded(proc.encode_tuples(20, "src", "default", 9, [("raise", 20)]))
+        got += until(proc, acked({"20"}))
+        with pytest.raises(MultilangError, match="exit code 1"):  # then it exits
+            proc.receive(5.0)
+    finally:
+        proc.close(2.0)
+    return [without_traceback(m) for m in got]
+
+
+def without_traceback(msg: Message) -> Message:
+    """A log or error message with a traceback as its first and last lines (the frames
+    between differ: the runner's loop calls ``process``, not pystorm's ``_run``)."""
+    if isinstance(msg, (LogMessage, ErrorReport)) and "Traceback" in msg.text:
+        lines = msg.text.strip().splitlines()
+        text = f"{lines[0]} ... {lines[-1]}"
+        return LogMessage(text, msg.level) if isinstance(msg, LogMessage) else ErrorReport(text)
+    return msg
+
+
+def test_a_bolt_sends_the_same_messages_under_both_protocols():
+    json_msgs = drive_bolt("json")
+    frame_msgs = drive_bolt("frames")
+    assert frame_msgs == json_msgs
+    # and what they are is what the component did, as pystorm defines it
+    emits = [m for m in json_msgs if isinstance(m, Emit)]
+    assert emits[0] == Emit(["ab", 2], "default", None, ("1",), None, False)  # auto-anchor
+    assert Emit(["w"], "words", None, (), None, False) in emits
+    assert Emit(["x"], "default", None, ("3", "other-id"), None, False) in emits
+    assert Emit(["d"], "default", None, ("4",), 5, True) in emits
+    assert Emit(["[5]"], "default", None, ("4",), None, False) in emits
+    assert Emit(["[3, 4]"], "default", None, ("5",), None, False) in emits
+    assert Emit(["v", [1.5, None, True]], "default", None, ("6",), None, False) in emits
+    assert Emit(["values", "v"], "default", None, ("6",), None, False) in emits
+    assert Emit(["tick", 2], "default", None, ("tick-1",), None, False) in emits
+    logs = [m.text for m in json_msgs if isinstance(m, LogMessage)]
+    assert "ready as task 7" in logs and "log l" in logs
+    assert any("logger l" in t for t in logs)
+    assert Metric("seen", 3) in json_msgs
+    assert json_msgs.index(Fail("9")) < json_msgs.index(Ack("9"))  # fail, then auto-ack
+    assert Sync() in json_msgs  # the heartbeat's answer
+    errors = [m for m in json_msgs if isinstance(m, ErrorReport)]
+    assert len(errors) == 1 and "ValueError: asked to raise at 20" in errors[0].text
+    assert Fail("20") in json_msgs  # auto_fail
+
+
+def test_manual_acks_and_anchors_are_the_same_under_both_protocols():
+    def drive(protocol: str) -> list[Message]:
+        proc = start(protocol, "ManualBolt")
+        try:
+            proc.send_encoded(proc.encode_tuples(1, "src", "default", 9,
+                                                 [("a",), ("b",), ("c",)]))
+            got = until(proc, acked({"1", "2"}))
+            proc.send_encoded(proc.encode_tuples(4, "src", "default", 9, [("d",)]))
+            return got + until(proc, acked({"3", "4"}))
+        finally:
+            proc.close(2.0)
+
+    frames, plain = drive("frames"), drive("json")
+    assert frames == plain
+    emits = [m for m in plain if isinstance(m, Emit)]
+    assert emits[:2] == [Emit(["a"], "default", None, (), None, False),
+                         Emit(["b"], "default", None, (), None, False)]
+    assert Emit(["a", "late"], "default", None, ("1",), None, False) in emits
+
+
+def test_prints_reach_the_log_and_stray_writes_stderr_not_the_frames():
+    proc = start("frames", "ParityBolt")
+    try:
+        proc.send_encoded(proc.encode_tuples(1, "src", "default", 9, [("print", "p")]))
+        got = until(proc, acked({"1"}))
+        assert proc.alive()
+    finally:
+        proc.close(2.0)
+    assert any(isinstance(m, LogMessage) and "printed p" in m.text for m in got)
+    assert "straight to fd 1" in proc.stderr_tail
+
+
+def test_a_spout_answers_every_command_the_same_under_both_protocols():
+    def drive(protocol: str) -> list[Message]:
+        proc = start(protocol, "ParitySpout")
+        got: list[Message] = []
+        try:
+            for cmd in ({"command": "activate"}, {"command": "next"}, {"command": "next"},
+                        {"command": "ack", "id": 0}, {"command": "fail", "id": 1},
+                        {"command": "next"}, {"command": "next"}, {"command": "next"},
+                        {"command": "deactivate"}):
+                proc.send(cmd)
+                got += until(proc, lambda g: bool(g) and isinstance(g[-1], Sync))
+        finally:
+            proc.close(2.0)
+        return got
+
+    plain = drive("json")
+    assert drive("frames") == plain
+    emits = [m for m in plain if isinstance(m, Emit)]
+    assert [(m.values, m.msg_id, m.stream) for m in emits] == [
+        ([0], 0, "default"), ([1], 1, "default"), ([1], 1, "again"), ([2], 2, "default")]
+    logs = [m.text for m in plain if isinstance(m, LogMessage)]
+    assert {"activated", "ack 0", "deactivated"} <= set(logs)
+
+
+def test_a_spout_next_asks_for_many_next_tuple_calls_and_stops_when_idle():
+    proc = start("frames", "ParitySpout")
+    try:
+        proc.send({"command": "next", "n": 64})
+        got = until(proc, lambda g: bool(g) and isinstance(g[-1], Sync))
+    finally:
+        proc.close(2.0)
+    assert [m.values for m in got if isinstance(m, Emit)] == [[0], [1], [2]]
+    assert got[-1] == Sync() and sum(isinstance(m, Sync) for m in got) == 1
+
+
+def test_only_streamparse_commands_get_the_runner():
+    assert runner_command(["py", "-m", "streamparse.run", "bolts.Split"]) == [
+        "py", RUNNER, "bolts.Split"]
+    assert runner_command(["py", "-m", "streamparse.run", "bolts.Split -s json"]) == [
+        "py", RUNNER, "bolts.Split", "-s", "json"]
+    assert runner_command(["streamparse_run", "bolts.Split"]) == [
+        sys.executable, RUNNER, "bolts.Split"]
+    for other in (["python3", "split.py"], ["node", "split.js"],
+                  ["py", "-m", "streamparse.run"], ["py", "-m", "other.run", "a.B"]):
+        assert runner_command(other) is None
+    with pytest.raises(ConfigError, match="protocol must be one of auto, json"):
+        ShellBolt(sparse("ParityBolt"), protocol="msgpack")
+
+
+# -- the framed stream breaking, as the JSON host's tests break it ------------------------
+FAKE = textwrap.dedent("""\
+    import marshal, os, sys, time
+    def read():
+        head = sys.stdin.buffer.read(5)
+        if len(head) < 5:
+            sys.exit(0)
+        return marshal.loads(sys.stdin.buffer.read(int.from_bytes(head[1:], "big")))
+    def send(*items):
+        data = marshal.dumps(list(items))
+        os.write(1, bytes((0xA7,)) + len(data).to_bytes(4, "big") + data)
+    hello = read()[0]
+    open(os.path.join(hello["pidDir"], str(os.getpid())), "w").close()
+    send({"pid": os.getpid()})
+""")
+
+
+def fake(tmp_path: Path, body: str, **kw: Any) -> FrameProcess:
+    path = tmp_path / "fake_runner.py"
+    path.write_text(FAKE + textwrap.dedent(body))
+    proc = FrameProcess([sys.executable, str(path)], "comp", 7, **kw)
+    proc.handshake({"topology.name": "t"}, {"taskid": 7})
+    return proc
+
+
+def test_a_fake_runner_speaking_frames_by_hand_is_understood(tmp_path):
+    proc = fake(tmp_path, """\
+        batch = read()[0]
+        send((["a"], "s", None, ("9",), None, False), ("a", "9"), ("f", "10"),
+             {"command": "log", "msg": "got %d rows" % len(batch[5]), "level": 3},
+             {"command": "sync"})
+    """)
+    try:
+        proc.send_encoded(proc.encode_tuples(9, "src", "default", 1, [("x",), ("y",)]))
+        got = [proc.receive() for _ in range(5)]
+    finally:
+        proc.close()
+    assert got == [Emit(["a"], "s", None, ("9",), None, False), Ack("9"), Fail("10"),
+                   LogMessage("got 2 rows", 3), Sync()]
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    ('os.write(1, b"{not a frame\\nend\\n")', "malformed frame (no frame header)"),
+    ('os.write(1, bytes((0xA7,)) + (3).to_bytes(4, "big") + b"\\xff\\xff\\xff")',
+     "malformed frame (bad marshal data"),
+    ('send(("launch", "missiles", 1))', "malformed message (an unknown message)"),
+    ('send((["a"], 5, None, (), None, False))', "emit with a non-string stream"),
+    ('send({"command": "launch-missiles"})', "unknown command 'launch-missiles'"),
+    ('send((["x" * 5000], "default", None, (), None, False))', "over 1000 bytes"),
+    ('os.write(1, bytes((0xA7,)) + (10 ** 9).to_bytes(4, "big"))', "over 1000 bytes"),
+])
+def test_malformed_or_oversized_frames_fail(tmp_path, body, reason):
+    proc = fake(tmp_path, f"""\
+        read()
+        print("about to misbehave", file=sys.stderr, flush=True)
+        {body}
+        time.sleep(600)
+    """, max_message_bytes=1000)
+    proc.send({"command": "next"})
+    with pytest.raises(MultilangError) as err:
+        proc.receive()
+    assert reason in str(err.value)
+    assert "multilang component 'comp' (task 7" in str(err.value)
+    assert "about to misbehave" in str(err.value)
+    assert proc.proc.poll() is not None  # not left running
+
+
+def test_a_runner_that_exits_or_hangs_fails_naming_it_with_its_stderr(tmp_path):
+    proc = fake(tmp_path, """\
+        read()
+        print("Traceback: boom", file=sys.stderr)
+        sys.exit(4)
+    """)
+    proc.send({"command": "next"})
+    with pytest.raises(MultilangError) as err:
+        proc.receive()
+    assert "exit code 4" in str(err.value) and str(err.value).endswith("Traceback: boom")
+    proc = fake(tmp_path, """\
+        read()
+        print("thinking...", file=sys.stderr, flush=True)
+        time.sleep(600)
+    """, heartbeat_timeout_s=0.5)
+    proc.send({"command": "next"})
+    with pytest.raises(MultilangError, match="did not answer within 0.5 s"):
+        proc.receive()
+    assert "thinking..." in str(proc.failure("again")) and proc.proc.poll() is not None
+
+
+def test_frames_cut_anywhere_across_reads_are_framed(tmp_path):
+    proc = fake(tmp_path, """\
+        read()
+        items = [(["w%d" % i], "default", None, (), None, False) for i in range(300)]
+        data = marshal.dumps(items)
+        frame = bytes((0xA7,)) + len(data).to_bytes(4, "big") + data
+        frame = frame + frame
+        for cut in range(0, len(frame), 7):  # in slivers, some inside the header
+            os.write(1, frame[cut:cut + 7])
+            time.sleep(0.0005 if cut % 700 == 0 else 0)
+    """)
+    try:
+        proc.send({"command": "next"})
+        got = [proc.receive() for _ in range(600)]
+    finally:
+        proc.close()
+    assert [m.values[0] for m in got if isinstance(m, Emit)] == [
+        f"w{i}" for i in range(300)] * 2
+
+
+def test_the_host_and_the_runner_share_the_frame_format():
+    frame = runner.encode_frame([{"command": "sync"}])
+    assert frame[0] == runner.MAGIC and int.from_bytes(frame[1:5], "big") == len(frame) - 5
