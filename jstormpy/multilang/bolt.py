@@ -14,7 +14,9 @@ from jstormpy.multilang.protocol import (
     SYSTEM_COMPONENT,
     TICK_STREAM,
     Ack,
+    Acks,
     Emit,
+    EmitRun,
     Fail,
     Message,
     ShellProcess,
@@ -219,7 +221,14 @@ class ShellBolt(Bolt):
         msgs = proc.drain()
         while msgs:
             for msg in msgs:
-                if type(msg) is Emit and msg.task is None and not msg.need_task_ids:
+                if type(msg) is EmitRun:
+                    stream = msg.stream
+                    for values in msg.rows:
+                        emit(values, stream)
+                elif type(msg) is Acks:
+                    in_flight.difference_update(map(str, msg.tuple_ids))
+                    answered = True
+                elif type(msg) is Emit and msg.task is None and not msg.need_task_ids:
                     emit(msg.values, msg.stream)
                 elif type(msg) is Ack:
                     in_flight.discard(str(msg.tuple_id))
@@ -240,6 +249,13 @@ class ShellBolt(Bolt):
             return False
         if isinstance(msg, Ack):
             self._in_flight.discard(str(msg.tuple_id))
+            return True
+        if isinstance(msg, EmitRun):
+            for emit in msg.emits():
+                self._sink.emit(emit)
+            return False
+        if isinstance(msg, Acks):
+            self._in_flight.difference_update(map(str, msg.tuple_ids))
             return True
         if isinstance(msg, Fail):
             reported = self._sink.last_error

@@ -24,7 +24,9 @@ from jstormpy.multilang import pystorm_runner as runner
 from jstormpy.multilang.protocol import (
     DEFAULT_MAX_MESSAGE_BYTES,
     Ack,
+    Acks,
     Emit,
+    EmitRun,
     Fail,
     Message,
     ShellProcess,
@@ -184,6 +186,20 @@ class FrameProcess(ShellProcess):
 
 def _message(item: Any) -> Message:
     """One message of a frame as the typed message (as the JSON protocol's would parse)."""
+    if type(item) is list and len(item) == 4 and item[0] == runner.EMITS:
+        _, stream, rows, anchors = item
+        if type(stream) is not str:
+            raise ValueError(f"emits with a non-string stream: {stream!r:.100}")
+        if (type(rows) is not list or type(anchors) is not list
+                or len(rows) != len(anchors)):
+            raise ValueError("emits without a list of values and one of anchors as long")
+        if not all(type(r) is list for r in rows):
+            raise ValueError("emits with values that are not lists")
+        return EmitRun(stream, rows, anchors)
+    if type(item) is tuple and len(item) == 2 and item[0] == runner.ACKS:
+        if type(item[1]) is not list:
+            raise ValueError(f"acks without a list of ids: {item[1]!r:.100}")
+        return Acks(item[1])
     if type(item) is tuple:
         if len(item) == 6:
             values, stream, msg_id, anchors, task, need = item

@@ -121,7 +121,30 @@ class Metric:
     params: Any
 
 
-Message = Pid | Sync | Emit | Ack | Fail | LogMessage | ErrorReport | Metric
+@dataclass(frozen=True)
+class EmitRun:
+    """Plain emits in a row (no direct task, no task ids asked for) on one stream, with
+    each one's anchors: what our pystorm runner sends for a bolt's emits of a frame."""
+
+    stream: str
+    rows: list[Any]
+    anchors: list[Any]
+
+    def emits(self) -> list[Emit]:
+        """The run as the single emits it stands for."""
+        return [Emit(values, self.stream, None, tuple(a), None, False)
+                for values, a in zip(self.rows, self.anchors, strict=True)]
+
+
+@dataclass(frozen=True)
+class Acks:
+    """Several acks at once (our pystorm runner sends a frame's acks together, after the
+    frame's emits)."""
+
+    tuple_ids: list[Any]
+
+
+Message = Pid | Sync | Emit | Ack | Fail | LogMessage | ErrorReport | Metric | EmitRun | Acks
 
 _LOG_LEVELS = {0: logging.DEBUG, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING,
                4: logging.ERROR}

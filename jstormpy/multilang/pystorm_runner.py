@@ -15,10 +15,12 @@ handling, ``auto_ack``/``auto_anchor``/``auto_fail``, heartbeats, tick tuples ->
   the host sends frames of many tuples (``("T", first_id, source, stream, task, rows)``).
 * where the class keeps pystorm's own ``emit``/``ack``/``fail``/``_run``, those are bound
   to versions with the same semantics that skip building a dict per message: an emit is a
-  6-tuple ``(values, stream, id, anchors, task, need_task_ids)``, an ack ``("a", id)``, a
-  fail ``("f", id)`` (the emit's fields in the order of the host's ``Emit``); a frame of
-  tuples is processed in one loop; a spout's ``next`` may ask
-  for up to ``n`` ``next_tuple`` calls (stopping at the first that sends nothing).
+  6-tuple ``(values, stream, id, anchors, task, need_task_ids)`` (the fields of the host's
+  ``Emit``), a bolt's plain emits in a row on one stream one list ``["E", stream, rows,
+  anchors]``, a fail ``("f", id)``; a bolt's acks go as one ``("A", ids)`` after the
+  frame's other messages (an ack never precedes what its tuple emitted); a frame of
+  tuples is processed in one loop; a spout's ``next`` may ask for up to ``n``
+  ``next_tuple`` calls (stopping at the first that sends nothing).
   An emit with ``need_task_ids`` (not direct) still goes through pystorm's own ``emit``:
   the message is flushed and the runner waits for the task ids (a round trip, as in Storm).
 
@@ -56,7 +58,9 @@ FLUSH_AFTER_S = 0.05
 
 TUPLES = "T"
 ACK = "a"
+ACKS = "A"
 FAIL = "f"
+EMITS = "E"
 _IMMEDIATE = frozenset(("sync", "error", "metrics"))
 
 
@@ -82,6 +86,8 @@ class FrameChannel:
         self.out: list[Any] = []
         """Messages not sent yet; appended to without the lock (the list is never swapped:
         a flush takes the first ones and deletes them, so an append meanwhile stays)."""
+        self.acks: list[Any] = []
+        """Acked tuple ids not sent yet: sent as one message after the frame's others."""
         self.flushed = time.monotonic()
         self.stopped = threading.Event()
         self.sent = 0
@@ -114,12 +120,16 @@ class FrameChannel:
     # -- frames ---------------------------------------------------------------------------
     def flush(self) -> None:
         with self.lock:
-            out = self.out
+            acks, out = self.acks, self.out
+            k = len(acks)  # before the messages: an ack taken has its emits taken too
             n = len(out)
-            if not n:
+            if not n and not k:
                 return
             items = out[:n]
             del out[:n]
+            if k:
+                items.append((ACKS, acks[:k]))
+                del acks[:k]
             self.flushed = time.monotonic()
             self._write(items)
 
@@ -135,7 +145,7 @@ class FrameChannel:
 
     def _flusher(self) -> None:
         while not self.stopped.wait(FLUSH_AFTER_S):
-            if self.out and time.monotonic() - self.flushed >= FLUSH_AFTER_S:
+            if (self.out or self.acks) and time.monotonic() - self.flushed >= FLUSH_AFTER_S:
                 try:
                     self.flush()
                 except Exception:  # noqa: BLE001 (the main thread meets it too)
@@ -146,11 +156,18 @@ class FrameChannel:
             data = encode_frame(items)
         except ValueError:  # a value marshal cannot write: as pystorm's JSON would send it
             data = encode_frame([_as_json(item) for item in items])
-        if len(data) > self.max_frame and len(items) > 1:  # the host's limit is per frame
-            half = len(items) // 2
-            self._write(items[:half])
-            self._write(items[half:])
-            return
+        if len(data) > self.max_frame:  # the host's limit is per frame: split it
+            if len(items) > 1:
+                half = len(items) // 2
+                self._write(items[:half])
+                self._write(items[half:])
+                return
+            run = items[0]
+            if type(run) is list and len(run[2]) > 1:  # one run of many emits
+                half = len(run[2]) // 2
+                self._write([[EMITS, run[1], run[2][:half], run[3][:half]]])
+                self._write([[EMITS, run[1], run[2][half:], run[3][half:]]])
+                return
         view = memoryview(data)
         while view:
             try:
@@ -214,19 +231,29 @@ def bind(comp: Any, channel: FrameChannel) -> None:
                                     f"{type(tup)!r} instead.")
                 if anchors is None:
                     anchors = comp._current_tups if comp.auto_anchor else []
-                out.append((tup if type(tup) is list else list(tup),
-                                    stream or "default", None,
-                                    tuple([a.id if isinstance(a, Tuple) else a
-                                           for a in anchors]),
-                                    direct_task, need_task_ids))
+                anchor = tuple([a.id if isinstance(a, Tuple) else a for a in anchors])
+                values = tup if type(tup) is list else list(tup)
+                if direct_task is None:  # a plain emit: onto the run of its stream
+                    stream = stream or "default"
+                    last = out[-1] if out else None
+                    if type(last) is list and last[1] == stream:
+                        last[2].append(values)
+                        last[3].append(anchor)
+                    else:
+                        out.append([EMITS, stream, [values], [anchor]])
+                else:
+                    out.append((values, stream or "default", None, anchor, direct_task,
+                                need_task_ids))
                 channel.sent += 1
                 if len(out) >= FLUSH_AT:
                     channel.flush()
                 return [direct_task] if need_task_ids else None
             comp.emit = bolt_emit
         if cls.ack is Bolt.ack:
+            acks = channel.acks
+
             def bolt_ack(tup: Any) -> None:
-                out.append((ACK, tup.id if isinstance(tup, Tuple) else tup))
+                acks.append(tup.id if isinstance(tup, Tuple) else tup)
                 channel.sent += 1
             comp.ack = bolt_ack
         if cls.fail is Bolt.fail:
