@@ -440,7 +440,8 @@ class ShellProcess:
             except BlockingIOError:
                 pass
             except OSError as exc:  # BrokenPipeError: it exited
-                raise self.failure(f"writing to it failed ({exc}): it has exited") from exc
+                self.broken = f"writing to it failed ({exc}): it has exited"
+                raise self.failure(self.broken) from exc
             # its stdin is full: read what it wrote meanwhile (it may wait for that) until
             # it takes more, up to the heartbeat timeout
             ready = dict(self._either.poll(self.heartbeat_timeout_s * 1000.0))
@@ -540,7 +541,8 @@ class ShellProcess:
     def failure(self, reason: str) -> MultilangError:
         """The error that fails the task: component, command, reason and stderr tail."""
         code = self.proc.poll()
-        if code is None and self.broken is not None and self.broken.startswith("its stdout"):
+        if code is None and self.broken is not None and self.broken.startswith(
+                ("its stdout", "writing to it failed")):
             try:  # the stream ended: the exit is under way
                 code = self.proc.wait(1.0)
             except subprocess.TimeoutExpired:

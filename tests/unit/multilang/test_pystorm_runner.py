@@ -344,3 +344,47 @@ def test_frames_cut_anywhere_across_reads_are_framed(tmp_path):
 def test_the_host_and_the_runner_share_the_frame_format():
     frame = runner.encode_frame([{"command": "sync"}])
     assert frame[0] == runner.MAGIC and int.from_bytes(frame[1:5], "big") == len(frame) - 5
+
+
+# -- which protocol a ShellSpout/ShellBolt task gets --------------------------------------
+class Collected:
+    """A task's collector: what the component emitted."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+
+    def emit(self, values: Any, stream: str = "default") -> None:
+        self.values.append(list(values))
+
+
+@pytest.mark.parametrize(("kwargs", "conf", "framed"), [
+    ({}, {}, True),
+    ({"protocol": "json"}, {}, False),
+    ({}, {"jstormpy.multilang.protocol": "json"}, False),  # a streamparse config's way
+    ({"conf": {"jstormpy.multilang.protocol": "json"}}, {}, False),
+    ({"protocol": "json", "conf": {"jstormpy.multilang.protocol": "auto"}}, {}, True),
+])
+def test_a_streamparse_command_runs_in_the_runner_unless_json_is_asked_for(
+        tmp_path, kwargs, conf, framed):
+    from jstormpy.api.component import TopologyContext, bind_task
+    from jstormpy.multilang import ShellSpout
+
+    spout = ShellSpout([sys.executable, "-m", "streamparse.run", "keys_spout.KeysSpout"],
+                       outputs=("seq", "key"), cwd=str(COMPONENTS),
+                       env={"KEYS_ARGS": f"{tmp_path} 6"}, **kwargs)
+    collected = Collected()
+    bind_task(spout, collected, None)  # type: ignore[arg-type]
+    spout.open({"guarantee": "exactly_once", **conf},
+               TopologyContext(topology=f"t-{tmp_path.name}", component="keys", task_id=1,
+                               task_index=0, worker_id=0, component_tasks={"keys": (1,)}))
+    try:
+        proc = spout._proc
+        assert proc is not None and isinstance(proc, FrameProcess) == framed
+        assert (RUNNER in proc.command) == framed
+        for _ in range(10):
+            if len(collected.values) == 6:
+                break
+            spout.next_tuple()
+    finally:
+        spout.close()
+    assert collected.values == [[k, f"k{k}"] for k in range(6)]
