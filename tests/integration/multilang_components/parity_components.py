@@ -98,3 +98,19 @@ class ParitySpout(Spout):
 
     def deactivate(self):
         self.log("deactivated")
+
+
+from pystorm.bolt import BatchingBolt  # noqa: E402
+
+
+class GroupBolt(BatchingBolt):
+    """pystorm's BatchingBolt (its own _run and emit): tuples grouped by their first
+    value, a batch emitted and acked at every tick."""
+
+    ticks_between_batches = 0
+
+    def group_key(self, tup):
+        return tup.values[0]
+
+    def process_batch(self, key, tups):
+        self.emit([key, len(tups)])

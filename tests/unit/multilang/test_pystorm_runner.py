@@ -180,6 +180,25 @@ def test_prints_reach_the_log_and_stray_writes_stderr_not_the_frames():
     assert "straight to fd 1" in proc.stderr_tail
 
 
+def test_pystorms_batching_bolt_sends_the_same_messages_under_both_protocols():
+    def drive(protocol: str) -> list[Message]:
+        proc = start(protocol, "GroupBolt")
+        try:
+            proc.send_encoded(proc.encode_tuples(1, "src", "default", 9,
+                                                 [("a",), ("b",), ("a",)]))
+            proc.send({"id": "tick-1", "comp": "__system", "stream": "__tick", "task": -1,
+                       "tuple": [1]})
+            return until(proc, acked({"1", "2", "3", "tick-1"}))
+        finally:
+            proc.close(2.0)
+
+    frames, plain = drive("frames"), drive("json")
+    same(frames, plain)
+    emits = [m for m in plain if isinstance(m, Emit)]
+    assert {(tuple(m.values), m.anchors) for m in emits} == {
+        (("a", 2), ("1", "3")), (("b", 1), ("2",))}
+
+
 def test_a_spout_answers_every_command_the_same_under_both_protocols():
     def drive(protocol: str) -> list[Message]:
         proc = start(protocol, "ParitySpout")
