@@ -53,6 +53,9 @@ MAX_FRAME_ENV = "JSTORM_MULTILANG_MAX_FRAME"
 FLUSH_AT = 4096
 """Messages collected before a frame goes out even though the component has not waited."""
 
+NEXT_BUDGET_S = 0.01
+"""How long one ``next`` may keep calling ``next_tuple``."""
+
 FLUSH_AFTER_S = 0.05
 """A busy component's messages go out at least this often (a thread sends what waits)."""
 
@@ -324,15 +327,17 @@ def _bolt_run(comp: Any, channel: FrameChannel, tuple_cls: Any) -> None:
 
 def _spout_run(comp: Any, channel: FrameChannel) -> None:
     """pystorm's ``Spout._run``; a ``next`` with ``n`` calls ``next_tuple`` up to ``n`` times,
-    stopping at the first call that sent nothing (Storm would have the spout wait)."""
+    stopping at the first call that sent nothing (Storm would have the spout wait) or once
+    ``NEXT_BUDGET_S`` has passed (a slow spout does not hold the task, and its barriers)."""
     cmd = comp.read_command()
     command = cmd["command"]
     if command == "next":
         next_tuple = comp.next_tuple
+        until = time.monotonic() + NEXT_BUDGET_S
         for _ in range(max(1, int(cmd.get("n", 1)))):
             before = channel.sent
             next_tuple()
-            if channel.sent == before:
+            if channel.sent == before or time.monotonic() > until:
                 break
     elif command == "ack":
         comp.ack(cmd["id"])

@@ -114,3 +114,17 @@ class GroupBolt(BatchingBolt):
 
     def process_batch(self, key, tups):
         self.emit([key, len(tups)])
+
+
+class SlowSpout(Spout):
+    """Always has a tuple, 5 ms per next_tuple call."""
+
+    def initialize(self, conf, context):
+        self.n = 0
+
+    def next_tuple(self):
+        import time
+
+        time.sleep(0.005)
+        self.emit([self.n], tup_id=self.n)
+        self.n += 1

@@ -234,6 +234,17 @@ def test_a_spout_next_asks_for_many_next_tuple_calls_and_stops_when_idle():
     assert got[-1] == Sync() and sum(isinstance(m, Sync) for m in got) == 1
 
 
+def test_a_slow_spout_next_stops_asking_after_its_time_budget():
+    proc = start("frames", "SlowSpout")
+    try:
+        proc.send({"command": "next", "n": 64})  # 64 calls would take 320 ms
+        got = until(proc, lambda g: bool(g) and isinstance(g[-1], Sync))
+    finally:
+        proc.close(2.0)
+    emitted = [m.values[0] for m in got if isinstance(m, Emit)]
+    assert 1 <= len(emitted) < 16 and emitted == list(range(len(emitted)))
+
+
 def test_only_streamparse_commands_get_the_runner():
     assert runner_command(["py", "-m", "streamparse.run", "bolts.Split"]) == [
         "py", RUNNER, "bolts.Split"]
