@@ -250,9 +250,12 @@ class ShellBolt(Bolt):
         if isinstance(msg, Ack):
             self._in_flight.discard(str(msg.tuple_id))
             return True
-        if isinstance(msg, EmitRun):
-            for emit in msg.emits():
-                self._sink.emit(emit)
+        if isinstance(msg, EmitRun):  # plain emits: straight to the emitter, as _pump does
+            emitter = bound_emitter(self)
+            assert emitter is not None, "a ShellBolt runs in a task"
+            emit, stream = emitter.emit, msg.stream
+            for values in msg.rows:
+                emit(values, stream)
             return False
         if isinstance(msg, Acks):
             self._in_flight.difference_update(map(str, msg.tuple_ids))

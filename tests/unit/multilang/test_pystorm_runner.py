@@ -310,6 +310,7 @@ def test_a_fake_runner_speaking_frames_by_hand_is_understood(tmp_path):
     ('send((["a"], 5, None, (), None, False))', "emit with a non-string stream"),
     ('send(["E", "s", [["a"]], []])', "a list of values and one of anchors as long"),
     ('send(("A", "1"))', "acks without a list of ids"),
+    ('send(["E", "s", [["a"], "b"], [(), ()]])', "emits with values that are not lists"),
     ('send({"command": "launch-missiles"})', "unknown command 'launch-missiles'"),
     ('send((["x" * 5000], "default", None, (), None, False))', "over 1000 bytes"),
     ('os.write(1, bytes((0xA7,)) + (10 ** 9).to_bytes(4, "big"))', "over 1000 bytes"),
