@@ -11,7 +11,10 @@ exactly-once with 1 s checkpoints, as
 * ``heronpy``: the same split and count as heronpy bolts (count a StatefulComponent), run
   in-process (jstormpy.heron);
 * ``streamparse``: the same split and count as streamparse bolts, multilang
-  subprocesses (jstormpy.multilang, ``python -m streamparse.run``).
+  subprocesses (jstormpy.multilang, ``python -m streamparse.run``): our pystorm runner,
+  binary frames of many messages;
+* ``streamparse-json``: the same subprocesses on Storm's JSON protocol, pystorm's own loop
+  (``protocol="json"``, what ran them before the runner).
 
 The spout is the peer entry's replayable file spout in every run; after the per-tuple
 counts a native bolt keeps each word's last count and writes the final counts, which are
@@ -53,7 +56,7 @@ from jstormpy import Bolt, Config, FileSink, LocalCluster, TopologyBuilder, read
 from jstormpy.heron import HeronBolt
 from jstormpy.multilang import ShellBolt
 
-WAYS = ("native-batch", "native", "heronpy", "streamparse")
+WAYS = ("native-batch", "native", "heronpy", "streamparse", "streamparse-json")
 HERE = Path(__file__).resolve().parent
 VOCABULARY = 5000
 WORDS_PER_LINE = 10
@@ -143,9 +146,9 @@ class LastCount(Bolt):
             self.emit((word, count))
 
 
-def _sparse(cls: str, outputs: tuple[str, ...]) -> ShellBolt:
+def _sparse(cls: str, outputs: tuple[str, ...], protocol: str) -> ShellBolt:
     return ShellBolt([sys.executable, "-m", "streamparse.run", f"foreign_wc_sparse.{cls}"],
-                     outputs=outputs, cwd=str(HERE))
+                     outputs=outputs, cwd=str(HERE), protocol=protocol)
 
 
 def build(way: str, files: list[str], out: str, stamps: str, par: int) -> Any:
@@ -159,8 +162,9 @@ def build(way: str, files: list[str], out: str, stamps: str, par: int) -> Any:
     elif way == "heronpy":
         split, count = HeronBolt(HeronSplit), HeronBolt(HeronCount)
     else:
-        split = _sparse("SplitBolt", ("word",))
-        count = _sparse("CountBolt", ("word", "count"))
+        protocol = "json" if way == "streamparse-json" else "auto"
+        split = _sparse("SplitBolt", ("word",), protocol)
+        count = _sparse("CountBolt", ("word", "count"), protocol)
     b = TopologyBuilder(f"foreign-wc-{way}")
     b.set_spout("lines", peer_wordcount.Lines(files, stamps), parallelism=par)
     b.set_bolt("split", split, parallelism=par).local_or_shuffle_grouping("lines")
@@ -200,8 +204,9 @@ class SubprocessCpu:
                     continue
                 try:
                     with open(f"/proc/{pid}/cmdline", "rb") as f:
-                        if b"streamparse.run" not in f.read():
-                            continue
+                        cmdline = f.read()
+                    if b"streamparse.run" not in cmdline and b"pystorm_runner" not in cmdline:
+                        continue
                     with open(f"/proc/{pid}/stat") as f:
                         fields = f.read().rsplit(")", 1)[1].split()
                 except OSError:

@@ -7,19 +7,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jstormpy.api.batch import Batch
-from jstormpy.api.component import Bolt, TopologyContext, Tuple
+from jstormpy.api.component import Bolt, TopologyContext, Tuple, bound_emitter
 from jstormpy.multilang.component import DEFAULTS, MessageSink, ShellSettings, start_process
 from jstormpy.multilang.protocol import (
     HEARTBEAT_STREAM,
     SYSTEM_COMPONENT,
     TICK_STREAM,
     Ack,
+    Acks,
     Emit,
+    EmitRun,
     Fail,
     Message,
     ShellProcess,
     Sync,
-    encode_tuples,
 )
 
 
@@ -33,9 +34,13 @@ class ShellBolt(Bolt):
     ``max_message_bytes`` fails the task (the restart strategy applies), ``log`` goes to
     the task's log, ``error`` to its log at error level, ``metrics`` to
     :attr:`metrics`. ``conf`` adds settings to the handshake's ``conf`` (Storm's component
-    config). Up to ``max_in_flight`` tuples are sent before the task waits for acks (a
-    received batch goes out in one write); at every barrier it waits until each tuple
-    sent is acked, so whatever a tuple caused is emitted before the barrier.
+    config). A pystorm/streamparse class (``python -m streamparse.run module.Class``) runs
+    in our pystorm runner, which speaks the same protocol in binary frames of many
+    messages; ``protocol="json"`` (or ``"jstormpy.multilang.protocol": "json"`` in
+    ``conf``) keeps Storm's JSON protocol for it. Up to ``max_in_flight`` tuples are
+    sent before the task waits for acks (a received batch goes out in one write); at
+    every barrier it waits until each tuple sent is acked, so whatever a tuple caused is
+    emitted before the barrier.
 
     The subprocess's own memory is not part of a checkpoint: at a rollback the task
     starts a fresh subprocess. Keep state that must survive in managed state.
@@ -56,9 +61,10 @@ class ShellBolt(Bolt):
                  heartbeat_timeout_s: float = DEFAULTS["heartbeat_timeout_s"],
                  max_message_bytes: int = DEFAULTS["max_message_bytes"],
                  max_in_flight: int = 1000, tick_tuple_freq_s: float | None = None,
-                 heartbeat_interval_s: float = 1.0) -> None:
+                 heartbeat_interval_s: float = 1.0,
+                 protocol: str = DEFAULTS["protocol"]) -> None:
         self.settings = ShellSettings(command, outputs, cwd, env, heartbeat_timeout_s,
-                                      max_message_bytes, conf)
+                                      max_message_bytes, conf, protocol)
         self.outputs = (tuple(outputs) if not isinstance(outputs, Mapping)  # type: ignore[misc]
                         else {k: tuple(v) for k, v in outputs.items()})
         self.max_in_flight = max(1, int(max_in_flight))
@@ -119,9 +125,10 @@ class ShellBolt(Bolt):
         assert proc is not None
         first = self._next_tuple_id + 1
         try:
-            data = encode_tuples(first, batch.source, batch.stream, batch.task, batch.rows)
-        except TypeError as exc:  # a value JSON has no form for
-            raise proc.failure(f"a tuple from {batch.source!r} cannot be sent as JSON "
+            data = proc.encode_tuples(first, batch.source, batch.stream, batch.task,
+                                      batch.rows)
+        except TypeError as exc:  # a value JSON (or marshal) has no form for
+            raise proc.failure(f"a tuple from {batch.source!r} cannot be sent "
                                f"({exc})") from exc
         self._next_tuple_id += len(batch.rows)
         ids = map(str, range(first, self._next_tuple_id + 1))
@@ -190,7 +197,10 @@ class ShellBolt(Bolt):
         wait = self._keep_time()
         while len(self._in_flight) > most:
             msg = proc.next_message(wait)
-            if msg is not None and self._perform(msg):
+            answered = msg is not None and self._perform(msg)
+            if msg is not None:
+                answered = self._pump() or answered  # the rest that arrived with it
+            if answered:
                 last_answer = time.monotonic()
             elif time.monotonic() - last_answer > patience:
                 proc.broken = (f"it answered none of its {len(self._in_flight)} outstanding "
@@ -200,14 +210,33 @@ class ShellBolt(Bolt):
                 raise proc.failure(proc.broken)
             wait = self._keep_time()
 
-    def _pump(self) -> None:
-        """Perform the messages that have arrived (no waiting)."""
+    def _pump(self) -> bool:
+        """Perform the messages that have arrived (no waiting); whether one answered a
+        tuple. (The common messages, a plain emit and an ack, are performed inline.)"""
         proc = self._proc
         assert proc is not None
-        msg = proc.poll()
-        while msg is not None:
-            self._perform(msg)
-            msg = proc.poll()
+        emitter = bound_emitter(self)
+        assert emitter is not None, "a ShellBolt runs in a task"
+        emit, in_flight, answered = emitter.emit, self._in_flight, False
+        msgs = proc.drain()
+        while msgs:
+            for msg in msgs:
+                if type(msg) is EmitRun:
+                    stream = msg.stream
+                    for values in msg.rows:
+                        emit(values, stream)
+                elif type(msg) is Acks:
+                    in_flight.difference_update(map(str, msg.tuple_ids))
+                    answered = True
+                elif type(msg) is Emit and msg.task is None and not msg.need_task_ids:
+                    emit(msg.values, msg.stream)
+                elif type(msg) is Ack:
+                    in_flight.discard(str(msg.tuple_id))
+                    answered = True
+                elif self._perform(msg):
+                    answered = True
+            msgs = proc.drain()
+        return answered
 
     def _perform(self, msg: Message) -> bool:
         """Perform one message; True when it ended an input tuple."""
@@ -220,6 +249,16 @@ class ShellBolt(Bolt):
             return False
         if isinstance(msg, Ack):
             self._in_flight.discard(str(msg.tuple_id))
+            return True
+        if isinstance(msg, EmitRun):  # plain emits: straight to the emitter, as _pump does
+            emitter = bound_emitter(self)
+            assert emitter is not None, "a ShellBolt runs in a task"
+            emit, stream = emitter.emit, msg.stream
+            for values in msg.rows:
+                emit(values, stream)
+            return False
+        if isinstance(msg, Acks):
+            self._in_flight.difference_update(map(str, msg.tuple_ids))
             return True
         if isinstance(msg, Fail):
             reported = self._sink.last_error

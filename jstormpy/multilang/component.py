@@ -9,6 +9,12 @@ from typing import Any
 
 from jstormpy.api.component import DEFAULT_STREAM, TopologyContext, bound_emitter
 from jstormpy.api.errors import ConfigError
+from jstormpy.multilang.frames import (
+    PROTOCOL_CONF,
+    FrameProcess,
+    check_protocol,
+    runner_command,
+)
 from jstormpy.multilang.protocol import (
     DEFAULT_MAX_MESSAGE_BYTES,
     Emit,
@@ -28,7 +34,8 @@ class ShellSettings:
 
     def __init__(self, command: Sequence[str], outputs: Sequence[str] | Mapping[str, Sequence[str]],
                  cwd: str | None, env: Mapping[str, str] | None, heartbeat_timeout_s: float,
-                 max_message_bytes: int, conf: Mapping[str, Any] | None = None) -> None:
+                 max_message_bytes: int, conf: Mapping[str, Any] | None = None,
+                 protocol: str = "auto") -> None:
         if isinstance(command, str) or not command or not all(
                 isinstance(a, str) for a in command):
             raise ConfigError(f"multilang command must be a non-empty list of strings, like "
@@ -44,20 +51,28 @@ class ShellSettings:
         self.heartbeat_timeout_s = float(heartbeat_timeout_s)
         self.max_message_bytes = int(max_message_bytes)
         self.conf = dict(conf or {})
+        self.protocol = check_protocol(protocol)
+        """"auto": our pystorm runner for a streamparse command; "json": Storm's protocol."""
 
 
 DEFAULTS: dict[str, Any] = {"cwd": None, "env": None, "heartbeat_timeout_s": 30.0,
-                            "max_message_bytes": DEFAULT_MAX_MESSAGE_BYTES}
+                            "max_message_bytes": DEFAULT_MAX_MESSAGE_BYTES, "protocol": "auto"}
 
 
 def start_process(settings: ShellSettings, conf: Mapping[str, Any],
                   context: TopologyContext) -> ShellProcess:
-    """Start the task's subprocess and do the handshake."""
-    proc = ShellProcess(settings.command, context.component, context.task_id,
-                        cwd=settings.cwd, env=settings.env,
-                        max_message_bytes=settings.max_message_bytes,
-                        heartbeat_timeout_s=settings.heartbeat_timeout_s)
-    storm_conf = {k: v for k, v in {**conf, **settings.conf}.items() if _json_safe(v)}
+    """Start the task's subprocess and do the handshake: our pystorm runner (frames) for a
+    streamparse command unless the component or its conf asks for the JSON protocol."""
+    merged = {**conf, **settings.conf}
+    protocol = settings.protocol
+    if PROTOCOL_CONF in merged:
+        protocol = check_protocol(str(merged[PROTOCOL_CONF]))
+    command = runner_command(settings.command) if protocol == "auto" else None
+    proc = (ShellProcess if command is None else FrameProcess)(
+        command or settings.command, context.component, context.task_id,
+        cwd=settings.cwd, env=settings.env, max_message_bytes=settings.max_message_bytes,
+        heartbeat_timeout_s=settings.heartbeat_timeout_s)
+    storm_conf = {k: v for k, v in merged.items() if _json_safe(v)}
     storm_conf.setdefault("topology.name", context.topology)
     try:
         proc.handshake(storm_conf, storm_context(context.component, context.task_id,

@@ -121,7 +121,30 @@ class Metric:
     params: Any
 
 
-Message = Pid | Sync | Emit | Ack | Fail | LogMessage | ErrorReport | Metric
+@dataclass(frozen=True)
+class EmitRun:
+    """Plain emits in a row (no direct task, no task ids asked for) on one stream, with
+    each one's anchors: what our pystorm runner sends for a bolt's emits of a frame."""
+
+    stream: str
+    rows: list[Any]
+    anchors: list[Any]
+
+    def emits(self) -> list[Emit]:
+        """The run as the single emits it stands for."""
+        return [Emit(values, self.stream, None, tuple(a), None, False)
+                for values, a in zip(self.rows, self.anchors, strict=True)]
+
+
+@dataclass(frozen=True)
+class Acks:
+    """Several acks at once (our pystorm runner sends a frame's acks together, after the
+    frame's emits)."""
+
+    tuple_ids: list[Any]
+
+
+Message = Pid | Sync | Emit | Ack | Fail | LogMessage | ErrorReport | Metric | EmitRun | Acks
 
 _LOG_LEVELS = {0: logging.DEBUG, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING,
                4: logging.ERROR}
@@ -298,8 +321,15 @@ class ShellProcess:
         threading.Thread(target=self._read_stderr, args=(self.proc.stderr,), daemon=True,
                          name=f"multilang-err-{task_id}").start()
 
+    next_batch = 1
+    """``next_tuple`` calls a spout's ``next`` command asks for (Storm's protocol: one)."""
+
     # -- the reader threads ------------------------------------------------------------------
     READ_CHUNK = 1 << 16
+
+    def _broke(self, reason: str) -> None:
+        """The stream broke (a subclass's framing found why): the next receive raises."""
+        self._arrived.append(_Broken(reason))
 
     def _take(self, timeout_s: float | None) -> bool:
         """Frame and parse all its stdout holds, waiting up to ``timeout_s`` (None: not at
@@ -392,6 +422,12 @@ class ShellProcess:
         """Write one message to the component's stdin."""
         self.send_encoded(encode_message(payload))
 
+    def encode_tuples(self, first_id: int, source: str, stream: str, task: int,
+                      rows: Sequence[Sequence[Any]]) -> bytes:
+        """Tuple messages for ``rows``, ready for :meth:`send_encoded` (see
+        :func:`encode_tuples`)."""
+        return encode_tuples(first_id, source, stream, task, rows)
+
     def send_encoded(self, data: bytes) -> None:
         """Write already encoded messages (:func:`encode_message`) in one write."""
         if self.broken is not None:
@@ -404,7 +440,8 @@ class ShellProcess:
             except BlockingIOError:
                 pass
             except OSError as exc:  # BrokenPipeError: it exited
-                raise self.failure(f"writing to it failed ({exc}): it has exited") from exc
+                self.broken = f"writing to it failed ({exc}): it has exited"
+                raise self.failure(self.broken) from exc
             # its stdin is full: read what it wrote meanwhile (it may wait for that) until
             # it takes more, up to the heartbeat timeout
             ready = dict(self._either.poll(self.heartbeat_timeout_s * 1000.0))
@@ -463,6 +500,30 @@ class ShellProcess:
                 return None
         return self.receive(0)
 
+    def drain(self) -> list[Message]:
+        """Every message that has arrived, reading what its stdout holds without waiting
+        (one call instead of a :meth:`poll` per message); a broken stream raises once the
+        messages before the break have been taken."""
+        if self.broken is not None:
+            raise self.failure(self.broken)
+        self._take(None)
+        arrived = self._arrived
+        if not arrived:
+            return []
+        broken: _Broken | None = None
+        last = arrived[-1]
+        if isinstance(last, _Broken):
+            broken = last
+            arrived.pop()
+        msgs: list[Message] = list(arrived)  # type: ignore[arg-type]
+        arrived.clear()
+        if broken is not None:
+            if not msgs:
+                self.broken = broken.reason
+                raise self.failure(broken.reason)
+            arrived.append(broken)
+        return msgs
+
     def exited_cleanly(self, wait_s: float = 2.0) -> bool:
         """Its stdout closed and the process exited with status 0 (waits up to ``wait_s``
         for the exit once the stream has ended)."""
@@ -480,7 +541,8 @@ class ShellProcess:
     def failure(self, reason: str) -> MultilangError:
         """The error that fails the task: component, command, reason and stderr tail."""
         code = self.proc.poll()
-        if code is None and self.broken is not None and self.broken.startswith("its stdout"):
+        if code is None and self.broken is not None and self.broken.startswith(
+                ("its stdout", "writing to it failed")):
             try:  # the stream ended: the exit is under way
                 code = self.proc.wait(1.0)
             except subprocess.TimeoutExpired:

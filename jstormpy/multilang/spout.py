@@ -107,6 +107,11 @@ class ShellSpout(Spout):
         conf: settings added to the handshake's ``conf`` (Storm's component config).
         heartbeat_timeout_s: how long a command may go unanswered before it counts as hung.
         max_message_bytes: a longer message is a protocol error.
+        protocol: ``"auto"`` (default): a pystorm/streamparse class (``python -m
+            streamparse.run module.Class``) runs in our pystorm runner, binary frames of
+            many messages, ``next`` asking for up to 64 ``next_tuple`` calls; ``"json"``:
+            Storm's JSON protocol for it too (also ``"jstormpy.multilang.protocol":
+            "json"`` in ``conf``).
     """
 
     def __init__(self, command: Sequence[str],
@@ -115,9 +120,10 @@ class ShellSpout(Spout):
                  cwd: str | None = DEFAULTS["cwd"], env: Mapping[str, str] | None = None,
                  conf: Mapping[str, Any] | None = None,
                  heartbeat_timeout_s: float = DEFAULTS["heartbeat_timeout_s"],
-                 max_message_bytes: int = DEFAULTS["max_message_bytes"]) -> None:
+                 max_message_bytes: int = DEFAULTS["max_message_bytes"],
+                 protocol: str = DEFAULTS["protocol"]) -> None:
         self.settings = ShellSettings(command, outputs, cwd, env, heartbeat_timeout_s,
-                                      max_message_bytes, conf)
+                                      max_message_bytes, conf, protocol)
         self.outputs = (tuple(outputs) if not isinstance(outputs, Mapping)  # type: ignore[misc]
                         else {k: tuple(v) for k, v in outputs.items()})
         self.message_ids = message_ids
@@ -196,7 +202,9 @@ class ShellSpout(Spout):
             for msg_id in steps.fails:
                 self._command({"command": "fail", "id": msg_id})
         try:
-            emitted = self._command({"command": "next"})
+            n = self._proc.next_batch if self._proc is not None else 1
+            emitted = self._command({"command": "next"} if n == 1 else
+                                    {"command": "next", "n": n})
         except MultilangError:
             proc = self._proc
             if proc is not None and proc.exited_cleanly():

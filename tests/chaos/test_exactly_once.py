@@ -61,6 +61,10 @@ SCENARIOS = [
     ("multilang", ChaosSchedule(43, (Kill("point", point="after_snapshot", checkpoint=2,
                                           worker=1),))),
     ("multilang", ChaosSchedule(44, (Kill("master", at_s=0.9),))),
+    # the same pystorm classes as `python -m streamparse.run`: our pystorm runner
+    ("multilang-runner", ChaosSchedule.random(seed=45, kills=2, workers=3, points=True)),
+    ("multilang-runner", ChaosSchedule(46, (Kill("point", point="after_snapshot",
+                                                 checkpoint=2, worker=1),))),
     ("wordcount", ChaosSchedule.random(seed=21, kills=1, workers=3)),
     ("wordcount", ChaosSchedule.random(seed=22, kills=2, workers=3)),
     ("wordcount", ChaosSchedule.random(seed=23, kills=2, workers=3, points=True)),
@@ -83,8 +87,9 @@ def test_exactly_once_under_sigkill(tmp_path, kind, schedule):
     if kind == "wordcount":
         expected = write_corpus(tmp_path / "corpus")
         topo = wordcount(out, tmp_path / "corpus")
-    elif kind == "multilang":
-        topo = multilang(out, tmp_path / "acks", ML_KEYS, ML_PER_KEY)
+    elif kind in ("multilang", "multilang-runner"):
+        topo = multilang(out, tmp_path / "acks", ML_KEYS, ML_PER_KEY,
+                         runner=kind == "multilang-runner")
     else:
         topo = {"linear": linear, "linear_batch": linear_batch, "diamond": diamond,
                 "chained": chained}[kind](out, KEYS, PER_KEY)
@@ -96,7 +101,7 @@ def test_exactly_once_under_sigkill(tmp_path, kind, schedule):
     assert status["restarts"] >= 1 or any("master" in k for k in fired), (kills, status["recoveries"])
     if kind == "wordcount":
         problems = check_word_counts(out, expected)
-    elif kind == "multilang":
+    elif kind in ("multilang", "multilang-runner"):
         problems = check_keyed_sums(out, ML_KEYS, ML_PER_KEY)
     else:
         problems = check_keyed_sums(out, KEYS, PER_KEY, per_parity_order=kind == "diamond")

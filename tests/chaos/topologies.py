@@ -207,9 +207,11 @@ def wordcount(out: Path, corpus: Path):
     return b.build()
 
 
-def multilang(out: Path, acks: Path, keys: int = 10, per_key: int = 400):
+def multilang(out: Path, acks: Path, keys: int = 10, per_key: int = 400,
+              runner: bool = False):
     """linear with a multilang spout and a multilang bolt in the path: a reliable pystorm
-    spout (ids, re-emit on fail) and a pystorm bolt, then the native running sum."""
+    spout (ids, re-emit on fail) and a pystorm bolt, then the native running sum. With
+    ``runner`` the same classes run as ``python -m streamparse.run``: our pystorm runner."""
     import sys
 
     from jstormpy.multilang import ShellBolt, ShellSpout
@@ -217,12 +219,18 @@ def multilang(out: Path, acks: Path, keys: int = 10, per_key: int = 400):
     here = Path(__file__).parent / "multilang"
     acks.mkdir(parents=True, exist_ok=True)
     b = TopologyBuilder("chaos-multilang")
-    b.set_spout("events", ShellSpout([sys.executable, str(here / "sequence_spout.py"),
-                                      str(acks), str(keys), str(per_key)],
-                                     outputs=("key", "seq", "value")), parallelism=2)
-    b.set_bolt("forward", ShellBolt([sys.executable, str(here / "forward_bolt.py")],
-                                    outputs=("key", "seq", "value")),
-               parallelism=2).fields_grouping("events", ["key"])
+    fields = ("key", "seq", "value")
+    if runner:
+        sparse = [sys.executable, "-m", "streamparse.run"]
+        spout = ShellSpout([*sparse, "sequence_spout.SequenceSpout"], outputs=fields,
+                           cwd=str(here), env={"SEQUENCE_ARGS": f"{acks} {keys} {per_key}"})
+        bolt = ShellBolt([*sparse, "forward_bolt.ForwardBolt"], outputs=fields, cwd=str(here))
+    else:
+        spout = ShellSpout([sys.executable, str(here / "sequence_spout.py"), str(acks),
+                            str(keys), str(per_key)], outputs=fields)
+        bolt = ShellBolt([sys.executable, str(here / "forward_bolt.py")], outputs=fields)
+    b.set_spout("events", spout, parallelism=2)
+    b.set_bolt("forward", bolt, parallelism=2).fields_grouping("events", ["key"])
     b.set_bolt("sum", RunningSum, parallelism=2).fields_grouping("forward", ["key"])
     b.set_bolt("out", FileSink(str(out)), parallelism=2).fields_grouping("sum", ["key"])
     return b.build()

@@ -59,19 +59,28 @@ def test_a_node_js_bolt_speaks_the_same_protocol(tmp_path):
     assert {r["key"] for r in records} == {"node:K0", "node:K1", "node:K2"}
 
 
-@pytest.mark.parametrize(("mode", "reason"), [
-    ("crash", "exit code 3"),
-    ("hang", "heartbeat timeout"),
-    ("malformed", "malformed message"),
-    ("huge", "over 100000 bytes"),
+@pytest.mark.parametrize(("mode", "reason", "runner"), [
+    ("crash", "exit code 3", False),
+    ("hang", "heartbeat timeout", False),
+    ("malformed", "malformed message", False),
+    ("huge", "over 100000 bytes", False),
+    # the same class as `python -m streamparse.run`: our pystorm runner, binary frames (a
+    # stray write to fd 1 reaches its stderr there, not the stream: no "malformed" case;
+    # malformed frames are tests/unit/multilang/test_pystorm_runner.py's)
+    ("crash", "exit code 3", True),
+    ("hang", "heartbeat timeout", True),
+    ("huge", "over 100000 bytes", True),
 ])
-def test_a_broken_subprocess_fails_its_task_naming_it_with_its_stderr(tmp_path, mode, reason):
+def test_a_broken_subprocess_fails_its_task_naming_it_with_its_stderr(tmp_path, mode, reason,
+                                                                       runner):
     n = 200
     out = tmp_path / "out"
     marker = tmp_path / "misbehaved"
-    bolt = ShellBolt([PY, str(HERE / "faulty_bolt.py"), mode, str(marker)],
-                     outputs=("seq", "key"), heartbeat_timeout_s=2.0,
-                     max_message_bytes=100_000)
+    command = ([PY, "-m", "streamparse.run", "faulty_bolt.FaultyBolt"] if runner
+               else [PY, str(HERE / "faulty_bolt.py"), mode, str(marker)])
+    bolt = ShellBolt(command, outputs=("seq", "key"), heartbeat_timeout_s=2.0,
+                     max_message_bytes=100_000, cwd=str(HERE),
+                     env={"FAULTY_ARGS": f"{mode} {marker}"})
     topo = through_bolt(f"ml-{mode}", out, bolt, n, per_call=2, pause_s=0.002)
     with LocalCluster() as cluster:
         status = cluster.submit(topo, fast_config()).wait(timeout=120)
@@ -80,6 +89,7 @@ def test_a_broken_subprocess_fails_its_task_naming_it_with_its_stderr(tmp_path, 
     assert len(errors) == 1, status["errors"]
     message = errors[0]["message"]
     assert message.startswith("MultilangError: multilang component 'shell'"), message
+    assert ("pystorm_runner.py" in message) == runner  # what ran it
     assert errors[0]["component"] == "shell"
     assert reason in message
     assert f"faulty bolt: about to {mode} at seq 50" in message  # its stderr's last lines
@@ -89,21 +99,30 @@ def test_a_broken_subprocess_fails_its_task_naming_it_with_its_stderr(tmp_path, 
     assert sorted(r["seq"] for r in read_committed(out)) == list(range(n))
 
 
-def keyed_spout_topology(name: str, out: Path, acks: Path, n: int):
+def keyed_spout_topology(name: str, out: Path, acks: Path, n: int, runner: bool = False):
     b = TopologyBuilder(name)
-    b.set_spout("keys", ShellSpout([PY, str(HERE / "keys_spout.py"), str(acks), str(n)],
-                                   outputs=("seq", "key")), parallelism=2)
-    b.set_bolt("shell", ShellBolt([PY, str(HERE / "pass_bolt.py")], outputs=("seq", "key")),
-               parallelism=2).fields_grouping("keys", ("key",))
+    if runner:  # the same classes as streamparse runs them: our pystorm runner
+        spout = ShellSpout([PY, "-m", "streamparse.run", "keys_spout.KeysSpout"],
+                           outputs=("seq", "key"), cwd=str(HERE),
+                           env={"KEYS_ARGS": f"{acks} {n}"})
+        bolt = ShellBolt([PY, "-m", "streamparse.run", "pass_bolt.UpperBolt"],
+                         outputs=("seq", "key"), cwd=str(HERE))
+    else:
+        spout = ShellSpout([PY, str(HERE / "keys_spout.py"), str(acks), str(n)],
+                           outputs=("seq", "key"))
+        bolt = ShellBolt([PY, str(HERE / "pass_bolt.py")], outputs=("seq", "key"))
+    b.set_spout("keys", spout, parallelism=2)
+    b.set_bolt("shell", bolt, parallelism=2).fields_grouping("keys", ("key",))
     b.set_bolt("out", FileSink(str(out)), parallelism=1).global_grouping("shell")
     return b.build()
 
 
-def test_reliable_multilang_spout_is_exactly_once_through_a_worker_sigkill(tmp_path):
+@pytest.mark.parametrize("runner", [False, True], ids=["json", "runner"])
+def test_reliable_multilang_spout_is_exactly_once_through_a_worker_sigkill(tmp_path, runner):
     n = 3000
     out, acks = tmp_path / "out", tmp_path / "acks"
     acks.mkdir()
-    topo = keyed_spout_topology("ml-kill", out, acks, n)
+    topo = keyed_spout_topology("ml-kill", out, acks, n, runner)
     with LocalCluster() as cluster:
         handle = cluster.submit(topo, fast_config(checkpoint_interval_ms=300))
         wait_until(lambda: out.exists() and len(read_committed(out)) >= n // 5, timeout=60,

@@ -2,7 +2,8 @@
 (key, seq, value) for seq 0..PER_KEY-1, as SequenceSpout emits them, each with the id
 "key:seq". Acked ids are recorded in a file (as a broker would); a failed id is emitted
 again before anything newer; once everything it owns is acked it exits 0 (end of input).
-argv: ACK_DIR KEYS PER_KEY."""
+argv: ACK_DIR KEYS PER_KEY, or the environment's SEQUENCE_ARGS="ACK_DIR KEYS PER_KEY" when it
+runs as ``python -m streamparse.run sequence_spout.SequenceSpout``."""
 
 import heapq
 import os
@@ -11,7 +12,8 @@ import time
 
 from pystorm import Spout
 
-ACK_DIR, KEYS, PER_KEY = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+_ARGS = sys.argv[1:4] if len(sys.argv) > 3 else os.environ["SEQUENCE_ARGS"].split()
+ACK_DIR, KEYS, PER_KEY = _ARGS[0], int(_ARGS[1]), int(_ARGS[2])
 
 
 class SequenceSpout(Spout):

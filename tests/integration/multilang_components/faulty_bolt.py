@@ -1,5 +1,7 @@
 """A pystorm bolt that misbehaves once, at seq 50: argv MODE MARKER (crash, hang,
-malformed, huge); the marker file makes the restarted subprocess behave."""
+malformed, huge), or the environment's FAULTY_ARGS="MODE MARKER" when it runs as
+``python -m streamparse.run faulty_bolt.FaultyBolt``; the marker file makes the restarted
+subprocess behave."""
 
 import os
 import sys
@@ -7,7 +9,7 @@ import time
 
 from pystorm import Bolt
 
-MODE, MARKER = sys.argv[1], sys.argv[2]
+MODE, MARKER = sys.argv[1:3] if len(sys.argv) > 2 else os.environ["FAULTY_ARGS"].split()
 
 
 class FaultyBolt(Bolt):

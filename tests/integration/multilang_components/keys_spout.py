@@ -1,7 +1,8 @@
 """A reliable pystorm spout over a tiny durable queue: keys 0..N-1 (its share), each
 emitted with the key as message id, re-emitted on fail, and done for good on ack (acks are
 appended to a file, as a broker would record them; fails are logged beside). argv:
-ACK_DIR N."""
+ACK_DIR N, or the environment's KEYS_ARGS="ACK_DIR N" when it runs as
+``python -m streamparse.run keys_spout.KeysSpout``."""
 
 import os
 import sys
@@ -10,7 +11,8 @@ from collections import deque
 
 from pystorm import Spout
 
-ACK_DIR, N = sys.argv[1], int(sys.argv[2])
+ACK_DIR, _N = sys.argv[1:3] if len(sys.argv) > 2 else os.environ["KEYS_ARGS"].split()
+N = int(_N)
 
 
 class KeysSpout(Spout):
