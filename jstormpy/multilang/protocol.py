@@ -318,8 +318,10 @@ class ShellProcess:
         self._either = select.poll()
         self._either.register(self._out, select.POLLIN)
         self._either.register(self._in, select.POLLOUT)
-        threading.Thread(target=self._read_stderr, args=(self.proc.stderr,), daemon=True,
-                         name=f"multilang-err-{task_id}").start()
+        self._stderr_reader = threading.Thread(
+            target=self._read_stderr, args=(self.proc.stderr,), daemon=True,
+            name=f"multilang-err-{task_id}")
+        self._stderr_reader.start()
 
     next_batch = 1
     """``next_tuple`` calls a spout's ``next`` command asks for (Storm's protocol: one)."""
@@ -550,11 +552,8 @@ class ShellProcess:
         if code is None and self.broken is not None:
             self.close(0.1)  # a hung or misbehaving process is not left running
             code = self.proc.poll()
-        elif code is not None:
-            try:  # its last stderr lines may still be in the pipe
-                self.proc.wait(0.5)
-            except subprocess.TimeoutExpired:
-                pass
+        if code is not None:  # it exited: its last stderr lines may still be in the pipe,
+            self._stderr_reader.join(1.0)  # which the reader reads to its end
         status = "" if code is None else f" (exit code {code})"
         tail = "\n".join(self.stderr_tail) or "(nothing)"
         return MultilangError(

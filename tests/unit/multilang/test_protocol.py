@@ -95,6 +95,42 @@ def test_a_process_that_exits_fails_with_its_exit_code_and_stderr(tmp_path):
     assert msg.endswith("line one\nTraceback: boom")
 
 
+def test_stderr_lines_the_reader_has_not_taken_yet_are_in_the_error(tmp_path, monkeypatch):
+    """The error waits for the stderr reader to reach the pipe's end once the process
+    exited: here the reader thread starts reading only after the exit was seen (as when it
+    is not scheduled in time on a busy machine); the error still ends with the last line."""
+    import threading
+    import time
+
+    seen_exit = threading.Event()
+    read = ShellProcess._read_stderr
+
+    def late_reader(self, err):
+        seen_exit.wait(10)
+        time.sleep(0.2)  # the lag itself: a reader thread not scheduled for a while
+        read(self, err)
+
+    monkeypatch.setattr(ShellProcess, "_read_stderr", late_reader)
+    real_failure = ShellProcess.failure
+
+    def failure(self, reason):
+        seen_exit.set()
+        return real_failure(self, reason)
+
+    monkeypatch.setattr(ShellProcess, "failure", failure)
+    proc = started(tmp_path, """\
+        read()
+        print("Traceback: the last words", file=sys.stderr)
+        sys.exit(3)
+    """)
+    proc.send({"command": "next"})
+    with pytest.raises(MultilangError) as err:
+        proc.receive()
+    msg = str(err.value)
+    assert "exit code 3" in msg
+    assert msg.endswith("last lines of its stderr:\nTraceback: the last words"), msg
+
+
 def test_a_hang_past_the_heartbeat_timeout_fails_and_the_process_is_killed(tmp_path):
     proc = started(tmp_path, """\
         read()
