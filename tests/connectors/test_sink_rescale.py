@@ -29,7 +29,7 @@ import psycopg
 import pytest
 import redis
 
-from jstormpy import Config, LocalCluster, SequenceSpout, TopologyBuilder
+from jstormpy import Config, LocalCluster, TopologyBuilder
 from jstormpy.connectors import KafkaSink, PostgresSink, RedisStreamSink
 from jstormpy.connectors.kafka import COMMIT_LOG_SUFFIX
 from jstormpy.connectors.kafka_markers import partition_batches, transaction_states
@@ -45,15 +45,23 @@ from tests.connectors.test_connectors_chaos import (
 )
 from tests.connectors.test_kafka import REAL
 from tests.connectors.test_kafka_topology import committed_output
+from tests.integration.paced_spout import ReleasableSequenceSpout, release
 
 pytestmark = pytest.mark.slow
 
 PER_KEY = 3000  # 30,000 events at 1,400/s: the run outlasts both rescales
 
 
-def _topology(name: str, sink: Any) -> Any:
+def _release_file(tmp_path: Path) -> Path:
+    """Paced until both rescales are done, then the rest at full speed
+    (tests/integration/paced_spout.py)."""
+    return tmp_path / "release"
+
+
+def _topology(name: str, sink: Any, tmp_path: Path) -> Any:
     b = TopologyBuilder(name)
-    b.set_spout("events", SequenceSpout(keys=KEYS, per_key=PER_KEY, rate_per_s=700),
+    b.set_spout("events", ReleasableSequenceSpout(_release_file(tmp_path), keys=KEYS,
+                                                  per_key=PER_KEY, rate_per_s=700),
                 parallelism=2)
     b.set_bolt("sum", RunningSum, parallelism=2).fields_grouping("events", ["key"])
     b.set_bolt("out", sink, parallelism=2).fields_grouping("sum", ["key"])
@@ -80,6 +88,7 @@ def _rescale_up_then_down(tmp_path: Path, topology: Any, committed: Callable[[],
         assert down["error"] == "", down
         assert (_parallelism(handle, "sum"), _parallelism(handle, "out")) == (1, 1)
         assert committed() < KEYS * PER_KEY, "the run ended before the second rescale"
+        release(_release_file(tmp_path))  # the scenario is over: the rest at full speed
         status = handle.wait(timeout=240)
     assert status["state"] == "drained", status
     assert status["restarts"] == 0, status["recoveries"]
@@ -94,7 +103,7 @@ def test_postgres_sink_rescales_with_its_upstream(tmp_path: Path, pg_dsn: str) -
         return int(row[0]) if row else 0
 
     sink = PostgresSink(pg_dsn, "totals", ["key", "seq", "value", "total"])
-    _rescale_up_then_down(tmp_path, _topology("pg-rescale", sink), committed)
+    _rescale_up_then_down(tmp_path, _topology("pg-rescale", sink, tmp_path), committed)
     rows = _pg_rows(pg_dsn)
     assert len(rows) == KEYS * PER_KEY
     _check(rows, PER_KEY)
@@ -110,7 +119,7 @@ def test_redis_sink_rescales_with_its_upstream(tmp_path: Path,
             return int(client.xlen("out"))
 
     sink = RedisStreamSink(url, "out")
-    _rescale_up_then_down(tmp_path, _topology("redis-rescale", sink), committed)
+    _rescale_up_then_down(tmp_path, _topology("redis-rescale", sink, tmp_path), committed)
     rows = read_json_stream(url, "out")
     assert len(rows) == KEYS * PER_KEY
     _check(rows, PER_KEY)
@@ -132,7 +141,7 @@ def test_kafka_sink_rescales_with_its_upstream(tmp_path: Path, bootstrap: str) -
 
     sink = KafkaSink(topic, bootstrap, key_field="key", value_field=None,
                      commit_log_read="read_committed" if REAL else "markers")
-    _rescale_up_then_down(tmp_path, _topology("kafka-rescale", sink), committed)
+    _rescale_up_then_down(tmp_path, _topology("kafka-rescale", sink, tmp_path), committed)
     rows = committed_output(bootstrap, topic, decode=lambda m: json.loads(m.value()))
     assert len(rows) == KEYS * PER_KEY
     _check(rows, PER_KEY)

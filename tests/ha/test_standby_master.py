@@ -30,19 +30,22 @@ from jstormpy.connectors.file_parts import read_committed
 from jstormpy.state_backends.file import FileBackend
 from tests.ha.conftest import SESSION_TIMEOUT_S, Launcher
 from tests.ha.topologies import NAME, check_sums, committed_parts, topology_file
+from tests.integration.paced_spout import release
 
 pytestmark = pytest.mark.slow
 
 KEYS = 6
 PER_KEY = 1500
 RATE = 250.0  # events/s per spout task: about 18 s of input
+RELEASE = "release"  # once a test's scenario is over, the rest at full speed (paced_spout)
 
 
 def _start_pair(tmp_path: Path, zookeeper, launchers: list[Launcher]) -> tuple[
         Launcher, Launcher, Path, str]:
     out = tmp_path / "out"
     store = f"file://{tmp_path / 'checkpoints'}"
-    topo = topology_file(tmp_path / "ha_sums.py", out, store, KEYS, PER_KEY, RATE)
+    topo = topology_file(tmp_path / "ha_sums.py", out, store, KEYS, PER_KEY, RATE,
+                         release_file=tmp_path / RELEASE)
     url = zookeeper.url("/jstorm")
     a = Launcher.start("A", topo, url, tmp_path / "host-a")
     launchers.append(a)
@@ -98,6 +101,7 @@ def test_standby_takes_over_when_the_leader_is_killed(tmp_path: Path, zookeeper,
     assert re.search(r"^run +\S+ epoch 2$", after, re.M), after
     ui = _ui_ha(tmp_path / "host-b", lambda ha: ha["leader"] == _identity(b))
     assert ui["standby"] == [] and ui["epoch"] == 2 and ui["run"]["epoch"] == 2, ui
+    release(tmp_path / RELEASE)
     assert b.finish(240) == 0, b.output()
     print(f"\nfailover (ZooKeeper session timeout {SESSION_TIMEOUT_S} s): standby leads "
           f"{took_over - killed:.2f} s after the SIGKILL, first new output after "
@@ -130,6 +134,7 @@ def _ui_ha(home: Path, ready: Callable[[dict], bool], timeout: float = 30) -> di
 def test_a_standby_exits_when_the_leader_drains_the_run(tmp_path: Path, zookeeper,
                                                        launchers: list[Launcher]) -> None:
     a, b, out, _store = _start_pair(tmp_path, zookeeper, launchers)
+    release(tmp_path / RELEASE)  # the standby is up: the leader may drain at once
     assert a.finish(240) == 0, a.output()
     assert b.finish(60) == 0, b.output()
     assert "ha: the leader closed the run (drained)" in b.output(), b.output()
@@ -160,6 +165,7 @@ def test_frozen_old_leader_commits_nothing_after_the_takeover(
     a.signal_group(signal.SIGCONT)
     assert a.finish(60) == LOST_EXIT_CODE, a.output()
     assert "lost the leadership" in a.output(), a.output()
+    release(tmp_path / RELEASE)
     assert b.finish(240) == 0, b.output()
     problems = check_sums(read_committed(out), KEYS, PER_KEY)
     assert not problems, problems
@@ -205,6 +211,7 @@ def test_leader_cut_off_from_zookeeper_stops_committing_before_the_takeover(
         f"A's Topology Master completed checkpoints after B took over (s after, id): "
         f"{late_commit_points}")
     assert a.finish(60) == LOST_EXIT_CODE, a.output()
+    release(tmp_path / RELEASE)
     assert b.finish(240) == 0, b.output()
     problems = check_sums(read_committed(out), KEYS, PER_KEY)
     assert not problems, problems

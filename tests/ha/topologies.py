@@ -12,6 +12,7 @@ from jstormpy import Bolt, FileSink, SequenceSpout, TopologyBuilder
 from jstormpy.api.topology import Topology
 from jstormpy.connectors.file_parts import PART_RE
 from tests.chaos.topologies import RunningSum
+from tests.integration.paced_spout import ReleasableSequenceSpout
 
 NAME = "ha-sums"
 
@@ -25,11 +26,15 @@ class StampPid(Bolt):
         self.emit((*tup.values, os.getpid()))
 
 
-def sums(out: Path, keys: int, per_key: int, rate: float | None) -> Topology:
-    """events -> running sum per key -> pid stamp -> JSON lines."""
+def sums(out: Path, keys: int, per_key: int, rate: float | None,
+         release_file: str | None = None) -> Topology:
+    """events -> running sum per key -> pid stamp -> JSON lines. With ``release_file``,
+    the events come at ``rate`` until the test releases them
+    (tests/integration/paced_spout.py)."""
     b = TopologyBuilder(NAME)
-    b.set_spout("events", SequenceSpout(keys=keys, per_key=per_key, rate_per_s=rate),
-                parallelism=2)
+    spout = SequenceSpout(keys=keys, per_key=per_key, rate_per_s=rate) if release_file is None \
+        else ReleasableSequenceSpout(release_file, keys=keys, per_key=per_key, rate_per_s=rate)
+    b.set_spout("events", spout, parallelism=2)
     b.set_bolt("sum", RunningSum, parallelism=2).fields_grouping("events", ["key"])
     b.set_bolt("stamp", StampPid, parallelism=2).fields_grouping("sum", ["key"])
     b.set_bolt("out", FileSink(str(out), format="jsonl"), parallelism=1) \
@@ -38,7 +43,7 @@ def sums(out: Path, keys: int, per_key: int, rate: float | None) -> Topology:
 
 
 def topology_file(path: Path, out: Path, state_backend: str, keys: int, per_key: int,
-                  rate: float | None) -> Path:
+                  rate: float | None, release_file: Path | None = None) -> Path:
     """A file ``jstorm run`` takes (the repository on sys.path: tests import from it)."""
     repo = Path(__file__).resolve().parents[2]
     path.write_text(
@@ -47,7 +52,8 @@ def topology_file(path: Path, out: Path, state_backend: str, keys: int, per_key:
         "from pathlib import Path\n"
         "from jstormpy import Config\n"
         "from tests.ha.topologies import sums\n"
-        f"topology = sums(Path({str(out)!r}), {keys}, {per_key}, {rate!r})\n"
+        f"topology = sums(Path({str(out)!r}), {keys}, {per_key}, {rate!r}, "
+        f"{None if release_file is None else str(release_file)!r})\n"
         "config = Config(workers=2, checkpoint_interval_ms=300, worker_timeout_ms=3000,\n"
         f"                state_backend={state_backend!r})\n")
     return path

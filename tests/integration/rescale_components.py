@@ -3,6 +3,7 @@ split contract: files are splits) feeding the keyed running sum."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -14,15 +15,23 @@ from tests.chaos.topologies import RunningSum
 
 
 class PacedFileSpout(FileSpout):
-    """FileSpout reading ``batch`` lines every ``pause_s`` (so a rescale lands mid-file)."""
+    """FileSpout reading ``batch`` lines every ``pause_s`` (so a rescale lands mid-file),
+    until ``release_file`` (if given) exists: then at full speed, once the test's rescales
+    are over (as tests/integration/paced_spout.py)."""
 
-    def __init__(self, paths: str, batch: int = 10, pause_s: float = 0.05) -> None:
+    def __init__(self, paths: str, batch: int = 10, pause_s: float = 0.05,
+                 release_file: Path | None = None) -> None:
         super().__init__(paths, field="line", batch=batch)
         self.pause_s = pause_s
+        self.release_file = None if release_file is None else str(release_file)
 
     def next_tuple(self) -> None:
         super().next_tuple()
-        time.sleep(self.pause_s)
+        if self.pause_s and self.release_file is not None \
+                and os.path.exists(self.release_file):
+            self.pause_s = 0.0
+        if self.pause_s:
+            time.sleep(self.pause_s)
 
 
 class ParseEvent(Bolt):
@@ -48,9 +57,10 @@ def write_event_files(directory: Path, files: int, keys_per_file: int,
 
 
 def file_pipeline(data: Path, out: Path, spout_parallelism: int = 2,
-                  sum_parallelism: int = 2) -> Topology:
+                  sum_parallelism: int = 2, release_file: Path | None = None) -> Topology:
     b = TopologyBuilder("rs-files")
-    b.set_spout("lines", PacedFileSpout(str(data / "*.txt")), parallelism=spout_parallelism)
+    b.set_spout("lines", PacedFileSpout(str(data / "*.txt"), release_file=release_file),
+                parallelism=spout_parallelism)
     b.set_bolt("parse", ParseEvent, parallelism=1).shuffle_grouping("lines")
     b.set_bolt("sum", RunningSum, parallelism=sum_parallelism).fields_grouping("parse", ["key"])
     b.set_bolt("out", FileSink(str(out)), parallelism=1).global_grouping("sum")

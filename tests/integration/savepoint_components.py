@@ -9,6 +9,7 @@ from typing import Any
 from jstormpy import Bolt, FileSink, SequenceSpout, TopologyBuilder
 from jstormpy.api.topology import Topology
 from tests.chaos.topologies import RunningSum
+from tests.integration.paced_spout import ReleasableSequenceSpout
 
 
 class RunningSumV2(Bolt):
@@ -34,10 +35,14 @@ class RunningSumV2(Bolt):
 
 
 def linear(out: Path, sum_parallelism: int, bolt: type = RunningSum, keys: int = 12,
-           per_key: int = 1500, rate: float | None = 3000) -> Topology:
+           per_key: int = 1500, rate: float | None = 3000,
+           release_file: Path | None = None) -> Topology:
+    """``release_file``: the spout runs at ``rate`` until the test releases it
+    (tests/integration/paced_spout.py)."""
     b = TopologyBuilder("sp-linear")
-    b.set_spout("events", SequenceSpout(keys=keys, per_key=per_key, rate_per_s=rate),
-                parallelism=2)
+    spout = SequenceSpout(keys=keys, per_key=per_key, rate_per_s=rate) if release_file is None \
+        else ReleasableSequenceSpout(release_file, keys=keys, per_key=per_key, rate_per_s=rate)
+    b.set_spout("events", spout, parallelism=2)
     b.set_bolt("sum", bolt, parallelism=sum_parallelism).fields_grouping("events", ["key"])
     b.set_bolt("out", FileSink(str(out)), parallelism=2).fields_grouping("sum", ["key"])
     return b.build()

@@ -16,6 +16,7 @@ from jstormpy.api.errors import JStormError
 from jstormpy.cli.status import format_status
 from tests.chaos.topologies import check_keyed_sums
 from tests.integration.helpers import committed_count, kill_now, wait_until
+from tests.integration.paced_spout import release
 from tests.integration.savepoint_components import linear
 
 KEYS, PER_KEY = 12, 1500
@@ -31,7 +32,7 @@ def test_rescale_up_then_down_under_load_keeps_every_key_exactly_once(tmp_path: 
     out = tmp_path / "out"
     conf = Config(workers=2, checkpoint_interval_ms=300)
     with LocalCluster(home=tmp_path / "home") as cluster:
-        handle = cluster.submit(linear(out, 2, rate=700), conf)
+        handle = cluster.submit(linear(out, 2, rate=700, release_file=tmp_path / "go"), conf)
         wait_until(lambda: committed_count(out) > 1500, 60, "some committed output")
         up = handle.rescale({"sum": 4})
         assert parallelism(handle, "sum") == 4 and up["error"] == ""
@@ -44,6 +45,7 @@ def test_rescale_up_then_down_under_load_keeps_every_key_exactly_once(tmp_path: 
         down = handle.rescale({"sum": 1})
         assert parallelism(handle, "sum") == 1 and down["pause_ms"] > 0
         assert committed_count(out) < KEYS * PER_KEY, "the run ended before the rescale down"
+        release(tmp_path / "go")  # the scenario is over: the rest at full speed
         handle.wait(timeout=180)
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
 
@@ -82,7 +84,7 @@ def test_cli_rescales_spout_splits_and_keyed_state(tmp_path: Path, capsys) -> No
     keys = write_event_files(data, files=6, keys_per_file=2, per_key=400)
     conf = Config(workers=2, checkpoint_interval_ms=300)
     with LocalCluster() as cluster:
-        handle = cluster.submit(file_pipeline(data, out), conf)
+        handle = cluster.submit(file_pipeline(data, out, release_file=tmp_path / "go"), conf)
         wait_until(lambda: committed_count(out) > 600, 60, "some committed output")
         assert main(["rescale", "rs-files", "lines=3", "sum=3"]) == 0
         assert "rescaled rs-files to lines=3, sum=3: spouts paused" in capsys.readouterr().out
@@ -98,6 +100,7 @@ def test_cli_rescales_spout_splits_and_keyed_state(tmp_path: Path, capsys) -> No
             [{"lines": 3, "sum": 3}, {"lines": 1}]
         assert main(["rescale", "rs-files", "parse=2x"]) != 0
         assert "is not COMPONENT=PARALLELISM" in capsys.readouterr().err
+        release(tmp_path / "go")  # the scenario is over: the rest at full speed
         handle.wait(timeout=180)
     assert check_keyed_sums(out, keys, 400) == ""
 
@@ -134,7 +137,7 @@ def test_master_killed_right_after_the_rescale_commit_adopts_the_new_layout(
     env = {"JSTORM_FAULTS": "rescale_after_commit", "JSTORM_FAULT_DIR": str(tmp_path)}
     conf = Config(workers=2, checkpoint_interval_ms=300)
     with LocalCluster(env=env) as cluster:
-        handle = cluster.submit(linear(out, 2, rate=700), conf)
+        handle = cluster.submit(linear(out, 2, rate=700, release_file=tmp_path / "go"), conf)
         wait_until(lambda: committed_count(out) > 1500, 60, "some committed output")
         old_master = handle.master_pid
         handle.rescale({"sum": 4})
@@ -143,6 +146,7 @@ def test_master_killed_right_after_the_rescale_commit_adopts_the_new_layout(
         status = handle.status()
         assert status["rescale"]["layout_generation"] >= 2
         assert parallelism(handle, "sum") == 4
+        release(tmp_path / "go")  # the scenario is over: the rest at full speed
         handle.wait(timeout=180)
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
 
@@ -156,16 +160,19 @@ def test_savepoint_new_code_other_parallelism_then_rescale_in_place(tmp_path: Pa
     out = tmp_path / "out"
     conf = Config(workers=2, checkpoint_interval_ms=300)
     with LocalCluster() as cluster:
-        handle = cluster.submit(linear(out, 2, rate=700), conf)
+        # the same spout class as the run restored from the savepoint below
+        handle = cluster.submit(linear(out, 2, rate=700, release_file=tmp_path / "go"), conf)
         wait_until(lambda: committed_count(out) > 1500, 60, "some committed output")
         uri = handle.savepoint(f"file://{tmp_path / 'sp'}", stop=True)
     with LocalCluster() as cluster:
-        handle = cluster.submit(linear(out, 3, RunningSumV2, rate=700), conf,
+        handle = cluster.submit(linear(out, 3, RunningSumV2, rate=700,
+                                       release_file=tmp_path / "go"), conf,
                                 from_savepoint=uri)
         before = committed_count(out)
         wait_until(lambda: committed_count(out) > before + 1000, 60, "output on the new code")
         assert handle.rescale({"sum": 1})["error"] == ""
         assert committed_count(out) < KEYS * PER_KEY, "the run ended before the rescale"
         assert "rescale    sum=1: spouts paused" in format_status(handle.status())
+        release(tmp_path / "go")  # the scenario is over: the rest at full speed
         handle.wait(timeout=180)
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""

@@ -14,6 +14,7 @@ from jstormpy.api.errors import JStormError
 from jstormpy.cli.status import format_status
 from tests.chaos.topologies import check_keyed_sums
 from tests.integration.helpers import committed_count, wait_until
+from tests.integration.paced_spout import release
 from tests.integration.savepoint_components import linear
 
 KEYS, PER_KEY = 12, 3000
@@ -33,7 +34,8 @@ def test_rescale_changes_the_worker_count_up_then_down(tmp_path: Path, capsys) -
     out = tmp_path / "out"
     conf = Config(workers=2, checkpoint_interval_ms=300)
     with LocalCluster() as cluster:
-        handle = cluster.submit(linear(out, 2, per_key=PER_KEY, rate=700), conf)
+        paced = linear(out, 2, per_key=PER_KEY, rate=700, release_file=tmp_path / "release")
+        handle = cluster.submit(paced, conf)
         wait_until(lambda: committed_count(out) > 1500, 60, "some committed output")
         assert main(["rescale", "sp-linear", "sum=4", "--workers", "3"]) == 0
         assert "rescaled sp-linear to sum=4, 3 workers: spouts paused" in \
@@ -54,6 +56,7 @@ def test_rescale_changes_the_worker_count_up_then_down(tmp_path: Path, capsys) -
         assert committed_count(out) < KEYS * PER_KEY, "the run ended before the second rescale"
         with pytest.raises(JStormError, match="nothing to change"):
             handle.rescale({"sum": 4}, workers=1)
+        release(tmp_path / "release")  # the scenario is over: the rest at full speed
         status = handle.wait(timeout=240)
         assert status["restarts"] == 0, status["recoveries"]
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
@@ -67,7 +70,8 @@ def test_two_phase_commit_sink_rescales_in_place(tmp_path: Path) -> None:
     out = tmp_path / "out"
     conf = Config(workers=2, checkpoint_interval_ms=300)
     with LocalCluster() as cluster:
-        handle = cluster.submit(linear(out, 2, per_key=PER_KEY, rate=700), conf)
+        paced = linear(out, 2, per_key=PER_KEY, rate=700, release_file=tmp_path / "release")
+        handle = cluster.submit(paced, conf)
         wait_until(lambda: committed_count(out) > 1500, 60, "some committed output")
         up = handle.rescale({"out": 3})
         assert up["error"] == "" and up["changes"] == {"out": 3}
@@ -77,6 +81,7 @@ def test_two_phase_commit_sink_rescales_in_place(tmp_path: Path) -> None:
         wait_until(lambda: committed_count(out) > before + 1500, 60, "output from three sink tasks")
         assert handle.rescale({"out": 1})["error"] == ""
         assert committed_count(out) < KEYS * PER_KEY, "the run ended before the second rescale"
+        release(tmp_path / "release")  # the scenario is over: the rest at full speed
         status = handle.wait(timeout=240)
         assert status["restarts"] == 0, status["recoveries"]
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
@@ -103,7 +108,8 @@ def test_surplus_worker_that_outlived_a_master_crash_stops_at_once(tmp_path: Pat
     env = {"JSTORM_FAULTS": "rescale_after_commit", "JSTORM_FAULT_DIR": str(tmp_path)}
     conf = Config(workers=3, checkpoint_interval_ms=300)
     with LocalCluster(env=env) as cluster:
-        handle = cluster.submit(linear(out, 2, per_key=PER_KEY, rate=700), conf)
+        paced = linear(out, 2, per_key=PER_KEY, rate=700, release_file=tmp_path / "release")
+        handle = cluster.submit(paced, conf)
         wait_until(lambda: committed_count(out) > 1500, 60, "some committed output")
         surplus = {w.id: w.pid for w in handle.workers() if w.id > 0}
         assert sorted(surplus) == [1, 2]
@@ -120,5 +126,6 @@ def test_surplus_worker_that_outlived_a_master_crash_stops_at_once(tmp_path: Pat
             log = (run_dir / "logs" / f"worker-{wid}.log").read_text()
             assert f"worker id {wid} is not part of the plan" in log, log[-2000:]
         assert committed_count(out) < KEYS * PER_KEY, "the run ended before the rescale"
+        release(tmp_path / "release")  # the scenario is over: the rest at full speed
         handle.wait(timeout=240)
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""

@@ -24,6 +24,7 @@ from jstormpy import Config, LocalCluster, read_committed
 from jstormpy.state_backends import open_backend
 from tests.chaos.topologies import check_keyed_sums
 from tests.integration.helpers import committed_count, wait_until
+from tests.integration.paced_spout import release
 from tests.integration.savepoint_components import linear
 
 pytestmark = pytest.mark.slow
@@ -78,7 +79,8 @@ def test_worker_sigkill_restores_from_shared_sst_files(tmp_path: Path, kind: str
         uri = f"hbase://127.0.0.1:{server.port}/jstorm_ckpt"
     out, stores = tmp_path / "out", tmp_path / "stores"
     with LocalCluster(home=tmp_path / "home") as cluster:
-        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=1200),
+        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=1200,
+                                       release_file=tmp_path / "go"),
                                 incremental_config(stores, uri))
         wait_until(lambda: committed_count(out) > 2000 and last_completed(handle) >= 3, 90,
                    "some committed output and three checkpoints")
@@ -100,6 +102,7 @@ def test_worker_sigkill_restores_from_shared_sst_files(tmp_path: Path, kind: str
                     .read_text().splitlines() if "opened the RocksDB checkpoint" in line]
         assert restores and all(" 0 SST file(s) from local copies" not in line
                                 for line in restores), restores
+        release(tmp_path / "go")  # the scenario is over: the rest at full speed
         handle.wait(timeout=180)
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
 
@@ -110,7 +113,8 @@ def test_damaged_sst_file_falls_back_to_an_older_checkpoint(tmp_path: Path,
     out, stores, ckpt = tmp_path / "out", tmp_path / "stores", tmp_path / "ckpt"
     uri = f"file://{ckpt}"
     with LocalCluster(home=tmp_path / "home") as cluster:
-        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=800),
+        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=800,
+                                       release_file=tmp_path / "go"),
                                 incremental_config(stores, uri, checkpoint_interval_ms=1500,
                                                    checkpoints_retained=3))
         newest = wait_until(lambda: committed_count(out) > 1500 and last_completed(handle) >= 3
@@ -149,6 +153,7 @@ def test_damaged_sst_file_falls_back_to_an_older_checkpoint(tmp_path: Path,
         assert f"sst-{newest:010d}-" in reason, reason
         assert ("is missing" if damage == "missing" else "checksum mismatch") in reason, reason
         assert committed_count(out) < KEYS * PER_KEY, "the run ended before the kill mattered"
+        release(tmp_path / "go")  # the scenario is over: the rest at full speed
         handle.wait(timeout=180)
     # the state restored from the older checkpoint is right (not empty): the last record of
     # every key carries the full count and sum; output replayed for the checkpoints skipped
@@ -176,7 +181,8 @@ def test_full_local_disk_fails_the_native_checkpoint_and_the_job_goes_on(
         pytest.skip("needs root to mount a tmpfs")
     try:
         with LocalCluster(home=tmp_path / "home") as cluster:
-            handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=600),
+            handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=600,
+                                           release_file=tmp_path / "go"),
                                     incremental_config(stores, f"file://{tmp_path / 'ckpt'}"))
             wait_until(lambda: last_completed(handle) >= 2, 90, "two checkpoints")
             gen = handle.status()["generation"]
@@ -195,6 +201,7 @@ def test_full_local_disk_fails_the_native_checkpoint_and_the_job_goes_on(
                        "a checkpoint completed after the disk has space again")
             assert committed_count(out) > before or committed_count(out) == KEYS * PER_KEY
             assert handle.status()["generation"] == gen, "the job was restarted"
+            release(tmp_path / "go")  # the scenario is over: the rest at full speed
             handle.wait(timeout=180)
     finally:
         disk.release()
@@ -209,7 +216,8 @@ def test_the_task_thread_pause_of_each_checkpoint_reaches_the_tm(tmp_path: Path)
 
     out, stores = tmp_path / "out", tmp_path / "stores"
     with LocalCluster(home=tmp_path / "home") as cluster:
-        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=600),
+        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=600,
+                                       release_file=tmp_path / "go"),
                                 incremental_config(stores, f"file://{tmp_path / 'ckpt'}"))
         wait_until(lambda: last_completed(handle) >= 2, 90, "two checkpoints")
         status = handle.status()
@@ -219,5 +227,6 @@ def test_the_task_thread_pause_of_each_checkpoint_reaches_the_tm(tmp_path: Path)
         assert all(ms >= 0 for ms in last["task_pause_ms"].values())
         assert last["pause_ms"] == max(last["task_pause_ms"].values()) > 0
         assert f"task pause {last['pause_ms']} ms" in format_status(status)
+        release(tmp_path / "go")  # the scenario is over: the rest at full speed
         handle.wait(timeout=180)
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""

@@ -17,6 +17,7 @@ from jstormpy import Config, LocalCluster
 from jstormpy.operations.savepoints import read_manifest
 from tests.chaos.topologies import check_keyed_sums
 from tests.integration.helpers import committed_count, wait_until
+from tests.integration.paced_spout import release
 from tests.integration.savepoint_components import linear
 
 pytestmark = pytest.mark.slow
@@ -40,7 +41,8 @@ def task_databases(stores: Path) -> list[Path]:
 def test_worker_sigkill_keeps_every_key_exactly_once(tmp_path: Path) -> None:
     out = tmp_path / "out"
     with LocalCluster(home=tmp_path / "home") as cluster:
-        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=1500),
+        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=1500,
+                                       release_file=tmp_path / "go"),
                                 Config(workers=2, checkpoint_interval_ms=300,
                                        worker_timeout_ms=5000, state_store="rocksdb"))
         assert handle.run_dir is not None
@@ -52,6 +54,7 @@ def test_worker_sigkill_keeps_every_key_exactly_once(tmp_path: Path) -> None:
         os.kill(victim.pid, signal.SIGKILL)
         wait_until(lambda: handle.status()["generation"] > gen, 60, "the recovery")
         assert committed_count(out) < KEYS * PER_KEY, "the run ended before the kill mattered"
+        release(tmp_path / "go")  # the scenario is over: the rest at full speed
         handle.wait(timeout=180)
     # the barriers took native RocksDB checkpoints beside the databases, and every one was
     # released once its snapshot was written
@@ -87,7 +90,8 @@ def test_savepoints_move_state_memory_to_rocksdb_and_back(tmp_path: Path,
     after_rocks = committed_count(out)
     assert after_rocks < KEYS * PER_KEY, "the RocksDB run ended before its savepoint"
     with LocalCluster(home=tmp_path / "home") as cluster:
-        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=1500), memory,
+        # restored, the rest at full speed: nothing more happens to this run
+        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=None), memory,
                                 from_savepoint=second)
         handle.wait(timeout=180)
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
@@ -100,7 +104,8 @@ def test_rescale_two_to_three_to_one_with_rocksdb_state(tmp_path: Path,
     files and splits them by key group into the new tasks' fresh databases."""
     out, stores = tmp_path / "out", tmp_path / "stores"
     with LocalCluster(home=tmp_path / "home") as cluster:
-        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=800),
+        handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=800,
+                                       release_file=tmp_path / "go"),
                                 rocks_config(stores, incremental_checkpoints=incremental,
                                              state_backend=f"file://{tmp_path / 'ckpt'}"))
         wait_until(lambda: committed_count(out) > 2000, 60, "some committed output")
@@ -123,6 +128,7 @@ def test_rescale_two_to_three_to_one_with_rocksdb_state(tmp_path: Path,
         for w in handle.workers():
             assert {p.name for p in stores.glob(f"worker-{w.id}/task-*")} <= \
                 {f"task-{t}{x}" for t in w.tasks for x in ("", ".frozen")}
+        release(tmp_path / "go")  # the scenario is over: the rest at full speed
         handle.wait(timeout=180)
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""
     # the shared-sst variant's checkpoints were SST files (retention keeps the newest)

@@ -22,10 +22,11 @@ from jstormpy.api.errors import JStormError
 from jstormpy.cli.main import load_topology_file
 from jstormpy.operations.codepkg import build_package, check_compatible, describe, migrate_snapshot
 from jstormpy.testing.semantics import check_sequences
+from tests.integration.paced_spout import release
 
 TEMPLATE = '''
 from jstormpy import Bolt, FileSink, SequenceSpout, TopologyBuilder
-
+{spout_import}
 
 class RunningSum(Bolt):
     outputs = {outputs!r}
@@ -43,7 +44,7 @@ class RunningSum(Bolt):
 {migrate}
 
 b = TopologyBuilder("upgrade-linear")
-b.set_spout("events", SequenceSpout(keys={keys}, per_key={per_key}, rate_per_s={rate}),
+b.set_spout("events", {spout_call}keys={keys}, per_key={per_key}, rate_per_s={rate}),
             parallelism=3)
 b.set_bolt("sum", RunningSum, parallelism={sum_par}).fields_grouping("events", ["key"])
 b.set_bolt("out", FileSink({out!r}), parallelism=3).fields_grouping("sum", ["key"])
@@ -55,12 +56,19 @@ BASE = ("key", "seq", "value", "sum", "count")
 
 def write_version(path: Path, out: Path, *, v2: bool = False, keys: int = 30,
                   per_key: int = 2000, rate: float = 900.0, outputs=BASE, sum_par: int = 3,
-                  state_version: int | None = None, migrate: bool = False) -> Path:
+                  state_version: int | None = None, migrate: bool = False,
+                  release_file: Path | None = None) -> Path:
+    """``release_file``: the spout runs at ``rate`` until the test releases it
+    (tests/integration/paced_spout.py)."""
     if v2:
         outputs = (*BASE, "code")
     path.write_text(TEMPLATE.format(
         outputs=tuple(outputs), extra=' + ("v2",)' if v2 else "", keys=keys, per_key=per_key,
         rate=rate, out=str(out), sum_par=sum_par,
+        spout_import="" if release_file is None else
+        "from tests.integration.paced_spout import ReleasableSequenceSpout\n",
+        spout_call="SequenceSpout(" if release_file is None else
+        f"ReleasableSequenceSpout({str(release_file)!r}, ",
         state_version=f"    state_version = {state_version}\n" if state_version else "",
         migrate=("\n    def migrate_state(self, old_version, snapshot):\n"
                  "        return snapshot\n") if migrate else ""))
@@ -127,8 +135,9 @@ def running_with_checkpoint(handle) -> bool:
 @pytest.mark.slow
 def test_upgrade_one_worker_then_rollback(tmp_path):
     out = tmp_path / "out"
-    v1 = load_topology_file(str(write_version(tmp_path / "v1.py", out)))
-    v2 = write_version(tmp_path / "v2.py", out, v2=True)
+    gate = tmp_path / "release"
+    v1 = load_topology_file(str(write_version(tmp_path / "v1.py", out, release_file=gate)))
+    v2 = write_version(tmp_path / "v2.py", out, v2=True, release_file=gate)
     with LocalCluster() as cluster:
         handle = cluster.submit(v1.topology, config())
         wait_for(lambda: running_with_checkpoint(handle), 60, "a first checkpoint")
@@ -152,6 +161,7 @@ def test_upgrade_one_worker_then_rollback(tmp_path):
         assert set(state["versions"].values()) == {"v1"}
         final = pids(handle)
         assert final[0] == before[0] and final[2] == before[2]
+        release(gate)  # the scenario is over: the rest at full speed
         status = handle.wait(timeout=180)
         assert status["generation"] == 1 and status["restarts"] == 0, status["recoveries"]
         metrics = handle.metrics()
@@ -170,8 +180,9 @@ def test_upgrade_one_worker_then_rollback(tmp_path):
 @pytest.mark.slow
 def test_sigkill_of_upgraded_worker_rolls_back(tmp_path):
     out = tmp_path / "out"
-    v1 = load_topology_file(str(write_version(tmp_path / "v1.py", out)))
-    v2 = write_version(tmp_path / "v2.py", out, v2=True)
+    gate = tmp_path / "release"
+    v1 = load_topology_file(str(write_version(tmp_path / "v1.py", out, release_file=gate)))
+    v2 = write_version(tmp_path / "v2.py", out, v2=True, release_file=gate)
     with LocalCluster() as cluster:
         handle = cluster.submit(v1.topology, config())
         wait_for(lambda: running_with_checkpoint(handle), 60, "a first checkpoint")
@@ -190,6 +201,7 @@ def test_sigkill_of_upgraded_worker_rolls_back(tmp_path):
         wait_for(lambda: {w.code_version for w in handle.workers() if w.alive} == {"v1"}
                  and len([w for w in handle.workers() if w.alive]) == 3, 60,
                  "every worker back on v1")
+        release(gate)  # the scenario is over: the rest at full speed
         status = handle.wait(timeout=180)
         assert status["restarts"] >= 1
         final = pids(handle)
@@ -198,13 +210,13 @@ def test_sigkill_of_upgraded_worker_rolls_back(tmp_path):
 
 
 def test_incompatible_code_is_refused(tmp_path):
-    out = tmp_path / "out"
+    out, gate = tmp_path / "out", tmp_path / "release"
     v1 = load_topology_file(str(write_version(tmp_path / "v1.py", out, per_key=600,
-                                              rate=600.0)))
+                                              rate=600.0, release_file=gate)))
     bad_fields = write_version(tmp_path / "bad1.py", out, outputs=("key", "seq", "sum", "count",
-                                                                    "value"))
-    bad_par = write_version(tmp_path / "bad2.py", out, sum_par=2)
-    bad_state = write_version(tmp_path / "bad3.py", out, state_version=2)
+                                                                    "value"), release_file=gate)
+    bad_par = write_version(tmp_path / "bad2.py", out, sum_par=2, release_file=gate)
+    bad_state = write_version(tmp_path / "bad3.py", out, state_version=2, release_file=gate)
     with LocalCluster() as cluster:
         handle = cluster.submit(v1.topology, config())
         wait_for(lambda: running_with_checkpoint(handle), 60, "a first checkpoint")
@@ -219,6 +231,7 @@ def test_incompatible_code_is_refused(tmp_path):
         assert set(st["upgrade"]["versions"].values()) == {"v1"}
         assert st["upgrade"]["packages"] == []  # refused code is not kept
         assert pids(handle) == before and st["generation"] == 1
+        release(gate)  # the scenario is over: the rest at full speed
         status = handle.wait(timeout=120)
         assert status["restarts"] == 0
     assert not (problems := exactly_once_problems(out, 30, 600)), problems
@@ -305,8 +318,9 @@ def test_migrate_snapshot():
 @pytest.mark.slow
 def test_abandoned_upgrade_expires_and_rolls_back(tmp_path):
     out = tmp_path / "out"
-    v1 = load_topology_file(str(write_version(tmp_path / "v1.py", out)))
-    v2 = write_version(tmp_path / "v2.py", out, v2=True)
+    gate = tmp_path / "release"
+    v1 = load_topology_file(str(write_version(tmp_path / "v1.py", out, release_file=gate)))
+    v2 = write_version(tmp_path / "v2.py", out, v2=True, release_file=gate)
     with LocalCluster() as cluster:
         handle = cluster.submit(v1.topology, config().replace(upgrade_expiry_ms=4000))
         wait_for(lambda: running_with_checkpoint(handle), 60, "a first checkpoint")
@@ -320,5 +334,6 @@ def test_abandoned_upgrade_expires_and_rolls_back(tmp_path):
         assert set(state["versions"].values()) == {"v1"}
         after = pids(handle)
         assert after[0] == before[0] and after[1] == before[1], (before, after)
+        release(gate)  # the scenario is over: the rest at full speed
         handle.wait(timeout=180)
     assert not (problems := exactly_once_problems(out, 30, 2000)), problems

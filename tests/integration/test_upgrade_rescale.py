@@ -14,6 +14,7 @@ import pytest
 from jstormpy import LocalCluster, read_committed
 from jstormpy.api.errors import JStormError
 from jstormpy.cli.main import load_topology_file
+from tests.integration.paced_spout import release
 from tests.integration.test_upgrade import (
     code_runs,
     config,
@@ -43,10 +44,12 @@ def test_upgrade_with_rescale_under_load_python_then_cli(tmp_path, capsys) -> No
     from jstormpy.cli.main import main
 
     out = tmp_path / "out"
+    gate = tmp_path / "release"
     v1 = load_topology_file(str(write_version(tmp_path / "v1.py", out, keys=KEYS,
-                                              per_key=PER_KEY)))
-    v2 = write_code(tmp_path / "v2.py", out, "v2", sum_par=5)
-    v3 = write_code(tmp_path / "v3.py", out, "v3", sum_par=2, state_version=2, migrate=True)
+                                              per_key=PER_KEY, release_file=gate)))
+    v2 = write_code(tmp_path / "v2.py", out, "v2", sum_par=5, release_file=gate)
+    v3 = write_code(tmp_path / "v3.py", out, "v3", sum_par=2, state_version=2, migrate=True,
+                    release_file=gate)
     total = KEYS * PER_KEY
     with LocalCluster() as cluster:
         handle = cluster.submit(v1.topology, config())
@@ -80,6 +83,7 @@ def test_upgrade_with_rescale_under_load_python_then_cli(tmp_path, capsys) -> No
         status = handle.status()
         assert status["upgrade"]["stable_version"] == "v3"
         assert [r["code"] for r in status["rescale"]["history"]] == ["v2", "v3"]
+        release(gate)  # the scenario is over: the rest at full speed
         final = handle.wait(timeout=240)
         assert final["restarts"] == 0, final["recoveries"]
     assert not (problems := exactly_once_problems(out, KEYS, PER_KEY)), problems
@@ -90,10 +94,11 @@ def test_upgrade_with_rescale_under_load_python_then_cli(tmp_path, capsys) -> No
 
 
 def test_upgrade_with_rescale_refusals_change_nothing(tmp_path) -> None:
-    out = tmp_path / "out"
+    out, gate = tmp_path / "out", tmp_path / "release"
     v1 = load_topology_file(str(write_version(tmp_path / "v1.py", out, per_key=500,
-                                              rate=500.0)))
-    same = write_code(tmp_path / "same.py", out, "v2")  # keys/per_key differ: wiring same
+                                              rate=500.0, release_file=gate)))
+    # keys/per_key differ: wiring same
+    same = write_code(tmp_path / "same.py", out, "v2", release_file=gate)
     with LocalCluster() as cluster:
         handle = cluster.submit(v1.topology, config())
         wait_for(lambda: running_with_checkpoint(handle), 60, "a first checkpoint")
@@ -108,6 +113,7 @@ def test_upgrade_with_rescale_refusals_change_nothing(tmp_path) -> None:
         assert st["upgrade"]["phase"] == "idle" and st["upgrade"]["packages"] == []
         assert st["rescale"]["requested"] == 0
         assert pids(handle) == before and st["generation"] == 1
+        release(gate)  # the scenario is over: the rest at full speed
         handle.wait(timeout=120)
     assert not (problems := exactly_once_problems(out, 30, 500)), problems
 
@@ -119,9 +125,10 @@ def test_master_killed_at_the_commit_of_an_upgrade_with_rescale(tmp_path) -> Non
     worker comes back on the new code at the new parallelism, exactly-once."""
     out = tmp_path / "out"
     env = {"JSTORM_FAULTS": "rescale_after_commit", "JSTORM_FAULT_DIR": str(tmp_path)}
+    gate = tmp_path / "release"
     v1 = load_topology_file(str(write_version(tmp_path / "v1.py", out, keys=KEYS,
-                                              per_key=PER_KEY)))
-    v2 = write_code(tmp_path / "v2.py", out, "v2", sum_par=4)
+                                              per_key=PER_KEY, release_file=gate)))
+    v2 = write_code(tmp_path / "v2.py", out, "v2", sum_par=4, release_file=gate)
     with LocalCluster(env=env) as cluster:
         handle = cluster.submit(v1.topology, config())
         wait_for(lambda: running_with_checkpoint(handle)
@@ -136,6 +143,7 @@ def test_master_killed_at_the_commit_of_an_upgrade_with_rescale(tmp_path) -> Non
                  and {w.code_version for w in handle.workers() if w.alive} == {"v2"}, 60,
                  "every worker on v2")
         assert len(read_committed(out)) < KEYS * PER_KEY, "the run ended before the upgrade"
+        release(gate)  # the scenario is over: the rest at full speed
         handle.wait(timeout=240)
     assert not (problems := exactly_once_problems(out, KEYS, PER_KEY)), problems
     for key, r in code_runs(out).items():

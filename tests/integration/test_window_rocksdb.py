@@ -8,6 +8,7 @@ Every wait polls a condition with a deadline; no sleep stands in for one.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from jstormpy.state_store import rocksdict_module
 from jstormpy.testing.chaos import ChaosSchedule, Kill, run_with_chaos
 from jstormpy.window.stored import WINDOW_STATE
 from tests.integration.helpers import committed_count, wait_until
+from tests.integration.paced_spout import release
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import sensor_windows  # noqa: E402
@@ -58,10 +60,29 @@ def test_rocksdb_windows_exactly_once_under_worker_sigkill(tmp_path: Path,
     assert sensor_windows.verify(out=out)
 
 
-def slow_sensor_job(out: Path):
-    """sensor_windows at a quarter of the rate (about 24 s), so a rescale lands mid-run."""
+class ReleasableReadings(sensor_windows.Readings):
+    """Readings at ``rate_per_call`` until ``release_file`` exists, then 40 a call (the
+    example's own rate): the test releases them once its rescale is over, rather than
+    waiting out the rest of the slowed input (tests/integration/paced_spout.py)."""
+
+    def __init__(self, release_file: Path, rate_per_call: int) -> None:
+        super().__init__(rate_per_call=rate_per_call)
+        self.release_file = str(release_file)
+
+    def next_tuple(self) -> None:
+        if self.rate_per_call < RELEASED_PER_CALL and os.path.exists(self.release_file):
+            self.rate_per_call = RELEASED_PER_CALL
+        super().next_tuple()
+
+
+RELEASED_PER_CALL = 40
+
+
+def slow_sensor_job(out: Path, release_file: Path):
+    """sensor_windows at a quarter of the rate (about 24 s), so a rescale lands mid-run,
+    until the test releases it."""
     b = TopologyBuilder("sensor-windows-rescale")
-    b.set_spout("readings", sensor_windows.Readings(rate_per_call=10), parallelism=1)
+    b.set_spout("readings", ReleasableReadings(release_file, rate_per_call=10), parallelism=1)
     b.set_bolt("avg", sensor_windows.AvgTemp, parallelism=2).fields_grouping(
         "readings", ["sensor"])
     b.set_bolt("windows", FileSink(str(out / "windows")), parallelism=1).global_grouping("avg")
@@ -73,7 +94,7 @@ def slow_sensor_job(out: Path):
 def test_rocksdb_windows_rescale_two_to_three(tmp_path: Path) -> None:
     out, stores = tmp_path / "out", tmp_path / "stores"
     with LocalCluster(home=tmp_path / "home") as cluster:
-        handle = cluster.submit(slow_sensor_job(out), rocks_config(stores))
+        handle = cluster.submit(slow_sensor_job(out, tmp_path / "go"), rocks_config(stores))
         wait_until(lambda: committed_count(out / "windows") > 50, 90,
                    "some committed window results")
         up = handle.rescale({"avg": 3})
@@ -83,6 +104,7 @@ def test_rocksdb_windows_rescale_two_to_three(tmp_path: Path) -> None:
         before = committed_count(out / "windows")
         wait_until(lambda: committed_count(out / "windows") > before + 50, 90,
                    "output after the rescale")
+        release(tmp_path / "go")  # the scenario is over: the rest at the example's rate
         handle.wait(timeout=180)
     assert len(window_families(stores)) >= 3, "the new tasks' windows are not in RocksDB"
     assert sensor_windows.verify(out=out)
