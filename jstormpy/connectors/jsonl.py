@@ -6,10 +6,12 @@ the stream's field order). Encoding a tuple at a time costs a ``Tuple``, a dict
 bytes for a whole channel batch with a handful of C-level passes: each column is encoded
 once (strings with the C string escaper and finite floats with ``float.__repr__``,
 exactly what :mod:`json` writes for them; anything else with the JSON encoder) except
-exact ``int`` columns, which stay numbers; the columns are laid into one flat list by
-slice assignment (every ``k``-th slot, a C-level pass per column) and the lines come out
-of one ``%`` format of a template line (the constant key texts, ``%s`` for encoded text,
-``%d`` for the exact ints: what ``json.dumps`` writes for them) repeated once per row.
+exact ``int`` columns, which stay numbers, and columns of plain text (printable ASCII
+without ``"`` or ``\\``, :func:`is_plain_text`), which go in as they are; the columns
+are laid into one flat list by slice assignment (every ``k``-th slot, a C-level pass per
+column) and the lines come out of one ``%`` format of a template line (the constant key
+texts, ``%s`` for encoded text, ``%d`` for the exact ints, ``"%s"`` for plain text: what
+``json.dumps`` writes for them) repeated once per row.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ _int_repr = int.__repr__  # what json.dumps writes for an exact int
 _INT_ONLY = {int}
 _float_repr = float.__repr__  # what json.dumps writes for a finite exact float
 _FLOAT_ONLY = {float}
+_STR_ONLY = {str}
 
 
 def encode_column(column: Sequence[Any]) -> list[str]:
@@ -49,6 +52,22 @@ def encode_column(column: Sequence[Any]) -> list[str]:
             all(map(isfinite, column)):
         return list(map(_float_repr, column))  # json.dumps: repr, unless NaN or +-inf
     return list(map(encode_value, column))
+
+
+def is_plain_text(column: Sequence[Any]) -> bool:
+    """Whether every value of ``column`` is an exact ``str`` of printable ASCII without a quote or
+    a backslash: the strings ``json.dumps`` writes as themselves between quotes (its ASCII
+    escaper changes only ``"``, ``\\``, control characters, DEL and non-ASCII). C-level
+    checks of the column's joined text, no call per value.
+
+    Example:
+        >>> is_plain_text(["cat", "a b", ""]), is_plain_text(['say "hi"']), is_plain_text(["é"])
+        (True, False, False)
+    """
+    if set(map(type, column)) != _STR_ONLY:
+        return False  # ``%s`` writes a str subclass with its ``__str__``, not its text
+    text = "".join(column)
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
 
 
 def encode_rows(rows: Sequence[Sequence[Any]], index: Mapping[str, int]) -> str | None:
@@ -85,6 +104,9 @@ def encode_rows(rows: Sequence[Sequence[Any]], index: Mapping[str, int]) -> str 
         if type(column[0]) is int and set(map(type, column)) == _INT_ONLY:
             values[j::n] = column
             specs.append("%d")
+        elif type(column[0]) is str and is_plain_text(column):
+            values[j::n] = column  # as they are, between the template's quotes
+            specs.append('"%s"')
         else:
             values[j::n] = encode_column(column)
             specs.append("%s")

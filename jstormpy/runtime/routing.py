@@ -230,8 +230,10 @@ class Route:
             pos = self.key_pos
             if len(ki) == 1:
                 k = ki[0]
+                kget, kmiss = pos.cache.get, pos.miss  # the memo inline, as in emit
                 for r in rows:
-                    put[pos(r[k])](r)
+                    i = kget(r[k])
+                    put[kmiss(r[k]) if i is None else i](r)
             else:
                 for r in rows:
                     put[pos(tuple(r[i] for i in ki))](r)

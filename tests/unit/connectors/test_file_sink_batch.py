@@ -142,3 +142,36 @@ def test_float_columns_encode_as_json_dumps_writes_them(prices: list[float]) -> 
     text = encode_rows(rows, FIELDS)
     assert text == "".join(json.dumps({"word": w, "count": p}, separators=(",", ":")) + "\n"
                            for w, p in rows)
+
+
+class Shouting(str):
+    """A str subclass whose ``str()`` differs from its text (json.dumps writes the text)."""
+
+    def __str__(self) -> str:
+        return self.upper()
+
+
+EDGE_TEXTS: list[Any] = ["cat", "", " ", "a b", "~", "\x7f", "\x1f", "tab\there", 'q"uote',
+                         "back\\slash", "50%", "%s%d", "é", "✓", "\U0001f600", "\ud800",
+                         Shouting("quiet")]
+
+
+@pytest.mark.parametrize("odd", EDGE_TEXTS, ids=repr)
+def test_text_columns_encode_as_json_dumps_writes_them(odd: str) -> None:
+    """A str column, all plain or with one value that needs escaping (or is a str
+    subclass) among plain ones, gives the bytes json.dumps gives per record."""
+    for words in (["cat", "dog", "a b"], ["cat", odd, "dog"], [odd]):
+        rows = [(w, i) for i, w in enumerate(words)]
+        assert encode_rows(rows, FIELDS) == "".join(
+            json.dumps({"word": w, "count": c}, separators=(",", ":")) + "\n" for w, c in rows)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.text(), st.integers(), st.text(alphabet=st.characters(
+    min_codepoint=0, max_codepoint=0x80))), min_size=1, max_size=20))
+def test_any_text_and_int_rows_encode_as_json_dumps_writes_them(
+        rows: list[tuple[str, int, str]]) -> None:
+    index = {"word": 0, "count": 1, "note": 2}
+    assert encode_rows(rows, index) == "".join(
+        json.dumps({"word": w, "count": c, "note": t}, separators=(",", ":")) + "\n"
+        for w, c, t in rows)
