@@ -23,6 +23,9 @@ shared cut, 3-6 its own.
 6. **restart** — every worker restarts (exit 75) and fetches the new topology; a new
    generation restores checkpoint ``m``; spouts start unpaused.
 
+Steps 3-6 are one pure step list with one driver (master/rescale_steps.py): this controller
+performs them through its port (``_ControllerPort``), and the simulator through its own.
+
 Before the commit point any failure (a worker lost, the quiescent checkpoint failing, a
 hook raising, a time-out) aborts: the spouts resume (or a normal recovery restores ``n``)
 and the old layout runs on. After it, the new layout is the topology's: a Topology Master
