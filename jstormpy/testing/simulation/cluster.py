@@ -92,6 +92,8 @@ from jstormpy.master.restore_plan import (
     prepare_ids,
 )
 from jstormpy.master.topology_state import TopologyState
+from jstormpy.master.upgrade_steps import SwitchSteps
+from jstormpy.master.upgrade_steps import perform as perform_switch
 from jstormpy.multilang.acks import AckLedger, AdoptSteps
 from jstormpy.run_identity import RunIdentity
 from jstormpy.state_backends.base import CHECKPOINT_IDS_META, COMPLETED_META
@@ -1453,6 +1455,8 @@ class Simulation:
         self.rescale_checkpoint = 0
         self.rescale_commits: set[int] = set()
         self.rescale_sinks_then: Callable[[], None] | None = None
+        self.upgrade_registered_then: Callable[[], None] | None = None
+        self.upgrade_ready_then: Callable[[str], None] | None = None
         self.pending_rescale: tuple[int, Layout] | None = None
         """A rescale staged and not yet adopted: its checkpoint and its layout."""
         self.layout_checkpoint = 0
@@ -1536,46 +1540,30 @@ class Simulation:
 
     # -- gray release (master/upgrade.py: quiescent checkpoint, restart a batch, restore it) --
     def _upgrade(self, tm: SimMaster, cid: int) -> None:
-        """Shutdown(exit 75) to one worker: its launcher restarts it on the new code; it
-        registers, is prepared from ``cid`` in the current generation (partial), and the
-        other worker keeps its tasks, state and generation."""
+        """Steps 3-5 of a gray release: master/upgrade_steps.py, as ``UpgradeController``
+        performs them, through the simulator's port: one worker restarts on new code, is
+        prepared from ``cid`` in the current generation (partial), and the other keeps its
+        tasks, state and generation."""
         tm.upgrade_done = True
-        w = self.world.rng.randrange(len(self.workers))
-        worker = self.workers[w]
-        self.rescale_state = "upgrading"
-        self.upgrade_worker = w
-        self.world.note(f"gray release: worker {w} restarts on new code at checkpoint {cid}")
-        self.control.to_worker(worker, "shutdown", tm.generation)
+        perform_switch(SwitchSteps(cid), _SwitchPort(self, tm))
 
     def upgrading(self, worker_id: int) -> bool:
         return self.rescale_state == "upgrading" and worker_id == self.upgrade_worker
 
     def upgrade_prepare(self, tm: SimMaster, worker_id: int) -> None:
-        cid = self.rescale_checkpoint
-        meta = self.storage.metadata_now(cid)
-        if meta is None:  # the switch cannot finish: abort, a normal recovery
+        """The restarted worker registered (``UpgradeController.on_register``)."""
+        then, self.upgrade_registered_then = self.upgrade_registered_then, None
+        if then is not None:
+            then()
+        else:  # registered again mid-switch (a broken stream): a new generation aborts it
             self.world.reach(Step.GRAY_RELEASE_ABORTED)
-            tm.begin_recovery(f"gray release aborted: checkpoint {cid} is gone")
-            return
-        layout = self.layout
-        handles = {int(t): v["handle"] for t, v in meta["tasks"].items()
-                   if layout.worker_of(int(t)) == worker_id}
-        restored, base = prepare_ids(cid, tm.coordinator.id_floor, True)
-        self.control.to_worker(self.workers[worker_id], "prepare", tm.generation, handles,
-                               restored, base, layout)
+            tm.begin_recovery(f"worker {worker_id} re-registered during the switch")
 
     def upgrade_ready(self, tm: SimMaster, worker_id: int, ok: bool, error: str) -> None:
-        if not ok:
-            self.world.reach(Step.GRAY_RELEASE_ABORTED)
-            tm.begin_recovery(f"gray release aborted: worker {worker_id} failed to prepare: "
-                              f"{error}")
-            return
-        self.world.reach(Step.GRAY_RELEASE_COMPLETED)
-        self.rescale_state = ""
-        self.upgrade_worker = None
-        self.control.to_worker(self.workers[worker_id], "start", tm.generation)
-        for w in self.workers:
-            self.control.to_worker(w, "resume", tm.generation)
+        """It answered its Prepare (``UpgradeController.on_ready``)."""
+        then, self.upgrade_ready_then = self.upgrade_ready_then, None
+        if then is not None:
+            then("" if ok else f"worker {worker_id} failed to prepare: {error}")
 
     def rescale_aborted(self, tm: SimMaster, cid: int) -> None:
         if self.rescale_state == "pausing" and cid == self.rescale_checkpoint:
@@ -1816,6 +1804,71 @@ class _RescalePort:
         if resume and tm.state == TopologyState.RUNNING:
             for w in sim.workers:
                 sim.control.to_worker(w, "resume", tm.generation)
+
+
+class _SwitchPort:
+    """How the simulated TM performs a gray release's switch after its quiescent cut
+    (:class:`~jstormpy.master.upgrade_steps.SwitchPort`), as ``UpgradeController`` does:
+    a batch of one worker restarts (``Shutdown``, exit 75), the checkpoint's handles are
+    read through the TM's serialised storage calls (its faults strike them), the worker is
+    prepared in the current generation, then everything resumes."""
+
+    def __init__(self, sim: Simulation, tm: SimMaster) -> None:
+        self.sim, self.tm = sim, tm
+
+    def switching(self) -> bool:
+        """Still this TM's switch (a recovery or a TM crash cuts it off)."""
+        sim = self.sim
+        return self.tm.alive and sim.tm is self.tm and sim.rescale_state == "upgrading"
+
+    def stop_batch(self, then: Callable[[], None]) -> None:
+        sim, tm = self.sim, self.tm
+        w = sim.world.rng.randrange(len(sim.workers))
+        sim.rescale_state = "upgrading"
+        sim.upgrade_worker = w
+        sim.upgrade_registered_then = then
+        sim.world.note(f"gray release: worker {w} restarts on new code at checkpoint "
+                       f"{sim.rescale_checkpoint}")
+        sim.control.to_worker(sim.workers[w], "shutdown", tm.generation)
+
+    def read_checkpoint(self, quiescent: int,
+                        then: Callable[[Mapping[int, str], str], None]) -> None:
+        def read(meta: Any, error: BaseException | None) -> None:
+            if not self.switching():
+                return  # aborted meanwhile
+            if error is not None or meta is None:
+                then({}, str(error))
+                return
+            then({int(t): v["handle"] for t, v in meta["tasks"].items()}, "")
+        self.sim.storage.read_metadata(quiescent, self.tm.alive_check(), read)
+
+    def prepare_batch(self, quiescent: int, handles: Mapping[int, str],
+                      then: Callable[[str], None]) -> None:
+        sim, tm = self.sim, self.tm
+        w, layout = sim.upgrade_worker, sim.layout
+        assert w is not None
+        sim.upgrade_ready_then = then
+        mine = {t: h for t, h in handles.items() if layout.worker_of(t) == w}
+        restored, base = prepare_ids(quiescent, tm.coordinator.id_floor, True)
+        sim.control.to_worker(sim.workers[w], "prepare", tm.generation, mine, restored,
+                              base, layout)
+
+    def resume(self) -> None:
+        sim, tm = self.sim, self.tm
+        w = sim.upgrade_worker
+        assert w is not None
+        sim.world.reach(Step.GRAY_RELEASE_COMPLETED)
+        sim.rescale_state = ""
+        sim.upgrade_worker = None
+        sim.control.to_worker(sim.workers[w], "start", tm.generation)
+        for worker in sim.workers:
+            sim.control.to_worker(worker, "resume", tm.generation)
+
+    def abort(self, reason: str) -> None:
+        if not self.switching():
+            return
+        self.sim.world.reach(Step.GRAY_RELEASE_ABORTED)
+        self.tm.begin_recovery(f"gray release aborted: {reason}")
 
 
 def _merge_capture(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
