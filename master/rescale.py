@@ -122,12 +122,27 @@ def finish_pending_rescale(run_dir: Path, backend: StateBackend) -> bool:
         _adopt(run_dir, layout, int(info["checkpoint"]))
         log.info("adopted the rescale committed as checkpoint %d", info["checkpoint"])
     else:
+        # its commit point may still land (a deposed or dead TM's write): never restore
+        # it into the old layout. Stored before the staged files go (a BackendError here
+        # fails the start, and the next one retries)
+        store_bad_checkpoint(backend, int(info["checkpoint"]))
         for name in FILES:
             (run_dir / f"{name}.rescale").unlink(missing_ok=True)
-        log.warning("dropped an uncommitted rescale (checkpoint %d never completed)",
-                    info["checkpoint"])
+        log.warning("dropped an uncommitted rescale (checkpoint %d never completed; "
+                    "stored as bad)", info["checkpoint"])
     pending.unlink()
     return done
+
+
+def store_bad_checkpoint(backend: StateBackend, checkpoint_id: int) -> None:
+    """Add ``checkpoint_id`` to the stored ids record's bad checkpoints."""
+    record = backend.get_meta(CHECKPOINT_IDS_META)
+    ids = CheckpointCoordinator(stateful=True, max_concurrent=1, timeout_s=1.0,
+                                tolerable_timeouts=0)
+    if record:
+        ids.adopt_ids_record(record)
+    ids.mark_bad(checkpoint_id)
+    backend.put_meta(CHECKPOINT_IDS_META, ids.ids_record())
 
 
 def _stored_bad(backend: StateBackend) -> frozenset[int]:

@@ -74,6 +74,7 @@ from jstormpy.master.coordinator import (
     TriggerFinal,
     WriteCommitPoint,
 )
+from jstormpy.master.rescale import store_bad_checkpoint
 from jstormpy.master.rescale_steps import RescaleSteps, pending_rescale_committed
 from jstormpy.master.rescale_steps import perform as perform_rescale
 from jstormpy.master.restore_plan import (
@@ -1601,7 +1602,8 @@ class Simulation:
             self.layout, self.layout_checkpoint = layout, cid
             self.world.note(f"TM: adopted the rescale committed as checkpoint {cid}")
             self.world.reach(Step.RESCALE_COMPLETED)
-        else:
+        else:  # its commit point may still land: stored as bad first (master/rescale.py)
+            store_bad_checkpoint(self.storage.inspect, cid)
             self.world.note(f"TM: dropped an uncommitted rescale (checkpoint {cid})")
             self.world.reach(Step.RESCALE_REFUSED)
 
