@@ -23,6 +23,9 @@ shared cut, 3-6 its own.
 6. **restart** — every worker restarts (exit 75) and fetches the new topology; a new
    generation restores checkpoint ``m``; spouts start unpaused.
 
+Steps 3-6 are one pure step list with one driver (master/rescale_steps.py): this controller
+performs them through its port (``_ControllerPort``), and the simulator through its own.
+
 Before the commit point any failure (a worker lost, the quiescent checkpoint failing, a
 hook raising, a time-out) aborts: the spouts resume (or a normal recovery restores ``n``)
 and the old layout runs on. After it, the new layout is the topology's: a Topology Master
@@ -43,6 +46,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -51,12 +55,14 @@ from typing import TYPE_CHECKING, Any
 import cloudpickle
 
 from jstormpy import pickling
-from jstormpy.api.errors import BackendError, CheckpointError, JStormError
+from jstormpy.api.errors import BackendError, JStormError
 from jstormpy.api.topology import Topology
 from jstormpy.faults import fault_point
-from jstormpy.master.commit_point import CommitStatus
+from jstormpy.master.commit_point import CommitOutcome
 from jstormpy.master.coordinator import CheckpointCoordinator
 from jstormpy.master.quiescent import QuiescentOperation
+from jstormpy.master.rescale_steps import RescaleSteps, pending_rescale_committed
+from jstormpy.master.rescale_steps import perform as perform_rescale
 from jstormpy.master.topology_state import TERMINAL_STATES, TopologyState
 from jstormpy.master.upgrade import UpgradePhase
 from jstormpy.operations.rescale_state import job_max_parallelism, plan_rescale, rescale_checkpoint
@@ -107,8 +113,8 @@ def finish_pending_rescale(run_dir: Path, backend: StateBackend) -> bool:
     info = json.loads(pending.read_text())
     # complete and not bad: a commit point that timed out is stored as bad at once, and
     # may land after the TM died with its staged files still here
-    done = info["checkpoint"] in backend.list_completed() \
-        and int(info["checkpoint"]) not in _stored_bad(backend)
+    done = pending_rescale_committed(int(info["checkpoint"]), backend.list_completed(),
+                                     _stored_bad(backend))
     if done:
         persisted = backend.get_meta("generation")
         layout = max(int(info["layout_generation"]),
@@ -116,12 +122,27 @@ def finish_pending_rescale(run_dir: Path, backend: StateBackend) -> bool:
         _adopt(run_dir, layout, int(info["checkpoint"]))
         log.info("adopted the rescale committed as checkpoint %d", info["checkpoint"])
     else:
+        # its commit point may still land (a deposed or dead TM's write): never restore
+        # it into the old layout. Stored before the staged files go (a BackendError here
+        # fails the start, and the next one retries)
+        store_bad_checkpoint(backend, int(info["checkpoint"]))
         for name in FILES:
             (run_dir / f"{name}.rescale").unlink(missing_ok=True)
-        log.warning("dropped an uncommitted rescale (checkpoint %d never completed)",
-                    info["checkpoint"])
+        log.warning("dropped an uncommitted rescale (checkpoint %d never completed; "
+                    "stored as bad)", info["checkpoint"])
     pending.unlink()
     return done
+
+
+def store_bad_checkpoint(backend: StateBackend, checkpoint_id: int) -> None:
+    """Add ``checkpoint_id`` to the stored ids record's bad checkpoints."""
+    record = backend.get_meta(CHECKPOINT_IDS_META)
+    ids = CheckpointCoordinator(stateful=True, max_concurrent=1, timeout_s=1.0,
+                                tolerable_timeouts=0)
+    if record:
+        ids.adopt_ids_record(record)
+    ids.mark_bad(checkpoint_id)
+    backend.put_meta(CHECKPOINT_IDS_META, ids.ids_record())
 
 
 def _stored_bad(backend: StateBackend) -> frozenset[int]:
@@ -196,6 +217,7 @@ class RescaleController(QuiescentOperation[RescalePhase]):
         self.code_descriptor: dict[str, Any] | None = None
         self._loaded: dict[str, Topology] = {}  # stable package label -> its topology
         self.dropped_below = 0             # old-layout checkpoints below it were deleted
+        self._sinks_then: Callable[[], None] | None = None  # step 3's continuation
 
     def attach_run_dir(self, run_dir: str | Path) -> None:
         """Where the topology files live (called by the TM's main)."""
@@ -239,9 +261,11 @@ class RescaleController(QuiescentOperation[RescalePhase]):
     def _check_sinks(self) -> None:
         core = self.core
         assert self.checkpoint_id is not None
-        if all(self.sink_commits.get(t, (0, 0)) >= (core.generation, self.checkpoint_id)
-               for t in core.sink_tasks):
-            self._start_redistribution()
+        if self._sinks_then is not None and all(
+                self.sink_commits.get(t, (0, 0)) >= (core.generation, self.checkpoint_id)
+                for t in core.sink_tasks):
+            then, self._sinks_then = self._sinks_then, None
+            then()
 
     def tick(self, now: float) -> None:
         """Drive the rescale: quiesce, watch the checkpoint, time-outs, completion."""
@@ -368,119 +392,12 @@ class RescaleController(QuiescentOperation[RescalePhase]):
 
     # -- the steps ---------------------------------------------------------------------------
     def _quiesced(self) -> None:
-        self.phase = RescalePhase.SINKS
-        self._check_sinks()
+        """Steps 3-6: master/rescale_steps.py's step list, through this controller's port."""
+        assert self.checkpoint_id is not None
+        perform_rescale(RescaleSteps(self.checkpoint_id), _ControllerPort(self, self.requested))
 
     def _quiescence_failed(self, reason: str) -> None:
         self._abort(reason, resume=True)
-
-    def _start_redistribution(self) -> None:
-        now = time.monotonic()
-        self.marks["sinks"] = self.t_step = now
-        try:  # like any checkpoint's: from the ids record's reservation
-            new_id = self.core.checkpoints.allocate_id()
-        except CheckpointError as exc:
-            self._abort(str(exc), resume=True)
-            return
-        self.phase = RescalePhase.REDISTRIBUTING
-        self.restored_id = new_id
-        threading.Thread(target=self._redistribute, name="rescale", daemon=True,
-                         args=(self.requested, self.checkpoint_id, self.restored_id)).start()
-
-    def _redistribute(self, request: int, cid: int, new_id: int) -> None:
-        """Thread: write checkpoint ``new_id`` for the new layout, then stage its commit."""
-        core = self.core
-        assert self.new_topology is not None and self.old_topology is not None
-        try:
-            meta = rescale_checkpoint(core.backend, cid, self.old_topology, self.new_topology,
-                                      self.max_parallelism, new_id)
-            failure = ""
-        except (JStormError, BackendError) as exc:
-            meta, failure = {}, str(exc)
-        except Exception as exc:  # user hooks run here: never kill the TM
-            meta, failure = {}, f"{type(exc).__name__}: {exc}"
-        with core.lock:
-            if self.phase != RescalePhase.REDISTRIBUTING or self.requested != request \
-                    or core.state != TopologyState.RUNNING:
-                if self.phase == RescalePhase.REDISTRIBUTING and self.requested == request:
-                    self._abort(f"the topology is {core.state}", resume=False)
-                return  # aborted meanwhile (a recovery restores the old layout)
-            if failure:
-                self._abort(failure, resume=True)
-                return
-            self._stage(meta, new_id)
-
-    def _stage(self, meta: dict[str, Any], new_id: int) -> None:
-        """Write the new topology files as pending, then queue the commit point on the
-        TM's backend thread (never under the lock: a hanging backend must not hang
-        ``jstorm status``). From here on the rescale is not aborted by a recovery: the
-        commit point's outcome decides which layout the next generation runs, and a
-        recovery's listing, queued after it, sees that outcome."""
-        core = self.core
-        assert self.run_dir is not None and self.new_topology is not None
-        new = self.new_topology
-        config = core.config.replace(max_parallelism=self.max_parallelism,
-                                     workers=self.workers or core.config.workers)
-        descriptor = self.code_descriptor if self.code else new.descriptor()
-        assert descriptor is not None
-        texts = {"descriptor.json": json.dumps(descriptor).encode(),
-                 "config.json": json.dumps(config.to_dict()).encode()}
-        blob = self.topology_blob
-        if self.code:  # every worker runs the package from now on; v1's pickle stays v1
-            texts["code/assignment.json"] = core.upgrade.assignment_json(self.code)
-        else:
-            blob = texts["topology.pkl"] = pickling.dumps(new)
-        try:
-            for name, data in texts.items():
-                _write_atomic(self.run_dir / f"{name}.rescale", data)
-            _write_atomic(self.run_dir / PENDING, json.dumps(
-                {"checkpoint": new_id, "layout_generation": core.generation + 1}).encode())
-        except OSError as exc:
-            (self.run_dir / PENDING).unlink(missing_ok=True)
-            self._abort(f"cannot stage the rescaled topology files: {exc}", resume=True)
-            return
-        meta["completed_at"] = time.time()
-        self.phase = RescalePhase.COMMITTING
-        staged = _Staged(self.requested, new_id, meta, config, descriptor, blob)
-        core.backend_io.submit(lambda: self._write_commit_point(staged))
-
-    def _write_commit_point(self, staged: _Staged) -> None:
-        """BackendIO thread: checkpoint ``m``'s commit point through the Topology Master's
-        one commit path (``MasterCore.create_commit_point``: fenced, epoch-stamped,
-        create-only, then the completed floor), then adopt the new layout or abort under
-        the lock."""
-        core = self.core
-        cid = staged.checkpoint_id
-        outcome = core.create_commit_point(cid, staged.meta)
-        if outcome.status == CommitStatus.FAILED:
-            # whether or not it lands: never restored. In the ids record before the staged
-            # files go, so a TM killed in between never finds m complete and not bad
-            with core.lock:
-                core.checkpoints.mark_bad(cid)
-            core.store_ids_record_now(f"bad rescaled checkpoint {cid}")
-            if not outcome.exists:  # another writer's commit point is not ours to delete
-                try:
-                    core.backend.discard_checkpoint(cid)
-                except BackendError as again:
-                    log.warning("cannot discard the uncommitted rescaled checkpoint %d: %s",
-                                cid, again)
-        with core.lock:
-            assert self.run_dir is not None
-            match outcome.status:
-                case CommitStatus.FENCED:
-                    # a newer Topology Master leads: the old layout is its to run or rescale
-                    self._drop_staged()
-                    self._abort(f"this Topology Master was fenced ({core.fenced}); the "
-                                f"rescaled checkpoint {cid} is not committed", resume=False)
-                case CommitStatus.FAILED:
-                    self._drop_staged()
-                    self._abort(f"cannot commit the rescaled checkpoint {cid}: "
-                                f"{outcome.error}", resume=True)
-                case _:
-                    # complete on storage (a floor that was not stored is stored by the
-                    # restore of m that follows, before any Prepare: RestorePlan)
-                    fault_point("rescale_after_commit", 0)
-                    self._commit(staged)
 
     def _drop_staged(self) -> None:
         """The rescale will not commit: the staged topology files go, so a restarted
@@ -591,6 +508,7 @@ class RescaleController(QuiescentOperation[RescalePhase]):
             core.upgrade.error = f"upgrade --rescale to {self.code} aborted: {reason}"
         self.error = f"aborted: {reason}"
         self.phase = RescalePhase.IDLE
+        self._sinks_then = None
         self.done = self.requested
         if resume and paused and core.state == TopologyState.RUNNING:
             self._resume_spouts()
@@ -612,3 +530,128 @@ class RescaleController(QuiescentOperation[RescalePhase]):
                 "layout_generation": self.layout_generation,
                 "history": self.history[-20:]}
 
+
+
+class _ControllerPort:
+    """How the Topology Master performs a rescale's steps
+    (:class:`~jstormpy.master.rescale_steps.RescalePort`): the redistribution on a thread
+    of its own, the commit point on the TM's BackendIO thread, everything else under
+    ``core.lock``. A step answering for a request that is no longer the controller's (it
+    was aborted meanwhile) never continues."""
+
+    def __init__(self, rescale: RescaleController, request: int) -> None:
+        self.rescale, self.core, self.request = rescale, rescale.core, request
+        self.meta: dict[str, Any] = {}
+        self.staged: _Staged | None = None
+
+    def await_sinks(self, quiescent: int, then: Callable[[], None]) -> None:
+        r = self.rescale
+        r.phase = RescalePhase.SINKS
+        r._sinks_then = then
+        r._check_sinks()
+
+    def allocate_id(self) -> int:
+        r = self.rescale
+        r.marks["sinks"] = r.t_step = time.monotonic()
+        new_id = self.core.checkpoints.allocate_id()  # like any checkpoint's
+        r.phase = RescalePhase.REDISTRIBUTING
+        r.restored_id = new_id
+        return new_id
+
+    def write_rescaled(self, quiescent: int, target: int,
+                       then: Callable[[str], None]) -> None:
+        threading.Thread(target=self._redistribute, name="rescale", daemon=True,
+                         args=(quiescent, target, then)).start()
+
+    def _redistribute(self, cid: int, new_id: int, then: Callable[[str], None]) -> None:
+        """Thread: write checkpoint ``new_id`` for the new layout, outside the lock."""
+        r, core = self.rescale, self.core
+        assert r.new_topology is not None and r.old_topology is not None
+        try:
+            self.meta = rescale_checkpoint(core.backend, cid, r.old_topology, r.new_topology,
+                                           r.max_parallelism, new_id)
+            failure = ""
+        except (JStormError, BackendError) as exc:
+            failure = str(exc)
+        except Exception as exc:  # user hooks run here: never kill the TM
+            failure = f"{type(exc).__name__}: {exc}"
+        with core.lock:
+            if r.phase != RescalePhase.REDISTRIBUTING or r.requested != self.request \
+                    or core.state != TopologyState.RUNNING:
+                if r.phase == RescalePhase.REDISTRIBUTING and r.requested == self.request:
+                    r._abort(f"the topology is {core.state}", resume=False)
+                return  # aborted meanwhile (a recovery restores the old layout)
+            then(failure)
+
+    def stage(self, target: int, then: Callable[[str], None]) -> None:
+        """Write the new topology files as pending (under the lock). The commit point is
+        queued on the TM's backend thread next (never under the lock: a hanging backend
+        must not hang ``jstorm status``). From here on the rescale is not aborted by a
+        recovery: the commit point's outcome decides which layout the next generation
+        runs, and a recovery's listing, queued after it, sees that outcome."""
+        r, core = self.rescale, self.core
+        assert r.run_dir is not None and r.new_topology is not None
+        new = r.new_topology
+        config = core.config.replace(max_parallelism=r.max_parallelism,
+                                     workers=r.workers or core.config.workers)
+        descriptor = r.code_descriptor if r.code else new.descriptor()
+        assert descriptor is not None
+        texts = {"descriptor.json": json.dumps(descriptor).encode(),
+                 "config.json": json.dumps(config.to_dict()).encode()}
+        blob = r.topology_blob
+        if r.code:  # every worker runs the package from now on; v1's pickle stays v1
+            texts["code/assignment.json"] = core.upgrade.assignment_json(r.code)
+        else:
+            blob = texts["topology.pkl"] = pickling.dumps(new)
+        try:
+            for name, data in texts.items():
+                _write_atomic(r.run_dir / f"{name}.rescale", data)
+            _write_atomic(r.run_dir / PENDING, json.dumps(
+                {"checkpoint": target, "layout_generation": core.generation + 1}).encode())
+        except OSError as exc:
+            (r.run_dir / PENDING).unlink(missing_ok=True)
+            then(f"cannot stage the rescaled topology files: {exc}")
+            return
+        self.meta["completed_at"] = time.time()
+        r.phase = RescalePhase.COMMITTING
+        self.staged = _Staged(r.requested, target, self.meta, config, descriptor, blob)
+        then("")
+
+    def commit(self, target: int, then: Callable[[CommitOutcome], None]) -> None:
+        """On the BackendIO thread: the TM's one commit path
+        (``MasterCore.create_commit_point``: fenced, epoch-stamped, create-only, then the
+        completed floor)."""
+        staged = self.staged
+        assert staged is not None and staged.checkpoint_id == target
+        core = self.core
+        core.backend_io.submit(lambda: then(core.create_commit_point(target, staged.meta)))
+
+    def mark_bad(self, target: int, outcome: CommitOutcome, then: Callable[[], None]) -> None:
+        """In the ids record before the staged files go, so a TM killed in between never
+        finds ``target`` complete and not bad."""
+        core = self.core
+        with core.lock:
+            core.checkpoints.mark_bad(target)
+        core.store_ids_record_now(f"bad rescaled checkpoint {target}")
+        if not outcome.exists:  # another writer's commit point is not ours to delete
+            try:
+                core.backend.discard_checkpoint(target)
+            except BackendError as again:
+                log.warning("cannot discard the uncommitted rescaled checkpoint %d: %s",
+                            target, again)
+        then()
+
+    def adopt_layout(self, target: int) -> None:
+        assert self.staged is not None
+        with self.core.lock:
+            fault_point("rescale_after_commit", 0)
+            self.rescale._commit(self.staged)
+
+    def abort(self, reason: str, resume: bool, staged: bool) -> None:
+        r, core = self.rescale, self.core
+        with core.lock:
+            if staged:
+                r._drop_staged()
+            if core.fenced and not resume:
+                reason = f"{reason} ({core.fenced})"
+            r._abort(reason, resume=resume)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,8 @@ from typing import TYPE_CHECKING, Any
 from jstormpy.api.errors import BackendError, JStormError
 from jstormpy.master.quiescent import QuiescentOperation
 from jstormpy.master.topology_state import TopologyState
+from jstormpy.master.upgrade_steps import SwitchSteps
+from jstormpy.master.upgrade_steps import perform as perform_switch
 from jstormpy.operations.codepkg import (
     PackageStore,
     check_compatible,
@@ -89,6 +92,8 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
         self.batch_version = ""
         self.registered: set[int] = set()
         self.ready: set[int] = set()
+        self._registered_then: Callable[[], None] | None = None  # step 3's continuation
+        self._ready_then: Callable[[str], None] | None = None    # step 4's
         self.started_at = 0.0              # of the whole upgrade (for the expiry)
         self.error = ""
         self.switches: list[dict[str, Any]] = []
@@ -148,8 +153,9 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
         if self.phase == UpgradePhase.STOPPING and wid in self.batch \
                 and self.core.state == TopologyState.RUNNING:
             self.registered.add(wid)
-            if self.registered >= set(self.batch):
-                self._restore_batch()
+            if self.registered >= set(self.batch) and self._registered_then is not None:
+                then, self._registered_then = self._registered_then, None
+                then()
             return True
         return False
 
@@ -172,13 +178,17 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
         if self.phase != UpgradePhase.RESTORING or msg.worker_id not in self.batch \
                 or msg.generation != self.core.generation:
             return False
+        then = self._ready_then
         if not msg.ok:
-            self._abort(f"worker {msg.worker_id} failed to prepare on {self.batch_version}: "
-                        f"{msg.error}", revert_all=True, recover=True)
+            self._ready_then = None
+            if then is not None:
+                then(f"worker {msg.worker_id} failed to prepare on {self.batch_version}: "
+                     f"{msg.error}")
             return True
         self.ready.add(msg.worker_id)
-        if self.ready >= set(self.batch):
-            self._resume()
+        if self.ready >= set(self.batch) and then is not None:
+            self._ready_then = None
+            then("")
         return True
 
     def tick(self, now: float) -> None:
@@ -409,58 +419,9 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
         self._abort(reason, revert_all=False, resume=True)
 
     def _quiesced(self) -> None:
-        """Stop the batch: its workers restart on their new version."""
-        self.phase = UpgradePhase.STOPPING
-        for w in self.batch:
-            self.assigned[w] = self.batch_version
-        self._persist()
-        for w in self.batch:
-            s = self.core.sessions.get(w)
-            if s is not None and s.alive:
-                self._restart(s, f"switching to code {self.batch_version}")
-
-    def _restore_batch(self) -> None:
-        """Every batch worker registered on its new code: read the quiescent checkpoint's
-        snapshot handles on the TM's backend thread (never under the lock), then prepare
-        the batch (:meth:`_prepare_batch`)."""
-        now = time.monotonic()
-        self.marks["registered"] = now
-        self.t_step = now
-        cid = self.checkpoint_id
-        assert cid is not None
-        self.phase = UpgradePhase.RESTORING
-        self.core.backend_io.submit(lambda: self._read_restores(cid))
-
-    def _read_restores(self, cid: int) -> None:
-        """BackendIO thread: checkpoint ``cid``'s handles, then go on under the lock."""
-        core = self.core
-        error = ""
-        restores: dict[int, str] = {}
-        try:
-            meta = core.backend.read_metadata(cid)
-            restores = {int(t): v["handle"] for t, v in meta["tasks"].items()}
-        except (BackendError, KeyError, ValueError) as exc:
-            error = str(exc)
-        with core.lock:
-            if self.phase != UpgradePhase.RESTORING or self.checkpoint_id != cid:
-                return  # aborted meanwhile (a worker lost, a recovery, a time-out)
-            if error:
-                self._abort(f"quiescent checkpoint {cid} unreadable: {error}",
-                            revert_all=True, recover=True)
-                return
-            self._prepare_batch(cid, restores)
-
-    def _prepare_batch(self, cid: int, restores: dict[int, str]) -> None:
-        core = self.core
-        peers = core.peer_addresses()
-        core.broadcast(peers=pb.Peers(peers=peers, generation=core.generation))
-        for w in self.batch:
-            tasks = [t for t, wid in core.plan.items() if wid == w]
-            core.sessions[w].send(prepare=pb.Prepare(
-                generation=core.generation, checkpoint_id=cid, task_ids=tasks,
-                restores=[pb.TaskRestore(task_id=t, handle=restores.get(t, "")) for t in tasks],
-                peers=peers, task_workers=core.plan, partial=True,
-                restored_checkpoint_id=cid))
+        """Steps 3-5: master/upgrade_steps.py's step list, through this controller's port."""
+        assert self.checkpoint_id is not None
+        perform_switch(SwitchSteps(self.checkpoint_id), _ControllerPort(self))
 
     def _resume(self) -> None:
         core = self.core
@@ -529,6 +490,7 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
         self._persist()
         self.batch = []
         self.checkpoint_id = None
+        self._registered_then = self._ready_then = None
         self.phase = UpgradePhase.UPGRADING \
             if any(v != self.stable for v in self.assigned.values()) \
             else UpgradePhase.ROLLED_BACK if revert_all else UpgradePhase.IDLE
@@ -566,3 +528,70 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
             "switches": self.switches[-20:],
             "packages": sorted(self.store.versions) if self.store is not None else [],
         }
+
+
+class _ControllerPort:
+    """How the Topology Master performs a switch's steps
+    (:class:`~jstormpy.master.upgrade_steps.SwitchPort`): under ``core.lock``, the
+    checkpoint's read on the TM's BackendIO thread (never under the lock)."""
+
+    def __init__(self, upgrade: UpgradeController) -> None:
+        self.upgrade, self.core = upgrade, upgrade.core
+
+    def stop_batch(self, then: Callable[[], None]) -> None:
+        """Stop the batch: its workers restart on their new version."""
+        u = self.upgrade
+        u.phase = UpgradePhase.STOPPING
+        u._registered_then = then
+        for w in u.batch:
+            u.assigned[w] = u.batch_version
+        u._persist()
+        for w in u.batch:
+            s = self.core.sessions.get(w)
+            if s is not None and s.alive:
+                u._restart(s, f"switching to code {u.batch_version}")
+
+    def read_checkpoint(self, quiescent: int,
+                        then: Callable[[Mapping[int, str], str], None]) -> None:
+        """Every batch worker registered on its new code: read the quiescent checkpoint's
+        snapshot handles on the TM's backend thread, then go on under the lock."""
+        u = self.upgrade
+        now = time.monotonic()
+        u.marks["registered"] = now
+        u.t_step = now
+        u.phase = UpgradePhase.RESTORING
+        self.core.backend_io.submit(lambda: self._read(quiescent, then))
+
+    def _read(self, cid: int, then: Callable[[Mapping[int, str], str], None]) -> None:
+        u, core = self.upgrade, self.core
+        error = ""
+        restores: dict[int, str] = {}
+        try:
+            meta = core.backend.read_metadata(cid)
+            restores = {int(t): v["handle"] for t, v in meta["tasks"].items()}
+        except (BackendError, KeyError, ValueError) as exc:
+            error = str(exc)
+        with core.lock:
+            if u.phase != UpgradePhase.RESTORING or u.checkpoint_id != cid:
+                return  # aborted meanwhile (a worker lost, a recovery, a time-out)
+            then(restores, error)
+
+    def prepare_batch(self, quiescent: int, handles: Mapping[int, str],
+                      then: Callable[[str], None]) -> None:
+        u, core = self.upgrade, self.core
+        u._ready_then = then
+        peers = core.peer_addresses()
+        core.broadcast(peers=pb.Peers(peers=peers, generation=core.generation))
+        for w in u.batch:
+            tasks = [t for t, wid in core.plan.items() if wid == w]
+            core.sessions[w].send(prepare=pb.Prepare(
+                generation=core.generation, checkpoint_id=quiescent, task_ids=tasks,
+                restores=[pb.TaskRestore(task_id=t, handle=handles.get(t, "")) for t in tasks],
+                peers=peers, task_workers=core.plan, partial=True,
+                restored_checkpoint_id=quiescent))
+
+    def resume(self) -> None:
+        self.upgrade._resume()
+
+    def abort(self, reason: str) -> None:
+        self.upgrade._abort(reason, revert_all=True, recover=True)

@@ -174,3 +174,33 @@ def test_master_start_adopts_only_a_committed_rescale(tmp_path: Path, committed:
     assert (run / "topology.pkl").read_bytes() == (b"new" if committed else b"old")
     assert not (run / PENDING).exists() and not (run / "topology.pkl.rescale").exists()
     assert (run / "rescale.json").exists() is committed
+
+
+def test_a_dropped_rescale_whose_commit_point_lands_late_is_never_restored(
+        tmp_path: Path) -> None:
+    """Simulator seed 12604 (issue 37): a deposed TM's rescale commit point was still being
+    written when its successor started and dropped the staged layout; the write landed
+    after, and the next recovery restored the new layout's checkpoint into the old layout
+    (state split over tasks that no longer own it). Dropping the rescale stores its
+    checkpoint as bad first, so a resumed TM never restores it."""
+    from jstormpy.master.coordinator import CheckpointCoordinator
+    from jstormpy.master.restore_plan import LATEST, ReadMetadata, RestorePlan
+    from jstormpy.state_backends.base import CHECKPOINT_IDS_META
+
+    run = tmp_path / "run"
+    run.mkdir()
+    backend = open_backend(f"file://{tmp_path / 'ckpt'}")
+    backend.create_metadata(5, {"generation": 2, "tasks": {}})
+    (run / "topology.pkl.rescale").write_bytes(b"new")
+    (run / PENDING).write_text(json.dumps({"checkpoint": 7, "layout_generation": 3}))
+    assert finish_pending_rescale(run, backend) is False
+    backend.create_metadata(7, {"generation": 2, "tasks": {}})  # the late write lands
+
+    ids = CheckpointCoordinator(stateful=True, max_concurrent=1, timeout_s=1.0,
+                                tolerable_timeouts=0)
+    record = backend.get_meta(CHECKPOINT_IDS_META)
+    assert record is not None, "no ids record stored: the late commit point is restorable"
+    ids.adopt_ids_record(record)
+    plan = RestorePlan(3, LATEST, stateful=True, persisted_generation=3,
+                       completed_floor=5, bad=ids.bad)
+    assert plan.listed(backend.list_completed()) == [ReadMetadata(5)]

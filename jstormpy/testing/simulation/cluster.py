@@ -74,6 +74,9 @@ from jstormpy.master.coordinator import (
     TriggerFinal,
     WriteCommitPoint,
 )
+from jstormpy.master.rescale import store_bad_checkpoint
+from jstormpy.master.rescale_steps import RescaleSteps, pending_rescale_committed
+from jstormpy.master.rescale_steps import perform as perform_rescale
 from jstormpy.master.restore_plan import (
     LATEST,
     ListCompleted,
@@ -90,6 +93,8 @@ from jstormpy.master.restore_plan import (
     prepare_ids,
 )
 from jstormpy.master.topology_state import TopologyState
+from jstormpy.master.upgrade_steps import SwitchSteps
+from jstormpy.master.upgrade_steps import perform as perform_switch
 from jstormpy.multilang.acks import AckLedger, AdoptSteps
 from jstormpy.run_identity import RunIdentity
 from jstormpy.state_backends.base import CHECKPOINT_IDS_META, COMPLETED_META
@@ -1131,6 +1136,8 @@ class SimMaster:
             ids = self.sim.storage.meta_now(CHECKPOINT_IDS_META)
             if ids:
                 self.coordinator.adopt_ids_record(ids)
+        if self.sim.layout_checkpoint:  # RescaleController.attach_run_dir: rescale.json
+            self.coordinator.adopt_layout(self.sim.layout_checkpoint)
         if self.resume and self.incarnation > 1:
             self.sim.world.reach(Step.TM_RESUMED)
         # as take_over_run, before serving: a resume is the run's next epoch
@@ -1178,7 +1185,8 @@ class SimMaster:
 
     # -- recovery (MasterCore._begin_generation / _resolve_restore / on_ready) -----------------
     def begin_recovery(self, reason: str, target: int | None = LATEST) -> None:
-        self.sim.rescale_state = ""  # the new generation's spouts are not paused
+        if self.sim.rescale_state != "committing":  # RescaleController.on_new_generation
+            self.sim.rescale_state = ""  # the new generation's spouts are not paused
         self.generation += 1
         self.coordinator.new_generation(self.generation)
         self.recovery = Recovery(self.generation, target)
@@ -1195,7 +1203,8 @@ class SimMaster:
                                persisted_generation=self.persisted_generation,
                                completed_floor=self.coordinator.completed_floor,
                                bad=self.coordinator.bad, persisted_floor=self.persisted_floor,
-                               epoch=self.epoch, epoch_starts=self.coordinator.epoch_starts)
+                               epoch=self.epoch, epoch_starts=self.coordinator.epoch_starts,
+                               layout_floor=self.coordinator.layout_floor)
         self.perform_plan(rec, rec.plan.begin())
 
     def perform_plan(self, rec: Recovery, actions: list[RestoreAction]) -> None:
@@ -1446,6 +1455,14 @@ class Simulation:
         self.upgrade_worker: int | None = None
         self.rescale_checkpoint = 0
         self.rescale_commits: set[int] = set()
+        self.rescale_sinks_then: Callable[[], None] | None = None
+        self.upgrade_registered_then: Callable[[], None] | None = None
+        self.upgrade_ready_then: Callable[[str], None] | None = None
+        self.pending_rescale: tuple[int, Layout] | None = None
+        """A rescale staged and not yet adopted: its checkpoint and its layout."""
+        self.layout_checkpoint = 0
+        """The first checkpoint of the running layout (``rescale.json``): the layout
+        floor a Topology Master starts from."""
         self.savepoint: int | None = None
         self.drained_at = 0
         self.savepoint_at: int | None = None
@@ -1497,7 +1514,9 @@ class Simulation:
             return False
         done = len(self.completed)
         rescale, upgrade = self.plan.rescale_at, self.plan.upgrade_at
-        if rescale is not None and not tm.rescale_done and done >= rescale:
+        if rescale is not None and not tm.rescale_done and done >= rescale // 2:
+            # halved as the gray release's: the rescale's commit point is written after
+            # every sink committed the cut, and a job that drains meanwhile ends first
             self.quiescent_kind = "rescale"
         elif upgrade is not None and not tm.upgrade_done and done >= upgrade // 2:
             # at the first checkpoint, or after the first or second completed one (the
@@ -1516,53 +1535,36 @@ class Simulation:
         if self.rescale_state == "pausing" and cid == self.rescale_checkpoint:
             if self.quiescent_kind == "upgrade":
                 self._upgrade(tm, cid)
-            else:
-                self.rescale_state = "committing"
-                self.rescale_commits = set()
+            else:  # steps 3-6: master/rescale_steps.py, as RescaleController performs them
+                perform_rescale(RescaleSteps(cid), _RescalePort(self, tm))
         return False
 
     # -- gray release (master/upgrade.py: quiescent checkpoint, restart a batch, restore it) --
     def _upgrade(self, tm: SimMaster, cid: int) -> None:
-        """Shutdown(exit 75) to one worker: its launcher restarts it on the new code; it
-        registers, is prepared from ``cid`` in the current generation (partial), and the
-        other worker keeps its tasks, state and generation."""
+        """Steps 3-5 of a gray release: master/upgrade_steps.py, as ``UpgradeController``
+        performs them, through the simulator's port: one worker restarts on new code, is
+        prepared from ``cid`` in the current generation (partial), and the other keeps its
+        tasks, state and generation."""
         tm.upgrade_done = True
-        w = self.world.rng.randrange(len(self.workers))
-        worker = self.workers[w]
-        self.rescale_state = "upgrading"
-        self.upgrade_worker = w
-        self.world.note(f"gray release: worker {w} restarts on new code at checkpoint {cid}")
-        self.control.to_worker(worker, "shutdown", tm.generation)
+        perform_switch(SwitchSteps(cid), _SwitchPort(self, tm))
 
     def upgrading(self, worker_id: int) -> bool:
         return self.rescale_state == "upgrading" and worker_id == self.upgrade_worker
 
     def upgrade_prepare(self, tm: SimMaster, worker_id: int) -> None:
-        cid = self.rescale_checkpoint
-        meta = self.storage.metadata_now(cid)
-        if meta is None:  # the switch cannot finish: abort, a normal recovery
+        """The restarted worker registered (``UpgradeController.on_register``)."""
+        then, self.upgrade_registered_then = self.upgrade_registered_then, None
+        if then is not None:
+            then()
+        else:  # registered again mid-switch (a broken stream): a new generation aborts it
             self.world.reach(Step.GRAY_RELEASE_ABORTED)
-            tm.begin_recovery(f"gray release aborted: checkpoint {cid} is gone")
-            return
-        layout = self.layout
-        handles = {int(t): v["handle"] for t, v in meta["tasks"].items()
-                   if layout.worker_of(int(t)) == worker_id}
-        restored, base = prepare_ids(cid, tm.coordinator.id_floor, True)
-        self.control.to_worker(self.workers[worker_id], "prepare", tm.generation, handles,
-                               restored, base, layout)
+            tm.begin_recovery(f"worker {worker_id} re-registered during the switch")
 
     def upgrade_ready(self, tm: SimMaster, worker_id: int, ok: bool, error: str) -> None:
-        if not ok:
-            self.world.reach(Step.GRAY_RELEASE_ABORTED)
-            tm.begin_recovery(f"gray release aborted: worker {worker_id} failed to prepare: "
-                              f"{error}")
-            return
-        self.world.reach(Step.GRAY_RELEASE_COMPLETED)
-        self.rescale_state = ""
-        self.upgrade_worker = None
-        self.control.to_worker(self.workers[worker_id], "start", tm.generation)
-        for w in self.workers:
-            self.control.to_worker(w, "resume", tm.generation)
+        """It answered its Prepare (``UpgradeController.on_ready``)."""
+        then, self.upgrade_ready_then = self.upgrade_ready_then, None
+        if then is not None:
+            then("" if ok else f"worker {worker_id} failed to prepare: {error}")
 
     def rescale_aborted(self, tm: SimMaster, cid: int) -> None:
         if self.rescale_state == "pausing" and cid == self.rescale_checkpoint:
@@ -1573,61 +1575,37 @@ class Simulation:
                 self.control.to_worker(w, "resume", tm.generation)
 
     def rescale_committed(self, tm: SimMaster, cid: int, task: int) -> None:
-        if self.rescale_state != "committing" or cid < self.rescale_checkpoint:
+        if self.rescale_state != "sinks" or cid < self.rescale_checkpoint:
             return
         self.rescale_commits.add(task)
-        if self.rescale_commits >= set(self.layout.tasks("sink")):
-            self.rescale_state = ""
-            self._rescale(tm, self.rescale_checkpoint)
+        if self.rescale_commits >= set(self.layout.tasks("sink")) and \
+                self.rescale_sinks_then is not None:
+            then, self.rescale_sinks_then = self.rescale_sinks_then, None
+            then()
 
-    def _rescale(self, tm: SimMaster, cid: int) -> None:
-        tm.rescale_done = True
-        # half the seeds (a generator of their own: every other draw stays as it was) ask
-        # for "tally" too, which keeps a partial count per task (shuffle-fed): the real
-        # redistribute refuses to split it, and the rescale is refused (hole 5 lets it
-        # through and loses values); the others rescale the keyed counter only, and the
-        # rescale completes
-        both = random.Random(f"{self.world.seed}:rescale").random() < 0.5
-        new = Layout(count=3 if self.layout.count == 2 else 1,
-                     tally=3 if both else self.layout.tally)
-        meta = self.storage.metadata_now(cid)
-        by_task = {} if meta is None else {
-            int(t): self.storage.materialize(self.storage.snapshot_now(v["handle"]))
-            for t, v in meta["tasks"].items()}
-        if meta is None or any(v is None for v in by_task.values()):
-            self.world.note(f"rescale: checkpoint {cid} is gone; resuming")
-            self.world.reach(Step.RESCALE_REFUSED)
-            for w in self.workers:
-                self.control.to_worker(w, "resume", tm.generation)
+    def adopt_pending_rescale(self) -> None:
+        """A restarted TM finds a rescale staged (``finish_pending_rescale``): it adopts
+        the new layout if the rescaled checkpoint completed and is not bad, else drops
+        it."""
+        if self.pending_rescale is None:
             return
-        try:
-            moved: dict[int, Any] = {}
-            for comp in ("count", "tally"):
-                old: list[dict[str, Any]] = [by_task[t] or {} for t in self.layout.tasks(comp)]
-                parts = redistribute(comp, old, getattr(new, comp), MAX_PARALLELISM)
-                for t, part in zip(new.tasks(comp), parts, strict=True):
-                    moved[t] = part
-        except JStormError as exc:
-            self.world.note(f"rescale refused: {exc}")
+        cid, layout = self.pending_rescale
+        self.pending_rescale = None
+        raw = self.storage.meta_now(CHECKPOINT_IDS_META)
+        bad: frozenset[int] = frozenset()
+        if raw:
+            ids = CheckpointCoordinator(stateful=True, max_concurrent=1, timeout_s=1.0,
+                                        tolerable_timeouts=0)
+            ids.adopt_ids_record(raw)
+            bad = ids.bad
+        if pending_rescale_committed(cid, self.storage.completed_now(), bad):
+            self.layout, self.layout_checkpoint = layout, cid
+            self.world.note(f"TM: adopted the rescale committed as checkpoint {cid}")
+            self.world.reach(Step.RESCALE_COMPLETED)
+        else:  # its commit point may still land: stored as bad first (master/rescale.py)
+            store_bad_checkpoint(self.storage.inspect, cid)
+            self.world.note(f"TM: dropped an uncommitted rescale (checkpoint {cid})")
             self.world.reach(Step.RESCALE_REFUSED)
-            for w in self.workers:
-                self.control.to_worker(w, "resume", tm.generation)
-            return
-        for comp in ("spout", "sink"):
-            for old_t, new_t in zip(self.layout.tasks(comp), new.tasks(comp), strict=True):
-                moved[new_t] = by_task[old_t]
-        for t in new.tasks("sink"):
-            # as rescale_state._reset_channels: every sink committed the quiescent
-            # checkpoint, so nothing staged is left to re-commit under the new task ids
-            moved[t] = {**(moved[t] or {}), "pending_rows": {}}
-        # the rescaled checkpoint replaces the quiescent one (every sink committed it)
-        self.storage.replace_checkpoint(cid, tm.generation, moved)
-        self.layout = new
-        tm.layout = new
-        tm.coordinator.set_layout(new.component_of(), new.tasks("spout"), new.tasks("sink"))
-        self.world.note(f"rescaled to count={new.count} tally={new.tally} at checkpoint {cid}")
-        self.world.reach(Step.RESCALE_COMPLETED)
-        tm.begin_recovery("rescale", cid)
 
     def on_completed(self, cid: int) -> None:
         self.completed.add(cid)
@@ -1688,13 +1666,12 @@ class Simulation:
             return  # a dead TM's restart is already on its way: one launcher, one TM
         old = self.tm
         old.crash()
-        layout = old.layout
 
         def restart() -> None:
+            # a rescale cut off by the crash: finish_pending_rescale, attach_run_dir
+            self.rescale_state, self.rescale_sinks_then = "", None
+            self.adopt_pending_rescale()
             self.tm = SimMaster(self, resume=True)
-            self.tm.layout = layout
-            self.tm.coordinator.set_layout(layout.component_of(), layout.tasks("spout"),
-                                           layout.tasks("sink"))
             self.tm.boot()
         self.world.at(self.world.latency(5, 40), restart, "TM restarts")
 
@@ -1704,6 +1681,196 @@ class Simulation:
 
     def finished(self) -> bool:
         return self.tm.state in (TopologyState.DRAINED, TopologyState.FAILED)
+
+
+class _RescalePort:
+    """How the simulated TM performs a rescale's steps after its quiescent cut
+    (:class:`~jstormpy.master.rescale_steps.RescalePort`), as ``RescaleController`` does:
+    the new layout's checkpoint written from the quiescent one by the real
+    ``keygroups.redistribute``, its commit point through the one commit path on the
+    simulated storage, the layout floor set by the real coordinator."""
+
+    def __init__(self, sim: Simulation, tm: SimMaster) -> None:
+        self.sim, self.tm = sim, tm
+        self.layout: Layout | None = None
+        self.metadata: dict[str, Any] = {}
+
+    def live(self) -> bool:
+        return self.tm.alive and self.sim.tm is self.tm
+
+    def await_sinks(self, quiescent: int, then: Callable[[], None]) -> None:
+        sim = self.sim
+        sim.rescale_state = "sinks"
+        sim.rescale_commits = set()
+        sim.rescale_sinks_then = then
+
+    def allocate_id(self) -> int:
+        self.tm.rescale_done = True
+        return self.tm.coordinator.allocate_id()
+
+    def write_rescaled(self, quiescent: int, target: int,
+                       then: Callable[[str], None]) -> None:
+        sim, tm = self.sim, self.tm
+        # half the seeds (a generator of their own: every other draw stays as it was) ask
+        # for "tally" too, which keeps a partial count per task (shuffle-fed): the real
+        # redistribute refuses to split it, and the rescale is refused (hole 5 lets it
+        # through and loses values); the others rescale the keyed counter only, and the
+        # rescale completes
+        both = random.Random(f"{sim.world.seed}:rescale").random() < 0.5
+        old = sim.layout
+        new = Layout(count=3 if old.count == 2 else 1, tally=3 if both else old.tally)
+        meta = sim.storage.metadata_now(quiescent)
+        by_task = {} if meta is None else {
+            int(t): sim.storage.materialize(sim.storage.snapshot_now(v["handle"]))
+            for t, v in meta["tasks"].items()}
+        if meta is None or any(v is None for v in by_task.values()):
+            then(f"checkpoint {quiescent} is gone")
+            return
+        try:
+            moved: dict[int, Any] = {}
+            for comp in ("count", "tally"):
+                snaps: list[dict[str, Any]] = [by_task[t] or {} for t in old.tasks(comp)]
+                parts = redistribute(comp, snaps, getattr(new, comp), MAX_PARALLELISM)
+                for t, part in zip(new.tasks(comp), parts, strict=True):
+                    moved[t] = part
+        except JStormError as exc:
+            then(str(exc))
+            return
+        for comp in ("spout", "sink"):
+            for old_t, new_t in zip(old.tasks(comp), new.tasks(comp), strict=True):
+                moved[new_t] = by_task[old_t]
+        for t in new.tasks("sink"):
+            # as rescale_state._reset_channels: every sink committed the quiescent
+            # checkpoint, so nothing staged is left to re-commit under the new task ids
+            moved[t] = {**(moved[t] or {}), "pending_rows": {}}
+        tasks = sim.storage.write_rescaled(target, tm.generation, moved)
+        self.layout = new
+        self.metadata = {k: v for k, v in meta.items() if k != "run"} | {"tasks": tasks}
+        then("")
+
+    def stage(self, target: int, then: Callable[[str], None]) -> None:
+        assert self.layout is not None
+        self.sim.rescale_state = "committing"
+        self.sim.pending_rescale = (target, self.layout)
+        then("")
+
+    def commit(self, target: int, then: Callable[[CommitOutcome], None]) -> None:
+        tm = self.tm
+        commit = CommitPoint(target, self.metadata, {**self.sim.run.to_dict(),
+                                                     "epoch": tm.epoch}, tm.persisted_floor)
+        perform_commit(commit, _CommitPort(tm), then)
+
+    def mark_bad(self, target: int, outcome: CommitOutcome, then: Callable[[], None]) -> None:
+        tm, storage = self.tm, self.sim.storage
+        tm.coordinator.mark_bad(target)
+        ids = tm.coordinator.ids_record()
+
+        def discarded(_: Any, error: BaseException | None) -> None:
+            then()
+
+        def ids_stored(_: Any, error: BaseException | None) -> None:
+            if error is None:
+                tm.coordinator.ids_record_stored(ids)
+            if outcome.exists:  # another writer's commit point is not ours to delete
+                then()
+            else:
+                storage.discard(target, tm.alive_check(), discarded)
+        storage.put_meta(CHECKPOINT_IDS_META, ids, tm.alive_check(), ids_stored)
+
+    def adopt_layout(self, target: int) -> None:
+        sim, tm, new = self.sim, self.tm, self.layout
+        assert new is not None
+        if not self.live():
+            return
+        sim.pending_rescale = None
+        sim.rescale_state = ""
+        sim.layout = tm.layout = new
+        sim.layout_checkpoint = target
+        tm.coordinator.set_layout(new.component_of(), new.tasks("spout"), new.tasks("sink"))
+        tm.coordinator.adopt_layout(target)
+        sim.world.note(f"rescaled to count={new.count} tally={new.tally} at checkpoint "
+                       f"{target}")
+        sim.world.reach(Step.RESCALE_COMPLETED)
+        if tm.state in (TopologyState.RUNNING, TopologyState.RECOVERING):
+            tm.begin_recovery("rescale", target)
+
+    def abort(self, reason: str, resume: bool, staged: bool) -> None:
+        sim, tm = self.sim, self.tm
+        if not self.live():
+            return
+        if staged:
+            sim.pending_rescale = None
+        sim.world.note(f"rescale aborted: {reason[:160]}")
+        sim.world.reach(Step.RESCALE_REFUSED)
+        sim.rescale_state = ""
+        if resume and tm.state == TopologyState.RUNNING:
+            for w in sim.workers:
+                sim.control.to_worker(w, "resume", tm.generation)
+
+
+class _SwitchPort:
+    """How the simulated TM performs a gray release's switch after its quiescent cut
+    (:class:`~jstormpy.master.upgrade_steps.SwitchPort`), as ``UpgradeController`` does:
+    a batch of one worker restarts (``Shutdown``, exit 75), the checkpoint's handles are
+    read through the TM's serialised storage calls (its faults strike them), the worker is
+    prepared in the current generation, then everything resumes."""
+
+    def __init__(self, sim: Simulation, tm: SimMaster) -> None:
+        self.sim, self.tm = sim, tm
+
+    def switching(self) -> bool:
+        """Still this TM's switch (a recovery or a TM crash cuts it off)."""
+        sim = self.sim
+        return self.tm.alive and sim.tm is self.tm and sim.rescale_state == "upgrading"
+
+    def stop_batch(self, then: Callable[[], None]) -> None:
+        sim, tm = self.sim, self.tm
+        w = sim.world.rng.randrange(len(sim.workers))
+        sim.rescale_state = "upgrading"
+        sim.upgrade_worker = w
+        sim.upgrade_registered_then = then
+        sim.world.note(f"gray release: worker {w} restarts on new code at checkpoint "
+                       f"{sim.rescale_checkpoint}")
+        sim.control.to_worker(sim.workers[w], "shutdown", tm.generation)
+
+    def read_checkpoint(self, quiescent: int,
+                        then: Callable[[Mapping[int, str], str], None]) -> None:
+        def read(meta: Any, error: BaseException | None) -> None:
+            if not self.switching():
+                return  # aborted meanwhile
+            if error is not None or meta is None:
+                then({}, str(error))
+                return
+            then({int(t): v["handle"] for t, v in meta["tasks"].items()}, "")
+        self.sim.storage.read_metadata(quiescent, self.tm.alive_check(), read)
+
+    def prepare_batch(self, quiescent: int, handles: Mapping[int, str],
+                      then: Callable[[str], None]) -> None:
+        sim, tm = self.sim, self.tm
+        w, layout = sim.upgrade_worker, sim.layout
+        assert w is not None
+        sim.upgrade_ready_then = then
+        mine = {t: h for t, h in handles.items() if layout.worker_of(t) == w}
+        restored, base = prepare_ids(quiescent, tm.coordinator.id_floor, True)
+        sim.control.to_worker(sim.workers[w], "prepare", tm.generation, mine, restored,
+                              base, layout)
+
+    def resume(self) -> None:
+        sim, tm = self.sim, self.tm
+        w = sim.upgrade_worker
+        assert w is not None
+        sim.world.reach(Step.GRAY_RELEASE_COMPLETED)
+        sim.rescale_state = ""
+        sim.upgrade_worker = None
+        sim.control.to_worker(sim.workers[w], "start", tm.generation)
+        for worker in sim.workers:
+            sim.control.to_worker(worker, "resume", tm.generation)
+
+    def abort(self, reason: str) -> None:
+        if not self.switching():
+            return
+        self.sim.world.reach(Step.GRAY_RELEASE_ABORTED)
+        self.tm.begin_recovery(f"gray release aborted: {reason}")
 
 
 def _merge_capture(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from unittest import mock
 
 from jstormpy.barrier.snapshots import TaskSnapshots
 from jstormpy.barrier.transactions import SinkTransactions
-from jstormpy.keygroups import redistribute
+from jstormpy.keygroups import key_group, redistribute, task_index_for_key_group
 from jstormpy.master.restore_plan import RestorePlan
 from jstormpy.state_store import FrozenStore, RocksDBStore, RocksState, Stamped
 from jstormpy.testing.simulation import cluster, outputs
@@ -111,6 +111,28 @@ def _hole11() -> contextlib.AbstractContextManager[Any]:
     return _patches((outputs.SimOutput, "check_not_abandoned", lambda self, *args: None))
 
 
+def _hole12() -> contextlib.AbstractContextManager[Any]:
+    # issue 37's audit: a rescale that places each key by the old parallelism (the task
+    # index that owned its key group before), not by the new one
+    real = redistribute
+
+    def misplaced(component: str, snapshots: Any, new_parallelism: int,
+                  max_parallelism: int, hook: Any = None,
+                  keyed_state: bool = True) -> list[dict[str, Any]]:
+        out = real(component, snapshots, new_parallelism, max_parallelism, hook, keyed_state)
+        if len(snapshots) == new_parallelism:
+            return out
+        parts: list[dict[str, dict[Any, Any]]] = [{} for _ in out]
+        for snap in out:
+            for name, entries in snap.get("states", {}).items():
+                for key, value in entries.items():
+                    old = task_index_for_key_group(max_parallelism, len(snapshots),
+                                                   key_group(key, max_parallelism))
+                    parts[old % new_parallelism].setdefault(name, {})[key] = value
+        return [{**snap, "states": parts[i]} for i, snap in enumerate(out)]
+    return _patches((cluster, "redistribute", misplaced))
+
+
 HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]]] = {
     1: ("a failed checkpoint listing read as 'no checkpoints'", _hole1),
     2: ("sinks recover to the id floor, not the restored checkpoint", _hole2),
@@ -124,6 +146,7 @@ HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]
     10: ("a RocksDB snapshot reads the live database, not the barrier's (issue 25)",
          _hole10),
     11: ("a discarded PostgreSQL/Redis transaction committed as a no-op", _hole11),
+    12: ("a rescale that places keys by the old parallelism (issue 37)", _hole12),
 }
 
 HOLE_FAULTS: dict[int, tuple[Fault, ...]] = {

@@ -27,7 +27,7 @@ from jstormpy.api.errors import (
     ObjectExistsError,
     SnapshotNotFoundError,
 )
-from jstormpy.state_backends.base import COMPLETED_META, METADATA_NAME, checkpoint_prefix
+from jstormpy.state_backends.base import COMPLETED_META
 from jstormpy.state_backends.file import FileBackend
 from jstormpy.state_backends.shared_files import encode_refs
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
@@ -265,17 +265,24 @@ class SimStorage:
         self.landed.add(checkpoint_id)
         self.set_meta_now(COMPLETED_META, checkpoint_id)
 
-    def replace_checkpoint(self, checkpoint_id: int, generation: int,
-                           snapshots: dict[int, Any]) -> None:
-        """A rescale: checkpoint ``checkpoint_id``'s tasks replaced by ``snapshots`` (by
-        new task id, stored as task ``1000 + id``), its commit point rewritten."""
-        meta = self.metadata_now(checkpoint_id)
-        assert meta is not None
-        handles = {str(t): {"handle": self.inspect.put_snapshot(
-            checkpoint_id, 1000 + t, pickle.dumps(data), generation=generation)}
+    def write_rescaled(self, checkpoint_id: int, generation: int,
+                       snapshots: dict[int, Any]) -> dict[str, dict[str, str]]:
+        """A rescale's checkpoint ``checkpoint_id`` for the new layout: its tasks'
+        ``snapshots`` (by new task id) written, no commit point (the rescale writes that
+        through the one commit path); answers the metadata's ``tasks``."""
+        return {str(t): {"handle": self.inspect.put_snapshot(
+            checkpoint_id, t, pickle.dumps(data), generation=generation)}
             for t, data in snapshots.items()}
-        self.inspect.delete_objects(checkpoint_prefix(checkpoint_id) + METADATA_NAME)
-        self.inspect.create_metadata(checkpoint_id, {**meta, "tasks": handles})
+
+    def discard(self, checkpoint_id: int, alive: Callable[[], bool], done: Done) -> None:
+        """``StateBackend.discard_checkpoint``, a TM call (a rescale's failed commit)."""
+        def apply() -> tuple[Any, BaseException | None]:
+            try:
+                self.backend.discard_checkpoint(checkpoint_id)
+            except JStormError as exc:
+                return None, exc
+            return None, None
+        self._call("discard_checkpoint", apply, alive, done, serial=True)
 
     # -- helpers ---------------------------------------------------------------------------
     def _call(self, what: str, apply: Callable[[], tuple[Any, BaseException | None]],
