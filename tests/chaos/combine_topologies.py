@@ -10,29 +10,11 @@ from pathlib import Path
 from topologies import SlowFileSpout, Split
 
 from jstormpy import FileSink, TopologyBuilder, read_committed
-from jstormpy.window import TumblingWindows, WindowedBolt
-
-
-class FinalCount(WindowedBolt):
-    window = TumblingWindows(2 ** 62)
-    time = "ingestion"
-    key = "word"
-
-    def create(self):
-        return 0
-
-    def add(self, acc, tup):
-        return acc + 1
-
-    def merge(self, a, b):
-        return a + b
-
-    def result(self, key, window, acc):
-        return acc
+from tests.integration.window_components import FinalWordCount
 
 
 def windowed_wordcount(out: Path, corpus: Path, combine: bool = True):
-    count = type("FinalCount", (FinalCount,), {"combine_before_shuffle": combine})
+    count = type("FinalCount", (FinalWordCount,), {"combine_before_shuffle": combine})
     b = TopologyBuilder("chaos-window-wordcount")
     b.set_spout("lines", SlowFileSpout(str(corpus / "*.txt")), parallelism=2)
     b.set_bolt("split", Split, parallelism=2).shuffle_grouping("lines")

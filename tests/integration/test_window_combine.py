@@ -11,33 +11,19 @@ from collections import Counter
 import pytest
 
 from jstormpy import Config, FileSink, LocalCluster, TopologyBuilder, read_committed
-from jstormpy.window import TumblingWindows, WindowedBolt
-from tests.integration.window_components import WORDS_PER_TASK, Words, word_at
+from tests.integration.window_components import (
+    WORDS_PER_TASK,
+    FinalWordCount,
+    Words,
+    word_at,
+)
 
 
-class WordCount(WindowedBolt):
-    window = TumblingWindows(2 ** 62)
-    time = "ingestion"
-    key = "word"
-
-    def create(self):
-        return 0
-
-    def add(self, acc, tup):
-        return acc + 1
-
-    def merge(self, a, b):
-        return a + b
-
-    def result(self, key, window, acc):
-        return acc
-
-
-class PlainWordCount(WordCount):
+class PlainWordCount(FinalWordCount):
     combine_before_shuffle = False
 
 
-@pytest.mark.parametrize("bolt", [WordCount, PlainWordCount])
+@pytest.mark.parametrize("bolt", [FinalWordCount, PlainWordCount])
 def test_combined_word_count_on_the_runtime(tmp_path, bolt):
     b = TopologyBuilder("combine-window")
     b.set_spout("words", Words(), parallelism=2)
@@ -59,4 +45,4 @@ def test_combined_word_count_on_the_runtime(tmp_path, bolt):
     logs = "".join(p.read_text() for p in
                    (home / "runs" / "combine-window" / "logs").glob("worker-*.log"))
     combining = "combines before the shuffle towards 'count'" in logs
-    assert combining == (bolt is WordCount)
+    assert combining == (bolt is FinalWordCount)

@@ -40,11 +40,8 @@ class TimedEvents(Spout):
         self.offset = snap
 
 
-class CountPerWindow(WindowedBolt):
-    window = TumblingWindows(size_ms=1000)
-    time = "event"
-    timestamp = "ts"
-    key = "key"
+class _Counting(WindowedBolt):
+    """Counts the records of each key and window."""
 
     def create(self):
         return 0
@@ -57,6 +54,13 @@ class CountPerWindow(WindowedBolt):
 
     def result(self, key, window, acc):
         return acc
+
+
+class CountPerWindow(_Counting):
+    window = TumblingWindows(size_ms=1000)
+    time = "event"
+    timestamp = "ts"
+    key = "key"
 
 
 WORDS_PER_TASK = 4000
@@ -113,3 +117,12 @@ class KeptTuplesPerWord(WindowedBolt):
 
     def result(self, key, window, acc):
         return [len(acc), sum(t["n"] for t in acc)]
+
+
+class FinalWordCount(_Counting):
+    """Each word's final count: one ingestion-time window that fires when the input ends
+    (the peer word count's shape), combinable before the shuffle."""
+
+    window = TumblingWindows(2 ** 62)
+    time = "ingestion"
+    key = "word"
