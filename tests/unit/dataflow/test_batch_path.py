@@ -73,6 +73,10 @@ def test_raw_items_match_as_dict_for_short_rows_and_any_field_order():
     odd = Batch([("x", 1)], index, "up", "default", 1, Tuple.bound(index, "up", "default", 1))
     got = list(raw_items(odd))
     assert got == [{"n": 1, "s": "x"}] and list(got[0]) == ["n", "s"]
+    for fields, rows in [(("line",), [("a",), ("b",)]), (("line",), [("a",), ()]),
+                         (("s", "n", "t"), [("x", 1, 2.0), ("y", 2)])]:
+        batch = _batch(rows, fields)
+        assert list(raw_items(batch)) == [t.as_dict() for t in batch], (fields, rows)
 
 
 class _Keeper(Sink):
