@@ -14,7 +14,7 @@ from tests.unit.connectors.test_sources import Collector, drain, launch, step
 
 def drain_within(collector: Collector, seconds: float) -> list[tuple[object, ...]]:
     """Every event the spout emits until it finishes, which must be within ``seconds``."""
-    spout = collector.spout  # type: ignore[attr-defined]
+    spout = collector.spout
     start, deadline = len(collector.out), time.monotonic() + seconds
     while not spout.finished:
         assert time.monotonic() < deadline, \
@@ -31,7 +31,7 @@ def test_paced_until_released_then_full_speed_with_the_same_events(tmp_path: Pat
     elapsed = time.monotonic() - t0
     # paced: at most the rate's share of the time (the spout emits 100 a call unthrottled)
     assert 1 <= len(paced.out) <= 2 + elapsed * 20, (len(paced.out), elapsed)
-    snap = paced.spout.snapshot()  # type: ignore[attr-defined]
+    snap = paced.spout.snapshot()
     assert snap == {"emitted": len(paced.out)}
     release(gate)
     drain_within(paced, 10)  # paced at 20/s, its 1,200 events would take a minute

@@ -21,6 +21,8 @@ class Collector:
     def __init__(self) -> None:
         self.out: list[tuple[Any, ...]] = []
         self.streams: set[str] = set()
+        self.spout: Any = None
+        """The spout emitting into it (set by ``launch``)."""
 
     def emit(self, values: Any, stream: str = "default") -> None:
         self.out.append(tuple(values))
@@ -43,12 +45,12 @@ def launch(spout: Spout, snap: Any = None, task_index: int = 0,
     if snap is not None:
         spout.restore(json.loads(json.dumps(snap)))  # snapshots are plain data
     spout.open({}, ctx(task_index, parallelism))
-    collector.spout = spout  # type: ignore[attr-defined]
+    collector.spout = spout
     return collector
 
 
 def drain(collector: Collector, max_calls: int = 100_000) -> list[tuple[Any, ...]]:
-    spout = collector.spout  # type: ignore[attr-defined]
+    spout = collector.spout
     start = len(collector.out)
     for _ in range(max_calls):
         if spout.finished:
@@ -59,7 +61,7 @@ def drain(collector: Collector, max_calls: int = 100_000) -> list[tuple[Any, ...
 
 def step(collector: Collector, calls: int) -> None:
     for _ in range(calls):
-        collector.spout.next_tuple()  # type: ignore[attr-defined]
+        collector.spout.next_tuple()
 
 
 # ---------------------------------------------------------------- FileSpout
@@ -101,7 +103,7 @@ def test_filespout_batches_and_finishes(text_files: list[Path]) -> None:
     collector = launch(FileSpout([str(text_files[0])], batch=16))
     step(collector, 1)
     assert len(collector.out) == 16
-    assert not collector.spout.finished  # type: ignore[attr-defined]
+    assert not collector.spout.finished
     assert len(drain(collector)) == 40 - 16
 
 
@@ -117,7 +119,7 @@ def test_filespout_restore_resumes_exactly(text_files: list[Path], tmp_path: Pat
     first = launch(spout)
     step(first, calls)
     before = list(first.out)
-    snap = first.spout.snapshot()  # type: ignore[attr-defined]
+    snap = first.spout.snapshot()
     rest = drain(first)
     assert before + rest == lines_of(text_files)
 
@@ -129,7 +131,7 @@ def test_filespout_restore_after_the_end_emits_nothing(text_files: list[Path]) -
     spout = FileSpout([str(p) for p in text_files])
     first = launch(spout)
     drain(first)
-    replay = launch(spout, snap=first.spout.snapshot())  # type: ignore[attr-defined]
+    replay = launch(spout, snap=first.spout.snapshot())
     assert drain(replay) == []
 
 
@@ -147,8 +149,8 @@ def test_filespout_partitions_files_across_tasks(text_files: list[Path],
 def test_filespout_can_be_pickled_mid_file(text_files: list[Path]) -> None:
     collector = launch(FileSpout([str(text_files[0])], batch=5))
     step(collector, 2)
-    clone = cloudpickle.loads(cloudpickle.dumps(collector.spout))  # type: ignore[attr-defined]
-    assert clone.snapshot() == collector.spout.snapshot()  # type: ignore[attr-defined]
+    clone = cloudpickle.loads(cloudpickle.dumps(collector.spout))
+    assert clone.snapshot() == collector.spout.snapshot()
 
 
 def test_filespout_missing_inputs_raise_source_error(tmp_path: Path) -> None:
@@ -198,7 +200,7 @@ def test_sequencespout_restore_resumes_exactly(calls: int) -> None:
     spout = SequenceSpout(keys=3, per_key=40, batch=13)
     first = launch(spout, task_index=1, parallelism=2)
     step(first, calls)
-    snap = first.spout.snapshot()  # type: ignore[attr-defined]
+    snap = first.spout.snapshot()
     rest = drain(first)
     assert drain(launch(spout, snap=snap, task_index=1, parallelism=2)) == rest
 
@@ -223,7 +225,7 @@ def test_sequencespout_rate_limit_throttles_without_long_sleeps(monkeypatch) -> 
     collector = launch(SequenceSpout(keys=2, per_key=1000, batch=100, rate_per_s=20))
     t0 = time.monotonic()
     for _ in range(20):
-        collector.spout.next_tuple()  # type: ignore[attr-defined]
+        collector.spout.next_tuple()
     elapsed = time.monotonic() - t0
     assert slept and max(slept) <= 0.005  # it was throttled, in short sleeps
     assert 1 <= len(collector.out) <= 1 + elapsed * 20 + 1
