@@ -356,26 +356,8 @@ def test_emit_batch_and_a_two_field_key_combine_too() -> None:
     """Every way into a combining route folds: ``emit_batch`` and a key of two fields."""
     clock = [5.0]
 
-    class PerPair(WindowedBolt):
-        window = TumblingWindows(2 ** 62)
-        time = "ingestion"
-        key = ("word", "n")
-
-        def create(self) -> int:
-            return 0
-
-        def add(self, acc: int, tup: Tuple) -> int:
-            return acc + 1
-
-        def merge(self, a: int, b: int) -> int:
-            return a + b
-
-        def result(self, k: Any, window: Any, acc: int) -> int:
-            return acc
-
-        def now_ms(self) -> float:
-            return clock[0]
-
+    PerPair = _bolt(window=TumblingWindows(2 ** 62), key=("word", "n"),
+                    now_ms=lambda self: clock[0])
     bolts = {t: PerPair() for t in TARGETS}
     cols = {t: attach(b, (SRC,)) for t, b in bolts.items()}
     sent: list[tuple[int, Any]] = []
