@@ -177,3 +177,56 @@ def test_retention_never_keeps_a_late_commit_point_in_place_of_the_new_leaders(
         f"leader's {own}")
     _, restored = recover(new, sessions)
     assert restored == own[-1]
+
+
+# -- retention's own rules, beside the deposed leader's (issue 37's mutation survivors) --
+
+def _completed(store: FileBackend, cid: int, shared: list[str]) -> str:
+    """Checkpoint ``cid`` of one task whose snapshot references the shared files
+    ``shared`` (its ``.refs``), with its commit point; returns the snapshot's handle."""
+    for key in shared:
+        if not store.list_objects(key):
+            store.put_object(key, b"state")
+    handle = store.put_snapshot(cid, 1, b"snap", generation=1,
+                                refs=json.dumps(sorted(shared)).encode())
+    store.create_metadata(cid, {"tasks": {"1": {"handle": handle}}})
+    return handle
+
+
+def test_retention_keeps_the_newest_and_deletes_every_older_checkpoint(
+        tmp_path: Path) -> None:
+    """keep=1 over checkpoints 1-3: only 3 is left, 1 and 2 both go (not only the
+    oldest), and a shared file only 1 and 2 referenced goes with them."""
+    store = FileBackend(f"file://{tmp_path}")
+    _completed(store, 1, ["inc/seg-0000000001-a"])
+    _completed(store, 2, ["inc/seg-0000000001-a"])
+    _completed(store, 3, ["inc/seg-0000000003-b"])
+    assert sorted(store.garbage_collect(keep=1)) == [1, 2]
+    assert store.list_completed() == [3]
+    assert store.list_objects("inc/") == ["inc/seg-0000000003-b"]
+
+
+def test_retention_keeps_the_shared_files_a_retained_checkpoint_references(
+        tmp_path: Path) -> None:
+    """A file written for checkpoint 1 and still referenced by the retained checkpoint 2
+    (an incremental segment both reference) is kept when 1 is deleted: it is found
+    through the ``.refs`` object beside 2's snapshot, and restoring 2 needs it."""
+    store = FileBackend(f"file://{tmp_path}")
+    _completed(store, 1, ["inc/seg-0000000001-a", "inc/seg-0000000001-b"])
+    handle = _completed(store, 2, ["inc/seg-0000000001-a"])
+    assert store.garbage_collect(keep=1) == [1]
+    assert store.list_objects("inc/") == ["inc/seg-0000000001-a"], (
+        f"the refs of {handle} were not read: retention deleted what checkpoint 2 needs")
+
+
+def test_retention_leaves_a_file_in_the_shared_directory_it_did_not_name_alone(
+        tmp_path: Path) -> None:
+    """An object under ``inc/`` whose name carries no checkpoint id (``seg-`` without
+    digits: put there by hand or by another tool) neither stops retention nor is
+    deleted by it."""
+    store = FileBackend(f"file://{tmp_path}")
+    store.put_object("inc/seg-notes.txt", b"operator's notes")
+    _completed(store, 1, ["inc/seg-0000000001-a"])
+    _completed(store, 2, [])
+    assert store.garbage_collect(keep=1) == [1]
+    assert store.list_objects("inc/") == ["inc/seg-notes.txt"]

@@ -77,3 +77,17 @@ def test_a_restarted_master_never_reuses_an_id_whose_commit_point_may_still_land
     assert backend.read_metadata(own)["generation"] == successor.generation, (
         f"checkpoint {own}, which the restarted TM completed, now names the dead "
         "generation's snapshots")
+
+
+def test_the_listing_of_checkpoint_ids_names_incomplete_checkpoints_too(
+        tmp_path: Path) -> None:
+    """``list_checkpoint_ids``, the listing the fix reads: a checkpoint with only task
+    snapshots (its commit point still in flight) counts as well as a completed one;
+    objects outside ``chk-<id>/`` do not."""
+    backend = FileBackend(f"file://{tmp_path}")
+    backend.put_snapshot(3, 1, b"in flight", generation=1)
+    handle = backend.put_snapshot(5, 1, b"done", generation=1)
+    backend.create_metadata(5, {"tasks": {"1": {"handle": handle}}})
+    backend.put_object("chk-notanid/stray", b"x")
+    assert backend.list_completed() == [5]
+    assert backend.list_checkpoint_ids() == [3, 5]

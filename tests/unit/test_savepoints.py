@@ -207,3 +207,20 @@ def test_a_savepoint_that_does_not_fit_changes_nothing_in_the_state_backend(
         prepare_restore(sp, topo(2), config)
     assert target.list_completed() == [5], "the refused restore deleted the checkpoints"
     assert load_run_identity(target) == running
+
+
+def test_a_half_written_pin_hides_no_other_pin_from_retention(tmp_path: Path) -> None:
+    """A savepoint pins the checkpoint it copies. A pin left half-written by a process
+    that died (unreadable) is skipped, and every other live pin still keeps its
+    checkpoint out of retention."""
+    from jstormpy.state_backends.base import PINS_PREFIX
+
+    backend = open_backend(f"memory://{tmp_path}")  # lists in the order written
+    for cid in (1, 2, 3):
+        handle = backend.put_snapshot(cid, 1, b"s", generation=1)
+        backend.create_metadata(cid, {"tasks": {"1": {"handle": handle}}})
+    backend.put_object(f"{PINS_PREFIX}0000000001-dead", b"\x00half")  # listed first
+    backend.pin_checkpoint(2)
+    assert backend.pinned_checkpoints() == {2}
+    backend.garbage_collect(keep=1)
+    assert backend.list_completed() == [2, 3]

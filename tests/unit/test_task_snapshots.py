@@ -1,6 +1,13 @@
 """A task's snapshots between barrier and report (barrier/snapshots.py), in isolation."""
 
+from pathlib import Path
+
+import pytest
+
+from jstormpy.api.errors import CorruptSnapshotError
 from jstormpy.barrier.snapshots import AckSnapshot, DeclineSnapshot, TaskSnapshots
+from jstormpy.state_backends.base import open_blob, seal_stream
+from jstormpy.state_backends.file import FileBackend
 
 
 def test_a_snapshot_reports_under_its_barriers_generation():
@@ -23,3 +30,17 @@ def test_a_failure_of_a_running_task_declines_its_checkpoint():
     snaps = TaskSnapshots(task_id=1)
     ticket = snaps.barrier(4, 1)
     assert snaps.failed(ticket, "EIO") == [DeclineSnapshot(ticket, "EIO")]
+
+
+def test_a_snapshot_written_piece_by_piece_reads_back_whole(tmp_path: Path) -> None:
+    """A full dump is stored as a stream of pieces (``seal_stream``: a header, the pieces,
+    a trailer with their checksum and length); it reads back as the same bytes, and a
+    stream cut short is refused, not read as a smaller snapshot."""
+    backend = FileBackend(f"file://{tmp_path}")
+    pieces = [b"abc", b"", b"defgh" * 1000]
+    handle = backend.put_snapshot(4, 2, pieces, generation=1)
+    assert backend.get_snapshot(handle) == b"".join(pieces)
+    sealed = b"".join(seal_stream(pieces))
+    assert open_blob(sealed, "whole") == b"".join(pieces)
+    with pytest.raises(CorruptSnapshotError):
+        open_blob(sealed[:-20] + sealed[-16:], "cut")
