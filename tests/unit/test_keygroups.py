@@ -76,6 +76,8 @@ def test_config_max_parallelism_is_validated() -> None:
     with pytest.raises(ConfigError, match="max_parallelism=4 is below"):
         resolve_max_parallelism(4, [2, 8])
     assert resolve_max_parallelism(0, [2, 200]) == 512
+    # as many key groups as the largest parallelism: one each, accepted
+    assert resolve_max_parallelism(8, [2, 8]) == 8
 
 
 def _routed(max_p: int, n: int, keys: list[Any], batch: bool) -> dict[Any, int]:

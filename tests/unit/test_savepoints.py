@@ -224,3 +224,46 @@ def test_a_half_written_pin_hides_no_other_pin_from_retention(tmp_path: Path) ->
     assert backend.pinned_checkpoints() == {2}
     backend.garbage_collect(keep=1)
     assert backend.list_completed() == [2, 3]
+
+
+def test_a_copied_savepoint_restores_like_the_original(tmp_path: Path) -> None:
+    """``jstorm savepoint copy`` between two file:// places (the fast sibling of the
+    hdfs/hbase test): the copy has the same manifest and restores the same state."""
+    from jstormpy.operations.savepoints import copy_savepoint
+
+    t1 = topo(2)
+    cid = completed_checkpoint(tmp_path / "run1", t1)
+    sp = write_savepoint(open_backend(f"file://{tmp_path / 'run1'}"), cid, t1,
+                         f"file://{tmp_path / 'sp'}")
+    copy = copy_savepoint(sp, f"file://{tmp_path / 'copy'}")
+    assert read_manifest(copy) == read_manifest(sp)
+    t3 = topo(3)
+    new_cid = import_savepoint(copy, t3, open_backend(f"file://{tmp_path / 'run3'}"))
+    snaps = restored(tmp_path / "run3", t3, new_cid)
+    merged: dict[str, int] = {}
+    for task_id in t3.task_ids()["count"]:
+        merged.update(snaps[task_id]["states"].get("counts", {}))
+    assert merged == COUNTS
+
+
+def test_a_savepoint_of_a_running_topology_copies_its_forced_checkpoint(
+        tmp_path: Path) -> None:
+    """``handle.savepoint()`` / ``jstorm savepoint``: the run directory's topology and
+    config name the state backend; the checkpoint the force returned is written out."""
+    import json
+
+    import cloudpickle
+
+    from jstormpy import Config
+    from jstormpy.operations.savepoints import savepoint_run
+
+    t1 = topo(2)
+    cid = completed_checkpoint(tmp_path / "state", t1)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "topology.pkl").write_bytes(cloudpickle.dumps(t1))
+    config = Config(state_backend=f"file://{tmp_path / 'state'}")
+    (run / "config.json").write_text(json.dumps(config.to_dict()))
+    uri = savepoint_run(run, lambda: cid, None, tmp_path / "home")
+    assert uri.startswith(f"file://{tmp_path / 'home'}/savepoints/wc/sp-000007-")
+    assert read_manifest(uri)["checkpoint_id"] == cid
