@@ -1,11 +1,14 @@
-"""A task's snapshots between barrier and report (barrier/snapshots.py), in isolation."""
+"""A task's snapshots between barrier and report (barrier/snapshots.py), in isolation; and
+the stream a snapshot is written as (runtime/snapshots.py, the backend's sealed envelope)."""
 
+import pickle
 from pathlib import Path
 
 import pytest
 
-from jstormpy.api.errors import CorruptSnapshotError
+from jstormpy.api.errors import CheckpointError, CorruptSnapshotError
 from jstormpy.barrier.snapshots import AckSnapshot, DeclineSnapshot, TaskSnapshots
+from jstormpy.runtime import snapshots
 from jstormpy.state_backends.base import open_blob, seal_stream
 from jstormpy.state_backends.file import FileBackend
 
@@ -44,3 +47,30 @@ def test_a_snapshot_written_piece_by_piece_reads_back_whole(tmp_path: Path) -> N
     assert open_blob(sealed, "whole") == b"".join(pieces)
     with pytest.raises(CorruptSnapshotError):
         open_blob(sealed[:-20] + sealed[-16:], "cut")
+
+
+def _big_view() -> snapshots.SnapshotView:
+    """A task's state large enough to be dumped in several pieces."""
+    counts = {f"k{i}": i for i in range(snapshots.CHUNK_KEYS * 3)}
+    return snapshots.capture({"states": {"counts": counts}})
+
+
+def test_a_given_up_upload_stops_at_its_next_piece() -> None:
+    """An upload given up by its deadline (``SnapshotStream.close``) reads no further
+    piece: the backend's write of it fails instead of reading state that the task may
+    have released meanwhile."""
+    stream = snapshots.serialise_stream(_big_view())
+    pieces = iter(stream)
+    assert next(pieces)
+    stream.close()
+    with pytest.raises(CheckpointError, match="given up"):
+        list(pieces)
+    whole = b"".join(snapshots.serialise_stream(_big_view()))
+    assert len(pickle.loads(whole)["states"]["counts"]) == snapshots.CHUNK_KEYS * 3
+
+
+def test_a_task_without_rocksdb_adds_no_stall_to_its_barrier_pause() -> None:
+    """The RocksDB apply's wait is part of a barrier's pause (the ack's ``pause_ms``,
+    the checkpoint history's); a task whose state is in memory waited for none: it adds
+    exactly zero, never a negative amount."""
+    assert snapshots.stall_ms(_big_view()) == 0.0
