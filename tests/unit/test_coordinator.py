@@ -62,6 +62,7 @@ def test_acks_of_another_generation_or_checkpoint_are_ignored() -> None:
     c = coordinator()
     cid, _ = c.start(now=0.0, wall=0.0)
     assert ack_all(c, cid, now=1.0, generation=0) == []
+    assert ack_all(c, cid, now=1.0, generation=2) == []  # a generation not started yet
     assert ack_all(c, cid + 7, now=1.0) == []
     assert cid in c.inflight
 
@@ -317,3 +318,42 @@ def test_each_tasks_pause_is_kept_with_the_longest_in_the_history() -> None:
     assert last is not None
     assert last["task_pause_ms"] == {"1": 0.4, "2": 17.25, "3": 3.0}
     assert last["pause_ms"] == 17.25
+
+
+def test_a_forced_checkpoint_over_the_limit_holds_the_next_one_back() -> None:
+    """A savepoint forces a checkpoint while one is in flight (two with
+    ``max_concurrent_checkpoints=1``): no periodic one starts until both ended."""
+    c = coordinator()
+    first, _ = c.start(now=1.0, wall=1001.0)
+    assert not c.may_start() and c.may_start(force=True)
+    forced, _ = c.start(now=1.1, wall=1001.1)
+    assert c.busy() == 2
+    assert not c.may_start(), "a third checkpoint started beside two in flight"
+    ack_all(c, first, now=1.5)
+    c.commit_point_written(first, running=True, now=1.6, wall=1001.6)
+    assert not c.may_start()
+    ack_all(c, forced, now=1.7)
+    c.commit_point_written(forced, running=True, now=1.8, wall=1001.8)
+    assert c.may_start()
+
+
+def test_the_minimum_pause_counts_from_the_end_of_the_last_checkpoint() -> None:
+    """``min_pause_between_checkpoints_ms``: however long ago the last trigger was, the
+    next checkpoint waits that long after the last one ended."""
+    c = coordinator()
+    cid, _ = c.start(now=100.0, wall=1100.0)
+    ack_all(c, cid, now=100.5)
+    c.commit_point_written(cid, running=True, now=101.0, wall=1101.0)
+    assert not c.due(now=101.5, interval_s=0.5, min_pause_s=1.0)
+    assert c.due(now=102.0, interval_s=0.5, min_pause_s=1.0)
+
+
+def test_a_checkpoint_no_task_acked_paused_nothing() -> None:
+    """A checkpoint that timed out before any task acked paused no task: its history
+    entry's pause is zero, not a negative number."""
+    c = coordinator(tolerable=5)
+    cid, _ = c.start(now=0.0, wall=0.0)
+    c.expire(now=11.0)
+    entry = c.history[-1]
+    assert (entry["id"], entry["status"]) == (cid, "timed_out")
+    assert entry["pause_ms"] == 0.0 and entry["task_pause_ms"] == {}
