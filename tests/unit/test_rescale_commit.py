@@ -210,3 +210,88 @@ def test_a_failed_commit_point_keeps_the_old_layout_and_no_trace_of_the_new(
     assert core.state == "running" and core.checkpoints.layout_floor == 0
     for s in sessions:
         assert next_message(s, "resume").resume.generation == core.generation
+
+
+def test_a_rescale_is_done_once_the_new_layout_runs_and_its_history_times_its_steps(
+        tmp_path: Path) -> None:
+    """``jstorm rescale`` reports the rescale done only when the new layout's generation
+    runs (not at its commit point), and its history entry's step times (ms) cover what
+    the test saw of each step: the quiescent checkpoint from its trigger to its
+    completion, the restart from the commit point to the new layout running."""
+    core, backend, sessions = setup(tmp_path)
+    backend.release.set()
+    old_generation = core.generation
+    core.rescale.request({"count": 3})
+    wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "quiescing", "quiescing")
+    quiesce_from = time.monotonic()
+    quiescent = core.rescale.checkpoint_id
+    assert quiescent is not None
+    ack_all(core, quiescent)
+    assert core.backend_io.wait_idle(10)
+    quiesce_to = time.monotonic()
+    wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "restarting", "committed")
+    restart_from = time.monotonic()
+    core.tick()
+    assert core.status()["rescale"]["phase"] == "restarting", \
+        "done before the new layout's workers even registered"
+    for s in sessions:
+        assert next_message(s, "shutdown").shutdown.exit_code == 75
+    # a worker still on the old layout (it missed the shutdown) is restarted, not prepared
+    stale = register(core, 0, old_generation)
+    assert next_message(stale, "shutdown").shutdown.exit_code == 75
+    start(core, [register(core, w, core.generation) for w in (0, 1)])
+    restart_to = time.monotonic()
+    wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "idle", "rescale finished")
+    record = core.status()["rescale"]["history"][-1]
+    assert record["error"] == "" and record["restored_checkpoint"] == core.rescale.restored_id
+    # each at least what the test saw (rounded to 0.1 ms)
+    assert record["quiesce_ms"] >= (quiesce_to - quiesce_from) * 1000 - 0.05, record
+    assert record["restart_ms"] >= (restart_to - restart_from) * 1000 - 0.05, record
+    assert record["total_ms"] >= (restart_to - quiesce_from) * 1000 - 0.05, record
+    assert record["total_ms"] >= record["quiesce_ms"] + record["restart_ms"] - 0.1, record
+
+
+class Sink(Bolt):
+    commits_in_two_phases = True  # as TwoPhaseCommitSink marks its subclasses
+
+
+def test_a_rescale_waits_for_each_sink_to_commit_its_quiescent_checkpoint(
+        tmp_path: Path) -> None:
+    """Step "sinks": the staged output of the quiescent checkpoint belongs to the sink's
+    old task id, so the rescale goes on only once every sink committed that checkpoint;
+    a commit of an earlier checkpoint in the same generation does not count, the
+    quiescent one's does."""
+    run = tmp_path / "run"
+    run.mkdir()
+    b = TopologyBuilder("rc")
+    b.set_spout("src", Src, parallelism=1)
+    b.set_bolt("count", Count, parallelism=2).fields_grouping("src", ["word"])
+    b.set_bolt("out", Sink, parallelism=1).shuffle_grouping("count")
+    topology = b.build()
+    (run / "topology.pkl").write_bytes(pickling.dumps(topology))
+    backend = GatedBackend(f"file://{tmp_path / 'ckpt'}")
+    backend.release.set()
+    core = MasterCore("rc", Config(workers=2, checkpoint_interval_ms=3_600_000),
+                      topology.descriptor(), backend)
+    core.rescale.attach_run_dir(run)
+    core.upgrade.attach_run_dir(run)
+    start(core, [register(core, w) for w in (0, 1)])
+    (sink,) = core.sink_tasks
+
+    def committed(cid: int) -> None:
+        core.on_sink_committed(pb.SinkCommitted(checkpoint_id=cid, task_id=sink,
+                                                generation=core.generation))
+
+    earlier = core.trigger_checkpoint(force=True)
+    assert earlier is not None
+    ack_all(core, earlier)
+    assert core.backend_io.wait_idle(10)
+    core.tick()
+    committed(earlier)
+    quiescent = rescale_to_commit(core, backend)
+    wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "sinks", "waiting for sinks")
+    core.tick()
+    assert core.rescale.phase == "sinks"  # the sink has not committed the quiescent one
+    committed(quiescent)
+    wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "restarting",
+               "the sink's commit of the quiescent checkpoint let the rescale go on")
