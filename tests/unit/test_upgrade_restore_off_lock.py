@@ -9,9 +9,13 @@ child process; workers are control-stream sessions driven by hand.
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from jstormpy import Config, pickling
 from jstormpy.cli.main import load_topology_file
@@ -20,7 +24,7 @@ from jstormpy.operations.codepkg import build_package
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.state_backends.file import FileBackend
 from tests.unit.test_launch_attempts import next_message
-from tests.unit.test_rescale_commit import ack_all, start, wait_until
+from tests.unit.test_rescale_commit import ack_all, start, topo, wait_until
 
 CODE = '''
 from jstormpy import Bolt, Spout, TopologyBuilder
@@ -120,3 +124,149 @@ def test_status_answers_while_the_backend_hangs_in_the_switchs_restore(
     core.on_ready(pb.Ready(worker_id=1, generation=core.generation, ok=True))
     assert core.upgrade.phase == "upgrading"
     assert next_message(sessions[0], "resume").resume.generation == core.generation
+
+
+# -- a Topology Master resumed in the middle of a gray release (issue 37's mutation survivors)
+
+def resumed_mid_upgrade(tmp_path: Path, stable: str, target: str,
+                        ) -> tuple[MasterCore, dict[int, WorkerSession]]:
+    """A TM resumed while worker 1 of three runs ``target`` and workers 0 and 2 the stable
+    code (``code/assignment.json``, as the TM before it stored it); its workers registered
+    on their assigned code and running."""
+    run = tmp_path / "run"
+    (run / "code").mkdir(parents=True)
+    (run / "code" / "assignment.json").write_text(json.dumps(
+        {"stable": stable, "target": target, "assigned": {"1": target}}))
+    topology = topo()
+    (run / "topology.pkl").write_bytes(pickling.dumps(topology))
+    config = Config(workers=3, restart_strategy="fixed-delay:attempts=100,delay_ms=0",
+                    checkpoint_interval_ms=3_600_000)
+    core = MasterCore("gray", config, topology.descriptor(),
+                      FileBackend(f"file://{tmp_path / 'ckpt'}"), resume=True)
+    core.upgrade.attach_run_dir(run)
+    core.rescale.attach_run_dir(run)
+    sessions = {w: register(core, w, core.upgrade.version_of(w)) for w in (0, 1, 2)}
+    start(core, list(sessions.values()))
+    return core, sessions
+
+
+# the tenth package is "v10", below "v9" as a string: versions are compared for equality
+@pytest.mark.parametrize(("stable", "target"), [("v1", "v2"), ("v9", "v10")])
+def test_a_resumed_master_goes_on_with_the_upgrade_its_predecessor_left(
+        tmp_path: Path, stable: str, target: str) -> None:
+    core, _ = resumed_mid_upgrade(tmp_path, stable, target)
+    status = core.upgrade.status()
+    assert status["phase"] == "upgrading" and status["target_version"] == target
+    assert core.upgrade.version_of(1) == target and core.upgrade.version_of(0) == stable
+
+
+@pytest.mark.parametrize(("stable", "target"), [("v1", "v2"), ("v9", "v10")])
+def test_a_stable_worker_failing_leaves_the_upgrade_an_upgraded_one_rolls_it_back(
+        tmp_path: Path, stable: str, target: str) -> None:
+    """Between switches, the failure of a worker on the stable code is an ordinary
+    recovery: the upgrade stays, with no error. The failure of a worker on the new code
+    rolls the whole upgrade back (the new code is suspect)."""
+    core, sessions = resumed_mid_upgrade(tmp_path, stable, target)
+    core.worker_lost(sessions[0], "killed")
+    status = core.upgrade.status()
+    assert (status["phase"], status["error"]) == ("upgrading", ""), status
+    assert core.upgrade.version_of(1) == target
+    core.worker_lost(sessions[1], "killed")
+    status = core.upgrade.status()
+    assert status["phase"] == "rolled_back" and "worker 1 failed" in status["error"]
+    assert core.upgrade.version_of(1) == stable
+
+
+@pytest.mark.parametrize(("stable", "target"), [("v1", "v2"), ("v9", "v10")])
+def test_a_switch_given_up_keeps_the_workers_an_earlier_switch_upgraded(
+        tmp_path: Path, stable: str, target: str) -> None:
+    """``upgrade --continue`` of worker 0 is given up when worker 2 (stable, not in the
+    batch) fails during the switch: worker 0 stays on the stable code, worker 1 on the
+    new one, and the upgrade waits for the user again."""
+    core, sessions = resumed_mid_upgrade(tmp_path, stable, target)
+    core.upgrade.request("continue", workers=[0])
+    assert core.upgrade.phase in ("holding", "quiescing")
+    core.worker_lost(sessions[2], "killed")
+    status = core.upgrade.status()
+    assert status["phase"] == "upgrading" and "worker 2 failed" in status["error"], status
+    assert status["target_version"] == target
+    assert [core.upgrade.version_of(w) for w in (0, 1, 2)] == [stable, target, stable]
+
+
+# -- a whole gray release, as the CLI drives it through gRPC (issue 37's mutation survivors)
+
+def grpc(action: str) -> str:
+    """``action`` as the gRPC server hands it to the controller: a string made at run time,
+    not the interned literal of this source (``is`` would tell them apart)."""
+    return "".join(list(action))
+
+
+def switch(core: MasterCore, sessions: dict[int, WorkerSession], batch: list[int]
+           ) -> tuple[float, float, float]:
+    """Drive the switch of ``batch`` the controller started: its quiescent checkpoint
+    acked, the batch restarting on its assigned code, restoring, resuming. Returns when
+    the test saw the checkpoint triggered, acked, and the batch told to stop."""
+    wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "quiescing", "quiescing")
+    triggered = time.monotonic()
+    quiescent = core.upgrade.checkpoint_id
+    assert quiescent is not None
+    ack_all(core, quiescent)
+    assert core.backend_io.wait_idle(10)
+    acked = time.monotonic()
+    wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "stopping", "stopping")
+    stopping = time.monotonic()
+    for w in batch:
+        assert next_message(sessions[w], "shutdown").shutdown.exit_code == 75
+        sessions[w] = register(core, w, core.upgrade.version_of(w), core.generation)
+    for w in batch:
+        prepare = next_message(sessions[w], "prepare").prepare
+        assert prepare.partial
+        core.on_ready(pb.Ready(worker_id=w, generation=core.generation, ok=True))
+    for w in sorted(set(sessions) - set(batch)):
+        assert next_message(sessions[w], "resume").resume.generation == core.generation
+    return triggered, acked, stopping
+
+
+def test_a_gray_release_from_start_to_complete(tmp_path: Path) -> None:
+    """``jstorm upgrade``: --status, start on worker 1, --continue on worker 0, --complete;
+    each switch's history times its quiescent checkpoint; while upgrading, the status
+    says when the upgrade expires."""
+    run = tmp_path / "run"
+    run.mkdir()
+    v1, v2 = tmp_path / "v1" / "topo.py", tmp_path / "v2" / "topo.py"
+    for path, version in ((v1, "v1"), (v2, "v2")):
+        path.parent.mkdir()
+        path.write_text(CODE.format(version=version))
+    topology = load_topology_file(str(v1)).topology
+    (run / "topology.pkl").write_bytes(pickling.dumps(topology))
+    config = Config(workers=2, restart_strategy="fixed-delay:attempts=100,delay_ms=0",
+                    checkpoint_interval_ms=3_600_000, upgrade_expiry_ms=600_000)
+    core = MasterCore("gray", config, topology.descriptor(),
+                      FileBackend(f"file://{tmp_path / 'ckpt'}"))
+    core.upgrade.attach_run_dir(run)
+    core.rescale.attach_run_dir(run)
+    sessions = {w: register(core, w, "v1") for w in (0, 1)}
+    start(core, list(sessions.values()))
+    idle = core.upgrade.request(grpc("status"))
+    assert (idle["phase"], idle["expires_in_s"]) == ("idle", None)
+
+    package, entry = build_package(v2)
+    core.upgrade.request(grpc("start"), package, entry, workers=[1])
+    switch(core, sessions, [1])
+    status = core.upgrade.request(grpc("status"))
+    assert status["phase"] == "upgrading" and status["versions"] == {"0": "v1", "1": "v2"}
+    assert status["expires_in_s"] is not None and 0 < status["expires_in_s"] <= 600
+
+    before = time.monotonic()
+    core.upgrade.request(grpc("continue"), workers=[0])
+    triggered, acked, stopping = switch(core, sessions, [0])
+    record = core.upgrade.status()["switches"][-1]
+    assert record["kind"] == "upgrade" and record["workers"] == [0]
+    # the quiescent checkpoint's time covers what the test saw of it, and no more than
+    # from the request to the stop (rounded to 0.1 ms)
+    assert (acked - triggered) * 1000 - 0.05 <= record["quiesce_ms"] \
+        <= (stopping - before) * 1000 + 0.05, record
+
+    done = core.upgrade.request(grpc("complete"))
+    assert done["phase"] == "completed" and done["stable_version"] == "v2", done
+    assert done["expires_in_s"] is None
