@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from jstormpy import Config, pickling
+from jstormpy.api.errors import JStormError
 from jstormpy.cli.main import load_topology_file
 from jstormpy.master.core import MasterCore, WorkerSession
 from jstormpy.operations.codepkg import build_package
@@ -227,10 +228,8 @@ def switch(core: MasterCore, sessions: dict[int, WorkerSession], batch: list[int
     return triggered, acked, stopping
 
 
-def test_a_gray_release_from_start_to_complete(tmp_path: Path) -> None:
-    """``jstorm upgrade``: --status, start on worker 1, --continue on worker 0, --complete;
-    each switch's history times its quiescent checkpoint; while upgrading, the status
-    says when the upgrade expires."""
+def gray_master(tmp_path: Path) -> tuple[MasterCore, dict[int, WorkerSession], Path]:
+    """A TM running CODE's v1 on two workers; returns it, the sessions and v2's file."""
     run = tmp_path / "run"
     run.mkdir()
     v1, v2 = tmp_path / "v1" / "topo.py", tmp_path / "v2" / "topo.py"
@@ -247,6 +246,14 @@ def test_a_gray_release_from_start_to_complete(tmp_path: Path) -> None:
     core.rescale.attach_run_dir(run)
     sessions = {w: register(core, w, "v1") for w in (0, 1)}
     start(core, list(sessions.values()))
+    return core, sessions, v2
+
+
+def test_a_gray_release_from_start_to_complete(tmp_path: Path) -> None:
+    """``jstorm upgrade``: --status, start on worker 1, --continue on worker 0, --complete;
+    each switch's history times its quiescent checkpoint; while upgrading, the status
+    says when the upgrade expires."""
+    core, sessions, v2 = gray_master(tmp_path)
     idle = core.upgrade.request(grpc("status"))
     assert (idle["phase"], idle["expires_in_s"]) == ("idle", None)
 
@@ -270,3 +277,42 @@ def test_a_gray_release_from_start_to_complete(tmp_path: Path) -> None:
     done = core.upgrade.request(grpc("complete"))
     assert done["phase"] == "completed" and done["stable_version"] == "v2", done
     assert done["expires_in_s"] is None
+
+
+def test_of_two_upgrades_started_together_the_second_to_load_is_refused(
+        tmp_path: Path) -> None:
+    """An upgrade's new code is checked outside the TM's lock (it runs user code in a
+    child process). One started while another's code loads, and switched first, wins:
+    the slower one is refused when its check ends, and the first upgrade is untouched."""
+    core, sessions, v2 = gray_master(tmp_path)
+    gate = tmp_path / "gate"
+    slow = tmp_path / "slow" / "topo.py"
+    slow.parent.mkdir()
+    slow.write_text(f"""
+import os, time
+deadline = time.monotonic() + 60
+while not os.path.exists({str(gate)!r}) and time.monotonic() < deadline:
+    time.sleep(0.01)  # the test holds this code's check until the other upgrade switched
+""" + CODE.format(version="slow"))
+    outcome: list[BaseException | dict[str, Any]] = []
+
+    def start_slow() -> None:
+        try:
+            outcome.append(core.upgrade.request("start", *build_package(slow), workers=[0]))
+        except BaseException as exc:  # noqa: BLE001 - the outcome is what is asserted
+            outcome.append(exc)
+
+    slow_start = threading.Thread(target=start_slow, daemon=True)
+    slow_start.start()
+    wait_until(lambda: len(core.upgrade.status()["packages"]) == 1, "the slow package stored")
+    core.upgrade.request("start", *build_package(v2), workers=[1])
+    switch(core, sessions, [1])
+    first = core.upgrade.status()["target_version"]
+    gate.touch()
+    slow_start.join(60)
+    assert not slow_start.is_alive()
+    assert isinstance(outcome[0], JStormError) and "another upgrade started meanwhile" \
+        in str(outcome[0]), outcome
+    status = core.upgrade.status()
+    assert (status["phase"], status["target_version"]) == ("upgrading", first)
+    assert status["versions"] == {"0": "v1", "1": first}
