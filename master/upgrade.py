@@ -567,8 +567,9 @@ class _ControllerPort:
         error = ""
         restores: dict[int, str] = {}
         try:
-            meta = core.backend.read_metadata(cid)
-            restores = {int(t): v["handle"] for t, v in meta["tasks"].items()}
+            if core.stateful:  # at_most_once writes no commit point: nothing to restore
+                meta = core.backend.read_metadata(cid)
+                restores = {int(t): v["handle"] for t, v in meta["tasks"].items()}
         except (BackendError, KeyError, ValueError) as exc:
             error = str(exc)
         with core.lock:

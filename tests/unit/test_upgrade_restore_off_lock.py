@@ -228,7 +228,8 @@ def switch(core: MasterCore, sessions: dict[int, WorkerSession], batch: list[int
     return triggered, acked, stopping
 
 
-def gray_master(tmp_path: Path) -> tuple[MasterCore, dict[int, WorkerSession], Path]:
+def gray_master(tmp_path: Path, guarantee: str = "exactly_once",
+                ) -> tuple[MasterCore, dict[int, WorkerSession], Path]:
     """A TM running CODE's v1 on two workers; returns it, the sessions and v2's file."""
     run = tmp_path / "run"
     run.mkdir()
@@ -239,7 +240,8 @@ def gray_master(tmp_path: Path) -> tuple[MasterCore, dict[int, WorkerSession], P
     topology = load_topology_file(str(v1)).topology
     (run / "topology.pkl").write_bytes(pickling.dumps(topology))
     config = Config(workers=2, restart_strategy="fixed-delay:attempts=100,delay_ms=0",
-                    checkpoint_interval_ms=3_600_000, upgrade_expiry_ms=600_000)
+                    checkpoint_interval_ms=3_600_000, upgrade_expiry_ms=600_000,
+                    guarantee=guarantee)
     core = MasterCore("gray", config, topology.descriptor(),
                       FileBackend(f"file://{tmp_path / 'ckpt'}"))
     core.upgrade.attach_run_dir(run)
@@ -316,3 +318,18 @@ while not os.path.exists({str(gate)!r}) and time.monotonic() < deadline:
     status = core.upgrade.status()
     assert (status["phase"], status["target_version"]) == ("upgrading", first)
     assert status["versions"] == {"0": "v1", "1": first}
+
+
+def test_a_worker_restarted_by_a_switch_is_prepared_once_at_most_once_too(
+        tmp_path: Path) -> None:
+    """Under ``at_most_once`` a worker registering while the topology runs is prepared on
+    its own at once; a worker the switch restarted is the switch's: it gets the switch's
+    one Prepare, not a second one of the core's."""
+    core, sessions, v2 = gray_master(tmp_path, guarantee="at_most_once")
+    core.upgrade.request("start", *build_package(v2), workers=[1])
+    switch(core, sessions, [1])
+    assert core.upgrade.phase == "upgrading"
+    left = []
+    while not sessions[1].outq.empty():
+        left.append(sessions[1].outq.get_nowait().WhichOneof("body"))
+    assert "prepare" not in left, f"worker 1 was prepared twice: then {left}"
