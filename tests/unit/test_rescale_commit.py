@@ -295,3 +295,48 @@ def test_a_rescale_waits_for_each_sink_to_commit_its_quiescent_checkpoint(
     committed(quiescent)
     wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "restarting",
                "the sink's commit of the quiescent checkpoint let the rescale go on")
+
+
+class GatedRead(GatedBackend):
+    """Also holds the reads of checkpoint ``read_gate``'s metadata until ``read_release``."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(uri)
+        self.read_gate: int | None = None
+        self.read_entered = threading.Event()
+        self.read_release = threading.Event()
+
+    def read_metadata(self, checkpoint_id: int) -> dict[str, Any]:
+        if checkpoint_id == self.read_gate:
+            self.read_entered.set()
+            assert self.read_release.wait(30), "the test never released the read"
+        return super().read_metadata(checkpoint_id)
+
+
+def test_a_rescale_aborted_while_it_redistributes_is_aborted_once(tmp_path: Path) -> None:
+    """A recovery starts while the rescale's thread reads the quiescent checkpoint: the
+    rescale is aborted then, with the recovery as its reason; the thread, when its read
+    returns, finds it aborted and ends without a second abort (one history entry, the
+    first reason kept)."""
+    core, backend, sessions = setup(tmp_path, GatedRead)
+    backend.release.set()
+    core.rescale.request({"count": 3})
+    wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "quiescing", "quiescing")
+    quiescent = core.rescale.checkpoint_id
+    assert quiescent is not None
+    backend.read_gate = quiescent
+    ack_all(core, quiescent)
+    assert core.backend_io.wait_idle(10)
+    core.tick()
+    assert backend.read_entered.wait(15), "the rescale never read its quiescent checkpoint"
+    assert core.rescale.phase == "redistributing"
+    core.worker_lost(sessions[0], "killed")
+    assert core.rescale.phase == "idle"
+    backend.read_release.set()
+    for thread in [t for t in threading.enumerate() if t.name == "rescale"]:
+        thread.join(15)
+        assert not thread.is_alive()
+    status = core.status()["rescale"]
+    mine = [h for h in status["history"] if h["request"] == status["requested"]]
+    assert len(mine) == 1 and "recovery during the rescale" in mine[0]["error"], mine
+    assert "recovery during the rescale" in status["error"]
