@@ -333,3 +333,23 @@ def test_a_worker_restarted_by_a_switch_is_prepared_once_at_most_once_too(
     while not sessions[1].outq.empty():
         left.append(sessions[1].outq.get_nowait().WhichOneof("body"))
     assert "prepare" not in left, f"worker 1 was prepared twice: then {left}"
+
+
+def test_a_rescaling_upgrade_after_a_completed_gray_release_loads_the_running_code(
+        tmp_path: Path) -> None:
+    """Once every worker runs v2 (``--complete``), v2 is the stable code: ``upgrade
+    --rescale`` to v3 (count at parallelism 3) redistributes the state written by v2's
+    classes, which the TM loads from v2's package (unpacked in the run directory), and
+    goes on to its quiescent checkpoint."""
+    core, sessions, v2 = gray_master(tmp_path)
+    core.upgrade.request("start", *build_package(v2), workers=[0, 1])
+    switch(core, sessions, [0, 1])
+    assert core.upgrade.request("complete")["stable_version"] == "v2"
+    v3 = tmp_path / "v3" / "topo.py"
+    v3.parent.mkdir()
+    v3.write_text(CODE.format(version="v3").replace(
+        'set_bolt("count", Count, parallelism=2)', 'set_bolt("count", Count, parallelism=3)'))
+    core.upgrade.request("rescale", *build_package(v3))
+    wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "quiescing", "quiescing")
+    assert core.rescale.status()["error"] == ""
+    assert (tmp_path / "run" / "code" / "unpacked").is_dir()
