@@ -353,3 +353,24 @@ def test_a_rescaling_upgrade_after_a_completed_gray_release_loads_the_running_co
     wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "quiescing", "quiescing")
     assert core.rescale.status()["error"] == ""
     assert (tmp_path / "run" / "code" / "unpacked").is_dir()
+
+
+def test_a_killed_topology_takes_no_quiescent_checkpoint(tmp_path: Path) -> None:
+    """``upgrade --continue`` while a checkpoint is in flight holds (step 1) until that one
+    ends; when the topology is killed meanwhile, its end (late acks) does not make the
+    TM trigger the switch's quiescent checkpoint: its workers were told to shut down."""
+    core, sessions = resumed_mid_upgrade(tmp_path, "v1", "v2")
+    cid = core.trigger_checkpoint(force=True)
+    assert cid is not None
+    core.upgrade.request("continue", workers=[0])
+    assert core.upgrade.phase == "holding"
+    core.kill("killed by the test")
+    ack_all(core, cid)
+    assert core.backend_io.wait_idle(10)
+    core.tick()
+    for s in sessions.values():
+        sent = []
+        while not s.outq.empty():
+            sent.append(s.outq.get_nowait().WhichOneof("body"))
+        after_kill = sent[sent.index("shutdown"):]
+        assert "trigger" not in after_kill, f"worker {s.worker_id} got {after_kill}"
