@@ -65,6 +65,9 @@ ACKS = "A"
 FAIL = "f"
 EMITS = "E"
 _IMMEDIATE = frozenset(("sync", "error", "metrics"))
+SYSTEM = "__system"
+"""The source of tick tuples and heartbeats (a frame of tuples from it takes pystorm's
+own loop, which treats them specially)."""
 
 
 def encode_frame(items: list[Any]) -> bytes:
@@ -103,9 +106,7 @@ class FrameChannel:
     # -- pystorm's serializer interface ---------------------------------------------------
     def read_message(self) -> Any:
         pending = self.pending
-        while not pending:
-            self.flush()
-            self.pending.extend(self._read_frame())
+        self.fill()
         item = pending.popleft()
         if type(item) is tuple:  # a frame's tuples, one dict each for pystorm's read_tuple
             pending.extendleft(reversed(tuple_messages(item)))
@@ -121,6 +122,14 @@ class FrameChannel:
                 self.flush()
 
     # -- frames ---------------------------------------------------------------------------
+    def fill(self) -> None:
+        """Wait for input: send what waits to go out, then read frames until one holds a
+        message (a frame's tuples stay one item, for the batch loop)."""
+        pending = self.pending
+        while not pending:
+            self.flush()
+            pending.extend(self._read_frame())
+
     def flush(self) -> None:
         with self.lock:
             acks, out = self.acks, self.out
@@ -293,10 +302,12 @@ def _bolt_run(comp: Any, channel: FrameChannel, tuple_cls: Any) -> None:
     tuple: ``_current_tups``, ``process``, the auto-ack); a single message (a heartbeat, a
     tick, a tuple sent alone) goes through pystorm's own."""
     pending = channel.pending
-    if comp._pending_commands or not pending or type(pending[0]) is not tuple:
+    if not comp._pending_commands:
+        channel.fill()  # as pystorm's read_tuple would wait, but a frame stays one batch
+    if comp._pending_commands or type(pending[0]) is not tuple or pending[0][2] == SYSTEM:
         from pystorm.bolt import Bolt
 
-        Bolt._run(comp)
+        Bolt._run(comp)  # (a tick or heartbeat, one message each, takes pystorm's path)
         return
     batch = pending.popleft()
     _, first, source, stream, task, rows = batch
@@ -304,12 +315,13 @@ def _bolt_run(comp: Any, channel: FrameChannel, tuple_cls: Any) -> None:
     process = comp.process
     ack = comp.ack
     auto_ack = comp.auto_ack
+    new = tuple.__new__  # pystorm's Tuple is a namedtuple: no per-field Python work
     i = first
     try:
         for values in rows:
-            tup = tuple_cls(str(i), source, stream, task,
-                            (values if type(values) is tuple else tuple(values))
-                            if val_type is None else val_type(*values))
+            tup = new(tuple_cls, (str(i), source, stream, task,
+                                  (values if type(values) is tuple else tuple(values))
+                                  if val_type is None else val_type(*values)))
             comp._current_tups = [tup]
             process(tup)
             if auto_ack:

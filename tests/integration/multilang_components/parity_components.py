@@ -128,3 +128,11 @@ class SlowSpout(Spout):
         time.sleep(0.005)
         self.emit([self.n], tup_id=self.n)
         self.n += 1
+
+
+class CallerBolt(Bolt):
+    """Emits the name of the function that called its ``process``: the runner's batch loop
+    (``_bolt_run``) or pystorm's per-message loop (``_run``)."""
+
+    def process(self, tup):
+        self.emit([tup.values[0], sys._getframe(1).f_code.co_name])

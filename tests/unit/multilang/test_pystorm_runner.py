@@ -168,6 +168,21 @@ def test_manual_acks_and_anchors_are_the_same_under_both_protocols():
     assert Emit(["a", "late"], "default", None, ("1",), None, False) in emits
 
 
+def test_every_tuple_of_a_frame_goes_through_the_runners_batch_loop():
+    """A frame of tuples is worked through in one loop, the first frame read after a wait
+    included (not message by message through pystorm's own loop)."""
+    proc = start("frames", "CallerBolt")
+    try:
+        for first in (1, 4):  # the runner waits for input before each frame
+            proc.send_encoded(proc.encode_tuples(first, "src", "default", 9,
+                                                 [(f"t{first + k}",) for k in range(3)]))
+            got = until(proc, acked({str(first + k) for k in range(3)}))
+            assert [m.values for m in got if isinstance(m, Emit)] == [
+                [f"t{first + k}", "_bolt_run"] for k in range(3)]
+    finally:
+        proc.close(2.0)
+
+
 def test_prints_reach_the_log_and_stray_writes_stderr_not_the_frames():
     proc = start("frames", "ParityBolt")
     try:
