@@ -14,6 +14,7 @@ from jstormpy.multilang.protocol import (
     SYSTEM_COMPONENT,
     TICK_STREAM,
     Ack,
+    AckRange,
     Acks,
     Emit,
     EmitRun,
@@ -225,6 +226,9 @@ class ShellBolt(Bolt):
                     stream = msg.stream
                     for values in msg.rows:
                         emit(values, stream)
+                elif type(msg) is AckRange:
+                    in_flight.difference_update(map(str, range(msg.first, msg.stop)))
+                    answered = True
                 elif type(msg) is Acks:
                     in_flight.difference_update(map(str, msg.tuple_ids))
                     answered = True
@@ -259,6 +263,9 @@ class ShellBolt(Bolt):
             return False
         if isinstance(msg, Acks):
             self._in_flight.difference_update(map(str, msg.tuple_ids))
+            return True
+        if isinstance(msg, AckRange):
+            self._in_flight.difference_update(map(str, range(msg.first, msg.stop)))
             return True
         if isinstance(msg, Fail):
             reported = self._sink.last_error

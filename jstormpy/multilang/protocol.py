@@ -144,7 +144,22 @@ class Acks:
     tuple_ids: list[Any]
 
 
-Message = Pid | Sync | Emit | Ack | Fail | LogMessage | ErrorReport | Metric | EmitRun | Acks
+@dataclass(frozen=True)
+class AckRange:
+    """The tuples ``first`` up to (not including) ``stop`` acked, each one after its emits:
+    our pystorm runner's auto-acks of a frame of tuples sent with ids ``first``,
+    ``first + 1``, ... (pystorm's tuple ids are those numbers as strings)."""
+
+    first: int
+    stop: int
+
+    def tuple_ids(self) -> list[str]:
+        """The acked tuple ids as the single acks would carry them."""
+        return [str(i) for i in range(self.first, self.stop)]
+
+
+Message = (Pid | Sync | Emit | Ack | Fail | LogMessage | ErrorReport | Metric | EmitRun | Acks
+           | AckRange)
 
 _LOG_LEVELS = {0: logging.DEBUG, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING,
                4: logging.ERROR}

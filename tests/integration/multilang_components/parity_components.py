@@ -136,3 +136,16 @@ class CallerBolt(Bolt):
 
     def process(self, tup):
         self.emit([tup.values[0], sys._getframe(1).f_code.co_name])
+
+
+class BusyBolt(Bolt):
+    """Emits ``values[1]`` tuples for one input over about half a second: the runner's
+    flusher sends them while ``process`` still runs."""
+
+    def process(self, tup):
+        import time
+
+        for k in range(tup.values[1]):
+            self.emit([tup.values[0], k])
+            if k % 50 == 0:
+                time.sleep(0.005)

@@ -17,6 +17,7 @@ from jstormpy.multilang import pystorm_runner as runner
 from jstormpy.multilang.frames import RUNNER, FrameProcess, runner_command
 from jstormpy.multilang.protocol import (
     Ack,
+    AckRange,
     Acks,
     Emit,
     EmitRun,
@@ -70,6 +71,8 @@ def single(msg: Message) -> list[Message]:
         return list(msg.emits())
     if isinstance(msg, Acks):
         return [Ack(i) for i in msg.tuple_ids]
+    if isinstance(msg, AckRange):
+        return [Ack(i) for i in msg.tuple_ids()]
     return [msg]
 
 
@@ -181,6 +184,34 @@ def test_every_tuple_of_a_frame_goes_through_the_runners_batch_loop():
                 [f"t{first + k}", "_bolt_run"] for k in range(3)]
     finally:
         proc.close(2.0)
+
+
+def test_emits_sent_while_process_still_runs_are_the_same_under_both_protocols():
+    """A busy ``process``: its emits go out every 50 ms while it runs (a frame then takes
+    the rows of the run of emits the task thread is appending to); none is lost or
+    reordered, and the tuple's ack comes after all of them."""
+    def drive(protocol: str) -> list[Message]:
+        proc = start(protocol, "BusyBolt")
+        try:
+            proc.send_encoded(proc.encode_tuples(1, "src", "default", 9,
+                                                 [("a", 5000), ("b", 3)]))
+            got: list[Message] = []
+            while not acked({"1", "2"})(got):
+                msg = proc.receive(10.0)
+                if isinstance(msg, EmitRun):
+                    runs.append(msg)
+                got += single(msg)
+            return got
+        finally:
+            proc.close(2.0)
+
+    runs: list[EmitRun] = []
+    frames = drive("frames")
+    assert len([r for r in runs if r.rows and r.rows[0][0] == "a"]) > 1  # sent as it ran
+    plain = drive("json")
+    same(frames, plain)
+    assert [m.values for m in frames if isinstance(m, Emit)] == [
+        ["a", k] for k in range(5000)] + [["b", k] for k in range(3)]
 
 
 def test_prints_reach_the_log_and_stray_writes_stderr_not_the_frames():
@@ -303,18 +334,19 @@ def test_a_fake_runner_speaking_frames_by_hand_is_understood(tmp_path):
     proc = fake(tmp_path, """\
         batch = read()[0]
         send((["a"], "s", None, ("9",), None, False), ("a", "9"), ("f", "10"),
-             ["E", "t", [["b"], ["c"]], [("1",), ()]], ("A", ["11", "12"]),
+             ["E", "t", [["b"], ["c"]], [("1",), ()]], ("A", ["11", "12"]), ("R", 13, 15),
              {"command": "log", "msg": "got %d rows" % len(batch[5]), "level": 3},
              {"command": "sync"})
     """)
     try:
         proc.send_encoded(proc.encode_tuples(9, "src", "default", 1, [("x",), ("y",)]))
-        got = [proc.receive() for _ in range(7)]
+        got = [proc.receive() for _ in range(8)]
     finally:
         proc.close()
     assert got == [Emit(["a"], "s", None, ("9",), None, False), Ack("9"), Fail("10"),
                    EmitRun("t", [["b"], ["c"]], [("1",), ()]), Acks(["11", "12"]),
-                   LogMessage("got 2 rows", 3), Sync()]
+                   AckRange(13, 15), LogMessage("got 2 rows", 3), Sync()]
+    assert AckRange(13, 15).tuple_ids() == ["13", "14"]
 
 
 @pytest.mark.parametrize(("body", "reason"), [
@@ -325,6 +357,8 @@ def test_a_fake_runner_speaking_frames_by_hand_is_understood(tmp_path):
     ('send((["a"], 5, None, (), None, False))', "emit with a non-string stream"),
     ('send(["E", "s", [["a"]], []])', "a list of values and one of anchors as long"),
     ('send(("A", "1"))', "acks without a list of ids"),
+    ('send(("R", 5, 2))', "an ack range that is not two ascending integers"),
+    ('send(("R", "1", 2))', "an ack range that is not two ascending integers"),
     ('send(["E", "s", [["a"], "b"], [(), ()]])', "emits with values that are not lists"),
     ('send({"command": "launch-missiles"})', "unknown command 'launch-missiles'"),
     ('send((["x" * 5000], "default", None, (), None, False))', "over 1000 bytes"),
