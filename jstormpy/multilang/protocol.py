@@ -124,7 +124,9 @@ class Metric:
 @dataclass(frozen=True)
 class EmitRun:
     """Plain emits in a row (no direct task, no task ids asked for) on one stream, with
-    each one's anchors: what our pystorm runner sends for a bolt's emits of a frame."""
+    each one's anchors (a sequence of tuple ids, or one id alone as a str: a row anchored
+    to the tuple being processed): what our pystorm runner sends for a bolt's emits of a
+    frame."""
 
     stream: str
     rows: list[Any]
@@ -132,7 +134,8 @@ class EmitRun:
 
     def emits(self) -> list[Emit]:
         """The run as the single emits it stands for."""
-        return [Emit(values, self.stream, None, tuple(a), None, False)
+        return [Emit(values, self.stream, None, (a,) if type(a) is str else tuple(a), None,
+                     False)
                 for values, a in zip(self.rows, self.anchors, strict=True)]
 
 

@@ -17,7 +17,8 @@ handling, ``auto_ack``/``auto_anchor``/``auto_fail``, heartbeats, tick tuples ->
   to versions with the same semantics that skip building a dict per message: an emit is a
   6-tuple ``(values, stream, id, anchors, task, need_task_ids)`` (the fields of the host's
   ``Emit``), a bolt's plain emits in a row on one stream one list ``["E", stream, rows,
-  anchors]``, a fail ``("f", id)``; a bolt's acks go as one ``("A", ids)`` after the
+  anchors]`` (a row anchored to one tuple id has that id alone, not a tuple), a fail
+  ``("f", id)``; a bolt's acks go as one ``("A", ids)`` after the
   frame's other messages (an ack never precedes what its tuple emitted); a frame of
   tuples is processed in one loop (each tuple's ``Tuple`` built without pystorm's
   per-message reading), whose auto-acks go as one range ``("R", first, stop)`` of the
@@ -277,12 +278,12 @@ def bind(comp: Any, channel: FrameChannel) -> None:
                 if need_task_ids and direct_task is None:  # a round trip: pystorm's own
                     return Bolt.emit(comp, tup, stream=stream, anchors=anchors,
                                      direct_task=direct_task, need_task_ids=True)
-                anchor: tuple[Any, ...]
+                anchor: Any  # a tuple of ids, or one id alone (a str, in a run of emits)
                 if anchors is None:
                     if comp.auto_anchor:
                         cur = comp._current_tups
-                        if len(cur) == 1 and type(cur[0]) is Tuple:  # the batch loop's
-                            anchor = (cur[0][0],)
+                        if len(cur) == 1 and type(cur[0]) is Tuple and type(cur[0][0]) is str:
+                            anchor = cur[0][0]  # the one current tuple's id, as it is
                         else:
                             anchor = tuple([a.id if isinstance(a, Tuple) else a
                                             for a in cur])
@@ -309,7 +310,8 @@ def bind(comp: Any, channel: FrameChannel) -> None:
                         if len(out) >= FLUSH_AT:
                             channel.flush()
                     return None
-                out.append((values, stream or "default", None, anchor, direct_task,
+                out.append((values, stream or "default", None,
+                            (anchor,) if type(anchor) is str else anchor, direct_task,
                             need_task_ids))
                 if len(out) >= FLUSH_AT:
                     channel.flush()

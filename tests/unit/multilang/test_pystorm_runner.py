@@ -334,7 +334,8 @@ def test_a_fake_runner_speaking_frames_by_hand_is_understood(tmp_path):
     proc = fake(tmp_path, """\
         batch = read()[0]
         send((["a"], "s", None, ("9",), None, False), ("a", "9"), ("f", "10"),
-             ["E", "t", [["b"], ["c"]], [("1",), ()]], ("A", ["11", "12"]), ("R", 13, 15),
+             ["E", "t", [["b"], ["c"], ["d"]], [("1",), (), "7"]], ("A", ["11", "12"]),
+             ("R", 13, 15),
              {"command": "log", "msg": "got %d rows" % len(batch[5]), "level": 3},
              {"command": "sync"})
     """)
@@ -344,8 +345,11 @@ def test_a_fake_runner_speaking_frames_by_hand_is_understood(tmp_path):
     finally:
         proc.close()
     assert got == [Emit(["a"], "s", None, ("9",), None, False), Ack("9"), Fail("10"),
-                   EmitRun("t", [["b"], ["c"]], [("1",), ()]), Acks(["11", "12"]),
-                   AckRange(13, 15), LogMessage("got 2 rows", 3), Sync()]
+                   EmitRun("t", [["b"], ["c"], ["d"]], [("1",), (), "7"]),
+                   Acks(["11", "12"]), AckRange(13, 15), LogMessage("got 2 rows", 3), Sync()]
+    run = got[3]
+    assert isinstance(run, EmitRun) and run.emits()[2] == Emit(["d"], "t", None, ("7",), None,
+                                                               False)
     assert AckRange(13, 15).tuple_ids() == ["13", "14"]
 
 
