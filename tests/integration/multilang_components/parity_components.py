@@ -149,3 +149,12 @@ class BusyBolt(Bolt):
             self.emit([tup.values[0], k])
             if k % 50 == 0:
                 time.sleep(0.005)
+
+
+class PairBolt(Bolt):
+    """(word,) -> (word, len(word)); the word "bad" is emitted alone (one value for the
+    stream's two fields)."""
+
+    def process(self, tup):
+        word = tup.values[0]
+        self.emit([word] if word == "bad" else [word, len(word)])

@@ -472,3 +472,58 @@ def test_a_streamparse_command_runs_in_the_runner_unless_json_is_asked_for(
     finally:
         spout.close()
     assert collected.values == [[k, f"k{k}"] for k in range(6)]
+
+
+# -- the host routing a run of emits ------------------------------------------------------
+def routed(protocol: str, words: list[str]) -> tuple[dict[int, list[Any]], str | None]:
+    """``words`` through a ShellBolt of PairBolt with a real fields route to two tasks:
+    the rows each target got, in order, and the error that stopped it (if one did)."""
+    from jstormpy.api.batch import Batch
+    from jstormpy.api.component import TopologyContext, bind_task
+    from jstormpy.api.errors import TopologyError
+    from jstormpy.runtime.routing import OutputCollector, Route
+
+    got: dict[int, list[Any]] = {3: [], 4: []}
+
+    def send(dst: int, item: Any) -> None:
+        got[dst].extend(item[3])
+
+    outputs = ("word", "n")
+    route = Route("fields", "default", "next", [3, 4], 2, send, 4, (0,))
+    collector = OutputCollector(2, "pairs", {"default": [route]}, [3, 4], send,
+                                streams={"default": outputs})
+    bolt = ShellBolt(sparse("PairBolt"), outputs=outputs, cwd=str(COMPONENTS),
+                     protocol=protocol)
+    bind_task(bolt, collector, None)
+    bolt.prepare({}, TopologyContext(topology="t", component="pairs", task_id=2,
+                                     task_index=0, worker_id=0,
+                                     component_tasks={"pairs": (2,)}))
+    error = None
+    try:
+        for k in range(0, len(words), 7):
+            bolt.execute_batch(Batch([(w,) for w in words[k:k + 7]], {"line": 0}, "src"))
+        bolt.on_inputs_finished()
+        collector.flush()
+    except TopologyError as exc:
+        error = str(exc)
+        collector.flush()
+    finally:
+        bolt.cleanup()
+    return got, error
+
+
+def test_a_run_of_emits_reaches_each_target_as_single_emits_would():
+    words = [f"w{k % 13}" + "x" * (k % 3) for k in range(60)]
+    frames, error = routed("auto", words)
+    assert error is None
+    assert routed("json", words) == (frames, None)  # emit by emit under JSON
+    assert sorted(map(tuple, frames[3] + frames[4])) == sorted((w, len(w)) for w in words)
+    assert frames[3] and frames[4]
+
+
+def test_an_emit_that_does_not_fit_its_stream_fails_as_a_single_emit_would():
+    words = ["a", "bb", "ccc", "bad", "dddd"]
+    frames, error = routed("auto", words)
+    assert error is not None and "component 'pairs' emitted 1 value(s) ['bad']" in error
+    assert routed("json", words) == (frames, error)
+    assert sorted(map(tuple, frames[3] + frames[4])) == [("a", 1), ("bb", 2), ("ccc", 3)]
