@@ -29,7 +29,8 @@ and to ``native-batch``; the multilang ratio is the price of the subprocess hop.
 Each way's CPU per word (the workers' and the master's, and, in brackets, the part spent in
 the multilang subprocesses, sampled from /proc) is printed too: on a shared machine the
 CPU figures and the ratios within one run are the ones to compare. ``--floor`` also runs
-the two streamparse bolts alone on pre-written input files: the subprocess side's floor.
+the two streamparse bolts alone on pre-written input files, under pystorm's own loop
+(JSON) and in our pystorm runner (frames): the subprocess side's floor.
 """
 
 from __future__ import annotations
@@ -175,9 +176,10 @@ def build(way: str, files: list[str], out: str, stamps: str, par: int) -> Any:
 
 
 class SubprocessCpu:
-    """The CPU seconds of the multilang subprocesses (``streamparse.run`` command lines),
-    sampled from /proc every ``period_s`` while a run goes on: the subprocess side of the
-    hop, the rest of the run's CPU is the host's (workers, master)."""
+    """The CPU seconds of this run's multilang subprocesses (``streamparse.run`` or runner
+    command lines descending from this process), sampled from /proc every ``period_s``
+    while a run goes on: the subprocess side of the hop, the rest of the run's CPU is the
+    host's (workers, master)."""
 
     def __init__(self, period_s: float = 0.02) -> None:
         self.period_s = period_s
@@ -198,20 +200,41 @@ class SubprocessCpu:
         return sum(self.seen.values())
 
     def _run(self) -> None:
+        me = os.getpid()
         while not self.stop.wait(self.period_s):
-            for pid in os.listdir("/proc"):
-                if not pid.isdigit():
+            stats: dict[int, list[str]] = {}
+            for name in os.listdir("/proc"):
+                if not name.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{name}/stat") as f:
+                        stats[int(name)] = f.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+            for pid, fields in stats.items():
+                if not self._descends(pid, me, stats):  # (other jobs on the machine)
                     continue
                 try:
                     with open(f"/proc/{pid}/cmdline", "rb") as f:
                         cmdline = f.read()
-                    if b"streamparse.run" not in cmdline and b"pystorm_runner" not in cmdline:
-                        continue
-                    with open(f"/proc/{pid}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
                 except OSError:
                     continue
-                self.seen[int(pid)] = (int(fields[11]) + int(fields[12])) / self.tick
+                if b"streamparse.run" not in cmdline and b"pystorm_runner" not in cmdline:
+                    continue
+                self.seen[pid] = (int(fields[11]) + int(fields[12])) / self.tick
+
+    @staticmethod
+    def _descends(pid: int, ancestor: int, stats: dict[int, list[str]]) -> bool:
+        """Whether ``pid`` is a descendant of ``ancestor`` (``stats``: /proc's stat fields
+        by pid, the parent pid the second field after the name)."""
+        for _ in range(64):
+            fields = stats.get(pid)
+            if fields is None:
+                return False
+            pid = int(fields[1])
+            if pid == ancestor:
+                return True
+        return False
 
 
 def _children_cpu() -> float:
@@ -256,6 +279,43 @@ def subprocess_floor(drawn: list[str], work: Path) -> dict[str, float]:
     return {"split_cpu_us_per_word": split / words * 1e6,
             "count_cpu_us_per_word": count / words * 1e6,
             "cpu_us_per_word": (split + count) / words * 1e6}
+
+
+def runner_floor(drawn: list[str], work: Path, batch: int = 512) -> dict[str, float]:
+    """The same bolts in our pystorm runner, no host: each reads a pre-written file of
+    frames (the handshake, then frames of ``batch`` tuples, as ShellBolt sends a channel
+    batch) and its answers are read to their end. CPU microseconds per word, the runner's
+    start-up (an empty input) subtracted."""
+    from jstormpy.multilang import pystorm_runner as runner
+    from jstormpy.multilang.frames import RUNNER
+
+    def run(cls: str, rows: list[list[str]]) -> float:
+        folder = work / "runner-floor"
+        folder.mkdir(parents=True, exist_ok=True)
+        inp = folder / "in"
+        handshake = {"conf": {"topology.name": "floor"}, "pidDir": str(folder),
+                     "context": {"task->component": {"1": "x"}, "taskid": 1,
+                                 "componentid": "x", "source->stream->fields": {}}}
+        with open(inp, "wb") as f:
+            f.write(runner.encode_frame([handshake]))
+            for i in range(0, len(rows), batch):
+                f.write(runner.encode_frame([(runner.TUPLES, i + 1, "s", "default", 1,
+                                              rows[i:i + batch])]))
+        before = _children_cpu()
+        with open(inp, "rb") as stdin:  # its stdout a pipe, as under a host
+            subprocess.run([sys.executable, RUNNER, f"foreign_wc_sparse.{cls}"], stdin=stdin,
+                           capture_output=True, cwd=str(HERE), check=False)
+        return _children_cpu() - before
+
+    words = len(drawn)
+    start = run("SplitBolt", [])
+    lines = [[" ".join(drawn[i:i + WORDS_PER_LINE])] for i in range(0, words, WORDS_PER_LINE)]
+    split = run("SplitBolt", lines) - start
+    count = run("CountBolt", [[w] for w in drawn]) - start
+    return {"runner_split_cpu_us_per_word": split / words * 1e6,
+            "runner_count_cpu_us_per_word": count / words * 1e6,
+            "runner_cpu_us_per_word": (split + count) / words * 1e6,
+            "runner_start_cpu_s": start}
 
 
 def run_way(way: str, files: list[str], work: Path, expected: Counter,
@@ -309,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         for ref in ("native", "native-batch"):
             if ref in by_way and ref != r["way"]:
                 r[f"x_{ref}"] = r["us_per_word"] / by_way[ref]["us_per_word"]
-    floor = subprocess_floor(draw(a.words), work) if a.floor else None
+    floor = ({**subprocess_floor(draw(a.words), work), **runner_floor(draw(a.words), work)}
+             if a.floor else None)
     if a.json:
         print(json.dumps({"ways": results, "floor": floor} if floor else results, indent=2))
         return 0
@@ -327,6 +388,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"streamparse bolts alone on files (no host), cpu us/word: split "
               f"{floor['split_cpu_us_per_word']:.2f} + count {floor['count_cpu_us_per_word']:.2f}"
               f" = {floor['cpu_us_per_word']:.2f}")
+        print(f"the same in our pystorm runner on frames (no host), cpu us/word: split "
+              f"{floor['runner_split_cpu_us_per_word']:.2f} + count "
+              f"{floor['runner_count_cpu_us_per_word']:.2f} = "
+              f"{floor['runner_cpu_us_per_word']:.2f} (start-up "
+              f"{floor['runner_start_cpu_s']:.2f} s each, not included)")
     return 0 if all(r["correct"] for r in results) else 1
 
 

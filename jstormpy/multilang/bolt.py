@@ -7,13 +7,22 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jstormpy.api.batch import Batch
-from jstormpy.api.component import Bolt, TopologyContext, Tuple, bound_emitter
+from jstormpy.api.component import (
+    Bolt,
+    Emitter,
+    TopologyContext,
+    Tuple,
+    bound_emitter,
+    declared_streams,
+)
 from jstormpy.multilang.component import DEFAULTS, MessageSink, ShellSettings, start_process
+from jstormpy.multilang.in_flight import InFlight
 from jstormpy.multilang.protocol import (
     HEARTBEAT_STREAM,
     SYSTEM_COMPONENT,
     TICK_STREAM,
     Ack,
+    AckRange,
     Acks,
     Emit,
     EmitRun,
@@ -91,7 +100,10 @@ class ShellBolt(Bolt):
         """Start the subprocess and do the handshake."""
         self._proc = proc = start_process(self.settings, conf, context)
         self._sink = MessageSink(self, proc)
-        self._in_flight: set[str] = set()
+        self._in_flight = InFlight()  # the numbers of the tuples sent, not answered
+        self._component = context.component
+        self._field_index = {stream: {f: i for i, f in enumerate(fields)}
+                             for stream, fields in declared_streams(self).items()}
         self._next_tuple_id = 0
         self._heartbeat_sent: float | None = None
         now = time.monotonic()
@@ -113,7 +125,7 @@ class ShellBolt(Bolt):
         self._next_tuple_id += 1
         tuple_id = str(self._next_tuple_id)
         self._send_tuple(tuple_id, tup.source, tup.stream, tup.task, tup.values)
-        self._in_flight.add(tuple_id)
+        self._in_flight.add_range(self._next_tuple_id, self._next_tuple_id + 1)
         self._pump()
         if len(self._in_flight) >= self.max_in_flight:
             self._await_answers(self.max_in_flight - 1)
@@ -131,9 +143,8 @@ class ShellBolt(Bolt):
             raise proc.failure(f"a tuple from {batch.source!r} cannot be sent "
                                f"({exc})") from exc
         self._next_tuple_id += len(batch.rows)
-        ids = map(str, range(first, self._next_tuple_id + 1))
         proc.send_encoded(data)
-        self._in_flight.update(ids)
+        self._in_flight.add_range(first, self._next_tuple_id + 1)
         self._pump()
         if len(self._in_flight) > self.max_in_flight:
             self._await_answers(self.max_in_flight)
@@ -174,7 +185,7 @@ class ShellBolt(Bolt):
             self._next_tuple_id += 1
             tuple_id = str(self._next_tuple_id)
             self._send_tuple(tuple_id, SYSTEM_COMPONENT, TICK_STREAM, -1, [freq])
-            self._in_flight.add(tuple_id)
+            self._in_flight.add_range(self._next_tuple_id, self._next_tuple_id + 1)
         sent = self._heartbeat_sent
         due = (sent + proc.heartbeat_timeout_s if sent is not None
                else self._last_heartbeat + self.heartbeat_interval_s)
@@ -222,21 +233,35 @@ class ShellBolt(Bolt):
         while msgs:
             for msg in msgs:
                 if type(msg) is EmitRun:
-                    stream = msg.stream
-                    for values in msg.rows:
-                        emit(values, stream)
+                    self._emit_run(emitter, msg)
+                elif type(msg) is AckRange:
+                    in_flight.discard_range(msg.first, msg.stop)
+                    answered = True
                 elif type(msg) is Acks:
-                    in_flight.difference_update(map(str, msg.tuple_ids))
+                    in_flight.discard_ids(msg.tuple_ids)
                     answered = True
                 elif type(msg) is Emit and msg.task is None and not msg.need_task_ids:
                     emit(msg.values, msg.stream)
                 elif type(msg) is Ack:
-                    in_flight.discard(str(msg.tuple_id))
+                    in_flight.discard_id(msg.tuple_id)
                     answered = True
                 elif self._perform(msg):
                     answered = True
             msgs = proc.drain()
         return answered
+
+    def _emit_run(self, emitter: Emitter, run: EmitRun) -> None:
+        """A run of plain emits routed as one batch (``emit_batch``: fields grouping
+        partitions it in one pass) when every row has the stream's declared arity, else
+        one by one (an emit that does not fit then fails as it would alone)."""
+        rows, stream = run.rows, run.stream
+        index = self._field_index.get(stream)
+        if index is not None and rows and set(map(len, rows)) == {len(index)}:
+            emitter.emit_batch(Batch(rows, index, self._component, stream), stream)
+            return
+        emit = emitter.emit
+        for values in rows:
+            emit(values, stream)
 
     def _perform(self, msg: Message) -> bool:
         """Perform one message; True when it ended an input tuple."""
@@ -248,17 +273,18 @@ class ShellBolt(Bolt):
                 proc.send(tasks)
             return False
         if isinstance(msg, Ack):
-            self._in_flight.discard(str(msg.tuple_id))
+            self._in_flight.discard_id(msg.tuple_id)
             return True
         if isinstance(msg, EmitRun):  # plain emits: straight to the emitter, as _pump does
             emitter = bound_emitter(self)
             assert emitter is not None, "a ShellBolt runs in a task"
-            emit, stream = emitter.emit, msg.stream
-            for values in msg.rows:
-                emit(values, stream)
+            self._emit_run(emitter, msg)
             return False
         if isinstance(msg, Acks):
-            self._in_flight.difference_update(map(str, msg.tuple_ids))
+            self._in_flight.discard_ids(msg.tuple_ids)
+            return True
+        if isinstance(msg, AckRange):
+            self._in_flight.discard_range(msg.first, msg.stop)
             return True
         if isinstance(msg, Fail):
             reported = self._sink.last_error

@@ -24,6 +24,7 @@ from jstormpy.multilang import pystorm_runner as runner
 from jstormpy.multilang.protocol import (
     DEFAULT_MAX_MESSAGE_BYTES,
     Ack,
+    AckRange,
     Acks,
     Emit,
     EmitRun,
@@ -196,6 +197,11 @@ def _message(item: Any) -> Message:
         if rows and set(map(type, rows)) != {list}:  # (map: no Python frame per row)
             raise ValueError("emits with values that are not lists")
         return EmitRun(stream, rows, anchors)
+    if type(item) is tuple and len(item) == 3 and item[0] == runner.ACK_RANGE:
+        _, first, stop = item
+        if type(first) is not int or type(stop) is not int or not first <= stop:
+            raise ValueError(f"an ack range that is not two ascending integers: {item!r:.100}")
+        return AckRange(first, stop)
     if type(item) is tuple and len(item) == 2 and item[0] == runner.ACKS:
         if type(item[1]) is not list:
             raise ValueError(f"acks without a list of ids: {item[1]!r:.100}")

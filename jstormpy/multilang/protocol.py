@@ -124,7 +124,9 @@ class Metric:
 @dataclass(frozen=True)
 class EmitRun:
     """Plain emits in a row (no direct task, no task ids asked for) on one stream, with
-    each one's anchors: what our pystorm runner sends for a bolt's emits of a frame."""
+    each one's anchors (a sequence of tuple ids, or one id alone as a str: a row anchored
+    to the tuple being processed): what our pystorm runner sends for a bolt's emits of a
+    frame."""
 
     stream: str
     rows: list[Any]
@@ -132,7 +134,8 @@ class EmitRun:
 
     def emits(self) -> list[Emit]:
         """The run as the single emits it stands for."""
-        return [Emit(values, self.stream, None, tuple(a), None, False)
+        return [Emit(values, self.stream, None, (a,) if type(a) is str else tuple(a), None,
+                     False)
                 for values, a in zip(self.rows, self.anchors, strict=True)]
 
 
@@ -144,7 +147,22 @@ class Acks:
     tuple_ids: list[Any]
 
 
-Message = Pid | Sync | Emit | Ack | Fail | LogMessage | ErrorReport | Metric | EmitRun | Acks
+@dataclass(frozen=True)
+class AckRange:
+    """The tuples ``first`` up to (not including) ``stop`` acked, each one after its emits:
+    our pystorm runner's auto-acks of a frame of tuples sent with ids ``first``,
+    ``first + 1``, ... (pystorm's tuple ids are those numbers as strings)."""
+
+    first: int
+    stop: int
+
+    def tuple_ids(self) -> list[str]:
+        """The acked tuple ids as the single acks would carry them."""
+        return [str(i) for i in range(self.first, self.stop)]
+
+
+Message = (Pid | Sync | Emit | Ack | Fail | LogMessage | ErrorReport | Metric | EmitRun | Acks
+           | AckRange)
 
 _LOG_LEVELS = {0: logging.DEBUG, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING,
                4: logging.ERROR}

@@ -17,9 +17,12 @@ handling, ``auto_ack``/``auto_anchor``/``auto_fail``, heartbeats, tick tuples ->
   to versions with the same semantics that skip building a dict per message: an emit is a
   6-tuple ``(values, stream, id, anchors, task, need_task_ids)`` (the fields of the host's
   ``Emit``), a bolt's plain emits in a row on one stream one list ``["E", stream, rows,
-  anchors]``, a fail ``("f", id)``; a bolt's acks go as one ``("A", ids)`` after the
+  anchors]`` (a row anchored to one tuple id has that id alone, not a tuple), a fail
+  ``("f", id)``; a bolt's acks go as one ``("A", ids)`` after the
   frame's other messages (an ack never precedes what its tuple emitted); a frame of
-  tuples is processed in one loop; a spout's ``next`` may ask for up to ``n``
+  tuples is processed in one loop (each tuple's ``Tuple`` built without pystorm's
+  per-message reading), whose auto-acks go as one range ``("R", first, stop)`` of the
+  ids the host numbered consecutively; a spout's ``next`` may ask for up to ``n``
   ``next_tuple`` calls (stopping at the first that sends nothing).
   An emit with ``need_task_ids`` (not direct) still goes through pystorm's own ``emit``:
   the message is flushed and the runner waits for the task ids (a round trip, as in Storm).
@@ -62,9 +65,13 @@ FLUSH_AFTER_S = 0.05
 TUPLES = "T"
 ACK = "a"
 ACKS = "A"
+ACK_RANGE = "R"
 FAIL = "f"
 EMITS = "E"
 _IMMEDIATE = frozenset(("sync", "error", "metrics"))
+SYSTEM = "__system"
+"""The source of tick tuples and heartbeats (a frame of tuples from it takes pystorm's
+own loop, which treats them specially)."""
 
 
 def encode_frame(items: list[Any]) -> bytes:
@@ -91,6 +98,13 @@ class FrameChannel:
         a flush takes the first ones and deletes them, so an append meanwhile stays)."""
         self.acks: list[Any] = []
         """Acked tuple ids not sent yet: sent as one message after the frame's others."""
+        self.auto_from = 0
+        self.auto_to = 0
+        """The batch loop's auto-acked tuple ids not sent yet, ``auto_from`` up to (not
+        including) ``auto_to``: sent as one ``(ACK_RANGE, auto_from, auto_to)``. Only the
+        task thread moves ``auto_to``, one tuple at a time, after the tuple's emits."""
+        self.fast_ack: Any = None
+        """The bound fast ``ack`` (the batch loop's auto-ack is then a range)."""
         self.flushed = time.monotonic()
         self.stopped = threading.Event()
         self.sent = 0
@@ -103,9 +117,7 @@ class FrameChannel:
     # -- pystorm's serializer interface ---------------------------------------------------
     def read_message(self) -> Any:
         pending = self.pending
-        while not pending:
-            self.flush()
-            self.pending.extend(self._read_frame())
+        self.fill()
         item = pending.popleft()
         if type(item) is tuple:  # a frame's tuples, one dict each for pystorm's read_tuple
             pending.extendleft(reversed(tuple_messages(item)))
@@ -121,20 +133,56 @@ class FrameChannel:
                 self.flush()
 
     # -- frames ---------------------------------------------------------------------------
+    def fill(self) -> None:
+        """Wait for input: send what waits to go out, then read frames until one holds a
+        message (a frame's tuples stay one item, for the batch loop)."""
+        pending = self.pending
+        while not pending:
+            self.flush()
+            pending.extend(self._read_frame())
+
     def flush(self) -> None:
+        """Send what waits. From another thread than the task's (the flusher, a
+        component's own thread) the last run of emits, which the task thread may be
+        appending to, stays in place: the rows it holds so far go, it keeps the rest."""
         with self.lock:
             acks, out = self.acks, self.out
             k = len(acks)  # before the messages: an ack taken has its emits taken too
+            lo, hi = self.auto_from, self.auto_to
             n = len(out)
-            if not n and not k:
+            if not n and not k and lo == hi:
                 return
             items = out[:n]
-            del out[:n]
+            if n and type(items[-1]) is list and threading.get_ident() != self.main:
+                _, stream, rows, anchors = items[-1]
+                m = min(len(rows), len(anchors))  # (rows are appended before anchors)
+                items[-1] = [EMITS, stream, rows[:m], anchors[:m]]
+                del out[:n - 1]
+                del rows[:m]  # the task thread appends at the end only
+                del anchors[:m]
+                n -= 1
+            else:
+                del out[:n]
+            if items and type(items[-1]) is list and not items[-1][2]:
+                items.pop()  # an empty run
             if k:
                 items.append((ACKS, acks[:k]))
                 del acks[:k]
+            if lo != hi:
+                items.append((ACK_RANGE, lo, hi))
+                self.auto_from = hi
             self.flushed = time.monotonic()
-            self._write(items)
+            if items:
+                self._write(items)
+
+    def start_range(self, first: int) -> None:
+        """The batch loop auto-acks from tuple id ``first`` on: a range not contiguous with
+        the one so far goes out first (after the emits so far)."""
+        if first != self.auto_to:
+            with self.lock:
+                if self.auto_from != self.auto_to:
+                    self.out.append((ACK_RANGE, self.auto_from, self.auto_to))
+                self.auto_from = self.auto_to = first
 
     def start_flusher(self) -> None:
         """Send what waits every ``FLUSH_AFTER_S`` while the component is busy (as pystorm
@@ -148,7 +196,8 @@ class FrameChannel:
 
     def _flusher(self) -> None:
         while not self.stopped.wait(FLUSH_AFTER_S):
-            if (self.out or self.acks) and time.monotonic() - self.flushed >= FLUSH_AFTER_S:
+            if ((self.out or self.acks or self.auto_from != self.auto_to)
+                    and time.monotonic() - self.flushed >= FLUSH_AFTER_S):
                 try:
                     self.flush()
                 except Exception:  # noqa: BLE001 (the main thread meets it too)
@@ -229,25 +278,41 @@ def bind(comp: Any, channel: FrameChannel) -> None:
                 if need_task_ids and direct_task is None:  # a round trip: pystorm's own
                     return Bolt.emit(comp, tup, stream=stream, anchors=anchors,
                                      direct_task=direct_task, need_task_ids=True)
-                if not isinstance(tup, (list, tuple)):
+                anchor: Any  # a tuple of ids, or one id alone (a str, in a run of emits)
+                if anchors is None:
+                    if comp.auto_anchor:
+                        cur = comp._current_tups
+                        if len(cur) == 1 and type(cur[0]) is Tuple and type(cur[0][0]) is str:
+                            anchor = cur[0][0]  # the one current tuple's id, as it is
+                        else:
+                            anchor = tuple([a.id if isinstance(a, Tuple) else a
+                                            for a in cur])
+                    else:
+                        anchor = ()
+                else:
+                    anchor = tuple([a.id if isinstance(a, Tuple) else a for a in anchors])
+                if type(tup) is list:
+                    values = tup
+                elif isinstance(tup, (list, tuple)):
+                    values = list(tup)
+                else:
                     raise TypeError("All Tuples must be either lists or tuples, received "
                                     f"{type(tup)!r} instead.")
-                if anchors is None:
-                    anchors = comp._current_tups if comp.auto_anchor else []
-                anchor = tuple([a.id if isinstance(a, Tuple) else a for a in anchors])
-                values = tup if type(tup) is list else list(tup)
                 if direct_task is None:  # a plain emit: onto the run of its stream
-                    stream = stream or "default"
+                    if not stream:
+                        stream = "default"
                     last = out[-1] if out else None
                     if type(last) is list and last[1] == stream:
                         last[2].append(values)
                         last[3].append(anchor)
                     else:
                         out.append([EMITS, stream, [values], [anchor]])
-                else:
-                    out.append((values, stream or "default", None, anchor, direct_task,
-                                need_task_ids))
-                channel.sent += 1
+                        if len(out) >= FLUSH_AT:
+                            channel.flush()
+                    return None
+                out.append((values, stream or "default", None,
+                            (anchor,) if type(anchor) is str else anchor, direct_task,
+                            need_task_ids))
                 if len(out) >= FLUSH_AT:
                     channel.flush()
                 return [direct_task] if need_task_ids else None
@@ -257,12 +322,10 @@ def bind(comp: Any, channel: FrameChannel) -> None:
 
             def bolt_ack(tup: Any) -> None:
                 acks.append(tup.id if isinstance(tup, Tuple) else tup)
-                channel.sent += 1
-            comp.ack = bolt_ack
+            comp.ack = channel.fast_ack = bolt_ack
         if cls.fail is Bolt.fail:
             def bolt_fail(tup: Any) -> None:
                 out.append((FAIL, tup.id if isinstance(tup, Tuple) else tup))
-                channel.sent += 1
             comp.fail = bolt_fail
         if cls._run is Bolt._run and cls.read_tuple is Bolt.read_tuple:
             comp._run = lambda: _bolt_run(comp, channel, Tuple)
@@ -293,10 +356,12 @@ def _bolt_run(comp: Any, channel: FrameChannel, tuple_cls: Any) -> None:
     tuple: ``_current_tups``, ``process``, the auto-ack); a single message (a heartbeat, a
     tick, a tuple sent alone) goes through pystorm's own."""
     pending = channel.pending
-    if comp._pending_commands or not pending or type(pending[0]) is not tuple:
+    if not comp._pending_commands:
+        channel.fill()  # as pystorm's read_tuple would wait, but a frame stays one batch
+    if comp._pending_commands or type(pending[0]) is not tuple or pending[0][2] == SYSTEM:
         from pystorm.bolt import Bolt
 
-        Bolt._run(comp)
+        Bolt._run(comp)  # (a tick or heartbeat, one message each, takes pystorm's path)
         return
     batch = pending.popleft()
     _, first, source, stream, task, rows = batch
@@ -304,19 +369,23 @@ def _bolt_run(comp: Any, channel: FrameChannel, tuple_cls: Any) -> None:
     process = comp.process
     ack = comp.ack
     auto_ack = comp.auto_ack
+    ranged = auto_ack and ack is channel.fast_ack  # the auto-acks as one range
+    if ranged:
+        channel.start_range(first)
+    new = tuple.__new__  # pystorm's Tuple is a namedtuple: no per-field Python work
     i = first
     try:
         for values in rows:
-            tup = tuple_cls(str(i), source, stream, task,
-                            (values if type(values) is tuple else tuple(values))
-                            if val_type is None else val_type(*values))
+            tup = new(tuple_cls, (str(i), source, stream, task,
+                                  (values if type(values) is tuple else tuple(values))
+                                  if val_type is None else val_type(*values)))
             comp._current_tups = [tup]
             process(tup)
-            if auto_ack:
+            if ranged:
+                channel.auto_to = i + 1
+            elif auto_ack:
                 ack(tup)
             i += 1
-            if len(channel.out) >= FLUSH_AT:
-                channel.flush()
     except BaseException:
         rest = rows[i - first + 1:]  # what pystorm had not read yet stays to be read
         if rest:

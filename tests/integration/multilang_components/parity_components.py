@@ -128,3 +128,33 @@ class SlowSpout(Spout):
         time.sleep(0.005)
         self.emit([self.n], tup_id=self.n)
         self.n += 1
+
+
+class CallerBolt(Bolt):
+    """Emits the name of the function that called its ``process``: the runner's batch loop
+    (``_bolt_run``) or pystorm's per-message loop (``_run``)."""
+
+    def process(self, tup):
+        self.emit([tup.values[0], sys._getframe(1).f_code.co_name])
+
+
+class BusyBolt(Bolt):
+    """Emits ``values[1]`` tuples for one input over about half a second: the runner's
+    flusher sends them while ``process`` still runs."""
+
+    def process(self, tup):
+        import time
+
+        for k in range(tup.values[1]):
+            self.emit([tup.values[0], k])
+            if k % 50 == 0:
+                time.sleep(0.005)
+
+
+class PairBolt(Bolt):
+    """(word,) -> (word, len(word)); the word "bad" is emitted alone (one value for the
+    stream's two fields)."""
+
+    def process(self, tup):
+        word = tup.values[0]
+        self.emit([word] if word == "bad" else [word, len(word)])

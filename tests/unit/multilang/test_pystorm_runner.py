@@ -17,6 +17,7 @@ from jstormpy.multilang import pystorm_runner as runner
 from jstormpy.multilang.frames import RUNNER, FrameProcess, runner_command
 from jstormpy.multilang.protocol import (
     Ack,
+    AckRange,
     Acks,
     Emit,
     EmitRun,
@@ -70,6 +71,8 @@ def single(msg: Message) -> list[Message]:
         return list(msg.emits())
     if isinstance(msg, Acks):
         return [Ack(i) for i in msg.tuple_ids]
+    if isinstance(msg, AckRange):
+        return [Ack(i) for i in msg.tuple_ids()]
     return [msg]
 
 
@@ -166,6 +169,49 @@ def test_manual_acks_and_anchors_are_the_same_under_both_protocols():
     assert emits[:2] == [Emit(["a"], "default", None, (), None, False),
                          Emit(["b"], "default", None, (), None, False)]
     assert Emit(["a", "late"], "default", None, ("1",), None, False) in emits
+
+
+def test_every_tuple_of_a_frame_goes_through_the_runners_batch_loop():
+    """A frame of tuples is worked through in one loop, the first frame read after a wait
+    included (not message by message through pystorm's own loop)."""
+    proc = start("frames", "CallerBolt")
+    try:
+        for first in (1, 4):  # the runner waits for input before each frame
+            proc.send_encoded(proc.encode_tuples(first, "src", "default", 9,
+                                                 [(f"t{first + k}",) for k in range(3)]))
+            got = until(proc, acked({str(first + k) for k in range(3)}))
+            assert [m.values for m in got if isinstance(m, Emit)] == [
+                [f"t{first + k}", "_bolt_run"] for k in range(3)]
+    finally:
+        proc.close(2.0)
+
+
+def test_emits_sent_while_process_still_runs_are_the_same_under_both_protocols():
+    """A busy ``process``: its emits go out every 50 ms while it runs (a frame then takes
+    the rows of the run of emits the task thread is appending to); none is lost or
+    reordered, and the tuple's ack comes after all of them."""
+    def drive(protocol: str) -> list[Message]:
+        proc = start(protocol, "BusyBolt")
+        try:
+            proc.send_encoded(proc.encode_tuples(1, "src", "default", 9,
+                                                 [("a", 5000), ("b", 3)]))
+            got: list[Message] = []
+            while not acked({"1", "2"})(got):
+                msg = proc.receive(10.0)
+                if isinstance(msg, EmitRun):
+                    runs.append(msg)
+                got += single(msg)
+            return got
+        finally:
+            proc.close(2.0)
+
+    runs: list[EmitRun] = []
+    frames = drive("frames")
+    assert len([r for r in runs if r.rows and r.rows[0][0] == "a"]) > 1  # sent as it ran
+    plain = drive("json")
+    same(frames, plain)
+    assert [m.values for m in frames if isinstance(m, Emit)] == [
+        ["a", k] for k in range(5000)] + [["b", k] for k in range(3)]
 
 
 def test_prints_reach_the_log_and_stray_writes_stderr_not_the_frames():
@@ -288,18 +334,23 @@ def test_a_fake_runner_speaking_frames_by_hand_is_understood(tmp_path):
     proc = fake(tmp_path, """\
         batch = read()[0]
         send((["a"], "s", None, ("9",), None, False), ("a", "9"), ("f", "10"),
-             ["E", "t", [["b"], ["c"]], [("1",), ()]], ("A", ["11", "12"]),
+             ["E", "t", [["b"], ["c"], ["d"]], [("1",), (), "7"]], ("A", ["11", "12"]),
+             ("R", 13, 15),
              {"command": "log", "msg": "got %d rows" % len(batch[5]), "level": 3},
              {"command": "sync"})
     """)
     try:
         proc.send_encoded(proc.encode_tuples(9, "src", "default", 1, [("x",), ("y",)]))
-        got = [proc.receive() for _ in range(7)]
+        got = [proc.receive() for _ in range(8)]
     finally:
         proc.close()
     assert got == [Emit(["a"], "s", None, ("9",), None, False), Ack("9"), Fail("10"),
-                   EmitRun("t", [["b"], ["c"]], [("1",), ()]), Acks(["11", "12"]),
-                   LogMessage("got 2 rows", 3), Sync()]
+                   EmitRun("t", [["b"], ["c"], ["d"]], [("1",), (), "7"]),
+                   Acks(["11", "12"]), AckRange(13, 15), LogMessage("got 2 rows", 3), Sync()]
+    run = got[3]
+    assert isinstance(run, EmitRun) and run.emits()[2] == Emit(["d"], "t", None, ("7",), None,
+                                                               False)
+    assert AckRange(13, 15).tuple_ids() == ["13", "14"]
 
 
 @pytest.mark.parametrize(("body", "reason"), [
@@ -310,6 +361,8 @@ def test_a_fake_runner_speaking_frames_by_hand_is_understood(tmp_path):
     ('send((["a"], 5, None, (), None, False))', "emit with a non-string stream"),
     ('send(["E", "s", [["a"]], []])', "a list of values and one of anchors as long"),
     ('send(("A", "1"))', "acks without a list of ids"),
+    ('send(("R", 5, 2))', "an ack range that is not two ascending integers"),
+    ('send(("R", "1", 2))', "an ack range that is not two ascending integers"),
     ('send(["E", "s", [["a"], "b"], [(), ()]])', "emits with values that are not lists"),
     ('send({"command": "launch-missiles"})', "unknown command 'launch-missiles'"),
     ('send((["x" * 5000], "default", None, (), None, False))', "over 1000 bytes"),
@@ -419,3 +472,58 @@ def test_a_streamparse_command_runs_in_the_runner_unless_json_is_asked_for(
     finally:
         spout.close()
     assert collected.values == [[k, f"k{k}"] for k in range(6)]
+
+
+# -- the host routing a run of emits ------------------------------------------------------
+def routed(protocol: str, words: list[str]) -> tuple[dict[int, list[Any]], str | None]:
+    """``words`` through a ShellBolt of PairBolt with a real fields route to two tasks:
+    the rows each target got, in order, and the error that stopped it (if one did)."""
+    from jstormpy.api.batch import Batch
+    from jstormpy.api.component import TopologyContext, bind_task
+    from jstormpy.api.errors import TopologyError
+    from jstormpy.runtime.routing import OutputCollector, Route
+
+    got: dict[int, list[Any]] = {3: [], 4: []}
+
+    def send(dst: int, item: Any) -> None:
+        got[dst].extend(item[3])
+
+    outputs = ("word", "n")
+    route = Route("fields", "default", "next", [3, 4], 2, send, 4, (0,))
+    collector = OutputCollector(2, "pairs", {"default": [route]}, [3, 4], send,
+                                streams={"default": outputs})
+    bolt = ShellBolt(sparse("PairBolt"), outputs=outputs, cwd=str(COMPONENTS),
+                     protocol=protocol)
+    bind_task(bolt, collector, None)
+    bolt.prepare({}, TopologyContext(topology="t", component="pairs", task_id=2,
+                                     task_index=0, worker_id=0,
+                                     component_tasks={"pairs": (2,)}))
+    error = None
+    try:
+        for k in range(0, len(words), 7):
+            bolt.execute_batch(Batch([(w,) for w in words[k:k + 7]], {"line": 0}, "src"))
+        bolt.on_inputs_finished()
+        collector.flush()
+    except TopologyError as exc:
+        error = str(exc)
+        collector.flush()
+    finally:
+        bolt.cleanup()
+    return got, error
+
+
+def test_a_run_of_emits_reaches_each_target_as_single_emits_would():
+    words = [f"w{k % 13}" + "x" * (k % 3) for k in range(60)]
+    frames, error = routed("auto", words)
+    assert error is None
+    assert routed("json", words) == (frames, None)  # emit by emit under JSON
+    assert sorted(map(tuple, frames[3] + frames[4])) == sorted((w, len(w)) for w in words)
+    assert frames[3] and frames[4]
+
+
+def test_an_emit_that_does_not_fit_its_stream_fails_as_a_single_emit_would():
+    words = ["a", "bb", "ccc", "bad", "dddd"]
+    frames, error = routed("auto", words)
+    assert error is not None and "component 'pairs' emitted 1 value(s) ['bad']" in error
+    assert routed("json", words) == (frames, error)
+    assert sorted(map(tuple, frames[3] + frames[4])) == [("a", 1), ("bb", 2), ("ccc", 3)]
