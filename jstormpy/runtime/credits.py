@@ -122,22 +122,24 @@ class GrantTotals:
 class TaskInbox:
     """A task's input queue. Unbounded as a data structure; bounded by credits.
 
-    A put wakes the task's thread only if it waits for an item: a busy task finds the
-    item when it next looks, and the put costs an append under the lock. ``waiting`` is
-    changed and read under the lock, so no wake-up is lost.
+    One thread takes from it: its task's. A put wakes that thread only if it waits for
+    an item and no put has woken it yet: a busy task (or one already woken, waiting for
+    the GIL) finds the item when it next looks, and the put costs an append under the
+    lock. ``waiting`` is changed and read under the lock, so no wake-up is lost.
     """
 
     def __init__(self, capacity: int) -> None:
         self.items: deque[Any] = deque()
         self.not_empty = threading.Condition(threading.Lock())
         self.maxsize = capacity
-        self.waiting = 0  # threads waiting in get(); changed under not_empty's lock
+        self.waiting = False  # the task's thread waits in get(), not yet woken
 
     def put(self, item: Any) -> None:
         """Append one item (the sender already holds a credit for it)."""
         with self.not_empty:
             self.items.append(item)
             if self.waiting:
+                self.waiting = False
                 self.not_empty.notify()
 
     def get(self, timeout: float) -> Any:
@@ -147,11 +149,11 @@ class TaskInbox:
             return items.popleft()
         with self.not_empty:
             if not items:
-                self.waiting += 1
+                self.waiting = True
                 try:
                     self.not_empty.wait(timeout)
                 finally:
-                    self.waiting -= 1
+                    self.waiting = False
             return items.popleft()
 
     def qsize(self) -> int:

@@ -105,7 +105,8 @@ class Outbound:
         self.why_dead = ""
         self.sock: socket.socket | None = None
         # who waits on ``cond`` (changed under it): an append wakes the threads only if
-        # the sender thread waits for a frame, an ACK only if a producer waits for room
+        # the sender thread waits for a frame and no append woke it yet, an ACK only if
+        # a producer waits for room
         self.drain_waiting = False
         self.room_waiting = 0
         self.thread = threading.Thread(
@@ -122,6 +123,7 @@ class Outbound:
         self.queue.append((gen, seq, head, payload))
         self.queued_bytes += len(head) + len(payload)
         if self.drain_waiting:  # a busy sender thread finds the frame when it next looks
+            self.drain_waiting = False
             self.cond.notify_all()
 
     def wait_for_room_locked(self, timeout: float) -> None:
