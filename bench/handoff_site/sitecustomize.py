@@ -108,13 +108,15 @@ def _install() -> None:  # noqa: PLR0915 - one probe, all its patches
             transports.append(self)
 
         transport.Transport.__init__ = t_new
-        send_all = outbound.sendmsg_all
+        def counting(send):
+            def counted(sock, buffers):
+                count(("socket send", "sendmsg", len(buffers) // 2))
+                return send(sock, buffers)
+            return counted
 
-        def sendmsg_all(sock, buffers):
-            count(("socket send", "sendmsg", len(buffers) // 2))
-            return send_all(sock, buffers)
-
-        outbound.sendmsg_all = sendmsg_all
+        # plain TCP, and TLS (LocalCluster's default)
+        outbound.sendmsg_all = counting(outbound.sendmsg_all)
+        outbound.send_buffers = counting(outbound.send_buffers)
 
     def thread_stats() -> dict[int, dict]:
         names = {t.native_id: t.name for t in threading.enumerate()}
