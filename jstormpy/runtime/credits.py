@@ -59,10 +59,12 @@ class CreditGate:
             self.credits[key] -= 1
 
     def release(self, src: int, dst: int, n: int) -> None:
-        """Give ``n`` credits back to channel ``src → dst``."""
+        """Give ``n`` credits back to channel ``src → dst``; wakes the senders only if
+        one waits (most returns find none: a wake-up nobody waits for is pure cost)."""
         with self.cond:
             self.credits[(src, dst)] = self.credits.get((src, dst), 0) + n
-            self.cond.notify_all()
+            if self.waiting:
+                self.cond.notify_all()
 
     def release_total(self, src: int, dst: int, total: int) -> None:
         """The receiver has returned ``total`` credits of ``src → dst`` since the last reset.
@@ -81,7 +83,8 @@ class CreditGate:
             if total > seen:
                 self.returned[key] = total
                 self.credits[key] = self.credits.get(key, 0) + total - seen
-                self.cond.notify_all()
+                if self.waiting:
+                    self.cond.notify_all()
 
     def blocked(self) -> int:
         """How many senders are waiting for credit right now."""
@@ -117,18 +120,27 @@ class GrantTotals:
 
 
 class TaskInbox:
-    """A task's input queue. Unbounded as a data structure; bounded by credits."""
+    """A task's input queue. Unbounded as a data structure; bounded by credits.
+
+    One thread takes from it: its task's. A put wakes that thread only if it waits for
+    an item and no put has woken it yet: a busy task (or one already woken, waiting for
+    the GIL) finds the item when it next looks, and the put costs an append under the
+    lock. ``waiting`` is changed and read under the lock, so no wake-up is lost.
+    """
 
     def __init__(self, capacity: int) -> None:
         self.items: deque[Any] = deque()
         self.not_empty = threading.Condition(threading.Lock())
         self.maxsize = capacity
+        self.waiting = False  # the task's thread waits in get(), not yet woken
 
     def put(self, item: Any) -> None:
         """Append one item (the sender already holds a credit for it)."""
         with self.not_empty:
             self.items.append(item)
-            self.not_empty.notify()
+            if self.waiting:
+                self.waiting = False
+                self.not_empty.notify()
 
     def get(self, timeout: float) -> Any:
         """The next item; raises IndexError if none arrives within ``timeout``."""
@@ -137,7 +149,11 @@ class TaskInbox:
             return items.popleft()
         with self.not_empty:
             if not items:
-                self.not_empty.wait(timeout)
+                self.waiting = True
+                try:
+                    self.not_empty.wait(timeout)
+                finally:
+                    self.waiting = False
             return items.popleft()
 
     def qsize(self) -> int:

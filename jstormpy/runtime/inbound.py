@@ -212,4 +212,7 @@ class InboundChannels:
             return
         with self._lock:
             self._acks_due[id(sock)] = (sock, gen, incarnation, seq)
-        self._acks_wake.set()
+        # set once per burst: the ACK loop clears it before it takes what is due (after
+        # this entry was stored), so a set seen here still covers this ACK
+        if not self._acks_wake.is_set():
+            self._acks_wake.set()

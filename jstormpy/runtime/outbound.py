@@ -104,6 +104,11 @@ class Outbound:
         self.broken = False
         self.why_dead = ""
         self.sock: socket.socket | None = None
+        # who waits on ``cond`` (changed under it): an append wakes the threads only if
+        # the sender thread waits for a frame and no append woke it yet, an ACK only if
+        # a producer waits for room
+        self.drain_waiting = False
+        self.room_waiting = 0
         self.thread = threading.Thread(
             target=self._run, daemon=True,
             name=f"jstorm-send-{settings.worker_id}->{worker_id}")
@@ -117,7 +122,17 @@ class Outbound:
         head = header + SEQ.pack(self.incarnation, seq)
         self.queue.append((gen, seq, head, payload))
         self.queued_bytes += len(head) + len(payload)
-        self.cond.notify_all()
+        if self.drain_waiting:  # a busy sender thread finds the frame when it next looks
+            self.drain_waiting = False
+            self.cond.notify_all()
+
+    def wait_for_room_locked(self, timeout: float) -> None:
+        """A producer waits (``cond`` held) for room in the buffer or a change of state."""
+        self.room_waiting += 1
+        try:
+            self.cond.wait(timeout)
+        finally:
+            self.room_waiting -= 1
 
     def _kill_locked(self, why: str) -> int:
         """Mark dead, drop queue and unacked frames, wake everyone; returns frames dropped."""
@@ -282,7 +297,8 @@ class Outbound:
                         freed += len(h) + len(p)
                     if freed:
                         self.queued_bytes -= freed
-                        self.cond.notify_all()
+                        if self.room_waiting:
+                            self.cond.notify_all()
         except (OSError, FrameError, PeerClosedError, ValueError) as exc:
             t.log.debug("worker %d: ack stream from worker %d ended: %s",
                          t.worker_id, self.worker_id, exc)
@@ -299,7 +315,11 @@ class Outbound:
         while True:
             with self.cond:
                 while not self.queue and self.state == ConnectionState.READY and not self.broken:
-                    self.cond.wait()
+                    self.drain_waiting = True
+                    try:
+                        self.cond.wait()
+                    finally:
+                        self.drain_waiting = False
                 if self.state != ConnectionState.READY or self.broken:
                     return
                 buffers: list[bytes] = []

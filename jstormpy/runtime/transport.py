@@ -376,7 +376,7 @@ class Transport:
                     return True
                 if not wait:
                     return False  # the caller sends it again later; nothing is lost
-                ob.cond.wait(1.0)  # everyone who changes a condition notifies; 1 s is a guard
+                ob.wait_for_room_locked(1.0)  # whoever changes a condition notifies; 1 s: a guard
         return self._dropped(worker_id, why)
 
     def _dropped(self, worker_id: int, why: str) -> bool:

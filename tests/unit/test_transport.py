@@ -336,6 +336,20 @@ def test_backpressure_blocks_send_and_loses_nothing(make: Callable[..., Transpor
     assert sender.stats["frames_dropped"] == 0
 
 
+def test_frames_sent_one_at_a_time_to_an_idle_connection_all_arrive(
+        make: Callable[..., Transport]) -> None:
+    """Between two sends the connection's sender thread has nothing to do and waits; a
+    send wakes it only then (a busy one finds the frame itself). A lost wake-up would
+    leave a frame queued for good; the ACK of each must come back too."""
+    sender, _, sink = pair(make)
+    for i in range(300):
+        assert sender.send(2, 0, i)
+        wait_until(lambda i=i: len(sink) > i, timeout=5.0, what=f"frame {i} to arrive")
+        wait_until(lambda: sender.pending_bytes(2) == 0, timeout=5.0, what=f"frame {i}'s ACK")
+    assert [item for _, item in sink.items] == list(range(300))
+    assert sender.stats["frames_dropped"] == 0
+
+
 def test_set_generation_unblocks_blocked_send(make: Callable[..., Transport]) -> None:
     limit = 256 << 10
     sender, _, sink = pair(make, send_buffer_bytes=limit)
