@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from jstormpy.api.errors import BackendError, JStormError
 from jstormpy.master.quiescent import QuiescentOperation
-from jstormpy.master.topology_state import TopologyState
+from jstormpy.master.topology_state import TERMINAL_STATES, TopologyState
 from jstormpy.master.upgrade_steps import SwitchSteps
 from jstormpy.master.upgrade_steps import perform as perform_switch
 from jstormpy.operations.codepkg import (
@@ -194,6 +194,9 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
     def tick(self, now: float) -> None:
         """Drive the switch: quiesce, watch the checkpoint, time-outs, expiry."""
         core = self.core
+        if self.phase in SWITCHING and core.state in TERMINAL_STATES:
+            self._abort(f"the topology is {core.state}", revert_all=False)  # never proceeds
+            return
         if self.phase in SWITCHING and core.state == TopologyState.RUNNING:
             timed_out = self._step_timeout(now)
             if timed_out:
@@ -498,8 +501,9 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
             self.started_at = time.monotonic()
         else:
             self.target = None
-        for s in core.alive_sessions():
-            if s.code_version != self.version_of(s.worker_id):
+        for s in core.alive_sessions():  # a topology that ended restarts no worker
+            if s.code_version != self.version_of(s.worker_id) \
+                    and core.state not in TERMINAL_STATES:
                 self._restart(s, "upgrade aborted: back to the stable code")
         if resume and core.state == TopologyState.RUNNING \
                 and len(core.alive_sessions()) == core.config.workers:

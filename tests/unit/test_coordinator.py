@@ -348,6 +348,18 @@ def test_the_minimum_pause_counts_from_the_end_of_the_last_checkpoint() -> None:
     assert c.due(now=102.0, interval_s=0.5, min_pause_s=1.0)
 
 
+def test_the_next_periodic_checkpoint_waits_its_interval_after_the_last_trigger() -> None:
+    """``checkpoint_interval_ms``: a periodic checkpoint starts once the interval has
+    passed since the last one was triggered, not before, however fast that one ended."""
+    c = coordinator()
+    cid, _ = c.start(now=100.0, wall=1100.0)
+    ack_all(c, cid, now=100.1)
+    c.commit_point_written(cid, running=True, now=100.2, wall=1100.2)
+    assert not c.due(now=100.5, interval_s=1.0)
+    assert not c.due(now=100.99, interval_s=1.0)
+    assert c.due(now=101.0, interval_s=1.0)
+
+
 def test_a_checkpoint_no_task_acked_paused_nothing() -> None:
     """A checkpoint that timed out before any task acked paused no task: its history
     entry's pause is zero, not a negative number."""

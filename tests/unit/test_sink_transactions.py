@@ -4,9 +4,12 @@ the executor does, so the tests read as the calls a sink sees."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from jstormpy.api.errors import SinkError, SinkUnavailableError
+from jstormpy.api.component import TopologyContext
+from jstormpy.api.errors import RestoreRefusedError, SinkError, SinkUnavailableError
 from jstormpy.barrier.transactions import (
     Begin,
     Commit,
@@ -18,6 +21,8 @@ from jstormpy.barrier.transactions import (
     SinkStep,
     SinkTransactions,
 )
+from jstormpy.connectors.twophase import TwoPhaseCommitSink
+from jstormpy.run_identity import RunIdentity
 
 
 class Performer:
@@ -184,3 +189,77 @@ def test_an_unavailable_sink_at_restore_fails_the_prepare_and_keeps_the_staged_i
     p = Performer(SinkTransactions([4, 5]))
     p.run(p.txns.restore(5))
     assert p.take() == [Commit(4), Commit(5), Recover(5), ReportCommitted(5)]
+
+
+# -- TwoPhaseCommitSink's record of abandoned transactions (issue 37's mutation survivors)
+
+class StagingSystem:
+    """An external system that keeps staged rows and, per run, the ids recoveries
+    discarded (as the Redis and PostgreSQL sinks do)."""
+
+    def __init__(self) -> None:
+        self.staged: dict[int, list[Any]] = {}
+        self.visible: list[Any] = []
+        self.abandoned: dict[str, set[int]] = {}
+
+
+class StagedSink(TwoPhaseCommitSink):
+    """A sink task over a :class:`StagingSystem`."""
+
+    def __init__(self, system: StagingSystem) -> None:
+        self.system = system
+
+    def stage_transaction(self, checkpoint_id: int, rows: list[Any]) -> None:
+        self.system.staged[checkpoint_id] = list(rows)
+
+    def commit_transaction(self, checkpoint_id: int) -> None:
+        if checkpoint_id in self.system.staged:
+            self.system.visible += self.system.staged.pop(checkpoint_id)
+        elif checkpoint_id in self.system.abandoned.get(self.abandoned_owner(checkpoint_id),
+                                                        set()):
+            raise self.abandoned_error(checkpoint_id, "the test's table")
+
+    def abort_transaction(self, checkpoint_id: int) -> None:
+        self.system.staged.pop(checkpoint_id, None)
+
+    def abandon_transaction(self, checkpoint_id: int) -> None:
+        self.system.abandoned.setdefault(self.fence_owner, set()).add(checkpoint_id)
+        self.system.staged.pop(checkpoint_id, None)
+
+    def staged_transactions(self) -> list[int]:
+        return sorted(self.system.staged)
+
+    def install_fence(self) -> None:
+        pass
+
+
+def sink_task(system: StagingSystem, run: RunIdentity) -> StagedSink:
+    sink = StagedSink(system)
+    sink.prepare({}, TopologyContext("orders", "out", 7, 0, 0, generation=1, run=run))
+    return sink
+
+
+def test_a_commit_of_a_transaction_a_recovery_discarded_is_refused_in_the_run_that_owns_it(
+        ) -> None:
+    """A recovery discards staged transaction 2 (it fell back past it) and records it
+    under the run. Committing 2 later finds nothing staged: in that run, and in a run
+    restored from a savepoint that lists 2 as pending (2 is the earlier run's), that is
+    refused naming the discard, never taken for a normal commit with the rows silently
+    missing; the restored run's own ids are looked up in its own record."""
+    system = StagingSystem()
+    first = sink_task(system, RunIdentity("run1"))
+    first.pre_commit(2)
+    first.recover(1)  # the recovery restored checkpoint 1: staged 2 is discarded
+    assert system.staged == {} and system.abandoned == {"orders@run1": {2}}
+    with pytest.raises(RestoreRefusedError, match="a recovery of this run discarded it"):
+        first.commit(2)
+
+    restored = sink_task(system, RunIdentity("run2", restored_from="run1",
+                                             restored_through=3))
+    with pytest.raises(RestoreRefusedError, match=r"the run it was taken from \(run1\)"):
+        restored.commit(2)  # the savepoint of checkpoint 3 lists 2 as pending
+    restored.pre_commit(4)
+    restored.recover(3)
+    restored.commit(3)  # nothing staged, discarded by nobody: a commit done before
+    with pytest.raises(RestoreRefusedError, match="a recovery of this run discarded it"):
+        restored.commit(4)

@@ -74,3 +74,19 @@ def test_a_task_without_rocksdb_adds_no_stall_to_its_barrier_pause() -> None:
     the checkpoint history's); a task whose state is in memory waited for none: it adds
     exactly zero, never a negative amount."""
     assert snapshots.stall_ms(_big_view()) == 0.0
+
+
+def test_a_small_state_that_comes_to_hold_a_list_costs_no_checkpoint() -> None:
+    """Only large states are copied at the barrier and type-scanned off the task thread
+    (a mutable value found there declines that checkpoint); a small one is pickled at
+    the barrier whatever it holds, so a state of a few keys whose values become lists
+    checkpoints at once, with the values it had at the barrier."""
+    verified: set[str] = set()
+    counts: dict[str, object] = {"a": 1, "b": 2}
+    first = snapshots.capture({"states": {"counts": counts}}, verified)
+    assert pickle.loads(snapshots.serialise(first))["states"]["counts"] == {"a": 1, "b": 2}
+    value = [1]
+    counts["a"] = value
+    second = snapshots.capture({"states": {"counts": counts}}, verified)
+    value.append(2)  # after the barrier: not in the snapshot
+    assert pickle.loads(snapshots.serialise(second))["states"]["counts"] == {"a": [1], "b": 2}

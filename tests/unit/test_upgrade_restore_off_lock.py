@@ -374,3 +374,68 @@ def test_a_killed_topology_takes_no_quiescent_checkpoint(tmp_path: Path) -> None
             sent.append(s.outq.get_nowait().WhichOneof("body"))
         after_kill = sent[sent.index("shutdown"):]
         assert "trigger" not in after_kill, f"worker {s.worker_id} got {after_kill}"
+
+
+@pytest.mark.parametrize("end", ["killed", "drained"])
+def test_a_switch_held_when_the_topology_ends_ends_with_the_reason(
+        tmp_path: Path, end: str) -> None:
+    """``upgrade --continue`` while a checkpoint is in flight holds (step 1); if the
+    topology ends meanwhile (``jstorm kill``, or that checkpoint was a bounded job's final
+    one and it drained), the switch cannot proceed: it ends with the reason, as a rescale
+    does, so ``jstorm upgrade`` returns instead of waiting on a phase that never moves.
+    No worker is told to restart on other code."""
+    core, sessions = resumed_mid_upgrade(tmp_path, "v1", "v2")
+    cid = core.trigger_checkpoint(force=True)
+    assert cid is not None
+    core.upgrade.request("continue", workers=[0])
+    assert core.upgrade.phase == "holding"
+    if end == "killed":
+        core.kill("killed by the test")
+    for task in core.all_tasks:  # every spout's end of stream precedes the barrier
+        handle = core.backend.put_snapshot(cid, task, b"")
+        core.on_checkpoint_ack(pb.CheckpointAck(
+            checkpoint_id=cid, generation=core.generation, task_id=task, handle=handle,
+            finished=end == "drained"))
+    assert core.backend_io.wait_idle(10)
+    core.tick()
+    assert core.state == end
+    status = core.upgrade.status()
+    assert status["phase"] == "upgrading", status  # worker 1 still runs v2: not switching
+    assert status["error"] == f"the topology is {end}", status
+    assert [core.upgrade.version_of(w) for w in (0, 1, 2)] == ["v1", "v2", "v1"]
+    for s in sessions.values():
+        while not s.outq.empty():
+            msg = s.outq.get_nowait()
+            assert not (msg.WhichOneof("body") == "shutdown" and msg.shutdown.exit_code == 75)
+
+
+def test_a_switch_whose_topology_is_killed_while_it_restores_restarts_no_worker(
+        tmp_path: Path) -> None:
+    """Killed in step 4 (the batch registered on the new code, the quiescent checkpoint
+    being read): the switch ends with the reason, and its abort does not send the batch a
+    restart back to the stable code (exit 75, which its launcher would obey) after the
+    kill told every worker to stop; nor is the batch prepared when the read returns."""
+    core, sessions, v2 = gray_master(tmp_path)
+    gated = GatedReads(core.backend.uri)
+    core.backend = gated
+    core.upgrade.request("start", *build_package(v2), workers=[1])
+    wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "quiescing", "quiescing")
+    quiescent = core.upgrade.checkpoint_id
+    assert quiescent is not None
+    gated.gate_id = quiescent
+    ack_all(core, quiescent)
+    wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "stopping", "stopping")
+    assert next_message(sessions[1], "shutdown").shutdown.exit_code == 75
+    sessions[1] = register(core, 1, "v2", core.generation)
+    assert gated.entered.wait(10) and core.upgrade.phase == "restoring"
+    core.kill("killed by the test")
+    core.tick()
+    gated.release.set()
+    assert core.backend_io.wait_idle(10)
+    status = core.upgrade.status()
+    assert (status["phase"], status["error"]) == ("idle", "the topology is killed"), status
+    sent = []
+    while not sessions[1].outq.empty():
+        msg = sessions[1].outq.get_nowait()
+        sent.append((msg.WhichOneof("body"), msg.shutdown.exit_code))
+    assert [body for body, _ in sent] == ["shutdown"] and sent[0][1] != 75, sent
