@@ -74,6 +74,7 @@ from jstormpy.master.coordinator import (
     TriggerFinal,
     WriteCommitPoint,
 )
+from jstormpy.master.quiescent_cut import CutFailed, Quiesced, QuiescentCut
 from jstormpy.master.recovery_steps import (
     FallBack,
     Gate,
@@ -1050,13 +1051,14 @@ class _MasterPort:
         sim = self.sim
         for w in sim.workers:
             sim.control.to_worker(w, "complete", action.generation, action.checkpoint_id)
-        sim.rescale_after_complete(self.tm, action.checkpoint_id)  # a Shutdown after it
+        sim.rescale_after_complete(self.tm, action.checkpoint_id,  # a Shutdown after it
+                                   action.generation)
 
     def send_abort(self, action: SendAbort) -> None:
         sim = self.sim
         for w in sim.workers:
             sim.control.to_worker(w, "abort", action.generation, action.checkpoint_id)
-        sim.rescale_aborted(self.tm, action.checkpoint_id)
+        sim.rescale_aborted(self.tm, action.checkpoint_id, action.generation, action.reason)
 
     def collect_garbage(self, action: CollectGarbage) -> None:
         # the real StateBackend.garbage_collect(keep, bad, upto) on the simulated disk, a
@@ -1335,13 +1337,18 @@ class SimMaster:
             self.sim.storage.put_meta(CHECKPOINT_IDS_META, ids, self.alive_check(), ids_stored)
         if self.state == TopologyState.RUNNING:
             self.perform(self.coordinator.expire(self.now()))
-        if self.state == TopologyState.RUNNING and self.coordinator.may_start() and \
-                not self.sim.rescale_state and self.coordinator.final_checkpoint is None:
-            pause = self.sim.rescale_due(self)
-            cid, actions = self.coordinator.start(self.now(), self.now(), pause=pause)
-            if pause:
-                self.sim.rescale_checkpoint = cid
-            self.perform(actions)
+        coord, sim = self.coordinator, self.sim
+        if self.state == TopologyState.RUNNING and coord.final_checkpoint is None:
+            if not sim.rescale_state and coord.may_start() and not sim.rescale_due(self):
+                self.perform(coord.start(self.now(), self.now())[1])
+            elif sim.rescale_state == "pausing" and sim.cut is not None and sim.cut.may_quiesce(
+                    running=True, in_flight=len(coord.inflight),
+                    committing=len(coord.committing), may_start=coord.may_start()):
+                # the way to the cut, as QuiescentOperation drives it (quiescent_cut.py)
+                cid, actions = coord.start(self.now(), self.now(), pause=True)
+                sim.cut.started(cid, self.generation)
+                sim.rescale_checkpoint = cid
+                self.perform(actions)
         self.sim.world.at(CHECKPOINT_INTERVAL, self.tick, "")
 
     def on_task_error(self, worker_id: int, generation: int, task_id: int,
@@ -1440,6 +1447,7 @@ class Simulation:
         self.generations: dict[int, int] = {}  # generation -> the TM incarnation that used it
         self.rescale_state = ""
         self.quiescent_kind = ""  # "rescale" or "upgrade": the operation the cut is for
+        self.cut: QuiescentCut | None = None  # its way to the cut, while "pausing"
         self.upgrade_worker: int | None = None
         self.rescale_checkpoint = 0
         self.rescale_commits: set[int] = set()
@@ -1514,13 +1522,15 @@ class Simulation:
         else:
             return False
         self.rescale_state = "pausing"
-        return True  # (the tick records the quiescent checkpoint's id)
+        self.cut = QuiescentCut(wait_for_commits=self.quiescent_kind == "upgrade")
+        return True  # (the tick starts the quiescent checkpoint when the cut allows it)
 
-    def rescale_after_complete(self, tm: SimMaster, cid: int) -> bool:
+    def rescale_after_complete(self, tm: SimMaster, cid: int, generation: int) -> bool:
         """The quiescent checkpoint completed. A rescale waits until every sink committed
         it, then redistributes and restores at the new parallelism (refused: resumes at the
         old one); a gray release restarts one worker at once (master/upgrade.py)."""
-        if self.rescale_state == "pausing" and cid == self.rescale_checkpoint:
+        if self.rescale_state == "pausing" and self.cut is not None and \
+                isinstance(self.cut.ended(cid, generation, "completed"), Quiesced):
             if self.quiescent_kind == "upgrade":
                 self._upgrade(tm, cid)
             else:  # steps 3-6: master/rescale_steps.py, as RescaleController performs them
@@ -1554,8 +1564,9 @@ class Simulation:
         if then is not None:
             then("" if ok else f"worker {worker_id} failed to prepare: {error}")
 
-    def rescale_aborted(self, tm: SimMaster, cid: int) -> None:
-        if self.rescale_state == "pausing" and cid == self.rescale_checkpoint:
+    def rescale_aborted(self, tm: SimMaster, cid: int, generation: int, reason: str) -> None:
+        if self.rescale_state == "pausing" and self.cut is not None and \
+                isinstance(self.cut.ended(cid, generation, "aborted", reason), CutFailed):
             self.world.reach(Step.GRAY_RELEASE_ABORTED if self.quiescent_kind == "upgrade"
                              else Step.RESCALE_REFUSED)
             self.rescale_state = ""
