@@ -1053,12 +1053,19 @@ class _MasterPort:
             sim.control.to_worker(w, "complete", action.generation, action.checkpoint_id)
         sim.rescale_after_complete(self.tm, action.checkpoint_id,  # a Shutdown after it
                                    action.generation)
+        self._cut_may_follow()
 
     def send_abort(self, action: SendAbort) -> None:
         sim = self.sim
         for w in sim.workers:
             sim.control.to_worker(w, "abort", action.generation, action.checkpoint_id)
         sim.rescale_aborted(self.tm, action.checkpoint_id, action.generation, action.reason)
+        self._cut_may_follow()
+
+    def _cut_may_follow(self) -> None:
+        """A checkpoint ended: a holding operation's cut may follow at once."""
+        if self.sim.rescale_state == "pausing":
+            self.sim.world.at(1, self.tm.drive_cut, "")
 
     def collect_garbage(self, action: CollectGarbage) -> None:
         # the real StateBackend.garbage_collect(keep, bad, upto) on the simulated disk, a
@@ -1341,15 +1348,25 @@ class SimMaster:
         if self.state == TopologyState.RUNNING and coord.final_checkpoint is None:
             if not sim.rescale_state and coord.may_start() and not sim.rescale_due(self):
                 self.perform(coord.start(self.now(), self.now())[1])
-            elif sim.rescale_state == "pausing" and sim.cut is not None and sim.cut.may_quiesce(
-                    running=True, in_flight=len(coord.inflight),
-                    committing=len(coord.committing), may_start=coord.may_start()):
-                # the way to the cut, as QuiescentOperation drives it (quiescent_cut.py)
-                cid, actions = coord.start(self.now(), self.now(), pause=True)
-                sim.cut.started(cid, self.generation)
-                sim.rescale_checkpoint = cid
-                self.perform(actions)
+            else:
+                self.drive_cut()
         self.sim.world.at(CHECKPOINT_INTERVAL, self.tick, "")
+
+    def drive_cut(self) -> None:
+        """A rescale or gray release holding: start its quiescent checkpoint once the cut
+        allows it (``QuiescentOperation._drive_to_cut``, which MasterCore's 20 ms tick
+        calls: here at each tick and as soon as a checkpoint ends)."""
+        coord, sim, cut = self.coordinator, self.sim, self.sim.cut
+        if not self.alive or self.state != TopologyState.RUNNING or \
+                coord.final_checkpoint is not None or sim.rescale_state != "pausing" or \
+                cut is None or not cut.may_quiesce(running=True, in_flight=len(coord.inflight),
+                                                   committing=len(coord.committing),
+                                                   may_start=coord.may_start()):
+            return
+        cid, actions = coord.start(self.now(), self.now(), pause=True)
+        cut.started(cid, self.generation)
+        sim.rescale_checkpoint = cid
+        self.perform(actions)
 
     def on_task_error(self, worker_id: int, generation: int, task_id: int,
                       error: str) -> None:
