@@ -13,7 +13,8 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,7 @@ from typing import Any
 from jstormpy.api.config import Config
 from jstormpy.api.errors import (
     BackendError,
-    CorruptSnapshotError,
     JStormError,
-    SnapshotNotFoundError,
 )
 from jstormpy.api.topology import assign_tasks
 from jstormpy.faults import fault_point
@@ -54,22 +53,27 @@ from jstormpy.master.coordinator import (
     WriteCommitPoint,
 )
 from jstormpy.master.metrics import MetricsStore
+from jstormpy.master.recovery_steps import (
+    UNUSABLE_METADATA,
+    FallBack,
+    Gate,
+    Listing,
+    Prepare,
+    PrepareFailed,
+    StartAll,
+    may_resolve,
+    worker_ready,
+)
+from jstormpy.master.recovery_steps import perform as perform_recovery
 from jstormpy.master.rescale import RescaleController
 from jstormpy.master.restart import ErrorSignature, RestartTracker, unrestartable_reason
 from jstormpy.master.restore_plan import (
     LATEST,
-    ListCompleted,
-    PersistEpochStart,
-    PersistFloor,
-    PersistGeneration,
     ReadMetadata,
-    Refuse,
-    Restore,
     RestorePlan,
     RetryLater,
-    Unusable,
-    prepare_ids,
 )
+from jstormpy.master.retention_steps import perform as perform_retention
 from jstormpy.master.topology_state import TERMINAL_STATES, TopologyState
 from jstormpy.master.upgrade import UpgradeController
 from jstormpy.proto import jstorm_pb2 as pb
@@ -394,15 +398,13 @@ class MasterCore:
     def _maybe_prepare_all(self) -> None:
         """Every worker is registered: resolve what to restore (on backend_io, off the
         lock), then send the Prepares."""
-        if len(self.alive_sessions()) < self.config.workers or self.preparing == self.generation:
-            return
-        if self.checkpoints.committing:
-            # a commit point still being written may land after the listing: wait for its
-            # outcome (the write's own deadline bounds it), so the restore decision and the
-            # bad checkpoints it persists are final (issue 23, simulator seed 911)
-            return
-        if not self.restart_tracker.due():  # the restart strategy's back-off: tick() comes back
+        gate = may_resolve(registered=len(self.alive_sessions()), workers=self.config.workers,
+                           resolving=self.preparing == self.generation,
+                           committing=bool(self.checkpoints.committing),
+                           backed_off=self.restart_tracker.due())
+        if gate == Gate.BACKING_OFF:  # the restart strategy's back-off: tick() comes back
             self.retry_prepare_at = self.restart_tracker.restart_at
+        if gate != Gate.GO:
             return
         self.retry_prepare_at = None
         self.preparing = generation = self.generation
@@ -414,7 +416,8 @@ class MasterCore:
                          layout_floor: int = 0) -> None:
         """BackendIO thread: perform the recovery's :class:`RestorePlan` (store the
         generation, list completed checkpoints, read the target's metadata), then act on
-        its outcome under the lock."""
+        its outcome under the lock, through the one driver (``recovery_steps.perform``,
+        which the simulator's TM runs too)."""
         plan = RestorePlan(generation, target, stateful=self.stateful,
                            persisted_generation=self.persisted_generation,
                            completed_floor=self.checkpoints.completed_floor, bad=bad,
@@ -422,90 +425,9 @@ class MasterCore:
                            persisted_floor=self.persisted_floor,
                            epoch=self.run.epoch if self.run is not None else 0,
                            epoch_starts=self.checkpoints.epoch_starts)
-        actions = plan.begin()
-        while True:
-            action = actions.pop(0)
-            match action:
-                case PersistGeneration(g):
-                    with self.lock:
-                        ids = self.checkpoints.ids_record()
-                    try:
-                        self.backend.put_meta("generation", str(g).encode())
-                        # before any worker is prepared: the sinks roll back past every
-                        # bad checkpoint, so no later TM may restore one that lands late
-                        self._put_ids_record(ids)
-                    except BackendError as exc:
-                        log.error("cannot persist generation %d: %s", g, exc)
-                        actions = plan.generation_not_persisted(str(exc))
-                        continue
-                    with self.lock:
-                        self.persisted_generation = max(self.persisted_generation, g)
-                    actions = plan.generation_persisted()
-                case ListCompleted():
-                    try:
-                        listed = self.backend.list_completed()
-                        present = self.backend.list_checkpoint_ids()
-                    except BackendError as exc:
-                        actions = plan.listing_failed(str(exc))
-                        continue
-                    actions = plan.listed(listed, present)
-                case ReadMetadata(cid):
-                    try:
-                        meta = self.backend.read_metadata(cid)
-                    except (CorruptSnapshotError, SnapshotNotFoundError, KeyError,
-                            ValueError) as exc:
-                        actions = plan.metadata_unusable(cid, str(exc))
-                        continue
-                    except BackendError as exc:  # unreachable: the checkpoint may be fine
-                        actions = plan.metadata_failed(cid, str(exc))
-                        continue
-                    actions = plan.metadata_read(cid, meta)
-                case PersistEpochStart(epoch, cid):
-                    with self.lock:
-                        before = self.checkpoints.epoch_started(epoch, cid)
-                        ids = self.checkpoints.ids_record()
-                    try:
-                        self._put_ids_record(ids)
-                    except BackendError as exc:
-                        with self.lock:  # not stored: the next attempt stores it again
-                            self.checkpoints.epoch_start_not_stored(epoch, before)
-                        actions = plan.epoch_start_not_persisted(str(exc))
-                        continue
-                    actions = plan.epoch_start_persisted()
-                case PersistFloor(cid):
-                    try:
-                        self.backend.put_meta(COMPLETED_META, str(cid).encode())
-                    except BackendError as exc:
-                        actions = plan.floor_not_persisted(str(exc))
-                        continue
-                    self.persisted_floor = max(self.persisted_floor, cid)
-                    actions = plan.floor_persisted()
-                case _:
-                    break
-        with self.lock:
-            if generation != self.generation or self.state != TopologyState.RECOVERING:
-                return
-            self.preparing = None
-            if isinstance(action, Unusable):  # bad before the floor rises to the listing
-                self.checkpoints.mark_bad(action.checkpoint_id)
-            self.checkpoints.recovery_resolved(
-                plan.listing, plan.listing_ok,
-                action.target if isinstance(action, Restore) else None, plan.present)
-            match action:
-                case RetryLater(reason):
-                    self._retry_prepare(reason)
-                case Refuse(reason):
-                    self._fail(reason)
-                case Unusable(cid, reason):
-                    log.error("checkpoint %s unusable (%s); falling back", cid, reason)
-                    self.begin_recovery(f"checkpoint {cid} unusable", count_restart=False)
-                case Restore(restored, handles):
-                    self.target_checkpoint = restored
-                    if plan.listing:
-                        self._note_fallback(plan.listing)
-                    self._send_prepares(dict(handles))
+        perform_recovery(plan, self.checkpoints, _RecoveryPort(self, generation))
 
-    def _send_prepares(self, restores: dict[int, str]) -> None:
+    def _send_prepares(self, prepare: Prepare) -> None:
         alive = self.alive_sessions()
         if len(alive) < self.config.workers:
             return  # one died meanwhile: its re-registration prepares again
@@ -514,8 +436,7 @@ class MasterCore:
         # itself comes from the handles of target_checkpoint, and sinks recover to it: a
         # transaction staged above it (up to the floor) is covered by no completed
         # checkpoint, and the replay produces its rows again (issue 23 hole 2)
-        restored, base = prepare_ids(self.target_checkpoint, self.checkpoints.id_floor,
-                                     self.stateful)
+        restored, base, restores = prepare.restored, prepare.base, prepare.handles
         self.prepared_base = base
         self.prepared_generation = self.generation
         for s in alive:
@@ -565,15 +486,18 @@ class MasterCore:
                 return
             if msg.generation != self.generation or self.state != TopologyState.RECOVERING:
                 return
-            if not msg.ok:
-                if msg.corrupt_snapshot and self.target_checkpoint is not None:
+            base = self.prepared_base if self.stateful else self.checkpoints.next_id - 1
+            outcome = worker_ready(self.checkpoints, self.ready, msg.worker_id, ok=msg.ok,
+                                   corrupt=msg.corrupt_snapshot,
+                                   target=self.target_checkpoint, workers=self.config.workers,
+                                   base=base, now=time.monotonic())
+            match outcome:
+                case FallBack(cid):
                     log.error("checkpoint %s has a corrupt snapshot (%s); falling back to the "
-                              "previous complete checkpoint", self.target_checkpoint, msg.error)
-                    self.checkpoints.mark_bad(self.target_checkpoint)
-                    self.begin_recovery(f"corrupt snapshot in checkpoint "
-                                         f"{self.target_checkpoint}: {msg.error}",
-                                         count_restart=False)
-                else:
+                              "previous complete checkpoint", cid, msg.error)
+                    self.begin_recovery(f"corrupt snapshot in checkpoint {cid}: {msg.error}",
+                                        count_restart=False)
+                case PrepareFailed():
                     error = {"time": time.time(), "task": msg.failed_task,
                              "component": self.task_component.get(msg.failed_task, ""),
                              "message": msg.error, "traceback": "", "tuple": "",
@@ -585,20 +509,16 @@ class MasterCore:
                                    error)
                         return
                     self.begin_recovery(f"worker {msg.worker_id} failed to prepare: {msg.error}")
-                return
-            self.ready.add(msg.worker_id)
-            if len(self.ready) >= self.config.workers:
-                self.broadcast(start=pb.Start(generation=self.generation))
-                took = (time.monotonic() - (self.recovery_started or time.monotonic())) * 1000
-                if self.recovery_reason != "start":  # a fresh start restores nothing
-                    self.recoveries.append({"generation": self.generation,
-                                            "reason": self.recovery_reason,
-                                            "checkpoint": self.target_checkpoint,
-                                            "time": time.time(),
-                                            "duration_ms": round(took, 1)})
-                base = self.prepared_base if self.stateful else self.checkpoints.next_id - 1
-                self.checkpoints.resume_after(base, time.monotonic())
-                self._set_state(TopologyState.RUNNING)
+                case StartAll():
+                    self.broadcast(start=pb.Start(generation=self.generation))
+                    took = (time.monotonic() - (self.recovery_started or time.monotonic())) * 1000
+                    if self.recovery_reason != "start":  # a fresh start restores nothing
+                        self.recoveries.append({"generation": self.generation,
+                                                "reason": self.recovery_reason,
+                                                "checkpoint": self.target_checkpoint,
+                                                "time": time.time(),
+                                                "duration_ms": round(took, 1)})
+                    self._set_state(TopologyState.RUNNING)
 
     # -- heartbeats, errors --------------------------------------------------------------------
     def on_heartbeat(self, session: WorkerSession, hb: Any) -> None:
@@ -863,17 +783,10 @@ class MasterCore:
         return None
 
     def _garbage_collect(self) -> None:
-        """BackendIO thread: retention; status stops offering what it deleted."""
-        try:
-            with self.lock:  # never the ones it will not restore (issue 27)
-                bad, upto = set(self.checkpoints.bad), self.checkpoints.id_floor
-            deleted = self.backend.garbage_collect(self.config.checkpoints_retained, bad, upto)
-        except BackendError as exc:
-            log.warning("checkpoint garbage collection failed: %s", exc)
-            return
-        if deleted:
-            with self.lock:
-                self.checkpoints.retention_deleted(deleted)
+        """BackendIO thread: retention (``retention_steps.perform``, which the simulator's
+        TM runs too); status stops offering what it deleted."""
+        perform_retention(self.checkpoints, self.config.checkpoints_retained,
+                          _RetentionPort(self))
 
     # -- periodic work -------------------------------------------------------------------------
     def tick(self) -> None:
@@ -1026,6 +939,121 @@ class MasterCore:
                 "rescale": self.rescale.status(),
                 "run": self.run.to_dict() if self.run is not None else None,
             }
+
+
+class _RecoveryPort:
+    """How ``MasterCore`` performs a recovery's restore
+    (:class:`~jstormpy.master.recovery_steps.RecoveryPort`): the state backend on its
+    BackendIO thread, answering each call at once; the outcome under its lock."""
+
+    def __init__(self, core: MasterCore, generation: int) -> None:
+        self.core, self.generation = core, generation
+
+    def locked(self) -> AbstractContextManager[Any]:
+        return self.core.lock
+
+    def current(self) -> bool:
+        core = self.core
+        return self.generation == core.generation and core.state == TopologyState.RECOVERING
+
+    def put_generation(self, generation: int,
+                       then: Callable[[BaseException | None], None]) -> None:
+        try:
+            self.core.backend.put_meta("generation", str(generation).encode())
+        except BackendError as exc:
+            log.error("cannot persist generation %d: %s", generation, exc)
+            then(exc)
+            return
+        then(None)
+
+    def put_ids_record(self, ids: bytes, then: Callable[[BaseException | None], None]) -> None:
+        self._put(CHECKPOINT_IDS_META, ids, then)
+
+    def put_floor(self, checkpoint_id: int,
+                  then: Callable[[BaseException | None], None]) -> None:
+        self._put(COMPLETED_META, str(checkpoint_id).encode(), then)
+
+    def _put(self, name: str, value: bytes,
+             then: Callable[[BaseException | None], None]) -> None:
+        try:
+            self.core.backend.put_meta(name, value)
+        except BackendError as exc:
+            then(exc)
+            return
+        then(None)
+
+    def list_checkpoints(self,
+                         then: Callable[[Listing | None, BaseException | None], None]) -> None:
+        backend = self.core.backend
+        try:
+            listing = Listing(backend.list_completed(), backend.list_checkpoint_ids())
+        except BackendError as exc:
+            then(None, exc)
+            return
+        then(listing, None)
+
+    def read_metadata(self, checkpoint_id: int,
+                      then: Callable[[Mapping[str, Any] | None, BaseException | None],
+                                     None]) -> None:
+        try:
+            metadata = self.core.backend.read_metadata(checkpoint_id)
+        except (*UNUSABLE_METADATA, BackendError) as exc:
+            then(None, exc)
+            return
+        then(metadata, None)
+
+    def generation_stored(self, generation: int) -> None:
+        core = self.core
+        core.persisted_generation = max(core.persisted_generation, generation)
+
+    def floor_stored(self, checkpoint_id: int) -> None:
+        core = self.core
+        core.persisted_floor = max(core.persisted_floor, checkpoint_id)
+
+    def retry_later(self, reason: str) -> None:
+        self.core.preparing = None
+        self.core._retry_prepare(reason)
+
+    def refuse(self, reason: str) -> None:
+        self.core.preparing = None
+        self.core._fail(reason)
+
+    def recover_again(self, checkpoint_id: int, why: str) -> None:
+        core = self.core
+        core.preparing = None
+        log.error("checkpoint %s unusable (%s); falling back", checkpoint_id, why)
+        core.begin_recovery(f"checkpoint {checkpoint_id} unusable", count_restart=False)
+
+    def prepare(self, prepare: Prepare) -> None:
+        core = self.core
+        core.preparing = None
+        core.target_checkpoint = prepare.target
+        if prepare.listing:
+            core._note_fallback(list(prepare.listing))
+        core._send_prepares(prepare)
+
+
+class _RetentionPort:
+    """How ``MasterCore`` performs retention
+    (:class:`~jstormpy.master.retention_steps.RetentionPort`): on its BackendIO thread; a
+    failure is logged (the next completed checkpoint collects again)."""
+
+    def __init__(self, core: MasterCore) -> None:
+        self.core = core
+
+    def locked(self) -> AbstractContextManager[Any]:
+        return self.core.lock
+
+    def garbage_collect(self, keep: int, bad: Collection[int], upto: int,
+                        then: Callable[[Sequence[int] | None, BaseException | None],
+                                       None]) -> None:
+        try:
+            deleted = self.core.backend.garbage_collect(keep, bad, upto)
+        except BackendError as exc:
+            log.warning("checkpoint garbage collection failed: %s", exc)
+            then(None, exc)
+            return
+        then(deleted, None)
 
 
 class _CommitPort:

@@ -5,6 +5,8 @@ In-place rescale (master/rescale.py) and gray release (master/upgrade.py) are th
 Both go the same way up to the cut, then act differently:
 
 1. **hold** — no periodic checkpoint is triggered; wait until none is in flight;
+   steps 1-2 and the cut's outcome are ``quiescent_cut.QuiescentCut``'s, which the
+   simulator's rescale and gray release run too;
 2. **quiesce** — checkpoint ``n`` with ``pause``: every spout emits barrier ``n`` and stops
    emitting, so when ``n`` completes every task has processed everything before its
    barrier and nothing follows it;
@@ -28,6 +30,8 @@ from abc import ABC, abstractmethod
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from jstormpy.master.quiescent_cut import CutFailed, Quiesced, QuiescentCut
+from jstormpy.master.topology_state import TopologyState
 from jstormpy.operations.codepkg import UPGRADE_EXIT_CODE
 from jstormpy.proto import jstorm_pb2 as pb
 
@@ -55,6 +59,7 @@ class QuiescentOperation(ABC, Generic[P]):
         self._holding = holding
         self._quiescing = quiescing
         self.checkpoint_id: int | None = None  # the quiescent checkpoint n
+        self.cut = QuiescentCut(self.WAIT_FOR_COMMITS)  # the way to it (quiescent_cut.py)
         self.t_start = self.t_step = 0.0       # the operation's and the current step's start
         self.marks: dict[str, float] = {}      # monotonic time of each step (status, history)
 
@@ -84,18 +89,27 @@ class QuiescentOperation(ABC, Generic[P]):
         return self.phase == self._idle
 
     # -- the shared steps ------------------------------------------------------------------
+    WAIT_FOR_COMMITS = True
+    """Hold until no commit point is being written either (``QuiescentCut``)."""
+
     def _hold(self, now: float) -> None:
         """Step 1: no periodic checkpoint from now on; :meth:`_drive_to_cut` quiesces."""
         self.checkpoint_id = None
+        self.cut = QuiescentCut(self.WAIT_FOR_COMMITS)
         self.t_start = self.t_step = now
         self.marks = {"start": now}
         self.phase = self._holding
 
-    def _drive_to_cut(self, may_quiesce: bool) -> bool:
-        """Steps 1-2 of ``tick``: quiesce once ``may_quiesce`` (running, nothing in flight),
-        then watch the quiescent checkpoint. True if the operation is in one of them."""
+    def _drive_to_cut(self) -> bool:
+        """Steps 1-2 of ``tick``: quiesce when the cut allows it
+        (``QuiescentCut.may_quiesce``), then watch the quiescent checkpoint. True if the
+        operation is in one of them."""
+        core = self.core
         if self.phase == self._holding:
-            if may_quiesce and self.core.checkpoints.may_start():  # within the reserved ids
+            if self.cut.may_quiesce(running=core.state == TopologyState.RUNNING,
+                                    in_flight=len(core.checkpoints.inflight),
+                                    committing=len(core.checkpoints.committing),
+                                    may_start=core.checkpoints.may_start()):
                 self._quiesce()
             return True
         if self.phase == self._quiescing:
@@ -106,6 +120,7 @@ class QuiescentOperation(ABC, Generic[P]):
     def _quiesce(self) -> None:
         cid, now = self.core.start_checkpoint(pause=True)
         self.checkpoint_id = cid
+        self.cut.started(cid, self.core.generation)
         self.t_step = now
         self.marks["pause"] = now
         self.phase = self._quiescing
@@ -114,13 +129,14 @@ class QuiescentOperation(ABC, Generic[P]):
         core = self.core
         for entry in reversed(core.checkpoints.history):
             if entry["id"] == self.checkpoint_id and entry["generation"] == core.generation:
-                if entry["status"] == "completed":
-                    now = time.monotonic()
-                    self.marks["quiesced"] = self.t_step = now
-                    self._quiesced()
-                else:
-                    self._quiescence_failed(f"quiescent checkpoint {self.checkpoint_id} "
-                                            f"{entry['status']}: {entry['error']}")
+                match self.cut.ended(entry["id"], entry["generation"], entry["status"],
+                                     entry["error"]):
+                    case Quiesced():
+                        now = time.monotonic()
+                        self.marks["quiesced"] = self.t_step = now
+                        self._quiesced()
+                    case CutFailed(reason):
+                        self._quiescence_failed(reason)
                 return
 
     @abstractmethod

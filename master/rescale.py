@@ -193,6 +193,8 @@ class _Staged:
 class RescaleController(QuiescentOperation[RescalePhase]):
     """The rescale state machine of one topology (everything under ``core.lock``)."""
 
+    WAIT_FOR_COMMITS = False  # its steps wait for the sinks' commits of the cut anyway
+
     def __init__(self, core: MasterCore) -> None:
         super().__init__(core, "rescale", idle=RescalePhase.IDLE,
                          holding=RescalePhase.HOLDING, quiescing=RescalePhase.QUIESCING)
@@ -280,8 +282,7 @@ class RescaleController(QuiescentOperation[RescalePhase]):
             if timed_out:
                 self._abort(timed_out, resume=True)
                 return
-        if self._drive_to_cut(core.state == TopologyState.RUNNING
-                              and not core.checkpoints.inflight):
+        if self._drive_to_cut():
             return
         if self.phase == RescalePhase.RESTARTING:
             if core.state in (TopologyState.RUNNING, TopologyState.DRAINED) \

@@ -202,7 +202,7 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
             if timed_out:
                 self._abort(timed_out, revert_all=True, recover=True)
                 return
-        if self._drive_to_cut(core.state == TopologyState.RUNNING and not core.checkpoints.busy()):
+        if self._drive_to_cut():
             return
         if self.phase == UpgradePhase.UPGRADING and core.state == TopologyState.RUNNING:
             if now - self.started_at > core.config.upgrade_expiry_ms / 1000.0:

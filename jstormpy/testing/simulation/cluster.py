@@ -26,7 +26,8 @@ import pickle
 import random
 import zlib
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,6 @@ from jstormpy.api.errors import (
     CorruptSnapshotError,
     JStormError,
     SinkError,
-    SnapshotNotFoundError,
 )
 from jstormpy.barrier import task_barrier as barrier_steps
 from jstormpy.barrier.aligner import BarrierAligner
@@ -74,24 +74,27 @@ from jstormpy.master.coordinator import (
     TriggerFinal,
     WriteCommitPoint,
 )
+from jstormpy.master.quiescent_cut import CutFailed, Quiesced, QuiescentCut
+from jstormpy.master.recovery_steps import (
+    FallBack,
+    Gate,
+    Listing,
+    Prepare,
+    PrepareFailed,
+    StartAll,
+    may_resolve,
+    worker_ready,
+)
+from jstormpy.master.recovery_steps import perform as perform_recovery
 from jstormpy.master.rescale import store_bad_checkpoint
 from jstormpy.master.rescale_steps import RescaleSteps, pending_rescale_committed
 from jstormpy.master.rescale_steps import perform as perform_rescale
 from jstormpy.master.restore_plan import (
     LATEST,
-    ListCompleted,
-    PersistEpochStart,
-    PersistFloor,
-    PersistGeneration,
-    ReadMetadata,
-    Refuse,
-    Restore,
-    RestoreAction,
     RestorePlan,
-    RetryLater,
-    Unusable,
     prepare_ids,
 )
+from jstormpy.master.retention_steps import perform as perform_retention
 from jstormpy.master.topology_state import TopologyState
 from jstormpy.master.upgrade_steps import SwitchSteps
 from jstormpy.master.upgrade_steps import perform as perform_switch
@@ -1048,26 +1051,37 @@ class _MasterPort:
         sim = self.sim
         for w in sim.workers:
             sim.control.to_worker(w, "complete", action.generation, action.checkpoint_id)
-        sim.rescale_after_complete(self.tm, action.checkpoint_id)  # a Shutdown after it
+        sim.rescale_after_complete(self.tm, action.checkpoint_id,  # a Shutdown after it
+                                   action.generation)
+        self._cut_may_follow()
 
     def send_abort(self, action: SendAbort) -> None:
         sim = self.sim
         for w in sim.workers:
             sim.control.to_worker(w, "abort", action.generation, action.checkpoint_id)
-        sim.rescale_aborted(self.tm, action.checkpoint_id)
+        sim.rescale_aborted(self.tm, action.checkpoint_id, action.generation, action.reason)
+        self._cut_may_follow()
+
+    def _cut_may_follow(self) -> None:
+        """A checkpoint ended: a holding operation's cut may follow at once."""
+        if self.sim.rescale_state == "pausing":
+            self.sim.world.at(1, self.tm.drive_cut, "")
 
     def collect_garbage(self, action: CollectGarbage) -> None:
         # the real StateBackend.garbage_collect(keep, bad, upto) on the simulated disk, a
-        # TM call as MasterCore._garbage_collect (a failure is only logged there)
-        coord, sim = self.tm.coordinator, self.sim
-        if coord.busy():
-            sim.world.reach(Step.RETENTION_IN_FLIGHT)
+        # TM call, through the driver MasterCore._garbage_collect uses too
+        if self.tm.coordinator.busy():
+            self.sim.world.reach(Step.RETENTION_IN_FLIGHT)
+        perform_retention(self.tm.coordinator, RETAINED, self)
 
-        def collected(deleted: Any, error: BaseException | None) -> None:
-            if error is None:
-                coord.retention_deleted(deleted)
-        sim.storage.collect_garbage(RETAINED, frozenset(coord.bad), coord.id_floor,
-                                    self.tm.alive_check(), collected)
+    def locked(self) -> AbstractContextManager[Any]:
+        return nullcontext()  # one simulated thread
+
+    def garbage_collect(self, keep: int, bad: Collection[int], upto: int,
+                        then: Callable[[Sequence[int] | None, BaseException | None],
+                                       None]) -> None:
+        self.sim.storage.collect_garbage(keep, frozenset(bad), upto, self.tm.alive_check(),
+                                         then)
 
     def trigger_final(self, action: TriggerFinal) -> None:
         pass  # the tick starts the next checkpoint
@@ -1079,6 +1093,85 @@ class _MasterPort:
 
     def start_recovery(self, action: StartRecovery) -> None:
         self.tm.begin_recovery(action.reason)
+
+
+class _RecoveryPort:
+    """How the simulated TM performs a recovery's restore
+    (:class:`~jstormpy.master.recovery_steps.RecoveryPort`), as ``MasterCore``'s port
+    does, on the simulated storage and control streams: each storage call answers when it
+    completes, and not at all once the TM died."""
+
+    def __init__(self, tm: SimMaster, rec: Recovery) -> None:
+        self.tm, self.sim, self.rec = tm, tm.sim, rec
+
+    def locked(self) -> AbstractContextManager[Any]:
+        return nullcontext()  # one simulated thread
+
+    def current(self) -> bool:
+        return self.tm.alive and self.rec is self.tm.recovery
+
+    def put_generation(self, generation: int,
+                       then: Callable[[BaseException | None], None]) -> None:
+        self._put("generation", generation, then)
+
+    def put_ids_record(self, ids: bytes, then: Callable[[BaseException | None], None]) -> None:
+        self._put(CHECKPOINT_IDS_META, ids, then)
+
+    def put_floor(self, checkpoint_id: int,
+                  then: Callable[[BaseException | None], None]) -> None:
+        self._put(COMPLETED_META, checkpoint_id, then)
+
+    def _put(self, name: str, value: int | bytes,
+             then: Callable[[BaseException | None], None]) -> None:
+        self.sim.storage.put_meta(name, value, self.tm.alive_check(),
+                                  lambda _, error: then(error))
+
+    def list_checkpoints(self,
+                         then: Callable[[Listing | None, BaseException | None], None]) -> None:
+        def listed(ids: Any, error: BaseException | None) -> None:
+            then(None if error is not None else Listing(*ids), error)
+        self.sim.storage.list_completed(self.tm.alive_check(), listed)
+
+    def read_metadata(self, checkpoint_id: int,
+                      then: Callable[[Mapping[str, Any] | None, BaseException | None],
+                                     None]) -> None:
+        self.sim.storage.read_metadata(checkpoint_id, self.tm.alive_check(), then)
+
+    def generation_stored(self, generation: int) -> None:
+        tm = self.tm
+        tm.persisted_generation = max(tm.persisted_generation, generation)
+
+    def floor_stored(self, checkpoint_id: int) -> None:
+        tm = self.tm
+        tm.persisted_floor = max(tm.persisted_floor, checkpoint_id)
+
+    def retry_later(self, reason: str) -> None:
+        tm = self.tm
+        tm.sim.world.note(f"TM: recovery waits: {reason[:80]}")
+        self.rec.plan = None
+        tm.sim.world.at(RETRY_PREPARE, tm.maybe_prepare, "TM: retry prepare")
+
+    def refuse(self, reason: str) -> None:
+        tm = self.tm
+        tm.state = TopologyState.FAILED
+        tm.failure = reason
+        tm.sim.world.note(f"TM: failed: {reason[:80]}")
+
+    def recover_again(self, checkpoint_id: int, why: str) -> None:
+        self.tm.begin_recovery(f"checkpoint {checkpoint_id} unusable")
+
+    def prepare(self, prepare: Prepare) -> None:
+        tm, sim, rec = self.tm, self.sim, self.rec
+        if prepare.target is not None:
+            sim.world.reach(Step.RESTORE)
+        rec.restored, rec.base = prepare.restored, prepare.base
+        rec.target = prepare.target
+        rec.resolved = True
+        sim.on_prepares(rec.generation, tm)
+        sim.on_restore(rec.restored)
+        for w in sim.workers:
+            sim.control.to_worker(w, "prepare", rec.generation, dict(prepare.handles),
+                                  rec.restored, rec.base, tm.layout)
 
 
 @dataclass
@@ -1196,8 +1289,9 @@ class SimMaster:
 
     def maybe_prepare(self) -> None:
         rec = self.recovery
-        if rec is None or rec.plan is not None or len(self.registered) < WORKERS or \
-                self.coordinator.committing:  # as MasterCore: a commit point's outcome first
+        if rec is None or may_resolve(registered=len(self.registered), workers=WORKERS,
+                                      resolving=rec.plan is not None,
+                                      committing=bool(self.coordinator.committing)) != Gate.GO:
             return
         rec.plan = RestorePlan(rec.generation, rec.target, stateful=True,
                                persisted_generation=self.persisted_generation,
@@ -1205,105 +1299,7 @@ class SimMaster:
                                bad=self.coordinator.bad, persisted_floor=self.persisted_floor,
                                epoch=self.epoch, epoch_starts=self.coordinator.epoch_starts,
                                layout_floor=self.coordinator.layout_floor)
-        self.perform_plan(rec, rec.plan.begin())
-
-    def perform_plan(self, rec: Recovery, actions: list[RestoreAction]) -> None:
-        if not self.alive or rec is not self.recovery:
-            return
-        plan = rec.plan
-        assert plan is not None
-        storage = self.sim.storage
-        alive = self.alive_check()
-        action = actions[0]
-        match action:
-            case PersistGeneration(g):
-                ids = self.coordinator.ids_record()
-
-                def ids_persisted(_: Any, error: BaseException | None) -> None:
-                    if error is not None:
-                        self.perform_plan(rec, plan.generation_not_persisted(str(error)))
-                    else:
-                        self.persisted_generation = max(self.persisted_generation, g)
-                        self.coordinator.ids_record_stored(ids)
-                        self.perform_plan(rec, plan.generation_persisted())
-
-                def persisted(_: Any, error: BaseException | None) -> None:
-                    if error is not None:
-                        self.perform_plan(rec, plan.generation_not_persisted(str(error)))
-                    else:
-                        storage.put_meta(CHECKPOINT_IDS_META, ids, alive, ids_persisted)
-                storage.put_meta("generation", g, alive, persisted)
-            case ListCompleted():
-                def listed(ids: Any, error: BaseException | None) -> None:
-                    if error is not None:
-                        self.perform_plan(rec, plan.listing_failed(str(error)))
-                    else:
-                        self.perform_plan(rec, plan.listed(*ids))
-                storage.list_completed(alive, listed)
-            case ReadMetadata(cid):
-                def read(meta: Any, error: BaseException | None) -> None:
-                    # as MasterCore: a damaged or missing commit point is unusable, a
-                    # backend that cannot answer may hold a fine one
-                    if isinstance(error, CorruptSnapshotError | SnapshotNotFoundError):
-                        self.perform_plan(rec, plan.metadata_unusable(cid, str(error)))
-                    elif error is not None:
-                        self.perform_plan(rec, plan.metadata_failed(cid, str(error)))
-                    else:
-                        self.perform_plan(rec, plan.metadata_read(cid, meta))
-                storage.read_metadata(cid, alive, read)
-            case PersistEpochStart(epoch, cid):
-                coord = self.coordinator
-                before = coord.epoch_started(epoch, cid)
-
-                def start_written(_: Any, error: BaseException | None) -> None:
-                    if error is not None:  # not stored: stored again next time
-                        coord.epoch_start_not_stored(epoch, before)
-                        self.perform_plan(rec, plan.epoch_start_not_persisted(str(error)))
-                    else:
-                        self.perform_plan(rec, plan.epoch_start_persisted())
-                storage.put_meta(CHECKPOINT_IDS_META, coord.ids_record(), alive, start_written)
-            case PersistFloor(cid):
-                def floor_written(_: Any, error: BaseException | None) -> None:
-                    if error is not None:
-                        self.perform_plan(rec, plan.floor_not_persisted(str(error)))
-                    else:
-                        self.persisted_floor = max(self.persisted_floor, cid)
-                        self.perform_plan(rec, plan.floor_persisted())
-                storage.put_meta(COMPLETED_META, cid, alive, floor_written)
-            case _:
-                self.plan_outcome(rec, action)
-
-    def plan_outcome(self, rec: Recovery, action: RestoreAction) -> None:
-        plan = rec.plan
-        assert plan is not None
-        coord = self.coordinator
-        if isinstance(action, Unusable):  # as MasterCore: bad before the floor rises
-            coord.mark_bad(action.checkpoint_id)
-        coord.recovery_resolved(plan.listing, plan.listing_ok,
-                                action.target if isinstance(action, Restore) else None,
-                                plan.present)
-        match action:
-            case Refuse(reason):
-                self.state = TopologyState.FAILED
-                self.failure = reason
-                self.sim.world.note(f"TM: failed: {reason[:80]}")
-            case RetryLater(reason):
-                self.sim.world.note(f"TM: recovery waits: {reason[:80]}")
-                rec.plan = None
-                self.sim.world.at(RETRY_PREPARE, self.maybe_prepare, "TM: retry prepare")
-            case Unusable(cid, _):
-                self.begin_recovery(f"checkpoint {cid} unusable")
-            case Restore(target, handles):
-                if target is not None:
-                    self.sim.world.reach(Step.RESTORE)
-                rec.restored, rec.base = prepare_ids(target, coord.id_floor, True)
-                rec.target = target
-                rec.resolved = True
-                self.sim.on_prepares(rec.generation, self)
-                self.sim.on_restore(rec.restored)
-                for w in self.sim.workers:
-                    self.sim.control.to_worker(w, "prepare", rec.generation, dict(handles),
-                                               rec.restored, rec.base, self.layout)
+        perform_recovery(rec.plan, self.coordinator, _RecoveryPort(self, rec))
 
     def on_ready(self, worker_id: int, generation: int, ok: bool, corrupt: bool,
                  error: str) -> None:
@@ -1314,22 +1310,23 @@ class SimMaster:
         rec = self.recovery
         if rec is None or generation != self.generation or self.state != TopologyState.RECOVERING:
             return
-        if not ok:
-            if corrupt and rec.target is not None:
+        target = rec.target
+        outcome = worker_ready(self.coordinator, rec.ready, worker_id, ok=ok, corrupt=corrupt,
+                               target=target, workers=WORKERS, base=rec.base, now=self.now())
+        match outcome:
+            case FallBack(cid):
                 self.sim.world.reach(Step.FELL_BACK)
-                if rec.target in self.sim.completed or rec.target in self.coordinator.restored:
+                if cid in self.sim.completed or cid in self.coordinator.restored:
                     # docs/checkpointing.md, "a snapshot of c is corrupt": the fallback
                     # past a committed checkpoint is at-least-once for its span
-                    self.sim.fell_back_past.add(rec.target)
-                self.coordinator.mark_bad(rec.target)
-            self.begin_recovery(f"worker {worker_id} failed to prepare: {error}")
-            return
-        rec.ready.add(worker_id)
-        if len(rec.ready) == WORKERS:
-            self.coordinator.resume_after(rec.base, self.now())
-            self.state = TopologyState.RUNNING
-            for w in self.sim.workers:
-                self.sim.control.to_worker(w, "start", rec.generation)
+                    self.sim.fell_back_past.add(cid)
+                self.begin_recovery(f"worker {worker_id} failed to prepare: {error}")
+            case PrepareFailed():
+                self.begin_recovery(f"worker {worker_id} failed to prepare: {error}")
+            case StartAll():
+                self.state = TopologyState.RUNNING
+                for w in self.sim.workers:
+                    self.sim.control.to_worker(w, "start", rec.generation)
 
     # -- checkpoints (MasterCore._perform) -----------------------------------------------------
     def tick(self) -> None:
@@ -1347,14 +1344,29 @@ class SimMaster:
             self.sim.storage.put_meta(CHECKPOINT_IDS_META, ids, self.alive_check(), ids_stored)
         if self.state == TopologyState.RUNNING:
             self.perform(self.coordinator.expire(self.now()))
-        if self.state == TopologyState.RUNNING and self.coordinator.may_start() and \
-                not self.sim.rescale_state and self.coordinator.final_checkpoint is None:
-            pause = self.sim.rescale_due(self)
-            cid, actions = self.coordinator.start(self.now(), self.now(), pause=pause)
-            if pause:
-                self.sim.rescale_checkpoint = cid
-            self.perform(actions)
+        coord, sim = self.coordinator, self.sim
+        if self.state == TopologyState.RUNNING and coord.final_checkpoint is None:
+            if not sim.rescale_state and coord.may_start() and not sim.rescale_due(self):
+                self.perform(coord.start(self.now(), self.now())[1])
+            else:
+                self.drive_cut()
         self.sim.world.at(CHECKPOINT_INTERVAL, self.tick, "")
+
+    def drive_cut(self) -> None:
+        """A rescale or gray release holding: start its quiescent checkpoint once the cut
+        allows it (``QuiescentOperation._drive_to_cut``, which MasterCore's 20 ms tick
+        calls: here at each tick and as soon as a checkpoint ends)."""
+        coord, sim, cut = self.coordinator, self.sim, self.sim.cut
+        if not self.alive or self.state != TopologyState.RUNNING or \
+                coord.final_checkpoint is not None or sim.rescale_state != "pausing" or \
+                cut is None or not cut.may_quiesce(running=True, in_flight=len(coord.inflight),
+                                                   committing=len(coord.committing),
+                                                   may_start=coord.may_start()):
+            return
+        cid, actions = coord.start(self.now(), self.now(), pause=True)
+        cut.started(cid, self.generation)
+        sim.rescale_checkpoint = cid
+        self.perform(actions)
 
     def on_task_error(self, worker_id: int, generation: int, task_id: int,
                       error: str) -> None:
@@ -1452,6 +1464,7 @@ class Simulation:
         self.generations: dict[int, int] = {}  # generation -> the TM incarnation that used it
         self.rescale_state = ""
         self.quiescent_kind = ""  # "rescale" or "upgrade": the operation the cut is for
+        self.cut: QuiescentCut | None = None  # its way to the cut, while "pausing"
         self.upgrade_worker: int | None = None
         self.rescale_checkpoint = 0
         self.rescale_commits: set[int] = set()
@@ -1526,13 +1539,15 @@ class Simulation:
         else:
             return False
         self.rescale_state = "pausing"
-        return True  # (the tick records the quiescent checkpoint's id)
+        self.cut = QuiescentCut(wait_for_commits=self.quiescent_kind == "upgrade")
+        return True  # (the tick starts the quiescent checkpoint when the cut allows it)
 
-    def rescale_after_complete(self, tm: SimMaster, cid: int) -> bool:
+    def rescale_after_complete(self, tm: SimMaster, cid: int, generation: int) -> bool:
         """The quiescent checkpoint completed. A rescale waits until every sink committed
         it, then redistributes and restores at the new parallelism (refused: resumes at the
         old one); a gray release restarts one worker at once (master/upgrade.py)."""
-        if self.rescale_state == "pausing" and cid == self.rescale_checkpoint:
+        if self.rescale_state == "pausing" and self.cut is not None and \
+                isinstance(self.cut.ended(cid, generation, "completed"), Quiesced):
             if self.quiescent_kind == "upgrade":
                 self._upgrade(tm, cid)
             else:  # steps 3-6: master/rescale_steps.py, as RescaleController performs them
@@ -1566,8 +1581,9 @@ class Simulation:
         if then is not None:
             then("" if ok else f"worker {worker_id} failed to prepare: {error}")
 
-    def rescale_aborted(self, tm: SimMaster, cid: int) -> None:
-        if self.rescale_state == "pausing" and cid == self.rescale_checkpoint:
+    def rescale_aborted(self, tm: SimMaster, cid: int, generation: int, reason: str) -> None:
+        if self.rescale_state == "pausing" and self.cut is not None and \
+                isinstance(self.cut.ended(cid, generation, "aborted", reason), CutFailed):
             self.world.reach(Step.GRAY_RELEASE_ABORTED if self.quiescent_kind == "upgrade"
                              else Step.RESCALE_REFUSED)
             self.rescale_state = ""
