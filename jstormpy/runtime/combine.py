@@ -92,8 +92,8 @@ class PartialBuffers:
     """One route's partial accumulators, per target position."""
 
     __slots__ = ("aggregation", "accs", "bound", "failed", "head", "key_index", "limit",
-                 "make_tuple", "on_time", "pane", "position", "records", "targets",
-                 "transport", "ts_index")
+                 "make_tuple", "on_time", "pane", "panes", "position", "records",
+                 "targets", "transport", "ts_index")
 
     def __init__(self, aggregation: CombiningAggregation, targets: Sequence[int],
                  head: tuple[int, int, str], key_index: tuple[int, ...],
@@ -111,6 +111,8 @@ class PartialBuffers:
         self.transport = transport
         """The route's real send."""
         self.accs: list[dict[Any, Any]] = [{} for _ in self.targets]
+        self.panes: list[dict[Any, dict[Any, Any]]] = [{} for _ in self.targets]
+        """Event time: per target, pane start -> {key: partial accumulator}."""
         self.records = [0] * len(self.targets)
         """Records folded into each target's partials since they were last sent."""
         self.failed = False
@@ -135,7 +137,7 @@ class PartialBuffers:
     @property
     def holding(self) -> bool:
         """Whether some partials are not sent yet."""
-        return any(self.accs)
+        return any(self.accs) or any(self.panes)
 
     def send(self, dst: int, item: tuple[Any, ...]) -> None:
         """The route's send: a batch of records is folded into ``dst``'s partials (sent
@@ -149,7 +151,7 @@ class PartialBuffers:
             rows = self.fold_panes(i, rows)
             if rows:  # late records (or bad timestamps): as they are, now
                 self.transport(dst, (*self.head, rows))
-            elif len(self.accs[i]) >= self.limit:
+            if sum(map(len, self.panes[i].values())) >= self.limit:
                 self.ship(i)
             return
         done = self.fold(i, rows)
@@ -193,11 +195,11 @@ class PartialBuffers:
 
     def fold_panes(self, i: int, rows: Sequence[Any]) -> list[Any]:
         """Event time: fold the records of ``rows`` that are on time under the bound into
-        target ``i``'s partials, keyed ``(key, pane start)``; returns the others (and,
-        if ``add`` or ``create`` raised, every record from that one on: combining stops,
-        see :meth:`fail`)."""
-        accs = self.accs[i]
-        get = accs.get
+        target ``i``'s partials, per pane and key; returns the others (and, if ``add`` or
+        ``create`` raised, every record from that one on: combining stops, see
+        :meth:`fail`). The pane of the previous record is kept: in-order input finds
+        its pane with two comparisons, no arithmetic."""
+        panes = self.panes[i]
         create = self.aggregation.create
         add = self.aggregation.add
         make = self.make_tuple
@@ -213,33 +215,56 @@ class PartialBuffers:
         inf = _INF
         plain: list[Any] = []
         tup: Any = None
+        lo = hi = inf  # the current pane [lo, hi) (none yet)
+        accs: dict[Any, Any] = {}
+        get = accs.get
         n = 0
-        j = 0
         try:
-            for j, values in enumerate(rows):  # noqa: B007 - j is read after a raise
+            for values in rows:
                 ts = values[ti]
                 cls = ts.__class__
-                # the receiver reports a bool, a non-number or a non-finite timestamp
-                if not ((cls is int or cls is float) and on_time <= ts < inf):
-                    plain.append(values)
+                if not (cls is int or cls is float):
+                    plain.append(values)  # the receiver reports a bad timestamp
                     continue
+                if not lo <= ts < hi:
+                    # a bool is not an int here; nan and +-inf fail the comparisons
+                    if not on_time <= ts < inf:
+                        plain.append(values)  # behind the bound (or non-finite)
+                        continue
+                    lo = ts - ts % pane
+                    hi = lo + pane
+                    got = panes.get(lo)
+                    if got is None:
+                        got = panes[lo] = {}
+                    accs = got
+                    get = accs.get
                 if tup is None or refs(tup) > 2:
                     tup = make(values)
                 else:
                     tup.values = values
-                key = (values[k0] if one else tuple(values[k] for k in ki), ts - ts % pane)
+                key = values[k0] if one else tuple(values[k] for k in ki)
                 acc = get(key, missing)
                 accs[key] = add(create() if acc is missing else acc, tup)
                 n += 1
         except Exception as exc:
             self.records[i] += n
             self.fail(exc)
-            return [*plain, *rows[j:]]
+            return [*plain, *rows[n + len(plain):]]  # from the record that raised on
         self.records[i] += n
         return plain
 
     def ship(self, i: int) -> None:
-        """Send target ``i``'s partials (nothing if it has none)."""
+        """Send target ``i``'s partials (nothing if it has none); event time: keyed
+        ``(key, pane start)``, pane by pane."""
+        panes = self.panes[i]
+        if panes:
+            by_pane: PartialsPayload = (
+                [(k, ps) for ps, d in panes.items() for k in d],
+                [a for d in panes.values() for a in d.values()], self.records[i])
+            self.panes[i] = {}
+            self.records[i] = 0
+            self.transport(self.targets[i], (*self.head, by_pane))
+            return
         accs = self.accs[i]
         if not accs:
             return

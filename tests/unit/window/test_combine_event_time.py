@@ -329,3 +329,34 @@ def test_a_partial_behind_the_watermark_fails_the_task_naming_it() -> None:
     bolt.execute_partials(0, [("a", 20)], [(1,)])  # on time: [20, 30) fires at 29
     bolt.on_watermark(29)
     assert bolt.current_watermark == 29
+
+
+def test_an_add_that_fails_in_the_sender_falls_back_to_records(caplog) -> None:
+    """An add() that needs prepare(): the sending task stops combining and sends the
+    records (the one that raised and the rest of its batch too); the prepared bolts
+    count every record."""
+
+    class NeedsPrepare(make_bolt_class(TumblingWindows(10))):  # type: ignore[misc]
+        def prepare(self, conf, context):
+            super().prepare(conf, context)
+            self.step = 1
+
+        def create(self) -> int:
+            return 0
+
+        def add(self, acc: int, tup: Tuple) -> int:
+            return acc + self.step  # AttributeError in the sender's unprepared copy
+
+        def merge(self, a: int, b: int) -> int:
+            return a + b
+
+        def result(self, k: Any, window: Any, acc: int) -> int:
+            return acc
+
+    w = run(NeedsPrepare, True, 4, [("rec", 0, "a", 1), ("rec", 0, "b", 2), ("wm", 0, 0),
+                                    ("rec", 0, "a", 3), ("rec", 0, "a", 12),
+                                    ("wm", 1, 50), ("wm", 0, 50)])
+    assert w.partial_rows == 0 and w.rows == 4
+    got = sorted((row[1], row[2], row[4]) for row in w.output("default"))
+    assert got == [("a", 0, 2), ("a", 10, 1), ("b", 0, 1)]
+    assert "combining before the shuffle towards 'w' stopped" in caplog.text
