@@ -195,9 +195,9 @@ assigners = st.one_of(
 
 @st.composite
 def event_streams(draw: Any) -> list[Step]:
-    """Out-of-order timestamps around each source's event-time clock, watermarks that
-    trail it (sometimes exactly at a window's last millisecond, sometimes ahead of
-    records still to come: late records), flushes between them."""
+    """Out-of-order timestamps around each source's event-time clock (some of them
+    floats), watermarks that trail it (sometimes exactly at a window's last millisecond,
+    sometimes ahead of records still to come: late records), flushes between them."""
     steps: list[Step] = []
     clock = {0: 0, 1: 0}
     for _ in range(draw(st.integers(0, 60))):
@@ -206,9 +206,11 @@ def event_streams(draw: Any) -> list[Step]:
         if what == "rec":
             clock[src] += draw(st.integers(0, 3))
             ts = clock[src] - draw(st.integers(0, 12))  # out of order, maybe late
+            ts += draw(st.sampled_from([0, 0, 0, 0.5]))  # a float now and then
             steps.append(("rec", src, draw(st.sampled_from("abcde")), ts))
         elif what == "wm":
-            steps.append(("wm", src, clock[src] - draw(st.integers(0, 6))))
+            steps.append(("wm", src, clock[src] - draw(st.integers(0, 6))
+                          + draw(st.sampled_from([0, 0, 0.25]))))
         else:
             steps.append(("flush", src))
     return steps
