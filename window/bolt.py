@@ -524,11 +524,12 @@ class WindowedBolt(Bolt):
 
     def execute_partials(self, task: int, keys: Sequence[Any], accs: Sequence[Any]) -> None:
         """Fold in a batch combined before the shuffle by upstream task ``task``: per key
-        a partial accumulator of its records (``docs/windows.md``, "Combining before the
-        shuffle"). The same output as the records themselves in one
-        ingestion-time batch (:meth:`_jw_ingest_batch`): one arrival stamp, each partial
-        added (merged) at it and followed by the watermark ``stamp - 1``; the watermark
-        is forwarded once, after the firings."""
+        (event time: per ``(key, pane start)``) a partial accumulator of its records
+        (``docs/windows.md``, "Combining before the shuffle"). Ingestion time: the same
+        output as the records themselves in one ingestion-time batch
+        (:meth:`_jw_ingest_batch`): one arrival stamp, each partial added (merged) at it
+        and followed by the watermark ``stamp - 1``; the watermark is forwarded once,
+        after the firings. Event time: :meth:`_jw_merge_panes`."""
         rt = self.__dict__.get("_jw_rt") or self._jw_runtime()
         if rt.partials is not None:  # a task on other code combined towards this one
             raise JStormError(f"{type(self).__name__} got partial accumulators combined "
