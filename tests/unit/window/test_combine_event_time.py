@@ -362,3 +362,52 @@ def test_an_add_that_fails_in_the_sender_falls_back_to_records(caplog) -> None:
     got = sorted((row[1], row[2], row[4]) for row in w.output("default"))
     assert got == [("a", 0, 2), ("a", 10, 1), ("b", 0, 1)]
     assert "combining before the shuffle towards 'w' stopped" in caplog.text
+
+
+@pytest.mark.parametrize("assigner", [TumblingWindows(50), SlidingWindows(60, 20)])
+def test_a_bolt_whose_windows_are_not_sliced_merges_partials_per_window(assigner) -> None:
+    """With early firing by processing time the operator keeps one accumulator per
+    window (no slices): a partial is merged into each window of its pane instead."""
+    import random
+
+    rng = random.Random(3)
+    steps: list[Step] = []
+    clock = [0, 0]
+    for i in range(1500):
+        src = i % 2
+        clock[src] += rng.randint(0, 2)
+        steps.append(("rec", src, f"w{rng.randint(0, 6)}", clock[src] - rng.randint(0, 60)))
+        if i % 113 == 0:
+            steps.append(("wm", src, clock[src] - 10))
+    cls = type("Unsliced", (make_bolt_class(assigner, 5),), {"early_fire_every_ms": 10 ** 9})
+    plain = run(cls, False, 16, steps)
+    combined = run(cls, True, 16, steps)
+    assert combined.partial_rows > 0
+    assert combined.output("default") == plain.output("default")
+    assert combined.output("late") == plain.output("late")
+    assert combined.late_records() == plain.late_records()
+
+
+def test_an_operator_keeping_its_windows_in_a_store_merges_partials_too() -> None:
+    """``stored`` operators (windows in the task's RocksDB store) take the unsliced way:
+    the same firings from a pane's partial as from its records."""
+    from jstormpy.window.combine import Partial, merging_add
+    from jstormpy.window.operator import WindowOperator
+
+    agg = _Records()
+    agg.add = merging_add(agg.add, agg.merge)  # type: ignore[method-assign]
+    out = {}
+    for combined in (False, True):
+        op = WindowOperator(SlidingWindows(20, 10), agg, stored=True)
+        op.bind_store({})
+        recs = [("a", 11, 0), ("a", 13, 1), ("b", 12, 2), ("a", 25, 3)]
+        if combined:  # panes of 10: (a, 10) holds records 0 and 1
+            assert op.process_batch(["a", "b", "a"], [10, 10, 20],
+                                    [Partial((0, 1)), Partial((2,)), Partial((3,))]) == []
+        else:
+            assert op.process_batch([r[0] for r in recs], [r[1] for r in recs], recs) == []
+        out[combined] = op.finish()
+    assert out[True] == out[False]
+    assert sorted((f.key, f.window_start, f.result) for f in out[True]) == [
+        ("a", 0, (0, 1)), ("a", 10, (0, 1, 3)), ("a", 20, (3,)), ("b", 0, (2,)),
+        ("b", 10, (2,))]
