@@ -24,6 +24,20 @@ engine's real code for each stage alone, in one process, and prints the CPU time
     decode (comb.) ``codec.decode_item`` of them
     window merge   ``FinalCount.execute_partials`` on them (through the executor)
 
+Event time (``ev ...``): the words as ``(word, ts)`` records, four per millisecond, up to
+49 ms out of order and every 100th 2 s behind (late), a watermark 200 ms behind every
+5,000 words, counted per word in 1 s tumbling windows by ``EventCount``:
+
+    ev emit (fields)  ``emit((word, ts))`` through a plain fields route (and the watermarks)
+    ev emit (comb.)   the same through a route that combines before the shuffle: per
+                      record the emit and, on time under the sent watermark, the fold into
+                      the target's (key, pane) partial
+    ev encode / ev decode, ev encode (comb.) / ev decode (comb.)  the codec on what each
+                      route sent
+    ev window add     ``EventCount`` on the plain batches (``execute_batch``) and watermarks
+    ev window merge   ``EventCount`` on the combined items (``execute_partials``) and the
+                      late records
+
 Figures are the minimum over ``--repeat`` runs of ``time.process_time`` (the machine may be
 shared: the minimum is the least disturbed run). ``--stage NAME --times N`` runs one stage
 only, so an instruction counter can count it, which repeats on a busy machine:
@@ -52,9 +66,32 @@ from jstormpy.connectors.jsonl import encode_rows
 from jstormpy.runtime.codec import decode_item, encode_item
 from jstormpy.runtime.collector import apply_collector_policy
 from jstormpy.runtime.routing import MessageKind, OutputCollector, Route
+from jstormpy.window import TumblingWindows, WindowedBolt
 from jstormpy.window.combine import sender_aggregation
 
 BATCH = 512
+EV_WATERMARK_EVERY = 5_000
+
+
+class EventCount(WindowedBolt):
+    """Counts per word in 1 s event-time tumbling windows (combinable before the shuffle)."""
+
+    window = TumblingWindows(1000)
+    time = "event"
+    timestamp = "ts"
+    key = "word"
+
+    def create(self) -> int:
+        return 0
+
+    def add(self, acc: int, tup: Any) -> int:
+        return acc + 1
+
+    def merge(self, a: int, b: int) -> int:
+        return a + b
+
+    def result(self, key: Any, window: Any, acc: int) -> int:
+        return acc
 
 
 class Nothing(Bolt):
@@ -253,6 +290,68 @@ def stages(words_wanted: int, corpus: str | None = None) -> dict[str, Callable[[
             ex._execute_batch(src, stream, payload)
         return n_words
 
+    events = [(w, i // 4 - (i * 7 % 50) - (2000 if i % 100 == 99 else 0))
+              for i, w in enumerate(words)]
+    ev_fields = ("word", "ts")
+    ev_plain_items: list[Any] = []
+    ev_comb_items: list[Any] = []
+
+    def ev_emit(items: list[Any], combine: bool) -> int:
+        items.clear()
+
+        def keep(dst: int, item: Any) -> None:
+            items.append(item)
+
+        r = Route("fields", "default", "count", [3, 4], 2, keep, BATCH, (0,),
+                  combine=sender_aggregation("count", EventCount(), "fields", ("word",),
+                                             False) if combine else None,
+                  make_tuple=Tuple.bound({"word": 0, "ts": 1}, "src", "default", 2),
+                  ts_index=1 if combine else None)
+        coll = OutputCollector(2, "src", {"default": [r]}, [3, 4], keep,
+                               streams={"default": ev_fields})
+        emit = coll.emit
+        for i, ev in enumerate(events):
+            emit(ev)
+            if i % EV_WATERMARK_EVERY == EV_WATERMARK_EVERY - 1:
+                coll.emit_watermark(i // 4 - 200)
+        coll.flush()
+        return n_words
+
+    ev_emit(ev_plain_items, False)
+    ev_emit(ev_comb_items, True)
+    ev_encoded = {name: [encode_item(3, it) for it in items if it[1] == MessageKind.DATA]
+                  for name, items in (("plain", ev_plain_items), ("comb", ev_comb_items))}
+
+    def ev_encode(name: str) -> Callable[[], int]:
+        items = [it for it in (ev_plain_items if name == "plain" else ev_comb_items)
+                 if it[1] == MessageKind.DATA]
+
+        def run() -> int:
+            for item in items:
+                encode_item(3, item)
+            return n_words
+        return run
+
+    def ev_decode(name: str) -> Callable[[], int]:
+        def run() -> int:
+            for e in ev_encoded[name]:
+                decode_item(memoryview(e))
+            return n_words
+        return run
+
+    def ev_window(items: list[Any]) -> Callable[[], int]:
+        def run() -> int:
+            ex = task(EventCount(), None, ev_fields, True)
+            comp = ex.component
+            for src, kind, stream, payload in items:
+                if kind == MessageKind.DATA:
+                    ex._execute_batch(src, stream, payload)
+                else:
+                    comp.on_watermark(payload)
+            comp.on_inputs_finished()
+            return n_words
+        return run
+
     return {
         "none": lambda: n_words,
         "emit (spout)": spout_emit,
@@ -270,6 +369,14 @@ def stages(words_wanted: int, corpus: str | None = None) -> dict[str, Callable[[
         "encode (comb.)": encode_combined,
         "decode (comb.)": decode_combined,
         "window merge": window_merge,
+        "ev emit (fields)": lambda: ev_emit(ev_plain_items, False),
+        "ev emit (comb.)": lambda: ev_emit(ev_comb_items, True),
+        "ev encode": ev_encode("plain"),
+        "ev encode (comb.)": ev_encode("comb"),
+        "ev decode": ev_decode("plain"),
+        "ev decode (comb.)": ev_decode("comb"),
+        "ev window add": ev_window(ev_plain_items),
+        "ev window merge": ev_window(ev_comb_items),
     }
 
 
@@ -324,6 +431,11 @@ def main() -> None:
     print(f"{'reduce path':<16}{reduce_path:>10.0f}")
     print(f"{'window path':<16}{window_path:>10.0f}")
     print(f"{'window combined':<16}{combined_path:>10.0f}")
+    for name, keys in (("event path", ("ev emit (fields)", "ev encode", "ev decode",
+                                       "ev window add")),
+                       ("event combined", ("ev emit (comb.)", "ev encode (comb.)",
+                                           "ev decode (comb.)", "ev window merge"))):
+        print(f"{name:<16}{sum(derived[k] for k in keys):>10.0f}")
 
 
 if __name__ == "__main__":

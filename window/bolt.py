@@ -33,6 +33,7 @@ from jstormpy.window.assigners import CountWindows, WindowAssigner
 from jstormpy.window.combine import Partial, merging_add, partials_refusal
 from jstormpy.window.config import default_tick_interval, validate_window_config
 from jstormpy.window.operator import WindowOperator
+from jstormpy.window.sliced import on_time_from
 from jstormpy.window.stored import WINDOW_STATE
 from jstormpy.window.types import (
     ERROR_FIELDS,
@@ -82,7 +83,10 @@ class _Runtime:
             merge = getattr(bolt, "merge", None) or _MissingMerge()
             add = getattr(bolt, "add")  # noqa: B009
             self.partials = partials_refusal(bolt)
-            if self.partials is None:  # may get partials (window/combine.py)
+            # may get partials (window/combine.py): ingestion-time ones, and event-time
+            # ones unless the operator merges them into its slices (merge_panes)
+            if self.partials is None and (self.mode != "event" or not WindowOperator.can_slice(
+                    window, bolt.early_fire_every_ms, bolt.early_fire_every_n, stored)):
                 add = merging_add(add, merge)
             aggregator = _BoundAggregator(getattr(bolt, "create"),  # noqa: B009
                                           add, merge, getattr(bolt, "result"))  # noqa: B009
@@ -520,16 +524,20 @@ class WindowedBolt(Bolt):
 
     def execute_partials(self, task: int, keys: Sequence[Any], accs: Sequence[Any]) -> None:
         """Fold in a batch combined before the shuffle by upstream task ``task``: per key
-        a partial accumulator of its records (``docs/windows.md``, "Combining before the
-        shuffle"). The same output as the records themselves in one
-        ingestion-time batch (:meth:`_jw_ingest_batch`): one arrival stamp, each partial
-        added (merged) at it and followed by the watermark ``stamp - 1``; the watermark
-        is forwarded once, after the firings."""
+        (event time: per ``(key, pane start)``) a partial accumulator of its records
+        (``docs/windows.md``, "Combining before the shuffle"). Ingestion time: the same
+        output as the records themselves in one ingestion-time batch
+        (:meth:`_jw_ingest_batch`): one arrival stamp, each partial added (merged) at it
+        and followed by the watermark ``stamp - 1``; the watermark is forwarded once,
+        after the firings. Event time: :meth:`_jw_merge_panes`."""
         rt = self.__dict__.get("_jw_rt") or self._jw_runtime()
         if rt.partials is not None:  # a task on other code combined towards this one
             raise JStormError(f"{type(self).__name__} got partial accumulators combined "
                               f"before the shuffle but cannot merge them ({rt.partials})")
         if not keys:
+            return
+        if rt.mode == "event":
+            self._jw_merge_panes(rt, keys, accs)
             return
         op = rt.op
         ts = max(self.now_ms(), op.watermark + 1)
@@ -545,6 +553,36 @@ class WindowedBolt(Bolt):
         if results:
             self._jw_emit_runs(rt, results)
             self._jw_forward(rt)
+
+    def _jw_merge_panes(self, rt: _Runtime, keys: Sequence[Any], accs: Sequence[Any]) -> None:
+        """Event time: partials keyed ``(key, pane start)``, each standing for records of
+        its key in that pane. The sender folded only records whose pane is on time for
+        all its windows under the highest watermark it had sent, which this task's
+        watermark cannot exceed, so each partial is added (merged) to windows that have
+        neither fired nor been purged, as its records would have been; nothing fires (the
+        watermark moves between items, never inside one). A pane behind the watermark
+        means the sender's bound was wrong: the task fails naming it, rather than fold
+        records as if on time (``docs/windows.md``, "Combining before the shuffle")."""
+        op = rt.op
+        ks = [k for k, _ in keys]
+        starts = [ps for _, ps in keys]
+        if op.merge_panes(ks, starts, accs):
+            return
+        window = op.assigner
+        low = on_time_from(window.size_ms, window.slide_ms,  # type: ignore[union-attr]
+                           op.watermark)
+        behind = min(starts)
+        if behind < low:
+            raise JStormError(
+                f"{type(self).__name__} got a partial accumulator combined before the "
+                f"shuffle for the pane at {behind!r}, behind its watermark "
+                f"{op.watermark!r} (panes from {low!r} are on time); set "
+                f"combine_before_shuffle = False and report this")
+        results = op.process_batch(ks, starts, list(map(Partial, accs)))
+        if results:  # an early or late firing from a partial: no pane was on time
+            raise JStormError(f"{type(self).__name__}: merging partial accumulators "
+                              f"fired {results[0]!r}; set combine_before_shuffle = False "
+                              "and report this")
 
     @staticmethod
     def _jw_keys(rt: _Runtime, batch: Batch, n: int) -> list[Any]:

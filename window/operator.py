@@ -173,14 +173,22 @@ class WindowOperator:
         """Open windows (count windows: each key's panes) live in the bound store
         (:meth:`bind_store`), not in RAM."""
         self._window_store: Any = None
-        can_slice = (not self.stored and not self._session and self._count is None
-                     and isinstance(self._size, int) and isinstance(self._slide, int)
-                     and early_fire_every_ms is None and early_fire_every_n is None)
+        can_slice = self.can_slice(assigner, early_fire_every_ms, early_fire_every_n, stored)
         if slicing and not can_slice:
             raise TopologyError("slicing needs tumbling/sliding windows with integer sizes "
                                 "and no early firing, and windows not kept in a store")
         self._slicing = can_slice if slicing is None else slicing
         self._reset()
+
+    @staticmethod
+    def can_slice(assigner: WindowAssigner, early_fire_every_ms: float | None,
+                  early_fire_every_n: int | None, stored: bool) -> bool:
+        """Whether an operator so configured keeps its windows as slices (``slicing``
+        None): tumbling or sliding windows of integer sizes, no early firing, not
+        ``stored``."""
+        return (not stored and isinstance(assigner, TumblingWindows | SlidingWindows)
+                and isinstance(assigner.size_ms, int) and isinstance(assigner.slide_ms, int)
+                and early_fire_every_ms is None and early_fire_every_n is None)
 
     def _reset(self) -> None:
         self._wm = -INF
@@ -271,6 +279,17 @@ class WindowOperator:
         :class:`~jstormpy.window.combine.Partial` records."""
         sliced = self._sliced
         return sliced is not None and sliced.merge_on_time(keys, accs, ts)
+
+    def merge_panes(self, keys: Sequence[Any], starts: Sequence[float],
+                    accs: Sequence[Any]) -> bool:
+        """Sliced windows: merge partial accumulators of records of ``keys[i]`` in the
+        slice starting at ``starts[i]`` (event time, combined before the shuffle), when
+        every such slice is on time for all its windows (see
+        :meth:`SlicedWindows.merge_panes`); False (nothing done) otherwise, or for an
+        operator that does not slice (use :meth:`process_batch` with
+        :class:`~jstormpy.window.combine.Partial` records)."""
+        sliced = self._sliced
+        return sliced is not None and sliced.merge_panes(keys, starts, accs)
 
     def process(self, key: Hashable, timestamp: float,
                 record: Any) -> list[Firing | LateRecord]:

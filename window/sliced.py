@@ -38,6 +38,23 @@ _MISSING = object()
 _INF = math.inf
 
 
+def on_time_from(size: float, slide: float, wm: float) -> float:
+    """The lowest timestamp on time for every window holding it under watermark ``wm``
+    (windows of ``size`` every ``slide``, aligned to 0): a record is iff its first window
+    ends above ``wm + 1``, i.e. iff it is at or after the start of the first window end
+    above ``wm + 1`` minus one slide. Slice (pane) starts are on time or not as their
+    records are: every record of a ``gcd(size, slide)`` pane belongs to the same windows.
+
+    Example:
+        >>> on_time_from(10, 10, 9), on_time_from(10, 10, 8), on_time_from(10, 5, 9)
+        (10, 0, 5)
+    """
+    if not math.isfinite(wm):  # -inf: nothing fired yet; +inf: everything did
+        return wm
+    bound = wm + 1 - size
+    return bound - bound % slide + size
+
+
 class _Queue:
     """A key's two-stacks FIFO over the accumulators of its slices in the window.
 
@@ -109,12 +126,7 @@ class SlicedWindows:
         its windows iff its first window's end is above ``wm + 1``, i.e. iff it is at or
         after the start of the first window end above ``wm + 1`` minus one slide."""
         self.wm = wm
-        if wm == -_INF:
-            self.safe_ts = -_INF
-        elif wm == _INF:
-            self.safe_ts = _INF
-        else:
-            self.safe_ts = self._first_end(wm + 1) - self.slide
+        self.safe_ts = on_time_from(self.size, self.slide, wm)
 
     def next_due(self) -> float:
         """The earliest watermark that fires or purges something (inf if none)."""
@@ -235,6 +247,30 @@ class SlicedWindows:
         for key, acc in zip(keys, accs, strict=True):
             cur = get(key, missing)
             d[key] = acc if cur is missing else merge(cur, acc)
+        return True
+
+    def merge_panes(self, keys: Sequence[Any], starts: Sequence[float],
+                    accs: Sequence[Any]) -> bool:
+        """Merge partial accumulators combined before the shuffle, ``accs[i]`` standing
+        for records of ``keys[i]`` in the slice starting at ``starts[i]`` (event time),
+        into their slices: what :meth:`try_add` of each of their records would give, by
+        the ``merge`` contract. False (nothing done) unless every slice is on time for
+        all its windows (then none fires or is purged, and no round is due sooner than a
+        new slice's first window end, which :meth:`_new_slice` schedules)."""
+        if not starts or min(starts) < self.safe_ts:
+            return bool(not starts)
+        slices = self.slices
+        merge = self._merge
+        missing = _MISSING
+        cur: Any = None
+        d: dict[Any, Any] = {}
+        for key, ps, acc in zip(keys, starts, accs, strict=True):
+            if ps != cur:
+                got = slices.get(ps)
+                d = got if got is not None else self._new_slice(ps)
+                cur = ps
+            old = d.get(key, missing)
+            d[key] = acc if old is missing else merge(old, acc)
         return True
 
     def process(self, key: Any, ts: float, record: Any, wm: float,

@@ -318,6 +318,7 @@ class TaskExecutor:
         custom = getattr(comp, "snapshot", None)
         if callable(custom):
             snap["custom"] = custom()
+        snap["forwarded_wm"] = self.collector.forwarded  # event-time combining's bound
         if self.kind == "spout":
             snap["finished"] = comp.finished
             snap["eos_sent"] = self.eos_sent

@@ -83,7 +83,8 @@ class Route:
                  custom: Any = None, local_targets: Sequence[int] = (),
                  max_parallelism: int = 0,
                  combine: CombiningAggregation | None = None,
-                 make_tuple: Callable[[Any], Any] | None = None) -> None:
+                 make_tuple: Callable[[Any], Any] | None = None,
+                 ts_index: int | None = None) -> None:
         self.kind = kind
         self.stream = stream
         self.consumer = consumer
@@ -111,7 +112,8 @@ class Route:
         if combine is not None and kind == "fields" and make_tuple is not None:
             self.partials = PartialBuffers(combine, self.targets, (src, _DATA, stream),
                                            key_index, make_tuple,
-                                           batch_size * COMBINE_KEYS_PER_ROW, send)
+                                           batch_size * COMBINE_KEYS_PER_ROW, send,
+                                           ts_index)
             self.send = self.partials.send
         self.add = self._compile()
 
@@ -307,6 +309,11 @@ class OutputCollector:
         self.send = send
         self._emitted = 0  # emits not counted by the fused route
         self.last_watermark = float("-inf")
+        self.forwarded = float("-inf")
+        """The highest watermark this task has sent, before a restore too
+        (:meth:`restore_forwarded`; snapshotted): event-time combining folds only records
+        on time under it (``runtime/combine.py``)."""
+        self._partials = [r.partials for r in self.all_routes if r.partials is not None]
         self._dirty = False
         self._fused: Route | None = None
         fused = self._fuse_emit()
@@ -535,7 +542,15 @@ class OutputCollector:
             return
         self.last_watermark = watermark_ms
         self.flush()
+        if watermark_ms > self.forwarded:  # partials folded under the old bound went first
+            self.restore_forwarded(watermark_ms)
         self.broadcast(MessageKind.WATERMARK, watermark_ms)
+
+    def restore_forwarded(self, watermark_ms: float) -> None:
+        """Raise :attr:`forwarded` (a restore: what the snapshot recorded)."""
+        self.forwarded = max(self.forwarded, watermark_ms)
+        for partials in self._partials:
+            partials.raise_bound(self.forwarded)
 
     def flush(self) -> None:
         """Send every partly filled batch."""
@@ -586,11 +601,19 @@ def build_routes(task_id: int, component: str, streams: dict[str, tuple[str, ...
             custom.prepare(component, g.stream, list(targets))
         local = [t for t in targets if task_workers.get(t) == my_worker]
         aggregation = combine(consumer, g) if combine is not None else None
+        ts_index = None
+        if aggregation is not None and aggregation.timestamp_field is not None:
+            fields = streams[g.stream]  # event time: the sender reads the timestamp
+            if aggregation.timestamp_field in fields:
+                ts_index = fields.index(aggregation.timestamp_field)
+            else:
+                aggregation = None
         make_tuple = None
         if aggregation is not None:
             make_tuple = Tuple.bound({f: i for i, f in enumerate(streams[g.stream])},
                                      component, g.stream, task_id)
         route = Route(g.kind, g.stream, consumer, targets, task_id, send, batch_size,
-                      key_index, custom, local, max_parallelism, aggregation, make_tuple)
+                      key_index, custom, local, max_parallelism, aggregation, make_tuple,
+                      ts_index)
         routes.setdefault(g.stream, []).append(route)
     return routes, sorted(channels)

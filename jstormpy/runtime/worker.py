@@ -49,6 +49,7 @@ from jstormpy.run_identity import RunIdentity
 from jstormpy.runtime import taskops
 from jstormpy.runtime.channel_plan import chain_plan, input_channels
 from jstormpy.runtime.collector import apply_collector_policy
+from jstormpy.runtime.combine import restored_bound
 from jstormpy.runtime.credits import CreditGate, GrantTotals, Stopped, TaskInbox
 from jstormpy.runtime.executor import TaskExecutor
 from jstormpy.runtime.heartbeat import heartbeat_message
@@ -405,7 +406,7 @@ class Worker(TaskHost):
         self.building_task = 0
         try:
             self._build_tasks(list(msg.task_ids), handles, msg.checkpoint_id,
-                              msg.restored_checkpoint_id)
+                              msg.restored_checkpoint_id, msg.partial)
         except CorruptSnapshotError as exc:
             log.error("restore of checkpoint %s failed: %s", msg.restored_checkpoint_id, exc)
             return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=False,
@@ -419,9 +420,11 @@ class Worker(TaskHost):
         return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=True)
 
     def _build_tasks(self, task_ids: list[int], handles: dict[int, str],
-                     checkpoint_id: int, restored_checkpoint: int) -> None:
+                     checkpoint_id: int, restored_checkpoint: int,
+                     partial: bool = False) -> None:
         """``checkpoint_id``: the id floor (new transactions start above it);
-        ``restored_checkpoint``: the checkpoint the handles belong to (0: none)."""
+        ``restored_checkpoint``: the checkpoint the handles belong to (0: none);
+        ``partial``: the other workers' tasks keep running."""
         topo = self.topology
         conf = self.config
         assert topo is not None and conf is not None
@@ -459,6 +462,8 @@ class Worker(TaskHost):
                                             self._combining)
             collector = OutputCollector(task_id, name, routes, channels, self.send,
                                         streams=dict(spec.streams))
+            collector.restore_forwarded(restored_bound(
+                snapshots.get(task_id), bool(restored_checkpoint) or partial))
             bind_task(comp, collector, taskops.task_logger(self, name, task_id))
             inputs = channels_in[task_id]
             context = TopologyContext(

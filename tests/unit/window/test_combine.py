@@ -305,8 +305,8 @@ def _bolt(**attrs: Any) -> type[WindowedBolt]:
     ({"combine_before_shuffle": False}, "combine_before_shuffle is False"),
     ({"merge": None}, "no merge"),
     ({"aggregate": Count()}, "built-in aggregate"),
-    ({"time": "event", "timestamp": "n"}, "only ingestion time"),
-    ({"time": "processing"}, "only ingestion time"),
+    ({"time": "processing"}, "only ingestion and event time"),
+    ({"time": "event", "window": SessionWindows(5)}, "session windows in event time"),
     ({"window": CountWindows(3)}, "count windows"),
     ({"early_fire_every_n": 2}, "early_fire_every_n"),
     ({"watermark": BoundedOutOfOrderness(10)}, "watermark strategy"),
@@ -345,10 +345,10 @@ def test_a_bolt_that_opted_out_still_merges_partials_from_older_code() -> None:
 def test_partials_to_a_bolt_that_cannot_merge_them_fail_clearly() -> None:
     clock = [5.0]
     cls = make_bolt_class(TumblingWindows(10), clock)
-    event = type("EventTime", (cls,), {"time": "event", "timestamp": "n"})
-    bolt = event()
+    processing = type("ProcessingTime", (cls,), {"time": "processing"})
+    bolt = processing()
     attach(bolt, (SRC,))
-    with pytest.raises(JStormError, match="cannot merge them .*only ingestion time"):
+    with pytest.raises(JStormError, match="cannot merge them .*only ingestion and event"):
         bolt.execute_partials(SRC, ["a"], [(0,)])
 
 
