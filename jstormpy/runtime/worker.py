@@ -418,6 +418,15 @@ class Worker(TaskHost):
         apply_collector_policy(self.config.worker_gc)  # the new tasks' heap, once built
         return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=True)
 
+    def _connect_channels(self, tasks: Iterable[int]) -> None:
+        """Open the data-plane connections to the workers of ``tasks`` (a task's consumers
+        get its data, its remote sources its credit) now, while the tasks are built and
+        the other workers prepare: TCP, TLS and the handshake then happen before Start,
+        not on the first frame of the run."""
+        assert self.transport is not None
+        self.transport.connect({w for w in map(self.task_workers.get, tasks)
+                                if w is not None and w != self.worker_id})
+
     def _build_tasks(self, task_ids: list[int], handles: dict[int, str],
                      checkpoint_id: int, restored_checkpoint: int) -> None:
         """``checkpoint_id``: the id floor (new transactions start above it);
@@ -461,6 +470,7 @@ class Worker(TaskHost):
                                         streams=dict(spec.streams))
             bind_task(comp, collector, taskops.task_logger(self, name, task_id))
             inputs = channels_in[task_id]
+            self._connect_channels((*collector.channels, *inputs))
             context = TopologyContext(
                 topology=topo.name, component=name, task_id=task_id,
                 task_index=component_tasks[name].index(task_id), worker_id=self.worker_id,
