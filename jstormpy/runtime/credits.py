@@ -123,6 +123,7 @@ class TaskInbox:
         self.items: deque[Any] = deque()
         self.not_empty = threading.Condition(threading.Lock())
         self.maxsize = capacity
+        self.woken = False  # wake() since the last get that waited
 
     def put(self, item: Any) -> None:
         """Append one item (the sender already holds a credit for it)."""
@@ -136,9 +137,18 @@ class TaskInbox:
         if items:
             return items.popleft()
         with self.not_empty:
-            if not items:
+            if not items and not self.woken:
                 self.not_empty.wait(timeout)
+            self.woken = False
             return items.popleft()
+
+    def wake(self) -> None:
+        """Wake the reader: a :meth:`get` waiting now (or the next one, if none waits)
+        returns at once, raising IndexError as at its timeout if no item came (its task has
+        a command to run)."""
+        with self.not_empty:
+            self.woken = True
+            self.not_empty.notify()
 
     def qsize(self) -> int:
         """Items waiting."""
