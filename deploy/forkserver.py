@@ -42,10 +42,12 @@ from jstormpy.proctitle import set_process_title
 from jstormpy.terminal import ignore_terminal_interrupt
 
 # what the TM and a worker import anyway: the engine, gRPC's channel, the file backend and
-# the windowing module (a topology's pickle refers to them)
+# the windowing module (a topology's pickle refers to them), psutil (a worker's heartbeat:
+# its first one may be the one reporting the end of a short run's input)
 PRELOAD = ("jstormpy.master.__main__", "jstormpy.runtime.worker", "grpc._channel",
            "grpc.experimental", "jstormpy.state_backends.file", "jstormpy.window",
-           "jstormpy.window.bolt", "jstormpy.window.operator", "jstormpy.window.sliced")
+           "jstormpy.window.bolt", "jstormpy.window.operator", "jstormpy.window.sliced",
+           "psutil")
 
 
 def process_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:

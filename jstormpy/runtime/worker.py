@@ -641,6 +641,7 @@ class Worker(TaskHost):
     def _heartbeat_loop(self) -> None:
         assert self.config is not None
         period = self.config.heartbeat_interval_ms / 1000.0
+        self._process()  # now, not in the heartbeat that may report the end of input
         while True:
             self.heartbeat_now.wait(period)
             self.heartbeat_now.clear()
@@ -655,12 +656,16 @@ class Worker(TaskHost):
 
     def _heartbeat(self) -> Any:
         """A Heartbeat message with every task's current metrics."""
+        return heartbeat_message(self.worker_id, self.generation, self.executors.values(),
+                                 self._process())
+
+    def _process(self) -> Any:
+        """This process's ``psutil.Process`` (for its memory and CPU figures)."""
         if self._proc is None:
-            import psutil
+            import psutil  # the zygote imported it: free in a forked worker
 
             self._proc = psutil.Process()
-        return heartbeat_message(self.worker_id, self.generation, self.executors.values(),
-                                 self._proc)
+        return self._proc
 
     def _register_message(self) -> Any:
         assert self.transport is not None
