@@ -25,6 +25,7 @@ child ends (``-signal`` if killed by a signal, as ``Popen.returncode``).
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -306,6 +307,10 @@ def main() -> int:
     set_process_title("jstorm zygote (forks the TM and workers)")
     for name in PRELOAD:
         importlib.import_module(name)
+    # the start-up heap every process inherits: collected once here, then frozen, so no
+    # worker's collection scans it again (its first one runs before Ready: collector.py)
+    gc.collect()
+    gc.freeze()
     _report({"ready": 1})
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
