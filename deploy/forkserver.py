@@ -25,6 +25,7 @@ child ends (``-signal`` if killed by a signal, as ``Popen.returncode``).
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -42,10 +43,12 @@ from jstormpy.proctitle import set_process_title
 from jstormpy.terminal import ignore_terminal_interrupt
 
 # what the TM and a worker import anyway: the engine, gRPC's channel, the file backend and
-# the windowing module (a topology's pickle refers to them)
+# the windowing module (a topology's pickle refers to them), psutil (a worker's heartbeat:
+# its first one may be the one reporting the end of a short run's input)
 PRELOAD = ("jstormpy.master.__main__", "jstormpy.runtime.worker", "grpc._channel",
            "grpc.experimental", "jstormpy.state_backends.file", "jstormpy.window",
-           "jstormpy.window.bolt", "jstormpy.window.operator", "jstormpy.window.sliced")
+           "jstormpy.window.bolt", "jstormpy.window.operator", "jstormpy.window.sliced",
+           "psutil")
 
 
 def process_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
@@ -304,6 +307,10 @@ def main() -> int:
     set_process_title("jstorm zygote (forks the TM and workers)")
     for name in PRELOAD:
         importlib.import_module(name)
+    # the start-up heap every process inherits: collected once here, then frozen, so no
+    # worker's collection scans it again (its first one runs before Ready: collector.py)
+    gc.collect()
+    gc.freeze()
     _report({"ready": 1})
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)

@@ -9,7 +9,10 @@ full collections that walk the long-lived heap again and again (docs/performance
 ``"tuned"`` (the default), after the worker built its tasks for a generation: collect once,
 then :func:`gc.freeze` what is left (start-up objects and restored state move to a permanent
 generation that no collection scans), and collect the young generation every
-:data:`YOUNG_THRESHOLD` allocations. Reference counting still frees everything acyclic at
+:data:`YOUNG_THRESHOLD` allocations. The first time, what the process froze before (the
+zygote's imports, frozen before it forks: ``deploy/forkserver.py``) stays frozen and is
+not scanned (it was collected before its freeze); a later generation's call scans
+everything once more. Reference counting still frees everything acyclic at
 once; a cycle among frozen objects is never reclaimed (they were live when frozen), which is
 why the freeze follows a collection. ``"default"``: CPython's own settings.
 """
@@ -22,17 +25,22 @@ GC_POLICIES = ("tuned", "default")
 YOUNG_THRESHOLD = 10_000
 """Allocations between young collections under ``"tuned"`` (CPython's default is 700)."""
 _DEFAULT = gc.get_threshold()
+_frozen_here = False  # this function froze the heap (an earlier generation's tasks)
 
 
 def apply_collector_policy(policy: str) -> None:
     """Set this process's collector to ``policy`` (one of :data:`GC_POLICIES`)."""
+    global _frozen_here
     if policy == "tuned":
-        gc.unfreeze()  # what an earlier generation froze is scanned once more, then kept
+        if _frozen_here:  # what an earlier generation froze is scanned once more, then kept
+            gc.unfreeze()
         gc.collect()
         gc.freeze()
+        _frozen_here = True
         gc.set_threshold(YOUNG_THRESHOLD, _DEFAULT[1], _DEFAULT[2])
     elif policy == "default":
         gc.unfreeze()
+        _frozen_here = False
         gc.set_threshold(*_DEFAULT)
     else:
         raise ValueError(f"unknown collector policy {policy!r}; one of {GC_POLICIES}")

@@ -133,6 +133,7 @@ class TaskInbox:
         self.not_empty = threading.Condition(threading.Lock())
         self.maxsize = capacity
         self.waiting = False  # the task's thread waits in get(), not yet woken
+        self.woken = False  # wake() since the last get that waited
 
     def put(self, item: Any) -> None:
         """Append one item (the sender already holds a credit for it)."""
@@ -148,13 +149,22 @@ class TaskInbox:
         if items:
             return items.popleft()
         with self.not_empty:
-            if not items:
+            if not items and not self.woken:
                 self.waiting = True
                 try:
                     self.not_empty.wait(timeout)
                 finally:
                     self.waiting = False
+            self.woken = False
             return items.popleft()
+
+    def wake(self) -> None:
+        """Wake the reader: a :meth:`get` waiting now (or the next one, if none waits)
+        returns at once, raising IndexError as at its timeout if no item came (its task has
+        a command to run)."""
+        with self.not_empty:
+            self.woken = True
+            self.not_empty.notify()
 
     def qsize(self) -> int:
         """Items waiting."""

@@ -81,6 +81,9 @@ checkpoint completes first (after a bounded job's final checkpoint none does).""
 READY_POLL_S = 0.05
 """How often a chained task's thread looks at its commands and its source waits for
 the chained task's start-up."""
+IDLE_POLL_S = 0.05
+"""How long a bolt with an empty inbox and nothing to flush waits before it looks at its
+ticks and returns its credit."""
 
 
 class _SnapshotInput:
@@ -179,6 +182,8 @@ class TaskExecutor:
         self.stopping = True
         self.snapshots.stop()  # snapshots still uploading report nothing: they are void
         self.wake.set()
+        if self.inq is not None:  # a bolt waiting on its empty inbox
+            self.inq.wake()
 
     def join(self, timeout: float) -> bool:
         """Wait for the thread; True if it ended."""
@@ -191,6 +196,8 @@ class TaskExecutor:
         """Queue a command for the task thread (it runs between two user calls)."""
         self.ctrl.append((name, arg))
         self.wake.set()
+        if self.inq is not None:  # a bolt waiting on its empty inbox runs it now, not at
+            self.inq.wake()       # its next poll (a sink's commit ends a bounded run)
 
     def _guarded(self, target: Callable[[], None]) -> None:
         try:
@@ -487,7 +494,7 @@ class TaskExecutor:
             if pending:
                 item = pending.popleft()
             else:
-                timeout = self.linger_s if coll.dirty else 0.05
+                timeout = self.linger_s if coll.dirty else IDLE_POLL_S
                 if self.tick_s is not None:
                     timeout = min(timeout, max(self.next_tick - time.monotonic(), 0.0))
                 try:

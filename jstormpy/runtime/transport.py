@@ -37,7 +37,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from jstormpy.api.errors import AuthenticationError, FrameError
@@ -345,13 +345,7 @@ class Transport:
                 ob = None
                 why = "unknown peer (not in set_peers)"
             else:
-                ob = self._outbound.get(worker_id)
-                if ob is None:
-                    ob = Outbound(self.outbound_settings, self, worker_id, self._peers[worker_id])
-                    self._outbound[worker_id] = ob
-                    self._threads = [t for t in self._threads if t.is_alive()]
-                    self._threads.append(ob.thread)
-                    ob.thread.start()
+                ob = self._outbound_locked(worker_id)
                 why = ""
         if ob is None:
             return self._dropped(worker_id, why)
@@ -378,6 +372,30 @@ class Transport:
                     return False  # the caller sends it again later; nothing is lost
                 ob.wait_for_room_locked(1.0)  # whoever changes a condition notifies; 1 s: a guard
         return self._dropped(worker_id, why)
+
+    def connect(self, worker_ids: Iterable[int]) -> None:
+        """Open the outbound connections to ``worker_ids`` now, without waiting: each
+        connects, wraps TLS and authenticates in its sender thread, so the first frame to
+        that peer does not wait for it (a worker calls this when it prepares its tasks,
+        before they start). Ids that are no known peer are skipped."""
+        with self._lock:
+            if self._closed:
+                return
+            for worker_id in worker_ids:
+                if worker_id in self._peers:
+                    self._outbound_locked(worker_id)
+
+    def _outbound_locked(self, worker_id: int) -> Outbound:
+        """The outbound connection to known peer ``worker_id``, opened (its sender thread
+        started) if there is none. Called under ``_lock``."""
+        ob = self._outbound.get(worker_id)
+        if ob is None:
+            ob = Outbound(self.outbound_settings, self, worker_id, self._peers[worker_id])
+            self._outbound[worker_id] = ob
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._threads.append(ob.thread)
+            ob.thread.start()
+        return ob
 
     def _dropped(self, worker_id: int, why: str) -> bool:
         self.counters.count("frames_dropped")

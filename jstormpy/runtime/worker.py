@@ -419,6 +419,15 @@ class Worker(TaskHost):
         apply_collector_policy(self.config.worker_gc)  # the new tasks' heap, once built
         return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=True)
 
+    def _connect_channels(self, tasks: Iterable[int]) -> None:
+        """Open the data-plane connections to the workers of ``tasks`` (a task's consumers
+        get its data, its remote sources its credit) now, while the tasks are built and
+        the other workers prepare: TCP, TLS and the handshake then happen before Start,
+        not on the first frame of the run."""
+        assert self.transport is not None
+        self.transport.connect({w for w in map(self.task_workers.get, tasks)
+                                if w is not None and w != self.worker_id})
+
     def _build_tasks(self, task_ids: list[int], handles: dict[int, str],
                      checkpoint_id: int, restored_checkpoint: int,
                      partial: bool = False) -> None:
@@ -466,6 +475,7 @@ class Worker(TaskHost):
                 snapshots.get(task_id), bool(restored_checkpoint) or partial))
             bind_task(comp, collector, taskops.task_logger(self, name, task_id))
             inputs = channels_in[task_id]
+            self._connect_channels((*collector.channels, *inputs))
             context = TopologyContext(
                 topology=topo.name, component=name, task_id=task_id,
                 task_index=component_tasks[name].index(task_id), worker_id=self.worker_id,
@@ -636,6 +646,7 @@ class Worker(TaskHost):
     def _heartbeat_loop(self) -> None:
         assert self.config is not None
         period = self.config.heartbeat_interval_ms / 1000.0
+        self._process()  # now, not in the heartbeat that may report the end of input
         while True:
             self.heartbeat_now.wait(period)
             self.heartbeat_now.clear()
@@ -650,12 +661,16 @@ class Worker(TaskHost):
 
     def _heartbeat(self) -> Any:
         """A Heartbeat message with every task's current metrics."""
+        return heartbeat_message(self.worker_id, self.generation, self.executors.values(),
+                                 self._process())
+
+    def _process(self) -> Any:
+        """This process's ``psutil.Process`` (for its memory and CPU figures)."""
         if self._proc is None:
-            import psutil
+            import psutil  # the zygote imported it: free in a forked worker
 
             self._proc = psutil.Process()
-        return heartbeat_message(self.worker_id, self.generation, self.executors.values(),
-                                 self._proc)
+        return self._proc
 
     def _register_message(self) -> Any:
         assert self.transport is not None

@@ -522,3 +522,27 @@ def test_credit_frame_of_wrong_size_is_malformed(make: Callable[..., Transport])
     assert reason is None or "CREDIT frame of 19 bytes" in reason
     wait_until(lambda: server.stats["malformed_frames"] == 1)
     assert_still_serves(make, server, sink)
+
+
+def test_connect_opens_the_connection_before_any_frame(make: Callable[..., Transport]) -> None:
+    """A worker opens its data-plane connections when it prepares its tasks: the first
+    frame of a run then does not wait for TCP, TLS and the handshake."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(5)
+    try:
+        sender = make(1)
+        sender.set_peers({2: ("127.0.0.1", listener.getsockname()[1])})
+        sender.connect([2, 7])  # 7 is no peer: nothing to open
+        conn, _ = listener.accept()  # no frame was sent: the connection came ahead of one
+        conn.close()
+        assert sender.stats["frames_sent"] == 0
+    finally:
+        listener.close()
+
+
+def test_connected_peer_gets_the_first_frame(make: Callable[..., Transport]) -> None:
+    sender, receiver, sink = pair(make)
+    sender.connect([2])
+    assert sender.send(2, 0, "first")
+    wait_until(lambda: len(sink) == 1, what="the first frame")
+    assert sink.items == [(0, "first")]
