@@ -190,9 +190,14 @@ def test_savepoint_restore_below_the_newest_checkpoint_of_the_earlier_run(
         later = _two_checkpoints_with_output(handle, out)
         later = max(later, _two_checkpoints_with_output(handle, out))
         store = FileBackend(uri)
-        wait_until(lambda: store.get_meta(COMPLETED_META) == str(later).encode(), 30,
-                   "the completed checkpoint id persisted")
+
+        def persisted() -> int:
+            return int(store.get_meta(COMPLETED_META) or b"0")
+        # checkpoints keep completing: wait for ``later`` (or a newer one) to be persisted,
+        # and after the kill take the newest id the earlier run persisted
+        wait_until(lambda: persisted() >= later, 30, "the completed checkpoint id persisted")
         handle.kill()
+        later = persisted()
     restored_out = tmp_path / "restored"
     with LocalCluster() as cluster:
         handle = cluster.submit(linear(restored_out, KEYS, PER_KEY, rate=None), _config(uri),
