@@ -7,6 +7,7 @@ import json
 import math
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -133,10 +134,16 @@ def test_stderr_lines_the_reader_has_not_taken_yet_are_in_the_error(tmp_path, mo
 
 def test_a_hang_past_the_heartbeat_timeout_fails_and_the_process_is_killed(tmp_path):
     proc = started(tmp_path, """\
-        read()
         print("thinking...", file=sys.stderr, flush=True)
+        read()
         import time; time.sleep(600)
     """, heartbeat_timeout_s=0.5)
+    # the line is in the stderr tail before the clock starts (a loaded machine may not run
+    # the child within the 0.5 s: the error would then show "(nothing)")
+    deadline = time.monotonic() + 30
+    while "thinking..." not in proc.stderr_tail:
+        assert time.monotonic() < deadline, "the child never wrote to its stderr"
+        time.sleep(0.01)
     proc.send({"command": "next"})
     with pytest.raises(MultilangError, match="did not answer within 0.5 s"):
         proc.receive()
