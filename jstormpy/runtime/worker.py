@@ -108,6 +108,7 @@ class Worker(TaskHost):
         self.max_parallelism = 0  # number of key groups, set when tasks are built
         self.guarantee = "exactly_once"
         self.executors: dict[int, TaskExecutor] = {}
+        self.task_ops = taskops.TaskOps(self)  # task logs, live log levels and settings
         self.building_task = 0  # the task _build_tasks is at (0: none yet)
         self.state_stores: dict[int, MemoryStore | RocksDBStore] = {}  # Config.state_store
         # the input queues of this worker's tasks, tagged with their generation: the
@@ -459,7 +460,7 @@ class Worker(TaskHost):
                                             self._combining)
             collector = OutputCollector(task_id, name, routes, channels, self.send,
                                         streams=dict(spec.streams))
-            bind_task(comp, collector, taskops.task_logger(self, name, task_id))
+            bind_task(comp, collector, self.task_ops.task_logger(name, task_id))
             inputs = channels_in[task_id]
             context = TopologyContext(
                 topology=topo.name, component=name, task_id=task_id,
@@ -752,7 +753,7 @@ class Worker(TaskHost):
             self.shutdown.set()
             self.heartbeat_now.set()
         elif body in ("set_log_level", "set_config"):  # operations: jstorm loglevel/config
-            taskops.handle(self, msg)
+            self.task_ops.apply(msg)
 
 
 def main(argv: list[str] | None = None) -> int:
