@@ -109,6 +109,7 @@ class Worker(TaskHost):
         self.max_parallelism = 0  # number of key groups, set when tasks are built
         self.guarantee = "exactly_once"
         self.executors: dict[int, TaskExecutor] = {}
+        self.task_ops = taskops.TaskOps(self)  # task logs, live log levels and settings
         self.building_task = 0  # the task _build_tasks is at (0: none yet)
         self.state_stores: dict[int, MemoryStore | RocksDBStore] = {}  # Config.state_store
         # the input queues of this worker's tasks, tagged with their generation: the
@@ -473,7 +474,7 @@ class Worker(TaskHost):
                                         streams=dict(spec.streams))
             collector.restore_forwarded(restored_bound(
                 snapshots.get(task_id), bool(restored_checkpoint) or partial))
-            bind_task(comp, collector, taskops.task_logger(self, name, task_id))
+            bind_task(comp, collector, self.task_ops.task_logger(name, task_id))
             inputs = channels_in[task_id]
             self._connect_channels((*collector.channels, *inputs))
             context = TopologyContext(
@@ -772,7 +773,7 @@ class Worker(TaskHost):
             self.shutdown.set()
             self.heartbeat_now.set()
         elif body in ("set_log_level", "set_config"):  # operations: jstorm loglevel/config
-            taskops.handle(self, msg)
+            self.task_ops.apply(msg)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from unittest import mock
 
+from jstormpy.barrier import task_barrier
 from jstormpy.barrier.snapshots import TaskSnapshots
 from jstormpy.barrier.transactions import SinkTransactions
 from jstormpy.keygroups import key_group, redistribute, task_index_for_key_group
@@ -133,6 +134,22 @@ def _hole12() -> contextlib.AbstractContextManager[Any]:
     return _patches((cluster, "redistribute", misplaced))
 
 
+def _hole13() -> contextlib.AbstractContextManager[Any]:
+    # issue 37: a sink's steps at a barrier with its capture before its pre-commit, in the
+    # one step list every runtime performs (the snapshot does not name the transaction
+    # the barrier stages)
+    real = task_barrier.TaskBarrier.steps
+
+    def steps(self: task_barrier.TaskBarrier) -> tuple[task_barrier.BarrierStep, ...]:
+        out = list(real(self))
+        if self.kind is task_barrier.TaskKind.SINK:
+            stage = out.index(task_barrier.Stage())
+            capture = out.index(task_barrier.Capture(self.stateful))
+            out[stage], out[capture] = out[capture], out[stage]
+        return tuple(out)
+    return _patches((task_barrier.TaskBarrier, "steps", steps))
+
+
 HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]]] = {
     1: ("a failed checkpoint listing read as 'no checkpoints'", _hole1),
     2: ("sinks recover to the id floor, not the restored checkpoint", _hole2),
@@ -147,6 +164,8 @@ HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]
          _hole10),
     11: ("a discarded PostgreSQL/Redis transaction committed as a no-op", _hole11),
     12: ("a rescale that places keys by the old parallelism (issue 37)", _hole12),
+    13: ("a sink captures its snapshot before it stages the barrier's transaction "
+         "(issue 37)", _hole13),
 }
 
 HOLE_FAULTS: dict[int, tuple[Fault, ...]] = {

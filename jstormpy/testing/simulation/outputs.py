@@ -7,10 +7,13 @@ Three kinds, after the ways the real connectors make a commit idempotent:
   (one per run: :mod:`jstormpy.run_identity`). A transaction re-committed by a new
   process from its snapshot is skipped if the log holds its id (the id itself: after a
   fallback a run goes on above ids it never committed, so "below the last entry" is not
-  "committed").
+  "committed"). A recovery loses every staged transaction (the new producer aborted it):
+  only the rows a restored snapshot holds for a pending id are committed again.
 * ``"files"`` (FileSink): a commit renames the staged part file ``part-{txn}-{task}``; a
   name already taken counts as already committed. A fresh run refuses a directory with
-  committed parts, and a savepoint restore refuses one with parts above the savepoint.
+  committed parts, and a savepoint restore refuses one with parts above the savepoint. A
+  recovery keeps staged parts at or below the restored checkpoint, uncommitted: only a
+  pending id of the restored snapshot commits one.
 * ``"staged"`` (PostgresSink, RedisStreamSink: :class:`~jstormpy.connectors.twophase.
   TwoPhaseCommitSink`): the staged rows live in the external system (an empty transaction
   stages nothing); a commit publishes them if they are still staged, and is a no-op if
@@ -110,13 +113,19 @@ class SimOutput:
         self.rows.extend(rows)
 
     def recover(self, run: RunIdentity, task: int, restored: int | None) -> None:
-        """A task's ``recover``: commit what it staged at or below ``restored`` (PostgreSQL
-        and Redis keep staged rows in the external system), drop what it staged above."""
+        """A task's ``recover``, as each connector's: what it staged above ``restored`` is
+        dropped; at or below, PostgreSQL and Redis (``"staged"``) commit it from the
+        external system, FileSink (``"files"``) keeps the staged part file, and KafkaSink
+        (``"log"``) has lost it (the new producer aborted the transaction). The last two
+        commit only the ids the restored snapshot names as pending, which the engine asks
+        for before ``recover`` (``SinkTransactions.restore``)."""
         self._up()
         mine = sorted(k for k in self.staged if k[0] == run.job_id and k[1] == task)
         for k in mine:
-            if restored is not None and k[2] <= restored:
+            if restored is not None and k[2] <= restored and self.kind == "staged":
                 self.commit(run, task, k[2], self.staged[k])
+            elif restored is not None and k[2] <= restored and self.kind == "files":
+                continue  # kept; committed by a pending id of a snapshot, or never
             else:
                 if self.kind == "staged":  # abandon_transaction: record, then discard
                     self.abandoned.setdefault((run.job_id, task), set()).add(k[2])
