@@ -499,12 +499,19 @@ LEVEL0_SLOWDOWN_TRIGGER = 30
 LEVEL0_STOP_TRIGGER = 48
 """Level-0 files at which RocksDB stops writes until a compaction finishes (default 36)."""
 
-LEVEL1_BYTES = 256 << 20
-"""Size of level 1 (RocksDB's default ``max_bytes_for_level_base``; each further level
-is 10 times the one above), set here so a test can scale it down with the database."""
+LEVEL1_BYTES = 32 << 20
+"""Size of the base level, the one level-0 compactions write into
+(``max_bytes_for_level_base``; RocksDB's default is 256 MB; each further level is 10 times
+the one above). With uniformly random keys a level-0 compaction rewrites the base level
+whole: at 256 MB that was the whole database of a task up to ~8M keys, so each took
+longer as the state grew, level-0 files piled up meanwhile and every read probed more of
+them (issue 34: the read-modify-write rate fell with the state). At 32 MB a level-0
+compaction costs the same at any size."""
 
-TARGET_FILE_BYTES = 64 << 20
-"""Size of the SST files compactions write (RocksDB's default ``target_file_size_base``)."""
+TARGET_FILE_BYTES = 8 << 20
+"""Size of the SST files compactions write (``target_file_size_base``; RocksDB's default
+is 64 MB): a fraction of :data:`LEVEL1_BYTES`, so a base-level file overlaps a fraction of
+the level below and a compaction out of the base level rewrites that fraction."""
 
 WRITE_CACHE_ENTRIES = 16_384
 """Entries a state's write cache holds before it is written to RocksDB (bounds both the

@@ -52,6 +52,23 @@ def test_task_database_opens_with_the_chosen_compaction(tmp_path: Path) -> None:
     st.close()
 
 
+def test_task_database_keeps_level0_compactions_small(tmp_path: Path) -> None:
+    """The base level stays small (32 MB, 8 MB files) so a level-0 compaction, which with
+    uniformly random keys rewrites the base level whole, costs the same at any state size:
+    with RocksDB's 256 MB / 64 MB it rewrote the whole database up to 256 MB, took longer as
+    the state grew, and level-0 files piled up meanwhile, each one more filter probe for
+    every read (issue 34; docs/performance.md, "Flat reads: the base level")."""
+    st = RocksDBStore(tmp_path / "task-1", MAX_P)
+    d: Any = st.open("counts", None, None)
+    d["a"] = 1
+    st.flush()
+    opts = cf_options(tmp_path / "task-1", "s:counts")
+    assert int(opts["max_bytes_for_level_base"]) == ss.LEVEL1_BYTES == 32 << 20
+    assert int(opts["target_file_size_base"]) == ss.TARGET_FILE_BYTES == 8 << 20
+    assert opts["level_compaction_dynamic_level_bytes"] == "true"
+    st.close()
+
+
 def test_config_sets_the_level0_trigger(tmp_path: Path) -> None:
     """``Config.rocksdb_level0_compaction_trigger`` is validated and reaches the database
     (the worker passes it to ``open_store``); slowdown and stop stay above it."""
