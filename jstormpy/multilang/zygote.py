@@ -18,6 +18,7 @@ running. ``JSTORM_MULTILANG_ZYGOTE=0`` turns the zygote off.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -277,3 +278,6 @@ def close_all() -> None:
         _zygotes.clear()
     for z in zygotes:
         z.close()
+
+
+atexit.register(close_all)  # the zygote reaped by its parent, with its CPU time accounted

@@ -143,12 +143,15 @@ def test_a_hung_forked_runner_is_killed_after_its_heartbeat_timeout(tmp_path):
                 time.sleep(600)
     """))
     proc = start("Hang", cwd=tmp_path, module="hanging", heartbeat_timeout_s=0.5)
-    proc.send_encoded(proc.encode_tuples(1, "src", "default", 9, [("x",)]))
-    with pytest.raises(MultilangError, match="did not answer within 0.5 s"):
-        while True:
-            proc.receive()
-    err = proc.failure("again")
-    assert "thinking..." in str(err) and proc.proc.poll() is not None
+    try:
+        proc.send_encoded(proc.encode_tuples(1, "src", "default", 9, [("x",)]))
+        with pytest.raises(MultilangError, match="did not answer within 0.5 s"):
+            while True:
+                proc.receive()
+        err = proc.failure("again")
+        assert "thinking..." in str(err) and proc.proc.poll() is not None
+    finally:
+        proc.close(0.5)
     wait_until(lambda: gone_or_reaped(proc.proc.pid), 10.0, "the runner reaped")
 
 
