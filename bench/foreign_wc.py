@@ -177,9 +177,9 @@ def build(way: str, files: list[str], out: str, stamps: str, par: int) -> Any:
 
 class SubprocessCpu:
     """The CPU seconds of this run's multilang subprocesses (``streamparse.run``, runner
-    or runner zygote command lines descending from this process), sampled from /proc every ``period_s``
-    while a run goes on: the subprocess side of the hop, the rest of the run's CPU is the
-    host's (workers, master)."""
+    or runner zygote command lines descending from this process), sampled from /proc
+    every ``period_s`` while a run goes on: the subprocess side of the hop, the rest of
+    the run's CPU is the host's (workers, master)."""
 
     def __init__(self, period_s: float = 0.02) -> None:
         self.period_s = period_s
