@@ -255,6 +255,7 @@ def start_runner(command: Sequence[str], cwd: str | None,
         with _lock:
             if _zygotes.get(_key(python, env)) is zygote:
                 _zygotes[_key(python, env)] = None
+        zygote.close()  # (one that stopped answering is not left behind)
         return None
     finally:
         for fd in theirs:

@@ -189,3 +189,28 @@ def test_the_zygote_can_be_turned_off(monkeypatch):
         assert answers(proc, "cold")
     finally:
         proc.close(2.0)
+
+
+def test_forked_runners_do_not_share_the_zygotes_random_state(tmp_path):
+    (tmp_path / "rolling.py").write_text(textwrap.dedent("""\
+        import random
+        from streamparse import Bolt
+
+        class Roll(Bolt):
+            def process(self, tup):
+                self.emit([random.random()])
+    """))
+    rolls = []
+    for _ in range(2):
+        proc = start("Roll", cwd=tmp_path, module="rolling")
+        try:
+            assert isinstance(proc.proc, zygote.ForkedRunner)
+            proc.send_encoded(proc.encode_tuples(1, "src", "default", 9, [("x",)]))
+            while True:
+                msg = proc.receive(10.0)
+                if isinstance(msg, (Emit, EmitRun)):
+                    rolls.append(msg.values if isinstance(msg, Emit) else msg.rows[0])
+                    break
+        finally:
+            proc.close(2.0)
+    assert rolls[0] != rolls[1]
