@@ -176,10 +176,10 @@ def build(way: str, files: list[str], out: str, stamps: str, par: int) -> Any:
 
 
 class SubprocessCpu:
-    """The CPU seconds of this run's multilang subprocesses (``streamparse.run`` or runner
-    command lines descending from this process), sampled from /proc every ``period_s``
-    while a run goes on: the subprocess side of the hop, the rest of the run's CPU is the
-    host's (workers, master)."""
+    """The CPU seconds of this run's multilang subprocesses (``streamparse.run``, runner
+    or runner zygote command lines descending from this process), sampled from /proc
+    every ``period_s`` while a run goes on: the subprocess side of the hop, the rest of
+    the run's CPU is the host's (workers, master)."""
 
     def __init__(self, period_s: float = 0.02) -> None:
         self.period_s = period_s
@@ -219,7 +219,8 @@ class SubprocessCpu:
                         cmdline = f.read()
                 except OSError:
                     continue
-                if b"streamparse.run" not in cmdline and b"pystorm_runner" not in cmdline:
+                if (b"streamparse.run" not in cmdline and b"pystorm_runner" not in cmdline
+                        and b"runner_zygote" not in cmdline):  # (and the runners it forks)
                     continue
                 self.seen[pid] = (int(fields[11]) + int(fields[12])) / self.tick
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from jstormpy.api.errors import ConfigError
 from jstormpy.multilang import pystorm_runner as runner
+from jstormpy.multilang import zygote
 from jstormpy.multilang.protocol import (
     DEFAULT_MAX_MESSAGE_BYTES,
     Ack,
@@ -89,6 +90,13 @@ class FrameProcess(ShellProcess):
                          heartbeat_timeout_s=heartbeat_timeout_s)
         self._need = 0  # the bytes the frame being read needs (0: its header not read)
         self._have = 0
+
+    def _spawn(self, cwd: str | None, env: dict[str, str]) -> Any:
+        """Our runner forked by the runner zygote (:mod:`jstormpy.multilang.zygote`), else
+        (another command, no zygote) started cold."""
+        forked = (zygote.start_runner(self.command, cwd, env)
+                  if self.command[1:2] == [RUNNER] else None)
+        return forked or super()._spawn(cwd, env)
 
     def send(self, payload: Any) -> None:
         """Write one message to the component (one frame)."""

@@ -316,10 +316,7 @@ class ShellProcess:
         self.broken: str | None = None
         self.pid_dir = tempfile.mkdtemp(prefix="jstorm-multilang-")
         try:
-            self.proc = subprocess.Popen(
-                self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, cwd=cwd, env={**os.environ, **(env or {})},
-                start_new_session=True)
+            self.proc = self._spawn(cwd, {**os.environ, **(env or {})})
         except OSError as exc:
             shutil.rmtree(self.pid_dir, ignore_errors=True)
             raise MultilangError(f"component {component!r} (task {task_id}): cannot start "
@@ -340,6 +337,13 @@ class ShellProcess:
             target=self._read_stderr, args=(self.proc.stderr,), daemon=True,
             name=f"multilang-err-{task_id}")
         self._stderr_reader.start()
+
+    def _spawn(self, cwd: str | None, env: dict[str, str]) -> Any:
+        """Start the subprocess (a ``subprocess.Popen``, or an object with its ``pid``,
+        ``stdin``/``stdout``/``stderr``, ``poll``, ``wait`` and ``kill``)."""
+        return subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, cwd=cwd, env=env,
+                                start_new_session=True)
 
     next_batch = 1
     """``next_tuple`` calls a spout's ``next`` command asks for (Storm's protocol: one)."""
