@@ -52,6 +52,7 @@ from jstormpy.master.coordinator import (
     TriggerFinal,
     WriteCommitPoint,
 )
+from jstormpy.master.ids_record_steps import IdsRecordStores
 from jstormpy.master.metrics import MetricsStore
 from jstormpy.master.recovery_steps import (
     UNUSABLE_METADATA,
@@ -143,7 +144,9 @@ class MasterCore:
         # every state-backend call after start-up runs there, never under self.lock
         self.backend_io = BackendIO(f"tm-backend-{name}")
         self.preparing: int | None = None  # generation whose restore is being resolved
-        self.storing_ids = False  # a new ids record is being stored (_store_ids_record)
+        # the ids record's stores outside a recovery: the tick's reservation, after a bad
+        # checkpoint (master/ids_record_steps.py)
+        self.ids_stores = IdsRecordStores(self.checkpoints, _IdsRecordPort(self))
         # the checkpoints' pace last logged, and the timeouts in a row then
         self.logged_pace: tuple[CheckpointPace, int] = (CheckpointPace.NONE_YET, 0)
         self.checkpoints.note_trigger(time.monotonic())
@@ -711,34 +714,9 @@ class MasterCore:
         """BackendIO thread: store this TM's ids record at once, best effort (``why``, for
         the log: e.g. a checkpoint just marked bad), so that a TM that dies before the next
         recovery's record leaves it (that record is the one a recovery cannot go
-        without)."""
-        with self.lock:
-            ids = self.checkpoints.ids_record()
-        try:
-            self._put_ids_record(ids)
-        except BackendError as exc:
-            log.warning("cannot store the checkpoint ids record (%s): %s", why, exc)
-
-    def _put_ids_record(self, ids: bytes) -> None:
-        """BackendIO thread: store ``ids`` (an ``ids_record`` of this TM's coordinator) as
-        ``meta/checkpoint_ids``, then let the coordinator hand out the ids it reserves.
-        Raises ``BackendError`` if the write fails."""
-        self.backend.put_meta(CHECKPOINT_IDS_META, ids)
-        with self.lock:
-            self.checkpoints.ids_record_stored(ids)
-
-    def _store_ids_record(self) -> None:
-        """BackendIO thread: store a new ids record when half of the reserved checkpoint
-        ids are used (``CheckpointCoordinator.needs_ids_record``)."""
-        with self.lock:
-            ids = self.checkpoints.ids_record()
-        try:
-            self._put_ids_record(ids)
-        except BackendError as exc:
-            log.warning("cannot store the checkpoint ids record: %s", exc)
-        finally:
-            with self.lock:
-                self.storing_ids = False
+        without). ``ids_record_steps.IdsRecordStores.store``, which the simulator's TM
+        performs too."""
+        self.ids_stores.store(why)
 
     def _check_fenced(self, cid: int, moment: str) -> bool:
         """BackendIO thread, with a leader lease only: True (and this TM fenced for good)
@@ -808,9 +786,7 @@ class MasterCore:
             self.rescale.tick(now)  # rescale hook
             if self.state != TopologyState.RUNNING:
                 return
-            if self.checkpoints.needs_ids_record() and not self.storing_ids:
-                self.storing_ids = True
-                self.backend_io.submit(self._store_ids_record)
+            self.ids_stores.tick(running=True)  # reserve ids ahead
             self.backpressure.evaluate(now)
             if self._perform(self.checkpoints.expire(now)):
                 return  # a recovery began
@@ -1031,6 +1007,32 @@ class _RecoveryPort:
         if prepare.listing:
             core._note_fallback(list(prepare.listing))
         core._send_prepares(prepare)
+
+
+class _IdsRecordPort:
+    """How ``MasterCore`` stores its ids record
+    (:class:`~jstormpy.master.ids_record_steps.IdsRecordPort`): on its BackendIO thread; a
+    failure is logged."""
+
+    def __init__(self, core: MasterCore) -> None:
+        self.core = core
+
+    def locked(self) -> AbstractContextManager[Any]:
+        return self.core.lock
+
+    def on_storage(self, step: Callable[[], None]) -> None:
+        self.core.backend_io.submit(step)
+
+    def put_ids_record(self, ids: bytes, then: Callable[[BaseException | None], None]) -> None:
+        try:
+            self.core.backend.put_meta(CHECKPOINT_IDS_META, ids)
+        except BackendError as exc:
+            then(exc)
+            return
+        then(None)
+
+    def not_stored(self, why: str, error: BaseException) -> None:
+        log.warning("cannot store the checkpoint ids record (%s): %s", why, error)
 
 
 class _RetentionPort:
