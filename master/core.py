@@ -52,6 +52,7 @@ from jstormpy.master.coordinator import (
     TriggerFinal,
     WriteCommitPoint,
 )
+from jstormpy.master.generation_steps import begin as begin_generation
 from jstormpy.master.ids_record_steps import IdsRecordStores
 from jstormpy.master.metrics import MetricsStore
 from jstormpy.master.recovery_steps import (
@@ -372,31 +373,10 @@ class MasterCore:
     def begin_generation(self, reason: str, target: int | None, count_restart: bool) -> None:
         """Stop every task and start generation ``generation + 1`` from ``target`` (a
         checkpoint id, ``LATEST``, or None for empty state); ``count_restart``: a failure,
-        counted against the restart strategy (a rescale or an upgrade is not)."""
-        self.upgrade.on_new_generation(reason)  # upgrade hook
-        self.rescale.on_new_generation(reason)  # rescale hook
-        if count_restart:
-            decision = self.restart_tracker.on_failure(reason)
-            self.restarts = self.restart_tracker.restarts
-            if not decision.restart:
-                self._fail(f"{decision.reason}; last failure: {reason}")
-                return
-            if decision.delay_s:
-                log.info("restart %d after a back-off of %.0f ms (%s)", self.restarts,
-                         decision.delay_s * 1000, self.config.restart().kind.value)
-        self.generation += 1  # stored before any Prepare names it (_resolve_restore)
-        self.checkpoints.new_generation(self.generation)
-        self.backpressure.reset()
-        self.finished_spouts = set()
-        self.target_checkpoint = target
-        self.ready = set()
-        self.recovery_started = time.monotonic()
-        self.recovery_reason = reason
-        log.info("generation %d: %s; restoring checkpoint %s", self.generation, reason,
-                 "the latest" if target == LATEST else
-                 target if target is not None else "none (fresh state)")
-        self._set_state(TopologyState.RECOVERING)
-        self._maybe_prepare_all()
+        counted against the restart strategy (a rescale or an upgrade is not). The steps
+        are ``generation_steps.begin`` (the simulator's TM performs the same)."""
+        begin_generation(self.checkpoints, _GenerationPort(self), reason, target,
+                         count_restart=count_restart)
 
     def _maybe_prepare_all(self) -> None:
         """Every worker is registered: resolve what to restore (on backend_io, off the
@@ -1007,6 +987,53 @@ class _RecoveryPort:
         if prepare.listing:
             core._note_fallback(list(prepare.listing))
         core._send_prepares(prepare)
+
+
+class _GenerationPort:
+    """How ``MasterCore`` starts a generation
+    (:class:`~jstormpy.master.generation_steps.GenerationPort`), under its lock."""
+
+    def __init__(self, core: MasterCore) -> None:
+        self.core = core
+
+    @property
+    def generation(self) -> int:
+        return self.core.generation
+
+    def operations_hear(self, reason: str) -> None:
+        self.core.upgrade.on_new_generation(reason)  # upgrade hook
+        self.core.rescale.on_new_generation(reason)  # rescale hook
+
+    def count_restart(self, reason: str) -> str | None:
+        core = self.core
+        decision = core.restart_tracker.on_failure(reason)
+        core.restarts = core.restart_tracker.restarts
+        if not decision.restart:
+            return f"{decision.reason}; last failure: {reason}"
+        if decision.delay_s:
+            log.info("restart %d after a back-off of %.0f ms (%s)", core.restarts,
+                     decision.delay_s * 1000, core.config.restart().kind.value)
+        return None
+
+    def fail(self, reason: str) -> None:
+        self.core._fail(reason)
+
+    def recovering(self, generation: int, target: int | None, reason: str) -> None:
+        core = self.core
+        core.generation = generation  # stored before any Prepare names it (_resolve_restore)
+        core.backpressure.reset()
+        core.finished_spouts = set()
+        core.target_checkpoint = target
+        core.ready = set()
+        core.recovery_started = time.monotonic()
+        core.recovery_reason = reason
+        log.info("generation %d: %s; restoring checkpoint %s", generation, reason,
+                 "the latest" if target == LATEST else
+                 target if target is not None else "none (fresh state)")
+        core._set_state(TopologyState.RECOVERING)
+
+    def maybe_prepare(self) -> None:
+        self.core._maybe_prepare_all()
 
 
 class _IdsRecordPort:

@@ -74,6 +74,7 @@ from jstormpy.master.coordinator import (
     TriggerFinal,
     WriteCommitPoint,
 )
+from jstormpy.master.generation_steps import begin as begin_generation
 from jstormpy.master.ids_record_steps import IdsRecordStores
 from jstormpy.master.quiescent_cut import CutFailed, Quiesced, QuiescentCut
 from jstormpy.master.recovery_steps import (
@@ -1096,6 +1097,40 @@ class _MasterPort:
         self.tm.begin_recovery(action.reason)
 
 
+class _GenerationPort:
+    """How the simulated TM starts a generation
+    (:class:`~jstormpy.master.generation_steps.GenerationPort`), as ``MasterCore``'s port
+    does."""
+
+    def __init__(self, tm: SimMaster) -> None:
+        self.tm = tm
+
+    @property
+    def generation(self) -> int:
+        return self.tm.generation
+
+    def operations_hear(self, reason: str) -> None:
+        sim = self.tm.sim
+        if sim.rescale_state != "committing":  # RescaleController.on_new_generation
+            sim.rescale_state = ""  # the new generation's spouts are not paused
+
+    def count_restart(self, reason: str) -> str | None:
+        return None  # no restart strategy: every restart is allowed
+
+    def fail(self, reason: str) -> None:
+        raise AssertionError(f"the simulated TM never refuses a restart: {reason}")
+
+    def recovering(self, generation: int, target: int | None, reason: str) -> None:
+        tm = self.tm
+        tm.generation = generation
+        tm.recovery = Recovery(generation, target)
+        tm.state = TopologyState.RECOVERING
+        tm.sim.world.note(f"TM: generation {generation}: {reason}")
+
+    def maybe_prepare(self) -> None:
+        self.tm.maybe_prepare()
+
+
 class _IdsRecordPort:
     """How the simulated TM stores its ids record
     (:class:`~jstormpy.master.ids_record_steps.IdsRecordPort`), as ``MasterCore``'s port
@@ -1301,14 +1336,10 @@ class SimMaster:
 
     # -- recovery (MasterCore._begin_generation / _resolve_restore / on_ready) -----------------
     def begin_recovery(self, reason: str, target: int | None = LATEST) -> None:
-        if self.sim.rescale_state != "committing":  # RescaleController.on_new_generation
-            self.sim.rescale_state = ""  # the new generation's spouts are not paused
-        self.generation += 1
-        self.coordinator.new_generation(self.generation)
-        self.recovery = Recovery(self.generation, target)
-        self.state = TopologyState.RECOVERING
-        self.sim.world.note(f"TM: generation {self.generation}: {reason}")
-        self.maybe_prepare()
+        """A new generation (``generation_steps.begin``, as ``MasterCore.begin_generation``;
+        the simulator has no restart strategy: every restart is allowed)."""
+        begin_generation(self.coordinator, _GenerationPort(self), reason, target,
+                         count_restart=True)
 
     def maybe_prepare(self) -> None:
         rec = self.recovery
