@@ -55,11 +55,10 @@ from jstormpy.master.coordinator import (
 from jstormpy.master.generation_steps import begin as begin_generation
 from jstormpy.master.ids_record_steps import IdsRecordStores
 from jstormpy.master.metrics import MetricsStore
+from jstormpy.master.recovery import MasterGenerationPort, MasterRecoveryPort
 from jstormpy.master.recovery_steps import (
-    UNUSABLE_METADATA,
     FallBack,
     Gate,
-    Listing,
     Prepare,
     PrepareFailed,
     StartAll,
@@ -212,7 +211,7 @@ class MasterCore:
             self._send_throttle)
 
     # -- helpers -------------------------------------------------------------------------------
-    def _set_state(self, state: TopologyState) -> None:
+    def set_state(self, state: TopologyState) -> None:
         if state != self.state:
             log.info("topology %s: %s -> %s (generation %d)", self.name, self.state, state,
                      self.generation)
@@ -293,7 +292,7 @@ class MasterCore:
                 self.begin_generation("start" if not self.resume else "resume", target,
                                        count_restart=False)
             elif self.state == TopologyState.RECOVERING:
-                self._maybe_prepare_all()
+                self.maybe_prepare_all()
 
     def _supersede_older_launches(self, attempt: int) -> None:
         """On Spark a failed barrier stage is resubmitted whole: once a worker of launch
@@ -375,10 +374,10 @@ class MasterCore:
         checkpoint id, ``LATEST``, or None for empty state); ``count_restart``: a failure,
         counted against the restart strategy (a rescale or an upgrade is not). The steps
         are ``generation_steps.begin`` (the simulator's TM performs the same)."""
-        begin_generation(self.checkpoints, _GenerationPort(self), reason, target,
+        begin_generation(self.checkpoints, MasterGenerationPort(self), reason, target,
                          count_restart=count_restart)
 
-    def _maybe_prepare_all(self) -> None:
+    def maybe_prepare_all(self) -> None:
         """Every worker is registered: resolve what to restore (on backend_io, off the
         lock), then send the Prepares."""
         gate = may_resolve(registered=len(self.alive_sessions()), workers=self.config.workers,
@@ -408,9 +407,9 @@ class MasterCore:
                            persisted_floor=self.persisted_floor,
                            epoch=self.run.epoch if self.run is not None else 0,
                            epoch_starts=self.checkpoints.epoch_starts)
-        perform_recovery(plan, self.checkpoints, _RecoveryPort(self, generation))
+        perform_recovery(plan, self.checkpoints, MasterRecoveryPort(self, generation))
 
-    def _send_prepares(self, prepare: Prepare) -> None:
+    def send_prepares(self, prepare: Prepare) -> None:
         alive = self.alive_sessions()
         if len(alive) < self.config.workers:
             return  # one died meanwhile: its re-registration prepares again
@@ -430,7 +429,7 @@ class MasterCore:
                 restores=[pb.TaskRestore(task_id=t, handle=restores.get(t, "")) for t in tasks],
                 peers=peers, task_workers=self.plan, partial=False))
 
-    def _note_fallback(self, listed: list[int]) -> None:
+    def note_fallback(self, listed: list[int]) -> None:
         """Recovering to an older checkpoint than the newest completed one (those are
         unusable) replays output sinks may already have committed: say so in status.
 
@@ -448,7 +447,7 @@ class MasterCore:
         self.errors.append({"time": time.time(), "task": -1, "component": "",
                             "message": message, "traceback": "", "tuple": ""})
 
-    def _retry_prepare(self, why: str) -> None:
+    def retry_prepare(self, why: str) -> None:
         log.error("recovery of generation %d waits for the state backend: %s; retrying in "
                   "%.0f s", self.generation, why, PREPARE_RETRY_S)
         self.retry_prepare_at = time.monotonic() + PREPARE_RETRY_S
@@ -488,7 +487,7 @@ class MasterCore:
                     self.errors.append(error)
                     why = unrestartable_reason(msg.error)
                     if why is not None:
-                        self._fail(f"worker {msg.worker_id} could not open its tasks: {why}",
+                        self.fail(f"worker {msg.worker_id} could not open its tasks: {why}",
                                    error)
                         return
                     self.begin_recovery(f"worker {msg.worker_id} failed to prepare: {msg.error}")
@@ -501,7 +500,7 @@ class MasterCore:
                                                 "checkpoint": self.target_checkpoint,
                                                 "time": time.time(),
                                                 "duration_ms": round(took, 1)})
-                    self._set_state(TopologyState.RUNNING)
+                    self.set_state(TopologyState.RUNNING)
 
     # -- heartbeats, errors --------------------------------------------------------------------
     def on_heartbeat(self, session: WorkerSession, hb: Any) -> None:
@@ -535,12 +534,12 @@ class MasterCore:
                     and not self._worker_of_task_lost(msg):
                 why = unrestartable_reason(msg.message)
                 if why is not None:
-                    self._fail(why, error)
+                    self.fail(why, error)
                     return
                 signature = ErrorSignature(msg.component, msg.message, msg.tuple_repr)
                 if msg.task_id >= 0 and msg.tuple_repr not in ("", "None") and \
                         self.restart_tracker.is_deterministic(signature, self.generation):
-                    self._fail("deterministic error: the same exception on the same tuple "
+                    self.fail("deterministic error: the same exception on the same tuple "
                                "again right after the restore it caused, so restarting "
                                "cannot help; fix the component (or use "
                                "Config(on_error='dead_letter'))", error)
@@ -548,7 +547,7 @@ class MasterCore:
                 self.begin_recovery(f"task {msg.task_id} ({msg.component}) raised "
                                      f"{msg.message}")
 
-    def _fail(self, reason: str, error: dict[str, Any] | None = None) -> None:
+    def fail(self, reason: str, error: dict[str, Any] | None = None) -> None:
         """Fail the topology for good, keeping why (with the user error that caused it)
         for ``status()`` and so for the console and ``handle.wait()``."""
         if error is None:  # the last user error of this or the previous generation
@@ -559,7 +558,7 @@ class MasterCore:
                             self.config.max_restarts),
                         "error": error, "logs": self._log_paths(error)}
         log.error("topology %s failed: %s", self.name, reason)
-        self._set_state(TopologyState.FAILED)
+        self.set_state(TopologyState.FAILED)
         self.broadcast(shutdown=pb.Shutdown(reason="topology failed"))
 
     def _log_paths(self, error: dict[str, Any] | None) -> list[str]:
@@ -686,7 +685,7 @@ class MasterCore:
                                         self.state == TopologyState.RUNNING,
                                         time.monotonic(), time.time()))
             if self.state == TopologyState.RECOVERING:
-                self._maybe_prepare_all()  # it waits for the outcome of every commit point
+                self.maybe_prepare_all()  # it waits for the outcome of every commit point
         if outcome.status == CommitStatus.FAILED:
             self.store_ids_record_now(f"bad checkpoint {cid}")
 
@@ -761,7 +760,7 @@ class MasterCore:
                     self.worker_lost(s, f"no heartbeat for {timeout:.1f} s")
             if self.state == TopologyState.RECOVERING and self.retry_prepare_at is not None \
                     and now >= self.retry_prepare_at:
-                self._maybe_prepare_all()
+                self.maybe_prepare_all()
             self.upgrade.tick(now)  # upgrade hook
             self.rescale.tick(now)  # rescale hook
             if self.state != TopologyState.RUNNING:
@@ -808,7 +807,7 @@ class MasterCore:
     def kill(self, reason: str) -> None:
         """Stop the topology: every worker shuts down."""
         with self.lock:
-            self._set_state(TopologyState.KILLED)
+            self.set_state(TopologyState.KILLED)
             self.broadcast(shutdown=pb.Shutdown(reason=reason or "killed"))
 
     def rollback(self, checkpoint_id: int | None) -> tuple[int | None, int]:
@@ -895,145 +894,6 @@ class MasterCore:
                 "rescale": self.rescale.status(),
                 "run": self.run.to_dict() if self.run is not None else None,
             }
-
-
-class _RecoveryPort:
-    """How ``MasterCore`` performs a recovery's restore
-    (:class:`~jstormpy.master.recovery_steps.RecoveryPort`): the state backend on its
-    BackendIO thread, answering each call at once; the outcome under its lock."""
-
-    def __init__(self, core: MasterCore, generation: int) -> None:
-        self.core, self.generation = core, generation
-
-    def locked(self) -> AbstractContextManager[Any]:
-        return self.core.lock
-
-    def current(self) -> bool:
-        core = self.core
-        return self.generation == core.generation and core.state == TopologyState.RECOVERING
-
-    def put_generation(self, generation: int,
-                       then: Callable[[BaseException | None], None]) -> None:
-        try:
-            self.core.backend.put_meta("generation", str(generation).encode())
-        except BackendError as exc:
-            log.error("cannot persist generation %d: %s", generation, exc)
-            then(exc)
-            return
-        then(None)
-
-    def put_ids_record(self, ids: bytes, then: Callable[[BaseException | None], None]) -> None:
-        self._put(CHECKPOINT_IDS_META, ids, then)
-
-    def put_floor(self, checkpoint_id: int,
-                  then: Callable[[BaseException | None], None]) -> None:
-        self._put(COMPLETED_META, str(checkpoint_id).encode(), then)
-
-    def _put(self, name: str, value: bytes,
-             then: Callable[[BaseException | None], None]) -> None:
-        try:
-            self.core.backend.put_meta(name, value)
-        except BackendError as exc:
-            then(exc)
-            return
-        then(None)
-
-    def list_checkpoints(self,
-                         then: Callable[[Listing | None, BaseException | None], None]) -> None:
-        backend = self.core.backend
-        try:
-            listing = Listing(backend.list_completed(), backend.list_checkpoint_ids())
-        except BackendError as exc:
-            then(None, exc)
-            return
-        then(listing, None)
-
-    def read_metadata(self, checkpoint_id: int,
-                      then: Callable[[Mapping[str, Any] | None, BaseException | None],
-                                     None]) -> None:
-        try:
-            metadata = self.core.backend.read_metadata(checkpoint_id)
-        except (*UNUSABLE_METADATA, BackendError) as exc:
-            then(None, exc)
-            return
-        then(metadata, None)
-
-    def generation_stored(self, generation: int) -> None:
-        core = self.core
-        core.persisted_generation = max(core.persisted_generation, generation)
-
-    def floor_stored(self, checkpoint_id: int) -> None:
-        core = self.core
-        core.persisted_floor = max(core.persisted_floor, checkpoint_id)
-
-    def retry_later(self, reason: str) -> None:
-        self.core.preparing = None
-        self.core._retry_prepare(reason)
-
-    def refuse(self, reason: str) -> None:
-        self.core.preparing = None
-        self.core._fail(reason)
-
-    def recover_again(self, checkpoint_id: int, why: str) -> None:
-        core = self.core
-        core.preparing = None
-        log.error("checkpoint %s unusable (%s); falling back", checkpoint_id, why)
-        core.begin_recovery(f"checkpoint {checkpoint_id} unusable", count_restart=False)
-
-    def prepare(self, prepare: Prepare) -> None:
-        core = self.core
-        core.preparing = None
-        core.target_checkpoint = prepare.target
-        if prepare.listing:
-            core._note_fallback(list(prepare.listing))
-        core._send_prepares(prepare)
-
-
-class _GenerationPort:
-    """How ``MasterCore`` starts a generation
-    (:class:`~jstormpy.master.generation_steps.GenerationPort`), under its lock."""
-
-    def __init__(self, core: MasterCore) -> None:
-        self.core = core
-
-    @property
-    def generation(self) -> int:
-        return self.core.generation
-
-    def operations_hear(self, reason: str) -> None:
-        self.core.upgrade.on_new_generation(reason)  # upgrade hook
-        self.core.rescale.on_new_generation(reason)  # rescale hook
-
-    def count_restart(self, reason: str) -> str | None:
-        core = self.core
-        decision = core.restart_tracker.on_failure(reason)
-        core.restarts = core.restart_tracker.restarts
-        if not decision.restart:
-            return f"{decision.reason}; last failure: {reason}"
-        if decision.delay_s:
-            log.info("restart %d after a back-off of %.0f ms (%s)", core.restarts,
-                     decision.delay_s * 1000, core.config.restart().kind.value)
-        return None
-
-    def fail(self, reason: str) -> None:
-        self.core._fail(reason)
-
-    def recovering(self, generation: int, target: int | None, reason: str) -> None:
-        core = self.core
-        core.generation = generation  # stored before any Prepare names it (_resolve_restore)
-        core.backpressure.reset()
-        core.finished_spouts = set()
-        core.target_checkpoint = target
-        core.ready = set()
-        core.recovery_started = time.monotonic()
-        core.recovery_reason = reason
-        log.info("generation %d: %s; restoring checkpoint %s", generation, reason,
-                 "the latest" if target == LATEST else
-                 target if target is not None else "none (fresh state)")
-        core._set_state(TopologyState.RECOVERING)
-
-    def maybe_prepare(self) -> None:
-        self.core._maybe_prepare_all()
 
 
 class _IdsRecordPort:
@@ -1169,7 +1029,7 @@ class _CoordinatorPort:
         core = self.core
         if core.state == TopologyState.RUNNING:
             log.info("topology %s drained at checkpoint %d", core.name, action.checkpoint_id)
-            core._set_state(TopologyState.DRAINED)
+            core.set_state(TopologyState.DRAINED)
             core.broadcast(shutdown=pb.Shutdown(reason="drained"))
 
     def start_recovery(self, action: StartRecovery) -> None:
