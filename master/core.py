@@ -52,12 +52,13 @@ from jstormpy.master.coordinator import (
     TriggerFinal,
     WriteCommitPoint,
 )
+from jstormpy.master.generation_steps import begin as begin_generation
+from jstormpy.master.ids_record_steps import IdsRecordStores
 from jstormpy.master.metrics import MetricsStore
+from jstormpy.master.recovery import MasterGenerationPort, MasterRecoveryPort
 from jstormpy.master.recovery_steps import (
-    UNUSABLE_METADATA,
     FallBack,
     Gate,
-    Listing,
     Prepare,
     PrepareFailed,
     StartAll,
@@ -143,7 +144,9 @@ class MasterCore:
         # every state-backend call after start-up runs there, never under self.lock
         self.backend_io = BackendIO(f"tm-backend-{name}")
         self.preparing: int | None = None  # generation whose restore is being resolved
-        self.storing_ids = False  # a new ids record is being stored (_store_ids_record)
+        # the ids record's stores outside a recovery: the tick's reservation, after a bad
+        # checkpoint (master/ids_record_steps.py)
+        self.ids_stores = IdsRecordStores(self.checkpoints, _IdsRecordPort(self))
         # the checkpoints' pace last logged, and the timeouts in a row then
         self.logged_pace: tuple[CheckpointPace, int] = (CheckpointPace.NONE_YET, 0)
         self.checkpoints.note_trigger(time.monotonic())
@@ -208,7 +211,7 @@ class MasterCore:
             self._send_throttle)
 
     # -- helpers -------------------------------------------------------------------------------
-    def _set_state(self, state: TopologyState) -> None:
+    def set_state(self, state: TopologyState) -> None:
         if state != self.state:
             log.info("topology %s: %s -> %s (generation %d)", self.name, self.state, state,
                      self.generation)
@@ -289,7 +292,7 @@ class MasterCore:
                 self.begin_generation("start" if not self.resume else "resume", target,
                                        count_restart=False)
             elif self.state == TopologyState.RECOVERING:
-                self._maybe_prepare_all()
+                self.maybe_prepare_all()
 
     def _supersede_older_launches(self, attempt: int) -> None:
         """On Spark a failed barrier stage is resubmitted whole: once a worker of launch
@@ -369,33 +372,12 @@ class MasterCore:
     def begin_generation(self, reason: str, target: int | None, count_restart: bool) -> None:
         """Stop every task and start generation ``generation + 1`` from ``target`` (a
         checkpoint id, ``LATEST``, or None for empty state); ``count_restart``: a failure,
-        counted against the restart strategy (a rescale or an upgrade is not)."""
-        self.upgrade.on_new_generation(reason)  # upgrade hook
-        self.rescale.on_new_generation(reason)  # rescale hook
-        if count_restart:
-            decision = self.restart_tracker.on_failure(reason)
-            self.restarts = self.restart_tracker.restarts
-            if not decision.restart:
-                self._fail(f"{decision.reason}; last failure: {reason}")
-                return
-            if decision.delay_s:
-                log.info("restart %d after a back-off of %.0f ms (%s)", self.restarts,
-                         decision.delay_s * 1000, self.config.restart().kind.value)
-        self.generation += 1  # stored before any Prepare names it (_resolve_restore)
-        self.checkpoints.new_generation(self.generation)
-        self.backpressure.reset()
-        self.finished_spouts = set()
-        self.target_checkpoint = target
-        self.ready = set()
-        self.recovery_started = time.monotonic()
-        self.recovery_reason = reason
-        log.info("generation %d: %s; restoring checkpoint %s", self.generation, reason,
-                 "the latest" if target == LATEST else
-                 target if target is not None else "none (fresh state)")
-        self._set_state(TopologyState.RECOVERING)
-        self._maybe_prepare_all()
+        counted against the restart strategy (a rescale or an upgrade is not). The steps
+        are ``generation_steps.begin`` (the simulator's TM performs the same)."""
+        begin_generation(self.checkpoints, MasterGenerationPort(self), reason, target,
+                         count_restart=count_restart)
 
-    def _maybe_prepare_all(self) -> None:
+    def maybe_prepare_all(self) -> None:
         """Every worker is registered: resolve what to restore (on backend_io, off the
         lock), then send the Prepares."""
         gate = may_resolve(registered=len(self.alive_sessions()), workers=self.config.workers,
@@ -425,9 +407,9 @@ class MasterCore:
                            persisted_floor=self.persisted_floor,
                            epoch=self.run.epoch if self.run is not None else 0,
                            epoch_starts=self.checkpoints.epoch_starts)
-        perform_recovery(plan, self.checkpoints, _RecoveryPort(self, generation))
+        perform_recovery(plan, self.checkpoints, MasterRecoveryPort(self, generation))
 
-    def _send_prepares(self, prepare: Prepare) -> None:
+    def send_prepares(self, prepare: Prepare) -> None:
         alive = self.alive_sessions()
         if len(alive) < self.config.workers:
             return  # one died meanwhile: its re-registration prepares again
@@ -447,7 +429,7 @@ class MasterCore:
                 restores=[pb.TaskRestore(task_id=t, handle=restores.get(t, "")) for t in tasks],
                 peers=peers, task_workers=self.plan, partial=False))
 
-    def _note_fallback(self, listed: list[int]) -> None:
+    def note_fallback(self, listed: list[int]) -> None:
         """Recovering to an older checkpoint than the newest completed one (those are
         unusable) replays output sinks may already have committed: say so in status.
 
@@ -465,7 +447,7 @@ class MasterCore:
         self.errors.append({"time": time.time(), "task": -1, "component": "",
                             "message": message, "traceback": "", "tuple": ""})
 
-    def _retry_prepare(self, why: str) -> None:
+    def retry_prepare(self, why: str) -> None:
         log.error("recovery of generation %d waits for the state backend: %s; retrying in "
                   "%.0f s", self.generation, why, PREPARE_RETRY_S)
         self.retry_prepare_at = time.monotonic() + PREPARE_RETRY_S
@@ -505,7 +487,7 @@ class MasterCore:
                     self.errors.append(error)
                     why = unrestartable_reason(msg.error)
                     if why is not None:
-                        self._fail(f"worker {msg.worker_id} could not open its tasks: {why}",
+                        self.fail(f"worker {msg.worker_id} could not open its tasks: {why}",
                                    error)
                         return
                     self.begin_recovery(f"worker {msg.worker_id} failed to prepare: {msg.error}")
@@ -518,7 +500,7 @@ class MasterCore:
                                                 "checkpoint": self.target_checkpoint,
                                                 "time": time.time(),
                                                 "duration_ms": round(took, 1)})
-                    self._set_state(TopologyState.RUNNING)
+                    self.set_state(TopologyState.RUNNING)
 
     # -- heartbeats, errors --------------------------------------------------------------------
     def on_heartbeat(self, session: WorkerSession, hb: Any) -> None:
@@ -552,12 +534,12 @@ class MasterCore:
                     and not self._worker_of_task_lost(msg):
                 why = unrestartable_reason(msg.message)
                 if why is not None:
-                    self._fail(why, error)
+                    self.fail(why, error)
                     return
                 signature = ErrorSignature(msg.component, msg.message, msg.tuple_repr)
                 if msg.task_id >= 0 and msg.tuple_repr not in ("", "None") and \
                         self.restart_tracker.is_deterministic(signature, self.generation):
-                    self._fail("deterministic error: the same exception on the same tuple "
+                    self.fail("deterministic error: the same exception on the same tuple "
                                "again right after the restore it caused, so restarting "
                                "cannot help; fix the component (or use "
                                "Config(on_error='dead_letter'))", error)
@@ -565,7 +547,7 @@ class MasterCore:
                 self.begin_recovery(f"task {msg.task_id} ({msg.component}) raised "
                                      f"{msg.message}")
 
-    def _fail(self, reason: str, error: dict[str, Any] | None = None) -> None:
+    def fail(self, reason: str, error: dict[str, Any] | None = None) -> None:
         """Fail the topology for good, keeping why (with the user error that caused it)
         for ``status()`` and so for the console and ``handle.wait()``."""
         if error is None:  # the last user error of this or the previous generation
@@ -576,7 +558,7 @@ class MasterCore:
                             self.config.max_restarts),
                         "error": error, "logs": self._log_paths(error)}
         log.error("topology %s failed: %s", self.name, reason)
-        self._set_state(TopologyState.FAILED)
+        self.set_state(TopologyState.FAILED)
         self.broadcast(shutdown=pb.Shutdown(reason="topology failed"))
 
     def _log_paths(self, error: dict[str, Any] | None) -> list[str]:
@@ -703,7 +685,7 @@ class MasterCore:
                                         self.state == TopologyState.RUNNING,
                                         time.monotonic(), time.time()))
             if self.state == TopologyState.RECOVERING:
-                self._maybe_prepare_all()  # it waits for the outcome of every commit point
+                self.maybe_prepare_all()  # it waits for the outcome of every commit point
         if outcome.status == CommitStatus.FAILED:
             self.store_ids_record_now(f"bad checkpoint {cid}")
 
@@ -711,34 +693,9 @@ class MasterCore:
         """BackendIO thread: store this TM's ids record at once, best effort (``why``, for
         the log: e.g. a checkpoint just marked bad), so that a TM that dies before the next
         recovery's record leaves it (that record is the one a recovery cannot go
-        without)."""
-        with self.lock:
-            ids = self.checkpoints.ids_record()
-        try:
-            self._put_ids_record(ids)
-        except BackendError as exc:
-            log.warning("cannot store the checkpoint ids record (%s): %s", why, exc)
-
-    def _put_ids_record(self, ids: bytes) -> None:
-        """BackendIO thread: store ``ids`` (an ``ids_record`` of this TM's coordinator) as
-        ``meta/checkpoint_ids``, then let the coordinator hand out the ids it reserves.
-        Raises ``BackendError`` if the write fails."""
-        self.backend.put_meta(CHECKPOINT_IDS_META, ids)
-        with self.lock:
-            self.checkpoints.ids_record_stored(ids)
-
-    def _store_ids_record(self) -> None:
-        """BackendIO thread: store a new ids record when half of the reserved checkpoint
-        ids are used (``CheckpointCoordinator.needs_ids_record``)."""
-        with self.lock:
-            ids = self.checkpoints.ids_record()
-        try:
-            self._put_ids_record(ids)
-        except BackendError as exc:
-            log.warning("cannot store the checkpoint ids record: %s", exc)
-        finally:
-            with self.lock:
-                self.storing_ids = False
+        without). ``ids_record_steps.IdsRecordStores.store``, which the simulator's TM
+        performs too."""
+        self.ids_stores.store(why)
 
     def _check_fenced(self, cid: int, moment: str) -> bool:
         """BackendIO thread, with a leader lease only: True (and this TM fenced for good)
@@ -803,14 +760,12 @@ class MasterCore:
                     self.worker_lost(s, f"no heartbeat for {timeout:.1f} s")
             if self.state == TopologyState.RECOVERING and self.retry_prepare_at is not None \
                     and now >= self.retry_prepare_at:
-                self._maybe_prepare_all()
+                self.maybe_prepare_all()
             self.upgrade.tick(now)  # upgrade hook
             self.rescale.tick(now)  # rescale hook
             if self.state != TopologyState.RUNNING:
                 return
-            if self.checkpoints.needs_ids_record() and not self.storing_ids:
-                self.storing_ids = True
-                self.backend_io.submit(self._store_ids_record)
+            self.ids_stores.tick(running=True)  # reserve ids ahead
             self.backpressure.evaluate(now)
             if self._perform(self.checkpoints.expire(now)):
                 return  # a recovery began
@@ -852,7 +807,7 @@ class MasterCore:
     def kill(self, reason: str) -> None:
         """Stop the topology: every worker shuts down."""
         with self.lock:
-            self._set_state(TopologyState.KILLED)
+            self.set_state(TopologyState.KILLED)
             self.broadcast(shutdown=pb.Shutdown(reason=reason or "killed"))
 
     def rollback(self, checkpoint_id: int | None) -> tuple[int | None, int]:
@@ -941,96 +896,30 @@ class MasterCore:
             }
 
 
-class _RecoveryPort:
-    """How ``MasterCore`` performs a recovery's restore
-    (:class:`~jstormpy.master.recovery_steps.RecoveryPort`): the state backend on its
-    BackendIO thread, answering each call at once; the outcome under its lock."""
+class _IdsRecordPort:
+    """How ``MasterCore`` stores its ids record
+    (:class:`~jstormpy.master.ids_record_steps.IdsRecordPort`): on its BackendIO thread; a
+    failure is logged."""
 
-    def __init__(self, core: MasterCore, generation: int) -> None:
-        self.core, self.generation = core, generation
+    def __init__(self, core: MasterCore) -> None:
+        self.core = core
 
     def locked(self) -> AbstractContextManager[Any]:
         return self.core.lock
 
-    def current(self) -> bool:
-        core = self.core
-        return self.generation == core.generation and core.state == TopologyState.RECOVERING
-
-    def put_generation(self, generation: int,
-                       then: Callable[[BaseException | None], None]) -> None:
-        try:
-            self.core.backend.put_meta("generation", str(generation).encode())
-        except BackendError as exc:
-            log.error("cannot persist generation %d: %s", generation, exc)
-            then(exc)
-            return
-        then(None)
+    def on_storage(self, step: Callable[[], None]) -> None:
+        self.core.backend_io.submit(step)
 
     def put_ids_record(self, ids: bytes, then: Callable[[BaseException | None], None]) -> None:
-        self._put(CHECKPOINT_IDS_META, ids, then)
-
-    def put_floor(self, checkpoint_id: int,
-                  then: Callable[[BaseException | None], None]) -> None:
-        self._put(COMPLETED_META, str(checkpoint_id).encode(), then)
-
-    def _put(self, name: str, value: bytes,
-             then: Callable[[BaseException | None], None]) -> None:
         try:
-            self.core.backend.put_meta(name, value)
+            self.core.backend.put_meta(CHECKPOINT_IDS_META, ids)
         except BackendError as exc:
             then(exc)
             return
         then(None)
 
-    def list_checkpoints(self,
-                         then: Callable[[Listing | None, BaseException | None], None]) -> None:
-        backend = self.core.backend
-        try:
-            listing = Listing(backend.list_completed(), backend.list_checkpoint_ids())
-        except BackendError as exc:
-            then(None, exc)
-            return
-        then(listing, None)
-
-    def read_metadata(self, checkpoint_id: int,
-                      then: Callable[[Mapping[str, Any] | None, BaseException | None],
-                                     None]) -> None:
-        try:
-            metadata = self.core.backend.read_metadata(checkpoint_id)
-        except (*UNUSABLE_METADATA, BackendError) as exc:
-            then(None, exc)
-            return
-        then(metadata, None)
-
-    def generation_stored(self, generation: int) -> None:
-        core = self.core
-        core.persisted_generation = max(core.persisted_generation, generation)
-
-    def floor_stored(self, checkpoint_id: int) -> None:
-        core = self.core
-        core.persisted_floor = max(core.persisted_floor, checkpoint_id)
-
-    def retry_later(self, reason: str) -> None:
-        self.core.preparing = None
-        self.core._retry_prepare(reason)
-
-    def refuse(self, reason: str) -> None:
-        self.core.preparing = None
-        self.core._fail(reason)
-
-    def recover_again(self, checkpoint_id: int, why: str) -> None:
-        core = self.core
-        core.preparing = None
-        log.error("checkpoint %s unusable (%s); falling back", checkpoint_id, why)
-        core.begin_recovery(f"checkpoint {checkpoint_id} unusable", count_restart=False)
-
-    def prepare(self, prepare: Prepare) -> None:
-        core = self.core
-        core.preparing = None
-        core.target_checkpoint = prepare.target
-        if prepare.listing:
-            core._note_fallback(list(prepare.listing))
-        core._send_prepares(prepare)
+    def not_stored(self, why: str, error: BaseException) -> None:
+        log.warning("cannot store the checkpoint ids record (%s): %s", why, error)
 
 
 class _RetentionPort:
@@ -1140,7 +1029,7 @@ class _CoordinatorPort:
         core = self.core
         if core.state == TopologyState.RUNNING:
             log.info("topology %s drained at checkpoint %d", core.name, action.checkpoint_id)
-            core._set_state(TopologyState.DRAINED)
+            core.set_state(TopologyState.DRAINED)
             core.broadcast(shutdown=pb.Shutdown(reason="drained"))
 
     def start_recovery(self, action: StartRecovery) -> None:

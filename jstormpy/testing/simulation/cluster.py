@@ -74,6 +74,8 @@ from jstormpy.master.coordinator import (
     TriggerFinal,
     WriteCommitPoint,
 )
+from jstormpy.master.generation_steps import begin as begin_generation
+from jstormpy.master.ids_record_steps import IdsRecordStores
 from jstormpy.master.quiescent_cut import CutFailed, Quiesced, QuiescentCut
 from jstormpy.master.recovery_steps import (
     FallBack,
@@ -1095,6 +1097,62 @@ class _MasterPort:
         self.tm.begin_recovery(action.reason)
 
 
+class _GenerationPort:
+    """How the simulated TM starts a generation
+    (:class:`~jstormpy.master.generation_steps.GenerationPort`), as ``MasterCore``'s port
+    does."""
+
+    def __init__(self, tm: SimMaster) -> None:
+        self.tm = tm
+
+    @property
+    def generation(self) -> int:
+        return self.tm.generation
+
+    def operations_hear(self, reason: str) -> None:
+        sim = self.tm.sim
+        if sim.rescale_state != "committing":  # RescaleController.on_new_generation
+            sim.rescale_state = ""  # the new generation's spouts are not paused
+
+    def count_restart(self, reason: str) -> str | None:
+        return None  # no restart strategy: every restart is allowed
+
+    def fail(self, reason: str) -> None:
+        raise AssertionError(f"the simulated TM never refuses a restart: {reason}")
+
+    def recovering(self, generation: int, target: int | None, reason: str) -> None:
+        tm = self.tm
+        tm.generation = generation
+        tm.recovery = Recovery(generation, target)
+        tm.state = TopologyState.RECOVERING
+        tm.sim.world.note(f"TM: generation {generation}: {reason}")
+
+    def maybe_prepare(self) -> None:
+        self.tm.maybe_prepare()
+
+
+class _IdsRecordPort:
+    """How the simulated TM stores its ids record
+    (:class:`~jstormpy.master.ids_record_steps.IdsRecordPort`), as ``MasterCore``'s port
+    does, on the simulated storage."""
+
+    def __init__(self, tm: SimMaster) -> None:
+        self.tm = tm
+
+    def locked(self) -> AbstractContextManager[Any]:
+        return nullcontext()  # one simulated thread
+
+    def on_storage(self, step: Callable[[], None]) -> None:
+        step()  # the simulated storage calls are events of their own
+
+    def put_ids_record(self, ids: bytes, then: Callable[[BaseException | None], None]) -> None:
+        self.tm.sim.storage.put_meta(CHECKPOINT_IDS_META, ids, self.tm.alive_check(),
+                                     lambda _, error: then(error))
+
+    def not_stored(self, why: str, error: BaseException) -> None:
+        self.tm.sim.world.note(f"TM: ids record not stored ({why}): {str(error)[:60]}")
+
+
 class _RecoveryPort:
     """How the simulated TM performs a recovery's restore
     (:class:`~jstormpy.master.recovery_steps.RecoveryPort`), as ``MasterCore``'s port
@@ -1201,7 +1259,6 @@ class SimMaster:
         self.generation = 0
         self.persisted_generation = 0
         self.persisted_floor = 0  # meta "completed_floor" as last written
-        self.storing_ids = False  # a new ids record is being stored (tick)
         self.registered: set[int] = set()
         self.recovery: Recovery | None = None
         self.layout = sim.layout
@@ -1209,6 +1266,7 @@ class SimMaster:
                                                  timeout_s=0.2, tolerable_timeouts=2)
         self.coordinator.set_layout(self.layout.component_of(), self.layout.tasks("spout"),
                                     self.layout.tasks("sink"))
+        self.ids_stores = IdsRecordStores(self.coordinator, _IdsRecordPort(self))
         self.rescale_done = False
         self.upgrade_done = False
         self.epoch = 0  # the run's TM epoch (take_over_run at boot)
@@ -1278,14 +1336,10 @@ class SimMaster:
 
     # -- recovery (MasterCore._begin_generation / _resolve_restore / on_ready) -----------------
     def begin_recovery(self, reason: str, target: int | None = LATEST) -> None:
-        if self.sim.rescale_state != "committing":  # RescaleController.on_new_generation
-            self.sim.rescale_state = ""  # the new generation's spouts are not paused
-        self.generation += 1
-        self.coordinator.new_generation(self.generation)
-        self.recovery = Recovery(self.generation, target)
-        self.state = TopologyState.RECOVERING
-        self.sim.world.note(f"TM: generation {self.generation}: {reason}")
-        self.maybe_prepare()
+        """A new generation (``generation_steps.begin``, as ``MasterCore.begin_generation``;
+        the simulator has no restart strategy: every restart is allowed)."""
+        begin_generation(self.coordinator, _GenerationPort(self), reason, target,
+                         count_restart=True)
 
     def maybe_prepare(self) -> None:
         rec = self.recovery
@@ -1332,16 +1386,8 @@ class SimMaster:
     def tick(self) -> None:
         if not self.alive or self.state in (TopologyState.DRAINED, TopologyState.FAILED):
             return
-        if self.state == TopologyState.RUNNING and self.coordinator.needs_ids_record() \
-                and not self.storing_ids:  # MasterCore.tick: reserve ids ahead
-            self.storing_ids = True
-            ids = self.coordinator.ids_record()
-
-            def ids_stored(_: Any, error: BaseException | None) -> None:
-                self.storing_ids = False
-                if error is None:
-                    self.coordinator.ids_record_stored(ids)
-            self.sim.storage.put_meta(CHECKPOINT_IDS_META, ids, self.alive_check(), ids_stored)
+        # MasterCore.tick: reserve ids ahead
+        self.ids_stores.tick(running=self.state == TopologyState.RUNNING)
         if self.state == TopologyState.RUNNING:
             self.perform(self.coordinator.expire(self.now()))
         coord, sim = self.coordinator, self.sim
@@ -1398,7 +1444,6 @@ class SimMaster:
     def write_commit_point(self, cid: int, meta: dict[str, Any]) -> None:
         """The one commit path (``commit_point.perform``, as ``MasterCore``), then its
         outcome to the coordinator."""
-        alive = self.alive_check()
         commit = CommitPoint(cid, meta, {**self.sim.run.to_dict(), "epoch": self.epoch},
                              self.persisted_floor)
 
@@ -1409,12 +1454,7 @@ class SimMaster:
                                        self.state == TopologyState.RUNNING, self.now(),
                                        self.now()))
             if outcome.status == CommitStatus.FAILED:  # MasterCore.store_ids_record_now
-                ids = self.coordinator.ids_record()
-
-                def ids_stored(_: Any, error: BaseException | None) -> None:
-                    if error is None:
-                        self.coordinator.ids_record_stored(ids)
-                self.sim.storage.put_meta(CHECKPOINT_IDS_META, ids, alive, ids_stored)
+                self.ids_stores.store(f"bad checkpoint {cid}")
             if self.state == TopologyState.RECOVERING:
                 self.maybe_prepare()
         perform_commit(commit, _CommitPort(self), done)
@@ -1779,19 +1819,16 @@ class _RescalePort:
     def mark_bad(self, target: int, outcome: CommitOutcome, then: Callable[[], None]) -> None:
         tm, storage = self.tm, self.sim.storage
         tm.coordinator.mark_bad(target)
-        ids = tm.coordinator.ids_record()
 
         def discarded(_: Any, error: BaseException | None) -> None:
             then()
 
-        def ids_stored(_: Any, error: BaseException | None) -> None:
-            if error is None:
-                tm.coordinator.ids_record_stored(ids)
+        def ids_stored() -> None:
             if outcome.exists:  # another writer's commit point is not ours to delete
                 then()
             else:
                 storage.discard(target, tm.alive_check(), discarded)
-        storage.put_meta(CHECKPOINT_IDS_META, ids, tm.alive_check(), ids_stored)
+        tm.ids_stores.store(f"bad rescaled checkpoint {target}", ids_stored)
 
     def adopt_layout(self, target: int) -> None:
         sim, tm, new = self.sim, self.tm, self.layout
