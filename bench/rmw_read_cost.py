@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import resource
@@ -35,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.rmw_store_bench import thread_cpu  # CPU per thread by name (rocksdb:low ...)
 from jstormpy import state_store
 from jstormpy.state_store import db_key, encode, rocksdict_module
 
@@ -69,20 +69,6 @@ def parse_stats(text: str) -> dict[str, float]:
         s = re.search(r"SUM : (\d+)", line)
         if s is not None:
             out[name + ".sum"] = float(s.group(1))
-    return out
-
-
-def thread_cpu() -> dict[str, float]:
-    """CPU seconds of this process's threads by name (compactions run in ``rocksdb:low``)."""
-    out: dict[str, float] = {}
-    tick = os.sysconf("SC_CLK_TCK")
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            name = (task / "comm").read_text().strip()
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
     return out
 
 
