@@ -11,8 +11,10 @@ stateful thing::
 
 and emits ``(key, count)`` into a ``FileSink`` on every update that found its key (count
 2 and up). One worker is SIGKILLed early (after the first completed checkpoint past
-``--kill-at`` of the records). At the end the committed output is checked exactly once:
-every key's counts 2 .. its final count, each once.
+``--kill-at`` of the records, or at ``--kill-by`` of them if no checkpoint has completed
+by then: a short job on a loaded machine may finish before its first checkpoint does, and a
+kill that rewinds to the start is a fault too). At the end the committed output is checked
+exactly once: every key's counts 2 .. its final count, each once.
 
 Two key sequences, both seeded and replayable from the spout's snapshot (its position):
 
@@ -420,10 +422,12 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
                 close_tenth(now, at, crossed / 10)
                 last_tenth = crossed
             completed = [c for c in checkpoints.values() if c["status"] == "completed"]
-            if (args.kill and kill is None and n >= args.kill_at * total and completed):
+            if (args.kill and kill is None and n >= args.kill_at * total
+                    and (completed or n >= args.kill_by * total)):
                 pid = next(w["pid"] for w in st["workers"] if w["id"] == 1)
                 os.kill(pid, signal.SIGKILL)
-                kill = {"at_records": n, "at_s": now - t0, "pid": pid}
+                kill = {"at_records": n, "at_s": now - t0, "pid": pid,
+                        "after_checkpoint": max((c["id"] for c in completed), default=None)}
                 print(f"[{now - t0:6.1f} s] SIGKILL worker 1 (pid {pid}) at {n:,} records",
                       flush=True)
             if now - last_print >= args.progress_s:
@@ -555,7 +559,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="run read-modify-write, then pure write, and print their ratio")
     p.add_argument("--no-kill", dest="kill", action="store_false")
     p.add_argument("--kill-at", type=float, default=0.1,
-                   help="share of the records processed before worker 1 is SIGKILLed")
+                   help="share of the records processed before worker 1 is SIGKILLed, "
+                        "once a checkpoint has completed")
+    p.add_argument("--kill-by", type=float, default=0.5,
+                   help="share of the records by which worker 1 is SIGKILLed even if no "
+                        "checkpoint has completed yet")
     p.add_argument("--progress-s", type=float, default=15.0)
     p.add_argument("--json", action="store_true", help="print the BENCH_JSON line")
     args = p.parse_args(argv)

@@ -49,7 +49,7 @@ def test_read_modify_write_on_rocksdb_defaults_is_exactly_once_with_small_checkp
 
 
 def test_a_fixed_mix_holds_its_share_through_a_kill_and_is_exactly_once() -> None:
-    r = run_bench("--keys", "150000", "--present-share", "0.5", "--interval-ms", "1000")
+    r = run_bench("--keys", "150000", "--present-share", "0.5", "--interval-ms", "500")
     assert r["problems"] == [], r["problems"]
     assert r["kill"] is not None, "no worker was killed"
     assert abs(r["records"] - 300_000) <= 2, r["records"]
