@@ -4,12 +4,14 @@ One receiver :class:`~jstormpy.runtime.transport.Transport` in this process, one
 Transport in a child process sending ``--frames`` DATA frames of ``--words``-word batches
 (the per-tuple word count's frames: ``(src, 0, "default", [(word,), ...])``), in bursts of
 ``--burst`` frames every ``--gap-ms`` ms (the running count sends about 3 frames every
-10 ms each way). The receiver's ``deliver`` appends to a list. With ``--busy``, a Python
-thread of the receiver loops all the time (a task thread that always has work, as the
-count task has). Prints the receiving thread's CPU per frame (``pthread_getcpuclockid``),
-its voluntary context switches (``/proc``) and what the same frames cost through
-``InboundChannels.read`` from memory (the work alone). The worker's collector policy
-(young collections every ``collector.YOUNG_THRESHOLD`` allocations) is applied.
+10 ms each way). The receiver's ``deliver`` counts the item and drops it (a task
+consumes its input at once). With ``--busy``, a Python thread of the receiver loops all
+the time (a task thread that always has work, as the count task has). Prints the
+receiving thread's CPU per frame (``pthread_getcpuclockid``; user and system from
+``/proc`` in clock ticks), its voluntary context switches (``/proc``) and what the same
+frames cost through ``InboundChannels.read`` from memory (the work alone). The worker's
+collector policy (young collections every ``collector.YOUNG_THRESHOLD`` allocations) is
+applied.
 
     python bench/recv_probe.py [--tls] [--busy] [--switch 0.02] [--frames 3000]
 """
@@ -44,7 +46,7 @@ def make_batches(n: int, words: int, seed: int = 1) -> list[tuple[Any, ...]]:
 
 
 def sender(port: int, tls_dir: str, frames: int, words: int, burst: int, gap_ms: float) -> None:
-    t = Transport(2, SECRET, lambda *a: None, tls_dir=tls_dir)
+    t = Transport(2, SECRET, lambda *a: None, tls_dir=tls_dir, handshake_timeout_s=60.0)
     t.start()
     t.set_peers({1: ("127.0.0.1", port)})
     batches = make_batches(64, words)
@@ -69,6 +71,14 @@ def thread_cpu(th: threading.Thread) -> float:
     return time.clock_gettime(time.pthread_getcpuclockid(th.ident))
 
 
+def user_sys(th: threading.Thread) -> tuple[float, float]:
+    """The thread's user and system CPU seconds (``/proc``, clock ticks)."""
+    with open(f"/proc/self/task/{th.native_id}/stat") as f:
+        stat = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(stat[11]) / tick, int(stat[12]) / tick
+
+
 def voluntary(th: threading.Thread) -> int:
     with open(f"/proc/self/task/{th.native_id}/status") as f:
         for line in f:
@@ -79,8 +89,7 @@ def voluntary(th: threading.Thread) -> int:
 
 def from_memory(frames: int, words: int) -> float:
     """CPU µs per frame of the same frames through ``InboundChannels.read`` from memory."""
-    got: list[Any] = []
-    t = Transport(1, SECRET, lambda task, item: got.append(item))
+    t = Transport(1, SECRET, lambda task, item: None)
     buf = bytearray()
     for i, b in enumerate(make_batches(64, words)[:1] * frames):
         payload = SEQ.pack(5, i + 1) + encode_item(9, b)
@@ -113,15 +122,15 @@ def main() -> None:
         if a.tls:
             from jstormpy.security.tls import create_topology_tls
             tls_dir = str(create_topology_tls(os.path.join(tmp, "tls"), "probe"))
-        got: list[Any] = []
+        got = [0]
         done = threading.Event()
 
-        def deliver(task: int, item: Any) -> None:
-            got.append(item)
-            if len(got) >= a.frames:
+        def deliver(task: int, item: Any) -> None:  # consumed at once, as a task does
+            got[0] += 1
+            if got[0] >= a.frames:
                 done.set()
 
-        rx = Transport(1, SECRET, deliver, tls_dir=tls_dir)
+        rx = Transport(1, SECRET, deliver, tls_dir=tls_dir, handshake_timeout_s=60.0)
         port = rx.start()
         stop = False
 
@@ -146,16 +155,18 @@ def main() -> None:
         while not reader():
             time.sleep(0.01)
         (rt,) = reader()
-        c0, v0 = thread_cpu(rt), voluntary(rt)
+        c0, v0, us0 = thread_cpu(rt), voluntary(rt), user_sys(rt)
         if not done.wait(300):
-            raise SystemExit(f"only {len(got)} of {a.frames} frames arrived")
-        c1, v1 = thread_cpu(rt), voluntary(rt)
+            raise SystemExit(f"only {got[0]} of {a.frames} frames arrived")
+        c1, v1, us1 = thread_cpu(rt), voluntary(rt), user_sys(rt)
         stop = True
         p.join()
         rx.close()
     mem = from_memory(a.frames, a.words)
     print(f"tls={a.tls} busy={a.busy} switch={a.switch} burst={a.burst} gap={a.gap_ms}ms: "
-          f"recv thread {(c1 - c0) / a.frames * 1e6:.1f} us/frame, "
+          f"recv thread {(c1 - c0) / a.frames * 1e6:.1f} us/frame (user "
+          f"{(us1[0] - us0[0]) / a.frames * 1e6:.0f}, system "
+          f"{(us1[1] - us0[1]) / a.frames * 1e6:.0f}), "
           f"{(v1 - v0) / a.frames:.2f} voluntary switches/frame; from memory {mem:.1f} us/frame")
 
 
