@@ -6,9 +6,7 @@ an inbound connection authenticated, the transport hands its reader to
 other generations, checks each channel's sequence numbers (duplicates of retransmitted
 frames are dropped and acknowledged again, gaps reported through ``on_gap``), decodes a
 DATA payload (:mod:`jstormpy.runtime.codec`) and calls ``deliver``, or a CREDIT payload and
-calls ``on_credit``. A reader takes whatever its connection holds at each wake-up and
-handles every frame in it before it reads again (one channel lock, one counter update and
-one ACK owed per chunk). Cumulative ACKs are owed per connection and sent by one thread
+calls ``on_credit``. Cumulative ACKs are owed per connection and sent by one thread
 (:meth:`InboundChannels.ack_loop`) every few milliseconds.
 """
 
@@ -28,7 +26,6 @@ from jstormpy.runtime.frames import (
     HEADER,
     MAGIC,
     MAX_CLOSE_REASON,
-    READ_BUFFER,
     SEQ,
     VERSION,
     FrameType,
@@ -37,9 +34,6 @@ from jstormpy.runtime.frames import (
     encode_frame,
     read_exact,
 )
-
-READ_CHUNK = READ_BUFFER
-"""Most bytes one wake-up of a reader takes from its connection at once."""
 
 
 class InboundChannels:
@@ -107,150 +101,10 @@ class InboundChannels:
                 except OSError:
                     pass  # the reader of that connection sees the failure
 
-    def read(self, reader: Any, peer: str, sock: socket.socket | None = None,
-             peer_worker: int = -1) -> None:
-        """Read, check and deliver the frames of one authenticated connection until it
-        closes (returns) or breaks (raises :class:`FrameError` or
-        :class:`PeerClosedError`).
-
-        One wake-up takes every byte the connection has (``reader.read1``: what is buffered
-        plus one read of the socket) and handles every frame in it, in order, with the
-        channel's lock taken once per run of frames and the counters updated and the ACK
-        owed once per chunk (the ACK of the last frame handled, as if owed per frame); the
-        frame the chunk ends in is completed with one read of its missing bytes, a header
-        cut short waits for the next chunk. Each header is validated before any byte of its
-        payload is waited for.
-        """
-        read1 = reader.read1
-        rest = b""  # the start of a frame the previous chunk ended in
-        while True:
-            data = read1(READ_CHUNK)
-            if not data:
-                if rest:
-                    self._truncated(rest)
-                self._log.debug("worker %d: %s closed the connection", self.worker_id, peer)
-                return
-            if rest:
-                data = rest + data
-            rest = self._frames(data, reader, peer, sock, peer_worker)
-
-    def _truncated(self, rest: bytes) -> None:
-        """Raise the error for a connection that ended inside a frame."""
-        hsize = HEADER.size
-        if len(rest) < hsize:
-            raise FrameError(f"truncated header ({len(rest)} of {hsize} bytes)")
-        ftype, _gen, length = decode_header(rest[:hsize], self._max_frame_bytes)
-        raise FrameError(f"truncated {ftype.name} frame ({len(rest) - hsize} of {length} "
-                         f"bytes)")
-
-    def _frames(self, data: bytes, reader: Any, peer: str, sock: socket.socket | None,
-                peer_worker: int) -> bytes:
-        """Handle every frame of ``data`` in order, reading the rest of the one it ends
-        in; return the bytes of a header it ends in, if any."""
-        max_frame = self._max_frame_bytes
-        hsize = HEADER.size
-        ssize = SEQ.size
-        unpack_header = HEADER.unpack_from
-        unpack_seq = SEQ.unpack_from
-        deliver = self._deliver
-        with_generation = self._deliver_generation
-        data_type = int(FrameType.DATA)  # the per-frame test compares plain ints
-        n = len(data)
-        off = 0
-        frames = nbytes = 0
-        key: tuple[int, int, int] | None = None  # the channel whose lock is held
-        chan: list[Any] | None = None
-        ack: tuple[int, int, int] | None = None
-        try:
-            while n - off >= hsize:
-                magic, version, ftype, generation, length = unpack_header(data, off)
-                if magic != MAGIC or version != VERSION or ftype != data_type or \
-                        length > max_frame:
-                    ftype, generation, length = decode_header(data[off:off + hsize], max_frame)
-                    if ftype == FrameType.CLOSE:
-                        reason = data[off + hsize:off + hsize + min(length, MAX_CLOSE_REASON)]
-                        if len(reason) < min(length, MAX_CLOSE_REASON):
-                            reason += read_exact(reader, min(length, MAX_CLOSE_REASON)
-                                                 - len(reason))
-                        raise PeerClosedError(reason.decode("utf-8", "replace"))
-                    if ftype != FrameType.CREDIT:
-                        raise FrameError(f"unexpected {ftype.name} frame after "
-                                         "authentication")
-                end = off + hsize + length
-                if end > n:  # the chunk ends inside this frame: read the rest of it now
-                    missing = reader.read(end - n)
-                    if len(missing) != end - n:
-                        self._truncated(data[off:] + missing)
-                    data = data[off:] + missing
-                    n = len(data)
-                    end -= off
-                    off = 0
-                if length < ssize:
-                    raise FrameError(f"{FrameType(ftype).name} frame of {length} bytes has "
-                                     f"no sequence prefix")
-                incarnation, seq = unpack_seq(data, off + hsize)
-                start = off + hsize + ssize
-                off = end
-                if generation != self._generation:
-                    self.counters.count("stale_frames_dropped")
-                    ack = (generation, incarnation, seq)
-                    continue
-                if ftype == data_type:
-                    try:
-                        dst_task, item = decode_item(memoryview(data)[start:end])
-                    except Exception as exc:
-                        raise FrameError(f"undecodable DATA payload of {length} bytes: "
-                                         f"{type(exc).__name__}: {exc}") from exc
-                else:
-                    if length != ssize + CREDIT_GRANT.size:
-                        raise FrameError(f"CREDIT frame of {length} bytes (expected "
-                                         f"{ssize + CREDIT_GRANT.size})")
-                    src, dst, total = CREDIT_GRANT.unpack_from(data, start)
-                if key != (peer_worker, incarnation, generation):
-                    if chan is not None:
-                        chan[0].release()
-                        chan = None
-                    key = (peer_worker, incarnation, generation)
-                    chan = self._lock_channel(key)
-                assert chan is not None  # held since the key was set
-                last = chan[1]
-                if seq <= last:  # a retransmitted frame delivered before: acknowledge again
-                    self.counters.count("duplicate_frames_dropped")
-                    ack = (generation, incarnation, seq)
-                    continue
-                if seq != last + 1:
-                    self.counters.count("sequence_gaps")
-                    self._on_gap(peer_worker, f"sequence gap on the channel from {peer}: "
-                                 f"frame {seq} after {last} ({seq - last - 1} frame(s) "
-                                 "missing)")
-                frames += 1
-                nbytes += hsize + length
-                if ftype == data_type:  # inline: once per DATA frame
-                    try:
-                        if with_generation:
-                            deliver(dst_task, item, generation)
-                        else:
-                            deliver(dst_task, item)
-                    except Exception:
-                        self.counters.count("deliver_errors")
-                        self._log.exception("worker %d: deliver() raised for a frame from "
-                                            "%s to task %r", self.worker_id, peer, dst_task)
-                else:
-                    self._deliver_credit(peer, generation, src, dst, total)
-                chan[1] = seq
-                ack = (generation, incarnation, seq)
-        finally:
-            if chan is not None:
-                chan[0].release()
-            if frames:
-                self.counters.count2("frames_received", frames, "bytes_received", nbytes)
-            if ack is not None:
-                self._owe_ack(sock, *ack)
-        return data[off:] if off < n else b""
-
-    def _lock_channel(self, key: tuple[int, int, int]) -> list[Any]:
-        """The channel ``key`` (peer worker, incarnation, generation), its lock taken:
-        ``[lock, last delivered seq]``."""
+    def _accept_frame(self, peer_worker: int, peer: str, gen: int, incarnation: int,
+                      seq: int) -> list[Any] | None:
+        """Lock the channel and check ``seq``; None (and unlocked) for a duplicate."""
+        key = (peer_worker, incarnation, gen)
         with self._lock:
             chan = self._channels.get(key)
             if chan is None:
@@ -258,7 +112,87 @@ class InboundChannels:
         while not chan[0].acquire(timeout=0.5):  # another connection of the channel delivers
             if self._closed:
                 raise PeerClosedError("transport closed")
+        last = chan[1]
+        if seq <= last:
+            chan[0].release()
+            self.counters.count("duplicate_frames_dropped")
+            return None
+        if seq != last + 1:
+            self.counters.count("sequence_gaps")
+            self._on_gap(peer_worker, f"sequence gap on the channel from {peer}: "
+                               f"frame {seq} after {last} ({seq - last - 1} frame(s) missing)")
         return chan
+
+    def read(self, reader: Any, peer: str, sock: socket.socket | None = None,
+             peer_worker: int = -1) -> None:
+        """Read, check and deliver the frames of one authenticated connection until it
+        closes (returns) or breaks (raises :class:`FrameError` or
+        :class:`PeerClosedError`)."""
+        max_frame = self._max_frame_bytes
+        hsize = HEADER.size
+        unpack = HEADER.unpack
+        deliver = self._deliver
+        data_type = int(FrameType.DATA)  # the per-frame test compares plain ints
+        while True:
+            header = reader.read(hsize)
+            if len(header) != hsize:
+                if header:
+                    raise FrameError(f"truncated header ({len(header)} of {hsize} bytes)")
+                self._log.debug("worker %d: %s closed the connection", self.worker_id, peer)
+                return
+            magic, version, ftype, generation, length = unpack(header)
+            if magic != MAGIC or version != VERSION or ftype != data_type or length > max_frame:
+                ftype, generation, length = decode_header(header, max_frame)
+                if ftype == FrameType.CLOSE:
+                    reason = read_exact(reader, min(length, MAX_CLOSE_REASON))
+                    raise PeerClosedError(reason.decode("utf-8", "replace"))
+                if ftype != FrameType.CREDIT:
+                    raise FrameError(f"unexpected {ftype.name} frame after authentication")
+            payload = reader.read(length)
+            if len(payload) != length:
+                raise FrameError(f"truncated {FrameType(ftype).name} frame "
+                                 f"({len(payload)} of {length} bytes)")
+            if length < SEQ.size:
+                raise FrameError(f"{FrameType(ftype).name} frame of {length} bytes has no "
+                                 f"sequence prefix")
+            incarnation, seq = SEQ.unpack_from(payload)
+            if generation != self._generation:
+                self.counters.count("stale_frames_dropped")
+                self._owe_ack(sock, generation, incarnation, seq)
+                continue
+            if ftype == data_type:
+                try:
+                    dst_task, item = decode_item(memoryview(payload)[SEQ.size:])
+                except Exception as exc:
+                    raise FrameError(f"undecodable DATA payload of {length} bytes: "
+                                     f"{type(exc).__name__}: {exc}") from exc
+            else:
+                if length != SEQ.size + CREDIT_GRANT.size:
+                    raise FrameError(f"CREDIT frame of {length} bytes (expected "
+                                     f"{SEQ.size + CREDIT_GRANT.size})")
+                src, dst, total = CREDIT_GRANT.unpack_from(payload, SEQ.size)
+            chan = self._accept_frame(peer_worker, peer, generation, incarnation, seq)
+            if chan is None:  # a retransmitted frame delivered before: acknowledge again
+                self._owe_ack(sock, generation, incarnation, seq)
+                continue
+            try:
+                self.counters.count2("frames_received", 1, "bytes_received", hsize + length)
+                if ftype == data_type:  # inline: once per DATA frame
+                    try:
+                        if self._deliver_generation:
+                            deliver(dst_task, item, generation)
+                        else:
+                            deliver(dst_task, item)
+                    except Exception:
+                        self.counters.count("deliver_errors")
+                        self._log.exception("worker %d: deliver() raised for a frame from %s "
+                                            "to task %r", self.worker_id, peer, dst_task)
+                else:
+                    self._deliver_credit(peer, generation, src, dst, total)
+                chan[1] = seq
+            finally:
+                chan[0].release()
+            self._owe_ack(sock, generation, incarnation, seq)
 
     def _deliver_credit(self, peer: str, generation: int, src: int, dst: int,
                         total: int) -> None:

@@ -1,4 +1,4 @@
-"""The receiving side takes every frame a read returns at once (``inbound.py``): frames
+"""The receiving side (``inbound.py``) under frames
 written back to back, cut at any byte, larger than a read, with a barrier, a credit grant,
 a retransmitted and a stale frame among them, arrive whole and in order, each once, and
 the ACK covers the last. Real sockets: a raw authenticated client writes the bytes."""
@@ -14,12 +14,12 @@ import pytest
 
 from jstormpy.runtime.codec import encode_item
 from jstormpy.runtime.frames import CREDIT_GRANT, SEQ
-from jstormpy.runtime.inbound import READ_CHUNK
 from jstormpy.runtime.transport import HEADER, MAGIC, VERSION, FrameType, Transport
 from tests.unit.test_transport import SECRET, raw_authenticate, read_frame, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 INCARNATION = 77
+READ_CHUNK = 64 * 1024  # more than one read of a connection (its buffered reader: 8 KiB)
 
 
 def data(seq: int, task: int, item: Any, gen: int = 0) -> bytes:
