@@ -460,8 +460,15 @@ def main(argv: list[str]) -> None:
     cls = load_class(args[0])
     from pystorm.exceptions import StormWentAwayError
 
+    class HostGone(StormWentAwayError):
+        """pystorm's end of input (its run loop exits with status 2), with our reason
+        (pystorm's own takes no argument)."""
+
+        def __init__(self, reason: str) -> None:
+            Exception.__init__(self, f"Got EOF while reading from Storm: {reason}")
+
     channel = FrameChannel(in_fd, out_fd, int(os.environ.get(MAX_FRAME_ENV, str(16 << 20))),
-                           StormWentAwayError)
+                           HostGone)
     comp = cls(serializer="json")
     comp.serializer = channel
     bind(comp, channel)
