@@ -21,7 +21,9 @@ handling, ``auto_ack``/``auto_anchor``/``auto_fail``, heartbeats, tick tuples ->
   ``("f", id)``; a bolt's acks go as one ``("A", ids)`` after the
   frame's other messages (an ack never precedes what its tuple emitted); a frame of
   tuples is processed in one loop (each tuple's ``Tuple`` built without pystorm's
-  per-message reading), whose auto-acks go as one range ``("R", first, stop)`` of the
+  per-message reading; while it runs, a plain list emitted on the default stream and
+  auto-anchored to the current tuple is appended to the run by the loop's own ``emit``),
+  whose auto-acks go as one range ``("R", first, stop)`` of the
   ids the host numbered consecutively; a spout's ``next`` may ask for up to ``n``
   ``next_tuple`` calls (stopping at the first that sends nothing).
   An emit with ``need_task_ids`` (not direct) still goes through pystorm's own ``emit``:
