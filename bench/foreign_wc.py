@@ -269,7 +269,10 @@ def subprocess_floor(drawn: list[str], work: Path) -> dict[str, float]:
         inp, out = folder / "in", folder / "out"
         handshake = {"conf": {}, "pidDir": str(folder),
                      "context": {"task->component": {"1": "x"}, "taskid": 1,
-                                 "componentid": "x", "source->stream->fields": {}}}
+                                 "componentid": "x",
+                                 # the input's fields, as a host sends them (pystorm
+                                 # then makes a namedtuple of each tuple's values)
+                                 "source->stream->fields": {"s": {"default": ["value"]}}}}
         with open(inp, "w") as f:
             f.write(json.dumps(handshake) + "\nend\n")
             for i, values in enumerate(messages or ()):
@@ -307,7 +310,10 @@ def runner_floor(drawn: list[str], work: Path, batch: int = 512) -> dict[str, fl
         inp = folder / "in"
         handshake = {"conf": {"topology.name": "floor"}, "pidDir": str(folder),
                      "context": {"task->component": {"1": "x"}, "taskid": 1,
-                                 "componentid": "x", "source->stream->fields": {}}}
+                                 "componentid": "x",
+                                 # the input's fields, as a host sends them (pystorm
+                                 # then makes a namedtuple of each tuple's values)
+                                 "source->stream->fields": {"s": {"default": ["value"]}}}}
         with open(inp, "wb") as f:
             f.write(runner.encode_frame([handshake]))
             for i in range(0, len(rows), batch):
