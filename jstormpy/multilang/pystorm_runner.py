@@ -21,7 +21,9 @@ handling, ``auto_ack``/``auto_anchor``/``auto_fail``, heartbeats, tick tuples ->
   ``("f", id)``; a bolt's acks go as one ``("A", ids)`` after the
   frame's other messages (an ack never precedes what its tuple emitted); a frame of
   tuples is processed in one loop (each tuple's ``Tuple`` built without pystorm's
-  per-message reading), whose auto-acks go as one range ``("R", first, stop)`` of the
+  per-message reading; while it runs, a plain list emitted on the default stream and
+  auto-anchored to the current tuple is appended to the run by the loop's own ``emit``),
+  whose auto-acks go as one range ``("R", first, stop)`` of the
   ids the host numbered consecutively; a spout's ``next`` may ask for up to ``n``
   ``next_tuple`` calls (stopping at the first that sends nothing).
   An emit with ``need_task_ids`` (not direct) still goes through pystorm's own ``emit``:
@@ -105,6 +107,9 @@ class FrameChannel:
         task thread moves ``auto_to``, one tuple at a time, after the tuple's emits."""
         self.fast_ack: Any = None
         """The bound fast ``ack`` (the batch loop's auto-ack is then a range)."""
+        self.fast_emit: Any = None
+        """The bound fast ``emit`` of a bolt (the batch loop then appends its plain
+        emits to the run itself)."""
         self.flushed = time.monotonic()
         self.stopped = threading.Event()
         self.sent = 0
@@ -316,7 +321,7 @@ def bind(comp: Any, channel: FrameChannel) -> None:
                 if len(out) >= FLUSH_AT:
                     channel.flush()
                 return [direct_task] if need_task_ids else None
-            comp.emit = bolt_emit
+            comp.emit = channel.fast_emit = bolt_emit
         if cls.ack is Bolt.ack:
             acks = channel.acks
 
@@ -373,13 +378,48 @@ def _bolt_run(comp: Any, channel: FrameChannel, tuple_cls: Any) -> None:
     if ranged:
         channel.start_range(first)
     new = tuple.__new__  # pystorm's Tuple is a namedtuple: no per-field Python work
+    # the values' namedtuple too, as val_type(*values) makes it, when the arity fits
+    arity = -1 if val_type is None else len(val_type._fields)
+    out = channel.out
+    general = channel.fast_emit
+    cur: list[Any] = []
+    tid = ""
+    run: Any = None  # the run of default-stream emits the batch appends to
+    run_rows: list[Any] = []
+    run_anchors: list[Any] = []
+
+    def batch_emit(tup: Any, stream: Any = None, anchors: Any = None,
+                   direct_task: Any = None, need_task_ids: bool = False) -> Any:
+        """The bolt's emit while the batch runs: a plain list emitted on the default
+        stream, auto-anchored to the current tuple, is appended to the batch's run at
+        once (the id the loop made for the tuple is its anchor); the rest as ever."""
+        nonlocal run, run_rows, run_anchors
+        if (stream is None and anchors is None and direct_task is None
+                and not need_task_ids and type(tup) is list and comp._current_tups is cur
+                and comp.auto_anchor):
+            if out and out[-1] is run:
+                run_rows.append(tup)
+                run_anchors.append(tid)
+                return None
+            general(tup)
+            if out and type(out[-1]) is list and out[-1][1] == "default":
+                run = out[-1]
+                run_rows, run_anchors = run[2], run[3]
+            return None
+        return general(tup, stream, anchors, direct_task, need_task_ids)
+
+    fast = general is not None and comp.__dict__.get("emit") is general
+    if fast:
+        comp.emit = batch_emit
     i = first
     try:
         for values in rows:
-            tup = new(tuple_cls, (str(i), source, stream, task,
+            tid = str(i)
+            tup = new(tuple_cls, (tid, source, stream, task,
                                   (values if type(values) is tuple else tuple(values))
-                                  if val_type is None else val_type(*values)))
-            comp._current_tups = [tup]
+                                  if val_type is None else new(val_type, values)
+                                  if len(values) == arity else val_type(*values)))
+            comp._current_tups = cur = [tup]
             process(tup)
             if ranged:
                 channel.auto_to = i + 1
@@ -391,6 +431,9 @@ def _bolt_run(comp: Any, channel: FrameChannel, tuple_cls: Any) -> None:
         if rest:
             pending.appendleft((TUPLES, i + 1, source, stream, task, rest))
         raise
+    finally:
+        if fast and comp.__dict__.get("emit") is batch_emit:
+            comp.emit = general
     comp._current_tups = []
 
 
@@ -460,8 +503,15 @@ def main(argv: list[str]) -> None:
     cls = load_class(args[0])
     from pystorm.exceptions import StormWentAwayError
 
+    class HostGone(StormWentAwayError):
+        """pystorm's end of input (its run loop exits with status 2), with our reason
+        (pystorm's own takes no argument)."""
+
+        def __init__(self, reason: str) -> None:
+            Exception.__init__(self, f"Got EOF while reading from Storm: {reason}")
+
     channel = FrameChannel(in_fd, out_fd, int(os.environ.get(MAX_FRAME_ENV, str(16 << 20))),
-                           StormWentAwayError)
+                           HostGone)
     comp = cls(serializer="json")
     comp.serializer = channel
     bind(comp, channel)

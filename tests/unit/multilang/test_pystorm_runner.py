@@ -527,3 +527,22 @@ def test_an_emit_that_does_not_fit_its_stream_fails_as_a_single_emit_would():
     assert error is not None and "component 'pairs' emitted 1 value(s) ['bad']" in error
     assert routed("json", words) == (frames, error)
     assert sorted(map(tuple, frames[3] + frames[4])) == [("a", 1), ("bb", 2), ("ccc", 3)]
+
+
+def test_a_bolt_exits_as_pystorms_loop_does_when_the_host_closes_its_stdin():
+    """The end of input is pystorm's StormWentAwayError under both protocols: the same
+    exit status (2, "parent Storm process went away"), no traceback on stderr."""
+    def exit_and_stderr(protocol: str) -> tuple[int, str]:
+        proc = start(protocol, "ParityBolt")
+        try:
+            proc.send_encoded(proc.encode_tuples(1, "src", "default", 9, [("plain", "ab")]))
+            until(proc, acked({"1"}))
+            proc.stdin.close()
+            code = proc.proc.wait(10.0)
+            return code, str(proc.failure("its stdin closed"))  # (its stderr's last lines)
+        finally:
+            proc.close(2.0)
+
+    (frames_code, frames_err), (json_code, _) = exit_and_stderr("frames"), exit_and_stderr("json")
+    assert frames_code == json_code == 2
+    assert "Traceback" not in frames_err
