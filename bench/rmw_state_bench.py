@@ -487,9 +487,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     out = home / "out"
     total = total_records(args)
+    extra = ({} if args.level0_trigger is None
+             else {"rocksdb_level0_compaction_trigger": args.level0_trigger})
     conf = Config(workers=2, checkpoint_interval_ms=args.interval_ms,
                   state_store="rocksdb", state_store_dir=str(home / "state"),
-                  state_backend=f"file://{home}/ckpt")
+                  state_backend=f"file://{home}/ckpt", **extra)
     checkpoints: dict[int, dict[str, Any]] = {}
     tenths: list[dict[str, Any]] = []
     kill: dict[str, Any] | None = None
@@ -569,6 +571,7 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     due = int(max(0.0, drained_wall - first) * 1000 // args.interval_ms) + 1
     result = {
         "keys": args.keys, "value_bytes": args.value_bytes, "write_only": args.write_only,
+        "level0_trigger": args.level0_trigger,
         "present_share": args.present_share, "seed": args.seed, "records": total,
         "interval_ms": args.interval_ms, "elapsed_s": elapsed,
         "records_per_s": total / elapsed, "tenths": tenths, "kill": kill,
@@ -681,6 +684,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kill-by", type=float, default=0.5,
                    help="share of the records by which worker 1 is SIGKILLed even if no "
                         "checkpoint has completed yet")
+    p.add_argument("--level0-trigger", type=int, default=None, metavar="N",
+                   help="Config.rocksdb_level0_compaction_trigger (default: the store's)")
     p.add_argument("--progress-s", type=float, default=15.0)
     p.add_argument("--json", action="store_true", help="print the BENCH_JSON line")
     args = p.parse_args(argv)

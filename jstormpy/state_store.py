@@ -656,12 +656,14 @@ class Sealed:
     """Time the task thread waited for this apply (a full cache, a scan, a close)."""
 
 
-def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None) -> Any:
+def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None,
+                  statistics: bool = True) -> Any:
     """Options of a task database: raw bytes in and out; point lookups (a state read is
     one) through a bloom filter and ``block_cache`` (shared by the task's states); leveled
     compaction that lets level 0 collect ``level0_trigger`` files
     (:data:`LEVEL0_COMPACTION_TRIGGER` by default), so few incremental checkpoints upload
-    a compaction's output."""
+    a compaction's output; ``statistics``: RocksDB's statistics on (what
+    :meth:`RocksDBStore.figures` reads its counters from)."""
     trigger = LEVEL0_COMPACTION_TRIGGER if level0_trigger is None else level0_trigger
     opts = rd.Options(raw_mode=True)
     opts.create_if_missing(True)
@@ -697,7 +699,8 @@ def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None =
     # RocksDB's own counters (cache hits, filter probes, stalls, compaction CPU), read by
     # RocksDBStore.figures into the task's metrics (docs/operations.md): a few atomic
     # increments per get (docs/performance.md, "What grows with the state in the job")
-    opts.enable_statistics()
+    if statistics:
+        opts.enable_statistics()
     return opts
 
 
