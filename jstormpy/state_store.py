@@ -697,8 +697,8 @@ def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None =
     table.set_cache_index_and_filter_blocks(False)
     opts.set_block_based_table_factory(table)
     # RocksDB's own counters (cache hits, filter probes, stalls, compaction CPU), read by
-    # RocksDBStore.figures into the task's metrics (docs/operations.md): a few atomic
-    # increments per get (docs/performance.md, "What grows with the state in the job")
+    # RocksDBStore.figures into the task's metrics (docs/operations.md): about 0.2 µs of
+    # CPU per get (docs/performance.md, "What grows with the state in the job")
     if statistics:
         opts.enable_statistics()
     return opts
@@ -765,8 +765,8 @@ class RocksDBStore:
         """RocksDB's own figures of this task's database (any thread; empty while no
         database is open): :data:`ROCKSDB_FIGURES` summed over the states' column
         families, :data:`ROCKSDB_DB_FIGURES`, and the :data:`ROCKSDB_TICKERS` counters
-        since the database was opened. About 0.1 ms; the worker's heartbeat sends them
-        with the task's metrics."""
+        since the database was opened. About 0.25 ms of CPU; the worker's heartbeat sends
+        them with the task's metrics."""
         db, opts, families = self.db, self.db_options, list(self.families.values())
         if db is None or self.closed:
             return {}
