@@ -32,7 +32,12 @@ many keys the state held then, and the share of reads that found their key: the 
 records against the bolt's), each worker's peak RSS, the checkpoints completed against
 those due (one per interval from the first trigger until drained), checkpoint bytes p50
 and max against the state's logical size (keys × value bytes), and the TM's checkpoint
-durations.
+durations. Per tenth it also prints RocksDB's own figures of each bolt task's database,
+which the worker sends with the task's metrics (:class:`StoreFigures`): level-0 files
+(mean and max), files per level, pending compaction bytes, compactions running, write
+stalls and the delayed-write rate, and per get the SST files whose bloom filter said no
+or maybe, the data-block cache misses and hits, where the key was found and the get's
+time; the compactions' CPU and bytes written, the SST and index/filter sizes.
 
 ``--write-only`` runs the same job and key sequence without the read (``kv[k] = (1,
 value)``, no output): the pure-write rate read-modify-write is measured against.
@@ -343,19 +348,128 @@ COUNTERS = ("executed", "emitted", "cpu_seconds")
 """The kv bolt's per-task counters the bench follows."""
 
 
+class StoreFigures:
+    """RocksDB's own figures of each ``kv`` task's database (the task metrics' ``store``:
+    ``jstormpy.state_store.RocksDBStore.figures``), summarised per tenth of the records:
+    the gauges (level-0 files, pending compaction bytes, compactions running, the delayed
+    write rate) as mean and max of the bench's polls, the files per level, SST and table
+    reader sizes as they are at the tenth's end, and the counters (gets, filter probes,
+    block-cache hits and misses, write stalls, compaction CPU and bytes) as the tenth's
+    difference, per get where it is a get's. Counters are kept monotone across a
+    restarted worker (its new database starts them over)."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, dict[str, float]] = {}
+        self.base: dict[str, dict[str, float]] = {}
+        self.mark: dict[str, dict[str, float]] = {}
+        self.samples: dict[str, list[dict[str, float]]] = {}
+
+    def update(self, tasks: dict[str, Any]) -> None:
+        for tid, v in tasks.items():
+            fig = v.get("store") or {}
+            if not fig:
+                continue
+            counters = {k: float(x) for k, x in fig.items() if k.endswith("_total")}
+            last = self.last.get(tid)
+            if last is not None and counters.get("gets_total", 0.0) < last.get("gets_total", 0.0):
+                base = self.base.setdefault(tid, {})
+                for k, x in last.items():
+                    base[k] = base.get(k, 0.0) + x
+            self.last[tid] = counters
+            self.samples.setdefault(tid, []).append(
+                {k: float(x) for k, x in fig.items() if not k.endswith("_total")})
+
+    def counters(self, tid: str) -> dict[str, float]:
+        base = self.base.get(tid, {})
+        return {k: base.get(k, 0.0) + x for k, x in self.last[tid].items()}
+
+    def close_tenth(self) -> dict[str, dict[str, Any]]:
+        """Per task: the tenth's figures (see the class); the next tenth starts here."""
+        out: dict[str, dict[str, Any]] = {}
+        for tid in sorted(self.last, key=int):
+            now = self.counters(tid)
+            start = self.mark.get(tid, {})
+            d = {k: x - start.get(k, 0.0) for k, x in now.items()}
+            self.mark[tid] = now
+            samples = self.samples.get(tid) or [{}]
+            self.samples[tid] = []
+            end = samples[-1]
+
+            def mean(k: str, rows: list[dict[str, float]] = samples) -> float:
+                return sum(r.get(k, 0.0) for r in rows) / len(rows)
+
+            def peak(k: str, rows: list[dict[str, float]] = samples) -> float:
+                return max(r.get(k, 0.0) for r in rows)
+
+            gets = max(d.get("gets_total", 0.0), 1.0)
+            out[tid] = {
+                "gets": d.get("gets_total", 0.0),
+                "l0_files_mean": mean("l0_files"), "l0_files_max": peak("l0_files"),
+                "files_per_level": {n: int(end.get(f"l{n}_files", 0.0)) for n in range(7)},
+                "pending_compaction_mb_mean": mean("pending_compaction_bytes") / 1e6,
+                "pending_compaction_mb_max": peak("pending_compaction_bytes") / 1e6,
+                "running_compactions_mean": mean("running_compactions"),
+                "delayed_write_rate_max": peak("delayed_write_rate"),
+                "write_stopped_share": mean("write_stopped"),
+                "stall_s": d.get("stall_micros_total", 0.0) / 1e6,
+                "sst_mb": end.get("sst_bytes", 0.0) / 1e6,
+                "table_readers_mb": end.get("table_readers_bytes", 0.0) / 1e6,
+                "block_cache_mb": end.get("block_cache_bytes", 0.0) / 1e6,
+                "compaction_cpu_s": d.get("compaction_cpu_micros_total", 0.0) / 1e6,
+                "compaction_write_mb": d.get("compaction_write_bytes_total", 0.0) / 1e6,
+                "flush_write_mb": d.get("flush_write_bytes_total", 0.0) / 1e6,
+                **{f"{k[:-6]}_per_get": d.get(k, 0.0) / gets for k in (
+                    "bloom_useful_total", "bloom_positive_total", "bloom_true_positive_total",
+                    "block_cache_data_misses_total", "block_cache_data_hits_total",
+                    "memtable_hits_total", "l0_hits_total", "l1_hits_total",
+                    "l2up_hits_total")},
+                "get_us": d.get("get_micros_total", 0.0) / gets,
+            }
+        return out
+
+
+def store_line(tid: str, f: dict[str, Any]) -> str:
+    """One task's RocksDB figures of a tenth (:class:`StoreFigures`), as the bench prints
+    them (three lines: files and compactions, the gets, compaction bytes and sizes)."""
+    levels = " ".join(f"L{n}:{c}" for n, c in f["files_per_level"].items() if c)
+    return (f"    task {tid} RocksDB: L0 files {f['l0_files_mean']:.1f} mean / "
+            f"{f['l0_files_max']:.0f} max; files {levels or '-'}; pending compaction "
+            f"{f['pending_compaction_mb_mean']:.0f} MB mean / "
+            f"{f['pending_compaction_mb_max']:.0f} max; compactions running "
+            f"{f['running_compactions_mean']:.2f}; write stalls {f['stall_s']:.1f} s "
+            f"(delayed-write rate max {f['delayed_write_rate_max'] / 1e6:.0f} MB/s, "
+            f"stopped {f['write_stopped_share']:.0%})\n"
+            f"      {f['gets']:,.0f} gets, per get: "
+            f"{f['bloom_useful_per_get']:.2f} SST filters said no, "
+            f"{f['bloom_positive_per_get']:.2f} said maybe "
+            f"({f['bloom_true_positive_per_get']:.2f} found), "
+            f"{f['block_cache_data_misses_per_get']:.2f} data-block misses / "
+            f"{f['block_cache_data_hits_per_get']:.2f} hits, found in memtable "
+            f"{f['memtable_hits_per_get']:.2f} L0 {f['l0_hits_per_get']:.2f} "
+            f"L1 {f['l1_hits_per_get']:.2f} L2+ {f['l2up_hits_per_get']:.2f}, "
+            f"{f['get_us']:.1f} µs\n      compaction CPU {f['compaction_cpu_s']:.1f} s, "
+            f"{f['compaction_write_mb']:.0f} MB written (flushes {f['flush_write_mb']:.0f} MB); "
+            f"SST {f['sst_mb']:.0f} MB, index+filters {f['table_readers_mb']:.0f} MB, "
+            f"block cache {f['block_cache_mb']:.0f} MB")
+
+
 class BoltProgress:
     """The ``kv`` bolt's counters summed over its tasks, kept monotone across a worker's
     restart: a restarted task's counters start over, so what it reported before is kept
     as a base (a record replayed after the restore then counts again, as work done).
     ``emitted`` counts the reads that found their key (the bolt emits on those only);
-    ``cpu_seconds`` is the task threads' CPU time."""
+    ``cpu_seconds`` is the task threads' CPU time. :attr:`store` follows the tasks'
+    RocksDB figures."""
 
     def __init__(self) -> None:
         self.last: dict[str, dict[str, float]] = {}
         self.base: dict[str, dict[str, float]] = {}
+        self.store = StoreFigures()
 
     def update(self, handle: Any) -> dict[str, float]:
-        for tid, v in handle.metrics("kv").get("tasks", {}).items():
+        tasks = handle.metrics("kv").get("tasks", {})
+        self.store.update(tasks)
+        for tid, v in tasks.items():
             last = self.last.get(tid)
             base = self.base.setdefault(tid, dict.fromkeys(COUNTERS, 0.0))
             if last is not None and v["executed"] < last["executed"]:
@@ -373,9 +487,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     out = home / "out"
     total = total_records(args)
+    extra = ({} if args.level0_trigger is None
+             else {"rocksdb_level0_compaction_trigger": args.level0_trigger})
     conf = Config(workers=2, checkpoint_interval_ms=args.interval_ms,
                   state_store="rocksdb", state_store_dir=str(home / "state"),
-                  state_backend=f"file://{home}/ckpt")
+                  state_backend=f"file://{home}/ckpt", **extra)
     checkpoints: dict[int, dict[str, Any]] = {}
     tenths: list[dict[str, Any]] = []
     kill: dict[str, Any] | None = None
@@ -399,7 +515,8 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
                 "records_per_s": (at["executed"] - prev["executed"]) / max(now - prev["t"], 1e-9),
                 "kv_cpu_us_per_record": (at["cpu_seconds"] - prev["cpu_seconds"]) / done * 1e6,
                 "present_share": (None if args.write_only
-                                  else (at["emitted"] - prev["emitted"]) / done)})
+                                  else (at["emitted"] - prev["emitted"]) / done),
+                "rocksdb": progress.store.close_tenth()})
             prev.update(t=now, **at)
 
         while True:
@@ -454,6 +571,7 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     due = int(max(0.0, drained_wall - first) * 1000 // args.interval_ms) + 1
     result = {
         "keys": args.keys, "value_bytes": args.value_bytes, "write_only": args.write_only,
+        "level0_trigger": args.level0_trigger,
         "present_share": args.present_share, "seed": args.seed, "records": total,
         "interval_ms": args.interval_ms, "elapsed_s": elapsed,
         "records_per_s": total / elapsed, "tenths": tenths, "kill": kill,
@@ -496,6 +614,8 @@ def report(r: dict[str, Any]) -> None:
         print(f"  {span}up to {t['fraction']:.0%} of the records "
               f"(~{t['keys_loaded_about']:,} keys): "
               f"{t['records_per_s']:,.0f} records/s{found}")
+        for tid, f in (t.get("rocksdb") or {}).items():
+            print(store_line(tid, f))
     print("  peak RSS: " + ", ".join(f"worker {w} {b / 1e6:.0f} MB"
                                      for w, b in sorted(r["peak_rss_bytes"].items())))
     p50 = r["checkpoint_bytes_p50"]
@@ -564,6 +684,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kill-by", type=float, default=0.5,
                    help="share of the records by which worker 1 is SIGKILLed even if no "
                         "checkpoint has completed yet")
+    p.add_argument("--level0-trigger", type=int, default=None, metavar="N",
+                   help="Config.rocksdb_level0_compaction_trigger (default: the store's)")
     p.add_argument("--progress-s", type=float, default=15.0)
     p.add_argument("--json", action="store_true", help="print the BENCH_JSON line")
     args = p.parse_args(argv)

@@ -513,6 +513,75 @@ TARGET_FILE_BYTES = 8 << 20
 is 64 MB): a fraction of :data:`LEVEL1_BYTES`, so a base-level file overlaps a fraction of
 the level below and a compaction out of the base level rewrites that fraction."""
 
+ROCKSDB_FIGURES = {
+    **{f"l{n}_files": f"rocksdb.num-files-at-level{n}" for n in range(7)},
+    "pending_compaction_bytes": "rocksdb.estimate-pending-compaction-bytes",
+    "sst_bytes": "rocksdb.total-sst-files-size",
+    "table_readers_bytes": "rocksdb.estimate-table-readers-mem",
+    "memtable_bytes": "rocksdb.cur-size-all-mem-tables",
+}
+"""What :meth:`RocksDBStore.figures` reports of each state's column family (summed over
+the task's states): figure name -> RocksDB property. Gauges: their value now."""
+
+ROCKSDB_DB_FIGURES = {
+    "running_compactions": "rocksdb.num-running-compactions",
+    "running_flushes": "rocksdb.num-running-flushes",
+    "delayed_write_rate": "rocksdb.actual-delayed-write-rate",
+    "write_stopped": "rocksdb.is-write-stopped",
+    "block_cache_bytes": "rocksdb.block-cache-usage",
+}
+"""Figures of the task's whole database (one value for all its states): gauges.
+``delayed_write_rate`` is the write rate (bytes/s) RocksDB holds writes to while level 0
+or the pending compaction bytes are past their slowdown limits (0: not slowed)."""
+
+ROCKSDB_TICKERS = {
+    "gets_total": "rocksdb.number.keys.read",
+    "memtable_hits_total": "rocksdb.memtable.hit",
+    "l0_hits_total": "rocksdb.l0.hit",
+    "l1_hits_total": "rocksdb.l1.hit",
+    "l2up_hits_total": "rocksdb.l2andup.hit",
+    "bloom_useful_total": "rocksdb.bloom.filter.useful",
+    "bloom_positive_total": "rocksdb.bloom.filter.full.positive",
+    "bloom_true_positive_total": "rocksdb.bloom.filter.full.true.positive",
+    "block_cache_data_hits_total": "rocksdb.block.cache.data.hit",
+    "block_cache_data_misses_total": "rocksdb.block.cache.data.miss",
+    "block_cache_hits_total": "rocksdb.block.cache.hit",
+    "block_cache_misses_total": "rocksdb.block.cache.miss",
+    "stall_micros_total": "rocksdb.stall.micros",
+    "compaction_read_bytes_total": "rocksdb.compact.read.bytes",
+    "compaction_write_bytes_total": "rocksdb.compact.write.bytes",
+    "flush_write_bytes_total": "rocksdb.flush.write.bytes",
+    "compaction_cpu_micros_total": "rocksdb.compaction.times.cpu_micros",
+    "get_micros_total": "rocksdb.db.get.micros",
+}
+"""RocksDB's own statistics of the task's database (counters since it was opened; a
+histogram's sum for ``compaction_cpu_micros_total`` and ``get_micros_total``): figure name
+-> ticker or histogram. ``bloom_useful`` counts SST files a get skipped on their bloom
+filter, ``bloom_positive`` those it had to search (``bloom_true_positive``: and found the
+key in); ``stall_micros`` the time writes were slowed or stopped."""
+
+_HISTOGRAM_SUMS = frozenset({"rocksdb.compaction.times.cpu_micros", "rocksdb.db.get.micros"})
+"""The :data:`ROCKSDB_TICKERS` that are histograms (their sum is the figure)."""
+
+
+def parse_statistics(text: str) -> dict[str, float]:
+    """RocksDB's statistics dump (``Options.get_statistics()``) as name -> count, with a
+    histogram's sum as ``name.sum`` (only the names :data:`ROCKSDB_TICKERS` asks for)."""
+    wanted = set(ROCKSDB_TICKERS.values())
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(" ")
+        if name not in wanted:
+            continue
+        fields = rest.split()
+        for i, word in enumerate(fields[:-2]):
+            if word == "COUNT" and fields[i + 1] == ":":
+                out[name] = float(fields[i + 2])
+            elif word == "SUM" and fields[i + 1] == ":":
+                out[name + ".sum"] = float(fields[i + 2])
+    return out
+
+
 WRITE_CACHE_ENTRIES = 16_384
 """Entries a state's write cache holds before it is written to RocksDB (bounds both the
 cache's RAM and the flush at a barrier: ~1 µs per entry)."""
@@ -587,12 +656,14 @@ class Sealed:
     """Time the task thread waited for this apply (a full cache, a scan, a close)."""
 
 
-def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None) -> Any:
+def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None,
+                  statistics: bool = True) -> Any:
     """Options of a task database: raw bytes in and out; point lookups (a state read is
     one) through a bloom filter and ``block_cache`` (shared by the task's states); leveled
     compaction that lets level 0 collect ``level0_trigger`` files
     (:data:`LEVEL0_COMPACTION_TRIGGER` by default), so few incremental checkpoints upload
-    a compaction's output."""
+    a compaction's output; ``statistics``: RocksDB's statistics on (what
+    :meth:`RocksDBStore.figures` reads its counters from)."""
     trigger = LEVEL0_COMPACTION_TRIGGER if level0_trigger is None else level0_trigger
     opts = rd.Options(raw_mode=True)
     opts.create_if_missing(True)
@@ -625,6 +696,11 @@ def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None =
     # 2-3 bytes per key (10 bloom bits, one index entry per 4 KB data block)
     table.set_cache_index_and_filter_blocks(False)
     opts.set_block_based_table_factory(table)
+    # RocksDB's own counters (cache hits, filter probes, stalls, compaction CPU), read by
+    # RocksDBStore.figures into the task's metrics (docs/operations.md): about 0.2 µs of
+    # CPU per get (docs/performance.md, "What grows with the state in the job")
+    if statistics:
+        opts.enable_statistics()
     return opts
 
 
@@ -682,6 +758,31 @@ class RocksDBStore:
         self.closed = False
         self.stall_ms = 0.0
         """Total time the task thread waited for a barrier's apply (see :class:`Sealed`)."""
+        self.db_options: Any = None
+        """The options :attr:`db` was opened with (they hold its statistics)."""
+
+    def figures(self) -> dict[str, float]:
+        """RocksDB's own figures of this task's database (any thread; empty while no
+        database is open): :data:`ROCKSDB_FIGURES` summed over the states' column
+        families, :data:`ROCKSDB_DB_FIGURES`, and the :data:`ROCKSDB_TICKERS` counters
+        since the database was opened. About 0.25 ms of CPU; the worker's heartbeat sends
+        them with the task's metrics."""
+        db, opts, families = self.db, self.db_options, list(self.families.values())
+        if db is None or self.closed:
+            return {}
+        out = dict.fromkeys(ROCKSDB_FIGURES, 0.0)
+        try:
+            for cf in families:
+                for figure, prop in ROCKSDB_FIGURES.items():
+                    out[figure] += float(cf.property_int_value(prop) or 0)
+            for figure, prop in ROCKSDB_DB_FIGURES.items():
+                out[figure] = float(db.property_int_value(prop) or 0)
+            stats = parse_statistics((opts.get_statistics() or "") if opts is not None else "")
+        except Exception:  # closed or reopened meanwhile (a write error): no figures now
+            return {}
+        for figure, name in ROCKSDB_TICKERS.items():
+            out[figure] = stats.get(name + ".sum" if name in _HISTOGRAM_SUMS else name, 0.0)
+        return out
 
     def _options(self) -> Any:
         return store_options(self.rd, self.block_cache, self.level0_trigger)
@@ -690,7 +791,8 @@ class RocksDBStore:
         cf = self.families.get(name)
         if cf is None:
             if self.db is None:
-                self.db = self.rd.Rdict(str(self.path), options=self._options())
+                self.db_options = self._options()
+                self.db = self.rd.Rdict(str(self.path), options=self.db_options)
             cf = self.db.create_column_family(f"s:{name}", self._options())
             self.families[name] = cf
         return cf
@@ -918,7 +1020,8 @@ class RocksDBStore:
         self.families.clear()
         self.db = None
         names = self.rd.Rdict.list_cf(str(self.path))
-        self.db = self.rd.Rdict(str(self.path), options=self._options(),
+        self.db_options = self._options()
+        self.db = self.rd.Rdict(str(self.path), options=self.db_options,
                                 column_families={n: self._options() for n in names})
         for name in opened:
             self.families[name] = self.db.get_column_family(f"s:{name}")
@@ -935,7 +1038,7 @@ class RocksDBStore:
         checkpoint, ``uploaded`` naming where each SST file is in the backend, ``crcs``
         their checksums by key) and return its states (``states``: name -> ttl_ms)."""
         names = self.rd.Rdict.list_cf(str(self.path))
-        opts = self._options()
+        opts = self.db_options = self._options()
         self.db = self.rd.Rdict(str(self.path), options=opts,
                                 column_families={n: self._options() for n in names})
         self.uploaded = dict(uploaded)

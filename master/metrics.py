@@ -41,6 +41,9 @@ class TaskSample:
     state_records: int = 0
     """Records the task holds buffered in state now (a dataflow join's left and right
     entries; bounded by the watermark)."""
+    store: dict[str, float] = field(default_factory=dict)
+    """The task's RocksDB figures (``jstormpy.state_store.RocksDBStore.figures``; empty:
+    no RocksDB state)."""
 
 
 def aggregate(samples: Iterable[TaskSample]) -> dict[str, Any]:
@@ -97,7 +100,8 @@ class MetricsStore:
                        tm.latency_ms_sum, tm.latency_samples,
                        list(tm.latency_buckets) or [0] * len(LATENCY_BUCKETS_MS),
                        tm.errors, tm.late_records, tm.finished, tm.throttled, now,
-                       cpu_seconds=tm.cpu_seconds, state_records=tm.state_records)
+                       cpu_seconds=tm.cpu_seconds, state_records=tm.state_records,
+                       store=dict(getattr(tm, "store", None) or {}))
         if old is not None and now > old.at and s.emitted >= old.emitted \
                 and s.executed >= old.executed:
             dt = now - old.at
@@ -120,7 +124,7 @@ class MetricsStore:
             "tasks": {str(s.task_id): {"component": self.task_component.get(s.task_id),
                                        "worker": self.plan.get(s.task_id),
                                        "finished": s.finished, "throttled": s.throttled,
-                                       **aggregate([s])}
+                                       **aggregate([s]), "store": dict(s.store)}
                       for s in sorted(tasks, key=lambda x: x.task_id)},
             "components": {c: aggregate(ss) for c, ss in sorted(by_component.items())},
             "workers": {str(w): aggregate(ss) for w, ss in sorted(by_worker.items())},

@@ -54,6 +54,26 @@ def histogram_buckets(buckets: list[int]) -> list[tuple[str, float]]:
     return out
 
 
+def store_families(topology: str, tasks: dict[int, Any]) -> list[Any]:
+    """``jstorm_task_rocksdb_<figure>`` per task with a RocksDB state store: its figures
+    (``RocksDBStore.figures``; a figure named ``*_total`` is a counter, the others
+    gauges; docs/operations.md, "RocksDB state")."""
+    tl = ["topology", "component", "task", "worker"]
+    out: dict[str, Any] = {}
+    for tid, t in sorted(tasks.items()):
+        labels = [topology, str(t["component"]), str(tid), str(t["worker"])]
+        for figure, value in sorted((t.get("store") or {}).items()):
+            fam = out.get(figure)
+            if fam is None:
+                help_ = f"RocksDB figure {figure} of the task's state store"
+                fam = out[figure] = (
+                    CounterMetricFamily(f"{PREFIX}_task_rocksdb_{figure[:-6]}", help_,
+                                        labels=tl) if figure.endswith("_total")
+                    else GaugeMetricFamily(f"{PREFIX}_task_rocksdb_{figure}", help_,
+                                           labels=tl))
+            fam.add_metric(labels, float(value))
+    return list(out.values())
+
 class MasterCollector(Collector):
     """Yields the metric families of one topology."""
 
@@ -120,6 +140,7 @@ class MasterCollector(Collector):
                                 lat_sums.get(tid, 0.0))
         yield from fams.values()
         yield from (fill, depth, throttled, buffered, busy, lat_task)
+        yield from store_families(name, tasks)
 
         # -- per component and per worker (sums; histograms merged bucket-wise) -----------
         for level, key in (("component", "components"), ("worker", "workers")):

@@ -43,7 +43,14 @@ class Register(_message.Message):
     def __init__(self, worker_id: _Optional[int] = ..., pid: _Optional[int] = ..., host: _Optional[str] = ..., data_port: _Optional[int] = ..., generation: _Optional[int] = ..., code_version: _Optional[str] = ..., launch_attempt: _Optional[int] = ...) -> None: ...
 
 class TaskMetrics(_message.Message):
-    __slots__ = ("task_id", "emitted", "executed", "queue_depth", "queue_capacity", "latency_ms_sum", "latency_samples", "latency_buckets", "finished", "errors", "late_records", "throttled", "cpu_seconds", "state_records")
+    __slots__ = ("task_id", "emitted", "executed", "queue_depth", "queue_capacity", "latency_ms_sum", "latency_samples", "latency_buckets", "finished", "errors", "late_records", "throttled", "cpu_seconds", "state_records", "store")
+    class StoreEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     EMITTED_FIELD_NUMBER: _ClassVar[int]
     EXECUTED_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +65,7 @@ class TaskMetrics(_message.Message):
     THROTTLED_FIELD_NUMBER: _ClassVar[int]
     CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
     STATE_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    STORE_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     emitted: int
     executed: int
@@ -72,7 +80,8 @@ class TaskMetrics(_message.Message):
     throttled: bool
     cpu_seconds: float
     state_records: int
-    def __init__(self, task_id: _Optional[int] = ..., emitted: _Optional[int] = ..., executed: _Optional[int] = ..., queue_depth: _Optional[int] = ..., queue_capacity: _Optional[int] = ..., latency_ms_sum: _Optional[float] = ..., latency_samples: _Optional[int] = ..., latency_buckets: _Optional[_Iterable[int]] = ..., finished: _Optional[bool] = ..., errors: _Optional[int] = ..., late_records: _Optional[int] = ..., throttled: _Optional[bool] = ..., cpu_seconds: _Optional[float] = ..., state_records: _Optional[int] = ...) -> None: ...
+    store: _containers.ScalarMap[str, float]
+    def __init__(self, task_id: _Optional[int] = ..., emitted: _Optional[int] = ..., executed: _Optional[int] = ..., queue_depth: _Optional[int] = ..., queue_capacity: _Optional[int] = ..., latency_ms_sum: _Optional[float] = ..., latency_samples: _Optional[int] = ..., latency_buckets: _Optional[_Iterable[int]] = ..., finished: _Optional[bool] = ..., errors: _Optional[int] = ..., late_records: _Optional[int] = ..., throttled: _Optional[bool] = ..., cpu_seconds: _Optional[float] = ..., state_records: _Optional[int] = ..., store: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("worker_id", "generation", "tasks", "rss_bytes", "cpu_percent")

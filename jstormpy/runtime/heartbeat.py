@@ -11,11 +11,12 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.runtime.executor import TaskExecutor
+from jstormpy.state_store import RocksDBStore
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -35,13 +36,16 @@ def task_cpu_seconds(ex: TaskExecutor) -> float:
 
 
 def heartbeat_message(worker_id: int, generation: int, executors: Iterable[TaskExecutor],
-                      proc: Any) -> Any:
-    """A Heartbeat for ``executors`` (``proc``: the worker's ``psutil.Process``)."""
+                      proc: Any, stores: Mapping[int, Any] | None = None) -> Any:
+    """A Heartbeat for ``executors`` (``proc``: the worker's ``psutil.Process``;
+    ``stores``: task id -> its state store, whose RocksDB figures go with its metrics)."""
     tasks = []
     now = time.monotonic()
+    stores = stores or {}
     for ex in list(executors):
         m = ex.metrics
         q = ex.inq
+        store = stores.get(ex.task_id)
         tasks.append(pb.TaskMetrics(
             task_id=ex.task_id, emitted=ex.collector.emitted, executed=m.executed,
             queue_depth=q.qsize() if q is not None else 0,
@@ -54,7 +58,8 @@ def heartbeat_message(worker_id: int, generation: int, executors: Iterable[TaskE
             late_records=int(getattr(ex.component, "late_records", 0) or 0),
             # a join's buffered sides (dataflow join bolts: ``buffered_records``)
             state_records=int(getattr(ex.component, "buffered_records", 0) or 0),
-            throttled=ex.throttled_until > now, cpu_seconds=task_cpu_seconds(ex)))
+            throttled=ex.throttled_until > now, cpu_seconds=task_cpu_seconds(ex),
+            store=store.figures() if isinstance(store, RocksDBStore) else None))
     try:
         rss = proc.memory_info().rss
         cpu = proc.cpu_percent(None)

@@ -663,7 +663,7 @@ class Worker(TaskHost):
     def _heartbeat(self) -> Any:
         """A Heartbeat message with every task's current metrics."""
         return heartbeat_message(self.worker_id, self.generation, self.executors.values(),
-                                 self._process())
+                                 self._process(), self.state_stores)
 
     def _process(self) -> Any:
         """This process's ``psutil.Process`` (for its memory and CPU figures)."""

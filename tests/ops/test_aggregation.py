@@ -329,3 +329,28 @@ def test_jstorm_metrics_shows_the_buffered_state_records():
     text = format_metrics(store.snapshot())
     head, row = text.splitlines()[0].split(), text.splitlines()[2].split()
     assert head[-1] == "buffered" and row[0] == "join" and row[-1] == "28"
+
+
+def test_a_tasks_rocksdb_figures_reach_the_api_and_prometheus(tmp_path):
+    """A task with RocksDB state sends its database's figures with its metrics: the JSON
+    API shows them per task, Prometheus as ``jstorm_task_rocksdb_<figure>`` (a gauge, or
+    a counter for a ``*_total`` figure); a task without them gets no such series."""
+    core = make_core(tmp_path)
+    core.on_heartbeat(core.sessions[1], pb.Heartbeat(
+        worker_id=1, generation=core.generation, tasks=[
+            pb.TaskMetrics(task_id=6, executed=10,
+                           store={"l0_files": 7.0, "pending_compaction_bytes": 3e6,
+                                  "gets_total": 1234.0, "bloom_useful_total": 5678.0}),
+            pb.TaskMetrics(task_id=4, executed=3)]))
+    tasks = core.metrics.snapshot()["tasks"]
+    assert tasks["6"]["store"]["l0_files"] == 7.0 and tasks["6"]["store"]["gets_total"] == 1234
+    assert tasks["4"]["store"] == {}
+    fams = scrape(core)
+    assert fams["jstorm_task_rocksdb_l0_files"].type == "gauge"
+    assert fams["jstorm_task_rocksdb_gets"].type == "counter"
+    samples = {(s.name, s.labels["task"]): s.value
+               for f in fams.values() for s in f.samples if "rocksdb" in s.name}
+    assert samples == {("jstorm_task_rocksdb_l0_files", "6"): 7.0,
+                       ("jstorm_task_rocksdb_pending_compaction_bytes", "6"): 3e6,
+                       ("jstorm_task_rocksdb_gets_total", "6"): 1234.0,
+                       ("jstorm_task_rocksdb_bloom_useful_total", "6"): 5678.0}
