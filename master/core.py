@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +50,7 @@ from jstormpy.master.restore_plan import (
     RestorePlan,
     RetryLater,
 )
+from jstormpy.master.session import WorkerSession
 from jstormpy.master.topology_state import TERMINAL_STATES, TopologyState
 from jstormpy.master.upgrade import UpgradeController
 from jstormpy.proto import jstorm_pb2 as pb
@@ -65,30 +64,6 @@ RUN_DIR_ENV = "JSTORM_RUN_DIR"  # = jstormpy.runtime.taskops.RUN_DIR_ENV (set by
 the backend) when the workers are prepared, so an unreachable backend delays the recovery
 instead of making it start from scratch."""
 PREPARE_RETRY_S = 1.0
-
-
-@dataclass
-class WorkerSession:
-    """One connected worker (one control stream)."""
-
-    worker_id: int
-    pid: int
-    host: str
-    port: int
-    code_version: str
-    outq: queue.Queue[Any] = field(default_factory=queue.Queue)
-    alive: bool = True
-    last_seen: float = field(default_factory=time.monotonic)
-    started_at: float = field(default_factory=time.time)
-    registered_mono: float = field(default_factory=time.monotonic)
-    rss_bytes: int = 0
-    cpu_percent: float = 0.0
-    generation: int = 0
-    launch_attempt: int = 0  # the deployer's launch attempt (Spark job attempt), 0 = untracked
-
-    def send(self, **body: Any) -> None:
-        """Queue one MasterMessage for this worker."""
-        self.outq.put(pb.MasterMessage(**body))
 
 
 class MasterCore:
@@ -188,6 +163,28 @@ class MasterCore:
         return [pb.WorkerAddress(worker_id=s.worker_id, host=s.host, port=s.port)
                 for s in self.alive_sessions()]
 
+    def session(self, worker_id: int) -> WorkerSession | None:
+        """The session of worker ``worker_id`` (alive or not), if it ever registered."""
+        return self.sessions.get(worker_id)
+
+    def record_error(self, component: str, message: str) -> None:
+        """Keep an error that is no user task's (a lost worker, a recovery that waits, an
+        operation's abort) for ``status()["errors"]``."""
+        self.errors.append({"time": time.time(), "task": -1, "component": component,
+                            "message": message, "traceback": "", "tuple": ""})
+
+    def adopt_layout(self, config: Config, descriptor: dict[str, Any]) -> None:
+        """A rescale committed (under the lock): run ``config`` and ``descriptor``'s task
+        layout from now on."""
+        self.config = config
+        self.set_descriptor(descriptor)
+
+    def forget_surplus_workers(self) -> None:
+        """Drop the sessions of worker ids the configuration no longer has (a rescale to
+        fewer workers stopped them for good)."""
+        for wid in [w for w in self.sessions if w >= self.config.workers]:
+            del self.sessions[wid]
+
     # -- worker membership ---------------------------------------------------------------------
     def register(self, session: WorkerSession, reported_generation: int) -> None:
         """A worker opened its control stream."""
@@ -273,7 +270,8 @@ class MasterCore:
     def worker_lost(self, session: WorkerSession, reason: str) -> None:
         """A control stream ended or heartbeats stopped."""
         with self.lock:
-            if self.sessions.get(session.worker_id) is not session or not session.alive:
+            known = self.sessions.get(session.worker_id)
+            if known is None or known is not session or not session.alive:
                 return
             session.alive = False
             if self.state in TERMINAL_STATES:  # it told its workers to go: expected
@@ -294,8 +292,7 @@ class MasterCore:
             return
         self.upgrade.on_worker_failed(worker_id, reason)  # upgrade hook
         if not self.stateful:
-            self.errors.append({"time": time.time(), "task": -1, "component": "",
-                                "message": reason, "traceback": "", "tuple": ""})
+            self.record_error("", reason)
             # the lost tasks' acks never come: abort in-flight checkpoints now rather than
             # stall commits until checkpoint_timeout_ms
             self.checkpointing.abort_all(reason)
@@ -400,8 +397,7 @@ class MasterCore:
                    f"{target + 1}..{skipped[-1]} is emitted again under new checkpoint ids "
                    "(at-least-once for that span)")
         log.error("%s", message)
-        self.errors.append({"time": time.time(), "task": -1, "component": "",
-                            "message": message, "traceback": "", "tuple": ""})
+        self.record_error("", message)
 
     def retry_prepare(self, why: str) -> None:
         log.error("recovery of generation %d waits for the state backend: %s; retrying in "
@@ -409,8 +405,7 @@ class MasterCore:
         self.retry_prepare_at = time.monotonic() + PREPARE_RETRY_S
         message = f"recovery of generation {self.generation} waits: {why}"
         if not self.errors or self.errors[-1]["message"] != message:  # once per cause
-            self.errors.append({"time": time.time(), "task": -1, "component": "",
-                            "message": message, "traceback": "", "tuple": ""})
+            self.record_error("", message)
 
     def on_ready(self, msg: Any) -> None:
         """A worker finished Prepare."""
