@@ -74,10 +74,6 @@ class CheckpointHost(Protocol):
         """Where the topology is."""
 
     @property
-    def generation(self) -> int:
-        """The current generation."""
-
-    @property
     def config(self) -> Config:
         """The running configuration (live settings and a rescale replace it)."""
 

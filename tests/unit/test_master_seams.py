@@ -60,6 +60,17 @@ def test_every_member_used_of_the_host_is_declared_by_its_protocol(module: str) 
         + f"; use a member {protocol.__name__} declares, or declare a narrow one there")
 
 
+@pytest.mark.parametrize("protocol", [CheckpointHost, OperationHost],
+                         ids=lambda p: p.__name__)
+def test_the_protocol_declares_only_what_its_modules_use(protocol: type) -> None:
+    """Narrow: a member no module uses any longer goes from the protocol too."""
+    used: set[str] = set()
+    for module, (host, declared_by) in SEAMS.items():
+        if declared_by is protocol:
+            used |= set(_host_members(module, host))
+    assert not _declared(protocol) - used, f"{protocol.__name__} declares unused members"
+
+
 def _reaches_host(node: ast.expr, host: str) -> bool:
     """``node`` is the host or something reached through it (``core.upgrade``, ...)."""
     while isinstance(node, ast.Attribute | ast.Subscript):
