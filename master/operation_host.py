@@ -5,14 +5,16 @@ are given the TM's core as an :class:`OperationHost`: the members listed here an
 else (``tests/unit/test_master_seams.py`` fails on a reach past it). ``MasterCore``
 implements it. The rescale and the gray release also know each other (a rescaling upgrade
 is a rescale with new code, and neither starts while the other runs): the host hands each
-the other as ``upgrade`` / ``rescale``.
+the other as ``upgrade`` / ``rescale``, seen through :class:`UpgradeView` and
+:class:`RescaleView`, the members one uses of the other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from enum import StrEnum
+from typing import Any, Protocol
 
 from jstormpy.api.config import Config
 from jstormpy.master.backend_io import BackendIO
@@ -20,11 +22,8 @@ from jstormpy.master.commit_point import CommitOutcome
 from jstormpy.master.coordinator import CheckpointCoordinator
 from jstormpy.master.session import WorkerSession
 from jstormpy.master.topology_state import TopologyState
+from jstormpy.operations.codepkg import PackageStore
 from jstormpy.state_backends import StateBackend
-
-if TYPE_CHECKING:
-    from jstormpy.master.rescale import RescaleController
-    from jstormpy.master.upgrade import UpgradeController
 
 
 class OperationHost(Protocol):
@@ -127,9 +126,52 @@ class OperationHost(Protocol):
 
     # -- the other quiescent operation ---------------------------------------------------------
     @property
-    def upgrade(self) -> UpgradeController:
+    def upgrade(self) -> UpgradeView:
         """The gray release (a rescaling upgrade commits through the rescale)."""
 
     @property
-    def rescale(self) -> RescaleController:
+    def rescale(self) -> RescaleView:
         """The in-place rescale."""
+
+
+class UpgradeView(Protocol):
+    """What a rescale uses of the gray release (``UpgradeController``)."""
+
+    @property
+    def phase(self) -> StrEnum:
+        """Where the gray release is (``UpgradePhase``): no rescale during one."""
+
+    @property
+    def stable(self) -> str:
+        """The code version every worker runs outside an upgrade (``"v1"``: the pickle)."""
+
+    @property
+    def store(self) -> PackageStore | None:
+        """The run directory's code packages."""
+
+    def assignment_json(self, stable: str) -> bytes:
+        """``code/assignment.json`` once every worker runs ``stable``."""
+
+    def layout_rescaled(self, code: str) -> None:
+        """A rescale committed (with ``code``: every worker runs that package)."""
+
+    def rescale_aborted(self, code: str, reason: str) -> None:
+        """An ``upgrade --rescale`` to ``code`` aborted."""
+
+    def record_switch(self, record: dict[str, Any]) -> None:
+        """A rescaling upgrade switched every worker: its history."""
+
+
+class RescaleView(Protocol):
+    """What a gray release uses of the in-place rescale (``RescaleController``)."""
+
+    @property
+    def phase(self) -> StrEnum:
+        """Where the rescale is (``RescalePhase``)."""
+
+    def is_idle(self) -> bool:
+        """No rescale is in progress."""
+
+    def request(self, changes: dict[str, int], code: str = "",
+                descriptor: dict[str, Any] | None = None, workers: int = 0) -> dict[str, Any]:
+        """Start a rescale (``upgrade --rescale``: with the package ``code``)."""

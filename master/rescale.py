@@ -329,11 +329,10 @@ class RescaleController(QuiescentOperation[RescalePhase]):
             if core.checkpoints.final_checkpoint is not None:
                 raise JStormError("every spout has finished and the topology is draining: "
                                   "nothing is left to rescale")
-            up = core.upgrade
-            if up.phase not in (UpgradePhase.IDLE, UpgradePhase.COMPLETED,
+            if core.upgrade.phase not in (UpgradePhase.IDLE, UpgradePhase.COMPLETED,
                                 UpgradePhase.ROLLED_BACK):
                 raise JStormError("a gray release is in progress (phase "
-                                  f"{up.phase}): complete or roll it back, then rescale")
+                                  f"{core.upgrade.phase}): complete or roll it back, then rescale")
             max_p = job_max_parallelism(old, core.config.max_parallelism)
             new = plan_rescale(old, changes, max_p) if changes else old
             if code:

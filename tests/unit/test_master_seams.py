@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from jstormpy.master.checkpoints import CheckpointHost
-from jstormpy.master.operation_host import OperationHost
+from jstormpy.master.operation_host import OperationHost, RescaleView, UpgradeView
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,6 +24,10 @@ SEAMS = {
     "master/quiescent.py": ("core", OperationHost),
     "master/rescale.py": ("core", OperationHost),
     "master/upgrade.py": ("core", OperationHost),
+}
+OTHER_OPERATION = {  # what each quiescent operation uses of the other, through the host
+    "master/rescale.py": ("upgrade", UpgradeView),
+    "master/upgrade.py": ("rescale", RescaleView),
 }
 
 
@@ -60,12 +64,22 @@ def test_every_member_used_of_the_host_is_declared_by_its_protocol(module: str) 
         + f"; use a member {protocol.__name__} declares, or declare a narrow one there")
 
 
-@pytest.mark.parametrize("protocol", [CheckpointHost, OperationHost],
+@pytest.mark.parametrize("module", sorted(OTHER_OPERATION))
+def test_an_operation_uses_only_what_its_view_of_the_other_declares(module: str) -> None:
+    other, view = OTHER_OPERATION[module]
+    used = _host_members(module, other)
+    undeclared = {name: line for name, line in used.items() if name not in _declared(view)}
+    assert not undeclared, (
+        f"{module} reaches past {view.__name__}: "
+        + ", ".join(f"{other}.{name} (line {line})" for name, line in sorted(undeclared.items())))
+
+
+@pytest.mark.parametrize("protocol", [CheckpointHost, OperationHost, UpgradeView, RescaleView],
                          ids=lambda p: p.__name__)
 def test_the_protocol_declares_only_what_its_modules_use(protocol: type) -> None:
     """Narrow: a member no module uses any longer goes from the protocol too."""
     used: set[str] = set()
-    for module, (host, declared_by) in SEAMS.items():
+    for module, (host, declared_by) in [*SEAMS.items(), *OTHER_OPERATION.items()]:
         if declared_by is protocol:
             used |= set(_host_members(module, host))
     assert not _declared(protocol) - used, f"{protocol.__name__} declares unused members"
