@@ -85,6 +85,29 @@ def test_the_protocol_declares_only_what_its_modules_use(protocol: type) -> None
     assert not _declared(protocol) - used, f"{protocol.__name__} declares unused members"
 
 
+@pytest.mark.parametrize("module", sorted(SEAMS))
+def test_the_host_is_never_aliased_under_another_name(module: str) -> None:
+    """``c = self.core`` would hide ``c.sessions`` from the checks above."""
+    host = SEAMS[module][0]
+    tree = ast.parse((ROOT / module).read_text())
+    aliases = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        pairs = [(t, v) for target, value in [(node.targets[0], node.value)]
+                 for t, v in (zip(target.elts, value.elts, strict=False)
+                              if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)
+                              else [(target, value)])]
+        for target, value in pairs:
+            named = target.id if isinstance(target, ast.Name) else \
+                target.attr if isinstance(target, ast.Attribute) else None
+            is_host = (isinstance(value, ast.Name) and value.id == host) or \
+                (isinstance(value, ast.Attribute) and value.attr == host)
+            if is_host and named != host:
+                aliases.append(f"{ast.unparse(target)} (line {node.lineno})")
+    assert not aliases, f"{module} names its host {host!r} otherwise: {', '.join(aliases)}"
+
+
 def _reaches_host(node: ast.expr, host: str) -> bool:
     """``node`` is the host or something reached through it (``core.upgrade``, ...)."""
     while isinstance(node, ast.Attribute | ast.Subscript):
