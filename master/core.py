@@ -1,59 +1,35 @@
-"""The Topology Master's brain: workers, generations, recovery, checkpoints, drain.
+"""The Topology Master's core: workers, generations, recovery, status.
 
 Everything here runs under one lock, driven by messages from the worker control streams
 and by ``tick()`` (a timer thread). Outbound commands go to per-worker queues that the
-gRPC service drains. Protocol: DESIGN §4 and ``docs/checkpointing.md``.
+gRPC service drains. The checkpoint side (the coordinator, the commit path, the ids
+record, retention, the triggers) is ``checkpoints.MasterCheckpoints``, which this core
+holds and serves as its ``CheckpointHost``. Protocol: DESIGN §4 and
+``docs/checkpointing.md``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Mapping, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from jstormpy.api.config import Config
-from jstormpy.api.errors import (
-    BackendError,
-    JStormError,
-)
+from jstormpy.api.errors import JStormError
 from jstormpy.api.topology import assign_tasks
-from jstormpy.faults import fault_point
 from jstormpy.leader_lease import LeaderLease
-from jstormpy.master import coordinator_driver
 from jstormpy.master.backend_io import BackendIO
 from jstormpy.master.backpressure import BackpressureCoordinator
-from jstormpy.master.checkpoint_health import CheckpointHealth, CheckpointPace, assess
-from jstormpy.master.commit_point import (
-    CommitOutcome,
-    CommitPoint,
-    CommitStatus,
-    FenceMoment,
-)
-from jstormpy.master.commit_point import perform as perform_commit
-from jstormpy.master.commit_point import report as report_commit
-from jstormpy.master.coordinator import (
-    CheckpointCoordinator,
-    CollectGarbage,
-    CoordinatorAction,
-    Drained,
-    SendAbort,
-    SendComplete,
-    SendTrigger,
-    StartRecovery,
-    TaskAck,
-    TriggerFinal,
-    WriteCommitPoint,
-)
+from jstormpy.master.checkpoint_health import CheckpointHealth
+from jstormpy.master.checkpoints import MasterCheckpoints
+from jstormpy.master.commit_point import CommitOutcome
+from jstormpy.master.coordinator import CheckpointCoordinator
 from jstormpy.master.generation_steps import begin as begin_generation
-from jstormpy.master.ids_record_steps import IdsRecordStores
 from jstormpy.master.metrics import MetricsStore
 from jstormpy.master.recovery import MasterGenerationPort, MasterRecoveryPort
 from jstormpy.master.recovery_steps import (
@@ -74,13 +50,12 @@ from jstormpy.master.restore_plan import (
     RestorePlan,
     RetryLater,
 )
-from jstormpy.master.retention_steps import perform as perform_retention
+from jstormpy.master.session import WorkerSession
 from jstormpy.master.topology_state import TERMINAL_STATES, TopologyState
 from jstormpy.master.upgrade import UpgradeController
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.run_identity import RunIdentity, load_run_identity
 from jstormpy.state_backends import StateBackend
-from jstormpy.state_backends.base import CHECKPOINT_IDS_META, COMPLETED_META
 
 log = logging.getLogger("jstormpy.master")
 RUN_DIR_ENV = "JSTORM_RUN_DIR"  # = jstormpy.runtime.taskops.RUN_DIR_ENV (set by launchers)
@@ -89,30 +64,6 @@ RUN_DIR_ENV = "JSTORM_RUN_DIR"  # = jstormpy.runtime.taskops.RUN_DIR_ENV (set by
 the backend) when the workers are prepared, so an unreachable backend delays the recovery
 instead of making it start from scratch."""
 PREPARE_RETRY_S = 1.0
-
-
-@dataclass
-class WorkerSession:
-    """One connected worker (one control stream)."""
-
-    worker_id: int
-    pid: int
-    host: str
-    port: int
-    code_version: str
-    outq: queue.Queue[Any] = field(default_factory=queue.Queue)
-    alive: bool = True
-    last_seen: float = field(default_factory=time.monotonic)
-    started_at: float = field(default_factory=time.time)
-    registered_mono: float = field(default_factory=time.monotonic)
-    rss_bytes: int = 0
-    cpu_percent: float = 0.0
-    generation: int = 0
-    launch_attempt: int = 0  # the deployer's launch attempt (Spark job attempt), 0 = untracked
-
-    def send(self, **body: Any) -> None:
-        """Queue one MasterMessage for this worker."""
-        self.outq.put(pb.MasterMessage(**body))
 
 
 class MasterCore:
@@ -128,12 +79,10 @@ class MasterCore:
         self.state = TopologyState.STARTING
         self.state_changed = threading.Condition(self.lock)
         self.stateful = config.guarantee != "at_most_once"
-        # checkpoint ids, checkpoints in flight and completed, the drain (I/O-free; this
-        # class performs its actions: master/coordinator.py)
-        self.checkpoints = CheckpointCoordinator(
-            stateful=self.stateful, max_concurrent=config.max_concurrent_checkpoints,
-            timeout_s=config.checkpoint_timeout_ms / 1000.0,
-            tolerable_timeouts=config.tolerable_failed_checkpoints)
+        # every state-backend call after start-up runs there, never under self.lock
+        self.backend_io = BackendIO(f"tm-backend-{name}")
+        # the checkpoint side: the coordinator and all that performs it (checkpoints.py)
+        self.checkpointing = MasterCheckpoints(self, name, config, backend, self.backend_io)
         self.set_descriptor(descriptor)
         self.generation = 0
         self.target_checkpoint: int | None = None
@@ -141,15 +90,7 @@ class MasterCore:
         self.prepared_generation = 0  # the generation whose Prepares went out last
         self.retry_prepare_at: float | None = None
         self.ready: set[int] = set()
-        # every state-backend call after start-up runs there, never under self.lock
-        self.backend_io = BackendIO(f"tm-backend-{name}")
         self.preparing: int | None = None  # generation whose restore is being resolved
-        # the ids record's stores outside a recovery: the tick's reservation, after a bad
-        # checkpoint (master/ids_record_steps.py)
-        self.ids_stores = IdsRecordStores(self.checkpoints, _IdsRecordPort(self))
-        # the checkpoints' pace last logged, and the timeouts in a row then
-        self.logged_pace: tuple[CheckpointPace, int] = (CheckpointPace.NONE_YET, 0)
-        self.checkpoints.note_trigger(time.monotonic())
         self.restarts = 0
         # restart strategy and deterministic-error check (master/restart.py)
         self.restart_tracker = RestartTracker(config.restart(), config.max_restarts)
@@ -165,23 +106,7 @@ class MasterCore:
         if persisted:
             self.generation = int(persisted.decode())
         self.persisted_generation = self.generation
-        floor = backend.get_meta(COMPLETED_META) if resume else None
-        if floor:
-            self.checkpoints.adopt_completed_floor(int(floor.decode()))
-        self.persisted_floor = self.checkpoints.completed_floor  # meta/completed_checkpoint
-        ids = backend.get_meta(CHECKPOINT_IDS_META) if resume else None
-        if ids:
-            self.checkpoints.adopt_ids_record(ids)
-        if not resume:
-            # an earlier run's floor would hold a resume of this run below it for ever
-            backend.delete_objects(f"meta/{COMPLETED_META}")
-            backend.delete_objects(f"meta/{CHECKPOINT_IDS_META}")
-            stale = backend.list_completed()
-            if stale:
-                log.warning("fresh run: discarding %d checkpoint(s) left in %s by an earlier "
-                            "run (use resume to continue from them)", len(stale), backend.uri)
-                backend.delete_objects("chk-")
-                backend.delete_objects("inc/")  # incremental segments of those checkpoints
+        self.checkpointing.load_stored(resume)
         self.resume = resume
         self.run: RunIdentity | None = None  # set by the TM process (run_identity.py)
         # with --ha: the launcher's leader lease (jstormpy/leader_lease.py); no commit
@@ -191,6 +116,12 @@ class MasterCore:
         self.fenced_event = threading.Event()
         self.upgrade = UpgradeController(self)  # gray release (master/upgrade.py)
         self.rescale = RescaleController(self)  # in-place rescale (master/rescale.py)
+
+    @property
+    def checkpoints(self) -> CheckpointCoordinator:
+        """The checkpoint coordinator (``checkpointing.coordinator``): ids, checkpoints in
+        flight and completed, their history."""
+        return self.checkpointing.coordinator
 
     def set_descriptor(self, descriptor: dict[str, Any]) -> None:
         """The task layout: components, their tasks, the plan (again after a rescale)."""
@@ -231,6 +162,28 @@ class MasterCore:
         """The data-plane address of every live worker, as sent in ``Peers``."""
         return [pb.WorkerAddress(worker_id=s.worker_id, host=s.host, port=s.port)
                 for s in self.alive_sessions()]
+
+    def session(self, worker_id: int) -> WorkerSession | None:
+        """The session of worker ``worker_id`` (alive or not), if it ever registered."""
+        return self.sessions.get(worker_id)
+
+    def record_error(self, component: str, message: str) -> None:
+        """Keep an error that is no user task's (a lost worker, a recovery that waits, an
+        operation's abort) for ``status()["errors"]``."""
+        self.errors.append({"time": time.time(), "task": -1, "component": component,
+                            "message": message, "traceback": "", "tuple": ""})
+
+    def adopt_layout(self, config: Config, descriptor: dict[str, Any]) -> None:
+        """A rescale committed (under the lock): run ``config`` and ``descriptor``'s task
+        layout from now on."""
+        self.config = config
+        self.set_descriptor(descriptor)
+
+    def forget_surplus_workers(self) -> None:
+        """Drop the sessions of worker ids the configuration no longer has (a rescale to
+        fewer workers stopped them for good)."""
+        for wid in [w for w in self.sessions if w >= self.config.workers]:
+            del self.sessions[wid]
 
     # -- worker membership ---------------------------------------------------------------------
     def register(self, session: WorkerSession, reported_generation: int) -> None:
@@ -317,7 +270,8 @@ class MasterCore:
     def worker_lost(self, session: WorkerSession, reason: str) -> None:
         """A control stream ended or heartbeats stopped."""
         with self.lock:
-            if self.sessions.get(session.worker_id) is not session or not session.alive:
+            known = self.sessions.get(session.worker_id)
+            if known is None or known is not session or not session.alive:
                 return
             session.alive = False
             if self.state in TERMINAL_STATES:  # it told its workers to go: expected
@@ -338,11 +292,10 @@ class MasterCore:
             return
         self.upgrade.on_worker_failed(worker_id, reason)  # upgrade hook
         if not self.stateful:
-            self.errors.append({"time": time.time(), "task": -1, "component": "",
-                                "message": reason, "traceback": "", "tuple": ""})
+            self.record_error("", reason)
             # the lost tasks' acks never come: abort in-flight checkpoints now rather than
             # stall commits until checkpoint_timeout_ms
-            self._perform(self.checkpoints.abort_all(reason, time.monotonic()))
+            self.checkpointing.abort_all(reason)
             return  # at-most-once: the others keep running; the respawn gets a partial prepare
         if knock_on:
             first, started = self.recovery_reason, self.recovery_started
@@ -404,7 +357,7 @@ class MasterCore:
                            persisted_generation=self.persisted_generation,
                            completed_floor=self.checkpoints.completed_floor, bad=bad,
                            uri=self.backend.uri, name=self.name, layout_floor=layout_floor,
-                           persisted_floor=self.persisted_floor,
+                           persisted_floor=self.checkpointing.persisted_floor,
                            epoch=self.run.epoch if self.run is not None else 0,
                            epoch_starts=self.checkpoints.epoch_starts)
         perform_recovery(plan, self.checkpoints, MasterRecoveryPort(self, generation))
@@ -444,8 +397,7 @@ class MasterCore:
                    f"{target + 1}..{skipped[-1]} is emitted again under new checkpoint ids "
                    "(at-least-once for that span)")
         log.error("%s", message)
-        self.errors.append({"time": time.time(), "task": -1, "component": "",
-                            "message": message, "traceback": "", "tuple": ""})
+        self.record_error("", message)
 
     def retry_prepare(self, why: str) -> None:
         log.error("recovery of generation %d waits for the state backend: %s; retrying in "
@@ -453,8 +405,7 @@ class MasterCore:
         self.retry_prepare_at = time.monotonic() + PREPARE_RETRY_S
         message = f"recovery of generation {self.generation} waits: {why}"
         if not self.errors or self.errors[-1]["message"] != message:  # once per cause
-            self.errors.append({"time": time.time(), "task": -1, "component": "",
-                                "message": message, "traceback": "", "tuple": ""})
+            self.record_error("", message)
 
     def on_ready(self, msg: Any) -> None:
         """A worker finished Prepare."""
@@ -519,7 +470,7 @@ class MasterCore:
                         self.finished_spouts.add(tm.task_id)
                     else:
                         self.finished_spouts.discard(tm.task_id)
-            self._maybe_final_checkpoint()
+            self.checkpointing.maybe_final_checkpoint()
 
     def on_task_error(self, msg: Any) -> None:
         """A task's user code raised."""
@@ -588,55 +539,36 @@ class MasterCore:
         # a transport report about a peer the TM already knows is dead adds nothing
         return msg.task_id < 0 and any(not s.alive for s in self.sessions.values())
 
-    # -- checkpoints: the coordinator decides, this class performs ----------------------------
-    def _perform(self, actions: list[CoordinatorAction]) -> bool:
-        """Carry out the coordinator's actions, in order, under the lock
-        (``coordinator_driver.perform``); True if one of them began a recovery."""
-        return coordinator_driver.perform(actions, _CoordinatorPort(self))
+    # -- checkpoints: checkpoints.py's MasterCheckpoints performs them ---------------------
+    def may_checkpoint(self) -> bool:
+        """A checkpoint may start: running, no gray release or rescale holds checkpoints,
+        and every worker can ack (``CheckpointHost``). Called under the lock."""
+        if self.state != TopologyState.RUNNING or self.upgrade.holds_checkpoints() \
+                or self.rescale.holds_checkpoints():  # upgrade/rescale hooks
+            return False
+        # at_most_once with a worker being respawned: it could not ack
+        return (len(self.alive_sessions()) >= self.config.workers
+                and self.pending_partial_start is None)
 
-    def _maybe_final_checkpoint(self) -> None:
-        """Every spout finished and nothing in flight: start the final checkpoint now
-        rather than at the next tick."""
-        if self.state == TopologyState.RUNNING and self.checkpoints.final_checkpoint is None \
-                and not self.checkpoints.busy() \
-                and self.spout_tasks and self.finished_spouts >= set(self.spout_tasks):
-            self.trigger_checkpoint()
+    def spouts_finished(self) -> bool:
+        """Every spout task reported its input finished (``CheckpointHost``)."""
+        return bool(self.spout_tasks) and self.finished_spouts >= set(self.spout_tasks)
 
     def trigger_checkpoint(self, force: bool = False) -> int | None:
         """Start a checkpoint now (if running and within the concurrency limit)."""
-        with self.lock:
-            if self.state != TopologyState.RUNNING or self.upgrade.holds_checkpoints() \
-                    or self.rescale.holds_checkpoints():  # upgrade/rescale hooks
-                return None
-            if (len(self.alive_sessions()) < self.config.workers
-                    or self.pending_partial_start is not None):
-                return None  # at_most_once with a worker being respawned: it could not ack
-            if not self.checkpoints.may_start(force):
-                return None
-            return self.start_checkpoint()[0]
+        return self.checkpointing.trigger(force)
 
     def start_checkpoint(self, pause: bool = False) -> tuple[int, float]:
-        """Start the next checkpoint and send its trigger (``pause``: the spouts stop after
-        the barrier, the gray-release/rescale cut). Returns its id and the monotonic time
-        it started. Called under the lock."""
-        now = time.monotonic()
-        cid, actions = self.checkpoints.start(now, time.time(), pause)
-        self._perform(actions)
-        return cid, now
+        """Start the next checkpoint now, under the lock (``MasterCheckpoints.start``)."""
+        return self.checkpointing.start(pause)
 
     def on_checkpoint_ack(self, ack: Any) -> None:
         """A task snapshotted for a checkpoint."""
-        with self.lock:
-            self._perform(self.checkpoints.ack(
-                ack.generation, ack.checkpoint_id,
-                TaskAck(ack.task_id, ack.handle, ack.size_bytes, ack.finished,
-                        ack.alignment_ms, ack.pause_ms), time.monotonic(), time.time()))
+        self.checkpointing.on_ack(ack)
 
     def on_checkpoint_failed(self, msg: Any) -> None:
         """A task could not snapshot: abort that checkpoint, keep running."""
-        with self.lock:
-            self._perform(self.checkpoints.task_failed(
-                msg.generation, msg.checkpoint_id, msg.task_id, msg.reason, time.monotonic()))
+        self.checkpointing.on_failed(msg)
 
     def on_sink_committed(self, msg: Any) -> None:
         """A sink made a checkpoint's output visible."""
@@ -644,60 +576,19 @@ class MasterCore:
             if msg.generation != self.generation:
                 return
             self.rescale.on_sink_committed(msg)  # rescale hook
-            self._perform(self.checkpoints.sink_committed(msg.generation, msg.checkpoint_id,
-                                                          msg.task_id))
+            self.checkpointing.on_sink_committed(msg)
 
     def create_commit_point(self, cid: int, metadata: Mapping[str, Any]) -> CommitOutcome:
-        """BackendIO thread: the one commit path, for every commit point this TM writes (a
-        periodic checkpoint's, a rescale's; docs/checkpointing.md, "The one commit path").
-
-        1. fenced first (``--ha``: the lease must hold);
-        2. stamped with this TM's run identity and epoch (``"run"``), so a restore can tell
-           a deposed or dead TM's late write apart (``RestorePlan``);
-        3. created, never replaced (``StateBackend.create_metadata``): a late write never
-           replaces another TM's commit point under the same id, nor is replaced by one;
-        4. fenced again: a standby that took over before the write lists this checkpoint
-           (its epoch is stored first), so only a TM that sees its own epoch still stored
-           goes on. After a failed write the lease alone: a deposed TM must not write its
-           ids record over the new leader's (issue 27);
-        5. stored as the completed floor, before any sink is told to commit it.
-
-        The id must come from ``CheckpointCoordinator.allocate_id`` (its reservation).
-        The steps are ``commit_point.CommitPoint.steps()``, performed by
-        ``commit_point.perform`` (the simulator's TM performs the same)."""
-        outcome: list[CommitOutcome] = []
-        commit = CommitPoint(cid, metadata, self.run.to_dict() if self.run is not None
-                             else None, self.persisted_floor)
-        perform_commit(commit, _CommitPort(self), outcome.append)
-        return outcome[0]
-
-    def _write_commit_point(self, action: WriteCommitPoint) -> None:
-        """BackendIO thread: a periodic checkpoint's commit point through
-        :meth:`create_commit_point`, then its outcome to the coordinator."""
-        cid = action.checkpoint_id
-        outcome = self.create_commit_point(cid, action.metadata)
-        if outcome.status == CommitStatus.FENCED:
-            return
-        with self.lock:
-            if outcome.status == CommitStatus.CREATED:
-                fault_point("master_after_metadata", cid)
-            self._perform(report_commit(self.checkpoints, cid, outcome,
-                                        self.state == TopologyState.RUNNING,
-                                        time.monotonic(), time.time()))
-            if self.state == TopologyState.RECOVERING:
-                self.maybe_prepare_all()  # it waits for the outcome of every commit point
-        if outcome.status == CommitStatus.FAILED:
-            self.store_ids_record_now(f"bad checkpoint {cid}")
+        """BackendIO thread: the one commit path (``MasterCheckpoints.create_commit_point``),
+        which a rescale's checkpoint takes too."""
+        return self.checkpointing.create_commit_point(cid, metadata)
 
     def store_ids_record_now(self, why: str) -> None:
-        """BackendIO thread: store this TM's ids record at once, best effort (``why``, for
-        the log: e.g. a checkpoint just marked bad), so that a TM that dies before the next
-        recovery's record leaves it (that record is the one a recovery cannot go
-        without). ``ids_record_steps.IdsRecordStores.store``, which the simulator's TM
-        performs too."""
-        self.ids_stores.store(why)
+        """BackendIO thread: store the ids record at once, best effort
+        (``MasterCheckpoints.store_ids_record_now``)."""
+        self.checkpointing.store_ids_record_now(why)
 
-    def _check_fenced(self, cid: int, moment: str) -> bool:
+    def check_fenced(self, cid: int, moment: str) -> bool:
         """BackendIO thread, with a leader lease only: True (and this TM fenced for good)
         if the lease expired or the state backend's run epoch is newer than this TM's: a
         standby took the run over, so checkpoint ``cid`` must not commit."""
@@ -723,28 +614,6 @@ class MasterCore:
                 self.fenced_event.set()
         return True
 
-    def _persist_completed_floor(self, cid: int) -> BackendError | None:
-        """BackendIO thread, right after ``cid``'s metadata landed and before any sink is
-        told to commit it: store it as the newest completed id beside the generation, so a
-        resumed TM also refuses a listing that lacks it (COMPLETED_META). Returns the
-        write's error: then ``cid`` is not announced complete (``floor_not_stored``)."""
-        if cid <= self.persisted_floor:
-            return None  # stored already (a restore of it, or a newer one)
-        try:
-            self.backend.put_meta(COMPLETED_META, str(cid).encode())
-        except BackendError as exc:
-            log.warning("cannot persist the completed checkpoint id %d: %s; no sink is "
-                        "told to commit it", cid, exc)
-            return exc
-        self.persisted_floor = max(self.persisted_floor, cid)
-        return None
-
-    def _garbage_collect(self) -> None:
-        """BackendIO thread: retention (``retention_steps.perform``, which the simulator's
-        TM runs too); status stops offering what it deleted."""
-        perform_retention(self.checkpoints, self.config.checkpoints_retained,
-                          _RetentionPort(self))
-
     # -- periodic work -------------------------------------------------------------------------
     def tick(self) -> None:
         """Heartbeat timeouts, checkpoint triggers and timeouts."""
@@ -765,43 +634,13 @@ class MasterCore:
             self.rescale.tick(now)  # rescale hook
             if self.state != TopologyState.RUNNING:
                 return
-            self.ids_stores.tick(running=True)  # reserve ids ahead
             self.backpressure.evaluate(now)
-            if self._perform(self.checkpoints.expire(now)):
-                return  # a recovery began
-            self._log_checkpoint_pace()
-            all_finished = bool(self.spout_tasks) and \
-                self.finished_spouts >= set(self.spout_tasks)
-            due = self.checkpoints.due(now, self.config.checkpoint_interval_ms / 1000.0,
-                                       self.config.min_pause_between_checkpoints_ms / 1000.0)
-            if self.checkpoints.final_checkpoint is None and (
-                    due or (all_finished and not self.checkpoints.busy())):
-                self.trigger_checkpoint()
+            self.checkpointing.tick(now)  # reserve ids, time-outs, the next trigger
 
     def checkpoint_health(self) -> CheckpointHealth:
         """Whether checkpoints keep up with their interval (master/checkpoint_health.py).
         Called under the lock."""
-        c = self.config
-        return assess(self.checkpoints.history, self.checkpoints.timed_out_in_a_row,
-                      interval_ms=c.checkpoint_interval_ms,
-                      min_pause_ms=c.min_pause_between_checkpoints_ms,
-                      timeout_ms=c.checkpoint_timeout_ms,
-                      tolerable_timeouts=c.tolerable_failed_checkpoints)
-
-    def _log_checkpoint_pace(self) -> None:
-        """Log when the checkpoints' pace changes (and each further timeout in a row):
-        one line that says what to change, not one per checkpoint."""
-        health = self.checkpoint_health()
-        seen = (health.pace, health.timed_out_in_a_row)
-        if seen == self.logged_pace:
-            return
-        before = self.logged_pace[0]
-        self.logged_pace = seen
-        if health.advice:
-            log.warning("checkpoints: %s", health.advice)
-        elif before in (CheckpointPace.BACK_TO_BACK, CheckpointPace.TIMING_OUT):
-            log.info("checkpoints keep up again: %.0f ms against an interval of %d ms",
-                     health.recent_duration_ms or 0.0, health.interval_ms)
+        return self.checkpointing.health()
 
     # -- operations ----------------------------------------------------------------------------
     def kill(self, reason: str) -> None:
@@ -895,142 +734,3 @@ class MasterCore:
                 "run": self.run.to_dict() if self.run is not None else None,
             }
 
-
-class _IdsRecordPort:
-    """How ``MasterCore`` stores its ids record
-    (:class:`~jstormpy.master.ids_record_steps.IdsRecordPort`): on its BackendIO thread; a
-    failure is logged."""
-
-    def __init__(self, core: MasterCore) -> None:
-        self.core = core
-
-    def locked(self) -> AbstractContextManager[Any]:
-        return self.core.lock
-
-    def on_storage(self, step: Callable[[], None]) -> None:
-        self.core.backend_io.submit(step)
-
-    def put_ids_record(self, ids: bytes, then: Callable[[BaseException | None], None]) -> None:
-        try:
-            self.core.backend.put_meta(CHECKPOINT_IDS_META, ids)
-        except BackendError as exc:
-            then(exc)
-            return
-        then(None)
-
-    def not_stored(self, why: str, error: BaseException) -> None:
-        log.warning("cannot store the checkpoint ids record (%s): %s", why, error)
-
-
-class _RetentionPort:
-    """How ``MasterCore`` performs retention
-    (:class:`~jstormpy.master.retention_steps.RetentionPort`): on its BackendIO thread; a
-    failure is logged (the next completed checkpoint collects again)."""
-
-    def __init__(self, core: MasterCore) -> None:
-        self.core = core
-
-    def locked(self) -> AbstractContextManager[Any]:
-        return self.core.lock
-
-    def garbage_collect(self, keep: int, bad: Collection[int], upto: int,
-                        then: Callable[[Sequence[int] | None, BaseException | None],
-                                       None]) -> None:
-        try:
-            deleted = self.core.backend.garbage_collect(keep, bad, upto)
-        except BackendError as exc:
-            log.warning("checkpoint garbage collection failed: %s", exc)
-            then(None, exc)
-            return
-        then(deleted, None)
-
-
-class _CommitPort:
-    """How ``MasterCore`` performs the commit path's steps
-    (:class:`~jstormpy.master.commit_point.CommitPort`): on its BackendIO thread,
-    answering each at once."""
-
-    def __init__(self, core: MasterCore) -> None:
-        self.core = core
-
-    def check_fence(self, checkpoint_id: int, moment: FenceMoment,
-                    then: Callable[[bool], None]) -> None:
-        then(self.core._check_fenced(checkpoint_id, moment.value))
-
-    def create_commit_point(self, checkpoint_id: int, metadata: Mapping[str, Any],
-                            then: Callable[[BackendError | None], None]) -> None:
-        try:
-            self.core.backend.create_metadata(checkpoint_id, dict(metadata))  # create-only
-        except BackendError as exc:
-            then(exc)
-            return
-        then(None)
-
-    def store_floor(self, checkpoint_id: int,
-                    then: Callable[[BackendError | None], None]) -> None:
-        # in the same job: FIFO keeps the floor's writes in id order
-        then(self.core._persist_completed_floor(checkpoint_id))
-
-
-class _CoordinatorPort:
-    """How the Topology Master performs the coordinator's actions
-    (:class:`~jstormpy.master.coordinator_driver.CoordinatorPort`): commands on the
-    workers' control streams, backend writes on its backend-I/O thread."""
-
-    def __init__(self, core: MasterCore) -> None:
-        self.core = core
-
-    def stopped(self) -> bool:
-        return False  # a TM that stops ends its process: nothing performs after it
-
-    def send_trigger(self, action: SendTrigger) -> None:
-        self.core.broadcast(trigger=pb.TriggerCheckpoint(
-            checkpoint_id=action.checkpoint_id, generation=action.generation,
-            pause=action.pause))
-
-    def write_commit_point(self, action: WriteCommitPoint) -> None:
-        core = self.core
-        core.backend_io.submit(lambda: core._write_commit_point(action))
-
-    def send_complete(self, action: SendComplete) -> None:
-        self.core.broadcast(complete=pb.CompleteCheckpoint(
-            checkpoint_id=action.checkpoint_id, generation=action.generation))
-
-    def send_abort(self, action: SendAbort) -> None:
-        log.warning("checkpoint %d aborted: %s", action.checkpoint_id, action.reason)
-        self.core.broadcast(abort=pb.AbortCheckpoint(
-            checkpoint_id=action.checkpoint_id, generation=action.generation,
-            reason=action.reason))
-
-    def collect_garbage(self, action: CollectGarbage) -> None:
-        core = self.core
-        if core.stateful:
-            core.backend_io.submit(core._garbage_collect)
-
-    def trigger_final(self, action: TriggerFinal) -> None:
-        self.core._maybe_final_checkpoint()
-
-    def drained(self, action: Drained) -> None:
-        core = self.core
-        if not core.stateful:
-            self._declare_drained(action)
-            return
-        # the final checkpoint's retention went to the backend thread when it completed:
-        # the run is drained after it (FIFO), so a finished run leaves no shared file that
-        # its retained checkpoints do not reference (a run's last compaction's leftovers)
-        core.backend_io.submit(lambda: self._drained_after_retention(action))
-
-    def _drained_after_retention(self, action: Drained) -> None:
-        """Backend thread: every state-backend job queued before the drain is done."""
-        with self.core.lock:
-            self._declare_drained(action)
-
-    def _declare_drained(self, action: Drained) -> None:
-        core = self.core
-        if core.state == TopologyState.RUNNING:
-            log.info("topology %s drained at checkpoint %d", core.name, action.checkpoint_id)
-            core.set_state(TopologyState.DRAINED)
-            core.broadcast(shutdown=pb.Shutdown(reason="drained"))
-
-    def start_recovery(self, action: StartRecovery) -> None:
-        self.core.begin_recovery(action.reason)

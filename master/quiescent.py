@@ -18,9 +18,10 @@ Both go the same way up to the cut, then act differently:
    ``Config.upgrade_step_timeout_ms``, a worker was lost) and the ordinary recovery
    restores the last completed checkpoint.
 
-This class holds the steps both share and the hooks :class:`~jstormpy.master.core.MasterCore`
-calls on either; each operation names its phases with its own ``StrEnum`` (status reports
-their values). Everything runs under ``core.lock``.
+This class holds the steps both share and the hooks ``MasterCore`` calls on either; both
+see the core only as an ``operation_host.OperationHost``. Each operation names its phases
+with its own ``StrEnum`` (status reports their values). Everything runs under
+``core.lock``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from jstormpy.operations.codepkg import UPGRADE_EXIT_CODE
 from jstormpy.proto import jstorm_pb2 as pb
 
 if TYPE_CHECKING:
-    from jstormpy.master.core import MasterCore, WorkerSession
+    from jstormpy.master.operation_host import OperationHost
+    from jstormpy.master.session import WorkerSession
 
 P = TypeVar("P", bound=StrEnum)
 
@@ -45,12 +47,12 @@ class QuiescentOperation(ABC, Generic[P]):
     """The steps up to the quiescent cut, and the hooks the core calls.
 
     Args:
-        core: The Topology Master's core.
+        core: The Topology Master's core, as an operation sees it (``OperationHost``).
         name: ``"rescale"`` or ``"upgrade"``: names the operation in errors and time-outs.
         idle, holding, quiescing: The operation's phases for the shared steps.
     """
 
-    def __init__(self, core: MasterCore, name: str, *, idle: P, holding: P,
+    def __init__(self, core: OperationHost, name: str, *, idle: P, holding: P,
                  quiescing: P) -> None:
         self.core = core
         self.name = name
@@ -167,5 +169,4 @@ class QuiescentOperation(ABC, Generic[P]):
 
     def _record_error(self, message: str) -> None:
         """An abort, in ``status()["errors"]``."""
-        self.core.errors.append({"time": time.time(), "task": -1, "component": self.name,
-                                 "message": message, "traceback": "", "tuple": ""})
+        self.core.record_error(self.name, message)

@@ -93,8 +93,7 @@ class MasterRecoveryPort:
         core.persisted_generation = max(core.persisted_generation, generation)
 
     def floor_stored(self, checkpoint_id: int) -> None:
-        core = self.core
-        core.persisted_floor = max(core.persisted_floor, checkpoint_id)
+        self.core.checkpointing.floor_stored(checkpoint_id)
 
     def retry_later(self, reason: str) -> None:
         self.core.preparing = None

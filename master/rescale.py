@@ -71,7 +71,8 @@ from jstormpy.state_backends import StateBackend
 from jstormpy.state_backends.base import CHECKPOINT_IDS_META
 
 if TYPE_CHECKING:
-    from jstormpy.master.core import MasterCore, WorkerSession
+    from jstormpy.master.operation_host import OperationHost
+    from jstormpy.master.session import WorkerSession
 
 log = logging.getLogger("jstormpy.master.rescale")
 
@@ -195,7 +196,7 @@ class RescaleController(QuiescentOperation[RescalePhase]):
 
     WAIT_FOR_COMMITS = False  # its steps wait for the sinks' commits of the cut anyway
 
-    def __init__(self, core: MasterCore) -> None:
+    def __init__(self, core: OperationHost) -> None:
         super().__init__(core, "rescale", idle=RescalePhase.IDLE,
                          holding=RescalePhase.HOLDING, quiescing=RescalePhase.QUIESCING)
         self.run_dir: Path | None = None
@@ -328,11 +329,10 @@ class RescaleController(QuiescentOperation[RescalePhase]):
             if core.checkpoints.final_checkpoint is not None:
                 raise JStormError("every spout has finished and the topology is draining: "
                                   "nothing is left to rescale")
-            up = core.upgrade
-            if up.phase not in (UpgradePhase.IDLE, UpgradePhase.COMPLETED,
+            if core.upgrade.phase not in (UpgradePhase.IDLE, UpgradePhase.COMPLETED,
                                 UpgradePhase.ROLLED_BACK):
                 raise JStormError("a gray release is in progress (phase "
-                                  f"{up.phase}): complete or roll it back, then rescale")
+                                  f"{core.upgrade.phase}): complete or roll it back, then rescale")
             max_p = job_max_parallelism(old, core.config.max_parallelism)
             new = plan_rescale(old, changes, max_p) if changes else old
             if code:
@@ -419,13 +419,10 @@ class RescaleController(QuiescentOperation[RescalePhase]):
         self.layout_generation = layout
         core.checkpoints.adopt_layout(new_id)  # ids above it, the floor at it
         self.topology_blob = staged.topology_blob
-        if self.code:
-            core.upgrade.rescaled_to(self.code)
         self.config_json = json.dumps(config.to_dict())
         self.descriptor_json = json.dumps(descriptor)
-        core.config = config
-        core.set_descriptor(descriptor)
-        core.upgrade.infos.clear()  # a later upgrade compares packages with the new layout
+        core.adopt_layout(config, descriptor)
+        core.upgrade.layout_rescaled(self.code)
         self.marks["committed"] = self.t_step = time.monotonic()
         self.phase = RescalePhase.RESTARTING
         if core.state not in (TopologyState.RUNNING, TopologyState.RECOVERING):
@@ -436,8 +433,7 @@ class RescaleController(QuiescentOperation[RescalePhase]):
             else:  # fewer workers: it stops for good (the launcher does not restart it)
                 s.alive = False
                 s.send(shutdown=pb.Shutdown(reason="rescale: fewer workers", exit_code=0))
-        for wid in [w for w in core.sessions if w >= config.workers]:
-            del core.sessions[wid]
+        core.forget_surplus_workers()
         core.begin_generation(
             f"rescale to {self.changes}" + (f" with code {self.code}" if self.code else ""),
             new_id, count_restart=False)
@@ -487,7 +483,7 @@ class RescaleController(QuiescentOperation[RescalePhase]):
         }
         self.history.append(record)
         if self.code:  # upgrade --rescale: also a switch of every worker to the package
-            self.core.upgrade.switches.append(
+            self.core.upgrade.record_switch(
                 {**record, "kind": "rescale", "to": self.code,
                  "workers": list(range(self.core.config.workers))})
         self.error = error
@@ -506,7 +502,7 @@ class RescaleController(QuiescentOperation[RescalePhase]):
                              "code": self.code, "new_workers": self.workers,
                              "error": f"aborted: {reason}"})
         if self.code:
-            core.upgrade.error = f"upgrade --rescale to {self.code} aborted: {reason}"
+            core.upgrade.rescale_aborted(self.code, reason)
         self.error = f"aborted: {reason}"
         self.phase = RescalePhase.IDLE
         self._sinks_then = None

@@ -15,8 +15,9 @@ import grpc
 
 from jstormpy.api.errors import JStormError
 from jstormpy.master import ops
-from jstormpy.master.core import MasterCore, WorkerSession
+from jstormpy.master.core import MasterCore
 from jstormpy.master.metrics import metrics_reply
+from jstormpy.master.session import WorkerSession
 from jstormpy.master.topology_state import TERMINAL_STATES, TopologyState
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc

@@ -50,7 +50,8 @@ from jstormpy.operations.codepkg import (
 from jstormpy.proto import jstorm_pb2 as pb
 
 if TYPE_CHECKING:
-    from jstormpy.master.core import MasterCore, WorkerSession
+    from jstormpy.master.operation_host import OperationHost
+    from jstormpy.master.session import WorkerSession
 
 log = logging.getLogger("jstormpy.master.upgrade")
 
@@ -78,7 +79,7 @@ ACTIVE = (UpgradePhase.UPGRADING, *SWITCHING)
 class UpgradeController(QuiescentOperation[UpgradePhase]):
     """The upgrade state machine of one topology."""
 
-    def __init__(self, core: MasterCore) -> None:
+    def __init__(self, core: OperationHost) -> None:
         super().__init__(core, "upgrade", idle=UpgradePhase.IDLE,
                          holding=UpgradePhase.HOLDING, quiescing=UpgradePhase.QUIESCING)
         self.run_dir: Path | None = None
@@ -351,10 +352,21 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
             self.store.remove(label)
             self.infos.pop(label, None)
 
-    def rescaled_to(self, label: str) -> None:
-        """A rescaling upgrade committed (under the lock): every worker runs ``label``."""
-        self.stable, self.target, self.assigned = label, None, {}
-        self.phase, self.kind, self.error = UpgradePhase.COMPLETED, "rescale", ""
+    def layout_rescaled(self, code: str) -> None:
+        """A rescale committed (under the lock): a later upgrade compares packages with the
+        new layout; with ``code`` (``upgrade --rescale``) every worker runs that package."""
+        if code:
+            self.stable, self.target, self.assigned = code, None, {}
+            self.phase, self.kind, self.error = UpgradePhase.COMPLETED, "rescale", ""
+        self.infos.clear()
+
+    def rescale_aborted(self, code: str, reason: str) -> None:
+        """An ``upgrade --rescale`` to ``code`` aborted: the upgrade's error says why."""
+        self.error = f"upgrade --rescale to {code} aborted: {reason}"
+
+    def record_switch(self, record: dict[str, Any]) -> None:
+        """A switch done outside a gray release (a rescaling upgrade), in its history."""
+        self.switches.append(record)
 
     def assignment_json(self, stable: str) -> bytes:
         """``code/assignment.json`` once every worker runs ``stable``."""
@@ -431,7 +443,7 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
         now = time.monotonic()
         self.marks["ready"] = now
         for w in self.batch:
-            core.sessions[w].send(start=pb.Start(generation=core.generation))
+            self._batch_session(w).send(start=pb.Start(generation=core.generation))
         self._resume_spouts()
         core.checkpoints.note_trigger(now)
         m = self.marks
@@ -452,6 +464,13 @@ class UpgradeController(QuiescentOperation[UpgradePhase]):
                  "(switch %.0f ms)", self.batch, self.batch_version, record["pause_ms"],
                  record["total_ms"])
         self._finish_batch()
+
+    def _batch_session(self, worker_id: int) -> WorkerSession:
+        """A batch worker's session: it registered on its new code before the switch
+        restores it."""
+        session = self.core.session(worker_id)
+        assert session is not None, f"batch worker {worker_id} never registered"
+        return session
 
     def _finish_batch(self) -> None:
         self.batch = []
@@ -551,7 +570,7 @@ class _ControllerPort:
             u.assigned[w] = u.batch_version
         u._persist()
         for w in u.batch:
-            s = self.core.sessions.get(w)
+            s = self.core.session(w)
             if s is not None and s.alive:
                 u._restart(s, f"switching to code {u.batch_version}")
 
@@ -589,7 +608,7 @@ class _ControllerPort:
         core.broadcast(peers=pb.Peers(peers=peers, generation=core.generation))
         for w in u.batch:
             tasks = [t for t, wid in core.plan.items() if wid == w]
-            core.sessions[w].send(prepare=pb.Prepare(
+            u._batch_session(w).send(prepare=pb.Prepare(
                 generation=core.generation, checkpoint_id=quiescent, task_ids=tasks,
                 restores=[pb.TaskRestore(task_id=t, handle=handles.get(t, "")) for t in tasks],
                 peers=peers, task_workers=core.plan, partial=True,

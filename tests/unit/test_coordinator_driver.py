@@ -56,7 +56,8 @@ def test_nothing_is_performed_after_the_master_stopped() -> None:
     assert port.done == ["send_trigger", "write_commit_point"]
 
 
-@pytest.mark.parametrize("module", ["master/core.py", "jstormpy/testing/simulation/cluster.py"])
+@pytest.mark.parametrize("module", ["master/checkpoints.py",
+                                    "jstormpy/testing/simulation/cluster.py"])
 def test_no_master_matches_coordinator_actions_itself(module: str) -> None:
     """Both TMs perform the actions through the driver: neither matches on them."""
     tree = ast.parse((ROOT / module).read_text())

@@ -1012,7 +1012,7 @@ class _CommitPort:
     def store_floor(self, checkpoint_id: int,
                     then: Callable[[BackendError | None], None]) -> None:
         tm = self.tm
-        if checkpoint_id <= tm.persisted_floor:  # as MasterCore._persist_completed_floor
+        if checkpoint_id <= tm.persisted_floor:  # as MasterCheckpoints.persist_completed_floor
             then(None)
             return
 
@@ -1071,7 +1071,7 @@ class _MasterPort:
 
     def collect_garbage(self, action: CollectGarbage) -> None:
         # the real StateBackend.garbage_collect(keep, bad, upto) on the simulated disk, a
-        # TM call, through the driver MasterCore._garbage_collect uses too
+        # TM call, through the driver MasterCheckpoints.garbage_collect uses too
         if self.tm.coordinator.busy():
             self.sim.world.reach(Step.RETENTION_IN_FLIGHT)
         perform_retention(self.tm.coordinator, RETAINED, self)
@@ -1382,7 +1382,7 @@ class SimMaster:
                 for w in self.sim.workers:
                     self.sim.control.to_worker(w, "start", rec.generation)
 
-    # -- checkpoints (MasterCore._perform) -----------------------------------------------------
+    # -- checkpoints (MasterCheckpoints.perform) -----------------------------------------------
     def tick(self) -> None:
         if not self.alive or self.state in (TopologyState.DRAINED, TopologyState.FAILED):
             return

@@ -172,7 +172,7 @@ class SimStorage:
 
     def collect_garbage(self, keep: int, bad: frozenset[int], upto: int | None,
                         alive: Callable[[], bool], done: Done) -> None:
-        """``StateBackend.garbage_collect``, a TM call (``MasterCore._garbage_collect``);
+        """``StateBackend.garbage_collect``, a TM call (``MasterCheckpoints.garbage_collect``);
         answers the ids it deleted."""
         def apply() -> tuple[Any, BaseException | None]:
             try:
