@@ -35,8 +35,9 @@ from tests.integration.paced_spout import release
 pytestmark = pytest.mark.slow
 
 KEYS = 6
-PER_KEY = 1500
-RATE = 250.0  # events/s per spout task: about 18 s of input
+PER_KEY = 4500
+RATE = 250.0  # events/s per spout task: about 54 s of input (each test releases it once its
+# scenario is over: under load a failover took long enough to meet the end of 18 s of input)
 RELEASE = "release"  # once a test's scenario is over, the rest at full speed (paced_spout)
 
 
