@@ -151,6 +151,10 @@ class PreparePort(Protocol):
         """The Prepare of ``generation`` is still the one to answer (no newer one came
         while its snapshots were read, the worker lives)."""
 
+    def begin_build(self, tasks: Sequence[int]) -> None:
+        """The worker-wide wiring of ``tasks`` (channels, input queues), once every
+        snapshot is read, before the first task is built."""
+
     def build_task(self, task_id: int, snapshot: Any) -> None:
         """Build task ``task_id`` from ``snapshot`` (None: fresh state); not started."""
 
@@ -190,6 +194,7 @@ def _step(order: PrepareOrder, todo: list[PrepareStep], port: PreparePort,
                 _read_all(order, handles, todo, port)
                 return  # the reads go on with the rest
             case BuildTasks(tasks):
+                port.begin_build(tasks)
                 for task_id in tasks:
                     try:
                         port.build_task(task_id, (snapshots or {}).get(task_id))

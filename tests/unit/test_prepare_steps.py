@@ -48,6 +48,9 @@ class RecordingPort:
     def current(self, generation: int) -> bool:
         return self.live and generation == self._generation
 
+    def begin_build(self, tasks: Sequence[int]) -> None:
+        self.calls.append(("wire", tuple(tasks)))
+
     def build_task(self, task_id: int, snapshot: Any) -> None:
         self.calls.append(("build", task_id, snapshot))
         if task_id in self.build_error:
@@ -84,7 +87,7 @@ def test_a_prepare_of_an_older_generation_is_ignored_unanswered() -> None:
 def test_the_steps_in_order_with_no_snapshot_to_read() -> None:
     port = RecordingPort(generation=1, sinks=[3])
     prepare_steps.perform(PrepareOrder(2, (3, 1)), port)
-    assert port.calls == [("stop", 2), ("take", 2), ("build", 1, None), ("build", 3, None),
+    assert port.calls == [("stop", 2), ("take", 2), ("wire", (1, 3)), ("build", 1, None), ("build", 3, None),
                           ("built", (1, 3)), ("restore_sink", 3), ("ready", True)]
     assert port.answers == [Ready(2, True)]
 
@@ -92,7 +95,7 @@ def test_the_steps_in_order_with_no_snapshot_to_read() -> None:
 def test_a_partial_prepare_stops_nothing() -> None:
     port = RecordingPort(generation=2)
     prepare_steps.perform(PrepareOrder(2, (4,), partial=True), port)
-    assert port.kinds() == ["take", "build", "built", "ready"]
+    assert port.kinds() == ["take", "wire", "build", "built", "ready"]
 
 
 def test_no_task_is_built_before_every_read_answered() -> None:
@@ -100,9 +103,10 @@ def test_no_task_is_built_before_every_read_answered() -> None:
     prepare_steps.perform(PrepareOrder(2, (1, 2, 3), {1: "h1", 2: "h2"}), port)
     assert port.kinds() == ["stop", "take", "read", "read"]  # both reads issued at once
     port.reads[2]({"state": 2}, None)
-    assert "build" not in port.kinds(), "a task was built while a read was outstanding"
+    assert {"wire", "build"}.isdisjoint(port.kinds()), \
+        "a task was built while a read was outstanding"
     port.reads[1]({"state": 1}, None)
-    assert port.calls[4:] == [("build", 1, {"state": 1}), ("build", 2, {"state": 2}),
+    assert port.calls[4:] == [("wire", (1, 2, 3)), ("build", 1, {"state": 1}), ("build", 2, {"state": 2}),
                               ("build", 3, None), ("built", (1, 2, 3)), ("ready", True)]
 
 
@@ -111,7 +115,7 @@ def test_a_failed_read_answers_ready_false_naming_the_task_and_builds_nothing() 
     prepare_steps.perform(PrepareOrder(2, (1, 2), {1: "h1", 2: "h2"}), port)
     port.reads[2](None, BackendError("store did not answer"))
     port.reads[1]({}, None)
-    assert "build" not in port.kinds()
+    assert {"wire", "build"}.isdisjoint(port.kinds())
     [answer] = port.answers
     assert (answer.ok, answer.corrupt, answer.failed_task) == (False, False, 2)
     assert "task 2" in answer.error and "store did not answer" in answer.error
