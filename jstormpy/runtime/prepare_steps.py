@@ -122,11 +122,12 @@ def steps(order: PrepareOrder, current: int) -> tuple[PrepareStep, ...]:
             BuildTasks(tuple(sorted(order.tasks))), RestoreSinks(), AnswerReady())
 
 
-def failed(generation: int, task_id: int, what: str, error: BaseException) -> Ready:
-    """The Ready of a Prepare whose ``what`` (a read, a build, a sink's restore) of task
-    ``task_id`` failed with ``error``."""
+def failed(generation: int, task_id: int, error: BaseException) -> Ready:
+    """The Ready of a Prepare whose read, build or sink restore of task ``task_id`` failed
+    with ``error``: ``"<ExceptionType>: message"``, the form the TM reads an error no
+    restart can fix from (``master/restart.py``), the task in ``failed_task``."""
     return Ready(generation, False, isinstance(error, CorruptSnapshotError),
-                 f"task {task_id}: {what} failed: {type(error).__name__}: {error}", task_id)
+                 f"{type(error).__name__}: {error}", task_id)
 
 
 class PreparePort(Protocol):
@@ -201,7 +202,7 @@ def _step(order: PrepareOrder, todo: list[PrepareStep], port: PreparePort,
                     except Exception as exc:
                         if not port.answerable(exc):
                             raise
-                        port.ready(failed(generation, task_id, "build", exc))
+                        port.ready(failed(generation, task_id, exc))
                         return
                 port.built(tasks)
             case RestoreSinks():
@@ -211,7 +212,7 @@ def _step(order: PrepareOrder, todo: list[PrepareStep], port: PreparePort,
                     except Exception as exc:
                         if not port.answerable(exc):
                             raise
-                        port.ready(failed(generation, task_id, "sink restore", exc))
+                        port.ready(failed(generation, task_id, exc))
                         return
             case AnswerReady():
                 port.ready(Ready(generation, True))
@@ -233,7 +234,7 @@ def _read_all(order: PrepareOrder, handles: Mapping[int, str], rest: list[Prepar
             return
         if failure:
             task_id, error = failure[0]
-            port.ready(failed(order.generation, task_id, "snapshot read", error))
+            port.ready(failed(order.generation, task_id, error))
             return
         _step(order, rest, port, read)
 

@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 
-from jstormpy.api.errors import BackendError, CorruptSnapshotError, SinkError
+from jstormpy.api.errors import (
+    BackendError,
+    CorruptSnapshotError,
+    RestoreRefusedError,
+    SinkError,
+)
+from jstormpy.master.restart import unrestartable_reason
 from jstormpy.runtime import prepare_steps
 from jstormpy.runtime.prepare_steps import PrepareOrder, Ready
 
@@ -118,7 +124,7 @@ def test_a_failed_read_answers_ready_false_naming_the_task_and_builds_nothing() 
     assert {"wire", "build"}.isdisjoint(port.kinds())
     [answer] = port.answers
     assert (answer.ok, answer.corrupt, answer.failed_task) == (False, False, 2)
-    assert "task 2" in answer.error and "store did not answer" in answer.error
+    assert answer.error == "BackendError: store did not answer"
 
 
 def test_a_corrupt_snapshot_is_flagged_corrupt() -> None:
@@ -190,3 +196,16 @@ def test_an_error_the_port_does_not_answer_with_propagates() -> None:
     with pytest.raises(KeyError):
         prepare_steps.perform(PrepareOrder(2, (1,)), port)
     assert port.answers == []
+
+
+def test_a_failure_is_reported_as_exception_type_colon_message_as_the_tm_parses_it() -> None:
+    """The TM fails the topology at once on an error no restart can fix, read from the
+    Ready's ``"<ExceptionType>: message"`` (master/restart.py): a sink that refuses the
+    restored checkpoint must not be restarted for ever."""
+    port = RecordingPort(generation=1, sinks=[2])
+    port.sink_error[2] = RestoreRefusedError("the checkpoint's transaction was abandoned")
+    prepare_steps.perform(PrepareOrder(2, (2,)), port)
+    [answer] = port.answers
+    assert answer.error == ("RestoreRefusedError: the checkpoint's transaction was "
+                            "abandoned") and answer.failed_task == 2
+    assert unrestartable_reason(answer.error) is not None

@@ -48,7 +48,7 @@ def test_a_snapshot_that_cannot_be_read_answers_ready_false_naming_its_task(
         worker: Worker) -> None:
     ready = worker.prepare(_prepare(1, {2: "snapshots/3/task-2-missing"}))
     assert ready is not None and not ready.ok
-    assert ready.failed_task == 2 and "task 2" in ready.error
+    assert ready.failed_task == 2 and ready.error.startswith("SnapshotNotFoundError: ")
     assert worker.executors == {}, "a task was built although a snapshot read failed"
 
 
