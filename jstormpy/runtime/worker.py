@@ -27,7 +27,7 @@ import threading
 import time
 import traceback
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ import grpc
 from jstormpy import pickling
 from jstormpy.api.component import TopologyContext, bind_task, managed_states, use_state_store
 from jstormpy.api.config import Config
-from jstormpy.api.errors import CorruptSnapshotError, JStormError
+from jstormpy.api.errors import JStormError
 from jstormpy.api.topology import Topology
 from jstormpy.faults import chaos_route
 from jstormpy.keygroups import key_group_range, resolve_max_parallelism
@@ -46,7 +46,7 @@ from jstormpy.proctitle import set_process_title
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.run_identity import RunIdentity
-from jstormpy.runtime import taskops
+from jstormpy.runtime import prepare_steps, taskops
 from jstormpy.runtime.channel_plan import chain_plan, input_channels
 from jstormpy.runtime.collector import apply_collector_policy
 from jstormpy.runtime.combine import restored_bound
@@ -86,6 +86,109 @@ class Inboxes:
     queues: dict[int, TaskInbox]
 
 
+@dataclass(frozen=True)
+class _Wiring:
+    """The worker-wide wiring of a generation's tasks (``Worker._begin_build``)."""
+
+    component_tasks: dict[str, tuple[int, ...]]
+    task_component: dict[int, str]
+    user_conf: dict[str, Any]
+    chained: dict[int, int]
+    channels_in: dict[int, tuple[int, ...]]
+
+
+class _PreparePort:
+    """A Prepare's steps (``runtime/prepare_steps.py``) on this process: snapshot reads
+    block the control thread and answer at once."""
+
+    def __init__(self, worker: Worker, msg: Any) -> None:
+        self.worker = worker
+        self.msg = msg
+        self.wiring: _Wiring | None = None
+        self.executors: dict[int, TaskExecutor] = {}
+        self.answer: pb.Ready | None = None
+
+    @property
+    def generation(self) -> int:
+        return self.worker.generation
+
+    def stop_tasks(self, generation: int) -> None:
+        self.worker.stop_tasks(new_generation=generation)
+
+    def take_generation(self, generation: int) -> None:
+        w, msg = self.worker, self.msg
+        assert w.transport is not None
+        w.generation = generation
+        w.prepare_inboxes(generation)
+        w.transport.set_generation(generation)
+        w.transport.reset()
+        w.peer_addresses = {p.worker_id: (p.host, p.port) for p in msg.peers}
+        w.transport.set_peers(w.peer_addresses)
+        w.task_workers = dict(msg.task_workers)
+        w.tasks_generation = generation
+        w.building_task = 0
+
+    def read_snapshot(self, task_id: int, handle: str,
+                      then: Callable[[Any, BaseException | None], None]) -> None:
+        w = self.worker
+        assert w.config is not None
+        try:
+            if w.backend is None:
+                raise JStormError("restore requested but no state backend configured")
+            # a RocksDB store may open a native checkpoint's files as they are
+            snapshot = load_task_snapshot(w.backend, handle,
+                                          keep_native=w.config.state_store == "rocksdb")
+        except Exception as exc:
+            then(None, exc)
+            return
+        then(snapshot, None)
+
+    def current(self, generation: int) -> bool:
+        return generation == self.worker.generation
+
+    def begin_build(self, tasks: Sequence[int]) -> None:
+        self.wiring = self.worker._begin_build(list(tasks))
+
+    def build_task(self, task_id: int, snapshot: Any) -> None:
+        assert self.wiring is not None
+        msg = self.msg
+        handle = next((r.handle for r in msg.restores if r.task_id == task_id), "")
+        try:
+            self.executors[task_id] = self.worker._build_task(
+                self.wiring, task_id, snapshot, msg.checkpoint_id,
+                bool(msg.restored_checkpoint_id) or msg.partial, handle)
+        except Exception:
+            log.exception("building task %s for generation %s failed", task_id,
+                          msg.generation)
+            raise
+
+    def built(self, tasks: Sequence[int]) -> None:
+        self.worker.executors.update(self.executors)
+
+    def sinks(self) -> Sequence[int]:
+        return [t for t, ex in sorted(self.executors.items()) if ex.is_sink]
+
+    def restore_sink(self, task_id: int) -> None:
+        # re-commit the restored staged transactions, then recover
+        self.executors[task_id].restore_sink(self.msg.restored_checkpoint_id or None,
+                                             self.msg.checkpoint_id)
+
+    def answerable(self, error: Exception) -> bool:
+        return True  # a user's component, a store or a sink: the Prepare failed
+
+    def ready(self, ready: prepare_steps.Ready) -> None:
+        w = self.worker
+        assert w.config is not None
+        if ready.ok:
+            apply_collector_policy(w.config.worker_gc)  # the new tasks' heap, once built
+        else:
+            log.error("prepare of generation %s failed: %s", ready.generation, ready.error)
+        self.answer = pb.Ready(worker_id=w.worker_id, generation=ready.generation,
+                               ok=ready.ok, error=ready.error,
+                               failed_task=ready.failed_task,
+                               corrupt_snapshot=ready.corrupt)
+
+
 def topology_hash_seed(name: str) -> str:
     """The PYTHONHASHSEED of every worker: one engine-wide value (``name`` is unused), so a
     user's ``hash()`` of a ``str`` agrees between workers and restarts and one pre-started
@@ -110,7 +213,7 @@ class Worker(TaskHost):
         self.guarantee = "exactly_once"
         self.executors: dict[int, TaskExecutor] = {}
         self.task_ops = taskops.TaskOps(self)  # task logs, live log levels and settings
-        self.building_task = 0  # the task _build_tasks is at (0: none yet)
+        self.building_task = 0  # the task being built (0: none yet; logs name it)
         self.state_stores: dict[int, MemoryStore | RocksDBStore] = {}  # Config.state_store
         # the input queues of this worker's tasks, tagged with their generation: the
         # receiving threads check a frame's generation and look its queue up in one read
@@ -389,36 +492,17 @@ class Worker(TaskHost):
         self.credit_totals = GrantTotals()
         self.tasks_stopping = False
 
-    def prepare(self, msg: Any) -> pb.Ready:
-        """Handle Prepare: rebuild and restore this worker's tasks for a new generation."""
+    def prepare(self, msg: Any) -> pb.Ready | None:
+        """Handle Prepare: rebuild and restore this worker's tasks for a new generation, in
+        the one order of ``runtime/prepare_steps.py``; None for a stale Prepare (a newer one
+        overtook it: it is not answered)."""
         assert self.topology is not None and self.config is not None
         assert self.transport is not None
-        if not msg.partial:
-            self.stop_tasks(new_generation=msg.generation)
-        self.generation = msg.generation
-        self.prepare_inboxes(msg.generation)
-        self.transport.set_generation(msg.generation)
-        self.transport.reset()
-        self.peer_addresses = {p.worker_id: (p.host, p.port) for p in msg.peers}
-        self.transport.set_peers(self.peer_addresses)
-        self.task_workers = dict(msg.task_workers)
-        self.tasks_generation = msg.generation
-        handles = {r.task_id: r.handle for r in msg.restores}
-        self.building_task = 0
-        try:
-            self._build_tasks(list(msg.task_ids), handles, msg.checkpoint_id,
-                              msg.restored_checkpoint_id, msg.partial)
-        except CorruptSnapshotError as exc:
-            log.error("restore of checkpoint %s failed: %s", msg.restored_checkpoint_id, exc)
-            return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=False,
-                            error=str(exc), corrupt_snapshot=True)
-        except Exception as exc:
-            log.exception("building tasks for generation %s failed", msg.generation)
-            return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=False,
-                            error=f"{type(exc).__name__}: {exc}",
-                            failed_task=self.building_task)
-        apply_collector_policy(self.config.worker_gc)  # the new tasks' heap, once built
-        return pb.Ready(worker_id=self.worker_id, generation=msg.generation, ok=True)
+        port = _PreparePort(self, msg)
+        prepare_steps.perform(prepare_steps.PrepareOrder(
+            msg.generation, tuple(msg.task_ids), {r.task_id: r.handle for r in msg.restores},
+            msg.partial), port)
+        return port.answer
 
     def _connect_channels(self, tasks: Iterable[int]) -> None:
         """Open the data-plane connections to the workers of ``tasks`` (a task's consumers
@@ -429,97 +513,91 @@ class Worker(TaskHost):
         self.transport.connect({w for w in map(self.task_workers.get, tasks)
                                 if w is not None and w != self.worker_id})
 
-    def _build_tasks(self, task_ids: list[int], handles: dict[int, str],
-                     checkpoint_id: int, restored_checkpoint: int,
-                     partial: bool = False) -> None:
-        """``checkpoint_id``: the id floor (new transactions start above it);
-        ``restored_checkpoint``: the checkpoint the handles belong to (0: none);
-        ``partial``: the other workers' tasks keep running."""
+    def _begin_build(self, task_ids: list[int]) -> _Wiring:
+        """The worker-wide wiring of the new generation's ``task_ids`` (chaining, input
+        channels, input queues), once every snapshot is read and before a task is built."""
         topo = self.topology
         conf = self.config
         assert topo is not None and conf is not None
         component_tasks = topo.task_ids()
-        task_component = {t: name for name, ts in component_tasks.items() for t in ts}
-        user_conf = {**conf.to_dict(), **conf.user}
         self.max_parallelism = resolve_max_parallelism(
             conf.max_parallelism, (len(ts) for ts in component_tasks.values()))
-        snapshots: dict[int, dict[str, Any]] = {}
-        for task_id in task_ids:
-            handle = handles.get(task_id, "")
-            if handle:
-                if self.backend is None:
-                    raise JStormError("restore requested but no state backend configured")
-                # a RocksDB store may open a native checkpoint's files as they are
-                snapshots[task_id] = load_task_snapshot(
-                    self.backend, handle, keep_native=conf.state_store == "rocksdb")
         chained = chain_plan(topo.components, component_tasks, self.task_workers, conf.chaining)
         channels_in = input_channels(topo.components, component_tasks, chained)
         self.task_inputs = {t: len(srcs) for t, srcs in channels_in.items()}
         for task_id in task_ids:
             self.add_inbox(task_id, TaskInbox(conf.queue_capacity))
-        executors: dict[int, TaskExecutor] = {}
         self._drop_foreign_state_stores(task_ids)
-        for task_id in sorted(task_ids):
-            self.building_task = task_id  # named in the Ready of a failed prepare
-            name = task_component[task_id]
-            spec = topo.components[name]
-            obj = cloudpickle.loads(self.component_blobs[name])
-            comp = obj() if isinstance(obj, type) else obj
-            consumers = [(c.name, g) for c, g in topo.consumers(name)]
-            routes, channels = build_routes(task_id, name, spec.streams, consumers,
-                                            component_tasks, self.task_workers, self.send,
-                                            conf.batch_size, self.max_parallelism, chained,
-                                            self._combining)
-            collector = OutputCollector(task_id, name, routes, channels, self.send,
-                                        streams=dict(spec.streams))
-            collector.restore_forwarded(restored_bound(
-                snapshots.get(task_id), bool(restored_checkpoint) or partial))
-            bind_task(comp, collector, self.task_ops.task_logger(name, task_id))
-            inputs = channels_in[task_id]
-            self._connect_channels((*collector.channels, *inputs))
-            context = TopologyContext(
-                topology=topo.name, component=name, task_id=task_id,
-                task_index=component_tasks[name].index(task_id), worker_id=self.worker_id,
-                component_tasks=component_tasks, input_tasks=inputs,
-                output_fields=spec.streams, generation=self.generation, run=self.run)
-            groups = key_group_range(self.max_parallelism, len(component_tasks[name]),
-                                     component_tasks[name].index(task_id))
-            where = f"task snapshot {handles.get(task_id, '')}"
-            native = self._native_restore(snapshots.get(task_id), comp, groups, where)
-            snap = restore_component(comp, snapshots.get(task_id), self.max_parallelism,
-                                     f"component {name!r}, task {task_id}")
-            self._open_state_store(comp, task_id, groups, native, where)
-            source_index = input_field_index(topo, name, component_tasks)
-            incremental = None if self.guarantee == "at_most_once" else make_incremental(
-                comp, task_id, key_group_range(self.max_parallelism, context.parallelism,
-                                               context.task_index),
-                self.max_parallelism, conf, snap)
-            if spec.kind == "spout":
-                comp.open(user_conf, context)
-            else:
-                comp.prepare(user_conf, context)
-            credit_batch = {
-                src: 1 if self.task_workers.get(src) == self.worker_id
-                else max(1, self.channel_credits(task_id) // 2) for src in inputs}
-            ex = TaskExecutor(task_id, name, spec.kind, comp, collector, self,
-                              is_sink=spec.is_sink, inq=self.inboxes.queues.get(task_id),
-                              input_channels=inputs, source_index=source_index,
-                              linger_s=conf.batch_linger_ms / 1000.0, restored=snap,
-                              credit_batch=credit_batch,
-                              id_floor=checkpoint_id or 0,
-                              incremental=incremental)
-            if spec.is_sink:  # re-commit the restored staged transactions, then recover
-                ex.restore_sink(restored_checkpoint or None, checkpoint_id)
-            self.gate.reset({(task_id, dst): self.channel_credits(dst)
-                             for dst in collector.channels})
-            # a rebuilt task's input channels count from 0 again
-            self.credit_totals.forget(lambda _src, dst: dst == task_id)  # noqa: B023 - runs now
-            executors[task_id] = ex
-            if task_id in chained:  # runs in its source task's thread (channel_plan.py)
-                ex.chained = True
-                self.chained[task_id] = ex
-                log.info("task %d (%s) runs chained into task %d", task_id, name, chained[task_id])
-        self.executors.update(executors)
+        return _Wiring(component_tasks, {t: name for name, ts in component_tasks.items()
+                                         for t in ts},
+                       {**conf.to_dict(), **conf.user}, chained, channels_in)
+
+    def _build_task(self, wiring: _Wiring, task_id: int, snapshot: dict[str, Any] | None,
+                    checkpoint_id: int, restored: bool, handle: str) -> TaskExecutor:
+        """Build task ``task_id`` from ``snapshot`` (None: fresh state), not started.
+        ``checkpoint_id``: the id floor (new transactions start above it); ``restored``:
+        the tasks restore a checkpoint, or the other workers' tasks keep running (a
+        partial Prepare)."""
+        topo = self.topology
+        conf = self.config
+        assert topo is not None and conf is not None
+        component_tasks, chained = wiring.component_tasks, wiring.chained
+        self.building_task = task_id  # named in the Ready of a failed prepare
+        name = wiring.task_component[task_id]
+        spec = topo.components[name]
+        obj = cloudpickle.loads(self.component_blobs[name])
+        comp = obj() if isinstance(obj, type) else obj
+        consumers = [(c.name, g) for c, g in topo.consumers(name)]
+        routes, channels = build_routes(task_id, name, spec.streams, consumers,
+                                        component_tasks, self.task_workers, self.send,
+                                        conf.batch_size, self.max_parallelism, chained,
+                                        self._combining)
+        collector = OutputCollector(task_id, name, routes, channels, self.send,
+                                    streams=dict(spec.streams))
+        collector.restore_forwarded(restored_bound(snapshot, restored))
+        bind_task(comp, collector, self.task_ops.task_logger(name, task_id))
+        inputs = wiring.channels_in[task_id]
+        self._connect_channels((*collector.channels, *inputs))
+        context = TopologyContext(
+            topology=topo.name, component=name, task_id=task_id,
+            task_index=component_tasks[name].index(task_id), worker_id=self.worker_id,
+            component_tasks=component_tasks, input_tasks=inputs,
+            output_fields=spec.streams, generation=self.generation, run=self.run)
+        groups = key_group_range(self.max_parallelism, len(component_tasks[name]),
+                                 component_tasks[name].index(task_id))
+        where = f"task snapshot {handle}"
+        native = self._native_restore(snapshot, comp, groups, where)
+        snap = restore_component(comp, snapshot, self.max_parallelism,
+                                 f"component {name!r}, task {task_id}")
+        self._open_state_store(comp, task_id, groups, native, where)
+        source_index = input_field_index(topo, name, component_tasks)
+        incremental = None if self.guarantee == "at_most_once" else make_incremental(
+            comp, task_id, key_group_range(self.max_parallelism, context.parallelism,
+                                           context.task_index),
+            self.max_parallelism, conf, snap)
+        if spec.kind == "spout":
+            comp.open(wiring.user_conf, context)
+        else:
+            comp.prepare(wiring.user_conf, context)
+        credit_batch = {
+            src: 1 if self.task_workers.get(src) == self.worker_id
+            else max(1, self.channel_credits(task_id) // 2) for src in inputs}
+        ex = TaskExecutor(task_id, name, spec.kind, comp, collector, self,
+                          is_sink=spec.is_sink, inq=self.inboxes.queues.get(task_id),
+                          input_channels=inputs, source_index=source_index,
+                          linger_s=conf.batch_linger_ms / 1000.0, restored=snap,
+                          credit_batch=credit_batch,
+                          id_floor=checkpoint_id or 0,
+                          incremental=incremental)
+        self.gate.reset({(task_id, dst): self.channel_credits(dst)
+                         for dst in collector.channels})
+        # a rebuilt task's input channels count from 0 again
+        self.credit_totals.forget(lambda _src, dst: dst == task_id)
+        if task_id in chained:  # runs in its source task's thread (channel_plan.py)
+            ex.chained = True
+            self.chained[task_id] = ex
+            log.info("task %d (%s) runs chained into task %d", task_id, name, chained[task_id])
+        return ex
 
     def _combining(self, consumer: str, grouping: Any) -> SenderAggregation | None:
         """Where a subscription may be combined before the shuffle: the aggregation of
@@ -723,7 +801,8 @@ class Worker(TaskHost):
         body = msg.WhichOneof("body")
         if body == "prepare":
             ready = self.prepare(msg.prepare)
-            self.outbox.put(pb.WorkerMessage(ready=ready))
+            if ready is not None:  # (a stale Prepare is not answered)
+                self.outbox.put(pb.WorkerMessage(ready=ready))
         elif body == "start":
             if msg.start.generation == self.generation:
                 self.start_tasks()

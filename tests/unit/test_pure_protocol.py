@@ -23,7 +23,7 @@ PURE = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "barrier").glob("*
     "master/commit_point.py", "master/rescale_steps.py", "master/upgrade_steps.py",
     "master/recovery_steps.py", "master/retention_steps.py", "master/quiescent_cut.py",
     "master/ids_record_steps.py", "master/generation_steps.py",
-    "state_backends/retention.py"]
+    "state_backends/retention.py", "jstormpy/runtime/prepare_steps.py"]
 """Every module of ``barrier/``, the TM's coordinator and restore plan, the commit path's
 steps and driver, and retention's decision."""
 FORBIDDEN = frozenset({"time", "datetime", "threading", "_thread", "multiprocessing",

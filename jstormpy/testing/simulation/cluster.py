@@ -33,7 +33,6 @@ from typing import Any
 
 from jstormpy.api.errors import (
     BackendError,
-    CorruptSnapshotError,
     JStormError,
     SinkError,
 )
@@ -102,6 +101,9 @@ from jstormpy.master.upgrade_steps import SwitchSteps
 from jstormpy.master.upgrade_steps import perform as perform_switch
 from jstormpy.multilang.acks import AckLedger, AdoptSteps
 from jstormpy.run_identity import RunIdentity
+from jstormpy.runtime import prepare_steps
+from jstormpy.runtime.prepare_steps import PrepareOrder
+from jstormpy.runtime.prepare_steps import Ready as PrepareReady
 from jstormpy.state_backends.base import CHECKPOINT_IDS_META, COMPLETED_META
 from jstormpy.state_backends.rocksdb_files import local_copy_matches
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
@@ -615,6 +617,100 @@ def stored_entries(state: Any) -> dict[Any, Any]:
     return dict(state) if type(state) is dict else copy.copy(state)
 
 
+class _SimPreparePort:
+    """A Prepare's steps (``runtime/prepare_steps.py``) on a simulated worker: snapshot
+    reads go to the simulated storage (shared files chain, local copies) and answer later,
+    or never if the worker died meanwhile."""
+
+    def __init__(self, worker: SimWorker, restored: int, base: int, layout: Layout) -> None:
+        self.worker = worker
+        self.sim = worker.sim
+        self.restored = restored
+        self.base = base
+        self.layout = layout
+        self.alive = worker.alive_check()
+        self.tasks: dict[int, SimTask] = {}
+
+    @property
+    def generation(self) -> int:
+        return self.worker.generation
+
+    def stop_tasks(self, generation: int) -> None:
+        for t in self.worker.tasks.values():
+            t.stop()  # snapshots still uploading report nothing
+        self.worker.tasks = {}
+
+    def take_generation(self, generation: int) -> None:
+        w = self.worker
+        w.generation = generation
+        w.layout = self.layout
+        w.base = self.base
+        if self.sim.plan.on(Fault.LOCAL_RECOVERY):
+            w.drop_local_others([t for t in sorted(self.layout.component_of())
+                                 if self.layout.worker_of(t) == w.worker_id])
+
+    def read_snapshot(self, task_id: int, handle: str,
+                      then: Callable[[Any, BaseException | None], None]) -> None:
+        w, sim = self.worker, self.sim
+
+        def done(data: Any, error: BaseException | None) -> None:
+            if error is not None or not data or not data.get("files"):
+                then(data, error)
+                return
+
+            # its keyed state is in shared files: read them before the task is built; the
+            # task goes on with the same chain
+            chain = list(data["files"])
+            local = (w.restore_local(chain, data.get("crc32", {}))
+                     if sim.plan.on(Fault.LOCAL_RECOVERY) else {})
+            rest = [f for f in chain if f not in local]
+
+            def files_read(files: Any, err: BaseException | None) -> None:
+                if err is not None:
+                    then(None, err)
+                    return
+                got = {**dict(zip(rest, files, strict=True)), **local}
+                sim.world.reach(Step.SHARED_CHAIN_RESTORED)
+                if sim.plan.on(Fault.LOCAL_RECOVERY):
+                    w.local_previous[task_id] = set(chain)  # LocalCopies.seed
+                then({**data, "states": {**(data.get("states") or {}),  # native RocksDB
+                                         **merge_files([got[f] for f in chain])},
+                      "file_bytes": {f: pickle.dumps(got[f]) for f in chain}}, None)
+            if rest:
+                sim.storage.read_shared(rest, self.alive, files_read)
+            else:
+                files_read([], None)
+        sim.storage.read_snapshot(handle, self.alive, done)
+
+    def current(self, generation: int) -> bool:
+        return generation == self.worker.generation and self.alive()
+
+    def begin_build(self, tasks: Sequence[int]) -> None:
+        pass  # the simulated data plane needs no wiring
+
+    def build_task(self, task_id: int, snapshot: Any) -> None:
+        self.tasks[task_id] = SimTask(self.worker, task_id,
+                                      self.layout.component_of()[task_id], snapshot)
+
+    def built(self, tasks: Sequence[int]) -> None:
+        self.worker.tasks = self.tasks
+
+    def sinks(self) -> Sequence[int]:
+        return [t for t, task in self.tasks.items() if task.component == "sink"]
+
+    def restore_sink(self, task_id: int) -> None:
+        t = self.tasks[task_id]
+        if not t.perform(t.txns.restore(self.restored if self.sim.stateful else None,
+                                        self.base)):
+            raise SinkError("external system unavailable at restore")
+
+    def answerable(self, error: Exception) -> bool:
+        return isinstance(error, (SinkError, AssertionError))
+
+    def ready(self, ready: PrepareReady) -> None:
+        self.worker.to_tm("ready", ready.generation, ready.ok, ready.corrupt, ready.error)
+
+
 # -- workers --------------------------------------------------------------------------------------
 class SimWorker:
     """A worker process: its tasks of the current generation and its TM session."""
@@ -733,89 +829,11 @@ class SimWorker:
 
     def on_prepare(self, generation: int, handles: dict[int, str], restored: int, base: int,
                    layout: Layout) -> None:
-        if generation < self.generation:
-            return
-        for t in self.tasks.values():
-            t.stop()  # snapshots still uploading report nothing
-        self.generation = generation
-        self.layout = layout
-        self.base = base
-        self.tasks = {}
-        mine = [t for t in sorted(layout.component_of()) if layout.worker_of(t) == self.worker_id]
-        if self.sim.plan.on(Fault.LOCAL_RECOVERY):
-            self.drop_local_others(mine)
-        states: dict[int, Any] = {}
-        waiting = [t for t in mine if handles.get(t)]
-        alive = self.alive_check()
-        failed: list[BaseException] = []
-
-        def build() -> None:
-            if generation != self.generation or not alive():
-                return
-            if failed:
-                self.to_tm("ready", generation, False, isinstance(failed[0],
-                                                                  CorruptSnapshotError),
-                           str(failed[0]))
-                return
-            components = layout.component_of()
-            self.tasks = {t: SimTask(self, t, components[t], states.get(t)) for t in mine}
-            try:
-                for t in self.tasks.values():
-                    if t.component == "sink":
-                        ok = t.perform(t.txns.restore(restored if self.sim.stateful else None,
-                                                      base))
-                        if not ok:
-                            raise SinkError("external system unavailable at restore")
-            except (SinkError, AssertionError) as exc:
-                self.to_tm("ready", generation, False, False, str(exc))
-                return
-            self.to_tm("ready", generation, True, False, "")
-
-        if not waiting:
-            build()
-            return
-        left = [len(waiting)]
-
-        def read_one(task: int) -> Any:
-            def finish(data: Any, error: BaseException | None) -> None:
-                if error is not None:
-                    failed.append(error)
-                else:
-                    states[task] = data
-                left[0] -= 1
-                if not left[0]:
-                    build()
-
-            def done(data: Any, error: BaseException | None) -> None:
-                if error is not None or not data or not data.get("files"):
-                    finish(data, error)
-                    return
-
-                # its keyed state is in shared files: read them before the task is built;
-                # the task goes on with the same chain
-                chain = list(data["files"])
-                local = (self.restore_local(chain, data.get("crc32", {}))
-                         if self.sim.plan.on(Fault.LOCAL_RECOVERY) else {})
-                rest = [f for f in chain if f not in local]
-
-                def files_read(files: Any, err: BaseException | None) -> None:
-                    if err is not None:
-                        finish(None, err)
-                        return
-                    got = {**dict(zip(rest, files, strict=True)), **local}
-                    self.sim.world.reach(Step.SHARED_CHAIN_RESTORED)
-                    if self.sim.plan.on(Fault.LOCAL_RECOVERY):
-                        self.local_previous[task] = set(chain)  # LocalCopies.seed
-                    finish({**data, "states": {**(data.get("states") or {}),  # native RocksDB
-                                               **merge_files([got[f] for f in chain])},
-                            "file_bytes": {f: pickle.dumps(got[f]) for f in chain}}, None)
-                if rest:
-                    self.sim.storage.read_shared(rest, alive, files_read)
-                else:
-                    files_read([], None)
-            return done
-        for tid in waiting:
-            self.sim.storage.read_snapshot(handles[tid], alive, read_one(tid))
+        """Prepare: production's order (``runtime/prepare_steps.py``), on simulated storage."""
+        mine = tuple(t for t in sorted(layout.component_of())
+                     if layout.worker_of(t) == self.worker_id)
+        prepare_steps.perform(PrepareOrder(generation, mine, handles),
+                              _SimPreparePort(self, restored, base, layout))
 
     def on_start(self, generation: int) -> None:
         if generation != self.generation:
