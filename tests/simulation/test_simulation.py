@@ -138,6 +138,35 @@ def test_a_savepoint_restore_into_postgres_or_redis_output_refuses_an_abandoned_
     assert any("missing [" in v for v in silent.violations), silent.violations
 
 
+def test_the_staged_sink_runs_the_real_two_phase_commit_base(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``staged`` sink is ``TwoPhaseCommitSink`` itself (issue 37): a bug planted in the
+    base's recovery, this run's own transactions discarded without a record, is found at
+    the seed of the refusal above (the savepoint's rows missing)."""
+    from jstormpy.connectors.twophase import TwoPhaseCommitSink
+    from jstormpy.testing.simulation import scenario
+
+    def staged(world: Any, seed: int) -> str:
+        world.rng.choice(("log", "files"))  # the draw _sink_kind makes
+        return "staged"
+
+    def unrecorded(self: TwoPhaseCommitSink, completed_id: int | None, own: bool) -> None:
+        for cid in sorted(self.staged_transactions()):
+            if completed_id is not None and cid <= completed_id:
+                self.commit_transaction(cid)
+            else:
+                self.abort_transaction(cid)  # the planted bug: no record of the discard
+
+    monkeypatch.setattr(scenario, "_sink_kind", staged)
+    faults = (Fault.LEADER_DEPOSED, Fault.LISTING_SHORT, Fault.SAVEPOINT_INTO_USED,
+              Fault.SHARED_FILE_LOSS)
+    assert run_seed(1405, faults).outcome.startswith("refused: ")
+    monkeypatch.setattr(TwoPhaseCommitSink, "resolve_staged", unrecorded)
+    planted = run_seed(1405, faults)
+    assert planted.outcome == "violated"
+    assert any("missing [" in v for v in planted.violations), planted.violations
+
+
 def test_multilang_spouts_stay_exactly_once_through_their_lifecycle_faults() -> None:
     # the multilang host's path (jstormpy/multilang/acks.py on the simulated cluster):
     # acks at the retention horizon, fails to a kept subprocess after a rollback, covered
