@@ -118,7 +118,7 @@ def test_a_savepoint_restore_into_postgres_or_redis_output_refuses_an_abandoned_
     staged and goes on, as before the fix) the restored run's output misses rows. (Seed
     1032215 of every fault took this path until the simulator stored checkpoints with the
     real backend, issue 37: its storage faults draw differently since.)"""
-    from jstormpy.testing.simulation import outputs, scenario
+    from jstormpy.testing.simulation import scenario, staged_sink
 
     def staged(world: Any, seed: int) -> str:
         world.rng.choice(("log", "files"))  # the draw _sink_kind makes
@@ -129,12 +129,42 @@ def test_a_savepoint_restore_into_postgres_or_redis_output_refuses_an_abandoned_
               Fault.SHARED_FILE_LOSS)
     fixed = run_seed(1405, faults)
     assert fixed.ok and fixed.faults.endswith("sink=staged"), fixed.violations
-    assert fixed.outcome.startswith("refused: sink task 6: transaction 103 is pending"), \
+    assert fixed.outcome.startswith("refused: SimStagedSink task 6: the savepoint of "
+                                    "checkpoint 103 lists transaction 103 as pending"), \
         fixed.outcome
-    monkeypatch.setattr(outputs.SimOutput, "check_not_abandoned", lambda *args: None)
+    monkeypatch.setattr(staged_sink.SimStagedSink, "was_abandoned", lambda *args: False)
     silent = run_seed(1405, faults)
     assert silent.outcome == "violated"
     assert any("missing [" in v for v in silent.violations), silent.violations
+
+
+def test_the_staged_sink_runs_the_real_two_phase_commit_base(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``staged`` sink is ``TwoPhaseCommitSink`` itself (issue 37): a bug planted in the
+    base's recovery, this run's own transactions discarded without a record, is found at
+    the seed of the refusal above (the savepoint's rows missing)."""
+    from jstormpy.connectors.twophase import TwoPhaseCommitSink
+    from jstormpy.testing.simulation import scenario
+
+    def staged(world: Any, seed: int) -> str:
+        world.rng.choice(("log", "files"))  # the draw _sink_kind makes
+        return "staged"
+
+    def unrecorded(self: TwoPhaseCommitSink, completed_id: int | None, own: bool) -> None:
+        for cid in sorted(self.staged_transactions()):
+            if completed_id is not None and cid <= completed_id:
+                self.commit_transaction(cid)
+            else:
+                self.abort_transaction(cid)  # the planted bug: no record of the discard
+
+    monkeypatch.setattr(scenario, "_sink_kind", staged)
+    faults = (Fault.LEADER_DEPOSED, Fault.LISTING_SHORT, Fault.SAVEPOINT_INTO_USED,
+              Fault.SHARED_FILE_LOSS)
+    assert run_seed(1405, faults).outcome.startswith("refused: ")
+    monkeypatch.setattr(TwoPhaseCommitSink, "resolve_staged", unrecorded)
+    planted = run_seed(1405, faults)
+    assert planted.outcome == "violated"
+    assert any("missing [" in v for v in planted.violations), planted.violations
 
 
 def test_multilang_spouts_stay_exactly_once_through_their_lifecycle_faults() -> None:

@@ -34,6 +34,7 @@ from typing import Any
 from jstormpy.api.errors import (
     BackendError,
     JStormError,
+    RestoreRefusedError,
     SinkError,
 )
 from jstormpy.barrier import task_barrier as barrier_steps
@@ -109,6 +110,7 @@ from jstormpy.state_backends.rocksdb_files import local_copy_matches
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
 from jstormpy.testing.simulation.judging import Step
 from jstormpy.testing.simulation.outputs import Row, SimOutput
+from jstormpy.testing.simulation.staged_sink import SimStagedSink, open_staged_sink
 from jstormpy.testing.simulation.storage import SimStorage, merge_files
 from jstormpy.testing.simulation.stores import CounterStores, NativeState
 from jstormpy.testing.simulation.world import World
@@ -250,6 +252,12 @@ class SimTask:
         self.open_rows: list[Row] = []
         self.txns = SinkTransactions(sorted(self.pending_rows))
         self.restored_pending = set(self.pending_rows)
+        # the "staged" kind: the real TwoPhaseCommitSink base over the simulated system
+        self.sink: SimStagedSink | None = None
+        if component == "sink" and self.sim.output.kind == "staged":
+            self.sink = open_staged_sink(self.sim.output, self.sim.run, self.sim.earlier,
+                                         task_id, layout.tasks("sink").index(task_id),
+                                         worker.worker_id, self.generation)
         self.started = False
         self.paused = False
         self.rr = 0
@@ -408,9 +416,8 @@ class SimTask:
             if not ok:
                 self.sim.world.reach(Step.SINK_STEP_REFUSED)
             return ok
-        except SinkError:
-            if self.sim.output.refused is None:
-                raise
+        except RestoreRefusedError as exc:  # the TM fails the topology at once
+            self.sim.output.refused = str(exc)
             return False  # a named error state: the run ends there (scenario._drive)
 
     def _perform_step(self, step: SinkStep) -> None:
@@ -418,23 +425,32 @@ class SimTask:
         run = self.sim.run
         match step:
             case Begin(txn):
-                out._up()
+                out.check_up()
                 self.open_rows = []
             case PreCommit(txn):
                 rows = [Row(r.key, r.seq, r.count, r.job, txn, r.task, r.streak, r.at)
                         for r in self.open_rows]
-                out.stage(run, self.task_id, txn, rows)
+                if self.sink is not None:
+                    self.sink.stage_rows(txn, rows)
+                else:
+                    out.stage(run, self.task_id, txn, rows)
                 self.pending_rows[txn] = rows
                 self.open_rows = []
             case Commit(txn):
                 self.sim.check_commit(txn)
                 rows = self.pending_rows.get(txn, [])
                 earlier = self.sim.earlier if txn in self.restored_pending else None
-                out.commit(run, self.task_id, txn, rows, earlier)
+                if self.sink is not None:
+                    self.sink.commit(txn)
+                else:
+                    out.commit(run, self.task_id, txn, rows, earlier)
                 self.pending_rows.pop(txn, None)
                 self.restored_pending.discard(txn)
             case Recover(restored):
-                out.recover(run, self.task_id, restored)
+                if self.sink is not None:
+                    self.sink.recover(restored)
+                else:
+                    out.recover(run, self.task_id, restored)
             case ReportCommitted(cid):
                 self.worker.to_tm("sink_committed", self.generation, cid, self.task_id)
             case FailCheckpoint(cid, reason):

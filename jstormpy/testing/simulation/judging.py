@@ -75,8 +75,10 @@ LEGITIMATE: dict[Fault, tuple[Legitimate, ...]] = {
         Legitimate("refused", r"^output directory holds part files committed after the "
                               r"savepoint's checkpoint",
                    "a savepoint restore into FileSink output used after the savepoint"),
-        Legitimate("refused", r"^sink task \d+: transaction \d+ is pending in the restored "
-                              r"checkpoint, but run \w+ discarded it in a recovery",
+        Legitimate("refused", r"^SimStagedSink task \d+: the (savepoint of checkpoint \d+|"
+                              r"restored checkpoint) lists transaction \d+ as pending, but "
+                              r"(the run it was taken from \(\w+\)|a recovery of this run) "
+                              r"discarded it",
                    "a PostgreSQL/Redis transaction the first run discarded in a fallback")),
     Fault.SHARED_FILE_LOSS: (NO_USABLE_CHECKPOINT,),
 }

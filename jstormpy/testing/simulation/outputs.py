@@ -14,14 +14,13 @@ Three kinds, after the ways the real connectors make a commit idempotent:
   committed parts, and a savepoint restore refuses one with parts above the savepoint. A
   recovery keeps staged parts at or below the restored checkpoint, uncommitted: only a
   pending id of the restored snapshot commits one.
-* ``"staged"`` (PostgresSink, RedisStreamSink: :class:`~jstormpy.connectors.twophase.
-  TwoPhaseCommitSink`): the staged rows live in the external system (an empty transaction
-  stages nothing); a commit publishes them if they are still staged, and is a no-op if
-  not (committed already). A recovery's discard of a staged transaction records its id
-  under the run (``abandon_transaction``); a commit that finds nothing staged but the id
-  in the owning run's record (for a savepoint restore's ids, the earlier run's) raises a
-  ``SinkError`` and sets :attr:`SimOutput.refused`: the run ends in that named error
-  state, as the real one does once its restart strategy gives up.
+* ``"staged"`` (PostgresSink, RedisStreamSink): the staged rows, the fencing tokens and
+  each run's record of the transactions its recoveries discarded live here, and the real
+  :class:`~jstormpy.connectors.twophase.TwoPhaseCommitSink` base drives them: the
+  connector is :class:`~jstormpy.testing.simulation.staged_sink.SimStagedSink`. A commit
+  of a transaction a recovery discarded raises the base's ``RestoreRefusedError``; the
+  task sets :attr:`SimOutput.refused` and the run ends in that named error state, as the
+  real one fails the topology.
 
 The rows record which run and transaction wrote them, so the checker can tell runs apart.
 """
@@ -62,7 +61,10 @@ class SimOutput:
     commit_log: dict[str, set[int]] = field(default_factory=dict)
     parts: set[tuple[int, int]] = field(default_factory=set)
     abandoned: dict[tuple[str, int], set[int]] = field(default_factory=dict)
-    """``"staged"``: per (run job id, task), the transactions its recoveries discarded."""
+    """``"staged"``: per (fence owner ``<topology>@<job_id>``, task), the transactions the
+    run's recoveries discarded."""
+    fences: dict[tuple[str, int], int] = field(default_factory=dict)
+    """``"staged"``: per (fence owner, task), the generation holding the fencing token."""
     refused: str | None = None
     """``"staged"``: why a commit was refused (a transaction a recovery discarded)."""
     down: bool = False
@@ -80,24 +82,14 @@ class SimOutput:
                                 f"savepoint's checkpoint {checkpoint_id} ({later[0]} ...)")
 
     def stage(self, run: RunIdentity, task: int, txn: int, rows: list[Row]) -> None:
-        self._up()
-        if self.kind == "staged" and not rows:
-            return  # an empty transaction stages nothing (PostgreSQL, Redis)
+        self.check_up()
         self.staged[(run.job_id, task, txn)] = list(rows)
 
     def commit(self, run: RunIdentity, task: int, txn: int, rows: list[Row],
                earlier: tuple[RunIdentity, int] | None = None) -> None:
         """Make transaction ``txn`` of ``task`` visible (idempotent). ``earlier``: the run
         a savepoint came from and its checkpoint id (ids up to it are that run's)."""
-        self._up()
-        if self.kind == "staged":
-            owner = earlier[0] if earlier is not None and txn <= earlier[1] else run
-            staged = self.staged.pop((owner.job_id, task, txn), None)
-            if staged is None:
-                self.check_not_abandoned(owner, task, txn)
-                return  # committed already (or empty)
-            self.rows.extend(staged)
-            return
+        self.check_up()
         self.staged.pop((run.job_id, task, txn), None)
         if self.kind == "log":
             owner = earlier[0] if earlier is not None and txn <= earlier[1] else run
@@ -114,32 +106,19 @@ class SimOutput:
 
     def recover(self, run: RunIdentity, task: int, restored: int | None) -> None:
         """A task's ``recover``, as each connector's: what it staged above ``restored`` is
-        dropped; at or below, PostgreSQL and Redis (``"staged"``) commit it from the
-        external system, FileSink (``"files"``) keeps the staged part file, and KafkaSink
-        (``"log"``) has lost it (the new producer aborted the transaction). The last two
+        dropped; at or below, FileSink (``"files"``) keeps the staged part file, and
+        KafkaSink (``"log"``) has lost it (the new producer aborted the transaction). Both
         commit only the ids the restored snapshot names as pending, which the engine asks
         for before ``recover`` (``SinkTransactions.restore``)."""
-        self._up()
+        self.check_up()
         mine = sorted(k for k in self.staged if k[0] == run.job_id and k[1] == task)
         for k in mine:
-            if restored is not None and k[2] <= restored and self.kind == "staged":
-                self.commit(run, task, k[2], self.staged[k])
-            elif restored is not None and k[2] <= restored and self.kind == "files":
+            if restored is not None and k[2] <= restored and self.kind == "files":
                 continue  # kept; committed by a pending id of a snapshot, or never
-            else:
-                if self.kind == "staged":  # abandon_transaction: record, then discard
-                    self.abandoned.setdefault((run.job_id, task), set()).add(k[2])
-                del self.staged[k]
+            del self.staged[k]
 
-    def check_not_abandoned(self, owner: RunIdentity, task: int, txn: int) -> None:
-        """``"staged"``: refuse a commit of a transaction ``owner``'s recovery discarded
-        (``TwoPhaseCommitSink.abandoned_error``): its rows are gone."""
-        if txn in self.abandoned.get((owner.job_id, task), ()):
-            self.refused = (f"sink task {task}: transaction {txn} is pending in the restored "
-                            f"checkpoint, but run {owner.job_id} discarded it in a recovery")
-            raise SinkError(self.refused)
-
-    def _up(self) -> None:
+    def check_up(self) -> None:
+        """Raise :class:`SinkUnavailableError` while the fault plan holds the system down."""
         if self.down:
             raise SinkUnavailableError("external system unavailable")
 
