@@ -281,6 +281,24 @@ def test_a_gray_release_from_start_to_complete(tmp_path: Path) -> None:
     assert done["expires_in_s"] is None
 
 
+def test_an_upgrade_to_incompatible_code_is_refused_naming_the_problem(tmp_path: Path) -> None:
+    """New code whose wiring differs (here a bolt's parallelism) is refused at ``start``
+    with the problems and, for a parallelism change, the hint to rescale; nothing
+    changed: no switch, every worker on the running code, the refused package not kept."""
+    core, sessions, _ = gray_master(tmp_path)
+    before = core.upgrade.status()
+    wider = tmp_path / "wider" / "topo.py"
+    wider.parent.mkdir()
+    wider.write_text(CODE.format(version="v3").replace(
+        'set_bolt("count", Count, parallelism=2)', 'set_bolt("count", Count, parallelism=3)'))
+    with pytest.raises(JStormError, match=r"(?s)not compatible.*"
+                       r"component 'count': parallelism 2 -> 3.*upgrade with --rescale"):
+        core.upgrade.request(grpc("start"), *build_package(wider), workers=[1])
+    after = core.upgrade.status()
+    assert after["phase"] == "idle" and after["versions"] == {"0": "v1", "1": "v1"}
+    assert after["packages"] == before["packages"]
+
+
 def test_of_two_upgrades_started_together_the_second_to_load_is_refused(
         tmp_path: Path) -> None:
     """An upgrade's new code is checked outside the TM's lock (it runs user code in a
