@@ -97,14 +97,17 @@ def test_a_large_state_of_tuples_is_copied_at_the_barrier_not_pickled_there() ->
     """A large state whose values are tuples of immutable values (a pair of counts, a
     key and a timestamp) is as safe to share as one of ints: the barrier copies the dict
     (``SnapshotView.copies``) and leaves the pickling to the snapshot thread, at this and
-    every later checkpoint, instead of pickling every key on the task thread. The
-    snapshot holds the values of the barrier."""
+    every later checkpoint, instead of pickling every key on the task thread; from the
+    second checkpoint on, the type scan too. The snapshot holds the values of the
+    barrier."""
     n = snapshots.CHUNK_KEYS
     pairs: dict[str, tuple[int, str]] = {f"k{i}": (i, "x") for i in range(n)}
     verified: set[str] = set()
-    for _ in range(2):  # the first capture scans the state, the next trusts the scan
+    for scanned_at_the_barrier in (True, False):  # the next capture trusts the scan
         view = snapshots.capture({"states": {"pairs": pairs}}, verified)
         assert "pairs" in view.copies
+        # a trusted state's scan is left to the snapshot thread (SnapshotView.unchecked)
+        assert view.unchecked == ([] if scanned_at_the_barrier else ["pairs"])
         assert len(view.rest) < 1000  # the barrier pickled none of the state
         pairs["k0"] = (-1, "after the barrier")
         assert pickle.loads(snapshots.serialise(view))["states"]["pairs"]["k0"] != (
