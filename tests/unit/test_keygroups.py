@@ -185,7 +185,8 @@ def test_batched_key_groups_agree_with_key_hash_across_batches() -> None:
     from jstormpy.keygroups import key_groups_of
 
     keys: list[Any] = [f"w{i}" for i in range(70000)] + KEYS + [
-        True, 2.0, -2**40, "x" * 300, "ü" * 255, "\ud800", (1, "a"), frozenset({1})]
+        True, 2.0, -2**40, "x" * 300, "ü" * 255, "y" * 256, "\ud800", (1, "a"),
+        frozenset({1})]  # 255 and 256 characters: either side of the inline encoding's limit
     random.Random(3).shuffle(keys)
     for max_p in (128, 1000, 32768, 1, 3):
         assert key_groups_of(keys, max_p) == [key_hash(k) % max_p for k in keys], max_p
