@@ -299,6 +299,28 @@ def test_an_upgrade_to_incompatible_code_is_refused_naming_the_problem(tmp_path:
     assert after["packages"] == before["packages"]
 
 
+def test_a_switch_whose_quiescent_checkpoint_fails_resumes_the_spouts(tmp_path: Path) -> None:
+    """A switch's quiescent checkpoint pauses every spout. A task failing that checkpoint
+    gives the switch up (back to idle, every worker on the running code, the reason in
+    the errors) and the spouts emit again: the topology is not left paused."""
+    core, sessions, v2 = gray_master(tmp_path)
+    core.upgrade.request(grpc("start"), *build_package(v2), workers=[1])
+    wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "quiescing", "quiescing")
+    quiescent = core.upgrade.checkpoint_id
+    assert quiescent is not None
+    for session in sessions.values():  # what was sent before: not what is asserted
+        while not session.outq.empty():
+            session.outq.get_nowait()
+    core.on_checkpoint_failed(pb.CheckpointFailed(
+        checkpoint_id=quiescent, generation=core.generation, task_id=min(core.all_tasks),
+        reason="disk full"))
+    wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "idle", "the switch given up")
+    for w, session in sessions.items():
+        assert next_message(session, "resume").resume.generation == core.generation, w
+    status = core.upgrade.status()
+    assert status["versions"] == {"0": "v1", "1": "v1"} and "disk full" in status["error"]
+
+
 def test_of_two_upgrades_started_together_the_second_to_load_is_refused(
         tmp_path: Path) -> None:
     """An upgrade's new code is checked outside the TM's lock (it runs user code in a
