@@ -3,11 +3,12 @@ the stream a snapshot is written as (runtime/snapshots.py, the backend's sealed 
 
 import pickle
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
-from jstormpy.api.errors import CheckpointError, CorruptSnapshotError
+from jstormpy.api.errors import BackendError, CheckpointError, CorruptSnapshotError
 from jstormpy.barrier.snapshots import AckSnapshot, DeclineSnapshot, TaskSnapshots
 from jstormpy.runtime import snapshots
 from jstormpy.state_backends.base import open_blob, seal_stream
@@ -122,3 +123,29 @@ def test_a_state_that_cannot_be_pickled_fails_its_barrier_with_the_pickling_erro
     the cleanup after it."""
     with pytest.raises(TypeError, match="cannot pickle '_thread.lock' object"):
         snapshots.capture({"states": {"locks": {"a": threading.Lock()}}})
+
+
+class RetryingBackend(FileBackend):
+    """A file backend whose every streamed write breaks off after its first piece and is
+    retried from the start, as the HDFS backend does when a connection is lost."""
+
+    def put_object_stream(self, key: str, chunks: Iterable[bytes]) -> None:
+        first = iter(chunks)  # the first attempt sends the envelope's header and a
+        for _ in range(2):    # piece, then its connection is lost
+            next(first)
+        super().put_object_stream(key, chunks)  # the retry: the stream again, from its start
+
+
+def test_a_retried_write_of_a_one_shot_stream_fails_rather_than_store_less(
+        tmp_path: Path) -> None:
+    """A snapshot given as pieces that can start over (a list, a ``SnapshotStream``) is
+    written whole by a retry; one given as a one-shot iterator (a generator) cannot start
+    over, so the retry is refused instead of storing the pieces left, which would read
+    back as a smaller snapshot under a valid checksum."""
+    backend = RetryingBackend(f"file://{tmp_path}")
+    pieces = [b"first", b"second", b"third"]
+    handle = backend.put_snapshot(1, 0, pieces, generation=1)
+    assert backend.get_snapshot(handle) == b"".join(pieces)
+    with pytest.raises(BackendError, match="cannot be written again"):
+        backend.put_snapshot(2, 0, (p for p in pieces), generation=1)
+    assert backend.list_objects("chk-0000000002/") == []
