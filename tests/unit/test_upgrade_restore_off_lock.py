@@ -23,6 +23,7 @@ from jstormpy.cli.main import load_topology_file
 from jstormpy.master.core import MasterCore, WorkerSession
 from jstormpy.operations.codepkg import build_package
 from jstormpy.proto import jstorm_pb2 as pb
+from jstormpy.state_backends.base import METADATA_NAME, checkpoint_prefix, seal_blob
 from jstormpy.state_backends.file import FileBackend
 from tests.unit.test_launch_attempts import next_message
 from tests.unit.test_rescale_commit import ack_all, start, topo, wait_until
@@ -319,6 +320,34 @@ def test_a_switch_whose_quiescent_checkpoint_fails_resumes_the_spouts(tmp_path: 
         assert next_message(session, "resume").resume.generation == core.generation, w
     status = core.upgrade.status()
     assert status["versions"] == {"0": "v1", "1": "v1"} and "disk full" in status["error"]
+
+
+def test_a_switch_whose_quiescent_commit_point_is_malformed_rolls_back_with_the_reason(
+        tmp_path: Path) -> None:
+    """The quiescent checkpoint's commit point, damaged after it was written (a task id
+    that is not a number, as another tool might leave it), cannot give the switch its
+    snapshot handles: the upgrade is rolled back at once with the reason, not left
+    restoring until its step times out (``upgrade_step_timeout_ms``, two minutes here)."""
+    core, sessions, v2 = gray_master(tmp_path)
+    core.upgrade.request(grpc("start"), *build_package(v2), workers=[1])
+    wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "quiescing", "quiescing")
+    quiescent = core.upgrade.checkpoint_id
+    assert quiescent is not None
+    ack_all(core, quiescent)
+    assert core.backend_io.wait_idle(10)
+    wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "stopping", "stopping")
+    meta = core.backend.read_metadata(quiescent)
+    meta["tasks"] = {f"task-{t}": entry for t, entry in meta["tasks"].items()}
+    core.backend.put_object(checkpoint_prefix(quiescent) + METADATA_NAME,
+                            seal_blob(json.dumps(meta).encode()))
+    assert next_message(sessions[1], "shutdown").shutdown.exit_code == 75
+    sessions[1] = register(core, 1, core.upgrade.version_of(1), core.generation)
+    wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "rolled_back",
+               "the upgrade rolled back")
+    status = core.upgrade.status()
+    assert status["versions"] == {"0": "v1", "1": "v1"}
+    assert f"quiescent checkpoint {quiescent} unreadable" in status["error"], status["error"]
+    assert "'task-" in status["error"], status["error"]
 
 
 def test_of_two_upgrades_started_together_the_second_to_load_is_refused(
