@@ -5,6 +5,7 @@ import pickle
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from jstormpy.barrier.snapshots import AckSnapshot, DeclineSnapshot, TaskSnapsho
 from jstormpy.runtime import snapshots
 from jstormpy.state_backends.base import open_blob, seal_stream
 from jstormpy.state_backends.file import FileBackend
+from jstormpy.state_store import RocksDBStore
 
 
 def test_a_snapshot_reports_under_its_barriers_generation():
@@ -149,3 +151,20 @@ def test_a_retried_write_of_a_one_shot_stream_fails_rather_than_store_less(
     with pytest.raises(BackendError, match="cannot be written again"):
         backend.put_snapshot(2, 0, (p for p in pieces), generation=1)
     assert backend.list_objects("chk-0000000002/") == []
+
+
+def test_a_barrier_failing_to_pickle_leaves_no_rocksdb_write_waiting(tmp_path: Path) -> None:
+    """A task with RocksDB state whose barrier fails on another state (one pickle
+    refuses): the RocksDB writes sealed at that barrier go to the database all the same,
+    none is left waiting for a snapshot that will never be taken."""
+    store = RocksDBStore(tmp_path / "task-1", 128)
+    try:
+        counts: Any = store.open("counts", None, None)
+        counts["a"] = 1
+        with pytest.raises(TypeError, match="cannot pickle"):
+            snapshots.capture({"states": {"counts": counts,
+                                          "locks": {"a": threading.Lock()}}})
+        assert not store.pending()
+        assert counts["a"] == 1
+    finally:
+        store.close()
