@@ -168,3 +168,16 @@ def test_a_barrier_failing_to_pickle_leaves_no_rocksdb_write_waiting(tmp_path: P
         assert counts["a"] == 1
     finally:
         store.close()
+
+
+def test_a_snapshot_of_small_states_keeps_the_snapshot_threads_entries() -> None:
+    """A task whose states are all small (nothing copied at the barrier) may still get an
+    entry from the snapshot thread: the native RocksDB checkpoint's ``"rocksdb"`` entry,
+    put in ``view.extra`` by ``upload_native``. The written snapshot holds it beside the
+    states; without it a restore would find no RocksDB state."""
+    view = snapshots.capture({"states": {"counts": {"a": 1}}})
+    assert not view.copies
+    entry = {"files": ["000012.sst"], "states": {"windows": None}}
+    view.extra = {**(view.extra or {}), "rocksdb": entry}
+    snap = pickle.loads(snapshots.serialise(view))
+    assert snap["rocksdb"] == entry and snap["states"]["counts"] == {"a": 1}
