@@ -181,3 +181,15 @@ def test_a_snapshot_of_small_states_keeps_the_snapshot_threads_entries() -> None
     view.extra = {**(view.extra or {}), "rocksdb": entry}
     snap = pickle.loads(snapshots.serialise(view))
     assert snap["rocksdb"] == entry and snap["states"]["counts"] == {"a": 1}
+
+
+def test_a_large_state_of_tuples_holding_lists_is_pickled_at_the_barrier() -> None:
+    """Tuples are shared only if what they hold is immutable too: a large state whose
+    tuples hold a list is pickled at the barrier, so a change to a list after the barrier
+    is not in the snapshot."""
+    n = snapshots.CHUNK_KEYS
+    lists: dict[str, tuple[int, list[int]]] = {f"k{i}": (i, [i]) for i in range(n)}
+    view = snapshots.capture({"states": {"lists": lists}}, set())
+    assert "lists" not in view.copies
+    lists["k0"][1].append(-1)  # after the barrier
+    assert pickle.loads(snapshots.serialise(view))["states"]["lists"]["k0"] == (0, [0])
