@@ -183,13 +183,16 @@ def test_a_snapshot_of_small_states_keeps_the_snapshot_threads_entries() -> None
     assert snap["rocksdb"] == entry and snap["states"]["counts"] == {"a": 1}
 
 
-def test_a_large_state_of_tuples_holding_lists_is_pickled_at_the_barrier() -> None:
-    """Tuples are shared only if what they hold is immutable too: a large state whose
-    tuples hold a list is pickled at the barrier, so a change to a list after the barrier
-    is not in the snapshot."""
+def test_a_large_state_of_lists_or_tuples_holding_lists_is_pickled_at_the_barrier() -> None:
+    """A value is shared with the snapshot only if it is immutable all the way down: a
+    large state whose values are lists, or tuples that hold a list, is pickled at the
+    barrier, so a change to a list after the barrier is not in the snapshot."""
     n = snapshots.CHUNK_KEYS
-    lists: dict[str, tuple[int, list[int]]] = {f"k{i}": (i, [i]) for i in range(n)}
-    view = snapshots.capture({"states": {"lists": lists}}, set())
-    assert "lists" not in view.copies
-    lists["k0"][1].append(-1)  # after the barrier
-    assert pickle.loads(snapshots.serialise(view))["states"]["lists"]["k0"] == (0, [0])
+    lists: dict[str, list[int]] = {f"k{i}": [i] for i in range(n)}
+    pairs: dict[str, tuple[int, list[int]]] = {f"k{i}": (i, [i]) for i in range(n)}
+    view = snapshots.capture({"states": {"lists": lists, "pairs": pairs}}, set())
+    assert not view.copies
+    lists["k0"].append(-1)  # after the barrier
+    pairs["k0"][1].append(-1)
+    states = pickle.loads(snapshots.serialise(view))["states"]
+    assert (states["lists"]["k0"], states["pairs"]["k0"]) == ([0], (0, [0]))
