@@ -230,3 +230,18 @@ def test_retention_leaves_a_file_in_the_shared_directory_it_did_not_name_alone(
     _completed(store, 2, [])
     assert store.garbage_collect(keep=1) == [1]
     assert store.list_objects("inc/") == ["inc/seg-notes.txt"]
+
+
+def test_retention_counts_no_checkpoint_above_the_floor_among_the_newest(
+        tmp_path: Path) -> None:
+    """``garbage_collect(keep, upto=f)``: a completed checkpoint above the TM's id floor
+    (a deposed TM's late commit point) is not the newest: keep=1 keeps the TM's own
+    newest, 2, deletes 1, and leaves 5 and its shared file alone."""
+    store = FileBackend(f"file://{tmp_path}")
+    _completed(store, 1, ["inc/seg-0000000001-a"])
+    _completed(store, 2, ["inc/seg-0000000002-a"])
+    _completed(store, 5, ["inc/seg-0000000005-a"])
+    assert store.garbage_collect(keep=1, upto=2) == [1]
+    assert store.list_completed() == [2, 5]
+    assert sorted(store.list_objects("inc/")) == ["inc/seg-0000000002-a",
+                                                  "inc/seg-0000000005-a"]

@@ -91,3 +91,16 @@ def test_the_listing_of_checkpoint_ids_names_incomplete_checkpoints_too(
     backend.put_object("chk-notanid/stray", b"x")
     assert backend.list_completed() == [5]
     assert backend.list_checkpoint_ids() == [3, 5]
+
+
+def test_checkpoint_ids_of_ten_digits_and_more_are_listed_as_themselves(
+        tmp_path: Path) -> None:
+    """A checkpoint's objects are under ``chk-`` and its id, at least ten digits: ids from
+    10**9 on have no leading zero to spare, and from 10**10 on take more digits. Both
+    listings read every digit."""
+    backend = FileBackend(f"file://{tmp_path}")
+    for cid in (7, 1_234_567_890, 98_765_432_100):
+        handle = backend.put_snapshot(cid, 1, b"state", generation=1)
+        backend.create_metadata(cid, {"tasks": {"1": {"handle": handle}}})
+    assert backend.list_completed() == [7, 1_234_567_890, 98_765_432_100]
+    assert backend.list_checkpoint_ids() == [7, 1_234_567_890, 98_765_432_100]

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from jstormpy import Config
+from jstormpy import Config, keygroups
 from jstormpy.api.errors import ConfigError, JStormError
 from jstormpy.keygroups import (
+    KeyRouter,
     default_max_parallelism,
     key_group,
     key_group_range,
@@ -118,6 +119,25 @@ def _snapshots(n: int, max_p: int, counts: dict[str, int]) -> list[dict[str, Any
     return snaps
 
 
+def test_a_fields_grouping_hashes_each_key_once_while_its_memo_has_room(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fields-grouped route remembers the task of every key it routed (a bounded memo):
+    the keys of a stream come again and again, and routing one it saw is a dict lookup,
+    not another hash of the key."""
+    route = KeyRouter(default_max_parallelism(4), 4)
+    keys = [f"user-{i}" for i in range(1000)]
+    first = [route(k) for k in keys]
+    assert first == [task_index_for_key_group(route.max_parallelism, 4,
+                                              key_group(k, route.max_parallelism))
+                     for k in keys]
+
+    def hashed_again(key: Any) -> int:
+        raise AssertionError(f"{key!r} was hashed again")
+
+    monkeypatch.setattr(keygroups, "key_hash", hashed_again)
+    assert [route(k) for k in keys] == first
+
+
 def test_redistribute_up_and_down_keeps_every_key_at_its_new_owner() -> None:
     counts = {f"w{i}": i for i in range(2000)}
     snaps = _snapshots(2, 128, counts)
@@ -165,7 +185,8 @@ def test_batched_key_groups_agree_with_key_hash_across_batches() -> None:
     from jstormpy.keygroups import key_groups_of
 
     keys: list[Any] = [f"w{i}" for i in range(70000)] + KEYS + [
-        True, 2.0, -2**40, "x" * 300, "ü" * 255, "\ud800", (1, "a"), frozenset({1})]
+        True, 2.0, -2**40, "x" * 300, "ü" * 255, "y" * 256, "\ud800", (1, "a"),
+        frozenset({1})]  # 255 and 256 characters: either side of the inline encoding's limit
     random.Random(3).shuffle(keys)
     for max_p in (128, 1000, 32768, 1, 3):
         assert key_groups_of(keys, max_p) == [key_hash(k) % max_p for k in keys], max_p

@@ -15,9 +15,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from jstormpy import Bolt, Config, Spout, TopologyBuilder, pickling
 from jstormpy.api.topology import Topology
 from jstormpy.master.core import MasterCore, WorkerSession
+from jstormpy.master.rescale import RESIZABLE_ENV
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.state_backends.file import FileBackend
 from tests.unit.test_launch_attempts import next_message
@@ -249,6 +252,33 @@ def test_a_rescale_is_done_once_the_new_layout_runs_and_its_history_times_its_st
     assert record["restart_ms"] >= (restart_to - restart_from) * 1000 - 0.05, record
     assert record["total_ms"] >= (restart_to - quiesce_from) * 1000 - 0.05, record
     assert record["total_ms"] >= record["quiesce_ms"] + record["restart_ms"] - 0.1, record
+
+
+def test_after_a_rescale_to_fewer_workers_a_transport_failure_still_starts_a_recovery(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's transport failure starts a recovery unless the TM already knows a worker
+    is dead (that report adds nothing). A worker a rescale stopped for good is gone, not
+    dead: once the new layout (one worker of two) runs, a transport failure it reports
+    restarts the topology."""
+    monkeypatch.setenv(RESIZABLE_ENV, "1")
+    core, backend, sessions = setup(tmp_path)
+    backend.release.set()
+    core.rescale.request({}, workers=1)
+    wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "quiescing", "quiescing")
+    quiescent = core.rescale.checkpoint_id
+    assert quiescent is not None
+    ack_all(core, quiescent)
+    assert core.backend_io.wait_idle(10)
+    wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "restarting", "committed")
+    assert next_message(sessions[0], "shutdown").shutdown.exit_code == 75
+    assert next_message(sessions[1], "shutdown").shutdown.exit_code == 0  # for good
+    start(core, [register(core, 0, core.generation)])
+    wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "idle", "rescale finished")
+    assert core.state == "running"
+    core.on_task_error(pb.TaskError(task_id=-1, component="transport",
+                                    message="ConnectionError: a connection was lost",
+                                    generation=core.generation))
+    assert core.state == "recovering"
 
 
 class Sink(Bolt):

@@ -1,13 +1,20 @@
 """The recovery's restore decision in isolation (master/restore_plan.py)."""
 
+import dataclasses
+import typing
+
+import pytest
+
 from jstormpy.master.restore_plan import (
     LATEST,
     ListCompleted,
+    PersistEpochStart,
     PersistFloor,
     PersistGeneration,
     ReadMetadata,
     Refuse,
     Restore,
+    RestoreAction,
     RestorePlan,
     RetryLater,
     Unusable,
@@ -20,6 +27,21 @@ def plan(**kw):
                 completed_floor=0, bad=())
     args.update(kw)
     return RestorePlan(args.pop("generation"), args.pop("target"), **args)
+
+
+def test_the_steps_and_outcomes_cannot_be_changed_once_handed_out():
+    """Every kind of step and outcome the plan hands its performer is a value: what the
+    plan decided is what is performed, whoever holds it (the TM's backend thread, the
+    simulator), and equal ones compare equal."""
+    actions = [PersistGeneration(3), ListCompleted(), ReadMetadata(4), PersistEpochStart(2, 4),
+               PersistFloor(4), RetryLater("why"), Unusable(4, "why"), Refuse("why"),
+               Restore(4, {1: "handle"})]
+    assert {type(a) for a in actions} == set(typing.get_args(RestoreAction))
+    for action in actions:
+        assert action == dataclasses.replace(action)
+        name = next((f.name for f in dataclasses.fields(action)), "checkpoint_id")
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(action, name, 5)
 
 
 def test_the_generation_is_stored_before_anything_is_listed():

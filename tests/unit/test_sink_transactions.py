@@ -4,6 +4,8 @@ the executor does, so the tests read as the calls a sink sees."""
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from typing import Any
 
 import pytest
@@ -51,6 +53,20 @@ def started(first: int = 1, restored: int | None = None, pending=()) -> Performe
     p.run(p.txns.restore(restored))
     p.run(p.txns.start(first))
     return p
+
+
+def test_the_steps_are_values_a_performer_may_keep_and_compare() -> None:
+    """Every kind of step is a value: equal steps are one key of a set or dict (a
+    performer counting what it performed, or dropping a step it already performed when
+    events are replayed), and a step it was handed cannot be changed."""
+    steps: list[SinkStep] = [Begin(1), PreCommit(1), Commit(1), Recover(None),
+                             ReportCommitted(1), FailCheckpoint(1, "down"), RetryCommit(1)]
+    assert {type(step) for step in steps} == set(typing.get_args(SinkStep))
+    again = [dataclasses.replace(step) for step in steps]
+    assert len(set(steps) | set(again)) == len(steps)
+    for step in steps:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(step, dataclasses.fields(step)[0].name, 2)
 
 
 def test_fresh_run_recovers_everything_then_opens_the_first_transaction() -> None:

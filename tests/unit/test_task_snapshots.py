@@ -2,15 +2,19 @@
 the stream a snapshot is written as (runtime/snapshots.py, the backend's sealed envelope)."""
 
 import pickle
+import threading
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from jstormpy.api.errors import CheckpointError, CorruptSnapshotError
+from jstormpy.api.errors import BackendError, CheckpointError, CorruptSnapshotError
 from jstormpy.barrier.snapshots import AckSnapshot, DeclineSnapshot, TaskSnapshots
 from jstormpy.runtime import snapshots
 from jstormpy.state_backends.base import open_blob, seal_stream
 from jstormpy.state_backends.file import FileBackend
+from jstormpy.state_store import RocksDBStore
 
 
 def test_a_snapshot_reports_under_its_barriers_generation():
@@ -90,3 +94,105 @@ def test_a_small_state_that_comes_to_hold_a_list_costs_no_checkpoint() -> None:
     second = snapshots.capture({"states": {"counts": counts}}, verified)
     value.append(2)  # after the barrier: not in the snapshot
     assert pickle.loads(snapshots.serialise(second))["states"]["counts"] == {"a": [1], "b": 2}
+
+
+def test_a_large_state_of_tuples_is_copied_at_the_barrier_not_pickled_there() -> None:
+    """A large state whose values are tuples of immutable values (a pair of counts, a
+    key and a timestamp) is as safe to share as one of ints: the barrier copies the dict
+    (``SnapshotView.copies``) and leaves the pickling to the snapshot thread, at this and
+    every later checkpoint, instead of pickling every key on the task thread; from the
+    second checkpoint on, the type scan too. The snapshot holds the values of the
+    barrier."""
+    n = snapshots.CHUNK_KEYS
+    pairs: dict[str, tuple[int, str]] = {f"k{i}": (i, "x") for i in range(n)}
+    verified: set[str] = set()
+    for scanned_at_the_barrier in (True, False):  # the next capture trusts the scan
+        view = snapshots.capture({"states": {"pairs": pairs}}, verified)
+        assert "pairs" in view.copies
+        # a trusted state's scan is left to the snapshot thread (SnapshotView.unchecked)
+        assert view.unchecked == ([] if scanned_at_the_barrier else ["pairs"])
+        assert len(view.rest) < 1000  # the barrier pickled none of the state
+        pairs["k0"] = (-1, "after the barrier")
+        assert pickle.loads(snapshots.serialise(view))["states"]["pairs"]["k0"] != (
+            -1, "after the barrier")
+        pairs["k0"] = (0, "x")
+    assert verified == {"pairs"}
+
+
+def test_a_state_that_cannot_be_pickled_fails_its_barrier_with_the_pickling_error() -> None:
+    """A state value pickle refuses (a lock) fails the capture at the barrier with
+    pickle's own error naming the type, which the task reports, not with an error of
+    the cleanup after it."""
+    with pytest.raises(TypeError, match="cannot pickle '_thread.lock' object"):
+        snapshots.capture({"states": {"locks": {"a": threading.Lock()}}})
+
+
+class RetryingBackend(FileBackend):
+    """A file backend whose every streamed write breaks off after its first piece and is
+    retried from the start, as the HDFS backend does when a connection is lost."""
+
+    def put_object_stream(self, key: str, chunks: Iterable[bytes]) -> None:
+        first = iter(chunks)  # the first attempt sends the envelope's header and a
+        for _ in range(2):    # piece, then its connection is lost
+            next(first)
+        super().put_object_stream(key, chunks)  # the retry: the stream again, from its start
+
+
+def test_a_retried_write_of_a_one_shot_stream_fails_rather_than_store_less(
+        tmp_path: Path) -> None:
+    """A snapshot given as pieces that can start over (a list, a ``SnapshotStream``) is
+    written whole by a retry; one given as a one-shot iterator (a generator) cannot start
+    over, so the retry is refused instead of storing the pieces left, which would read
+    back as a smaller snapshot under a valid checksum."""
+    backend = RetryingBackend(f"file://{tmp_path}")
+    pieces = [b"first", b"second", b"third"]
+    handle = backend.put_snapshot(1, 0, pieces, generation=1)
+    assert backend.get_snapshot(handle) == b"".join(pieces)
+    with pytest.raises(BackendError, match="cannot be written again"):
+        backend.put_snapshot(2, 0, (p for p in pieces), generation=1)
+    assert backend.list_objects("chk-0000000002/") == []
+
+
+def test_a_barrier_failing_to_pickle_leaves_no_rocksdb_write_waiting(tmp_path: Path) -> None:
+    """A task with RocksDB state whose barrier fails on another state (one pickle
+    refuses): the RocksDB writes sealed at that barrier go to the database all the same,
+    none is left waiting for a snapshot that will never be taken."""
+    store = RocksDBStore(tmp_path / "task-1", 128)
+    try:
+        counts: Any = store.open("counts", None, None)
+        counts["a"] = 1
+        with pytest.raises(TypeError, match="cannot pickle"):
+            snapshots.capture({"states": {"counts": counts,
+                                          "locks": {"a": threading.Lock()}}})
+        assert not store.pending()
+        assert counts["a"] == 1
+    finally:
+        store.close()
+
+
+def test_a_snapshot_of_small_states_keeps_the_snapshot_threads_entries() -> None:
+    """A task whose states are all small (nothing copied at the barrier) may still get an
+    entry from the snapshot thread: the native RocksDB checkpoint's ``"rocksdb"`` entry,
+    put in ``view.extra`` by ``upload_native``. The written snapshot holds it beside the
+    states; without it a restore would find no RocksDB state."""
+    view = snapshots.capture({"states": {"counts": {"a": 1}}})
+    assert not view.copies
+    entry = {"files": ["000012.sst"], "states": {"windows": None}}
+    view.extra = {**(view.extra or {}), "rocksdb": entry}
+    snap = pickle.loads(snapshots.serialise(view))
+    assert snap["rocksdb"] == entry and snap["states"]["counts"] == {"a": 1}
+
+
+def test_a_large_state_of_lists_or_tuples_holding_lists_is_pickled_at_the_barrier() -> None:
+    """A value is shared with the snapshot only if it is immutable all the way down: a
+    large state whose values are lists, or tuples that hold a list, is pickled at the
+    barrier, so a change to a list after the barrier is not in the snapshot."""
+    n = snapshots.CHUNK_KEYS
+    lists: dict[str, list[int]] = {f"k{i}": [i] for i in range(n)}
+    pairs: dict[str, tuple[int, list[int]]] = {f"k{i}": (i, [i]) for i in range(n)}
+    view = snapshots.capture({"states": {"lists": lists, "pairs": pairs}}, set())
+    assert not view.copies
+    lists["k0"].append(-1)  # after the barrier
+    pairs["k0"][1].append(-1)
+    states = pickle.loads(snapshots.serialise(view))["states"]
+    assert (states["lists"]["k0"], states["pairs"]["k0"]) == ([0], (0, [0]))

@@ -23,6 +23,7 @@ from jstormpy.cli.main import load_topology_file
 from jstormpy.master.core import MasterCore, WorkerSession
 from jstormpy.operations.codepkg import build_package
 from jstormpy.proto import jstorm_pb2 as pb
+from jstormpy.state_backends.base import METADATA_NAME, checkpoint_prefix, seal_blob
 from jstormpy.state_backends.file import FileBackend
 from tests.unit.test_launch_attempts import next_message
 from tests.unit.test_rescale_commit import ack_all, start, topo, wait_until
@@ -279,6 +280,74 @@ def test_a_gray_release_from_start_to_complete(tmp_path: Path) -> None:
     done = core.upgrade.request(grpc("complete"))
     assert done["phase"] == "completed" and done["stable_version"] == "v2", done
     assert done["expires_in_s"] is None
+
+
+def test_an_upgrade_to_incompatible_code_is_refused_naming_the_problem(tmp_path: Path) -> None:
+    """New code whose wiring differs (here a bolt's parallelism) is refused at ``start``
+    with the problems and, for a parallelism change, the hint to rescale; nothing
+    changed: no switch, every worker on the running code, the refused package not kept."""
+    core, sessions, _ = gray_master(tmp_path)
+    before = core.upgrade.status()
+    wider = tmp_path / "wider" / "topo.py"
+    wider.parent.mkdir()
+    wider.write_text(CODE.format(version="v3").replace(
+        'set_bolt("count", Count, parallelism=2)', 'set_bolt("count", Count, parallelism=3)'))
+    with pytest.raises(JStormError, match=r"(?s)not compatible.*"
+                       r"component 'count': parallelism 2 -> 3.*upgrade with --rescale"):
+        core.upgrade.request(grpc("start"), *build_package(wider), workers=[1])
+    after = core.upgrade.status()
+    assert after["phase"] == "idle" and after["versions"] == {"0": "v1", "1": "v1"}
+    assert after["packages"] == before["packages"]
+
+
+def test_a_switch_whose_quiescent_checkpoint_fails_resumes_the_spouts(tmp_path: Path) -> None:
+    """A switch's quiescent checkpoint pauses every spout. A task failing that checkpoint
+    gives the switch up (back to idle, every worker on the running code, the reason in
+    the errors) and the spouts emit again: the topology is not left paused."""
+    core, sessions, v2 = gray_master(tmp_path)
+    core.upgrade.request(grpc("start"), *build_package(v2), workers=[1])
+    wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "quiescing", "quiescing")
+    quiescent = core.upgrade.checkpoint_id
+    assert quiescent is not None
+    for session in sessions.values():  # what was sent before: not what is asserted
+        while not session.outq.empty():
+            session.outq.get_nowait()
+    core.on_checkpoint_failed(pb.CheckpointFailed(
+        checkpoint_id=quiescent, generation=core.generation, task_id=min(core.all_tasks),
+        reason="disk full"))
+    wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "idle", "the switch given up")
+    for w, session in sessions.items():
+        assert next_message(session, "resume").resume.generation == core.generation, w
+    status = core.upgrade.status()
+    assert status["versions"] == {"0": "v1", "1": "v1"} and "disk full" in status["error"]
+
+
+def test_a_switch_whose_quiescent_commit_point_is_malformed_rolls_back_with_the_reason(
+        tmp_path: Path) -> None:
+    """The quiescent checkpoint's commit point, damaged after it was written (a task id
+    that is not a number, as another tool might leave it), cannot give the switch its
+    snapshot handles: the upgrade is rolled back at once with the reason, not left
+    restoring until its step times out (``upgrade_step_timeout_ms``, two minutes here)."""
+    core, sessions, v2 = gray_master(tmp_path)
+    core.upgrade.request(grpc("start"), *build_package(v2), workers=[1])
+    wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "quiescing", "quiescing")
+    quiescent = core.upgrade.checkpoint_id
+    assert quiescent is not None
+    ack_all(core, quiescent)
+    assert core.backend_io.wait_idle(10)
+    wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "stopping", "stopping")
+    meta = core.backend.read_metadata(quiescent)
+    meta["tasks"] = {f"task-{t}": entry for t, entry in meta["tasks"].items()}
+    core.backend.put_object(checkpoint_prefix(quiescent) + METADATA_NAME,
+                            seal_blob(json.dumps(meta).encode()))
+    assert next_message(sessions[1], "shutdown").shutdown.exit_code == 75
+    sessions[1] = register(core, 1, core.upgrade.version_of(1), core.generation)
+    wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "rolled_back",
+               "the upgrade rolled back")
+    status = core.upgrade.status()
+    assert status["versions"] == {"0": "v1", "1": "v1"}
+    assert f"quiescent checkpoint {quiescent} unreadable" in status["error"], status["error"]
+    assert "'task-" in status["error"], status["error"]
 
 
 def test_of_two_upgrades_started_together_the_second_to_load_is_refused(
