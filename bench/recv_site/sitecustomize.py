@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import sys
 import threading
 import time
@@ -20,27 +21,10 @@ def _is_worker() -> bool:
     return "worker" in " ".join(map(str, sys.argv))
 
 
-def _thread_stats() -> dict[int, dict]:
-    names = {t.native_id: t.name for t in threading.enumerate()}
-    tick = os.sysconf("SC_CLK_TCK")
-    out = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                stat = f.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/self/task/{tid}/status") as f:
-                status = dict(line.split(":", 1) for line in f if ":" in line)
-        except OSError:
-            continue
-        out[int(tid)] = {
-            "name": names.get(int(tid), status.get("Name", "?").strip()),
-            "cpu_s": (int(stat[11]) + int(stat[12])) / tick,
-            "voluntary": int(status["voluntary_ctxt_switches"]),
-            "involuntary": int(status["nonvoluntary_ctxt_switches"])}
-    return out
-
-
 def _install() -> None:
+    # bench/proc_threads.py, run by its path: the repository is not on sys.path yet
+    bench = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    _thread_stats = runpy.run_path(os.path.join(bench, "proc_threads.py"))["thread_stats"]
     threads: dict[int, dict] = {}
 
     def dump() -> None:
