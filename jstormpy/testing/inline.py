@@ -56,6 +56,7 @@ from jstormpy.barrier.transactions import (  # type: ignore[import-not-found]
 )
 from jstormpy.keygroups import resolve_max_parallelism
 from jstormpy.pickling import dumps
+from jstormpy.runtime import prepare_steps
 from jstormpy.runtime.routing import MessageKind, OutputCollector, build_routes
 from jstormpy.runtime.task_wiring import input_field_index, restore_component
 from jstormpy.testing.kit import TestingSink
@@ -152,6 +153,66 @@ class _BarrierPort:
         pass
 
 
+class _InlinePrepare:
+    """The inline runner's :class:`~jstormpy.runtime.prepare_steps.PreparePort`: one
+    worker holding every task; snapshots are read from the last completed checkpoint's
+    bytes at once; a failure is the generation's crash (:attr:`failure`)."""
+
+    def __init__(self, run: _InlineRun, restored_id: int | None,
+                 snaps: dict[int, bytes]) -> None:
+        self.run = run
+        self.restored_id = restored_id
+        self.snaps = snaps
+        self.tasks: dict[int, _Task] = {}
+        self.failure: _Crash | None = None
+
+    @property
+    def generation(self) -> int:
+        return self.run.generation
+
+    def stop_tasks(self, generation: int) -> None:
+        self.run.tasks = {}  # lost with their process: no cleanup, no commit
+
+    def take_generation(self, generation: int) -> None:
+        self.run.generation = generation
+        self.run.queue.clear()  # what the old generation had in flight is dropped
+        self.run.taken.clear()
+
+    def read_snapshot(self, task_id: int, handle: str,
+                      then: Callable[[Any, BaseException | None], None]) -> None:
+        then(self.snaps.get(task_id), None)
+
+    def current(self, generation: int) -> bool:
+        return generation == self.run.generation
+
+    def begin_build(self, tasks: Sequence[int]) -> None:
+        pass  # one process: no channels to set up
+
+    def build_task(self, task_id: int, snapshot: Any) -> None:
+        self.tasks[task_id] = self.run.build_task(task_id, snapshot)
+
+    def built(self, tasks: Sequence[int]) -> None:
+        self.run.tasks = self.tasks
+
+    def sinks(self) -> Sequence[int]:
+        return [t for t, task in self.tasks.items() if task.txns is not None]
+
+    def restore_sink(self, task_id: int) -> None:
+        task = self.tasks[task_id]
+        assert task.txns is not None
+        self.run._sink_steps(task, task.txns.restore(self.restored_id, self.run.last_id))
+
+    def answerable(self, error: Exception) -> bool:
+        if not isinstance(error, _Crash):
+            return False  # a runtime error (a snapshot it cannot restore): raised as it is
+        if self.failure is None:
+            self.failure = error  # the generation's crash, raised by build()
+        return True
+
+    def ready(self, ready: prepare_steps.Ready) -> None:
+        pass  # a failed one's crash is :attr:`failure`; every task runs in this process
+
+
 class _InlineRun:
     """One topology run in this process (see the module docstring)."""
 
@@ -184,54 +245,56 @@ class _InlineRun:
     # -- building and restoring ----------------------------------------------------------
     def build(self) -> None:
         """(Re)build every task for a new generation, restored from the last completed
-        checkpoint (fresh when none completed)."""
-        self.generation += 1
-        self.queue.clear()
-        self.taken.clear()
+        checkpoint (fresh when none completed): a worker's Prepare, in its one order
+        (``runtime/prepare_steps.py``), then Start (each sink's first transaction)."""
         restored_id, snaps = self.completed if self.completed else (None, {})
-        tasks: dict[int, _Task] = {}
+        port = _InlinePrepare(self, restored_id, snaps)
+        prepare_steps.perform(prepare_steps.PrepareOrder(
+            self.generation + 1, tuple(sorted(self.task_component)),
+            {t: str(t) for t in snaps}), port)
+        if port.failure is not None:
+            raise port.failure
+        for task in self.tasks.values():  # Start: every task restored, as every worker Ready
+            if task.txns is not None:
+                self._sink_steps(task, task.txns.start(self.last_id + 1))
+
+    def build_task(self, task_id: int, raw: bytes | None) -> _Task:
+        """Task ``task_id`` of the current generation from its snapshot ``raw`` (None:
+        fresh), opened or prepared; a user error is a crash (:class:`_Crash`)."""
+        name = self.task_component[task_id]
+        spec = self.topo.components[name]
+        consumers = [(c.name, g) for c, g in self.topo.consumers(name)]
+        inputs = tuple(sorted({t for g in spec.inputs for t in self.component_tasks[g.source]}))
+        source_index = input_field_index(self.topo, name, self.component_tasks)
         task_workers = {t: 0 for t in self.task_component}
-        for name, spec in self.topo.components.items():
-            consumers = [(c.name, g) for c, g in self.topo.consumers(name)]
-            inputs = tuple(sorted({t for g in spec.inputs
-                                   for t in self.component_tasks[g.source]}))
-            source_index = input_field_index(self.topo, name, self.component_tasks)
-            for task_id in self.component_tasks[name]:
-                obj = cloudpickle.loads(self.blobs[name])
-                comp = obj() if isinstance(obj, type) else obj
-                routes, channels = build_routes(task_id, name, spec.streams, consumers,
-                                                self.component_tasks, task_workers,
-                                                self._send, self.config.batch_size,
-                                                self.max_parallelism)
-                collector = OutputCollector(task_id, name, routes, channels, self._send,
-                                            streams=dict(spec.streams))
-                comp.__dict__["_jstorm_collector"] = collector
-                comp.__dict__["emit"] = collector.emit
-                comp.__dict__["_jstorm_log"] = log
-                raw = snaps.get(task_id)
-                snap = restore_component(comp, pickle.loads(raw) if raw else None,
-                                         self.max_parallelism,
-                                         f"component {name!r}, task {task_id}") or {}
-                context = TopologyContext(
-                    topology=self.topo.name, component=name, task_id=task_id,
-                    task_index=self.component_tasks[name].index(task_id), worker_id=0,
-                    component_tasks=self.component_tasks, input_tasks=inputs,
-                    output_fields=spec.streams, generation=self.generation)
-                task = _Task(task_id, name, spec.kind, comp, collector, inputs, source_index,
-                             BarrierAligner(list(inputs), True),
-                             SinkTransactions(snap.get("sink_pending", ()))
-                             if spec.is_sink else None,
-                             set(snap.get("eos_channels", ())), dict(snap.get("channel_wm", {})),
-                             float(snap.get("watermark", float("-inf"))),
-                             bool(snap.get("inputs_finished", False)),
-                             bool(snap.get("eos_sent", False)))
-                start = comp.open if spec.kind == "spout" else comp.prepare
-                self._guard(task, functools.partial(start, self.user_conf, context))
-                if task.txns is not None:
-                    self._sink_steps(task, task.txns.restore(restored_id, self.last_id))
-                    self._sink_steps(task, task.txns.start(self.last_id + 1))
-                tasks[task_id] = task
-        self.tasks = tasks
+        obj = cloudpickle.loads(self.blobs[name])
+        comp = obj() if isinstance(obj, type) else obj
+        routes, channels = build_routes(task_id, name, spec.streams, consumers,
+                                        self.component_tasks, task_workers, self._send,
+                                        self.config.batch_size, self.max_parallelism)
+        collector = OutputCollector(task_id, name, routes, channels, self._send,
+                                    streams=dict(spec.streams))
+        comp.__dict__["_jstorm_collector"] = collector
+        comp.__dict__["emit"] = collector.emit
+        comp.__dict__["_jstorm_log"] = log
+        snap = restore_component(comp, pickle.loads(raw) if raw else None,
+                                 self.max_parallelism,
+                                 f"component {name!r}, task {task_id}") or {}
+        context = TopologyContext(
+            topology=self.topo.name, component=name, task_id=task_id,
+            task_index=self.component_tasks[name].index(task_id), worker_id=0,
+            component_tasks=self.component_tasks, input_tasks=inputs,
+            output_fields=spec.streams, generation=self.generation)
+        task = _Task(task_id, name, spec.kind, comp, collector, inputs, source_index,
+                     BarrierAligner(list(inputs), True),
+                     SinkTransactions(snap.get("sink_pending", ())) if spec.is_sink else None,
+                     set(snap.get("eos_channels", ())), dict(snap.get("channel_wm", {})),
+                     float(snap.get("watermark", float("-inf"))),
+                     bool(snap.get("inputs_finished", False)),
+                     bool(snap.get("eos_sent", False)))
+        start = comp.open if spec.kind == "spout" else comp.prepare
+        self._guard(task, functools.partial(start, self.user_conf, context))
+        return task
 
     def _send(self, dst: int, item: tuple[int, int, str, Any]) -> None:
         self.queue.append((dst, item))

@@ -279,3 +279,33 @@ def test_run_inline_tracebacks_name_the_file_of_a_shipped_lambda() -> None:
     assert "<dynamic-code>" not in text, text
     assert f'File "{__file__}"' in text, text
     assert '.map(lambda r: 10 // r["value"])  # the user\'s line' in text, text
+
+
+def test_run_inline_rebuilds_a_generation_through_the_workers_prepare_order(monkeypatch):
+    """The inline runner answers its own Prepare with the one driver production's worker
+    and the simulator use (runtime/prepare_steps.py): every task built before any sink
+    restores, the restored checkpoint's snapshots read first (issue 37)."""
+    from jstormpy.runtime import prepare_steps
+
+    orders: list[prepare_steps.PrepareOrder] = []
+    calls: list[str] = []
+    real = prepare_steps.perform
+
+    def recording(order, port):
+        orders.append(order)
+        build, restore = port.build_task, port.restore_sink
+        port.build_task = lambda t, s: (calls.append(f"build {t}"), build(t, s))[1]
+        port.restore_sink = lambda t: (calls.append(f"restore {t}"), restore(t))[1]
+        return real(order, port)
+
+    monkeypatch.setattr(prepare_steps, "perform", recording)
+    stats = InlineStats()
+    out = run_inline(counting_flow(TestingSource(LINES, batch_size=2), TestingSink()),
+                     stats=stats)
+    assert Counter((r["word"], r["n"]) for r in out) == running_reference(LINES)
+    assert [o.generation for o in orders] == [1, 2], orders  # the first run, the rebuild
+    assert not orders[0].handles and orders[1].handles  # fresh, then restored
+    rebuild = calls[len(calls) // 2:]
+    assert rebuild[-1].startswith("restore") and \
+        max(i for i, c in enumerate(rebuild) if c.startswith("build")) < \
+        min(i for i, c in enumerate(rebuild) if c.startswith("restore")), rebuild
