@@ -205,3 +205,13 @@ def test_key_group_of_one_key_agrees_with_key_hash() -> None:
         True, False, 2.0, -2**63, 2**63, "x" * 300, "ü" * 255, "\ud800", (1, "a")]
     for max_p in (128, 1000, 32768, 1, 3):
         assert [key_group(k, max_p) for k in keys] == [key_hash(k) % max_p for k in keys]
+
+
+def test_an_unchanged_parallelism_above_256_tasks_keeps_each_snapshot_as_it_is() -> None:
+    """The same number of tasks is no rescale, however many there are: custom state with
+    no redistribute hook stays with its task (CPython shares only the ints up to 256, so
+    the check is an equality, not an identity)."""
+    n = 300
+    snaps = [{"custom": i, "max_parallelism": 1024, "states": {}} for i in range(n)]
+    out = redistribute("wide", snaps, int(str(n)), 1024)
+    assert [s["custom"] for s in out] == list(range(n))
