@@ -784,14 +784,17 @@ class RocksDBStore:
             out[figure] = stats.get(name + ".sum" if name in _HISTOGRAM_SUMS else name, 0.0)
         return out
 
-    def _options(self) -> Any:
-        return store_options(self.rd, self.block_cache, self.level0_trigger)
+    def _options(self, statistics: bool = False) -> Any:
+        """Options for a column family or a frozen copy; ``statistics``: the database's own
+        (the ones :meth:`figures` reads: RocksDB keeps statistics per database, so only
+        :attr:`db_options` carries them)."""
+        return store_options(self.rd, self.block_cache, self.level0_trigger, statistics)
 
     def _family(self, name: str) -> Any:
         cf = self.families.get(name)
         if cf is None:
             if self.db is None:
-                self.db_options = self._options()
+                self.db_options = self._options(statistics=True)
                 self.db = self.rd.Rdict(str(self.path), options=self.db_options)
             cf = self.db.create_column_family(f"s:{name}", self._options())
             self.families[name] = cf
@@ -1020,7 +1023,7 @@ class RocksDBStore:
         self.families.clear()
         self.db = None
         names = self.rd.Rdict.list_cf(str(self.path))
-        self.db_options = self._options()
+        self.db_options = self._options(statistics=True)
         self.db = self.rd.Rdict(str(self.path), options=self.db_options,
                                 column_families={n: self._options() for n in names})
         for name in opened:
@@ -1038,7 +1041,7 @@ class RocksDBStore:
         checkpoint, ``uploaded`` naming where each SST file is in the backend, ``crcs``
         their checksums by key) and return its states (``states``: name -> ttl_ms)."""
         names = self.rd.Rdict.list_cf(str(self.path))
-        opts = self.db_options = self._options()
+        opts = self.db_options = self._options(statistics=True)
         self.db = self.rd.Rdict(str(self.path), options=opts,
                                 column_families={n: self._options() for n in names})
         self.uploaded = dict(uploaded)
