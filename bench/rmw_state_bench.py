@@ -356,13 +356,15 @@ class StoreFigures:
     reader sizes as they are at the tenth's end, and the counters (gets, filter probes,
     block-cache hits and misses, write stalls, compaction CPU and bytes) as the tenth's
     difference, per get where it is a get's. Counters are kept monotone across a
-    restarted worker (its new database starts them over)."""
+    restarted worker (its new database starts them over). A tenth without a poll of a task
+    (a short job's heartbeats are a second apart) shows the gauges of its last poll."""
 
     def __init__(self) -> None:
         self.last: dict[str, dict[str, float]] = {}
         self.base: dict[str, dict[str, float]] = {}
         self.mark: dict[str, dict[str, float]] = {}
         self.samples: dict[str, list[dict[str, float]]] = {}
+        self.gauges: dict[str, dict[str, float]] = {}
 
     def update(self, tasks: dict[str, Any]) -> None:
         for tid, v in tasks.items():
@@ -376,8 +378,8 @@ class StoreFigures:
                 for k, x in last.items():
                     base[k] = base.get(k, 0.0) + x
             self.last[tid] = counters
-            self.samples.setdefault(tid, []).append(
-                {k: float(x) for k, x in fig.items() if not k.endswith("_total")})
+            self.gauges[tid] = {k: float(x) for k, x in fig.items() if not k.endswith("_total")}
+            self.samples.setdefault(tid, []).append(self.gauges[tid])
 
     def counters(self, tid: str) -> dict[str, float]:
         base = self.base.get(tid, {})
@@ -391,7 +393,7 @@ class StoreFigures:
             start = self.mark.get(tid, {})
             d = {k: x - start.get(k, 0.0) for k, x in now.items()}
             self.mark[tid] = now
-            samples = self.samples.get(tid) or [{}]
+            samples = self.samples.get(tid) or [self.gauges.get(tid, {})]
             self.samples[tid] = []
             end = samples[-1]
 

@@ -111,8 +111,9 @@ def override_options(args: argparse.Namespace) -> None:
         state_store.LEVEL0_COMPACTION_TRIGGER = args.level0_trigger
     base = state_store.store_options
 
-    def options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None) -> Any:
-        opts = base(rd, block_cache, level0_trigger)
+    def options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None,
+                statistics: bool = True) -> Any:
+        opts = base(rd, block_cache, level0_trigger, statistics)
         if args.compression is not None:
             opts.set_compression_type(getattr(rd.DBCompressionType, args.compression)())
         if args.bloom_bits is not None or args.block_kb is not None or args.block_hash:

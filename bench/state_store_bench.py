@@ -133,8 +133,9 @@ def override_options(overrides: dict[str, Any]) -> None:
             return getattr(rocksdict.DBCompactionStyle, value.split(".")[1].rstrip("()"))()
         return value
 
-    def options(rd: Any, block_cache: Any = None) -> Any:
-        opts = built(rd, block_cache)
+    def options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None,
+                statistics: bool = True) -> Any:
+        opts = built(rd, block_cache, level0_trigger, statistics)
         for setter, args in overrides.items():
             if setter == "set_universal_compaction_options":
                 uni = rd.UniversalCompactOptions()

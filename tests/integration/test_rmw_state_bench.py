@@ -50,19 +50,22 @@ def test_read_modify_write_on_rocksdb_defaults_is_exactly_once_with_small_checkp
 
 
 def test_a_fixed_mix_holds_its_share_through_a_kill_and_is_exactly_once() -> None:
-    r = run_bench("--keys", "150000", "--present-share", "0.5", "--interval-ms", "500")
+    r = run_bench("--keys", "300000", "--present-share", "0.5", "--interval-ms", "500")
     assert r["problems"] == [], r["problems"]
     assert r["kill"] is not None, "no worker was killed"
-    assert abs(r["records"] - 300_000) <= 2, r["records"]
+    assert abs(r["records"] - 600_000) <= 2, r["records"]
     shares = [t["present_share"] for t in r["tenths"]]
-    assert r["tenths"][-1]["fraction"] == 1.0 and len(shares) >= 5, r["tenths"]
+    assert r["tenths"][-1]["fraction"] == 1.0 and len(shares) >= 4, r["tenths"]
     assert all(0.45 < s < 0.55 for s in shares), shares
     # RocksDB's own figures of both bolt tasks' databases, per tenth (issue 34): the gets
     # they served are the bolt's reads that missed its write cache, at most every record
-    # (counted again after the kill's replay), and the databases hold files by the end
+    # (counted again after the kill's replay), and each database held files (the polls come
+    # from heartbeats: a restarted task's last one may come before its first flush)
     figures = [t["rocksdb"] for t in r["tenths"]]
     assert all(len(f) == 2 for f in figures[1:]), figures
     gets = sum(f["gets"] for tenth in figures for f in tenth.values())
     assert 0.3 * r["records"] < gets < 2 * r["records"], (gets, r["records"])
-    last = figures[-1].values()
-    assert all(sum(f["files_per_level"].values()) > 0 and f["sst_mb"] > 0 for f in last), last
+    for task in figures[-1]:
+        held = [f[task] for f in figures if task in f]
+        assert any(sum(f["files_per_level"].values()) > 0 and f["sst_mb"] > 0
+                   for f in held), held
