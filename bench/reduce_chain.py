@@ -13,10 +13,11 @@ times each stage alone:
                  dropped)
     sink encode  ``encode_rows`` of the (word, count) batches (``connectors/jsonl.py``)
     sink write   ``FileSink.execute_batch`` of those batches into an open transaction
-                 (encode, buffer, the in-progress file's writes) and its ``pre_commit``
-                 (flush, fsync, rename) every 1M words
+                 (encode, buffer, the in-progress file's writes), its ``pre_commit``
+                 (flush, fsync, rename) and ``commit`` every 1M words
     chain        all of it: the count task with the real ``FileSink`` task chained behind
-                 (``run_chained``), a transaction open, ``pre_commit`` every 1M words
+                 (``run_chained``), a transaction open, ``pre_commit`` and ``commit``
+                 every 1M words
 
 ``--stage NAME --times N`` runs one stage only, for an instruction counter:
 ``valgrind --tool=callgrind`` of ``--times 2`` minus ``--times 1`` is one warm run; divide
@@ -78,7 +79,10 @@ def _null_emit(values: Any, stream: str = "default") -> None:
     pass
 
 
-def stages(words: list[str], out_dir: str) -> dict[str, Callable[[], int]]:
+def stages(words: list[str], out_dir: str,
+           commit_every: int = COMMIT_EVERY) -> dict[str, Callable[[], int]]:
+    """Each stage as a callable that runs it once and returns the words it covered; the
+    sink stages leave their committed part files in ``out_dir``."""
     n = len(words)
     word_batches = [[(w,) for w in words[i:i + BATCH]] for i in range(0, n, BATCH)]
     counts: dict[str, int] = {}
@@ -145,13 +149,15 @@ def stages(words: list[str], out_dir: str) -> dict[str, Callable[[], int]]:
         for _ in range(total):
             step()
             done += BATCH
-            if done >= COMMIT_EVERY:  # a barrier: the count's output flushed first
+            if done >= commit_every:  # a barrier: the count's output flushed first
                 flush()
                 sink.pre_commit(txn)
+                sink.commit(txn)  # (the checkpoint completed)
                 done, txn = 0, txn + 1
                 sink.begin(txn)
         flush()
         sink.pre_commit(txn)
+        sink.commit(txn)
 
     def sink_write() -> int:
         sink, ex = new_sink()
