@@ -41,11 +41,11 @@ def test_no_prepare_goes_out_under_a_generation_that_is_not_stored(tmp_path: Pat
     assert core.backend_io.wait_idle(10)
     assert all(s.outq.empty() for s in sessions), "prepared with an unstored generation"
     assert any("cannot persist generation" in e["message"] for e in core.errors) or \
-        core.retry_prepare_at is not None
+        core.recovery.retry_prepare_at is not None
     backend.broken = False  # the backend comes back: the retry goes through
     deadline = time.monotonic() + 10
-    while core.retry_prepare_at is not None and time.monotonic() < deadline:
-        core.retry_prepare_at = 0.0  # due now, instead of waiting PREPARE_RETRY_S
+    while core.recovery.retry_prepare_at is not None and time.monotonic() < deadline:
+        core.recovery.retry_prepare_at = 0.0  # due now, instead of waiting PREPARE_RETRY_S
         core.tick()
         core.backend_io.wait_idle(10)
     prepare = next_message(sessions[0], "prepare").prepare

@@ -1,10 +1,13 @@
-"""MasterCore's split (issue 37): the checkpoint side and the quiescent operations (rescale,
-gray release) use the rest of the Topology Master only through a narrow protocol.
+"""MasterCore's split (issue 37): membership, recovery, the checkpoint side, status and the
+quiescent operations (rescale, gray release) use the rest of the Topology Master only
+through a narrow protocol.
 
-``master/checkpoints.py`` reaches the core through ``CheckpointHost``; ``quiescent.py``,
-``rescale.py`` and ``upgrade.py`` through ``OperationHost``. Neither imports the core, and
-every member they use of their host is one the protocol declares: a new reach into the core
-(``core.sessions``, ``core.errors``, ...) fails here with its name, whether or not mypy ran.
+``master/membership.py`` reaches the core through ``MembershipHost``, ``recovery.py``
+through ``RecoveryHost``, ``checkpoints.py`` through ``CheckpointHost``, ``status.py``
+through ``StatusHost``; ``quiescent.py``, ``rescale.py`` and ``upgrade.py`` through
+``OperationHost``. None imports the core or another part, and every member they use of
+their host is one the protocol declares: a new reach into the core (``core.sessions``,
+``core.errors``, ...) fails here with its name, whether or not mypy ran.
 """
 
 from __future__ import annotations
@@ -14,13 +17,20 @@ from pathlib import Path
 
 import pytest
 
-from jstormpy.master.checkpoints import CheckpointHost
+from jstormpy.master.checkpoints import CheckpointHost, MasterCheckpoints
+from jstormpy.master.core import MasterCore
+from jstormpy.master.membership import Membership, MembershipHost
 from jstormpy.master.operation_host import OperationHost, RescaleView, UpgradeView
+from jstormpy.master.recovery import MasterRecovery, RecoveryCheckpoints, RecoveryHost
+from jstormpy.master.status import MasterStatus, Reports, StatusHost
 
 ROOT = Path(__file__).resolve().parents[2]
 
 SEAMS = {
+    "master/membership.py": ("host", MembershipHost),
+    "master/recovery.py": ("host", RecoveryHost),
     "master/checkpoints.py": ("host", CheckpointHost),
+    "master/status.py": ("host", StatusHost),
     "master/quiescent.py": ("core", OperationHost),
     "master/rescale.py": ("core", OperationHost),
     "master/upgrade.py": ("core", OperationHost),
@@ -28,6 +38,18 @@ SEAMS = {
 OTHER_OPERATION = {  # what each quiescent operation uses of the other, through the host
     "master/rescale.py": ("upgrade", UpgradeView),
     "master/upgrade.py": ("rescale", RescaleView),
+}
+VIEWS = [  # what a part uses of another part, reached through its host
+    ("master/recovery.py", "checkpointing", RecoveryCheckpoints),
+    ("master/status.py", "backpressure", Reports),
+    ("master/status.py", "upgrade", Reports),
+    ("master/status.py", "rescale", Reports),
+]
+PARTS = {  # the core's parts: each module's class, holding its own state
+    "master/membership.py": Membership,
+    "master/recovery.py": MasterRecovery,
+    "master/checkpoints.py": MasterCheckpoints,
+    "master/status.py": MasterStatus,
 }
 
 
@@ -74,12 +96,27 @@ def test_an_operation_uses_only_what_its_view_of_the_other_declares(module: str)
         + ", ".join(f"{other}.{name} (line {line})" for name, line in sorted(undeclared.items())))
 
 
-@pytest.mark.parametrize("protocol", [CheckpointHost, OperationHost, UpgradeView, RescaleView],
+@pytest.mark.parametrize(("module", "name", "view"), VIEWS,
+                         ids=[f"{m}:{n}" for m, n, _ in VIEWS])
+def test_a_part_uses_only_what_its_view_of_another_declares(module: str, name: str,
+                                                            view: type) -> None:
+    used = _host_members(module, name)
+    assert used, f"{module} no longer names {name!r}: update this test"
+    undeclared = {n: line for n, line in used.items() if n not in _declared(view)}
+    assert not undeclared, (
+        f"{module} reaches past {view.__name__}: "
+        + ", ".join(f"{name}.{n} (line {line})" for n, line in sorted(undeclared.items())))
+
+
+@pytest.mark.parametrize("protocol", [MembershipHost, RecoveryHost, CheckpointHost, StatusHost,
+                                      OperationHost, UpgradeView, RescaleView,
+                                      RecoveryCheckpoints, Reports],
                          ids=lambda p: p.__name__)
 def test_the_protocol_declares_only_what_its_modules_use(protocol: type) -> None:
     """Narrow: a member no module uses any longer goes from the protocol too."""
     used: set[str] = set()
-    for module, (host, declared_by) in [*SEAMS.items(), *OTHER_OPERATION.items()]:
+    for module, (host, declared_by) in [*SEAMS.items(), *OTHER_OPERATION.items(),
+                                        *((m, (n, v)) for m, n, v in VIEWS)]:
         if declared_by is protocol:
             used |= set(_host_members(module, host))
     assert not _declared(protocol) - used, f"{protocol.__name__} declares unused members"
@@ -137,6 +174,49 @@ def test_the_module_never_imports_the_core(module: str) -> None:
     imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + \
         [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     assert "jstormpy.master.core" not in imported
+
+
+@pytest.mark.parametrize("module", sorted(PARTS))
+def test_a_part_never_imports_another_part(module: str) -> None:
+    """One part asks another for something only through the core's narrow methods (e.g.
+    membership's ``host.worker_failed``, which the recovery performs): no part holds or
+    imports another."""
+    tree = ast.parse((ROOT / module).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    others = {"jstormpy." + other.removesuffix(".py").replace("/", ".")
+              for other in PARTS if other != module}
+    assert not imported & others, f"{module} imports {sorted(imported & others)}"
+
+
+def _assigned_on_self(tree: ast.AST, cls: str) -> dict[str, int]:
+    """Every ``X`` of ``self.X = ...`` in the methods of class ``cls``."""
+    found: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for sub in ast.walk(node):
+                targets = sub.targets if isinstance(sub, ast.Assign) else \
+                    [sub.target] if isinstance(sub, ast.AnnAssign | ast.AugAssign) else []
+                for target in targets:
+                    for t in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) \
+                                and t.value.id == "self":
+                            found.setdefault(t.attr, t.lineno)
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(set(PARTS) - {"master/checkpoints.py"}))
+def test_the_core_keeps_none_of_a_parts_state(module: str) -> None:
+    """A part's state (the sessions, the generation, the errors, ...) lives in the part
+    alone: the core reads it through the part, never keeps or writes a copy of its own.
+    (``MasterCheckpoints`` is handed the TM's name, backend and BackendIO when built.)"""
+    part = ast.parse((ROOT / module).read_text())
+    owned = set(_assigned_on_self(part, PARTS[module].__name__)) - {"host"}
+    assert owned, f"{module}'s {PARTS[module].__name__} keeps no state: update this test"
+    core = _assigned_on_self(ast.parse((ROOT / "master/core.py").read_text()),
+                             MasterCore.__name__)
+    shared = {name: line for name, line in core.items() if name in owned}
+    assert not shared, (f"master/core.py keeps state of {PARTS[module].__name__}: "
+                        + ", ".join(f"self.{n} (line {line})" for n, line in sorted(shared.items())))
 
 
 def test_a_planted_reach_into_the_core_is_named(tmp_path: Path) -> None:
