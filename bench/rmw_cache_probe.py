@@ -56,16 +56,16 @@ def build(path: Path, keys: int, value_bytes: int) -> float:
         os.unlink(name)
     # rocksdict opens an existing database with the options of its newest OPTIONS file
     # (their cache's size among them): without one, the probe's options apply
-    for name in path.glob("OPTIONS-*"):
-        name.unlink()
+    for found in path.glob("OPTIONS-*"):
+        found.unlink()
     return time.process_time() - c0
 
 
 def probe(path: Path, keys: int, cache_mb: int, warm: int, gets: int) -> dict[str, float]:
     """In this process: open ``path`` with a ``cache_mb`` cache and measure random gets."""
     rd = rocksdict_module()
-    for name in path.glob("OPTIONS-*"):  # an earlier probe's (see build)
-        name.unlink()
+    for found in path.glob("OPTIONS-*"):  # an earlier probe's (see build)
+        found.unlink()
     opts = state_store.store_options(rd, rd.Cache(cache_mb << 20))
     db = rd.Rdict(str(path), options=opts)
     rng = random.Random(cache_mb)
