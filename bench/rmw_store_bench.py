@@ -44,7 +44,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rmw_state_bench import _A1, _A2, permutation  # noqa: E402
 
 from jstormpy import state_store  # noqa: E402
-from jstormpy.state_store import FrozenStore, RocksDBStore, db_key, rocksdict_module  # noqa: E402
+from jstormpy.state_store import (  # noqa: E402
+    FrozenStore,
+    RocksDBMemory,
+    RocksDBStore,
+    db_key,
+    rocksdict_module,
+)
 
 MAX_PARALLELISM = 128
 
@@ -52,9 +58,10 @@ MAX_PARALLELISM = 128
 class Side:
     """One of the two databases and its clock."""
 
-    def __init__(self, name: str, path: Path, cache: Any = None) -> None:
+    def __init__(self, name: str, path: Path, cache: Any = None,
+                 memory: RocksDBMemory | None = None) -> None:
         self.name = name
-        self.store = RocksDBStore(path, MAX_PARALLELISM)
+        self.store = RocksDBStore(path, MAX_PARALLELISM, memory=memory)
         if cache is not None:  # --shared-cache: one block cache for both databases
             self.store.block_cache = cache
         self.kv: Any = self.store.open("kv", None, None)
@@ -117,8 +124,8 @@ def override_options(args: argparse.Namespace) -> None:
     base = state_store.store_options
 
     def options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None,
-                statistics: bool = True) -> Any:
-        opts = base(rd, block_cache, level0_trigger, statistics)
+                statistics: bool = True, write_buffers: Any = None) -> Any:
+        opts = base(rd, block_cache, level0_trigger, statistics, write_buffers)
         if args.compression is not None:
             opts.set_compression_type(getattr(rd.DBCompressionType, args.compression)())
         if args.bloom_bits is not None or args.block_kb is not None or args.block_hash:
@@ -276,7 +283,9 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     (a1, b1), (a2, b2) = permutation(n, _A1), permutation(n, _A2)
     shared = (rocksdict_module().Cache(2 * (args.block_cache_mb << 20))
               if args.shared_cache else None)
-    rmw, write = Side("rmw", home / "rmw", shared), Side("write", home / "write", shared)
+    memory = None if args.memory_mb is None else RocksDBMemory(args.memory_mb)
+    rmw, write = (Side("rmw", home / "rmw", shared, memory),
+                  Side("write", home / "write", shared, memory))
     sides = (rmw,) if args.rmw_only else (rmw, write)
     if args.no_verify:
         for side in (rmw, write):
@@ -475,6 +484,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shared-cache", action="store_true",
                    help="one block cache of twice --block-cache-mb for both databases (as a "
                         "worker's tasks share one)")
+    p.add_argument("--memory-mb", type=int, default=None,
+                   help="both databases on one worker's RocksDB memory of this budget "
+                        "(Config.rocksdb_memory_mb: a shared cache, memtables charged to it)")
     p.add_argument("--no-verify", action="store_true", help="reads skip checksums")
     p.add_argument("--dir", default=None, help="where the databases go (temp dir)")
     p.add_argument("--progress", action="store_true")
