@@ -189,8 +189,8 @@ def _per_read_us(side: Side, present: list[int], absent: list[int],
     for name, keys in (("present", present), ("absent", absent)):
         raw = [db_key(k, MAX_PARALLELISM) for k in keys]
         c0 = clock()
-        for k in raw:
-            get(k)
+        for rk in raw:
+            get(rk)
         out[name] = (clock() - c0) / len(keys) * 1e6
     kv_get = side.kv.get
     c0 = clock()
