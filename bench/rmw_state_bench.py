@@ -491,6 +491,8 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     total = total_records(args)
     extra = ({} if args.level0_trigger is None
              else {"rocksdb_level0_compaction_trigger": args.level0_trigger})
+    if args.memory_mb is not None:
+        extra["rocksdb_memory_mb"] = args.memory_mb
     conf = Config(workers=2, checkpoint_interval_ms=args.interval_ms,
                   state_store="rocksdb", state_store_dir=str(home / "state"),
                   state_backend=f"file://{home}/ckpt", **extra)
@@ -688,6 +690,8 @@ def main(argv: list[str] | None = None) -> int:
                         "checkpoint has completed yet")
     p.add_argument("--level0-trigger", type=int, default=None, metavar="N",
                    help="Config.rocksdb_level0_compaction_trigger (default: the store's)")
+    p.add_argument("--memory-mb", type=int, default=None, metavar="MB",
+                   help="Config.rocksdb_memory_mb (default: the store's)")
     p.add_argument("--progress-s", type=float, default=15.0)
     p.add_argument("--json", action="store_true", help="print the BENCH_JSON line")
     args = p.parse_args(argv)

@@ -44,7 +44,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rmw_state_bench import _A1, _A2, permutation  # noqa: E402
 
 from jstormpy import state_store  # noqa: E402
-from jstormpy.state_store import FrozenStore, RocksDBStore, db_key, rocksdict_module  # noqa: E402
+from jstormpy.state_store import (  # noqa: E402
+    FrozenStore,
+    RocksDBMemory,
+    RocksDBStore,
+    db_key,
+    rocksdict_module,
+)
 
 MAX_PARALLELISM = 128
 
@@ -52,9 +58,12 @@ MAX_PARALLELISM = 128
 class Side:
     """One of the two databases and its clock."""
 
-    def __init__(self, name: str, path: Path) -> None:
+    def __init__(self, name: str, path: Path, cache: Any = None,
+                 memory: RocksDBMemory | None = None) -> None:
         self.name = name
-        self.store = RocksDBStore(path, MAX_PARALLELISM)
+        self.store = RocksDBStore(path, MAX_PARALLELISM, memory=memory)
+        if cache is not None:  # --shared-cache: one block cache for both databases
+            self.store.block_cache = cache
         self.kv: Any = self.store.open("kv", None, None)
         self.busy_s = 0.0
         self.cpu_s = 0.0
@@ -71,6 +80,9 @@ class Side:
         self.present_tenths: list[float] = []
         self.tenth_present = 0
         self.probes: list[dict[str, float]] = []
+        self.stats: list[dict[str, float]] = []  # --stats: RocksDB's counters per tenth
+        self.last_figures: dict[str, float] = {}
+        self.last_compaction_cpu = 0.0
 
     def barrier(self, keep: Path) -> None:
         """Seal the caches (task thread) and take the native checkpoint on a thread."""
@@ -112,8 +124,8 @@ def override_options(args: argparse.Namespace) -> None:
     base = state_store.store_options
 
     def options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None,
-                statistics: bool = True) -> Any:
-        opts = base(rd, block_cache, level0_trigger, statistics)
+                statistics: bool = True, write_buffers: Any = None) -> Any:
+        opts = base(rd, block_cache, level0_trigger, statistics, write_buffers)
         if args.compression is not None:
             opts.set_compression_type(getattr(rd.DBCompressionType, args.compression)())
         if args.bloom_bits is not None or args.block_kb is not None or args.block_hash:
@@ -177,8 +189,8 @@ def _per_read_us(side: Side, present: list[int], absent: list[int],
     for name, keys in (("present", present), ("absent", absent)):
         raw = [db_key(k, MAX_PARALLELISM) for k in keys]
         c0 = clock()
-        for k in raw:
-            get(k)
+        for rk in raw:
+            get(rk)
         out[name] = (clock() - c0) / len(keys) * 1e6
     kv_get = side.kv.get
     c0 = clock()
@@ -202,6 +214,43 @@ def probe_tenth(side: Side, n: int, done: int, a1: int, b1: int,
     out["level0"] = level0_files(side.store)
     out["cache_mb"] = side.store.block_cache.get_usage() / 2**20
     return out
+
+
+def rss_mb() -> tuple[float, float]:
+    """This process's resident set now and at its peak (MB)."""
+    now = peak = 0.0
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            now = int(line.split()[1]) / 1024
+        elif line.startswith("VmHWM:"):
+            peak = int(line.split()[1]) / 1024
+    return now, peak
+
+
+def stats_tenth(side: Side, records: int, cpu_s: float) -> dict[str, float]:
+    """RocksDB's own counters over the tenth just ended (``RocksDBStore.figures``): per
+    get the data-block cache misses and hits and RocksDB's time; the compactions' CPU
+    (their threads' CPU time from /proc, this process's); the task thread's CPU per record;
+    the block cache's use, the SST files and the process's RSS now."""
+    f = side.store.figures()
+    d = {k: f.get(k, 0.0) - side.last_figures.get(k, 0.0) for k in f}
+    side.last_figures = f
+    gets = max(d.get("gets_total", 0.0), 1.0)
+    low = thread_cpu().get("rocksdb:low", 0.0)
+    compaction_s, side.last_compaction_cpu = low - side.last_compaction_cpu, low
+    rss, peak = rss_mb()
+    return {
+        "cpu_us_per_record": cpu_s / max(records, 1) * 1e6,
+        "data_misses_per_get": d.get("block_cache_data_misses_total", 0.0) / gets,
+        "data_hits_per_get": d.get("block_cache_data_hits_total", 0.0) / gets,
+        "get_us": d.get("get_micros_total", 0.0) / gets,
+        "compaction_cpu_s": compaction_s,
+        "compaction_mb": d.get("compaction_write_bytes_total", 0.0) / 1e6,
+        "cache_mb": f.get("block_cache_bytes", 0.0) / 2**20,
+        "table_readers_mb": f.get("table_readers_bytes", 0.0) / 2**20,
+        "sst_mb": f.get("sst_bytes", 0.0) / 2**20,
+        "rss_mb": rss, "peak_rss_mb": peak,
+    }
 
 
 def thread_cpu() -> dict[str, float]:
@@ -232,7 +281,12 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     n = args.keys
     total = 2 * n
     (a1, b1), (a2, b2) = permutation(n, _A1), permutation(n, _A2)
-    rmw, write = Side("rmw", home / "rmw"), Side("write", home / "write")
+    shared = (rocksdict_module().Cache(2 * (args.block_cache_mb << 20))
+              if args.shared_cache else None)
+    memory = None if args.memory_mb is None else RocksDBMemory(args.memory_mb)
+    rmw, write = (Side("rmw", home / "rmw", shared, memory),
+                  Side("write", home / "write", shared, memory))
+    sides = (rmw,) if args.rmw_only else (rmw, write)
     if args.no_verify:
         for side in (rmw, write):
             ro = rocksdict_module().ReadOptions()
@@ -255,7 +309,7 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
                 else:
                     t, written = written, written + 1
                 mixed.append((a1 * t + b1) % n)
-        for side in (rmw, write):
+        for side in sides:
             kv = side.kv
             t0, c0 = time.perf_counter(), time.thread_time()
             if mixed is not None:
@@ -303,6 +357,12 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
                     side.tenth_present = side.present
                     if args.probe_tenths:
                         side.probes.append(probe_tenth(side, n, side.done, a1, b1))
+                    if args.stats:
+                        side.stats.append(stats_tenth(side, total // 10,
+                                                      total // 10 / side.cpu_tenths[-1]))
+                        if args.progress:
+                            print(f"  tenth {len(side.stats)}: " + json.dumps(side.stats[-1]),
+                                  flush=True)
         pos = end
         if args.progress and pos % (total // 20 or 1) < args.chunk:
             print(f"  {pos / total:4.0%}  rmw {rmw.done / max(rmw.busy_s, 1e-9):,.0f}/s  "
@@ -310,6 +370,9 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
                   f"L0 {level0_files(rmw.store)}/{level0_files(write.store)}  "
                   f"load {os.getloadavg()[0]:.1f}", flush=True)
     probe = probe_reads(rmw, n)
+    if args.rmw_only:  # no second database: its figures repeat the first's
+        write.busy_s, write.cpu_s = rmw.busy_s, rmw.cpu_s
+        write.tenths, write.cpu_tenths = rmw.tenths, rmw.cpu_tenths
     result = {
         "keys": n, "probe_us": probe, "options": {k: v for k, v in vars(args).items()
                                if k not in ("dir", "progress", "json")},
@@ -321,6 +384,7 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         "rmw_cpu_tenths": rmw.cpu_tenths, "write_cpu_tenths": write.cpu_tenths,
         "thread_cpu_s": thread_cpu(),
         "present_tenths": rmw.present_tenths, "probe_tenths": rmw.probes,
+        "stats_tenths": rmw.stats,
         "level0_files": [level0_files(rmw.store), level0_files(write.store)],
         "sst_bytes": [sst_bytes(rmw.store), sst_bytes(write.store)],
         "levels": [levels(rmw.store), levels(write.store)],
@@ -357,6 +421,16 @@ def report(r: dict[str, Any]) -> None:
             print(f"    {i + 1:2d}: {pr['present']:.2f} / {pr['absent']:.2f} / "
                   f"{pr['state_present']:.2f}, L0 {pr['level0']:.0f}, cache "
                   f"{pr['cache_mb']:.0f}")
+    if r.get("stats_tenths"):
+        print("  per tenth: CPU us/record, data-block misses / hits per get, get us, "
+              "compaction CPU s / MB written, block cache MB, table readers MB, SST MB, "
+              "RSS MB:")
+        for i, st in enumerate(r["stats_tenths"]):
+            print(f"    {i + 1:2d}: {st['cpu_us_per_record']:.1f}, "
+                  f"{st['data_misses_per_get']:.2f} / {st['data_hits_per_get']:.2f}, "
+                  f"{st['get_us']:.1f}, {st['compaction_cpu_s']:.1f} / "
+                  f"{st['compaction_mb']:.0f}, {st['cache_mb']:.0f}, "
+                  f"{st['table_readers_mb']:.0f}, {st['sst_mb']:.0f}, {st['rss_mb']:.0f}")
     print("  thread CPU s: " + ", ".join(f"{k} {v:.1f}" for k, v in
                                          sorted(r["thread_cpu_s"].items())))
     rt = r["rmw_tenths"][1:]
@@ -402,6 +476,17 @@ def main(argv: list[str] | None = None) -> int:
                         "while the state grows: 0.5 ends near --keys keys)")
     p.add_argument("--probe-tenths", action="store_true",
                    help="at each tenth, CPU per get of a present and an absent key")
+    p.add_argument("--stats", action="store_true",
+                   help="at each tenth, RocksDB's counters of the read-modify-write database "
+                        "(data-block misses per get, get time, compaction CPU) and the RSS")
+    p.add_argument("--rmw-only", action="store_true",
+                   help="only the read-modify-write database (no pure-write one beside it)")
+    p.add_argument("--shared-cache", action="store_true",
+                   help="one block cache of twice --block-cache-mb for both databases (as a "
+                        "worker's tasks share one)")
+    p.add_argument("--memory-mb", type=int, default=None,
+                   help="both databases on one worker's RocksDB memory of this budget "
+                        "(Config.rocksdb_memory_mb: a shared cache, memtables charged to it)")
     p.add_argument("--no-verify", action="store_true", help="reads skip checksums")
     p.add_argument("--dir", default=None, help="where the databases go (temp dir)")
     p.add_argument("--progress", action="store_true")

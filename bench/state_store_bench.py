@@ -134,8 +134,8 @@ def override_options(overrides: dict[str, Any]) -> None:
         return value
 
     def options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None,
-                statistics: bool = True) -> Any:
-        opts = built(rd, block_cache, level0_trigger, statistics)
+                statistics: bool = True, write_buffers: Any = None) -> Any:
+        opts = built(rd, block_cache, level0_trigger, statistics, write_buffers)
         for setter, args in overrides.items():
             if setter == "set_universal_compaction_options":
                 uni = rd.UniversalCompactOptions()

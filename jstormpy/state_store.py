@@ -474,7 +474,52 @@ WRITE_BUFFER_BYTES = 16 << 20
 """RocksDB memtable size per column family (what a barrier may have to flush)."""
 
 BLOCK_CACHE_BYTES = 32 << 20
-"""RocksDB block cache per task database."""
+"""RocksDB block cache of a task database opened without a worker's budget
+(:class:`RocksDBMemory`: tools and tests that open a store on its own)."""
+
+DEFAULT_MEMORY_MB = 128
+"""``Config.rocksdb_memory_mb``'s default: the RocksDB memory budget of one worker
+(:class:`RocksDBMemory`; docs/state-stores.md, "Memory"). The smallest whose memtable
+share (43 MB, a flush from 37 MB) holds two tasks' active 16 MB memtables, so a worker
+of two single-state tasks flushes as before; a bigger cache bought no CPU per get at
+2M-10M keys a task (docs/performance.md, "A RocksDB memory budget per worker")."""
+
+MIN_MEMORY_MB = 32
+"""The smallest budget ``Config.rocksdb_memory_mb`` accepts (below it a write buffer's
+share is smaller than one memtable and every memtable is flushed early)."""
+
+WRITE_BUFFER_RATIO = 0.5
+"""Share of a :class:`RocksDBMemory` budget that memtables may hold (Flink's
+``state.backend.rocksdb.memory.write-buffer-ratio`` default)."""
+
+
+class RocksDBMemory:
+    """One worker's RocksDB memory: a block cache shared by all its task databases (and
+    all their states), with the memtables charged to it through a write buffer manager,
+    sized from one budget as Flink sizes a slot's managed memory
+    (``state.backend.rocksdb.memory.managed``): of ``budget_mb``, the cache gets
+    ``(3 - r) / 3`` and the memtables may hold ``2 r / 3`` (``r`` =
+    :data:`WRITE_BUFFER_RATIO`), where a memtable's memory is reserved in the cache; the
+    third left over is the room RocksDB lets the memtables overshoot their limit by (a
+    flush is triggered at 7/8 of it and the immutable memtables wait for their flush), so
+    the cache and the memtables together stay within the budget. Index and filter blocks
+    are not in it (the table readers' own memory: :func:`store_options`)."""
+
+    def __init__(self, budget_mb: int) -> None:
+        if type(budget_mb) is not int or budget_mb < MIN_MEMORY_MB:
+            raise ConfigError(f"rocksdb_memory_mb must be an int >= {MIN_MEMORY_MB} (MB of "
+                              f"RocksDB block cache and memtables per worker), "
+                              f"got {budget_mb!r}")
+        rd = rocksdict_module()
+        self.budget_mb = budget_mb
+        budget = budget_mb << 20
+        self.cache_bytes = int(budget * (3 - WRITE_BUFFER_RATIO) / 3)
+        """The shared block cache's capacity (``rocksdb.block-cache-capacity``)."""
+        self.write_buffer_bytes = int(budget * 2 * WRITE_BUFFER_RATIO / 3)
+        """What the worker's memtables may hold before RocksDB flushes one early."""
+        self.cache = rd.Cache(self.cache_bytes)
+        self.write_buffers = rd.WriteBufferManager.new_write_buffer_manager_with_cache(
+            self.write_buffer_bytes, False, self.cache)
 
 MEMTABLE_BLOOM_RATIO = 0.1
 """Size of a memtable's bloom filter over its keys, as a share of the memtable
@@ -529,6 +574,7 @@ ROCKSDB_DB_FIGURES = {
     "delayed_write_rate": "rocksdb.actual-delayed-write-rate",
     "write_stopped": "rocksdb.is-write-stopped",
     "block_cache_bytes": "rocksdb.block-cache-usage",
+    "block_cache_capacity_bytes": "rocksdb.block-cache-capacity",
 }
 """Figures of the task's whole database (one value for all its states): gauges.
 ``delayed_write_rate`` is the write rate (bytes/s) RocksDB holds writes to while level 0
@@ -657,9 +703,11 @@ class Sealed:
 
 
 def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None,
-                  statistics: bool = True) -> Any:
+                  statistics: bool = True, write_buffers: Any = None) -> Any:
     """Options of a task database: raw bytes in and out; point lookups (a state read is
-    one) through a bloom filter and ``block_cache`` (shared by the task's states); leveled
+    one) through a bloom filter and ``block_cache`` (the worker's, shared by its tasks'
+    databases and their states; ``write_buffers``: the write buffer manager that charges
+    the memtables to it, :class:`RocksDBMemory`); leveled
     compaction that lets level 0 collect ``level0_trigger`` files
     (:data:`LEVEL0_COMPACTION_TRIGGER` by default), so few incremental checkpoints upload
     a compaction's output; ``statistics``: RocksDB's statistics on (what
@@ -670,6 +718,8 @@ def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None =
     # the native checkpoint at a barrier flushes the memtable on the task thread: a
     # smaller one bounds that pause (RocksDB flushes full ones in the background)
     opts.set_write_buffer_size(WRITE_BUFFER_BYTES)
+    if write_buffers is not None:
+        opts.set_write_buffer_manager(write_buffers)
     opts.set_compaction_style(rd.DBCompactionStyle.level())
     opts.set_level_zero_file_num_compaction_trigger(trigger)
     # the slowdown and stop triggers stay well above it (a trigger set higher moves them)
@@ -713,8 +763,13 @@ class RocksDBStore:
     kind = "rocksdb"
 
     def __init__(self, path: str | os.PathLike[str], max_parallelism: int,
-                 clock: Clock = wall_ms, level0_trigger: int | None = None) -> None:
+                 clock: Clock = wall_ms, level0_trigger: int | None = None,
+                 memory: RocksDBMemory | None = None) -> None:
         rd = rocksdict_module()
+        self.memory = memory
+        """The worker's RocksDB memory (its block cache and write buffer manager, shared
+        with the worker's other task databases); None: a block cache of this database's
+        own (:data:`BLOCK_CACHE_BYTES`)."""
         self.level0_trigger = level0_trigger
         """``Config.rocksdb_level0_compaction_trigger`` (None: the store's default)."""
         self.path = Path(path)
@@ -726,7 +781,7 @@ class RocksDBStore:
         self.max_parallelism = max_parallelism
         self.clock = clock
         self.rd = rd
-        self.block_cache = rd.Cache(BLOCK_CACHE_BYTES)
+        self.block_cache = rd.Cache(BLOCK_CACHE_BYTES) if memory is None else memory.cache
         self.db: Any = None  # opened with the first state: a stateless task has no database
         self.families: dict[str, Any] = {}
         self.caches: dict[str, dict[Any, Any]] = {}  # per state: writes since the last flush
@@ -788,7 +843,8 @@ class RocksDBStore:
         """Options for a column family or a frozen copy; ``statistics``: the database's own
         (the ones :meth:`figures` reads: RocksDB keeps statistics per database, so only
         :attr:`db_options` carries them)."""
-        return store_options(self.rd, self.block_cache, self.level0_trigger, statistics)
+        return store_options(self.rd, self.block_cache, self.level0_trigger, statistics,
+                             None if self.memory is None else self.memory.write_buffers)
 
     def _family(self, name: str) -> Any:
         cf = self.families.get(name)
@@ -1174,13 +1230,14 @@ class FrozenState:
 
 def open_store(kind: str, path: str | os.PathLike[str] | None, max_parallelism: int,
                factory: Callable[[], dict[Any, Any]] = dict,
-               clock: Clock = wall_ms, level0_trigger: int | None = None
-               ) -> MemoryStore | RocksDBStore:
-    """The store ``Config.state_store`` names, for one task (``path``: its directory)."""
+               clock: Clock = wall_ms, level0_trigger: int | None = None,
+               memory: RocksDBMemory | None = None) -> MemoryStore | RocksDBStore:
+    """The store ``Config.state_store`` names, for one task (``path``: its directory;
+    ``memory``: the worker's RocksDB memory, shared by its task databases)."""
     if kind == "memory":
         return MemoryStore(factory, clock)
     if kind == "rocksdb":
         if path is None:
             raise ConfigError("state_store='rocksdb' needs a directory for the database")
-        return RocksDBStore(path, max_parallelism, clock, level0_trigger)
+        return RocksDBStore(path, max_parallelism, clock, level0_trigger, memory)
     raise ConfigError(f"state_store must be one of {STATE_STORES}, got {kind!r}")

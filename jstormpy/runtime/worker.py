@@ -68,7 +68,7 @@ from jstormpy.state_backends.rocksdb_files import (
     download_checkpoint,
     materialise_into,
 )
-from jstormpy.state_store import MemoryStore, RocksDBStore, open_store
+from jstormpy.state_store import MemoryStore, RocksDBMemory, RocksDBStore, open_store
 from jstormpy.terminal import ignore_terminal_interrupt
 from jstormpy.window.combine import SenderAggregation, combine_refusal, sender_aggregation
 
@@ -215,6 +215,9 @@ class Worker(TaskHost):
         self.task_ops = taskops.TaskOps(self)  # task logs, live log levels and settings
         self.building_task = 0  # the task being built (0: none yet; logs name it)
         self.state_stores: dict[int, MemoryStore | RocksDBStore] = {}  # Config.state_store
+        # Config.rocksdb_memory_mb: one block cache and write buffer manager for all this
+        # worker's task databases (made with the first; kept across generations)
+        self.rocksdb_memory: RocksDBMemory | None = None
         # the input queues of this worker's tasks, tagged with their generation: the
         # receiving threads check a frame's generation and look its queue up in one read
         self.inboxes = Inboxes(0, {})
@@ -647,9 +650,14 @@ class Worker(TaskHost):
         old = self.state_stores.pop(task_id, None)
         if old is not None:  # an earlier prepare of this task failed part-way
             old.close()
+        memory = self.rocksdb_memory
+        if conf.state_store == "rocksdb" and (memory is None
+                                              or memory.budget_mb != conf.rocksdb_memory_mb):
+            memory = self.rocksdb_memory = RocksDBMemory(conf.rocksdb_memory_mb)
         store = open_store(conf.state_store, self._state_store_dir() / f"task-{task_id}",
                            self.max_parallelism,
-                           level0_trigger=conf.rocksdb_level0_compaction_trigger)
+                           level0_trigger=conf.rocksdb_level0_compaction_trigger,
+                           memory=memory)
         self.state_stores[task_id] = store
         if isinstance(store, RocksDBStore):
             store.key_groups = groups
