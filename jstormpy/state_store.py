@@ -477,12 +477,13 @@ BLOCK_CACHE_BYTES = 32 << 20
 """RocksDB block cache of a task database opened without a worker's budget
 (:class:`RocksDBMemory`: tools and tests that open a store on its own)."""
 
-DEFAULT_MEMORY_MB = 128
-"""``Config.rocksdb_memory_mb``'s default: the RocksDB memory budget of one worker
-(:class:`RocksDBMemory`; docs/state-stores.md, "Memory"). The smallest whose memtable
-share (43 MB, a flush from 37 MB) holds two tasks' active 16 MB memtables, so a worker
-of two single-state tasks flushes as before; a bigger cache bought no CPU per get at
-2M-10M keys a task (docs/performance.md, "A RocksDB memory budget per worker")."""
+SUGGESTED_MEMORY_MB = 128
+"""The smallest ``Config.rocksdb_memory_mb`` (:class:`RocksDBMemory`; docs/state-stores.md,
+"Memory") whose memtable share (43 MB, a flush from 37 MB) holds two tasks' active 16 MB
+memtables, so a worker of two single-state tasks flushes as without a budget; a bigger
+cache bought no CPU per get at 2M-10M keys a task (docs/performance.md, "A RocksDB memory
+budget per worker"). Not the default: without a budget (None) every state keeps its own
+memtables, which a budget would flush early once more than two states are busy."""
 
 MIN_MEMORY_MB = 32
 """The smallest budget ``Config.rocksdb_memory_mb`` accepts (below it a write buffer's

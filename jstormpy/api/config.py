@@ -10,7 +10,7 @@ from typing import Any
 
 from jstormpy.api.errors import ConfigError, UnknownSettingError
 from jstormpy.api.restart import DEFAULT_RESTART_STRATEGY, RestartStrategy
-from jstormpy.state_store import DEFAULT_MEMORY_MB, MIN_MEMORY_MB, STATE_STORES
+from jstormpy.state_store import MIN_MEMORY_MB, STATE_STORES
 
 GUARANTEES = ("exactly_once", "at_least_once", "at_most_once")
 ON_ERROR = ("fail", "dead_letter")
@@ -85,12 +85,14 @@ class Config:
     at the price of more level-0 files a lookup probes and more overwritten entries on
     disk until compacted; docs/state-stores.md, "Compaction and incremental
     checkpoints"."""
-    rocksdb_memory_mb: int = DEFAULT_MEMORY_MB
-    """RocksDB state store: the memory budget of one worker's task databases, in MB (as
+    rocksdb_memory_mb: int | None = None
+    """RocksDB state store: a memory budget for one worker's task databases, in MB (as
     Flink's managed memory bounds a slot's RocksDB): one block cache shared by all the
     worker's tasks and states, with their memtables charged to it (5/6 of the budget is
     the cache, the memtables may hold a third; docs/state-stores.md, "Memory"). Index and
-    filter blocks are outside it (about 2-3 bytes per key). At least 32."""
+    filter blocks are outside it (about 2-3 bytes per key). At least 32. None (the
+    default): no budget, each task database has its own 32 MB block cache and each state
+    its own memtables (a budget flushes the memtables of many busy states early)."""
     state_store_dir: str = ""
     """Local directory of the RocksDB state store's databases (one per task, rebuilt from
     the checkpoint at every restore). "" = ``state-store/`` under the run directory, or a
@@ -294,9 +296,10 @@ class Config:
         need(type(self.rocksdb_level0_compaction_trigger) is int
              and 2 <= self.rocksdb_level0_compaction_trigger <= 64,
              "rocksdb_level0_compaction_trigger", "must be an int from 2 to 64")
-        need(type(self.rocksdb_memory_mb) is int and self.rocksdb_memory_mb >= MIN_MEMORY_MB,
-             "rocksdb_memory_mb", f"must be an int >= {MIN_MEMORY_MB} (MB of RocksDB block "
-             "cache and memtables per worker)")
+        need(self.rocksdb_memory_mb is None or (type(self.rocksdb_memory_mb) is int
+                                                and self.rocksdb_memory_mb >= MIN_MEMORY_MB),
+             "rocksdb_memory_mb", f"must be None or an int >= {MIN_MEMORY_MB} (MB of RocksDB "
+             "block cache and memtables per worker)")
 
         need(isinstance(self.incremental_compaction_ratio, (int, float))
              and not isinstance(self.incremental_compaction_ratio, bool)

@@ -651,9 +651,11 @@ class Worker(TaskHost):
         if old is not None:  # an earlier prepare of this task failed part-way
             old.close()
         memory = self.rocksdb_memory
-        if conf.state_store == "rocksdb" and (memory is None
-                                              or memory.budget_mb != conf.rocksdb_memory_mb):
-            memory = self.rocksdb_memory = RocksDBMemory(conf.rocksdb_memory_mb)
+        budget = conf.rocksdb_memory_mb
+        if budget is None or conf.state_store != "rocksdb":
+            memory = None
+        elif memory is None or memory.budget_mb != budget:
+            memory = self.rocksdb_memory = RocksDBMemory(budget)
         store = open_store(conf.state_store, self._state_store_dir() / f"task-{task_id}",
                            self.max_parallelism,
                            level0_trigger=conf.rocksdb_level0_compaction_trigger,

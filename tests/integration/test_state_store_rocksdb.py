@@ -135,16 +135,19 @@ def test_rescale_two_to_three_to_one_with_rocksdb_state(tmp_path: Path,
     assert bool(list((tmp_path / "ckpt").rglob("sst-*.sst"))) == incremental
 
 
-def test_a_workers_tasks_share_one_cache_sized_from_the_budget(tmp_path: Path) -> None:
+@pytest.mark.parametrize("budget_mb, cache_bytes", [(96, 80 << 20), (None, 32 << 20)])
+def test_a_workers_tasks_share_one_cache_sized_from_the_budget(
+        tmp_path: Path, budget_mb: int | None, cache_bytes: int) -> None:
     """``Config.rocksdb_memory_mb`` reaches the worker: both task databases on the one
     worker run with the budget's whole cache (5/6 of it: 80 MB of 96), not a share of it
     each nor the 32 MB of a store on its own (that they share the one cache:
-    tests/unit/test_rocksdb_memory.py)."""
+    tests/unit/test_rocksdb_memory.py); without a budget (the default) each has its own
+    32 MB cache."""
     out, stores = tmp_path / "out", tmp_path / "stores"
     with LocalCluster(home=tmp_path / "home") as cluster:
         handle = cluster.submit(linear(out, 2, keys=KEYS, per_key=PER_KEY, rate=1500,
                                        release_file=tmp_path / "go"),
-                                rocks_config(stores, workers=1, rocksdb_memory_mb=96))
+                                rocks_config(stores, workers=1, rocksdb_memory_mb=budget_mb))
         wait_until(lambda: committed_count(out) > 2000, 60, "some committed output")
 
         def figures() -> dict[str, dict[str, float]]:
@@ -154,7 +157,7 @@ def test_a_workers_tasks_share_one_cache_sized_from_the_budget(tmp_path: Path) -
         wait_until(lambda: len(figures()) == 2 and all(
             f.get("block_cache_capacity_bytes") for f in figures().values()), 60,
                    "both tasks' RocksDB figures")
-        assert [f["block_cache_capacity_bytes"] for f in figures().values()] == [80 << 20] * 2
+        assert [f["block_cache_capacity_bytes"] for f in figures().values()] == [cache_bytes] * 2
         release(tmp_path / "go")  # the rest at full speed
         handle.wait(timeout=180)
     assert check_keyed_sums(out, KEYS, PER_KEY) == ""

@@ -89,11 +89,14 @@ def test_memtables_are_charged_to_the_cache(tmp_path: Path) -> None:
 
 
 def test_config_validates_the_budget() -> None:
-    assert Config().rocksdb_memory_mb == ss.DEFAULT_MEMORY_MB
+    assert Config().rocksdb_memory_mb is None  # no budget unless asked for
     assert Config(rocksdb_memory_mb=32).rocksdb_memory_mb == 32
+    assert Config(rocksdb_memory_mb=ss.SUGGESTED_MEMORY_MB).rocksdb_memory_mb == 128
     bad: Any
-    for bad in (31, 0, -1, 256.0, "256", True, None):
+    for bad in (31, 0, -1, 256.0, "256", True):
         with pytest.raises(ConfigError, match="rocksdb_memory_mb"):
             Config(rocksdb_memory_mb=bad)
         with pytest.raises(ConfigError, match="rocksdb_memory_mb"):
             RocksDBMemory(bad)
+    with pytest.raises(ConfigError, match="rocksdb_memory_mb"):
+        RocksDBMemory(None)  # type: ignore[arg-type]
