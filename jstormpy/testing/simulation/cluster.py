@@ -108,6 +108,7 @@ from jstormpy.runtime.prepare_steps import Ready as PrepareReady
 from jstormpy.state_backends.base import CHECKPOINT_IDS_META, COMPLETED_META
 from jstormpy.state_backends.rocksdb_files import local_copy_matches
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
+from jstormpy.testing.simulation.file_sink import SimFileSink, open_file_sink
 from jstormpy.testing.simulation.judging import Step
 from jstormpy.testing.simulation.outputs import Row, SimOutput
 from jstormpy.testing.simulation.staged_sink import SimStagedSink, open_staged_sink
@@ -252,12 +253,17 @@ class SimTask:
         self.open_rows: list[Row] = []
         self.txns = SinkTransactions(sorted(self.pending_rows))
         self.restored_pending = set(self.pending_rows)
-        # the "staged" kind: the real TwoPhaseCommitSink base over the simulated system
-        self.sink: SimStagedSink | None = None
+        # the "staged" kind: the real TwoPhaseCommitSink base over the simulated system;
+        # the "files" kind: the real FileSink over the simulated disk
+        self.sink: SimStagedSink | SimFileSink | None = None
         if component == "sink" and self.sim.output.kind == "staged":
             self.sink = open_staged_sink(self.sim.output, self.sim.run, self.sim.earlier,
                                          task_id, layout.tasks("sink").index(task_id),
                                          worker.worker_id, self.generation)
+        elif component == "sink" and self.sim.output.kind == "files":
+            self.sink = open_file_sink(self.sim.output, self.sim.run, task_id,
+                                       layout.tasks("sink").index(task_id),
+                                       worker.worker_id, self.generation)
         self.started = False
         self.paused = False
         self.rr = 0
@@ -1588,7 +1594,7 @@ class Simulation:
                 "accept the earlier timeline's frames and fence tokens do not advance")
 
     def on_restore(self, restored: int) -> None:
-        committed = [r.txn for r in self.output.rows if r.job == self.run.job_id]
+        committed = [r.txn for r in self.output.committed_rows() if r.job == self.run.job_id]
         if committed and restored < max(committed) and not self.tm.coordinator.bad:
             self.violations.append(f"restore of checkpoint {restored} below committed "
                                    f"transaction {max(committed)}")
