@@ -182,6 +182,17 @@ def test_the_files_sink_runs_the_real_file_sink(monkeypatch: pytest.MonkeyPatch)
     assert any("missing [" in v for v in planted.violations), planted.violations
 
 
+def test_a_part_file_write_that_errs_but_lands_stays_exactly_once() -> None:
+    """``write_error`` strikes FileSink's commit link too: at seed 23 the link of sink task
+    6's transaction 1 lands and reports EIO. The real sink raises its SinkError, the task
+    fails, the recovery's re-commit finds the part file published, and the output is
+    exactly once (the run drains and its checks pass)."""
+    result = run_seed(23, (Fault.WRITE_ERROR,), trace_events=None)
+    notes = [str(e) for e in result.trace]
+    assert any("cannot commit transaction 1" in n and "after the link" in n for n in notes)
+    assert result.ok and result.outcome == "drained", result.violations
+
+
 def test_what_the_files_sink_publishes_is_what_the_checks_read() -> None:
     """The committed rows are read back from the part files FileSink linked into the
     output directory, and its staging and in-progress directories are left empty after a

@@ -261,7 +261,8 @@ class SimTask:
                                          task_id, layout.tasks("sink").index(task_id),
                                          worker.worker_id, self.generation)
         elif component == "sink" and self.sim.output.kind == "files":
-            self.sink = open_file_sink(self.sim.output, self.sim.run, task_id,
+            self.sink = open_file_sink(self.sim.output, self.sim.world, self.sim.plan,
+                                       self.sim.run, task_id,
                                        layout.tasks("sink").index(task_id),
                                        worker.worker_id, self.generation)
         self.started = False
@@ -416,7 +417,10 @@ class SimTask:
                                       item.streak, item.at))
 
     # -- the sink's steps (executor._perform_sink_step) ------------------------------------------
-    def perform(self, steps: list[SinkStep]) -> bool:
+    def perform(self, steps: list[SinkStep], restoring: bool = False) -> bool:
+        """The steps through the sink; False if the system was unavailable, or the task
+        failed (a sink error outside a restore: the task's thread dies and the TM
+        recovers; at a restore the error fails the worker's prepare)."""
         try:
             ok = self.txns.run(steps, self._perform_step)
             if not ok:
@@ -425,6 +429,13 @@ class SimTask:
         except RestoreRefusedError as exc:  # the TM fails the topology at once
             self.sim.output.refused = str(exc)
             return False  # a named error state: the run ends there (scenario._drive)
+        except SinkError as exc:
+            if restoring:
+                raise
+            self.sim.world.note(f"sink task {self.task_id} failed: {exc}")
+            self.stop()
+            self.worker.to_tm("task_error", self.generation, self.task_id, str(exc))
+            return False
 
     def _perform_step(self, step: SinkStep) -> None:
         out = self.sim.output
@@ -723,7 +734,7 @@ class _SimPreparePort:
     def restore_sink(self, task_id: int) -> None:
         t = self.tasks[task_id]
         if not t.perform(t.txns.restore(self.restored if self.sim.stateful else None,
-                                        self.base)):
+                                        self.base), restoring=True):
             raise SinkError("external system unavailable at restore")
 
     def answerable(self, error: Exception) -> bool:

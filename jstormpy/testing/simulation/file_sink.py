@@ -18,6 +18,12 @@ the output directory is recorded in :attr:`SimOutput.published`, and
 The fault plan's ``sink_down`` holds the external system down; as for the other kinds the
 simulated task asks the system before each protocol step (``SimOutput.check_up``), and the
 step fails with :class:`~jstormpy.api.errors.SinkUnavailableError`, before any of its I/O.
+
+``write_error`` strikes the sink's two renames as it strikes a snapshot's: pre-commit's
+rename of the in-progress file into staging, and commit's link of the staged file to its
+final name, fail (EIO), or, half the time, land and still report EIO (a write that reports
+an error but lands). FileSink raises its :class:`~jstormpy.api.errors.SinkError`; the task
+fails and the Topology Master recovers, as in production.
 """
 
 from __future__ import annotations
@@ -31,8 +37,10 @@ from jstormpy.api.component import TopologyContext, Tuple
 from jstormpy.connectors.file_parts import PART_RE
 from jstormpy.connectors.sinks import FileSink
 from jstormpy.run_identity import RunIdentity
+from jstormpy.testing.simulation.faults import Fault, FaultPlan
 from jstormpy.testing.simulation.filesystem import SimDisk
 from jstormpy.testing.simulation.outputs import Row, SimOutput
+from jstormpy.testing.simulation.world import World
 
 DIRECTORY = "/out"
 """The output directory every run of the simulated job writes to."""
@@ -77,9 +85,18 @@ class SimSinkFiles:
     """FileSink's :class:`~jstormpy.connectors.sink_fs.SinkFilesystem` port over the
     simulated external system's disk (``output.disk``)."""
 
-    def __init__(self, output: SimOutput) -> None:
+    def __init__(self, output: SimOutput, world: World | None = None,
+                 plan: FaultPlan | None = None) -> None:
         self.output = output
         self.disk: SimDisk = output.disk
+        self.world, self.plan = world, plan
+
+    def _write_fault(self) -> str:
+        """``write_error`` on a rename or link: "" (none), "fail" or "lands" (module doc)."""
+        if self.world is None or self.plan is None or \
+                not self.plan.hit(self.world, Fault.WRITE_ERROR):
+            return ""
+        return "lands" if self.world.chance(0.5) else "fail"
 
     # -- the port ------------------------------------------------------------------------------
     def makedirs(self, path: str) -> None:
@@ -125,12 +142,17 @@ class SimSinkFiles:
         return None  # no power loss is simulated: written is durable
 
     def replace(self, source: str, target: str) -> None:
+        fault = self._write_fault() if "/_inprogress/" in source else ""
+        if fault == "fail":
+            raise OSError(errno.EIO, "Input/output error", target)
         data = self._take(source)
         if target in self.disk.dirs:
             raise IsADirectoryError(errno.EISDIR, "Is a directory", target)
         self._enter(target)
         self.disk.files[target] = data
         self._published(target)
+        if fault:
+            raise OSError(errno.EIO, "Input/output error (after the rename)", target)
 
     def rename(self, source: str, target: str) -> None:
         self.replace(source, target)
@@ -140,9 +162,14 @@ class SimSinkFiles:
             raise FileExistsError(errno.EEXIST, "File exists", target)
         if source not in self.disk.files:
             raise FileNotFoundError(errno.ENOENT, "No such file or directory", source)
+        fault = self._write_fault()
+        if fault == "fail":
+            raise OSError(errno.EIO, "Input/output error", target)
         self._enter(target)
         self.disk.files[target] = bytearray(self.disk.files[source])
         self._published(target)
+        if fault:
+            raise OSError(errno.EIO, "Input/output error (after the link)", target)
 
     def unlink(self, path: str) -> None:
         self._take(path)
@@ -194,9 +221,10 @@ class SimFileSink(FileSink):
     """The real :class:`FileSink` over :class:`SimSinkFiles`; its incarnations' fencing
     tokens are numbered (the real ones are a process id and random: a seed must replay)."""
 
-    def __init__(self, output: SimOutput) -> None:
+    def __init__(self, output: SimOutput, world: World | None = None,
+                 plan: FaultPlan | None = None) -> None:
         super().__init__(DIRECTORY, format="jsonl")
-        self.fs = SimSinkFiles(output)
+        self.fs = SimSinkFiles(output, world, plan)
         self.output = output
         self.__dict__["_jstorm_log"] = _QUIET  # as the engine installs the task's log
 
@@ -223,11 +251,12 @@ class SimFileSink(FileSink):
         super().recover(completed_id)
 
 
-def open_file_sink(output: SimOutput, run: RunIdentity, task_id: int, task_index: int,
-                   worker_id: int, generation: int) -> SimFileSink:
+def open_file_sink(output: SimOutput, world: World, plan: FaultPlan, run: RunIdentity,
+                   task_id: int, task_index: int, worker_id: int,
+                   generation: int) -> SimFileSink:
     """A prepared :class:`SimFileSink` for one task incarnation (``prepare`` takes over the
     staged files of the task's older incarnations, of any run)."""
-    sink = SimFileSink(output)
+    sink = SimFileSink(output, world, plan)
     sink.prepare({}, TopologyContext(topology=TOPOLOGY, component="sink", task_id=task_id,
                                      task_index=task_index, worker_id=worker_id,
                                      generation=generation, run=run))
