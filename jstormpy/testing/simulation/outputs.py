@@ -91,7 +91,8 @@ class SimOutput:
 
     def commit(self, run: RunIdentity, task: int, txn: int, rows: list[Row],
                earlier: tuple[RunIdentity, int] | None = None) -> None:
-        """Make transaction ``txn`` of ``task`` visible (idempotent). ``earlier``: the run
+        """The ``"log"`` kind: make transaction ``txn`` of ``task`` visible (idempotent;
+        KafkaSink's commit log, modelled). ``earlier``: the run
         a savepoint came from and its checkpoint id (ids up to it are that run's)."""
         self.check_up()
         self.staged.pop((run.job_id, task, txn), None)
