@@ -29,22 +29,21 @@ import logging
 import os
 import uuid
 from collections.abc import Callable
-from typing import IO, Any
+from typing import Any
 
 from jstormpy.api.component import TopologyContext, Tuple
 from jstormpy.api.errors import FencedError, SinkError
 from jstormpy.barrier.twophase import Sink
 from jstormpy.connectors.file_parts import (
+    PART_RE,
     WORK_RE,
     committed_files,
-    committed_names,
-    fsync_dir,
     part_name,
     parts_after,
     read_committed,
-    unlink_missing_ok,
 )
 from jstormpy.connectors.jsonl import encode_rows, encode_value
+from jstormpy.connectors.sink_fs import OS_SINK_FILESYSTEM, NewFile, SinkFilesystem
 
 __all__ = ["FORMATS", "FileSink", "committed_files", "read_committed"]
 
@@ -94,6 +93,10 @@ class FileSink(Sink):
         >>> builder.set_bolt("out", sink).shuffle_grouping("count")  # doctest: +SKIP
     """
 
+    fs: SinkFilesystem = OS_SINK_FILESYSTEM
+    """The filesystem every step goes through (``connectors/sink_fs.py``): the os calls;
+    the simulator's is simulated."""
+
     def __init__(self, directory: str | os.PathLike[str],
                  format: str = "jsonl") -> None:  # noqa: A002 - public keyword name
         if format not in FORMATS:
@@ -103,7 +106,7 @@ class FileSink(Sink):
         self._task_id: int | None = None
         self._token = ""
         self._txn: int | None = None
-        self._fh: IO[bytes] | None = None
+        self._fh: NewFile | None = None
         self._inprogress_path: str | None = None
         self._rows: list[dict[str, Any]] = []
         self._lines: list[str] = []
@@ -159,6 +162,21 @@ class FileSink(Sink):
     def _logger(self) -> Any:
         return self.log or _log
 
+    def _unlink(self, path: str) -> bool:
+        """Remove ``path``; False if it was not there."""
+        try:
+            self.fs.unlink(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _committed_names(self) -> list[str]:
+        return sorted(n for n in self.fs.listdir(self.directory) if PART_RE.match(n))
+
+    def _new_token(self, context: TopologyContext) -> str:
+        """This incarnation's fencing token (names its staging directory)."""
+        return f"{os.getpid()}-g{context.generation}-{uuid.uuid4().hex[:8]}"
+
     def _fail(self, action: str, exc: OSError) -> SinkError:
         return SinkError(
             f"FileSink task {self._task_id} cannot {action} in {self.directory!r}: "
@@ -176,19 +194,19 @@ class FileSink(Sink):
         self._task_id = context.task_id
         # at_most_once restores nothing: recover(None) is also what its restarts look like
         self._exactly = conf.get("guarantee", "exactly_once") != "at_most_once"
-        self._token = f"{os.getpid()}-g{context.generation}-{uuid.uuid4().hex[:8]}"
+        self._token = self._new_token(context)
         try:
             for path in (self.directory, self._staging, self._inprogress):
-                os.makedirs(path, exist_ok=True)
+                self.fs.makedirs(path)
         except OSError as exc:
             raise self._fail("create its output directories", exc) from exc
         for path in (self.directory, self._staging, self._inprogress):
-            if not os.access(path, os.W_OK | os.X_OK):
+            if not self.fs.writable(path):
                 raise SinkError(f"FileSink task {self._task_id}: directory {path!r} is not "
                                 "writable; choose another directory or fix its permissions")
         try:
-            os.mkdir(self._own)
-            fsync_dir(self._staging)
+            self.fs.mkdir(self._own)
+            self.fs.fsync_dir(self._staging)
             self._adopt_staged()
         except OSError as exc:
             raise self._fail("take over the task's staged transactions", exc) from exc
@@ -200,16 +218,17 @@ class FileSink(Sink):
         task = self._task()
         mine = os.path.basename(self._own)
         prefix = f"t{task:05d}-"
-        for name in sorted(os.listdir(self._staging)):
+        fs = self.fs
+        for name in sorted(fs.listdir(self._staging)):
             path = os.path.join(self._staging, name)
             if name == mine:
                 continue
-            if name.startswith(prefix) and os.path.isdir(path):
+            if name.startswith(prefix) and fs.is_dir(path):
                 for _ in range(100):  # a zombie may still be renaming into it
-                    for part in os.listdir(path):
-                        os.replace(os.path.join(path, part), os.path.join(self._own, part))
+                    for part in fs.listdir(path):
+                        fs.replace(os.path.join(path, part), os.path.join(self._own, part))
                     try:
-                        os.rmdir(path)
+                        fs.rmdir(path)
                         break
                     except FileNotFoundError:
                         break
@@ -218,10 +237,10 @@ class FileSink(Sink):
                             raise
             else:
                 m = WORK_RE.match(name)
-                if m and int(m.group(2)) == task and os.path.isfile(path):
-                    os.replace(path, os.path.join(self._own, name))
-        fsync_dir(self._own)
-        fsync_dir(self._staging)
+                if m and int(m.group(2)) == task and fs.is_file(path):
+                    fs.replace(path, os.path.join(self._own, name))
+        fs.fsync_dir(self._own)
+        fs.fsync_dir(self._staging)
 
     def cleanup(self) -> None:
         """Close the open in-progress file (its content is discarded by the next recover)."""
@@ -281,7 +300,7 @@ class FileSink(Sink):
         if self._fh is None:  # the in-progress file exists from the first record on
             try:
                 assert self._inprogress_path is not None
-                self._fh = open(self._inprogress_path, "xb")  # noqa: SIM115 - kept open
+                self._fh = self.fs.create(self._inprogress_path)
             except OSError as exc:
                 raise self._fail(f"write transaction {self._txn}", exc) from exc
         lines = self._lines
@@ -320,7 +339,7 @@ class FileSink(Sink):
         if self._fh is None:  # the in-progress file exists from the first record on
             try:
                 assert self._inprogress_path is not None
-                self._fh = open(self._inprogress_path, "xb")  # noqa: SIM115 - kept open
+                self._fh = self.fs.create(self._inprogress_path)
             except OSError as exc:
                 raise self._fail(f"write transaction {self._txn}", exc) from exc
         blocks = self.__dict__.setdefault("_blocks", [])
@@ -368,7 +387,7 @@ class FileSink(Sink):
         try:
             if self._fh is None:
                 assert self._inprogress_path is not None
-                self._fh = open(self._inprogress_path, "xb")  # noqa: SIM115 - kept open
+                self._fh = self.fs.create(self._inprogress_path)
             self._fh.write(text.encode("utf-8"))
         except OSError as exc:
             raise self._fail(f"write transaction {self._txn}", exc) from exc
@@ -396,18 +415,18 @@ class FileSink(Sink):
                 written = self._fh is not None
                 if self._fh is not None:
                     self._fh.flush()
-                    os.fsync(self._fh.fileno())
+                    self.fs.fsync(self._fh)
                     self._fh.close()
                     self._fh = None
             if written:
-                if not os.path.isdir(self._own):
+                if not self.fs.is_dir(self._own):
                     raise self._fenced(f"stage transaction {checkpoint_id}")
                 try:
-                    os.replace(inprogress, self._staged_path(checkpoint_id))
+                    self.fs.replace(inprogress, self._staged_path(checkpoint_id))
                 except FileNotFoundError:  # retired (or our in-progress file removed)
                     raise self._fenced(f"stage transaction {checkpoint_id}") from None
-                fsync_dir(self._own)
-                fsync_dir(self._inprogress)
+                self.fs.fsync_dir(self._own)
+                self.fs.fsync_dir(self._inprogress)
             else:
                 self._empty.add(checkpoint_id)
         except OSError as exc:
@@ -418,8 +437,7 @@ class FileSink(Sink):
         self._rows = []
         self._inprogress_path = None
 
-    @staticmethod
-    def _write_parquet(path: str, rows: list[dict[str, Any]]) -> None:
+    def _write_parquet(self, path: str, rows: list[dict[str, Any]]) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -432,10 +450,13 @@ class FileSink(Sink):
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise SinkError(f"FileSink cannot convert the transaction to Parquet "
                             f"(columns {list(columns)}): {exc}") from exc
-        with open(path, "xb") as fh:
+        fh = self.fs.create(path)
+        try:
             pq.write_table(table, fh)
             fh.flush()
-            os.fsync(fh.fileno())
+            self.fs.fsync(fh)
+        finally:
+            fh.close()
 
     def commit(self, checkpoint_id: int) -> None:
         """Publish staged transaction ``checkpoint_id`` (idempotent).
@@ -450,15 +471,16 @@ class FileSink(Sink):
         staged = self._staged_path(checkpoint_id)
         target = self._target_path(checkpoint_id)
         try:
-            if os.path.exists(target):
+            fs = self.fs
+            if fs.exists(target):
                 # already committed; a staged copy may be left by a commit interrupted
                 # between publishing and cleaning up
-                if unlink_missing_ok(staged):
-                    fsync_dir(self._own)
+                if self._unlink(staged):
+                    fs.fsync_dir(self._own)
                 return
-            if not os.path.isdir(self._own):
+            if not fs.is_dir(self._own):
                 raise self._fenced(f"commit transaction {checkpoint_id}")
-            if not os.path.exists(staged):
+            if not fs.exists(staged):
                 if checkpoint_id not in self._empty:
                     self._logger().info(
                         "FileSink task %s: commit(%s) found nothing staged and nothing "
@@ -466,7 +488,7 @@ class FileSink(Sink):
                 self._empty.discard(checkpoint_id)
                 return
             try:
-                os.link(staged, target)
+                fs.link(staged, target)
             except FileExistsError:
                 pass  # a concurrent/earlier commit published it
             except FileNotFoundError:  # retired between the check and the link
@@ -476,10 +498,10 @@ class FileSink(Sink):
                                      errno.EMLINK, errno.ENOSYS):
                     raise
                 # no hard links on this file system: rename (target checked above)
-                os.rename(staged, target)
-            fsync_dir(self.directory)
-            if unlink_missing_ok(staged):
-                fsync_dir(self._own)
+                fs.rename(staged, target)
+            fs.fsync_dir(self.directory)
+            if self._unlink(staged):
+                fs.fsync_dir(self._own)
         except OSError as exc:
             raise self._fail(f"commit transaction {checkpoint_id}", exc) from exc
         self._logger().debug("FileSink task %s committed %s", self._task_id, target)
@@ -490,15 +512,15 @@ class FileSink(Sink):
             if self._txn == checkpoint_id:
                 self._close_file()
                 if self._inprogress_path is not None:
-                    unlink_missing_ok(self._inprogress_path)
+                    self._unlink(self._inprogress_path)
                 self._txn = None
                 self._rows = []
                 self._lines = []
                 self._blocks = []
                 self._block_chars = 0
                 self._inprogress_path = None
-            if unlink_missing_ok(self._staged_path(checkpoint_id)):
-                fsync_dir(self._own)
+            if self._unlink(self._staged_path(checkpoint_id)):
+                self.fs.fsync_dir(self._own)
         except OSError as exc:
             raise self._fail(f"abort transaction {checkpoint_id}", exc) from exc
         self._empty.discard(checkpoint_id)
@@ -512,7 +534,7 @@ class FileSink(Sink):
         Raises:
             SinkError: The directory holds committed part files; the message names it.
         """
-        if os.path.isdir(self.directory):
+        if self.fs.is_dir(self.directory):
             self._refuse_earlier_output()
 
     def check_savepoint_restore(self, checkpoint_id: int) -> None:
@@ -527,10 +549,10 @@ class FileSink(Sink):
         Raises:
             SinkError: Such part files exist; the message names them and what to do.
         """
-        if not os.path.isdir(self.directory):
+        if not self.fs.is_dir(self.directory):
             return
         try:
-            names = committed_names(self.directory)
+            names = self._committed_names()
         except OSError as exc:
             raise self._fail("list its output directory", exc) from exc
         later = parts_after(names, checkpoint_id)
@@ -546,7 +568,7 @@ class FileSink(Sink):
 
     def _refuse_earlier_output(self) -> None:
         try:
-            earlier = committed_names(self.directory)
+            earlier = self._committed_names()
         except OSError as exc:
             raise self._fail("list its output directory", exc) from exc
         if earlier:
@@ -581,31 +603,32 @@ class FileSink(Sink):
         if self._txn is not None:
             self.abort(self._txn)
         log = self._logger()
+        fs = self.fs
         try:
             removed = 0
-            for name in os.listdir(self._inprogress):
+            for name in fs.listdir(self._inprogress):
                 m = WORK_RE.match(name)
                 if m and int(m.group(2)) == task:
-                    removed += unlink_missing_ok(os.path.join(self._inprogress, name))
+                    removed += self._unlink(os.path.join(self._inprogress, name))
             if removed:
-                fsync_dir(self._inprogress)
+                fs.fsync_dir(self._inprogress)
             dropped = 0
-            for name in os.listdir(self._own):
+            for name in fs.listdir(self._own):
                 m = WORK_RE.match(name)
                 if not m or int(m.group(2)) != task:
                     continue
                 checkpoint_id = int(m.group(1))
                 path = os.path.join(self._own, name)
                 if completed_id is None or checkpoint_id > completed_id:
-                    dropped += unlink_missing_ok(path)
-                elif os.path.exists(os.path.join(self.directory, name)):
-                    dropped += unlink_missing_ok(path)
+                    dropped += self._unlink(path)
+                elif fs.exists(os.path.join(self.directory, name)):
+                    dropped += self._unlink(path)
                 else:
                     log.warning("FileSink task %s: staged transaction %s (<= restored "
                                 "checkpoint %s) was never committed; keeping %s",
                                 task, checkpoint_id, completed_id, path)
             if dropped:
-                fsync_dir(self._own)
+                fs.fsync_dir(self._own)
         except OSError as exc:
             raise self._fail("discard leftover transactions", exc) from exc
         if removed or dropped:

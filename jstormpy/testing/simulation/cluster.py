@@ -108,6 +108,7 @@ from jstormpy.runtime.prepare_steps import Ready as PrepareReady
 from jstormpy.state_backends.base import CHECKPOINT_IDS_META, COMPLETED_META
 from jstormpy.state_backends.rocksdb_files import local_copy_matches
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
+from jstormpy.testing.simulation.file_sink import SimFileSink, open_file_sink
 from jstormpy.testing.simulation.judging import Step
 from jstormpy.testing.simulation.outputs import Row, SimOutput
 from jstormpy.testing.simulation.staged_sink import SimStagedSink, open_staged_sink
@@ -252,12 +253,18 @@ class SimTask:
         self.open_rows: list[Row] = []
         self.txns = SinkTransactions(sorted(self.pending_rows))
         self.restored_pending = set(self.pending_rows)
-        # the "staged" kind: the real TwoPhaseCommitSink base over the simulated system
-        self.sink: SimStagedSink | None = None
+        # the "staged" kind: the real TwoPhaseCommitSink base over the simulated system;
+        # the "files" kind: the real FileSink over the simulated disk
+        self.sink: SimStagedSink | SimFileSink | None = None
         if component == "sink" and self.sim.output.kind == "staged":
             self.sink = open_staged_sink(self.sim.output, self.sim.run, self.sim.earlier,
                                          task_id, layout.tasks("sink").index(task_id),
                                          worker.worker_id, self.generation)
+        elif component == "sink" and self.sim.output.kind == "files":
+            self.sink = open_file_sink(self.sim.output, self.sim.world, self.sim.plan,
+                                       self.sim.run, task_id,
+                                       layout.tasks("sink").index(task_id),
+                                       worker.worker_id, self.generation)
         self.started = False
         self.paused = False
         self.rr = 0
@@ -410,7 +417,10 @@ class SimTask:
                                       item.streak, item.at))
 
     # -- the sink's steps (executor._perform_sink_step) ------------------------------------------
-    def perform(self, steps: list[SinkStep]) -> bool:
+    def perform(self, steps: list[SinkStep], restoring: bool = False) -> bool:
+        """The steps through the sink; False if the system was unavailable, or the task
+        failed (a sink error outside a restore: the task's thread dies and the TM
+        recovers; at a restore the error fails the worker's prepare)."""
         try:
             ok = self.txns.run(steps, self._perform_step)
             if not ok:
@@ -419,6 +429,13 @@ class SimTask:
         except RestoreRefusedError as exc:  # the TM fails the topology at once
             self.sim.output.refused = str(exc)
             return False  # a named error state: the run ends there (scenario._drive)
+        except SinkError as exc:
+            if restoring:
+                raise
+            self.sim.world.note(f"sink task {self.task_id} failed: {exc}")
+            self.stop()
+            self.worker.to_tm("task_error", self.generation, self.task_id, str(exc))
+            return False
 
     def _perform_step(self, step: SinkStep) -> None:
         out = self.sim.output
@@ -717,7 +734,7 @@ class _SimPreparePort:
     def restore_sink(self, task_id: int) -> None:
         t = self.tasks[task_id]
         if not t.perform(t.txns.restore(self.restored if self.sim.stateful else None,
-                                        self.base)):
+                                        self.base), restoring=True):
             raise SinkError("external system unavailable at restore")
 
     def answerable(self, error: Exception) -> bool:
@@ -1588,7 +1605,7 @@ class Simulation:
                 "accept the earlier timeline's frames and fence tokens do not advance")
 
     def on_restore(self, restored: int) -> None:
-        committed = [r.txn for r in self.output.rows if r.job == self.run.job_id]
+        committed = [r.txn for r in self.output.committed_rows() if r.job == self.run.job_id]
         if committed and restored < max(committed) and not self.tm.coordinator.bad:
             self.violations.append(f"restore of checkpoint {restored} below committed "
                                    f"transaction {max(committed)}")

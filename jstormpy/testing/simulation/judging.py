@@ -69,11 +69,12 @@ NO_USABLE_CHECKPOINT = Legitimate(
 
 LEGITIMATE: dict[Fault, tuple[Legitimate, ...]] = {
     Fault.FRESH_RUN_INTO_USED: (Legitimate(
-        "refused", r"^output directory already holds \d+ committed part file",
+        "refused", r"^FileSink directory '[^']*' already holds \d+ committed part files? "
+                   r"of an earlier run",
         "a fresh run into a FileSink directory an earlier run committed to"),),
     Fault.SAVEPOINT_INTO_USED: (
-        Legitimate("refused", r"^output directory holds part files committed after the "
-                              r"savepoint's checkpoint",
+        Legitimate("refused", r"^FileSink directory '[^']*' holds \d+ part files? "
+                              r"committed after the savepoint's checkpoint",
                    "a savepoint restore into FileSink output used after the savepoint"),
         Legitimate("refused", r"^SimStagedSink task \d+: the (savepoint of checkpoint \d+|"
                               r"restored checkpoint) lists transaction \d+ as pending, but "

@@ -9,11 +9,11 @@ Three kinds, after the ways the real connectors make a commit idempotent:
   fallback a run goes on above ids it never committed, so "below the last entry" is not
   "committed"). A recovery loses every staged transaction (the new producer aborted it):
   only the rows a restored snapshot holds for a pending id are committed again.
-* ``"files"`` (FileSink): a commit renames the staged part file ``part-{txn}-{task}``; a
-  name already taken counts as already committed. A fresh run refuses a directory with
-  committed parts, and a savepoint restore refuses one with parts above the savepoint. A
-  recovery keeps staged parts at or below the restored checkpoint, uncommitted: only a
-  pending id of the restored snapshot commits one.
+* ``"files"`` (FileSink): the output directory lives here, on a simulated disk
+  (:attr:`SimOutput.disk`), and the real :class:`~jstormpy.connectors.sinks.FileSink`
+  stages, commits, aborts and recovers in it through its filesystem port: the connector
+  is :class:`~jstormpy.testing.simulation.file_sink.SimFileSink`, and the launcher's
+  fresh-run and savepoint checks are the real sink's too.
 * ``"staged"`` (PostgresSink, RedisStreamSink): the staged rows, the fencing tokens and
   each run's record of the transactions its recoveries discarded live here, and the real
   :class:`~jstormpy.connectors.twophase.TwoPhaseCommitSink` base drives them: the
@@ -27,12 +27,16 @@ The rows record which run and transaction wrote them, so the checker can tell ru
 
 from __future__ import annotations
 
+import itertools
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from jstormpy.api.errors import SinkError, SinkUnavailableError
+from jstormpy.api.errors import SinkUnavailableError
 from jstormpy.connectors.kafka import commit_log_key
 from jstormpy.run_identity import RunIdentity
+from jstormpy.testing.simulation.filesystem import SimDisk
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,12 @@ class SimOutput:
     rows: list[Row] = field(default_factory=list)
     staged: dict[tuple[str, int, int], list[Row]] = field(default_factory=dict)
     commit_log: dict[str, set[int]] = field(default_factory=dict)
-    parts: set[tuple[int, int]] = field(default_factory=set)
+    disk: SimDisk = field(default_factory=SimDisk)
+    """``"files"``: the disk holding FileSink's output directory."""
+    published: list[str] = field(default_factory=list)
+    """``"files"``: the part files FileSink published, in the order it published them."""
+    incarnations: Iterator[int] = field(default_factory=itertools.count)
+    """``"files"``: numbers the sink incarnations' fencing tokens."""
     abandoned: dict[tuple[str, int], set[int]] = field(default_factory=dict)
     """``"staged"``: per (fence owner ``<topology>@<job_id>``, task), the transactions the
     run's recoveries discarded."""
@@ -69,17 +78,12 @@ class SimOutput:
     """``"staged"``: why a commit was refused (a transaction a recovery discarded)."""
     down: bool = False
 
-    def check_fresh_run(self) -> None:
-        if self.kind == "files" and self.parts:
-            raise SinkError(f"output directory already holds {len(self.parts)} committed "
-                            "part file(s) of an earlier run")
-
-    def check_savepoint_restore(self, checkpoint_id: int) -> None:
-        if self.kind == "files":
-            later = sorted(t for t, _ in self.parts if t > checkpoint_id)
-            if later:
-                raise SinkError(f"output directory holds part files committed after the "
-                                f"savepoint's checkpoint {checkpoint_id} ({later[0]} ...)")
+    def committed_rows(self) -> list[Row]:
+        """What a reader of the system sees: every committed row, in commit order."""
+        if self.kind != "files":
+            return self.rows
+        return [Row(**json.loads(line)) for path in self.published
+                for line in self.disk.files[path].decode().splitlines() if line]
 
     def stage(self, run: RunIdentity, task: int, txn: int, rows: list[Row]) -> None:
         self.check_up()
@@ -87,34 +91,25 @@ class SimOutput:
 
     def commit(self, run: RunIdentity, task: int, txn: int, rows: list[Row],
                earlier: tuple[RunIdentity, int] | None = None) -> None:
-        """Make transaction ``txn`` of ``task`` visible (idempotent). ``earlier``: the run
+        """The ``"log"`` kind: make transaction ``txn`` of ``task`` visible (idempotent;
+        KafkaSink's commit log, modelled). ``earlier``: the run
         a savepoint came from and its checkpoint id (ids up to it are that run's)."""
         self.check_up()
         self.staged.pop((run.job_id, task, txn), None)
-        if self.kind == "log":
-            owner = earlier[0] if earlier is not None and txn <= earlier[1] else run
-            key = commit_log_key(f"sink-{task}", owner)
-            if txn in self.commit_log.get(key, ()):
-                return  # already committed
-            self.rows.extend(rows)
-            self.commit_log.setdefault(key, set()).add(txn)
-            return
-        if (txn, task) in self.parts:
-            return  # the name is taken: already committed
-        self.parts.add((txn, task))
+        owner = earlier[0] if earlier is not None and txn <= earlier[1] else run
+        key = commit_log_key(f"sink-{task}", owner)
+        if txn in self.commit_log.get(key, ()):
+            return  # already committed
         self.rows.extend(rows)
+        self.commit_log.setdefault(key, set()).add(txn)
 
     def recover(self, run: RunIdentity, task: int, restored: int | None) -> None:
-        """A task's ``recover``, as each connector's: what it staged above ``restored`` is
-        dropped; at or below, FileSink (``"files"``) keeps the staged part file, and
-        KafkaSink (``"log"``) has lost it (the new producer aborted the transaction). Both
-        commit only the ids the restored snapshot names as pending, which the engine asks
-        for before ``recover`` (``SinkTransactions.restore``)."""
+        """A task's ``recover``, as KafkaSink's: every staged transaction is lost (the new
+        producer aborted it); only the ids the restored snapshot names as pending are
+        committed again, which the engine asks for before ``recover``
+        (``SinkTransactions.restore``)."""
         self.check_up()
-        mine = sorted(k for k in self.staged if k[0] == run.job_id and k[1] == task)
-        for k in mine:
-            if restored is not None and k[2] <= restored and self.kind == "files":
-                continue  # kept; committed by a pending id of a snapshot, or never
+        for k in sorted(k for k in self.staged if k[0] == run.job_id and k[1] == task):
             del self.staged[k]
 
     def check_up(self) -> None:

@@ -23,6 +23,7 @@ from jstormpy.master.topology_state import TopologyState
 from jstormpy.run_identity import RunIdentity
 from jstormpy.testing.simulation.cluster import MAX_PARALLELISM, Simulation
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault, FaultPlan
+from jstormpy.testing.simulation.file_sink import launcher_sink
 from jstormpy.testing.simulation.judging import ReachTally, Step, judge, steps_reached
 from jstormpy.testing.simulation.outputs import Row, SimOutput
 from jstormpy.testing.simulation.storage import SimStorage
@@ -124,7 +125,7 @@ def _run(world: World, plan: FaultPlan, inputs: dict[int, list[tuple[str, int]]]
     if not _drive(world, sim, result):
         return
     if plan.lifecycle is None:
-        _check(sim, counts, [r for r in output.rows if r.job == first.job_id], result)
+        _check(sim, counts, [r for r in output.committed_rows() if r.job == first.job_id], result)
         return
     world.note(f"lifecycle: {plan.lifecycle.value}")
     # the second run starts after the first drained, with the faults still active
@@ -132,24 +133,27 @@ def _run(world: World, plan: FaultPlan, inputs: dict[int, list[tuple[str, int]]]
         second = RunIdentity(job_id=f"{world.seed:x}b", epoch=0)
         world.reach(Step.SECOND_RUN_CHECKED)
         try:
-            output.check_fresh_run()
+            if output.kind == "files":
+                launcher_sink(output).check_fresh_run()
         except SinkError as exc:
             result.outcome = f"refused: {exc}"
             return
         sim2 = Simulation(world, plan, output, SimStorage(world, plan), inputs, second,
                           counter_stores=stores)
         if _drive(world, sim2, result):
-            _check(sim2, counts, [r for r in output.rows if r.job == second.job_id], result)
+            _check(sim2, counts,
+                   [r for r in output.committed_rows() if r.job == second.job_id], result)
         return
     if sim.savepoint is None or sim.savepoint_copy is None:
-        _check(sim, counts, [r for r in output.rows if r.job == first.job_id], result)
+        _check(sim, counts, [r for r in output.committed_rows() if r.job == first.job_id], result)
         return
     s = sim.savepoint
     second = RunIdentity.from_savepoint(first, s)
     second = RunIdentity(job_id=f"{world.seed:x}b", epoch=second.epoch)
     world.reach(Step.SECOND_RUN_CHECKED)
     try:
-        output.check_savepoint_restore(s)
+        if output.kind == "files":
+            launcher_sink(output).check_savepoint_restore(s)
     except SinkError as exc:
         result.outcome = f"refused: {exc}"
         return
@@ -160,7 +164,7 @@ def _run(world: World, plan: FaultPlan, inputs: dict[int, list[tuple[str, int]]]
     sim2 = Simulation(world, plan, output, storage2, inputs, second, resume=True,
                       earlier=(first, s), layout=sim.savepoint_layout, counter_stores=stores)
     if _drive(world, sim2, result):
-        rows = [r for r in output.rows if (r.job == first.job_id and r.txn <= s)
+        rows = [r for r in output.committed_rows() if (r.job == first.job_id and r.txn <= s)
                 or r.job == second.job_id]
         # the first run's output up to the savepoint is part of what is checked, with any
         # at-least-once span it had by then (a fallback past a lost shared file): its
