@@ -592,3 +592,30 @@ def test_a_bolt_exits_as_pystorms_loop_does_when_the_host_closes_its_stdin():
     (frames_code, frames_err), (json_code, _) = exit_and_stderr("frames"), exit_and_stderr("json")
     assert frames_code == json_code == 2
     assert "Traceback" not in frames_err
+
+
+def test_a_shell_bolt_keeps_several_frames_of_tuples_in_the_subprocess(tmp_path):
+    """By default up to 4096 tuples are out before the task waits for answers: a bolt
+    that answers only at a tick holds three received batches of 512 at once (the
+    subprocess works on while the host routes what it answered)."""
+    from jstormpy.api.batch import Batch
+    from jstormpy.api.component import TopologyContext, bind_task
+
+    most = tmp_path / "most"
+    bolt = ShellBolt([sys.executable, str(COMPONENTS.parent / "multilang_components"
+                                          / "tick_batching_bolt.py"), str(most)],
+                     outputs=("seq", "key"), tick_tuple_freq_s=0.5)
+    collected = Collected()
+    bind_task(bolt, collected, None)  # type: ignore[arg-type]
+    bolt.prepare({}, TopologyContext(topology="t", component="held", task_id=2,
+                                     task_index=0, worker_id=0,
+                                     component_tasks={"held": (2,)}))
+    try:
+        for k in range(3):
+            bolt.execute_batch(Batch([(512 * k + i, "k") for i in range(512)],
+                                     {"seq": 0, "key": 1}, "src"))
+        bolt.on_inputs_finished()
+    finally:
+        bolt.cleanup()
+    assert sorted(v[0] for v in collected.values) == list(range(1536))
+    assert int(most.read_text()) == 1536
