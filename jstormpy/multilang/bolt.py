@@ -69,7 +69,7 @@ class ShellBolt(Bolt):
                  conf: Mapping[str, Any] | None = None,
                  heartbeat_timeout_s: float = DEFAULTS["heartbeat_timeout_s"],
                  max_message_bytes: int = DEFAULTS["max_message_bytes"],
-                 max_in_flight: int = 1000, tick_tuple_freq_s: float | None = None,
+                 max_in_flight: int = 4096, tick_tuple_freq_s: float | None = None,
                  heartbeat_interval_s: float = 1.0,
                  protocol: str = DEFAULTS["protocol"]) -> None:
         self.settings = ShellSettings(command, outputs, cwd, env, heartbeat_timeout_s,

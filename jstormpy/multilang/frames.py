@@ -83,8 +83,13 @@ class FrameProcess(ShellProcess):
     def __init__(self, command: Sequence[str], component: str, task_id: int, *,
                  cwd: str | None = None, env: Mapping[str, str] | None = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 heartbeat_timeout_s: float = 30.0) -> None:
-        env = {**(env or {}), runner.MAX_FRAME_ENV: str(max_message_bytes)}
+                 heartbeat_timeout_s: float = 30.0, anchors: bool = False) -> None:
+        """``anchors``: the runner sends a bolt's anchors with its emits (as pystorm's
+        loop does). ShellBolt does not use them, so it does not ask: a run of emits then
+        carries its rows alone, and an emit no anchors (for a tool that reads the
+        messages, a parity check against pystorm's own loop)."""
+        env = {**(env or {}), runner.MAX_FRAME_ENV: str(max_message_bytes),
+               runner.ANCHORS_ENV: "1" if anchors else "0"}
         super().__init__(command, component, task_id, cwd=cwd, env=env,
                          max_message_bytes=max_message_bytes,
                          heartbeat_timeout_s=heartbeat_timeout_s)
@@ -195,12 +200,14 @@ class FrameProcess(ShellProcess):
 
 def _message(item: Any) -> Message:
     """One message of a frame as the typed message (as the JSON protocol's would parse)."""
-    if type(item) is list and len(item) == 4 and item[0] == runner.EMITS:
-        _, stream, rows, anchors = item
+    if type(item) is list and len(item) in (3, 4) and item[0] == runner.EMITS:
+        stream, rows = item[1], item[2]
+        anchors = item[3] if len(item) == 4 else None  # (sent only when asked for)
         if type(stream) is not str:
             raise ValueError(f"emits with a non-string stream: {stream!r:.100}")
-        if (type(rows) is not list or type(anchors) is not list
-                or len(rows) != len(anchors)):
+        if type(rows) is not list:
+            raise ValueError("emits without a list of values")
+        if anchors is not None and (type(anchors) is not list or len(rows) != len(anchors)):
             raise ValueError("emits without a list of values and one of anchors as long")
         if rows and set(map(type, rows)) != {list}:  # (map: no Python frame per row)
             raise ValueError("emits with values that are not lists")

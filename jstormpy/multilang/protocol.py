@@ -123,17 +123,20 @@ class Metric:
 
 @dataclass(frozen=True)
 class EmitRun:
-    """Plain emits in a row (no direct task, no task ids asked for) on one stream, with
-    each one's anchors (a sequence of tuple ids, or one id alone as a str: a row anchored
-    to the tuple being processed): what our pystorm runner sends for a bolt's emits of a
-    frame."""
+    """Plain emits in a row (no direct task, no task ids asked for) on one stream: what our
+    pystorm runner sends for a bolt's emits of a frame. ``anchors``: each one's anchors (a
+    sequence of tuple ids, or one id alone as a str: a row anchored to the tuple being
+    processed), or None: the runner sends none unless asked (the host does not use them:
+    checkpoints, not Storm's ack trees, make the guarantee)."""
 
     stream: str
     rows: list[Any]
-    anchors: list[Any]
+    anchors: list[Any] | None = None
 
     def emits(self) -> list[Emit]:
         """The run as the single emits it stands for."""
+        if self.anchors is None:
+            return [Emit(values, self.stream, None, (), None, False) for values in self.rows]
         return [Emit(values, self.stream, None, (a,) if type(a) is str else tuple(a), None,
                      False)
                 for values, a in zip(self.rows, self.anchors, strict=True)]

@@ -16,9 +16,11 @@ handling, ``auto_ack``/``auto_anchor``/``auto_fail``, heartbeats, tick tuples ->
 * where the class keeps pystorm's own ``emit``/``ack``/``fail``/``_run``, those are bound
   to versions with the same semantics that skip building a dict per message: an emit is a
   6-tuple ``(values, stream, id, anchors, task, need_task_ids)`` (the fields of the host's
-  ``Emit``), a bolt's plain emits in a row on one stream one list ``["E", stream, rows,
-  anchors]`` (a row anchored to one tuple id has that id alone, not a tuple), a fail
-  ``("f", id)``; a bolt's acks go as one ``("A", ids)`` after the
+  ``Emit``), a bolt's plain emits in a row on one stream one list ``["E", stream, rows]``,
+  a fail ``("f", id)``; a bolt's anchors are not sent (the host does not use them: an
+  emit's are ``()``) unless the host asks (``JSTORM_MULTILANG_ANCHORS=1``: a run is then
+  ``["E", stream, rows, anchors]``, a row anchored to one tuple id having that id alone,
+  not a tuple); a bolt's acks go as one ``("A", ids)`` after the
   frame's other messages (an ack never precedes what its tuple emitted); a frame of
   tuples is processed in one loop (each tuple's ``Tuple`` built without pystorm's
   per-message reading; while it runs, a plain list emitted on the default stream and
@@ -55,6 +57,9 @@ not a huge length)."""
 
 HEADER = 5
 MAX_FRAME_ENV = "JSTORM_MULTILANG_MAX_FRAME"
+ANCHORS_ENV = "JSTORM_MULTILANG_ANCHORS"
+"""``1``: send a bolt's anchors with its emits (the host does not need them: by default
+they are left out)."""
 FLUSH_AT = 4096
 """Messages collected before a frame goes out even though the component has not waited."""
 
@@ -89,8 +94,12 @@ class HostWentAway(Exception):
 class FrameChannel:
     """pystorm's serializer interface (``read_message``/``send_message``) over frames."""
 
-    def __init__(self, in_fd: int, out_fd: int, max_frame: int, gone: type[Exception]) -> None:
+    def __init__(self, in_fd: int, out_fd: int, max_frame: int, gone: type[Exception],
+                 anchors: bool = False) -> None:
         self.input = os.fdopen(in_fd, "rb", buffering=1 << 16)
+        self.anchors = anchors
+        """A bolt's emits carry their anchors (runs ``[EMITS, stream, rows, anchors]``);
+        else none (runs ``[EMITS, stream, rows]``, an emit's anchors ``()``)."""
         self.out_fd = out_fd
         self.max_frame = max_frame
         self.gone = gone
@@ -159,12 +168,18 @@ class FrameChannel:
                 return
             items = out[:n]
             if n and type(items[-1]) is list and threading.get_ident() != self.main:
-                _, stream, rows, anchors = items[-1]
-                m = min(len(rows), len(anchors))  # (rows are appended before anchors)
-                items[-1] = [EMITS, stream, rows[:m], anchors[:m]]
+                run = items[-1]
+                rows = run[2]
+                if len(run) == 4:
+                    anchors = run[3]
+                    m = min(len(rows), len(anchors))  # (rows are appended before anchors)
+                    items[-1] = [EMITS, run[1], rows[:m], anchors[:m]]
+                    del anchors[:m]
+                else:
+                    m = len(rows)
+                    items[-1] = [EMITS, run[1], rows[:m]]
                 del out[:n - 1]
                 del rows[:m]  # the task thread appends at the end only
-                del anchors[:m]
                 n -= 1
             else:
                 del out[:n]
@@ -222,8 +237,8 @@ class FrameChannel:
             run = items[0]
             if type(run) is list and len(run[2]) > 1:  # one run of many emits
                 half = len(run[2]) // 2
-                self._write([[EMITS, run[1], run[2][:half], run[3][:half]]])
-                self._write([[EMITS, run[1], run[2][half:], run[3][half:]]])
+                for piece in (slice(None, half), slice(half, None)):  # rows (and anchors)
+                    self._write([[EMITS, run[1], *[part[piece] for part in run[2:]]]])
                 return
         view = memoryview(data)
         while view:
@@ -276,15 +291,22 @@ def bind(comp: Any, channel: FrameChannel) -> None:
 
     cls = type(comp)
     out = channel.out
+    keep = channel.anchors
     if isinstance(comp, Bolt):
         if cls.emit is Bolt.emit:
             def bolt_emit(tup: Any, stream: Any = None, anchors: Any = None,
                           direct_task: Any = None, need_task_ids: bool = False) -> Any:
                 if need_task_ids and direct_task is None:  # a round trip: pystorm's own
-                    return Bolt.emit(comp, tup, stream=stream, anchors=anchors,
+                    if not keep and anchors is not None:
+                        iter(anchors)  # (what is not a list of them fails)
+                    return Bolt.emit(comp, tup, stream=stream,
+                                     anchors=anchors if keep else (),
                                      direct_task=direct_task, need_task_ids=True)
-                anchor: Any  # a tuple of ids, or one id alone (a str, in a run of emits)
-                if anchors is None:
+                anchor: Any = ()  # ids, or one id alone (a str, in a run of emits)
+                if not keep:  # not sent: none made (what is not a list of them fails)
+                    if anchors is not None:
+                        iter(anchors)
+                elif anchors is None:
                     if comp.auto_anchor:
                         cur = comp._current_tups
                         if len(cur) == 1 and type(cur[0]) is Tuple and type(cur[0][0]) is str:
@@ -292,8 +314,6 @@ def bind(comp: Any, channel: FrameChannel) -> None:
                         else:
                             anchor = tuple([a.id if isinstance(a, Tuple) else a
                                             for a in cur])
-                    else:
-                        anchor = ()
                 else:
                     anchor = tuple([a.id if isinstance(a, Tuple) else a for a in anchors])
                 if type(tup) is list:
@@ -309,9 +329,11 @@ def bind(comp: Any, channel: FrameChannel) -> None:
                     last = out[-1] if out else None
                     if type(last) is list and last[1] == stream:
                         last[2].append(values)
-                        last[3].append(anchor)
+                        if keep:
+                            last[3].append(anchor)
                     else:
-                        out.append([EMITS, stream, [values], [anchor]])
+                        out.append([EMITS, stream, [values], [anchor]] if keep
+                                   else [EMITS, stream, [values]])
                         if len(out) >= FLUSH_AT:
                             channel.flush()
                     return None
@@ -382,6 +404,7 @@ def _bolt_run(comp: Any, channel: FrameChannel, tuple_cls: Any) -> None:
     arity = -1 if val_type is None else len(val_type._fields)
     out = channel.out
     general = channel.fast_emit
+    keep = channel.anchors
     cur: list[Any] = []
     tid = ""
     run: Any = None  # the run of default-stream emits the batch appends to
@@ -399,12 +422,15 @@ def _bolt_run(comp: Any, channel: FrameChannel, tuple_cls: Any) -> None:
                 and comp.auto_anchor):
             if out and out[-1] is run:
                 run_rows.append(tup)
-                run_anchors.append(tid)
+                if keep:
+                    run_anchors.append(tid)
                 return None
             general(tup)
             if out and type(out[-1]) is list and out[-1][1] == "default":
                 run = out[-1]
-                run_rows, run_anchors = run[2], run[3]
+                run_rows = run[2]
+                if keep:
+                    run_anchors = run[3]
             return None
         return general(tup, stream, anchors, direct_task, need_task_ids)
 
@@ -511,7 +537,7 @@ def main(argv: list[str]) -> None:
             Exception.__init__(self, f"Got EOF while reading from Storm: {reason}")
 
     channel = FrameChannel(in_fd, out_fd, int(os.environ.get(MAX_FRAME_ENV, str(16 << 20))),
-                           HostGone)
+                           HostGone, anchors=os.environ.get(ANCHORS_ENV) == "1")
     comp = cls(serializer="json")
     comp.serializer = channel
     bind(comp, channel)

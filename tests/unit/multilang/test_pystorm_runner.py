@@ -43,11 +43,14 @@ def sparse(cls: str) -> list[str]:
 
 
 def start(protocol: str, cls: str, **kw: Any) -> ShellProcess:
+    """``protocol``: "json" (pystorm's own loop), "frames" (the runner, as a host starts
+    it: no anchors on the wire) or "frames+anchors" (the runner sending bolt anchors)."""
     command = sparse(cls)
-    if protocol == "frames":
+    if protocol.startswith("frames"):
         runner_argv = runner_command(command)
         assert runner_argv is not None
-        proc: ShellProcess = FrameProcess(runner_argv, "comp", 7, cwd=str(COMPONENTS), **kw)
+        proc: ShellProcess = FrameProcess(runner_argv, "comp", 7, cwd=str(COMPONENTS),
+                                          anchors=protocol == "frames+anchors", **kw)
     else:
         proc = ShellProcess(command, "comp", 7, cwd=str(COMPONENTS), **kw)
     proc.handshake(CONF, CONTEXT)
@@ -89,6 +92,22 @@ def same(frames: list[Message], plain: list[Message]) -> None:
                            for m in frames[acked_at:]), msg
 
 
+def same_as_json(framed: str, frames: list[Message], plain: list[Message]) -> None:
+    """:func:`same`; without anchors on the wire ("frames": the host does not use them),
+    the same but for the emits' anchors."""
+    if framed == "frames+anchors":
+        same(frames, plain)
+        return
+    same(unanchored(frames), unanchored(plain))
+
+
+def unanchored(msgs: list[Message]) -> list[Message]:
+    return [m._replace(anchors=()) if isinstance(m, Emit) else m for m in msgs]
+
+
+FRAMED = pytest.mark.parametrize("framed", ["frames", "frames+anchors"])
+
+
 def acked(ids: set[str]) -> Any:
     return lambda got: ids <= {m.tuple_id for m in got if isinstance(m, (Ack, Fail))}
 
@@ -125,10 +144,13 @@ def without_traceback(msg: Message) -> Message:
     return msg
 
 
-def test_a_bolt_sends_the_same_messages_under_both_protocols():
+@FRAMED
+def test_a_bolt_sends_the_same_messages_under_both_protocols(framed):
     json_msgs = drive_bolt("json")
-    frame_msgs = drive_bolt("frames")
-    same(frame_msgs, json_msgs)
+    frame_msgs = drive_bolt(framed)
+    same_as_json(framed, frame_msgs, json_msgs)
+    if framed == "frames":  # the class keeps pystorm's emit: the runner's sends no anchors
+        assert frame_msgs == unanchored(frame_msgs)
     # and what they are is what the component did, as pystorm defines it
     emits = [m for m in json_msgs if isinstance(m, Emit)]
     assert emits[0] == Emit(["ab", 2], "default", None, ("1",), None, False)  # auto-anchor
@@ -151,7 +173,8 @@ def test_a_bolt_sends_the_same_messages_under_both_protocols():
     assert Fail("20") in json_msgs  # auto_fail
 
 
-def test_manual_acks_and_anchors_are_the_same_under_both_protocols():
+@FRAMED
+def test_manual_acks_and_anchors_are_the_same_under_both_protocols(framed):
     def drive(protocol: str) -> list[Message]:
         proc = start(protocol, "ManualBolt")
         try:
@@ -163,8 +186,8 @@ def test_manual_acks_and_anchors_are_the_same_under_both_protocols():
         finally:
             proc.close(2.0)
 
-    frames, plain = drive("frames"), drive("json")
-    same(frames, plain)
+    frames, plain = drive(framed), drive("json")
+    same_as_json(framed, frames, plain)
     emits = [m for m in plain if isinstance(m, Emit)]
     assert emits[:2] == [Emit(["a"], "default", None, (), None, False),
                          Emit(["b"], "default", None, (), None, False)]
@@ -186,7 +209,8 @@ def test_every_tuple_of_a_frame_goes_through_the_runners_batch_loop():
         proc.close(2.0)
 
 
-def test_emits_sent_while_process_still_runs_are_the_same_under_both_protocols():
+@FRAMED
+def test_emits_sent_while_process_still_runs_are_the_same_under_both_protocols(framed):
     """A busy ``process``: its emits go out every 50 ms while it runs (a frame then takes
     the rows of the run of emits the task thread is appending to); none is lost or
     reordered, and the tuple's ack comes after all of them."""
@@ -206,12 +230,27 @@ def test_emits_sent_while_process_still_runs_are_the_same_under_both_protocols()
             proc.close(2.0)
 
     runs: list[EmitRun] = []
-    frames = drive("frames")
+    frames = drive(framed)
     assert len([r for r in runs if r.rows and r.rows[0][0] == "a"]) > 1  # sent as it ran
     plain = drive("json")
-    same(frames, plain)
+    same_as_json(framed, frames, plain)
     assert [m.values for m in frames if isinstance(m, Emit)] == [
         ["a", k] for k in range(5000)] + [["b", k] for k in range(3)]
+
+
+@FRAMED
+def test_a_run_of_emits_over_the_frame_limit_goes_in_frames_under_it(framed):
+    """The host's ``max_message_bytes`` is per frame: a run too long for one is cut
+    (anchors, when sent, with their rows); the host gets every emit, in order."""
+    proc = start(framed, "BusyBolt", max_message_bytes=2000)
+    try:
+        proc.send_encoded(proc.encode_tuples(1, "src", "default", 9, [("a", 3000)]))
+        got = until(proc, acked({"1"}))
+    finally:
+        proc.close(2.0)
+    emits = [m for m in got if isinstance(m, Emit)]
+    assert [m.values for m in emits] == [["a", k] for k in range(3000)]
+    assert {m.anchors for m in emits} == ({("1",)} if framed == "frames+anchors" else {()})
 
 
 def test_prints_reach_the_log_and_stray_writes_stderr_not_the_frames():
@@ -226,7 +265,8 @@ def test_prints_reach_the_log_and_stray_writes_stderr_not_the_frames():
     assert "straight to fd 1" in proc.stderr_tail
 
 
-def test_pystorms_batching_bolt_sends_the_same_messages_under_both_protocols():
+@FRAMED
+def test_pystorms_batching_bolt_sends_the_same_messages_under_both_protocols(framed):
     def drive(protocol: str) -> list[Message]:
         proc = start(protocol, "GroupBolt")
         try:
@@ -238,8 +278,8 @@ def test_pystorms_batching_bolt_sends_the_same_messages_under_both_protocols():
         finally:
             proc.close(2.0)
 
-    frames, plain = drive("frames"), drive("json")
-    same(frames, plain)
+    frames, plain = drive(framed), drive("json")
+    same_as_json(framed, frames, plain)
     emits = [m for m in plain if isinstance(m, Emit)]
     assert {(tuple(m.values), m.anchors) for m in emits} == {
         (("a", 2), ("1", "3")), (("b", 1), ("2",))}
@@ -335,21 +375,26 @@ def test_a_fake_runner_speaking_frames_by_hand_is_understood(tmp_path):
         batch = read()[0]
         send((["a"], "s", None, ("9",), None, False), ("a", "9"), ("f", "10"),
              ["E", "t", [["b"], ["c"], ["d"]], [("1",), (), "7"]], ("A", ["11", "12"]),
-             ("R", 13, 15),
+             ("R", 13, 15), ["E", "u", [["e"]]],
              {"command": "log", "msg": "got %d rows" % len(batch[5]), "level": 3},
              {"command": "sync"})
     """)
     try:
         proc.send_encoded(proc.encode_tuples(9, "src", "default", 1, [("x",), ("y",)]))
-        got = [proc.receive() for _ in range(8)]
+        got = [proc.receive() for _ in range(9)]
     finally:
         proc.close()
     assert got == [Emit(["a"], "s", None, ("9",), None, False), Ack("9"), Fail("10"),
                    EmitRun("t", [["b"], ["c"], ["d"]], [("1",), (), "7"]),
-                   Acks(["11", "12"]), AckRange(13, 15), LogMessage("got 2 rows", 3), Sync()]
+                   Acks(["11", "12"]), AckRange(13, 15), EmitRun("u", [["e"]]),
+                   LogMessage("got 2 rows", 3), Sync()]
     run = got[3]
     assert isinstance(run, EmitRun) and run.emits()[2] == Emit(["d"], "t", None, ("7",), None,
                                                                False)
+    # a run sent without anchors (as the runner sends them unless asked): none
+    bare = got[6]
+    assert isinstance(bare, EmitRun) and bare.emits() == [Emit(["e"], "u", None, (), None,
+                                                               False)]
     assert AckRange(13, 15).tuple_ids() == ["13", "14"]
 
 
@@ -360,6 +405,7 @@ def test_a_fake_runner_speaking_frames_by_hand_is_understood(tmp_path):
     ('send(("launch", "missiles", 1))', "malformed message (an unknown message)"),
     ('send((["a"], 5, None, (), None, False))', "emit with a non-string stream"),
     ('send(["E", "s", [["a"]], []])', "a list of values and one of anchors as long"),
+    ('send(["E", "s", "a"])', "a list of values"),
     ('send(("A", "1"))', "acks without a list of ids"),
     ('send(("R", 5, 2))', "an ack range that is not two ascending integers"),
     ('send(("R", "1", 2))', "an ack range that is not two ascending integers"),
@@ -546,3 +592,30 @@ def test_a_bolt_exits_as_pystorms_loop_does_when_the_host_closes_its_stdin():
     (frames_code, frames_err), (json_code, _) = exit_and_stderr("frames"), exit_and_stderr("json")
     assert frames_code == json_code == 2
     assert "Traceback" not in frames_err
+
+
+def test_a_shell_bolt_keeps_several_frames_of_tuples_in_the_subprocess(tmp_path):
+    """By default up to 4096 tuples are out before the task waits for answers: a bolt
+    that answers only at a tick holds three received batches of 512 at once (the
+    subprocess works on while the host routes what it answered)."""
+    from jstormpy.api.batch import Batch
+    from jstormpy.api.component import TopologyContext, bind_task
+
+    most = tmp_path / "most"
+    bolt = ShellBolt([sys.executable, str(COMPONENTS.parent / "multilang_components"
+                                          / "tick_batching_bolt.py"), str(most)],
+                     outputs=("seq", "key"), tick_tuple_freq_s=0.5)
+    collected = Collected()
+    bind_task(bolt, collected, None)  # type: ignore[arg-type]
+    bolt.prepare({}, TopologyContext(topology="t", component="held", task_id=2,
+                                     task_index=0, worker_id=0,
+                                     component_tasks={"held": (2,)}))
+    try:
+        for k in range(3):
+            bolt.execute_batch(Batch([(512 * k + i, "k") for i in range(512)],
+                                     {"seq": 0, "key": 1}, "src"))
+        bolt.on_inputs_finished()
+    finally:
+        bolt.cleanup()
+    assert sorted(v[0] for v in collected.values) == list(range(1536))
+    assert int(most.read_text()) == 1536
