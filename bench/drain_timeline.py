@@ -10,6 +10,8 @@ input happened, in ms after the first spout call (median over ``--runs``, and ev
 * ``split_inputs_finished``: the last split task saw end of stream on every input;
 * ``count_inputs_finished`` / ``count_emitted``: the last count task's
   ``on_inputs_finished`` began / its final counts were emitted;
+* ``periodic_completed``: the periodic checkpoint in flight when the last spout finished
+  completed (only in runs where one was: the final checkpoint used to wait for it);
 * ``final_trigger``: the Topology Master triggered the final checkpoint (its history's
   ``started_at``: when it learnt every spout finished);
 * ``count_barrier``: the last count task met the final barrier (``before_snapshot``);
@@ -22,6 +24,9 @@ input happened, in ms after the first spout call (median over ``--runs``, and ev
 
     nice -n 5 .venv/bin/python -m bench.drain_timeline --corpus /tmp/peerbench/corpus-200000 \
         --runs 5
+
+``--interval-ms`` (default 1000, the entry's) set shorter makes a periodic checkpoint in
+flight at the end of input likely; the summary then splits the runs by whether one was.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ from bench.peer_wordcount import Count, Lines, Split
 from jstormpy import Config, FileSink, LocalCluster, TopologyBuilder
 
 EVENTS = ("last_spout_started", "first_spout_finished", "spout_finished",
-          "split_inputs_finished", "count_inputs_finished", "count_emitted", "final_trigger",
+          "split_inputs_finished", "count_inputs_finished", "count_emitted",
+          "periodic_completed", "final_trigger",
           "count_barrier", "sink_barrier", "sink_staged", "commit_point", "sink_committed",
           "drained", "wait_returned")
 
@@ -123,13 +129,14 @@ def _log_time(line: str) -> float | None:
         return None
 
 
-def one_run(files: list[str], workers: int, home: str) -> dict[str, float]:
+def one_run(files: list[str], workers: int, home: str,
+            interval_ms: int = 1000) -> dict[str, float]:
     """One run; every event in ms after the first spout call."""
     work = tempfile.mkdtemp(prefix="drain-timeline-", dir=home)
     stamps = os.path.join(work, "stamps")
     os.makedirs(stamps)
     topo = build(files, os.path.join(work, "out"), workers, stamps)
-    conf = Config(workers=workers, guarantee="exactly_once", checkpoint_interval_ms=1000,
+    conf = Config(workers=workers, guarantee="exactly_once", checkpoint_interval_ms=interval_ms,
                   batch_size=4096, log_level="INFO",
                   state_backend="file://" + os.path.join(work, "ckpt"))
     with LocalCluster(home=os.path.join(home, "jstorm-home")) as cluster:
@@ -156,6 +163,14 @@ def one_run(files: list[str], workers: int, home: str) -> dict[str, float]:
             res[e.split("@")[0]] = (max(v) - t0) * 1000
     res["final_trigger"] = (entry["started_at"] - t0) * 1000
     res["commit_point"] = res["final_trigger"] + entry["duration_ms"]
+    res["final_alignment_ms"] = float(entry["alignment_ms"])
+    last_finish = max(seen["spout_finished"])
+    in_flight = [c for c in status["checkpoints"]
+                 if c["id"] < final and c["started_at"] < last_finish
+                 and c["started_at"] + c["duration_ms"] / 1000 > last_finish]
+    if in_flight:  # a periodic checkpoint was in flight at the end of input
+        c = max(in_flight, key=lambda c: c["id"])
+        res["periodic_completed"] = (c["started_at"] + c["duration_ms"] / 1000 - t0) * 1000
     res["checkpoints"] = float(len(status["checkpoints"]))
     if run_dir is not None:
         for line in open(os.path.join(str(run_dir), "logs", "master.log")):
@@ -174,18 +189,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", required=True, help="directory holding part-*.txt")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--interval-ms", type=int, default=1000,
+                    help="checkpoint_interval_ms (the entry's: 1000)")
     a = ap.parse_args(argv)
     files = sorted(glob.glob(os.path.join(os.path.abspath(a.corpus), "part-*.txt")))
     if not files:
         print(f"no part-*.txt files in {a.corpus}", file=sys.stderr)
         return 2
     home = tempfile.mkdtemp(prefix="drain-timeline-home-")
-    runs = [one_run(files, a.workers, home) for _ in range(a.runs)]
+    runs = [one_run(files, a.workers, home, a.interval_ms) for _ in range(a.runs)]
     for e in EVENTS:
         vals = [r[e] for r in runs if e in r]
         if vals:
             print(f"{e:22s} median {statistics.median(vals):7.1f} ms   runs "
                   + " ".join(f"{v:.1f}" for v in vals))
+    overlap = [r for r in runs if "periodic_completed" in r]
+    for label, group in (("periodic in flight at the end", overlap),
+                         ("none in flight", [r for r in runs if r not in overlap])):
+        if not group:
+            continue
+        print(f"{label} ({len(group)} runs), ms after the last spout finished:")
+        for e in ("periodic_completed", "final_trigger", "sink_barrier", "sink_staged",
+                  "commit_point", "sink_committed", "drained", "wait_returned"):
+            vals = [r[e] - r["spout_finished"] for r in group if e in r]
+            if vals:
+                print(f"  {e:20s} median {statistics.median(vals):7.1f}   "
+                      + " ".join(f"{v:.1f}" for v in vals))
+        print(f"  {'final_alignment_ms':20s} median "
+              f"{statistics.median(r['final_alignment_ms'] for r in group):7.1f}")
     print("checkpoints per run: " + " ".join(str(int(r["checkpoints"])) for r in runs))
     shutil.rmtree(home, ignore_errors=True)
     return 0

@@ -183,12 +183,12 @@ class MasterCheckpoints:
         return cid, now
 
     def maybe_final_checkpoint(self) -> None:
-        """Every spout finished and nothing in flight: start the final checkpoint now
-        rather than at the next tick. Called under the lock."""
+        """Every spout finished: start the final checkpoint now rather than at the next
+        tick, beside a periodic one in flight that cannot be the final one
+        (``CheckpointCoordinator.final_may_start``). Called under the lock."""
         if self.host.state == TopologyState.RUNNING \
-                and self.coordinator.final_checkpoint is None \
-                and not self.coordinator.busy() and self.host.spouts_finished():
-            self.trigger()
+                and self.coordinator.final_may_start(self.host.spouts_finished()):
+            self.trigger(force=True)
 
     def on_ack(self, ack: Any) -> None:
         """A task snapshotted for a checkpoint."""
@@ -197,6 +197,8 @@ class MasterCheckpoints:
                 ack.generation, ack.checkpoint_id,
                 TaskAck(ack.task_id, ack.handle, ack.size_bytes, ack.finished,
                         ack.alignment_ms, ack.pause_ms), time.monotonic(), time.time()))
+            # a spout's ack may show that the checkpoint in flight is not the final one
+            self.maybe_final_checkpoint()
 
     def on_failed(self, msg: Any) -> None:
         """A task could not snapshot: abort that checkpoint, keep running."""
@@ -226,9 +228,9 @@ class MasterCheckpoints:
         config = self.host.config
         due = self.coordinator.due(now, config.checkpoint_interval_ms / 1000.0,
                                    config.min_pause_between_checkpoints_ms / 1000.0)
-        if self.coordinator.final_checkpoint is None and (
-                due or (self.host.spouts_finished() and not self.coordinator.busy())):
+        if self.coordinator.final_checkpoint is None and due:
             self.trigger()
+        self.maybe_final_checkpoint()
 
     def health(self) -> CheckpointHealth:
         """Whether checkpoints keep up with their interval (master/checkpoint_health.py).

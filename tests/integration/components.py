@@ -252,3 +252,37 @@ class HeldSnapshots(Bolt):
 
     def restore(self, snap: int) -> None:
         pass
+
+
+class FinishAfterCheckpoint(NumberSpout):
+    """A :class:`NumberSpout` that finishes only after its first ``snapshot()`` of this
+    process: a checkpoint is in flight at its end of input, its barrier before the end
+    (the ack of it says "not finished")."""
+
+    def next_tuple(self) -> None:
+        if self.offset < len(self.mine):
+            end = min(self.offset + self.per_call, len(self.mine))
+            for seq in self.mine[self.offset:end]:
+                self.emit((seq, f"k{seq % self.keys}", self.task, self.worker))
+            self.offset = end
+        elif getattr(self, "snapshotted", False):
+            self.finish()  # everything emitted and a checkpoint's barrier behind it
+
+    def snapshot(self) -> int:
+        self.snapshotted = True
+        return self.offset
+
+
+class HeldPassThrough(PassThrough):
+    """:class:`PassThrough` whose ``snapshot()`` waits while the file ``hold`` exists (as
+    :class:`HeldSnapshots`): a checkpoint that stays in flight until the test removes it."""
+
+    def __init__(self, hold: str, max_s: float = 60.0) -> None:
+        self.hold = hold
+        self.max_s = max_s
+
+    def snapshot(self) -> int:
+        return HeldSnapshots.snapshot(self)  # type: ignore[arg-type]
+
+    def restore(self, snap: int) -> None:
+        pass

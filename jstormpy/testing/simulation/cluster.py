@@ -314,9 +314,16 @@ class SimTask:
             self.offset += 1
             self._emit_record(key, seq)
         else:
-            self.eos_sent = True  # the next barrier tells the TM: finished
+            self._end_of_input()
             return
         self.sim.world.at(self.sim.world.latency(0.5, 3), self.spout_step, "")
+
+    def _end_of_input(self) -> None:
+        """The spout's input ended: the next barrier tells the TM "finished", and the
+        worker reports it now (``Worker.spout_finished`` wakes its heartbeat: the TM may
+        start the final checkpoint at once, beside one in flight)."""
+        self.eos_sent = True
+        self.worker.to_tm("spout_finished", self.generation, self.task_id)
 
     def _emit_record(self, key: str, seq: int) -> None:
         """A spout's record: to its key's counter task and, round robin, to a tally."""
@@ -347,7 +354,7 @@ class SimTask:
         i = proc.next()
         if i is None:
             if proc.done():
-                self.eos_sent = True  # every record acked: it exits 0, end of input
+                self._end_of_input()  # every record acked: it exits 0, end of input
                 return
         elif self.ledger.emitted(i):
             self._emit_record(*self.sim.inputs[self.task_id][i])
@@ -1137,7 +1144,7 @@ class _MasterPort:
                                          then)
 
     def trigger_final(self, action: TriggerFinal) -> None:
-        pass  # the tick starts the next checkpoint
+        self.tm.maybe_final_checkpoint()
 
     def drained(self, action: Drained) -> None:
         self.tm.state = TopologyState.DRAINED
@@ -1315,6 +1322,8 @@ class SimMaster:
         self.layout = sim.layout
         self.coordinator = CheckpointCoordinator(stateful=True, max_concurrent=2,
                                                  timeout_s=0.2, tolerable_timeouts=2)
+        # spout task -> the generation whose worker reported it finished
+        self.finished_spouts: dict[int, int] = {}
         self.coordinator.set_layout(self.layout.component_of(), self.layout.tasks("spout"),
                                     self.layout.tasks("sink"))
         self.ids_stores = IdsRecordStores(self.coordinator, _IdsRecordPort(self))
@@ -1475,6 +1484,29 @@ class SimMaster:
         self.perform(self.coordinator.ack(generation, checkpoint_id,
                                           TaskAck(task_id, handle, 1, finished, 0.0),
                                           self.now(), self.now()))
+        self.maybe_final_checkpoint()  # MasterCheckpoints.on_ack
+
+    def on_spout_finished(self, worker_id: int, generation: int, task_id: int) -> None:
+        """A worker's heartbeat says spout ``task_id`` finished (``MasterCore.on_heartbeat``:
+        ``maybe_final_checkpoint``)."""
+        self.finished_spouts[task_id] = generation
+        self.maybe_final_checkpoint()
+
+    def maybe_final_checkpoint(self) -> None:
+        """``MasterCheckpoints.maybe_final_checkpoint``: every spout finished, start the
+        final checkpoint now, beside one in flight that cannot be the final one
+        (``CheckpointCoordinator.final_may_start``)."""
+        coord, sim = self.coordinator, self.sim
+        finished = bool(coord.spout_tasks) and all(
+            self.finished_spouts.get(t) == self.generation for t in coord.spout_tasks)
+        if not self.alive or self.state != TopologyState.RUNNING or sim.rescale_state \
+                or not coord.final_may_start(finished) or not coord.may_start(force=True):
+            return
+        if coord.busy():
+            sim.world.reach(Step.FINAL_BESIDE_IN_FLIGHT)
+            sim.world.note(f"TM: final checkpoint beside {sorted(coord.inflight)} in flight, "
+                           f"{sorted(coord.committing)} committing")
+        self.perform(coord.start(self.now(), self.now())[1])
 
     def on_fail(self, worker_id: int, generation: int, checkpoint_id: int, task_id: int,
                 reason: str) -> None:

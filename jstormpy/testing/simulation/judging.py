@@ -43,6 +43,7 @@ class Step(enum.Enum):
     LOCAL_COPIES_TAKEN = "a restore took local copies"
     MULTILANG_REEMIT_DROPPED = "a multilang spout's re-emit was dropped"
     MULTILANG_ADOPTED = "a kept multilang subprocess was adopted"
+    FINAL_BESIDE_IN_FLIGHT = "the final checkpoint started beside one in flight"
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ LEGITIMATE: dict[Fault, tuple[Legitimate, ...]] = {
 named here: none (its runs must drain)."""
 
 TARGETS: dict[Fault, tuple[Step, ...]] = {
-    Fault.WORKER_CRASH: (Step.RESTORE,),
+    Fault.WORKER_CRASH: (Step.RESTORE, Step.FINAL_BESIDE_IN_FLIGHT),
     Fault.TM_CRASH: (Step.TM_RESUMED,),
     Fault.DISK_FULL: (Step.WRITE_ON_FULL_DISK,),
     Fault.SINK_UNAVAILABLE: (Step.SINK_STEP_REFUSED,),
