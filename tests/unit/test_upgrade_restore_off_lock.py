@@ -179,6 +179,29 @@ def test_a_stable_worker_failing_leaves_the_upgrade_an_upgraded_one_rolls_it_bac
     assert core.upgrade.version_of(1) == stable
 
 
+def test_an_upgraded_worker_lost_starts_one_recovery_named_after_the_loss(
+        tmp_path: Path) -> None:
+    """The upgrade rolled back by the loss of a worker on the new code starts no recovery
+    of its own: the core's recovery of the lost worker is the one, a single new
+    generation counted once against the restart strategy, its reason the loss."""
+    core, sessions = resumed_mid_upgrade(tmp_path, "v1", "v2")
+    generation = core.generation
+    core.worker_lost(sessions[1], "killed")
+    assert core.upgrade.status()["phase"] == "rolled_back"
+    assert core.generation == generation + 1
+    assert core.recovery_reason.startswith("worker 1 lost: killed"), core.recovery_reason
+
+
+def test_an_unknown_upgrade_action_is_refused_naming_it(tmp_path: Path) -> None:
+    """gRPC hands ``upgrade`` any action string: one the TM does not know is refused with
+    its name, not answered with the status as if it had been done."""
+    core, _ = resumed_mid_upgrade(tmp_path, "v1", "v2")
+    for action in ("undo", "switch", "stop"):
+        with pytest.raises(JStormError, match=f"unknown upgrade action '{action}'"):
+            core.upgrade.request(action)
+    assert core.upgrade.status()["phase"] == "upgrading"
+
+
 @pytest.mark.parametrize(("stable", "target"), [("v1", "v2"), ("v9", "v10")])
 def test_a_switch_given_up_keeps_the_workers_an_earlier_switch_upgraded(
         tmp_path: Path, stable: str, target: str) -> None:
