@@ -327,6 +327,44 @@ def test_a_rescale_waits_for_each_sink_to_commit_its_quiescent_checkpoint(
                "the sink's commit of the quiescent checkpoint let the rescale go on")
 
 
+def test_after_a_recovery_the_status_counts_the_sinks_re_commit_of_the_restored_checkpoint(
+        tmp_path: Path) -> None:
+    """``status()["rescale"]["sinks_committed"]`` is the newest checkpoint every sink task
+    committed in this generation. A recovery restoring checkpoint ``n`` starts a new one
+    where nothing is committed yet; the restored sink re-commits ``n`` and reports it in
+    the new generation, and from then on the status names ``n`` again, though the sink
+    had reported ``n`` in the generation before."""
+    b = TopologyBuilder("rc")
+    b.set_spout("src", Src, parallelism=1)
+    b.set_bolt("out", Sink, parallelism=1).shuffle_grouping("src")
+    topology = b.build()
+    config = Config(workers=2, restart_strategy="fixed-delay:attempts=100,delay_ms=0",
+                    checkpoint_interval_ms=3_600_000)
+    core = MasterCore("rc", config, topology.descriptor(),
+                      FileBackend(f"file://{tmp_path / 'ckpt'}"))
+    sessions = [register(core, w) for w in (0, 1)]
+    start(core, sessions)
+    (sink,) = core.sink_tasks
+
+    def committed(cid: int) -> None:
+        core.on_sink_committed(pb.SinkCommitted(checkpoint_id=cid, task_id=sink,
+                                                generation=core.generation))
+
+    cid = core.trigger_checkpoint(force=True)
+    assert cid is not None
+    ack_all(core, cid)
+    assert core.backend_io.wait_idle(10)
+    core.tick()
+    committed(cid)
+    assert core.rescale.status()["sinks_committed"] == cid
+    core.worker_lost(sessions[0], "killed")
+    restored = start(core, [register(core, 0), sessions[1]])
+    assert restored, "the recovery restored no checkpoint"
+    assert core.rescale.status()["sinks_committed"] == 0  # nothing reported in this one
+    committed(cid)  # the restored sink's re-commit of its restored checkpoint
+    assert core.rescale.status()["sinks_committed"] == cid
+
+
 class GatedRead(GatedBackend):
     """Also holds the reads of checkpoint ``read_gate``'s metadata until ``read_release``."""
 
