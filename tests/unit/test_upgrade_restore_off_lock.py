@@ -192,6 +192,18 @@ def test_an_upgraded_worker_lost_starts_one_recovery_named_after_the_loss(
     assert core.recovery_reason.startswith("worker 1 lost: killed"), core.recovery_reason
 
 
+def test_complete_switches_the_workers_left_on_the_stable_code_before_it_completes(
+        tmp_path: Path) -> None:
+    """``upgrade --complete`` while workers 0 and 2 still run the stable code: one switch
+    of both to the new code, and the upgrade is completed only after it (not at once,
+    with the new code declared stable while two workers run the old)."""
+    core, _ = resumed_mid_upgrade(tmp_path, "v1", "v2")
+    status = core.upgrade.request("complete")
+    assert status["phase"] in ("holding", "quiescing"), status
+    assert status["stable_version"] == "v1"
+    assert [core.upgrade.version_of(w) for w in (0, 1, 2)] == ["v1", "v2", "v1"]
+
+
 def test_an_unknown_upgrade_action_is_refused_naming_it(tmp_path: Path) -> None:
     """gRPC hands ``upgrade`` any action string: one the TM does not know is refused with
     its name, not answered with the status as if it had been done."""
