@@ -365,6 +365,30 @@ def test_after_a_recovery_the_status_counts_the_sinks_re_commit_of_the_restored_
     assert core.rescale.status()["sinks_committed"] == cid
 
 
+def test_a_fenced_rescale_whose_staged_layout_a_newer_master_dropped_ends_aborted(
+        tmp_path: Path) -> None:
+    """The TM's lease runs out while it writes the rescaled checkpoint's commit point: it
+    is fenced, and drops the staged layout from the run directory. A newer TM of the
+    same run directory may have dropped it first (it found the rescale staged and not
+    committed); the fenced TM's rescale still ends aborted with the reason, not with an
+    error about a file that is already gone."""
+    from jstormpy.leader_lease import LeaderLease
+    from jstormpy.master.rescale import PENDING
+
+    core, backend, _ = setup(tmp_path)
+    core.lease = LeaderLease(tmp_path / "lease")
+    core.lease.renew(time.monotonic(), 60.0)
+    rescale_to_commit(core, backend)
+    wait_until(lambda: (core.tick(), backend.entered.is_set())[1],
+               "the rescaled checkpoint's commit point is being written")
+    core.lease.revoke()  # its launcher lost ZooKeeper; a standby leads
+    (tmp_path / "run" / PENDING).unlink()  # the newer TM dropped the staged layout
+    backend.release.set()
+    wait_until(lambda: core.rescale.phase == "idle", "the fenced rescale ended")
+    assert "fenced" in core.rescale.status()["error"]
+    assert not list((tmp_path / "run").glob("*.rescale"))
+
+
 class GatedRead(GatedBackend):
     """Also holds the reads of checkpoint ``read_gate``'s metadata until ``read_release``."""
 
