@@ -91,6 +91,19 @@ def test_barrier_stages_the_open_transaction_and_the_snapshot_opens_the_next() -
     assert p.take() == [Begin(2)] and p.txns.open == 2
 
 
+def test_each_snapshot_opens_the_transaction_of_the_next_checkpoint() -> None:
+    """After barrier ``n``'s snapshot the sink opens transaction ``n + 1``, the id the next
+    barrier stages it under: a sink names what it opens by that id (FileSink's in-progress
+    file, KafkaSink's open transaction), so what it began is what it stages."""
+    p = started()
+    p.take()
+    for n in (1, 2, 3, 4):
+        p.run(p.txns.barrier(n))
+        p.run(p.txns.snapshot_taken(n))
+        assert p.take() == [PreCommit(n), Begin(n + 1)]
+        assert p.txns.open == n + 1
+
+
 def test_completion_commits_every_staged_id_up_to_it_in_order_then_reports() -> None:
     p = started()
     for n in (1, 2, 3):
