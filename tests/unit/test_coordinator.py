@@ -369,3 +369,17 @@ def test_a_checkpoint_no_task_acked_paused_nothing() -> None:
     entry = c.history[-1]
     assert (entry["id"], entry["status"]) == (cid, "timed_out")
     assert entry["pause_ms"] == 0.0 and entry["task_pause_ms"] == {}
+
+
+def test_the_duration_histogram_counts_completed_checkpoints_only() -> None:
+    """``jstorm_checkpoint_duration_ms`` (Prometheus) is the duration of the checkpoints
+    that completed: a failed one is in the history, not in the histogram."""
+    c = coordinator(tolerable=5)
+    failed, _ = c.start(now=0.0, wall=1000.0)
+    ack_all(c, failed, now=1.0)
+    c.commit_point_failed(failed, "connection refused", timed_out=False, now=2.0)
+    done, _ = c.start(now=10.0, wall=1010.0)
+    ack_all(c, done, now=10.5)
+    c.commit_point_written(done, running=True, now=11.0, wall=1011.0)
+    assert c.durations.count == 1
+    assert c.durations.sum == 1000.0
