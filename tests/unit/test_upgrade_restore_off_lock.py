@@ -311,6 +311,9 @@ def test_a_gray_release_from_start_to_complete(tmp_path: Path) -> None:
     # from the request to the stop (rounded to 0.1 ms)
     assert (acked - triggered) * 1000 - 0.05 <= record["quiesce_ms"] \
         <= (stopping - before) * 1000 + 0.05, record
+    # every step time of the switch is in milliseconds to 0.1 ms, as the history shows it
+    times = ("pause_ms", "total_ms", "quiesce_ms", "restart_ms", "restore_ms")
+    assert all(record[k] == round(record[k], 1) for k in times), record
 
     done = core.upgrade.request(grpc("complete"))
     assert done["phase"] == "completed" and done["stable_version"] == "v2", done
