@@ -292,3 +292,19 @@ def test_a_commit_of_a_transaction_a_recovery_discarded_is_refused_in_the_run_th
     restored.commit(3)  # nothing staged, discarded by nobody: a commit done before
     with pytest.raises(RestoreRefusedError, match="a recovery of this run discarded it"):
         restored.commit(4)
+
+
+def test_a_sink_finds_its_own_transactions_by_name() -> None:
+    """A sink names each staged transaction ``jstorm-<topology>-<task>-<checkpoint>`` (a
+    PostgreSQL GID); at a recovery it lists the prepared transactions and must read back
+    the checkpoint id of its own, and only of its own: another task's or another
+    topology's are not its to commit or roll back."""
+    sink = TwoPhaseCommitSink()
+    sink.prepare({}, TopologyContext(topology="orders-eu", component="out", task_id=3,
+                                     task_index=0, worker_id=1,
+                                     component_tasks={"out": (3,)}, generation=1))
+    for cid in (1, 17, 1_234_567_890):
+        assert sink.parse_transaction_name(sink.transaction_name(cid)) == cid
+    assert sink.parse_transaction_name("jstorm-orders_eu-31-17") is None
+    assert sink.parse_transaction_name("jstorm-orders_us-3-17") is None
+    assert sink.parse_transaction_name("other") is None
