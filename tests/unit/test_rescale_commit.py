@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from jstormpy import Bolt, Config, Spout, TopologyBuilder, pickling
+from jstormpy.api.errors import JStormError
 from jstormpy.api.topology import Topology
 from jstormpy.master.core import MasterCore, WorkerSession
 from jstormpy.master.rescale import RESIZABLE_ENV
@@ -387,6 +388,17 @@ def test_a_fenced_rescale_whose_staged_layout_a_newer_master_dropped_ends_aborte
     wait_until(lambda: core.rescale.phase == "idle", "the fenced rescale ended")
     assert "fenced" in core.rescale.status()["error"]
     assert not list((tmp_path / "run").glob("*.rescale"))
+
+
+def test_a_rescale_to_the_running_parallelism_is_refused_naming_it(tmp_path: Path) -> None:
+    """``jstorm rescale`` to what already runs changes nothing: it is refused with the
+    parallelism the components already run at, with or without a worker count."""
+    core, _, _ = setup(tmp_path)
+    with pytest.raises(JStormError, match="nothing to change: .*'count': 2"):
+        core.rescale.request({"count": 2})
+    with pytest.raises(JStormError, match="nothing to change: .* on 2 workers"):
+        core.rescale.request({"count": 2}, workers=2)
+    assert core.rescale.status()["requested"] == 0
 
 
 class GatedRead(GatedBackend):
