@@ -44,3 +44,21 @@ def test_reset_forgets_everything():
     a.hold(1, "x")
     a.reset()
     assert not a.blocked and a.release() == [] and a.arrived == {}
+
+
+def test_a_tasks_barrier_steps_are_values() -> None:
+    """``barrier/task_barrier.py``: the steps a task performs at a barrier are values,
+    equal for equal barriers (what every runtime's port is handed), and cannot be
+    changed once handed out."""
+    import dataclasses
+
+    import pytest
+
+    from jstormpy.barrier.task_barrier import TaskBarrier, TaskKind
+
+    for kind in TaskKind:
+        barrier = TaskBarrier(kind, stateful=True, quiescent=True)
+        assert barrier.steps() == TaskBarrier(kind, stateful=True, quiescent=True).steps()
+        for step in barrier.steps():
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                step.kind = kind  # type: ignore[misc, union-attr]

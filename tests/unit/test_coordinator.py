@@ -369,3 +369,57 @@ def test_a_checkpoint_no_task_acked_paused_nothing() -> None:
     entry = c.history[-1]
     assert (entry["id"], entry["status"]) == (cid, "timed_out")
     assert entry["pause_ms"] == 0.0 and entry["task_pause_ms"] == {}
+
+
+def test_the_duration_histogram_counts_completed_checkpoints_only() -> None:
+    """``jstorm_checkpoint_duration_ms`` (Prometheus) is the duration of the checkpoints
+    that completed: a failed one is in the history, not in the histogram."""
+    c = coordinator(tolerable=5)
+    failed, _ = c.start(now=0.0, wall=1000.0)
+    ack_all(c, failed, now=1.0)
+    c.commit_point_failed(failed, "connection refused", timed_out=False, now=2.0)
+    done, _ = c.start(now=10.0, wall=1010.0)
+    ack_all(c, done, now=10.5)
+    c.commit_point_written(done, running=True, now=11.0, wall=1011.0)
+    assert c.durations.count == 1
+    assert c.durations.sum == 1000.0
+
+
+def test_the_ticks_reservation_of_ids_is_one_store_at_a_time() -> None:
+    """``IdsRecordStores.tick``: while the tick's store of the ids record is on its way to
+    storage (queued behind slow backend calls), later ticks start no other: one write of
+    ``meta/checkpoint_ids`` at a time, the next tick after it landed may start one."""
+    import contextlib
+
+    from jstormpy.master.ids_record_steps import IdsRecordStores
+
+    class QueuedPort:
+        def __init__(self) -> None:
+            self.queued: list = []
+            self.written: list[bytes] = []
+
+        def locked(self) -> contextlib.AbstractContextManager:
+            return contextlib.nullcontext()
+
+        def on_storage(self, step) -> None:  # type: ignore[no-untyped-def]
+            self.queued.append(step)
+
+        def put_ids_record(self, ids: bytes, then) -> None:  # type: ignore[no-untyped-def]
+            self.written.append(ids)
+            then(None)
+
+        def not_stored(self, why: str, error: BaseException) -> None:
+            raise AssertionError(why)
+
+    c = CheckpointCoordinator(stateful=True, max_concurrent=1, timeout_s=10.0,
+                              tolerable_timeouts=1)
+    c.set_layout(TASKS, spout_tasks=[1], sink_tasks=[3])
+    c.new_generation(1)
+    assert c.needs_ids_record()
+    port = QueuedPort()
+    stores = IdsRecordStores(c, port)
+    assert stores.tick(running=True)
+    assert not stores.tick(running=True) and not stores.tick(running=True)
+    assert len(port.queued) == 1 and stores.reserving
+    port.queued.pop()()
+    assert len(port.written) == 1 and not stores.reserving

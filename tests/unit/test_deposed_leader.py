@@ -30,6 +30,7 @@ from jstormpy.master.core import MasterCore, WorkerSession
 from jstormpy.run_identity import take_over_run
 from jstormpy.state_backends.base import CHECKPOINT_IDS_META
 from jstormpy.state_backends.file import FileBackend
+from jstormpy.state_backends.shared_files import refs_key
 from tests.unit.test_checkpoint_ids_record import checkpoint, new_core, prepare_all, recover
 
 
@@ -245,3 +246,35 @@ def test_retention_counts_no_checkpoint_above_the_floor_among_the_newest(
     assert store.list_completed() == [2, 5]
     assert sorted(store.list_objects("inc/")) == ["inc/seg-0000000002-a",
                                                   "inc/seg-0000000005-a"]
+
+
+class CountingRefs(FileBackend):
+    """A file backend that records which ``.refs`` objects are read."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(uri)
+        self.refs_read: list[str] = []
+
+    def get_object(self, key: str) -> bytes:
+        if key.endswith(".refs"):
+            self.refs_read.append(key)
+        return super().get_object(key)
+
+
+def test_retention_reads_each_snapshots_refs_once(tmp_path: Path) -> None:
+    """Retention runs after every completed checkpoint and needs the ``.refs`` of every
+    retained task snapshot; a snapshot's references never change, so the backend reads
+    each ``.refs`` once and remembers it: a later round reads only the new checkpoint's
+    (on HDFS or S3 each read is a round trip, and a job keeps several checkpoints of
+    every task)."""
+    store = CountingRefs(f"file://{tmp_path}")
+    _completed(store, 1, ["inc/seg-0000000001-a"])
+    _completed(store, 2, ["inc/seg-0000000001-a"])
+    assert store.garbage_collect(keep=2) == []
+    first = len(store.refs_read)
+    assert first == 2
+    newest = _completed(store, 3, ["inc/seg-0000000003-b"])
+    assert store.garbage_collect(keep=2) == [1]
+    assert store.refs_read[first:] == [refs_key(newest)]
+    assert sorted(store.list_objects("inc/")) == ["inc/seg-0000000001-a",
+                                                  "inc/seg-0000000003-b"]

@@ -21,7 +21,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from jstormpy.api.errors import BackendError
+import pytest
+
+from jstormpy.api.errors import BackendError, CorruptSnapshotError
+from jstormpy.state_backends.base import METADATA_NAME, checkpoint_prefix, seal_blob
 from jstormpy.state_backends.file import FileBackend
 from tests.unit.test_checkpoint_ids_record import checkpoint, new_core, prepare_all
 
@@ -104,3 +107,16 @@ def test_checkpoint_ids_of_ten_digits_and_more_are_listed_as_themselves(
         backend.create_metadata(cid, {"tasks": {"1": {"handle": handle}}})
     assert backend.list_completed() == [7, 1_234_567_890, 98_765_432_100]
     assert backend.list_checkpoint_ids() == [7, 1_234_567_890, 98_765_432_100]
+
+
+def test_a_commit_point_that_is_not_json_is_a_corrupt_checkpoint_named_by_its_id(
+        tmp_path: Path) -> None:
+    """A commit point whose checksum holds but whose body is not JSON (written by another
+    tool, or by a bug) is refused as a corrupt checkpoint naming it: what a recovery
+    falls back past, and what ``jstorm savepoint`` of that checkpoint reports, not a bare
+    JSON decoding error from deep inside the backend."""
+    backend = FileBackend(f"file://{tmp_path}")
+    backend.put_object(checkpoint_prefix(4) + METADATA_NAME, seal_blob(b"{not json"))
+    assert backend.list_completed() == [4]
+    with pytest.raises(CorruptSnapshotError, match="metadata of checkpoint 4 is not JSON"):
+        backend.read_metadata(4)

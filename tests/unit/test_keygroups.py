@@ -215,3 +215,32 @@ def test_an_unchanged_parallelism_above_256_tasks_keeps_each_snapshot_as_it_is()
     snaps = [{"custom": i, "max_parallelism": 1024, "states": {}} for i in range(n)]
     out = redistribute("wide", snaps, int(str(n)), 1024)
     assert [s["custom"] for s in out] == list(range(n))
+
+
+class _WindowsByKey:
+    """A component whose snapshot holds per-key state and splits it by key group, as a
+    window operator does (``redistribute_keyed_state``)."""
+
+    @staticmethod
+    def redistribute_keyed_state(old_states: list[Any], new_parallelism: int,
+                                 place: Any) -> list[dict[str, int]]:
+        out: list[dict[str, int]] = [{} for _ in range(new_parallelism)]
+        for state in old_states:
+            for key, value in state.items():
+                out[place(key)][key] = value
+        return out
+
+
+def test_a_keyed_custom_state_moves_each_key_to_the_task_that_owns_its_key_group() -> None:
+    """A rescale of 2 tasks to 3 hands the hook a placement of the new layout: every key
+    of the component's own snapshot lands in the new task that owns its key group (the
+    task the fields grouping routes the key to after the rescale), none is lost."""
+    keys = [f"user-{i}" for i in range(300)]
+    old = [{k: i for i, k in enumerate(keys)
+            if task_index_for_key_group(128, 2, key_group(k, 128)) == t} for t in range(2)]
+    hook = keygroups.redistribution_hook(_WindowsByKey, 128)
+    assert hook is not None
+    new = hook(old, 3)
+    assert len(new) == 3 and sum(len(part) for part in new) == len(keys)
+    for t, part in enumerate(new):
+        assert all(task_index_for_key_group(128, 3, key_group(k, 128)) == t for k in part)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from jstormpy import Bolt, Config, Spout, TopologyBuilder, pickling
+from jstormpy.api.errors import JStormError
 from jstormpy.api.topology import Topology
 from jstormpy.master.core import MasterCore, WorkerSession
 from jstormpy.master.rescale import RESIZABLE_ENV
@@ -325,6 +326,79 @@ def test_a_rescale_waits_for_each_sink_to_commit_its_quiescent_checkpoint(
     committed(quiescent)
     wait_until(lambda: (core.tick(), core.rescale.phase)[1] == "restarting",
                "the sink's commit of the quiescent checkpoint let the rescale go on")
+
+
+def test_after_a_recovery_the_status_counts_the_sinks_re_commit_of_the_restored_checkpoint(
+        tmp_path: Path) -> None:
+    """``status()["rescale"]["sinks_committed"]`` is the newest checkpoint every sink task
+    committed in this generation. A recovery restoring checkpoint ``n`` starts a new one
+    where nothing is committed yet; the restored sink re-commits ``n`` and reports it in
+    the new generation, and from then on the status names ``n`` again, though the sink
+    had reported ``n`` in the generation before."""
+    b = TopologyBuilder("rc")
+    b.set_spout("src", Src, parallelism=1)
+    b.set_bolt("out", Sink, parallelism=1).shuffle_grouping("src")
+    topology = b.build()
+    config = Config(workers=2, restart_strategy="fixed-delay:attempts=100,delay_ms=0",
+                    checkpoint_interval_ms=3_600_000)
+    core = MasterCore("rc", config, topology.descriptor(),
+                      FileBackend(f"file://{tmp_path / 'ckpt'}"))
+    sessions = [register(core, w) for w in (0, 1)]
+    start(core, sessions)
+    (sink,) = core.sink_tasks
+
+    def committed(cid: int) -> None:
+        core.on_sink_committed(pb.SinkCommitted(checkpoint_id=cid, task_id=sink,
+                                                generation=core.generation))
+
+    cid = core.trigger_checkpoint(force=True)
+    assert cid is not None
+    ack_all(core, cid)
+    assert core.backend_io.wait_idle(10)
+    core.tick()
+    committed(cid)
+    assert core.rescale.status()["sinks_committed"] == cid
+    core.worker_lost(sessions[0], "killed")
+    restored = start(core, [register(core, 0), sessions[1]])
+    assert restored, "the recovery restored no checkpoint"
+    assert core.rescale.status()["sinks_committed"] == 0  # nothing reported in this one
+    committed(cid)  # the restored sink's re-commit of its restored checkpoint
+    assert core.rescale.status()["sinks_committed"] == cid
+
+
+def test_a_fenced_rescale_whose_staged_layout_a_newer_master_dropped_ends_aborted(
+        tmp_path: Path) -> None:
+    """The TM's lease runs out while it writes the rescaled checkpoint's commit point: it
+    is fenced, and drops the staged layout from the run directory. A newer TM of the
+    same run directory may have dropped it first (it found the rescale staged and not
+    committed); the fenced TM's rescale still ends aborted with the reason, not with an
+    error about a file that is already gone."""
+    from jstormpy.leader_lease import LeaderLease
+    from jstormpy.master.rescale import PENDING
+
+    core, backend, _ = setup(tmp_path)
+    core.lease = LeaderLease(tmp_path / "lease")
+    core.lease.renew(time.monotonic(), 60.0)
+    rescale_to_commit(core, backend)
+    wait_until(lambda: (core.tick(), backend.entered.is_set())[1],
+               "the rescaled checkpoint's commit point is being written")
+    core.lease.revoke()  # its launcher lost ZooKeeper; a standby leads
+    (tmp_path / "run" / PENDING).unlink()  # the newer TM dropped the staged layout
+    backend.release.set()
+    wait_until(lambda: core.rescale.phase == "idle", "the fenced rescale ended")
+    assert "fenced" in core.rescale.status()["error"]
+    assert not list((tmp_path / "run").glob("*.rescale"))
+
+
+def test_a_rescale_to_the_running_parallelism_is_refused_naming_it(tmp_path: Path) -> None:
+    """``jstorm rescale`` to what already runs changes nothing: it is refused with the
+    parallelism the components already run at, with or without a worker count."""
+    core, _, _ = setup(tmp_path)
+    with pytest.raises(JStormError, match="nothing to change: .*'count': 2"):
+        core.rescale.request({"count": 2})
+    with pytest.raises(JStormError, match="nothing to change: .* on 2 workers"):
+        core.rescale.request({"count": 2}, workers=2)
+    assert core.rescale.status()["requested"] == 0
 
 
 class GatedRead(GatedBackend):

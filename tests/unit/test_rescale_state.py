@@ -137,6 +137,27 @@ def test_rescale_checkpoint_moves_key_groups_hooks_and_resets_channels(tmp_path:
             assert snap["sink_pending"] == []
 
 
+class Broken(Tally):
+    """A hook that fails on the state it is given."""
+
+    @staticmethod
+    def redistribute_state(old: list[Any], n: int) -> list[Any]:
+        raise KeyError("totals")
+
+
+def test_a_failing_redistribute_hook_refuses_the_rescale_naming_the_component(
+        tmp_path: Path) -> None:
+    """A component's own ``redistribute_state`` that raises refuses the rescale with a
+    ``JStormError`` naming the component and what the hook raised (the rescale aborts and
+    the old layout runs on), not with the hook's bare exception."""
+    backend = open_backend(f"file://{tmp_path}")
+    old = topo(custom=Broken)
+    _write_checkpoint(backend, old, ["w1", "w2"], 16)
+    new = plan_rescale(old, {"tally": 1}, 16)
+    with pytest.raises(JStormError, match="tally.redistribute_state failed: KeyError"):
+        rescale_checkpoint(backend, 3, old, new, 16, 4)
+
+
 def test_spout_split_contract_hook_and_file_spout_keep_their_own_files(tmp_path: Path) -> None:
     merged = Spout.redistribute_splits([{"offsets": {"a": 1}}, {"offsets": {"b": 2}}, None], 2)
     assert merged == [{"offsets": {"a": 1, "b": 2}}] * 2

@@ -187,3 +187,28 @@ def test_a_run_without_epochs_has_no_epoch_check():
     p.begin()
     p.listed([7])
     assert p.metadata_read(7, meta_of(1)) == [Restore(7, {0: "h0"})]
+
+
+def test_a_workers_answer_to_a_prepare_is_one_order_of_values():
+    """The worker's side of a recovery (``runtime/prepare_steps.py``): a Prepare's steps
+    are values in one order, equal for equal Prepares, whoever performs them (the worker,
+    the simulator, the inline runner), and cannot be changed once handed out; a stale
+    Prepare has none."""
+    from jstormpy.runtime.prepare_steps import (
+        AnswerReady,
+        BuildTasks,
+        PrepareOrder,
+        ReadSnapshots,
+        RestoreSinks,
+        StopTasks,
+        TakeGeneration,
+        steps,
+    )
+
+    order = PrepareOrder(3, (2, 1), {1: "h1"})
+    assert steps(order, 2) == (StopTasks(3), TakeGeneration(3), ReadSnapshots({1: "h1"}),
+                               BuildTasks((1, 2)), RestoreSinks(), AnswerReady())
+    assert steps(order, 4) == ()
+    for step in steps(order, 2):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            step.generation = 5  # type: ignore[misc, union-attr]

@@ -226,6 +226,52 @@ def test_a_half_written_pin_hides_no_other_pin_from_retention(tmp_path: Path) ->
     assert backend.list_completed() == [2, 3]
 
 
+def test_an_expired_pin_keeps_nothing_from_retention(tmp_path: Path) -> None:
+    """A pin whose time ran out (its savepoint's process died without unpinning) is
+    deleted at the next read of the pins and keeps its checkpoint no longer: retention
+    deletes it like any older checkpoint."""
+    from jstormpy.state_backends.base import PINS_PREFIX
+
+    backend = open_backend(f"file://{tmp_path}")
+    for cid in (1, 2, 3):
+        handle = backend.put_snapshot(cid, 1, b"s", generation=1)
+        backend.create_metadata(cid, {"tasks": {"1": {"handle": handle}}})
+    backend.pin_checkpoint(2, ttl_s=-1.0)
+    assert backend.pinned_checkpoints() == set()
+    assert backend.list_objects(PINS_PREFIX) == []
+    backend.garbage_collect(keep=1)
+    assert backend.list_completed() == [3]
+
+
+def test_a_savepoint_with_stop_copies_the_last_completed_checkpoint(tmp_path: Path) -> None:
+    """``jstorm savepoint --stop``: the topology is stopped after the forced checkpoint,
+    and the savepoint is the newest checkpoint completed by then, not an older one the
+    backend still retains."""
+    import json
+
+    import cloudpickle
+
+    from jstormpy import Config
+    from jstormpy.operations.savepoints import savepoint_run
+
+    t1 = topo(2)
+    cid = completed_checkpoint(tmp_path / "state", t1)
+    backend = open_backend(f"file://{tmp_path / 'state'}")
+    backend.create_metadata(cid - 2, {k: v for k, v in backend.read_metadata(cid).items()
+                                      if k != "checkpoint_id"})
+    assert backend.list_completed() == [cid - 2, cid]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "topology.pkl").write_bytes(cloudpickle.dumps(t1))
+    config = Config(state_backend=f"file://{tmp_path / 'state'}")
+    (run / "config.json").write_text(json.dumps(config.to_dict()))
+    stopped: list[bool] = []
+    uri = savepoint_run(run, lambda: cid, None, tmp_path / "home",
+                        stop=lambda: stopped.append(True))
+    assert stopped == [True]
+    assert read_manifest(uri)["checkpoint_id"] == cid
+
+
 def test_a_copied_savepoint_restores_like_the_original(tmp_path: Path) -> None:
     """``jstorm savepoint copy`` between two file:// places (the fast sibling of the
     hdfs/hbase test): the copy has the same manifest and restores the same state."""

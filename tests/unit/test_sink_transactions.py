@@ -91,6 +91,19 @@ def test_barrier_stages_the_open_transaction_and_the_snapshot_opens_the_next() -
     assert p.take() == [Begin(2)] and p.txns.open == 2
 
 
+def test_each_snapshot_opens_the_transaction_of_the_next_checkpoint() -> None:
+    """After barrier ``n``'s snapshot the sink opens transaction ``n + 1``, the id the next
+    barrier stages it under: a sink names what it opens by that id (FileSink's in-progress
+    file, KafkaSink's open transaction), so what it began is what it stages."""
+    p = started()
+    p.take()
+    for n in (1, 2, 3, 4):
+        p.run(p.txns.barrier(n))
+        p.run(p.txns.snapshot_taken(n))
+        assert p.take() == [PreCommit(n), Begin(n + 1)]
+        assert p.txns.open == n + 1
+
+
 def test_completion_commits_every_staged_id_up_to_it_in_order_then_reports() -> None:
     p = started()
     for n in (1, 2, 3):
@@ -279,3 +292,19 @@ def test_a_commit_of_a_transaction_a_recovery_discarded_is_refused_in_the_run_th
     restored.commit(3)  # nothing staged, discarded by nobody: a commit done before
     with pytest.raises(RestoreRefusedError, match="a recovery of this run discarded it"):
         restored.commit(4)
+
+
+def test_a_sink_finds_its_own_transactions_by_name() -> None:
+    """A sink names each staged transaction ``jstorm-<topology>-<task>-<checkpoint>`` (a
+    PostgreSQL GID); at a recovery it lists the prepared transactions and must read back
+    the checkpoint id of its own, and only of its own: another task's or another
+    topology's are not its to commit or roll back."""
+    sink = TwoPhaseCommitSink()
+    sink.prepare({}, TopologyContext(topology="orders-eu", component="out", task_id=3,
+                                     task_index=0, worker_id=1,
+                                     component_tasks={"out": (3,)}, generation=1))
+    for cid in (1, 17, 1_234_567_890):
+        assert sink.parse_transaction_name(sink.transaction_name(cid)) == cid
+    assert sink.parse_transaction_name("jstorm-orders_eu-31-17") is None
+    assert sink.parse_transaction_name("jstorm-orders_us-3-17") is None
+    assert sink.parse_transaction_name("other") is None

@@ -80,20 +80,24 @@ def test_a_task_without_rocksdb_adds_no_stall_to_its_barrier_pause() -> None:
     assert snapshots.stall_ms(_big_view()) == 0.0
 
 
-def test_a_small_state_that_comes_to_hold_a_list_costs_no_checkpoint() -> None:
-    """Only large states are copied at the barrier and type-scanned off the task thread
-    (a mutable value found there declines that checkpoint); a small one is pickled at
-    the barrier whatever it holds, so a state of a few keys whose values become lists
-    checkpoints at once, with the values it had at the barrier."""
+@pytest.mark.parametrize("size", [2, snapshots.CHUNK_KEYS // 4])
+def test_a_small_state_that_comes_to_hold_a_list_costs_no_checkpoint(size: int) -> None:
+    """Only large states (above a quarter of ``CHUNK_KEYS`` keys) are copied at the
+    barrier and type-scanned off the task thread (a mutable value found there declines
+    that checkpoint); a small one is pickled at the barrier whatever it holds, so a state
+    of a few keys, or of a quarter of a chunk, whose values become lists checkpoints at
+    once, with the values it had at the barrier."""
     verified: set[str] = set()
-    counts: dict[str, object] = {"a": 1, "b": 2}
+    counts: dict[str, object] = {f"k{i}": i for i in range(size)}
     first = snapshots.capture({"states": {"counts": counts}}, verified)
-    assert pickle.loads(snapshots.serialise(first))["states"]["counts"] == {"a": 1, "b": 2}
+    assert pickle.loads(snapshots.serialise(first))["states"]["counts"] == {
+        f"k{i}": i for i in range(size)}
     value = [1]
-    counts["a"] = value
+    counts["k0"] = value
     second = snapshots.capture({"states": {"counts": counts}}, verified)
     value.append(2)  # after the barrier: not in the snapshot
-    assert pickle.loads(snapshots.serialise(second))["states"]["counts"] == {"a": [1], "b": 2}
+    assert pickle.loads(snapshots.serialise(second))["states"]["counts"] == {
+        **{f"k{i}": i for i in range(size)}, "k0": [1]}
 
 
 def test_a_large_state_of_tuples_is_copied_at_the_barrier_not_pickled_there() -> None:

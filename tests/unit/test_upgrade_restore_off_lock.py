@@ -179,6 +179,41 @@ def test_a_stable_worker_failing_leaves_the_upgrade_an_upgraded_one_rolls_it_bac
     assert core.upgrade.version_of(1) == stable
 
 
+def test_an_upgraded_worker_lost_starts_one_recovery_named_after_the_loss(
+        tmp_path: Path) -> None:
+    """The upgrade rolled back by the loss of a worker on the new code starts no recovery
+    of its own: the core's recovery of the lost worker is the one, a single new
+    generation counted once against the restart strategy, its reason the loss."""
+    core, sessions = resumed_mid_upgrade(tmp_path, "v1", "v2")
+    generation = core.generation
+    core.worker_lost(sessions[1], "killed")
+    assert core.upgrade.status()["phase"] == "rolled_back"
+    assert core.generation == generation + 1
+    assert core.recovery_reason.startswith("worker 1 lost: killed"), core.recovery_reason
+
+
+def test_complete_switches_the_workers_left_on_the_stable_code_before_it_completes(
+        tmp_path: Path) -> None:
+    """``upgrade --complete`` while workers 0 and 2 still run the stable code: one switch
+    of both to the new code, and the upgrade is completed only after it (not at once,
+    with the new code declared stable while two workers run the old)."""
+    core, _ = resumed_mid_upgrade(tmp_path, "v1", "v2")
+    status = core.upgrade.request("complete")
+    assert status["phase"] in ("holding", "quiescing"), status
+    assert status["stable_version"] == "v1"
+    assert [core.upgrade.version_of(w) for w in (0, 1, 2)] == ["v1", "v2", "v1"]
+
+
+def test_an_unknown_upgrade_action_is_refused_naming_it(tmp_path: Path) -> None:
+    """gRPC hands ``upgrade`` any action string: one the TM does not know is refused with
+    its name, not answered with the status as if it had been done."""
+    core, _ = resumed_mid_upgrade(tmp_path, "v1", "v2")
+    for action in ("undo", "switch", "stop"):
+        with pytest.raises(JStormError, match=f"unknown upgrade action '{action}'"):
+            core.upgrade.request(action)
+    assert core.upgrade.status()["phase"] == "upgrading"
+
+
 @pytest.mark.parametrize(("stable", "target"), [("v1", "v2"), ("v9", "v10")])
 def test_a_switch_given_up_keeps_the_workers_an_earlier_switch_upgraded(
         tmp_path: Path, stable: str, target: str) -> None:
@@ -266,6 +301,10 @@ def test_a_gray_release_from_start_to_complete(tmp_path: Path) -> None:
     status = core.upgrade.request(grpc("status"))
     assert status["phase"] == "upgrading" and status["versions"] == {"0": "v1", "1": "v2"}
     assert status["expires_in_s"] is not None and 0 < status["expires_in_s"] <= 600
+    # GetTopology serves the upgraded worker its package, the other the topology it runs
+    version, code, served_entry, digest = core.upgrade.package_for(1)
+    assert (version, served_entry) == ("v2", entry) and code and digest
+    assert core.upgrade.package_for(0) == ("v1", b"", "", "")
 
     before = time.monotonic()
     core.upgrade.request(grpc("continue"), workers=[0])
@@ -276,6 +315,9 @@ def test_a_gray_release_from_start_to_complete(tmp_path: Path) -> None:
     # from the request to the stop (rounded to 0.1 ms)
     assert (acked - triggered) * 1000 - 0.05 <= record["quiesce_ms"] \
         <= (stopping - before) * 1000 + 0.05, record
+    # every step time of the switch is in milliseconds to 0.1 ms, as the history shows it
+    times = ("pause_ms", "total_ms", "quiesce_ms", "restart_ms", "restore_ms")
+    assert all(record[k] == round(record[k], 1) for k in times), record
 
     done = core.upgrade.request(grpc("complete"))
     assert done["phase"] == "completed" and done["stable_version"] == "v2", done
