@@ -11,7 +11,7 @@ from jstormpy.api.errors import ConfigError
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault
 from jstormpy.testing.simulation.holes import HOLES, reintroduced
 from jstormpy.testing.simulation.judging import ReachTally
-from jstormpy.testing.simulation.scenario import run_seed, run_seeds
+from jstormpy.testing.simulation.scenario import SINK_KINDS, run_seed, run_seeds
 from jstormpy.testing.simulation.world import TRACE_EVENTS
 
 
@@ -25,6 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--faults", default="", metavar="LIST",
                    help="comma-separated fault kinds to draw from (default: all of "
                         f"{', '.join(f.value for f in ALL_FAULTS)})")
+    p.add_argument("--sink", default=None, choices=SINK_KINDS,
+                   help="every seed's sink kind (default: each seed draws log, files or "
+                        "staged); the seed's other draws stay as they are")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="stop after this many seconds of wall time")
     p.add_argument("--hole", type=int, default=None, choices=sorted(HOLES),
@@ -55,7 +58,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     hole: Any = reintroduced(args.hole) if args.hole else contextlib.nullcontext()
     with hole:
         if args.seed is not None:
-            result = run_seed(args.seed, allowed, args.trace or None)
+            result = run_seed(args.seed, allowed, args.trace or None, sink=args.sink)
             print(f"seed {result.seed}: {result.outcome} ({result.faults}; "
                   f"{result.steps} events)")
             for v in result.violations:
@@ -66,7 +69,8 @@ def run_from_args(args: argparse.Namespace) -> int:
             return 0 if result.ok else 1
         seeds = range(args.first, args.first + args.seeds)
         tally = ReachTally()
-        failures, ran, secs = run_seeds(seeds, allowed, budget_s=args.budget, tally=tally)
+        failures, ran, secs = run_seeds(seeds, allowed, budget_s=args.budget, tally=tally,
+                                        sink=args.sink)
     rate = ran / secs if secs else 0.0
     print(f"simulate: {ran} seeds in {secs:.1f} s ({rate:.0f} seeds/s), "
           f"{len(failures)} failing" + (f" (hole {args.hole} re-introduced)"
@@ -79,6 +83,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"  seed {f.seed}: {f.outcome} [{f.faults}] {f.violations[0][:160]}")
         print(f"    replay: jstorm simulate --seed {f.seed}"
               + (f" --hole {args.hole}" if args.hole else "")
-              + (f" --faults {args.faults}" if args.faults else ""))
+              + (f" --faults {args.faults}" if args.faults else "")
+              + (f" --sink {args.sink}" if args.sink else ""))
     sys.stdout.flush()
     return 1 if failures else 0

@@ -207,6 +207,17 @@ def reintroduced(hole: int) -> contextlib.AbstractContextManager[Any]:
     return HOLES[hole][1]()
 
 
+HOLE_SINKS: dict[int, str] = {11: "staged"}
+"""The sink kind a hole's hunt runs every seed with, where the hole lives in one: hole 11
+is in the PostgreSQL/Redis sinks' resolution (``staged``), which a seed draws one time
+in four (``scenario.run_seed``'s ``sink``)."""
+
+
+def hole_sink(hole: int) -> str | None:
+    """The sink kind that hunts hole ``hole`` (:data:`HOLE_SINKS`, else each seed's own)."""
+    return HOLE_SINKS.get(hole)
+
+
 def hole_faults(hole: int) -> tuple[Fault, ...]:
     """The fault kinds that hunt hole ``hole`` (:data:`HOLE_FAULTS`, else every kind)."""
     return HOLE_FAULTS.get(hole, ALL_FAULTS)

@@ -18,7 +18,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from jstormpy.api.errors import SinkError
+from jstormpy.api.errors import ConfigError, SinkError
 from jstormpy.master.topology_state import TopologyState
 from jstormpy.run_identity import RunIdentity
 from jstormpy.testing.simulation.cluster import MAX_PARALLELISM, Simulation
@@ -71,14 +71,20 @@ def _inputs(world: World) -> tuple[dict[int, list[tuple[str, int]]], dict[str, i
     return inputs, counts
 
 
+SINK_KINDS = ("log", "files", "staged")
+"""The simulated sink kinds: KafkaSink's commit log, FileSink, the PostgreSQL/Redis
+two-phase-commit sinks."""
+
+
 def run_seed(seed: int, allowed: tuple[Fault, ...] = ALL_FAULTS,
-             trace_events: int | None = TRACE_EVENTS) -> SeedResult:
+             trace_events: int | None = TRACE_EVENTS, sink: str | None = None) -> SeedResult:
     """Run seed ``seed`` with faults drawn from ``allowed``; the trace keeps the last
-    ``trace_events`` events (None: all)."""
+    ``trace_events`` events (None: all). ``sink``: one of :data:`SINK_KINDS` instead of the
+    seed's own draw (every other draw stays as the seed makes it)."""
     world = World(seed, trace_events)
     plan = FaultPlan.draw(world, allowed, HORIZON_MS)
     inputs, counts = _inputs(world)
-    output = SimOutput(kind=_sink_kind(world, seed))
+    output = SimOutput(kind=_sink_kind(world, seed, sink))
     result = SeedResult(seed, f"{plan.describe()}; sink={output.kind}", "drained")
     # the RocksDB store's default checkpoint (native, incremental) or the full dump, from a
     # generator of its own (every other draw of every seed stays as it was)
@@ -103,11 +109,16 @@ def run_seed(seed: int, allowed: tuple[Fault, ...] = ALL_FAULTS,
     return result
 
 
-def _sink_kind(world: World, seed: int) -> str:
+def _sink_kind(world: World, seed: int, forced: str | None = None) -> str:
     """``"log"`` or ``"files"`` from the seed's draws; half the ``"log"`` seeds, picked by a
     generator of their own (so every other draw of every seed stays as it was, and the
-    seeds docs/simulation.md names replay), are ``"staged"`` (PostgreSQL, Redis)."""
+    seeds docs/simulation.md names replay), are ``"staged"`` (PostgreSQL, Redis).
+    ``forced``: that kind, after the same draw (so the seed's other draws stay)."""
+    if forced is not None and forced not in SINK_KINDS:
+        raise ConfigError(f"unknown sink kind {forced!r} (known: {', '.join(SINK_KINDS)})")
     kind = world.rng.choice(("log", "files"))
+    if forced is not None:
+        return forced
     if kind == "log" and random.Random(f"{seed}:sink").random() < 0.5:
         return "staged"
     return kind
@@ -300,17 +311,19 @@ def _check_final_ttl_state(sim: Simulation, by_key: dict[str, list[Row]],
 
 def run_seeds(seeds: range | list[int], allowed: tuple[Fault, ...] = ALL_FAULTS,
               budget_s: float | None = None, stop_at_first: bool = False,
-              tally: ReachTally | None = None) -> tuple[list[SeedResult], int, float]:
+              tally: ReachTally | None = None, sink: str | None = None,
+              ) -> tuple[list[SeedResult], int, float]:
     """Run ``seeds`` (within ``budget_s`` seconds of wall time, if given); returns the
     failing results, how many seeds ran and the seconds taken. ``tally``: counts per fault
-    kind the seeds that reached its target steps."""
+    kind the seeds that reached its target steps; ``sink``: every seed's sink kind
+    (:func:`run_seed`)."""
     failures: list[SeedResult] = []
     start = time.monotonic()
     ran = 0
     for seed in seeds:
         if budget_s is not None and time.monotonic() - start > budget_s:
             break
-        result = run_seed(seed, allowed)
+        result = run_seed(seed, allowed, sink=sink)
         ran += 1
         if tally is not None:
             tally.add(result.reached)
