@@ -207,6 +207,17 @@ def test_retention_keeps_the_newest_and_deletes_every_older_checkpoint(
     assert store.list_objects("inc/") == ["inc/seg-0000000003-b"]
 
 
+def test_retention_keeping_no_checkpoint_deletes_every_completed_one(tmp_path: Path) -> None:
+    """``garbage_collect(keep=0)`` deletes all but the newest 0: every completed
+    checkpoint goes, the newest too, with the shared files they referenced."""
+    store = FileBackend(f"file://{tmp_path}")
+    _completed(store, 1, ["inc/seg-0000000001-a"])
+    _completed(store, 2, ["inc/seg-0000000002-b"])
+    assert sorted(store.garbage_collect(keep=0)) == [1, 2]
+    assert store.list_completed() == []
+    assert store.list_objects("inc/") == []
+
+
 def test_retention_keeps_the_shared_files_a_retained_checkpoint_references(
         tmp_path: Path) -> None:
     """A file written for checkpoint 1 and still referenced by the retained checkpoint 2
