@@ -309,12 +309,16 @@ def test_a_gray_release_from_start_to_complete(tmp_path: Path) -> None:
     before = time.monotonic()
     core.upgrade.request(grpc("continue"), workers=[0])
     triggered, acked, stopping = switch(core, sessions, [0])
+    after = time.monotonic()
     record = core.upgrade.status()["switches"][-1]
     assert record["kind"] == "upgrade" and record["workers"] == [0]
     # the quiescent checkpoint's time covers what the test saw of it, and no more than
     # from the request to the stop (rounded to 0.1 ms)
     assert (acked - triggered) * 1000 - 0.05 <= record["quiesce_ms"] \
         <= (stopping - before) * 1000 + 0.05, record
+    # the switch's whole time covers its trigger to its stop, and no more than the request
+    assert (stopping - triggered) * 1000 - 0.05 <= record["total_ms"] \
+        <= (after - before) * 1000 + 0.05, record
     # every step time of the switch is in milliseconds to 0.1 ms, as the history shows it
     times = ("pause_ms", "total_ms", "quiesce_ms", "restart_ms", "restore_ms")
     assert all(record[k] == round(record[k], 1) for k in times), record
