@@ -387,6 +387,7 @@ def test_a_switch_whose_quiescent_commit_point_is_malformed_rolls_back_with_the_
     core.backend.put_object(checkpoint_prefix(quiescent) + METADATA_NAME,
                             seal_blob(json.dumps(meta).encode()))
     assert next_message(sessions[1], "shutdown").shutdown.exit_code == 75
+    generation = core.generation
     sessions[1] = register(core, 1, core.upgrade.version_of(1), core.generation)
     wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "rolled_back",
                "the upgrade rolled back")
@@ -394,6 +395,10 @@ def test_a_switch_whose_quiescent_commit_point_is_malformed_rolls_back_with_the_
     assert status["versions"] == {"0": "v1", "1": "v1"}
     assert f"quiescent checkpoint {quiescent} unreadable" in status["error"], status["error"]
     assert "'task-" in status["error"], status["error"]
+    # the restarted worker got no restore: a recovery restores every worker, named after
+    # the rollback (else worker 1 waits for a Prepare for ever)
+    assert core.generation == generation + 1
+    assert core.recovery_reason.startswith("upgrade aborted: "), core.recovery_reason
 
 
 def test_of_two_upgrades_started_together_the_second_to_load_is_refused(
