@@ -142,6 +142,20 @@ def test_the_drain_waits_for_every_sink_to_commit_the_final_checkpoint() -> None
     assert c.sink_committed(1, cid, 3) == [Drained(cid)]
 
 
+
+def test_the_drain_counts_the_sinks_commits_after_hundreds_of_recoveries() -> None:
+    """Generations are compared by value: past 256 (CPython shares small ints only) the
+    generation in a sink's message is another int object than the coordinator's, and its
+    commit of the final checkpoint still counts, so a bounded run drains."""
+    c = coordinator()
+    generation = int("300")  # as decoded from a message: made at run time
+    c.new_generation(generation)
+    cid, _ = c.start(now=0.0, wall=0.0)
+    ack_all(c, cid, now=1.0, finished=True, generation=int("300"))
+    assert c.commit_point_written(cid, running=True, now=2.0, wall=2.0) \
+        == [SendComplete(cid, generation), CollectGarbage()]
+    assert c.sink_committed(int("300"), cid, 3) == [Drained(cid)]
+
 def test_at_most_once_completes_without_a_commit_point() -> None:
     c = coordinator(stateful=False)
     cid, _ = c.start(now=0.0, wall=0.0)
