@@ -29,6 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from jstormpy.api.errors import CheckpointError
 from jstormpy.leader_lease import LeaderLease
 from jstormpy.master.core import MasterCore, WorkerSession
 from jstormpy.run_identity import take_over_run
@@ -221,6 +224,18 @@ def test_retention_keeping_no_checkpoint_deletes_every_completed_one(tmp_path: P
     assert store.list_completed() == []
     assert store.list_objects("inc/") == []
 
+
+
+def test_retention_refuses_to_keep_a_negative_number_of_checkpoints(tmp_path: Path) -> None:
+    """``garbage_collect(keep=-1)`` is a caller's mistake: it is refused naming ``keep``,
+    and nothing is deleted (it used to delete every completed checkpoint)."""
+    store = FileBackend(f"file://{tmp_path}")
+    _completed(store, 1, ["inc/seg-0000000001-a"])
+    _completed(store, 2, ["inc/seg-0000000002-b"])
+    with pytest.raises(CheckpointError, match="keep=-1"):
+        store.garbage_collect(keep=-1)
+    assert store.list_completed() == [1, 2]
+    assert len(store.list_objects("inc/")) == 2
 
 def test_an_armed_crash_during_shared_file_deletion_strikes_with_one_file_to_delete(
         tmp_path: Path) -> None:
