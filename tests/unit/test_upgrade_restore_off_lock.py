@@ -301,6 +301,8 @@ def test_a_gray_release_from_start_to_complete(tmp_path: Path) -> None:
     status = core.upgrade.request(grpc("status"))
     assert status["phase"] == "upgrading" and status["versions"] == {"0": "v1", "1": "v2"}
     assert status["expires_in_s"] is not None and 0 < status["expires_in_s"] <= 600
+    core.tick()  # long before upgrade_expiry_ms: the upgrade holds, not rolled back
+    assert core.upgrade.phase == "upgrading", core.upgrade.error
     # GetTopology serves the upgraded worker its package, the other the topology it runs
     version, code, served_entry, digest = core.upgrade.package_for(1)
     assert (version, served_entry) == ("v2", entry) and code and digest
