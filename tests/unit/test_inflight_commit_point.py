@@ -162,3 +162,32 @@ def test_a_commit_point_that_lands_after_a_kill_is_no_completed_checkpoint_of_th
     statuses = {e["id"]: e["status"] for e in core.checkpoints.history}
     assert statuses.get(second) != "completed", statuses
     assert backend.list_completed() == [first, second]  # on storage all the same
+
+
+def test_a_checkpoint_whose_floor_is_not_stored_is_aborted_and_the_next_one_completes(
+        tmp_path: Path) -> None:
+    """The TM's commit path reports every outcome but a fenced one to the coordinator:
+    a commit point stored whose completed floor's write failed is aborted (no sink
+    commits what the stored floor misses), and checkpoints go on once the floor can be
+    stored again."""
+    from tests.unit.test_checkpoint_ids_record import FloorOutage
+
+    backend = FloorOutage(f"file://{tmp_path}")
+    core = new_core(backend)
+    sessions, _ = prepare_all(core)
+    checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    drain(sessions)
+    backend.floor_down = True
+    second = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    told = drain(sessions)
+    assert {m.abort.checkpoint_id for m in told if m.WhichOneof("body") == "abort"} \
+        == {second}, told
+    assert not core.checkpoints.committing
+    backend.floor_down = False
+    third = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    told = drain(sessions)
+    assert third in {m.complete.checkpoint_id for m in told
+                     if m.WhichOneof("body") == "complete"}, told
