@@ -21,6 +21,7 @@ from jstormpy import Bolt, Config, Spout, TopologyBuilder, pickling
 from jstormpy.api.errors import CheckpointError, JStormError
 from jstormpy.api.topology import Topology
 from jstormpy.master.core import MasterCore, WorkerSession
+from jstormpy.master.quiescent_cut import QuiescentCut
 from jstormpy.master.rescale import RESIZABLE_ENV
 from jstormpy.master.rescale_steps import RescaleSteps
 from jstormpy.master.rescale_steps import perform as perform_rescale
@@ -492,3 +493,14 @@ def test_a_rescale_that_gets_no_checkpoint_id_resumes_the_spouts() -> None:
     assert port.calls[-1] == ("abort", "no reservation of checkpoint ids is stored",
                               True, False), port.calls
     assert [c[0] for c in port.calls].count("write_rescaled") == 0
+
+
+def test_the_quiescent_checkpoint_starts_alone_and_only_when_a_checkpoint_may_start() -> None:
+    """``master/quiescent_cut.py``, the rescale's and the gray release's way to their cut:
+    the quiescent checkpoint is not started beside a checkpoint still collecting acks,
+    nor while no checkpoint may start (the concurrency limit, the ids reservation), even
+    with none in flight."""
+    cut = QuiescentCut(wait_for_commits=False)
+    assert not cut.may_quiesce(running=True, in_flight=1, committing=0, may_start=True)
+    assert not cut.may_quiesce(running=True, in_flight=0, committing=0, may_start=False)
+    assert cut.may_quiesce(running=True, in_flight=0, committing=0, may_start=True)
