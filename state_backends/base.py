@@ -37,6 +37,7 @@ from typing import Any
 
 from jstormpy.api.errors import (
     BackendError,
+    CheckpointError,
     CorruptSnapshotError,
     ObjectExistsError,
     SnapshotNotFoundError,
@@ -265,7 +266,11 @@ class StateBackend(ABC):
         newest id it knows of (``upto``): neither counts among the newest ``keep``, and
         nothing above ``upto`` is touched. A commit point of a deposed or dead TM that
         landed late may carry an id above every checkpoint of the TM that runs now; as
-        the newest it would crowd out the checkpoints it restores from (issue 27)."""
+        the newest it would crowd out the checkpoints it restores from (issue 27).
+        CheckpointError: ``keep`` is negative."""
+        if keep < 0:
+            raise CheckpointError(f"garbage_collect(keep={keep}): the number of completed "
+                                  "checkpoints to keep must be >= 0")
         listed = self.list_completed()
         done = eligible(listed, bad, upto)  # the decision: state_backends/retention.py
         if not done:

@@ -4,6 +4,8 @@ every test is exact."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from jstormpy.master.coordinator import (
     ID_RESERVATION,
     CheckpointCoordinator,
@@ -141,6 +143,20 @@ def test_the_drain_waits_for_every_sink_to_commit_the_final_checkpoint() -> None
     assert c.sink_committed(1, cid - 1, 3) == []  # an older commit does not count
     assert c.sink_committed(1, cid, 3) == [Drained(cid)]
 
+
+
+def test_the_drain_counts_the_sinks_commits_after_hundreds_of_recoveries() -> None:
+    """Generations are compared by value: past 256 (CPython shares small ints only) the
+    generation in a sink's message is another int object than the coordinator's, and its
+    commit of the final checkpoint still counts, so a bounded run drains."""
+    c = coordinator()
+    generation = int("300")  # as decoded from a message: made at run time
+    c.new_generation(generation)
+    cid, _ = c.start(now=0.0, wall=0.0)
+    ack_all(c, cid, now=1.0, finished=True, generation=int("300"))
+    assert c.commit_point_written(cid, running=True, now=2.0, wall=2.0) \
+        == [SendComplete(cid, generation), CollectGarbage()]
+    assert c.sink_committed(int("300"), cid, 3) == [Drained(cid)]
 
 def test_at_most_once_completes_without_a_commit_point() -> None:
     c = coordinator(stateful=False)
@@ -423,3 +439,34 @@ def test_the_ticks_reservation_of_ids_is_one_store_at_a_time() -> None:
     assert len(port.queued) == 1 and stores.reserving
     port.queued.pop()()
     assert len(port.written) == 1 and not stores.reserving
+
+
+def test_the_masters_tick_triggers_a_periodic_checkpoint_while_the_spouts_run(
+        tmp_path: Path) -> None:
+    """``MasterCheckpoints.tick``: once ``checkpoint_interval_ms`` passed, the running
+    topology's next checkpoint is triggered, its spouts far from finished (the final
+    checkpoint of a bounded run is the other trigger)."""
+    from jstormpy import Config
+    from jstormpy.master.core import MasterCore
+    from jstormpy.state_backends.file import FileBackend
+    from tests.unit.test_checkpoint_ids_record import prepare_all
+    from tests.unit.test_launch_attempts import DESCRIPTOR
+    from tests.unit.test_rescale_commit import wait_until
+
+    config = Config(workers=2, checkpoint_interval_ms=50)
+    core = MasterCore("tick", config, DESCRIPTOR, FileBackend(f"file://{tmp_path}"))
+    sessions, _ = prepare_all(core)
+    triggers: list[int] = []
+
+    def triggered() -> bool:
+        core.tick()
+        for s in sessions:
+            while not s.outq.empty():
+                msg = s.outq.get_nowait()
+                if msg.WhichOneof("body") == "trigger":
+                    triggers.append(msg.trigger.checkpoint_id)
+        return bool(triggers)
+
+    wait_until(triggered, "a periodic checkpoint triggered by the tick", timeout=10.0)
+    assert not core.checkpoints.final_checkpoint
+    assert core.checkpoints.inflight or core.checkpoints.committing

@@ -20,11 +20,18 @@ a commit point is created, never replaced. These are the real ``MasterCore`` and
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from jstormpy.api.errors import CheckpointError
 from jstormpy.leader_lease import LeaderLease
 from jstormpy.master.core import MasterCore, WorkerSession
 from jstormpy.run_identity import take_over_run
@@ -205,6 +212,50 @@ def test_retention_keeps_the_newest_and_deletes_every_older_checkpoint(
     assert sorted(store.garbage_collect(keep=1)) == [1, 2]
     assert store.list_completed() == [3]
     assert store.list_objects("inc/") == ["inc/seg-0000000003-b"]
+
+
+def test_retention_keeping_no_checkpoint_deletes_every_completed_one(tmp_path: Path) -> None:
+    """``garbage_collect(keep=0)`` deletes all but the newest 0: every completed
+    checkpoint goes, the newest too, with the shared files they referenced."""
+    store = FileBackend(f"file://{tmp_path}")
+    _completed(store, 1, ["inc/seg-0000000001-a"])
+    _completed(store, 2, ["inc/seg-0000000002-b"])
+    assert sorted(store.garbage_collect(keep=0)) == [1, 2]
+    assert store.list_completed() == []
+    assert store.list_objects("inc/") == []
+
+
+
+def test_retention_refuses_to_keep_a_negative_number_of_checkpoints(tmp_path: Path) -> None:
+    """``garbage_collect(keep=-1)`` is a caller's mistake: it is refused naming ``keep``,
+    and nothing is deleted (it used to delete every completed checkpoint)."""
+    store = FileBackend(f"file://{tmp_path}")
+    _completed(store, 1, ["inc/seg-0000000001-a"])
+    _completed(store, 2, ["inc/seg-0000000002-b"])
+    with pytest.raises(CheckpointError, match="keep=-1"):
+        store.garbage_collect(keep=-1)
+    assert store.list_completed() == [1, 2]
+    assert len(store.list_objects("inc/")) == 2
+
+def test_an_armed_crash_during_shared_file_deletion_strikes_with_one_file_to_delete(
+        tmp_path: Path) -> None:
+    """The chaos tests' ``master_during_segment_gc`` point (``JSTORM_FAULTS``) kills the
+    process halfway through retention's deletion of shared files: with one file to
+    delete, before it, so the file is still there; a point that never fired would let a
+    chaos test pass without the crash it asked for."""
+    store = FileBackend(f"file://{tmp_path}")
+    _completed(store, 1, ["inc/seg-0000000001-a"])
+    _completed(store, 2, ["inc/seg-0000000002-b"])
+    script = ("import sys\n"
+              "from jstormpy.state_backends.file import FileBackend\n"
+              "FileBackend(sys.argv[1]).garbage_collect(keep=1)\n")
+    env = dict(os.environ, JSTORM_FAULTS="master_during_segment_gc@2")
+    env.pop("JSTORM_FAULT_DIR", None)
+    done = subprocess.run([sys.executable, "-c", script, f"file://{tmp_path}"], env=env,
+                          check=False,
+                          capture_output=True, timeout=60)
+    assert done.returncode == -signal.SIGKILL, (done.returncode, done.stderr[-2000:])
+    assert store.list_objects("inc/") == ["inc/seg-0000000001-a", "inc/seg-0000000002-b"]
 
 
 def test_retention_keeps_the_shared_files_a_retained_checkpoint_references(

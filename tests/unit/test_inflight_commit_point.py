@@ -26,7 +26,7 @@ import pytest
 from jstormpy.api.errors import BackendError, CorruptSnapshotError
 from jstormpy.state_backends.base import METADATA_NAME, checkpoint_prefix, seal_blob
 from jstormpy.state_backends.file import FileBackend
-from tests.unit.test_checkpoint_ids_record import checkpoint, new_core, prepare_all
+from tests.unit.test_checkpoint_ids_record import checkpoint, drain, new_core, prepare_all
 
 
 class DyingMaster(FileBackend):
@@ -120,3 +120,74 @@ def test_a_commit_point_that_is_not_json_is_a_corrupt_checkpoint_named_by_its_id
     assert backend.list_completed() == [4]
     with pytest.raises(CorruptSnapshotError, match="metadata of checkpoint 4 is not JSON"):
         backend.read_metadata(4)
+
+
+class SlowCommitPoint(FileBackend):
+    """A file backend whose ``_metadata`` writes from checkpoint ``hold`` on wait for
+    ``gate``, then land and succeed."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(uri)
+        self.hold: int | None = None
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def create_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
+        if self.hold is not None and checkpoint_id >= self.hold:
+            self.entered.set()
+            assert self.gate.wait(30), "the test never opened the gate"
+        super().create_metadata(checkpoint_id, metadata)
+
+
+def test_a_commit_point_that_lands_after_a_kill_is_no_completed_checkpoint_of_the_run(
+        tmp_path: Path) -> None:
+    """``jstorm kill`` while a checkpoint's commit point is being written: the write lands
+    after the kill, but the killed topology tells no sink to commit it, nor counts it
+    among its completed checkpoints (it is complete on storage: a later run lists it)."""
+    backend = SlowCommitPoint(f"file://{tmp_path}")
+    core = new_core(backend)  # type: ignore[arg-type]  # any FileBackend
+    sessions, _ = prepare_all(core)
+    first = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    drain(sessions)
+    backend.hold = first + 1
+    second = checkpoint(core)
+    assert backend.entered.wait(10)
+    core.kill("killed by the test")
+    backend.gate.set()
+    assert core.backend_io.wait_idle(10)
+    told = drain(sessions)
+    completed = {m.complete.checkpoint_id for m in told if m.WhichOneof("body") == "complete"}
+    assert second not in completed, "a sink of the killed topology was told to commit"
+    statuses = {e["id"]: e["status"] for e in core.checkpoints.history}
+    assert statuses.get(second) != "completed", statuses
+    assert backend.list_completed() == [first, second]  # on storage all the same
+
+
+def test_a_checkpoint_whose_floor_is_not_stored_is_aborted_and_the_next_one_completes(
+        tmp_path: Path) -> None:
+    """The TM's commit path reports every outcome but a fenced one to the coordinator:
+    a commit point stored whose completed floor's write failed is aborted (no sink
+    commits what the stored floor misses), and checkpoints go on once the floor can be
+    stored again."""
+    from tests.unit.test_checkpoint_ids_record import FloorOutage
+
+    backend = FloorOutage(f"file://{tmp_path}")
+    core = new_core(backend)
+    sessions, _ = prepare_all(core)
+    checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    drain(sessions)
+    backend.floor_down = True
+    second = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    told = drain(sessions)
+    assert {m.abort.checkpoint_id for m in told if m.WhichOneof("body") == "abort"} \
+        == {second}, told
+    assert not core.checkpoints.committing
+    backend.floor_down = False
+    third = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    told = drain(sessions)
+    assert third in {m.complete.checkpoint_id for m in told
+                     if m.WhichOneof("body") == "complete"}, told

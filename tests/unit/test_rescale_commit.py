@@ -18,10 +18,13 @@ from typing import Any
 import pytest
 
 from jstormpy import Bolt, Config, Spout, TopologyBuilder, pickling
-from jstormpy.api.errors import JStormError
+from jstormpy.api.errors import CheckpointError, JStormError
 from jstormpy.api.topology import Topology
 from jstormpy.master.core import MasterCore, WorkerSession
+from jstormpy.master.quiescent_cut import QuiescentCut
 from jstormpy.master.rescale import RESIZABLE_ENV
+from jstormpy.master.rescale_steps import RescaleSteps
+from jstormpy.master.rescale_steps import perform as perform_rescale
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.state_backends.file import FileBackend
 from tests.unit.test_launch_attempts import next_message
@@ -444,3 +447,60 @@ def test_a_rescale_aborted_while_it_redistributes_is_aborted_once(tmp_path: Path
     mine = [h for h in status["history"] if h["request"] == status["requested"]]
     assert len(mine) == 1 and "recovery during the rescale" in mine[0]["error"], mine
     assert "recovery during the rescale" in status["error"]
+
+
+class _NoIdsPort:
+    """A rescale port (``master/rescale_steps.py``) whose checkpoint ids ran out: no
+    reservation of the ids record is stored. It records the steps the driver asks for."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def await_sinks(self, quiescent: int, then: Any) -> None:
+        self.calls.append(("await_sinks", quiescent))
+        then()
+
+    def allocate_id(self) -> int:
+        self.calls.append(("allocate_id",))
+        raise CheckpointError("no reservation of checkpoint ids is stored")
+
+    def write_rescaled(self, quiescent: int, target: int, then: Any) -> None:
+        self.calls.append(("write_rescaled", quiescent, target))
+
+    def stage(self, target: int, then: Any) -> None:
+        self.calls.append(("stage", target))
+
+    def commit(self, target: int, then: Any) -> None:
+        self.calls.append(("commit", target))
+
+    def mark_bad(self, target: int, outcome: Any, then: Any) -> None:
+        self.calls.append(("mark_bad", target))
+
+    def adopt_layout(self, target: int) -> None:
+        self.calls.append(("adopt_layout", target))
+
+    def abort(self, reason: str, resume: bool, staged: bool) -> None:
+        self.calls.append(("abort", reason, resume, staged))
+
+
+def test_a_rescale_that_gets_no_checkpoint_id_resumes_the_spouts() -> None:
+    """With no checkpoint id to give the rescaled checkpoint (the ids record's
+    reservation not stored), the rescale ends before it wrote anything: the old layout
+    runs on, and its spouts, paused for the quiescent cut, go on emitting; nothing was
+    staged, so nothing is dropped."""
+    port = _NoIdsPort()
+    perform_rescale(RescaleSteps(7), port)
+    assert port.calls[-1] == ("abort", "no reservation of checkpoint ids is stored",
+                              True, False), port.calls
+    assert [c[0] for c in port.calls].count("write_rescaled") == 0
+
+
+def test_the_quiescent_checkpoint_starts_alone_and_only_when_a_checkpoint_may_start() -> None:
+    """``master/quiescent_cut.py``, the rescale's and the gray release's way to their cut:
+    the quiescent checkpoint is not started beside a checkpoint still collecting acks,
+    nor while no checkpoint may start (the concurrency limit, the ids reservation), even
+    with none in flight."""
+    cut = QuiescentCut(wait_for_commits=False)
+    assert not cut.may_quiesce(running=True, in_flight=1, committing=0, may_start=True)
+    assert not cut.may_quiesce(running=True, in_flight=0, committing=0, may_start=False)
+    assert cut.may_quiesce(running=True, in_flight=0, committing=0, may_start=True)

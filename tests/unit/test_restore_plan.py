@@ -212,3 +212,65 @@ def test_a_workers_answer_to_a_prepare_is_one_order_of_values():
     for step in steps(order, 2):
         with pytest.raises(dataclasses.FrozenInstanceError):
             step.generation = 5  # type: ignore[misc, union-attr]
+
+
+def test_a_task_that_fails_to_build_is_the_prepares_answer_not_the_workers_crash():
+    """``runtime/prepare_steps.py``: a task whose build fails with an error the runtime
+    answers (a user component's ``ValueError`` here) is answered ``Ready(ok=False)``
+    naming the task and the error, and the tasks after it are not built; an error the
+    runtime does not answer (a bug of its own) propagates."""
+    from jstormpy.runtime.prepare_steps import PrepareOrder, Ready
+    from jstormpy.runtime.prepare_steps import perform as perform_prepare
+
+    class BuildFails:
+        generation = 2
+
+        def __init__(self, error: Exception) -> None:
+            self.error = error
+            self.calls: list[tuple] = []
+            self.answers: list[Ready] = []
+
+        def stop_tasks(self, generation: int) -> None:
+            self.calls.append(("stop_tasks", generation))
+
+        def take_generation(self, generation: int) -> None:
+            self.calls.append(("take_generation", generation))
+
+        def read_snapshot(self, task_id, handle, then) -> None:  # type: ignore[no-untyped-def]
+            then(None, None)
+
+        def current(self, generation: int) -> bool:
+            return True
+
+        def begin_build(self, tasks) -> None:  # type: ignore[no-untyped-def]
+            self.calls.append(("begin_build", tuple(tasks)))
+
+        def build_task(self, task_id: int, snapshot: object) -> None:
+            self.calls.append(("build_task", task_id))
+            if task_id == 1:
+                raise self.error
+
+        def built(self, tasks) -> None:  # type: ignore[no-untyped-def]
+            self.calls.append(("built", tuple(tasks)))
+
+        def sinks(self) -> list[int]:
+            return []
+
+        def restore_sink(self, task_id: int) -> None:
+            self.calls.append(("restore_sink", task_id))
+
+        def answerable(self, error: Exception) -> bool:
+            return isinstance(error, ValueError)
+
+        def ready(self, ready: Ready) -> None:
+            self.answers.append(ready)
+
+    port = BuildFails(ValueError("bad parallelism hint"))
+    perform_prepare(PrepareOrder(3, (2, 1)), port)
+    assert port.answers == [Ready(3, False, False, "ValueError: bad parallelism hint", 1)]
+    assert ("build_task", 2) not in port.calls and not any(c[0] == "built" for c in port.calls)
+
+    bug = BuildFails(RuntimeError("a bug of the runtime"))
+    with pytest.raises(RuntimeError, match="a bug of the runtime"):
+        perform_prepare(PrepareOrder(3, (2, 1)), bug)
+    assert bug.answers == []

@@ -53,6 +53,17 @@ def test_a_snapshot_written_piece_by_piece_reads_back_whole(tmp_path: Path) -> N
         open_blob(sealed[:-20] + sealed[-16:], "cut")
 
 
+
+@pytest.mark.parametrize("damaged", [b"\x00", b"\xff"])
+def test_a_stream_whose_trailer_is_damaged_is_refused_naming_its_end(damaged: bytes) -> None:
+    """A stored stream whose trailer lost its mark (a byte of storage damaged there, below
+    or above the mark's own value) is refused as damaged at its end, even though its
+    checksum and length still match the pieces: the envelope is not what was written."""
+    sealed = b"".join(seal_stream([b"abc", b"defgh" * 100]))
+    broken = sealed[:-16] + damaged + sealed[-15:]
+    with pytest.raises(CorruptSnapshotError, match="damaged at its end"):
+        open_blob(broken, "piece")
+
 def _big_view() -> snapshots.SnapshotView:
     """A task's state large enough to be dumped in several pieces."""
     counts = {f"k{i}": i for i in range(snapshots.CHUNK_KEYS * 3)}

@@ -301,6 +301,8 @@ def test_a_gray_release_from_start_to_complete(tmp_path: Path) -> None:
     status = core.upgrade.request(grpc("status"))
     assert status["phase"] == "upgrading" and status["versions"] == {"0": "v1", "1": "v2"}
     assert status["expires_in_s"] is not None and 0 < status["expires_in_s"] <= 600
+    core.tick()  # long before upgrade_expiry_ms: the upgrade holds, not rolled back
+    assert core.upgrade.phase == "upgrading", core.upgrade.error
     # GetTopology serves the upgraded worker its package, the other the topology it runs
     version, code, served_entry, digest = core.upgrade.package_for(1)
     assert (version, served_entry) == ("v2", entry) and code and digest
@@ -309,12 +311,16 @@ def test_a_gray_release_from_start_to_complete(tmp_path: Path) -> None:
     before = time.monotonic()
     core.upgrade.request(grpc("continue"), workers=[0])
     triggered, acked, stopping = switch(core, sessions, [0])
+    after = time.monotonic()
     record = core.upgrade.status()["switches"][-1]
     assert record["kind"] == "upgrade" and record["workers"] == [0]
     # the quiescent checkpoint's time covers what the test saw of it, and no more than
     # from the request to the stop (rounded to 0.1 ms)
     assert (acked - triggered) * 1000 - 0.05 <= record["quiesce_ms"] \
         <= (stopping - before) * 1000 + 0.05, record
+    # the switch's whole time covers its trigger to its stop, and no more than the request
+    assert (stopping - triggered) * 1000 - 0.05 <= record["total_ms"] \
+        <= (after - before) * 1000 + 0.05, record
     # every step time of the switch is in milliseconds to 0.1 ms, as the history shows it
     times = ("pause_ms", "total_ms", "quiesce_ms", "restart_ms", "restore_ms")
     assert all(record[k] == round(record[k], 1) for k in times), record
@@ -383,6 +389,7 @@ def test_a_switch_whose_quiescent_commit_point_is_malformed_rolls_back_with_the_
     core.backend.put_object(checkpoint_prefix(quiescent) + METADATA_NAME,
                             seal_blob(json.dumps(meta).encode()))
     assert next_message(sessions[1], "shutdown").shutdown.exit_code == 75
+    generation = core.generation
     sessions[1] = register(core, 1, core.upgrade.version_of(1), core.generation)
     wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "rolled_back",
                "the upgrade rolled back")
@@ -390,6 +397,10 @@ def test_a_switch_whose_quiescent_commit_point_is_malformed_rolls_back_with_the_
     assert status["versions"] == {"0": "v1", "1": "v1"}
     assert f"quiescent checkpoint {quiescent} unreadable" in status["error"], status["error"]
     assert "'task-" in status["error"], status["error"]
+    # the restarted worker got no restore: a recovery restores every worker, named after
+    # the rollback (else worker 1 waits for a Prepare for ever)
+    assert core.generation == generation + 1
+    assert core.recovery_reason.startswith("upgrade aborted: "), core.recovery_reason
 
 
 def test_of_two_upgrades_started_together_the_second_to_load_is_refused(
