@@ -43,9 +43,11 @@ class NumberSpout(Spout):
             import time
 
             time.sleep(self.pause_s)  # pacing of the source, not a wait for a condition
-        if self.offset >= len(self.mine):
+        if self.offset >= len(self.mine) or self.emit_next_call():
             self.finish()
-            return
+
+    def emit_next_call(self) -> bool:
+        """Emit the next ``per_call`` numbers (those left); whether all are emitted now."""
         end = min(self.offset + self.per_call, len(self.mine))
         for seq in self.mine[self.offset:end]:
             values = (seq, f"k{seq % self.keys}", self.task, self.worker)
@@ -54,8 +56,7 @@ class NumberSpout(Spout):
             else:
                 self.emit(values)
         self.offset = end
-        if self.offset >= len(self.mine):
-            self.finish()
+        return self.offset >= len(self.mine)
 
     def snapshot(self) -> int:
         return self.offset
@@ -261,10 +262,7 @@ class FinishAfterCheckpoint(NumberSpout):
 
     def next_tuple(self) -> None:
         if self.offset < len(self.mine):
-            end = min(self.offset + self.per_call, len(self.mine))
-            for seq in self.mine[self.offset:end]:
-                self.emit((seq, f"k{seq % self.keys}", self.task, self.worker))
-            self.offset = end
+            self.emit_next_call()
         elif getattr(self, "snapshotted", False):
             self.finish()  # everything emitted and a checkpoint's barrier behind it
 

@@ -43,13 +43,8 @@ class SlowCloseSpout(NumberSpout):
     (a source closing its reader): checkpoint triggers arrive in between."""
 
     def next_tuple(self) -> None:
-        if self.offset < len(self.mine):
-            end = min(self.offset + self.per_call, len(self.mine))
-            for seq in self.mine[self.offset:end]:
-                self.emit((seq, f"k{seq % self.keys}", self.task, self.worker))
-            self.offset = end
-            if self.offset < len(self.mine):
-                return
+        if self.offset < len(self.mine) and not self.emit_next_call():
+            return
         import time
 
         time.sleep(0.3)  # the slow close itself, not a wait for a condition
