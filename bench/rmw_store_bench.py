@@ -83,6 +83,7 @@ class Side:
         self.stats: list[dict[str, float]] = []  # --stats: RocksDB's counters per tenth
         self.last_figures: dict[str, float] = {}
         self.last_compaction_cpu = 0.0
+        self.last_flush_cpu = 0.0
 
     def barrier(self, keep: Path) -> None:
         """Seal the caches (task thread) and take the native checkpoint on a thread."""
@@ -128,7 +129,18 @@ def override_options(args: argparse.Namespace) -> None:
         opts = base(rd, block_cache, level0_trigger, statistics, write_buffers)
         if args.compression is not None:
             opts.set_compression_type(getattr(rd.DBCompressionType, args.compression)())
-        if args.bloom_bits is not None or args.block_kb is not None or args.block_hash:
+        if args.compression_per_level is not None:
+            opts.set_compression_per_level([getattr(rd.DBCompressionType, c)()
+                                            for c in args.compression_per_level.split(",")])
+        if args.bottommost is not None:
+            opts.set_bottommost_compression_type(getattr(rd.DBCompressionType,
+                                                         args.bottommost)())
+        if args.level_multiplier is not None:
+            opts.set_max_bytes_for_level_multiplier(args.level_multiplier)
+        if args.universal:
+            opts.set_compaction_style(rd.DBCompactionStyle.universal())
+        if (args.bloom_bits is not None or args.block_kb is not None or args.block_hash
+                or args.partitioned):
             table = rd.BlockBasedOptions()
             table.set_bloom_filter(args.bloom_bits or 10, False)
             if block_cache is not None:
@@ -136,6 +148,9 @@ def override_options(args: argparse.Namespace) -> None:
             table.set_cache_index_and_filter_blocks(False)
             if args.block_kb is not None:
                 table.set_block_size(args.block_kb << 10)
+            if args.partitioned:  # two-level index and partitioned filters
+                table.set_index_type(rd.BlockBasedIndexType.two_level_index_search())
+                table.set_partition_filters(True)
             if args.block_hash:
                 table.set_data_block_index_type(rd.DataBlockIndexType.binary_and_hash())
                 table.set_data_block_hash_ratio(0.75)
@@ -236,8 +251,10 @@ def stats_tenth(side: Side, records: int, cpu_s: float) -> dict[str, float]:
     d = {k: f.get(k, 0.0) - side.last_figures.get(k, 0.0) for k in f}
     side.last_figures = f
     gets = max(d.get("gets_total", 0.0), 1.0)
-    low = thread_cpu().get("rocksdb:low", 0.0)
+    threads = thread_cpu()
+    low, high = threads.get("rocksdb:low", 0.0), threads.get("rocksdb:high", 0.0)
     compaction_s, side.last_compaction_cpu = low - side.last_compaction_cpu, low
+    flush_s, side.last_flush_cpu = high - side.last_flush_cpu, high
     rss, peak = rss_mb()
     return {
         "cpu_us_per_record": cpu_s / max(records, 1) * 1e6,
@@ -245,6 +262,7 @@ def stats_tenth(side: Side, records: int, cpu_s: float) -> dict[str, float]:
         "data_hits_per_get": d.get("block_cache_data_hits_total", 0.0) / gets,
         "get_us": d.get("get_micros_total", 0.0) / gets,
         "compaction_cpu_s": compaction_s,
+        "flush_cpu_s": flush_s,
         "compaction_mb": d.get("compaction_write_bytes_total", 0.0) / 1e6,
         "cache_mb": f.get("block_cache_bytes", 0.0) / 2**20,
         "table_readers_mb": f.get("table_readers_bytes", 0.0) / 2**20,
@@ -423,14 +441,16 @@ def report(r: dict[str, Any]) -> None:
                   f"{pr['cache_mb']:.0f}")
     if r.get("stats_tenths"):
         print("  per tenth: CPU us/record, data-block misses / hits per get, get us, "
-              "compaction CPU s / MB written, block cache MB, table readers MB, SST MB, "
-              "RSS MB:")
+              "compaction CPU s / MB written, flush CPU s, block cache MB, table readers MB, "
+              "SST MB, RSS MB; task + compaction + flush CPU us/record:")
         for i, st in enumerate(r["stats_tenths"]):
             print(f"    {i + 1:2d}: {st['cpu_us_per_record']:.1f}, "
                   f"{st['data_misses_per_get']:.2f} / {st['data_hits_per_get']:.2f}, "
                   f"{st['get_us']:.1f}, {st['compaction_cpu_s']:.1f} / "
-                  f"{st['compaction_mb']:.0f}, {st['cache_mb']:.0f}, "
-                  f"{st['table_readers_mb']:.0f}, {st['sst_mb']:.0f}, {st['rss_mb']:.0f}")
+                  f"{st['compaction_mb']:.0f}, {st.get('flush_cpu_s', 0.0):.1f}, "
+                  f"{st['cache_mb']:.0f}, "
+                  f"{st['table_readers_mb']:.0f}, {st['sst_mb']:.0f}, {st['rss_mb']:.0f}; "
+                  f"{total_us(st, r['keys']):.1f}")
     print("  thread CPU s: " + ", ".join(f"{k} {v:.1f}" for k, v in
                                          sorted(r["thread_cpu_s"].items())))
     rt = r["rmw_tenths"][1:]
@@ -443,6 +463,14 @@ def report(r: dict[str, Any]) -> None:
     print(f"  level-0 files {r['level0_files']}, SST {[b >> 20 for b in r['sst_bytes']]} MB, "
           f"peak RSS {r['peak_rss_bytes'] >> 20} MB (both databases), load at the end "
           f"{r['load_end']:.1f}")
+
+
+def total_us(st: dict[str, float], keys: int) -> float:
+    """The task thread's, the compactions' and the flushes' CPU per record in a tenth
+    (a tenth is ``2 * keys / 10`` records): what the database costs the cores per record."""
+    records = 2 * keys / 10
+    return st["cpu_us_per_record"] + (st["compaction_cpu_s"] + st.get("flush_cpu_s", 0.0)) \
+        / records * 1e6
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -460,6 +488,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write-buffer-mb", type=int, default=None)
     p.add_argument("--level0-trigger", type=int, default=None)
     p.add_argument("--compression", default=None, help="none, snappy, lz4, zstd")
+    p.add_argument("--compression-per-level", default=None,
+                   help="one type a level from L0, e.g. none,none,lz4,lz4,lz4,lz4,lz4")
+    p.add_argument("--bottommost", default=None, help="the last level's compression")
+    p.add_argument("--level-multiplier", type=float, default=None,
+                   help="max_bytes_for_level_multiplier (RocksDB's 10)")
+    p.add_argument("--universal", action="store_true", help="universal compaction")
+    p.add_argument("--partitioned", action="store_true",
+                   help="partitioned index and filters (two-level index)")
     p.add_argument("--bloom-bits", type=int, default=None)
     p.add_argument("--block-kb", type=int, default=None)
     p.add_argument("--dynamic-levels", choices=("on", "off"), default=None)
