@@ -20,17 +20,18 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jstormpy.api.component import TopologyContext, Tuple
 from jstormpy.api.errors import FencedError, SinkError, SourceError
 from jstormpy.barrier.twophase import Sink
+from jstormpy.connectors.kafka_client import ClientError, KafkaSinkClient
 from jstormpy.connectors.splits import ReplayableSpout, SplitRecord
 from jstormpy.run_identity import RunIdentity
 
-__all__ = ["KafkaSink", "KafkaSpout", "commit_log_key", "kafka_bootstrap_of_mock",
-           "read_commit_log"]
+__all__ = ["ConfluentKafkaClient", "KafkaSink", "KafkaSpout", "commit_log_key",
+           "kafka_bootstrap_of_mock", "read_commit_log"]
 
 _log = logging.getLogger(__name__)
 
@@ -213,6 +214,11 @@ class KafkaSpout(ReplayableSpout):
             self._consumer = None
 
 
+def _cause(exc: ClientError) -> BaseException:
+    """The client's own exception behind a :class:`ClientError` (itself if none)."""
+    return exc.__cause__ or exc
+
+
 def _decode(raw: bytes | None) -> Any:
     if raw is None:
         return None
@@ -311,6 +317,60 @@ def read_commit_log(bootstrap_servers: str, log_topic: str, transactional_id: st
         c.close()
 
 
+class _ConfluentProducer:
+    """confluent-kafka's ``Producer`` as the port's
+    :class:`~jstormpy.connectors.kafka_client.TransactionalProducer`: the same calls, a
+    ``KafkaException`` raised as :class:`ClientError` (its ``KafkaError``)."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self._ck = _ck()
+        self._p = self._ck.Producer(settings)
+
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except self._ck.KafkaException as exc:
+            raise ClientError(exc.args[0]) from exc
+
+    def init_transactions(self, timeout: float) -> None:
+        self._call(self._p.init_transactions, timeout)
+
+    def begin_transaction(self) -> None:
+        self._call(self._p.begin_transaction)
+
+    def produce(self, topic: str, value: bytes | None, key: bytes | None,
+                headers: list[tuple[str, bytes]] | None,
+                on_delivery: Callable[[Any, Any], None]) -> None:
+        kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": on_delivery}
+        if headers is not None:
+            kwargs["headers"] = headers
+        self._call(self._p.produce, topic, **kwargs)
+
+    def poll(self, timeout: float) -> int:
+        return int(self._p.poll(timeout))
+
+    def flush(self, timeout: float) -> int:
+        return int(self._p.flush(timeout))
+
+    def commit_transaction(self, timeout: float) -> None:
+        self._call(self._p.commit_transaction, timeout)
+
+    def abort_transaction(self, timeout: float) -> None:
+        self._call(self._p.abort_transaction, timeout)
+
+
+class ConfluentKafkaClient:
+    """Production's :class:`~jstormpy.connectors.kafka_client.KafkaSinkClient`:
+    confluent-kafka's transactional ``Producer`` and :func:`read_commit_log`."""
+
+    def producer(self, settings: dict[str, Any]) -> _ConfluentProducer:
+        return _ConfluentProducer(settings)
+
+    def read_commit_log(self, bootstrap_servers: str, log_topic: str, key: str,
+                        how: str) -> list[int]:
+        return read_commit_log(bootstrap_servers, log_topic, key, how=how)
+
+
 class KafkaSink(Sink):
     """Write tuples to a Kafka topic exactly once, with one Kafka transaction per checkpoint.
 
@@ -324,6 +384,10 @@ class KafkaSink(Sink):
             ``{topic}.jstorm-commits``) and ``commit_log_read`` (``"read_committed"``
             (default) or ``"markers"``, see :data:`COMMIT_LOG_READS`) are jstorm keys.
     """
+
+    client: KafkaSinkClient = ConfluentKafkaClient()
+    """The Kafka calls every step goes through (``connectors/kafka_client.py``):
+    confluent-kafka; the simulator's is a simulated broker."""
 
     def __init__(self, topic: str, bootstrap_servers: str, key_field: str | None = None,
                  value_field: str | None = "value", **producer_conf: Any) -> None:
@@ -364,7 +428,6 @@ class KafkaSink(Sink):
     def prepare(self, conf: dict[str, Any], context: TopologyContext) -> None:
         """Create the transactional producer; ``init_transactions`` fences the task's
         previous producer (any earlier process) and aborts its open transaction."""
-        ck = _ck()
         self.transactional_id = f"jstorm-{context.topology}-{context.component}-{context.task_id}"
         run = context.run
         self.commit_log_key = commit_log_key(self.transactional_id, run)
@@ -376,12 +439,12 @@ class KafkaSink(Sink):
         settings.update({"bootstrap.servers": self.bootstrap_servers,
                          "transactional.id": self.transactional_id,
                          "enable.idempotence": True})
-        self._producer = ck.Producer(settings)
+        self._producer = self.client.producer(settings)
         try:
             self._producer.init_transactions(30)
-        except ck.KafkaException as exc:
+        except ClientError as exc:
             raise SinkError(f"KafkaSink {self.transactional_id}: init_transactions failed "
-                            f"at {self.bootstrap_servers}: {exc}") from exc
+                            f"at {self.bootstrap_servers}: {exc}") from _cause(exc)
         self._pending_rows = self.state("kafka_sink_pending")
 
     def _committed_ids(self, key: str) -> set[int]:
@@ -391,8 +454,8 @@ class KafkaSink(Sink):
         goes on above them, so its log reads e.g. 1, 101, 102 -- and a savepoint taken at 2
         may still hold transaction 2 pending. Hence the log is read whole and must not be
         compacted (docs/kafka.md)."""
-        return set(read_commit_log(self.bootstrap_servers, self.commit_log_topic, key,
-                                   how=self.commit_log_read))
+        return set(self.client.read_commit_log(self.bootstrap_servers, self.commit_log_topic,
+                                               key, self.commit_log_read))
 
     def _already_committed(self, checkpoint_id: int) -> bool:
         """Whether transaction ``checkpoint_id`` is committed, by the commit log of the run
@@ -412,7 +475,7 @@ class KafkaSink(Sink):
         self._open = checkpoint_id
         self._rows = []
         if self._staged is None:
-            self._producer.begin_transaction()
+            self._begin_transaction(checkpoint_id)
 
     def write(self, tup: Tuple) -> None:
         """Produce one record (into the Kafka transaction, or the buffer)."""
@@ -429,19 +492,17 @@ class KafkaSink(Sink):
             self._produce(key, value, self._open)
 
     def _produce(self, key: bytes | None, value: bytes | None, checkpoint_id: int) -> None:
-        ck = _ck()
         header = f"{self.transactional_id}:{checkpoint_id}".encode()
         while True:
             try:
-                self._producer.produce(self.topic, value=value, key=key,
-                                       headers=[(TXN_HEADER, header)],
-                                       on_delivery=self._on_delivery)
+                self._producer.produce(self.topic, value, key, [(TXN_HEADER, header)],
+                                       self._on_delivery)
                 return
             except BufferError:
                 self._producer.poll(0.05)
-            except ck.KafkaException as exc:
-                raise self._failed(f"write into transaction {checkpoint_id}", exc.args[0],
-                                   exc) from exc
+            except ClientError as exc:
+                raise self._client_failed(f"write into transaction {checkpoint_id}",
+                                          exc) from _cause(exc)
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
         # purged records are those of an aborted transaction: not a failure of a later one
@@ -460,6 +521,24 @@ class KafkaSink(Sink):
             exc = SinkError(msg)
         exc.__cause__ = cause
         return exc
+
+    def _client_failed(self, what: str, exc: ClientError) -> SinkError:
+        """:meth:`_failed` for a failed client call (the port's :class:`ClientError`)."""
+        return self._failed(what, exc.error, _cause(exc))
+
+    def _begin_transaction(self, checkpoint_id: int) -> None:
+        try:
+            self._producer.begin_transaction()
+        except ClientError as exc:
+            raise self._client_failed(f"begin of transaction {checkpoint_id} failed",
+                                      exc) from _cause(exc)
+
+    def _commit_transaction(self, checkpoint_id: int) -> None:
+        try:
+            self._producer.commit_transaction(60)
+        except ClientError as exc:
+            raise self._client_failed(f"commit of transaction {checkpoint_id} failed",
+                                      exc) from _cause(exc)
 
     def pre_commit(self, checkpoint_id: int) -> None:
         """Flush the open transaction and keep it open; its records also go into the task
@@ -480,13 +559,11 @@ class KafkaSink(Sink):
         self._rows = []
 
     def _log_commit(self, checkpoint_id: int) -> None:
-        ck = _ck()
         try:
-            self._producer.produce(self.commit_log_topic, key=self.commit_log_key.encode(),
-                                   value=str(checkpoint_id).encode(),
-                                   on_delivery=self._on_delivery)
-        except ck.KafkaException as exc:
-            raise self._failed(f"pre-commit of {checkpoint_id}", exc.args[0], exc) from exc
+            self._producer.produce(self.commit_log_topic, str(checkpoint_id).encode(),
+                                   self.commit_log_key.encode(), None, self._on_delivery)
+        except ClientError as exc:
+            raise self._client_failed(f"pre-commit of {checkpoint_id}", exc) from _cause(exc)
 
     def _flush(self, checkpoint_id: int) -> None:
         left = self._producer.flush(60)
@@ -502,13 +579,8 @@ class KafkaSink(Sink):
         """Commit transaction ``checkpoint_id``. In a new process (restored pending id) the
         old transaction is gone (aborted by the fencing), so its records are re-sent from
         the snapshot in a fresh transaction -- unless the commit log shows it committed."""
-        ck = _ck()
         if self._staged == checkpoint_id:
-            try:
-                self._producer.commit_transaction(60)
-            except ck.KafkaException as exc:
-                raise self._failed(f"commit of transaction {checkpoint_id} failed",
-                                   exc.args[0], exc) from exc
+            self._commit_transaction(checkpoint_id)
             self._staged = None
             self._pending_rows.pop(checkpoint_id, None)
             self._start_buffered()
@@ -519,12 +591,12 @@ class KafkaSink(Sink):
         if self._staged is not None or self._open is not None:
             raise SinkError(f"KafkaSink {self.transactional_id}: cannot redo transaction "
                             f"{checkpoint_id} while another is open")
-        self._producer.begin_transaction()
+        self._begin_transaction(checkpoint_id)
         for key, value in rows:
             self._produce(key, value, checkpoint_id)
         self._log_commit(checkpoint_id)
         self._flush(checkpoint_id)
-        self._producer.commit_transaction(60)
+        self._commit_transaction(checkpoint_id)
         _log.info("KafkaSink %s: re-sent pre-committed transaction %d after a restart",
                   self.transactional_id, checkpoint_id)
 
@@ -532,9 +604,10 @@ class KafkaSink(Sink):
         """After a commit: begin the next Kafka transaction with the buffered records."""
         if self._open is None and not self._buffer_txns:
             return
-        self._producer.begin_transaction()
         if self._buffer_txns:  # a whole transaction was pre-committed while buffered
-            cid = self._buffer_txns.pop(0)
+            cid = self._buffer_txns[0]
+            self._begin_transaction(cid)
+            self._buffer_txns.pop(0)
             for key, value in self._pending_rows[cid]:
                 self._produce(key, value, cid)
             self._log_commit(cid)
@@ -543,12 +616,12 @@ class KafkaSink(Sink):
             return
         open_id = self._open
         assert open_id is not None
+        self._begin_transaction(open_id)
         for key, value in self._rows:
             self._produce(key, value, open_id)
 
     def abort(self, checkpoint_id: int) -> None:
         """Abort the open or pre-committed Kafka transaction ``checkpoint_id``."""
-        ck = _ck()
         self._pending_rows.pop(checkpoint_id, None)
         if self._open == checkpoint_id:
             self._open = None
@@ -562,9 +635,9 @@ class KafkaSink(Sink):
             return
         try:
             self._producer.abort_transaction(30)
-        except ck.KafkaException as exc:
+        except ClientError as exc:
             raise SinkError(f"KafkaSink {self.transactional_id}: abort of {checkpoint_id} "
-                            f"failed: {exc}") from exc
+                            f"failed: {exc}") from _cause(exc)
         self._start_buffered()
 
     def recover(self, completed_id: int | None) -> None:

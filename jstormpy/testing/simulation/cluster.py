@@ -110,6 +110,7 @@ from jstormpy.state_backends.rocksdb_files import local_copy_matches
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
 from jstormpy.testing.simulation.file_sink import SimFileSink, open_file_sink
 from jstormpy.testing.simulation.judging import Step
+from jstormpy.testing.simulation.kafka_sink import SimKafkaSink, open_kafka_sink
 from jstormpy.testing.simulation.outputs import Row, SimOutput
 from jstormpy.testing.simulation.staged_sink import SimStagedSink, open_staged_sink
 from jstormpy.testing.simulation.storage import SimStorage, merge_files
@@ -252,11 +253,16 @@ class SimTask:
             int(t): list(r) for t, r in state.get("pending_rows", {}).items()}
         self.open_rows: list[Row] = []
         self.txns = SinkTransactions(sorted(self.pending_rows))
-        self.restored_pending = set(self.pending_rows)
         # the "staged" kind: the real TwoPhaseCommitSink base over the simulated system;
-        # the "files" kind: the real FileSink over the simulated disk
-        self.sink: SimStagedSink | SimFileSink | None = None
-        if component == "sink" and self.sim.output.kind == "staged":
+        # the "files" kind: the real FileSink over the simulated disk; the "log" kind: the
+        # real KafkaSink over the simulated broker (its managed state among the task's)
+        self.sink: SimStagedSink | SimFileSink | SimKafkaSink | None = None
+        if component == "sink" and self.sim.output.kind == "log":
+            self.sink = open_kafka_sink(self.sim.output, self.sim.world, self.sim.plan,
+                                        self.sim.run, self.sim.earlier, self.states, task_id,
+                                        layout.tasks("sink").index(task_id),
+                                        worker.worker_id, self.generation)
+        elif component == "sink" and self.sim.output.kind == "staged":
             self.sink = open_staged_sink(self.sim.output, self.sim.run, self.sim.earlier,
                                          task_id, layout.tasks("sink").index(task_id),
                                          worker.worker_id, self.generation)
@@ -446,7 +452,6 @@ class SimTask:
 
     def _perform_step(self, step: SinkStep) -> None:
         out = self.sim.output
-        run = self.sim.run
         match step:
             case Begin(txn):
                 out.check_up()
@@ -454,27 +459,18 @@ class SimTask:
             case PreCommit(txn):
                 rows = [Row(r.key, r.seq, r.count, r.job, txn, r.task, r.streak, r.at)
                         for r in self.open_rows]
-                if self.sink is not None:
-                    self.sink.stage_rows(txn, rows)
-                else:
-                    out.stage(run, self.task_id, txn, rows)
+                assert self.sink is not None
+                self.sink.stage_rows(txn, rows)
                 self.pending_rows[txn] = rows
                 self.open_rows = []
             case Commit(txn):
                 self.sim.check_commit(txn)
-                rows = self.pending_rows.get(txn, [])
-                earlier = self.sim.earlier if txn in self.restored_pending else None
-                if self.sink is not None:
-                    self.sink.commit(txn)
-                else:
-                    out.commit(run, self.task_id, txn, rows, earlier)
+                assert self.sink is not None
+                self.sink.commit(txn)
                 self.pending_rows.pop(txn, None)
-                self.restored_pending.discard(txn)
             case Recover(restored):
-                if self.sink is not None:
-                    self.sink.recover(restored)
-                else:
-                    out.recover(run, self.task_id, restored)
+                assert self.sink is not None
+                self.sink.recover(restored)
             case ReportCommitted(cid):
                 self.worker.to_tm("sink_committed", self.generation, cid, self.task_id)
             case FailCheckpoint(cid, reason):

@@ -17,11 +17,12 @@ from unittest import mock
 from jstormpy.barrier import task_barrier
 from jstormpy.barrier.snapshots import TaskSnapshots
 from jstormpy.barrier.transactions import SinkTransactions
+from jstormpy.connectors import kafka
 from jstormpy.connectors.sinks import FileSink
 from jstormpy.keygroups import key_group, redistribute, task_index_for_key_group
 from jstormpy.master.restore_plan import RestorePlan
 from jstormpy.state_store import FrozenStore, RocksDBStore, RocksState, Stamped
-from jstormpy.testing.simulation import cluster, outputs
+from jstormpy.testing.simulation import cluster
 from jstormpy.testing.simulation.faults import ALL_FAULTS, Fault
 from jstormpy.testing.simulation.staged_sink import SimStagedSink
 
@@ -42,8 +43,8 @@ def _hole2() -> contextlib.AbstractContextManager[Any]:
 
 
 def _hole3() -> contextlib.AbstractContextManager[Any]:
-    # one commit log per sink task, whatever the run
-    return _patches((outputs, "commit_log_key", lambda tid, run: tid))
+    # one commit log per sink task, whatever the run (KafkaSink's key of its entries)
+    return _patches((kafka, "commit_log_key", lambda tid, run: tid))
 
 
 def _hole4() -> contextlib.AbstractContextManager[Any]:
@@ -207,10 +208,11 @@ def reintroduced(hole: int) -> contextlib.AbstractContextManager[Any]:
     return HOLES[hole][1]()
 
 
-HOLE_SINKS: dict[int, str] = {11: "staged"}
-"""The sink kind a hole's hunt runs every seed with, where the hole lives in one: hole 11
-is in the PostgreSQL/Redis sinks' resolution (``staged``), which a seed draws one time
-in four (``scenario.run_seed``'s ``sink``)."""
+HOLE_SINKS: dict[int, str] = {3: "log", 11: "staged"}
+"""The sink kind a hole's hunt runs every seed with, where the hole lives in one: hole 3
+is in KafkaSink's commit log (``log``), which a seed draws one time in four, hole 11 in
+the PostgreSQL/Redis sinks' resolution (``staged``), also one time in four
+(``scenario.run_seed``'s ``sink``)."""
 
 
 def hole_sink(hole: int) -> str | None:

@@ -2,13 +2,12 @@
 
 Three kinds, after the ways the real connectors make a commit idempotent:
 
-* ``"log"`` (KafkaSink): a commit appends the transaction's rows and a
-  commit-log entry under the task's key :func:`~jstormpy.connectors.kafka.commit_log_key`
-  (one per run: :mod:`jstormpy.run_identity`). A transaction re-committed by a new
-  process from its snapshot is skipped if the log holds its id (the id itself: after a
-  fallback a run goes on above ids it never committed, so "below the last entry" is not
-  "committed"). A recovery loses every staged transaction (the new producer aborted it):
-  only the rows a restored snapshot holds for a pending id are committed again.
+* ``"log"`` (KafkaSink): a simulated Kafka broker lives here (:attr:`SimOutput.broker`:
+  a transactional log per topic, producer epochs and fencing), and the real
+  :class:`~jstormpy.connectors.kafka.KafkaSink` produces, commits, aborts, re-sends a
+  restored pending transaction and reads its commit log there through its client port:
+  the connector is :class:`~jstormpy.testing.simulation.kafka_sink.SimKafkaSink`;
+  readers see what a ``read_committed`` consumer sees.
 * ``"files"`` (FileSink): the output directory lives here, on a simulated disk
   (:attr:`SimOutput.disk`), and the real :class:`~jstormpy.connectors.sinks.FileSink`
   stages, commits, aborts and recovers in it through its filesystem port: the connector
@@ -34,9 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jstormpy.api.errors import SinkUnavailableError
-from jstormpy.connectors.kafka import commit_log_key
-from jstormpy.run_identity import RunIdentity
 from jstormpy.testing.simulation.filesystem import SimDisk
+from jstormpy.testing.simulation.kafka_sink import SimBroker, committed_values
 
 
 @dataclass(frozen=True)
@@ -62,7 +60,8 @@ class SimOutput:
     kind: str
     rows: list[Row] = field(default_factory=list)
     staged: dict[tuple[str, int, int], list[Row]] = field(default_factory=dict)
-    commit_log: dict[str, set[int]] = field(default_factory=dict)
+    broker: SimBroker = field(default_factory=SimBroker)
+    """``"log"``: the Kafka broker KafkaSink writes to."""
     disk: SimDisk = field(default_factory=SimDisk)
     """``"files"``: the disk holding FileSink's output directory."""
     published: list[str] = field(default_factory=list)
@@ -79,38 +78,14 @@ class SimOutput:
     down: bool = False
 
     def committed_rows(self) -> list[Row]:
-        """What a reader of the system sees: every committed row, in commit order."""
+        """What a reader of the system sees: every committed row, in commit order (the
+        log: a ``read_committed`` consumer's order, the records' offsets)."""
+        if self.kind == "log":
+            return [Row(**v) for v in committed_values(self.broker)]
         if self.kind != "files":
             return self.rows
         return [Row(**json.loads(line)) for path in self.published
                 for line in self.disk.files[path].decode().splitlines() if line]
-
-    def stage(self, run: RunIdentity, task: int, txn: int, rows: list[Row]) -> None:
-        self.check_up()
-        self.staged[(run.job_id, task, txn)] = list(rows)
-
-    def commit(self, run: RunIdentity, task: int, txn: int, rows: list[Row],
-               earlier: tuple[RunIdentity, int] | None = None) -> None:
-        """The ``"log"`` kind: make transaction ``txn`` of ``task`` visible (idempotent;
-        KafkaSink's commit log, modelled). ``earlier``: the run
-        a savepoint came from and its checkpoint id (ids up to it are that run's)."""
-        self.check_up()
-        self.staged.pop((run.job_id, task, txn), None)
-        owner = earlier[0] if earlier is not None and txn <= earlier[1] else run
-        key = commit_log_key(f"sink-{task}", owner)
-        if txn in self.commit_log.get(key, ()):
-            return  # already committed
-        self.rows.extend(rows)
-        self.commit_log.setdefault(key, set()).add(txn)
-
-    def recover(self, run: RunIdentity, task: int, restored: int | None) -> None:
-        """A task's ``recover``, as KafkaSink's: every staged transaction is lost (the new
-        producer aborted it); only the ids the restored snapshot names as pending are
-        committed again, which the engine asks for before ``recover``
-        (``SinkTransactions.restore``)."""
-        self.check_up()
-        for k in sorted(k for k in self.staged if k[0] == run.job_id and k[1] == task):
-            del self.staged[k]
 
     def check_up(self) -> None:
         """Raise :class:`SinkUnavailableError` while the fault plan holds the system down."""
