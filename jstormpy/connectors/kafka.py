@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -40,6 +41,11 @@ TXN_HEADER = "jstorm-txn"
 
 COMMIT_LOG_SUFFIX = ".jstorm-commits"
 """The sink's commit log topic is ``{topic}{COMMIT_LOG_SUFFIX}`` unless ``commit_log_topic``."""
+
+STABLE_TIMEOUT_S = 120.0
+"""How long :func:`read_commit_log` waits for open transactions in the commit log to end:
+more than Kafka's default ``transaction.timeout.ms`` (60 s), after which the broker aborts
+the transaction of a producer that is gone."""
 
 COMMIT_LOG_READS = ("read_committed", "markers")
 """How a restarted sink reads its commit log: a ``read_committed`` consumer (default), or
@@ -256,7 +262,9 @@ def commit_log_key(transactional_id: str, run: RunIdentity | str | None) -> str:
 
 
 def read_commit_log(bootstrap_servers: str, log_topic: str, transactional_id: str,
-                    timeout: float = 10.0, how: str = "read_committed") -> list[int]:
+                    timeout: float = 10.0, how: str = "read_committed",
+                    stable_timeout: float = STABLE_TIMEOUT_S,
+                    consumer: Callable[[dict[str, Any]], Any] | None = None) -> list[int]:
     """Checkpoint ids the sink task ``transactional_id`` committed, from its commit log
     (pass :func:`commit_log_key` for the entries of one run).
 
@@ -265,6 +273,19 @@ def read_commit_log(bootstrap_servers: str, log_topic: str, transactional_id: st
     cluster they are (docs/kafka.md). ``how="markers"``: only the entries whose transaction
     has a COMMIT marker (:func:`jstormpy.connectors.kafka_markers.committed_records`), exact
     on the mock too.
+
+    A ``read_committed`` consumer stops at a partition's last stable offset: the first
+    offset of the oldest transaction still open in it, which may be another sink task's
+    pre-committed transaction written before this task's own committed entry (that task's
+    new producer aborts it when it starts, or the broker at its ``transaction.timeout.ms``).
+    Ending the read there would miss the entry and re-send a committed transaction, so the
+    read goes on to the high watermark taken when it started, waiting up to
+    ``stable_timeout`` seconds for such transactions to end (``consumer``: the consumer
+    factory, confluent-kafka's ``Consumer`` unless given).
+
+    Raises:
+        SinkError: a transaction still open after ``stable_timeout`` holds the commit log
+            back (the message names the partition and the offsets).
     """
     ck = _ck()
     if how == "markers":
@@ -284,9 +305,9 @@ def read_commit_log(bootstrap_servers: str, log_topic: str, transactional_id: st
         except (OSError, ValueError) as exc:
             raise SinkError(f"KafkaSink {transactional_id}: reading the commit log "
                             f"{log_topic!r} through its markers failed: {exc}") from exc
-    c = ck.Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "jstorm-commit-log",
-                     "enable.auto.commit": False, "isolation.level": "read_committed",
-                     "log_level": 3})
+    c = (consumer or ck.Consumer)({
+        "bootstrap.servers": bootstrap_servers, "group.id": "jstorm-commit-log",
+        "enable.auto.commit": False, "isolation.level": "read_committed", "log_level": 3})
     try:
         md = c.list_topics(log_topic, timeout=timeout)
         meta = md.topics.get(log_topic)
@@ -299,19 +320,28 @@ def read_commit_log(bootstrap_servers: str, log_topic: str, transactional_id: st
             if high <= low:
                 continue
             c.assign([ck.TopicPartition(log_topic, p, low)])
-            pos = low
-            while pos < high - 1:
-                msgs = c.consume(500, timeout=1.0)
-                if not msgs:
-                    # read_committed stops at the last stable offset; control markers
-                    # occupy offsets too, so the end may be unreachable: done
-                    break
+            deadline = time.monotonic() + stable_timeout
+            while True:
+                msgs = c.consume(500, timeout=0.2)
                 for m in msgs:
-                    if m.error() is not None:
-                        continue
-                    pos = m.offset()
-                    if _decode(m.key()) == transactional_id:
+                    if m.error() is None and _decode(m.key()) == transactional_id:
                         ids.append(int(_decode(m.value())))
+                if msgs:
+                    continue
+                # the position steps over control markers too: at the high watermark every
+                # entry written before the read began has been seen (or was aborted)
+                position = c.position([tp])[0].offset
+                if position >= high:
+                    break
+                if time.monotonic() >= deadline:
+                    raise SinkError(
+                        f"KafkaSink {transactional_id}: the commit log {log_topic!r} "
+                        f"partition {p} stays at offset {position} of {high} for "
+                        f"{stable_timeout:g} s: a transaction still open there holds its "
+                        "last stable offset (a sink task not restarted yet, or a producer "
+                        "gone until its transaction.timeout.ms); its entries after it "
+                        "cannot be read, so whether a pending transaction committed is "
+                        "unknown. Retry the restore, or set commit_log_read='markers'")
         return ids
     finally:
         c.close()
