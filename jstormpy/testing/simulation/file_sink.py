@@ -29,27 +29,24 @@ fails and the Topology Master recovers, as in production.
 from __future__ import annotations
 
 import errno
-import logging
-from dataclasses import asdict
-from typing import Any, cast
+from typing import Any
 
-from jstormpy.api.component import TopologyContext, Tuple
+from jstormpy.api.component import TopologyContext
 from jstormpy.connectors.file_parts import PART_RE
 from jstormpy.connectors.sinks import FileSink
 from jstormpy.run_identity import RunIdentity
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
 from jstormpy.testing.simulation.filesystem import SimDisk
 from jstormpy.testing.simulation.outputs import Row, SimOutput
+from jstormpy.testing.simulation.sink_input import quiet_log, stage_rows
 from jstormpy.testing.simulation.world import World
 
 DIRECTORY = "/out"
 """The output directory every run of the simulated job writes to."""
 TOPOLOGY = "simulated"
 
-_QUIET = logging.getLogger("jstormpy.testing.simulation.file_sink")
+_QUIET = quiet_log("jstormpy.testing.simulation.file_sink")
 """The sinks' task log: a sweep runs thousands of recoveries, each would log."""
-_QUIET.addHandler(logging.NullHandler())
-_QUIET.propagate = False
 
 
 class _SimFile:
@@ -205,18 +202,6 @@ class SimSinkFiles:
             self.output.published.append(path)
 
 
-class _RowTuple:
-    """A :class:`Row` as the input tuple FileSink writes (its fields by name)."""
-
-    __slots__ = ("row",)
-
-    def __init__(self, row: Row) -> None:
-        self.row = row
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self.row)
-
-
 class SimFileSink(FileSink):
     """The real :class:`FileSink` over :class:`SimSinkFiles`; its incarnations' fencing
     tokens are numbered (the real ones are a process id and random: a seed must replay)."""
@@ -235,10 +220,7 @@ class SimFileSink(FileSink):
         """The task's open transaction ``checkpoint_id`` is ``rows``: write them and
         pre-commit (the engine's ``begin``, ``write`` s and ``pre_commit``)."""
         self.output.check_up()
-        self.begin(checkpoint_id)
-        for row in rows:
-            self.write(cast(Tuple, _RowTuple(row)))
-        self.pre_commit(checkpoint_id)
+        stage_rows(self, checkpoint_id, rows)
 
     def commit(self, checkpoint_id: int) -> None:
         """The system is asked first (module doc), then :meth:`FileSink.commit`."""

@@ -35,16 +35,16 @@ incarnation's ``init_transactions``).
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, cast
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from jstormpy.api.component import TopologyContext, Tuple, restore_managed_states
+from jstormpy.api.component import TopologyContext, restore_managed_states
 from jstormpy.connectors.kafka import KafkaSink
 from jstormpy.connectors.kafka_client import ClientError
 from jstormpy.run_identity import RunIdentity
 from jstormpy.testing.simulation.faults import Fault, FaultPlan
+from jstormpy.testing.simulation.sink_input import quiet_log, stage_rows
 from jstormpy.testing.simulation.world import World
 
 TOPIC = "simulated-out"
@@ -52,9 +52,7 @@ TOPIC = "simulated-out"
 BOOTSTRAP = "simulated-broker:9092"
 TOPOLOGY = "simulated"
 
-_QUIET = logging.getLogger("jstormpy.testing.simulation.kafka_sink")
-_QUIET.addHandler(logging.NullHandler())
-_QUIET.propagate = False
+_QUIET = quiet_log("jstormpy.testing.simulation.kafka_sink")
 
 
 class SimKafkaError:
@@ -254,18 +252,6 @@ class SimKafkaClient:
                 if e.key == wanted]
 
 
-class _RowTuple:
-    """A simulator row as the input tuple KafkaSink writes (``as_dict``: JSON value)."""
-
-    __slots__ = ("row",)
-
-    def __init__(self, row: Any) -> None:
-        self.row = row
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self.row)
-
-
 class SimKafkaSink(KafkaSink):
     """The real :class:`KafkaSink` over :class:`SimKafkaClient`; every protocol step asks
     the external system first (module doc)."""
@@ -281,10 +267,7 @@ class SimKafkaSink(KafkaSink):
         """The task's open transaction ``checkpoint_id`` is ``rows``: write them and
         pre-commit (the engine's ``begin``, ``write`` s and ``pre_commit``)."""
         self.output.check_up()
-        self.begin(checkpoint_id)
-        for row in rows:
-            self.write(cast(Tuple, _RowTuple(row)))
-        self.pre_commit(checkpoint_id)
+        stage_rows(self, checkpoint_id, rows)
 
     def commit(self, checkpoint_id: int) -> None:
         """The system is asked first (module doc), then :meth:`KafkaSink.commit`."""
