@@ -213,26 +213,32 @@ def test_a_part_file_write_that_errs_but_lands_stays_exactly_once() -> None:
     assert result.ok and result.outcome == "drained", result.violations
 
 
-def test_what_the_files_sink_publishes_is_what_the_checks_read() -> None:
-    """The committed rows are read back from the part files FileSink linked into the
-    output directory, and its staging and in-progress directories are left empty after a
-    drained run (every staged transaction committed)."""
-    from jstormpy.testing.simulation import scenario
-    from jstormpy.testing.simulation.outputs import SimOutput
 
-    outputs: list[SimOutput] = []
+def run_keeping_output(seed: int, faults: Any, **kwargs: Any) -> tuple[Any, Any]:
+    """``run_seed`` and the run's simulated external system (its ``SimOutput``)."""
+    from jstormpy.testing.simulation import scenario
+
+    outputs: list[Any] = []
     real = scenario._run
 
-    def keep(world: Any, plan: Any, inputs: Any, counts: Any, output: SimOutput,
+    def keep(world: Any, plan: Any, inputs: Any, counts: Any, output: Any,
              *rest: Any) -> None:
         outputs.append(output)
         real(world, plan, inputs, counts, output, *rest)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(scenario, "_run", keep)
-        result = run_seed(2, ())
+        result = run_seed(seed, faults, **kwargs)
+    return result, outputs[0]
+
+
+def test_what_the_files_sink_publishes_is_what_the_checks_read() -> None:
+    """The committed rows are read back from the part files FileSink linked into the
+    output directory, and its staging and in-progress directories are left empty after a
+    drained run (every staged transaction committed)."""
+
+    result, out = run_keeping_output(2, ())
     assert result.outcome == "drained" and "sink=files" in result.faults
-    out = outputs[0]
     parts = sorted(p for p in out.disk.files if p.count("/") == 2)
     assert parts and parts == sorted(out.published)
     assert all(re.fullmatch(r"/out/part-\d{10}-\d{5}\.jsonl", p) for p in parts)
@@ -282,29 +288,17 @@ def test_what_the_log_sink_commits_is_what_a_read_committed_reader_sees() -> Non
     of transactions the crashed incarnations had flushed and never committed, which the
     next incarnation's ``init_transactions`` aborted (a new producer epoch); none of them
     is read, and every transaction's records and commit-log entry are read once."""
-    from jstormpy.testing.simulation import scenario
     from jstormpy.testing.simulation.kafka_sink import TOPIC
-    from jstormpy.testing.simulation.outputs import SimOutput
 
-    outputs: list[SimOutput] = []
-    real = scenario._run
-
-    def keep(world: Any, plan: Any, inputs: Any, counts: Any, output: SimOutput,
-             *rest: Any) -> None:
-        outputs.append(output)
-        real(world, plan, inputs, counts, output, *rest)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(scenario, "_run", keep)
-        result = run_seed(4, (Fault.WORKER_CRASH,), sink="log")
+    result, out = run_keeping_output(4, (Fault.WORKER_CRASH,), sink="log")
     assert result.ok and result.outcome == "drained", result.violations
-    broker = outputs[0].broker
+    broker = out.broker
     log = broker.logs[TOPIC]
     aborted = [e for e in log if e.state == "aborted"]
     assert aborted and all(e.epoch < broker.producers[t][1] for e in aborted
                            for t, (pid, _) in broker.producers.items()
                            if pid == e.producer_id)
-    rows = outputs[0].committed_rows()
+    rows = out.committed_rows()
     assert len(rows) == len([e for e in log if e.state == "committed"])
     entries = [(e.key, e.value) for e in broker.committed(f"{TOPIC}.jstorm-commits")]
     assert len(entries) == len(set(entries))
