@@ -74,12 +74,14 @@ def leader(backend: FileBackend, lease_path: Path, resume: bool) -> MasterCore:
     return core
 
 
-def old_leader_deposed_mid_commit(tmp_path: Path, skipped: int = 0) -> tuple[
-        MasterCore, SlowCommitPoint, MasterCore, FileBackend, list[WorkerSession], int, int]:
+def old_leader_deposed_mid_commit(tmp_path: Path, skipped: int = 0, revoke: bool = True
+                                  ) -> tuple[MasterCore, SlowCommitPoint, MasterCore,
+                                             FileBackend, list[WorkerSession], int, int]:
     """The old leader (epoch 1) completed one checkpoint; its next commit point is being
     written when its lease runs out (``skipped`` ids after the completed one, handed out
-    but never stored nor listed); the new leader (epoch 2) takes the run over and
-    restores. Returns both, the new leader's sessions, the restored and the late id."""
+    but never stored nor listed; ``revoke=False``: its lease still holds on its own
+    clock); the new leader (epoch 2) takes the run over and restores. Returns both, the
+    new leader's sessions, the restored and the late id."""
     old_store = SlowCommitPoint(f"file://{tmp_path / 'store'}")
     old = leader(old_store, tmp_path / "old.lease", resume=False)
     prepare_all(old)
@@ -91,7 +93,8 @@ def old_leader_deposed_mid_commit(tmp_path: Path, skipped: int = 0) -> tuple[
     late = checkpoint(old)
     assert old_store.entered.wait(10), "the old leader never started its commit point"
     assert old.lease is not None
-    old.lease.revoke()  # its launcher lost ZooKeeper; the standby leads
+    if revoke:
+        old.lease.revoke()  # its launcher lost ZooKeeper; the standby leads
 
     new_store = FileBackend(f"file://{tmp_path / 'store'}")
     new = leader(new_store, tmp_path / "new.lease", resume=True)
@@ -122,6 +125,26 @@ def test_a_late_commit_point_of_a_deposed_leader_is_never_restored(tmp_path: Pat
     _, restored = prepare_all(third, new.generation)
     assert restored == first
     assert checkpoint(third) > late  # its id is never handed out again
+
+
+def test_a_leader_whose_lease_still_holds_is_fenced_by_the_newer_epoch_after_its_write(
+        tmp_path: Path) -> None:
+    """A standby can take the run over (its epoch stored) before the old leader's lease has
+    run out on the old leader's own clock. The check after a commit point landed reads the
+    stored epoch too, so the old leader still commits nothing: fenced, naming the newer
+    Topology Master, and the checkpoint is no completed checkpoint of its run."""
+    old, old_store, new, new_store, sessions, first, late = old_leader_deposed_mid_commit(
+        tmp_path, revoke=False)
+    assert old.lease is not None and old.lease.valid()
+    old_store.gate.set()  # the old leader's commit point lands now
+    assert old.backend_io.wait_idle(10)
+    assert old_store.outcome is None and late in new_store.list_completed()
+    assert "a newer Topology Master" in old.fenced, (
+        f"the old leader went on after its write with epoch 2 stored: {old.fenced!r}")
+    completed = [e["id"] for e in old.checkpoints.history if e["status"] == "completed"]
+    assert completed == [first], completed
+    _, restored = recover(new, sessions)
+    assert restored == first
 
 
 def test_a_late_commit_point_never_replaces_the_new_leaders_own(tmp_path: Path) -> None:
