@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from jstormpy.api.errors import CheckpointError
+from jstormpy.api.errors import BackendError, CheckpointError
 from jstormpy.leader_lease import LeaderLease
 from jstormpy.master.core import MasterCore, WorkerSession
 from jstormpy.run_identity import take_over_run
@@ -145,6 +145,45 @@ def test_a_leader_whose_lease_still_holds_is_fenced_by_the_newer_epoch_after_its
     assert completed == [first], completed
     _, restored = recover(new, sessions)
     assert restored == first
+
+
+class StoreDown(FileBackend):
+    """A leader's store that, while ``down``, refuses commit points and meta reads (its
+    snapshots were written before it went down)."""
+
+    down = False
+
+    def create_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
+        if self.down:
+            raise BackendError("the store is down")
+        super().create_metadata(checkpoint_id, metadata)
+
+    def get_meta(self, name: str) -> bytes | None:
+        if self.down:
+            raise BackendError("the store is down")
+        return super().get_meta(name)
+
+
+def test_a_leader_whose_commit_point_fails_with_its_store_down_fails_it_and_goes_on(
+        tmp_path: Path) -> None:
+    """After a failed write the fence check is the lease alone: the store that refused
+    the commit point may refuse the read of the stored epoch too. The checkpoint fails
+    (the leader is not fenced), and the next one completes once the store answers."""
+    store = StoreDown(f"file://{tmp_path / 'store'}")
+    core = leader(store, tmp_path / "lease", resume=False)
+    prepare_all(core)
+    store.down = True
+    failed = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    assert not core.fenced, core.fenced
+    statuses = {e["id"]: e["status"] for e in core.checkpoints.history}
+    assert statuses.get(failed) == "failed", (
+        f"checkpoint {failed} whose commit point failed is {statuses.get(failed)!r}")
+    store.down = False
+    after = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    statuses = {e["id"]: e["status"] for e in core.checkpoints.history}
+    assert statuses.get(after) == "completed", statuses
 
 
 def test_a_late_commit_point_never_replaces_the_new_leaders_own(tmp_path: Path) -> None:
