@@ -274,3 +274,66 @@ def test_a_task_that_fails_to_build_is_the_prepares_answer_not_the_workers_crash
     with pytest.raises(RuntimeError, match="a bug of the runtime"):
         perform_prepare(PrepareOrder(3, (2, 1)), bug)
     assert bug.answers == []
+
+
+def test_of_several_snapshot_reads_that_fail_the_first_to_answer_is_the_prepares_answer():
+    """``runtime/prepare_steps.py``: where the reads answer later (the simulator's storage
+    events), every read of a Prepare is issued and several may fail. The Prepare is
+    answered once, when the last read answered, with the first failure: here task 2's
+    corrupt snapshot (the TM then falls back to an older checkpoint), not task 1's later
+    storage error (a failure, counted against the restart strategy)."""
+    from jstormpy.api.errors import BackendError, CorruptSnapshotError
+    from jstormpy.runtime.prepare_steps import PrepareOrder, Ready
+    from jstormpy.runtime.prepare_steps import perform as perform_prepare
+
+    class ReadsLater:
+        generation = 2
+
+        def __init__(self) -> None:
+            self.reads: dict[int, typing.Callable[[object, BaseException | None], None]] = {}
+            self.answers: list[Ready] = []
+            self.built: list[int] = []
+
+        def stop_tasks(self, generation: int) -> None:
+            pass
+
+        def take_generation(self, generation: int) -> None:
+            pass
+
+        def read_snapshot(self, task_id, handle, then) -> None:  # type: ignore[no-untyped-def]
+            self.reads[task_id] = then
+
+        def current(self, generation: int) -> bool:
+            return True
+
+        def begin_build(self, tasks) -> None:  # type: ignore[no-untyped-def]
+            pass
+
+        def build_task(self, task_id: int, snapshot: object) -> None:
+            self.built.append(task_id)
+
+        def built(self, tasks) -> None:  # type: ignore[no-untyped-def]
+            pass
+
+        def sinks(self) -> list[int]:
+            return []
+
+        def restore_sink(self, task_id: int) -> None:
+            pass
+
+        def answerable(self, error: Exception) -> bool:
+            return True
+
+        def ready(self, ready: Ready) -> None:
+            self.answers.append(ready)
+
+    port = ReadsLater()
+    perform_prepare(PrepareOrder(3, (1, 2, 3), {1: "h1", 2: "h2", 3: "h3"}), port)
+    assert sorted(port.reads) == [1, 2, 3] and port.answers == []
+    port.reads[2](None, CorruptSnapshotError("chk-7/task-2: checksum mismatch"))
+    port.reads[3](b"state", None)
+    assert port.answers == []  # task 1's read has not answered yet
+    port.reads[1](None, BackendError("chk-7/task-1: connection reset"))
+    assert port.answers == [Ready(3, False, True,
+                                  "CorruptSnapshotError: chk-7/task-2: checksum mismatch", 2)]
+    assert port.built == []
