@@ -288,6 +288,21 @@ def test_retention_keeping_no_checkpoint_deletes_every_completed_one(tmp_path: P
 
 
 
+def test_status_no_longer_offers_the_checkpoints_retention_deleted(tmp_path: Path) -> None:
+    """Retention's last step (``master/retention_steps.py``): the TM forgets what the
+    backend deleted, so its status (``jstorm status``, the web UI) shows those
+    checkpoints as no longer retained, not as restorable ones."""
+    core = new_core(FileBackend(f"file://{tmp_path}"))  # type: ignore[arg-type]
+    prepare_all(core)
+    keep = core.config.checkpoints_retained
+    done = [checkpoint(core) for _ in range(keep + 1)]
+    assert core.backend_io.wait_idle(10)
+    assert core.backend.list_completed() == done[1:]
+    listed = {c["id"]: c for c in core.status()["checkpoints"]}
+    assert [listed[c]["status"] for c in done] == ["completed"] * (keep + 1)
+    assert [listed[c]["retained"] for c in done] == [False] + [True] * keep, listed
+
+
 def test_retention_refuses_to_keep_a_negative_number_of_checkpoints(tmp_path: Path) -> None:
     """``garbage_collect(keep=-1)`` is a caller's mistake: it is refused naming ``keep``,
     and nothing is deleted (it used to delete every completed checkpoint)."""
