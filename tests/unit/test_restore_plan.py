@@ -337,3 +337,30 @@ def test_of_several_snapshot_reads_that_fail_the_first_to_answer_is_the_prepares
     assert port.answers == [Ready(3, False, True,
                                   "CorruptSnapshotError: chk-7/task-2: checksum mismatch", 2)]
     assert port.built == []
+
+
+def test_a_workers_answer_to_the_recovery_is_met_with_values():
+    """``recovery_steps.worker_ready``: each outcome of a worker's Ready (wait for the
+    others, start all, fall back past a corrupt snapshot, fail the generation) is a
+    value, as the plan's steps are: equal ones compare and hash alike, so a performer may
+    keep and compare them, and none can be changed once handed out."""
+    from jstormpy.master.coordinator import CheckpointCoordinator
+    from jstormpy.master.recovery_steps import ReadyOutcome, worker_ready
+
+    c = CheckpointCoordinator(stateful=True, max_concurrent=1, timeout_s=10.0,
+                              tolerable_timeouts=1)
+    c.set_layout({1: "spout", 2: "sink"}, spout_tasks=[1], sink_tasks=[2])
+    c.new_generation(1)
+    ready: set[int] = set()
+    common = {"target": 4, "workers": 2, "base": 4, "now": 1.0}
+    outcomes = [worker_ready(c, ready, 0, ok=True, corrupt=False, **common),
+                worker_ready(c, ready, 1, ok=True, corrupt=False, **common),
+                worker_ready(c, set(), 0, ok=False, corrupt=False, **common),
+                worker_ready(c, set(), 0, ok=False, corrupt=True, **common)]
+    assert {type(o) for o in outcomes} == set(typing.get_args(ReadyOutcome))
+    for outcome in outcomes:
+        copy = dataclasses.replace(outcome)
+        assert outcome == copy and hash(outcome) == hash(copy)
+        name = next((f.name for f in dataclasses.fields(outcome)), "checkpoint_id")
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(outcome, name, 5)
