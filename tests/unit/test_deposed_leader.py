@@ -335,6 +335,29 @@ def test_an_armed_crash_during_shared_file_deletion_strikes_with_one_file_to_del
     assert store.list_objects("inc/") == ["inc/seg-0000000001-a", "inc/seg-0000000002-b"]
 
 
+def test_an_armed_crash_after_a_commit_point_strikes_once_it_is_written(
+        tmp_path: Path) -> None:
+    """The chaos tests' ``master_after_metadata`` point (``JSTORM_FAULTS``) kills the TM
+    right after checkpoint n's commit point is written, before any sink hears of it: the
+    commit point is in storage, and the process died by ``SIGKILL``. A point that never
+    fired would let a chaos test pass without the crash it asked for."""
+    script = ("import sys\n"
+              "from jstormpy.state_backends.file import FileBackend\n"
+              "from tests.unit.test_checkpoint_ids_record import checkpoint, new_core, "
+              "prepare_all\n"
+              "core = new_core(FileBackend(sys.argv[1]))\n"
+              "prepare_all(core)\n"
+              "checkpoint(core)\n"
+              "assert core.backend_io.wait_idle(10)\n")
+    env = dict(os.environ, JSTORM_FAULTS="master_after_metadata@1")
+    env.pop("JSTORM_FAULT_DIR", None)
+    done = subprocess.run([sys.executable, "-c", script, f"file://{tmp_path}"], env=env,
+                          cwd=Path(__file__).resolve().parents[2], check=False,
+                          capture_output=True, timeout=60)
+    assert done.returncode == -signal.SIGKILL, (done.returncode, done.stderr[-2000:])
+    assert FileBackend(f"file://{tmp_path}").list_completed() == [1]
+
+
 def test_retention_keeps_the_shared_files_a_retained_checkpoint_references(
         tmp_path: Path) -> None:
     """A file written for checkpoint 1 and still referenced by the retained checkpoint 2
