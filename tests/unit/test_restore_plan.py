@@ -209,6 +209,10 @@ def test_a_workers_answer_to_a_prepare_is_one_order_of_values():
     assert steps(order, 2) == (StopTasks(3), TakeGeneration(3), ReadSnapshots({1: "h1"}),
                                BuildTasks((1, 2)), RestoreSinks(), AnswerReady())
     assert steps(order, 4) == ()
+    # a Prepare of the generation the worker runs is no stale one: an at_most_once worker
+    # that registers again in its generation gets a partial Prepare of it
+    assert steps(PrepareOrder(3, (1,), partial=True), 3) == (
+        TakeGeneration(3), ReadSnapshots({}), BuildTasks((1,)), RestoreSinks(), AnswerReady())
     for step in steps(order, 2):
         with pytest.raises(dataclasses.FrozenInstanceError):
             step.generation = 5  # type: ignore[misc, union-attr]
