@@ -459,7 +459,7 @@ def test_the_masters_tick_triggers_a_periodic_checkpoint_while_the_spouts_run(
     config = Config(workers=2, checkpoint_interval_ms=50)
     core = MasterCore("tick", config, DESCRIPTOR, FileBackend(f"file://{tmp_path}"))
     sessions, _ = prepare_all(core)
-    triggers: list[int] = []
+    triggers: list[tuple[int, bool]] = []
 
     def triggered() -> bool:
         core.tick()
@@ -467,12 +467,19 @@ def test_the_masters_tick_triggers_a_periodic_checkpoint_while_the_spouts_run(
             while not s.outq.empty():
                 msg = s.outq.get_nowait()
                 if msg.WhichOneof("body") == "trigger":
-                    triggers.append(msg.trigger.checkpoint_id)
+                    triggers.append((msg.trigger.checkpoint_id, msg.trigger.pause))
         return bool(triggers)
 
     wait_until(triggered, "a periodic checkpoint triggered by the tick", timeout=10.0)
     assert not core.checkpoints.final_checkpoint
     assert core.checkpoints.inflight or core.checkpoints.committing
+    # a periodic checkpoint leaves the spouts emitting after its barrier: only the
+    # quiescent cut of a rescale or a gray release pauses them
+    assert not any(pause for _, pause in triggers), triggers
+    forced = core.trigger_checkpoint(force=True)
+    assert forced is not None
+    triggered()
+    assert (forced, False) in triggers, triggers
 
 
 def test_the_masters_tick_logs_the_checkpoints_pace_once_when_it_changes(
