@@ -4,7 +4,10 @@ every test is exact."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+
+import pytest
 
 from jstormpy.master.coordinator import (
     ID_RESERVATION,
@@ -456,7 +459,7 @@ def test_the_masters_tick_triggers_a_periodic_checkpoint_while_the_spouts_run(
     config = Config(workers=2, checkpoint_interval_ms=50)
     core = MasterCore("tick", config, DESCRIPTOR, FileBackend(f"file://{tmp_path}"))
     sessions, _ = prepare_all(core)
-    triggers: list[int] = []
+    triggers: list[tuple[int, bool]] = []
 
     def triggered() -> bool:
         core.tick()
@@ -464,9 +467,49 @@ def test_the_masters_tick_triggers_a_periodic_checkpoint_while_the_spouts_run(
             while not s.outq.empty():
                 msg = s.outq.get_nowait()
                 if msg.WhichOneof("body") == "trigger":
-                    triggers.append(msg.trigger.checkpoint_id)
+                    triggers.append((msg.trigger.checkpoint_id, msg.trigger.pause))
         return bool(triggers)
 
     wait_until(triggered, "a periodic checkpoint triggered by the tick", timeout=10.0)
     assert not core.checkpoints.final_checkpoint
     assert core.checkpoints.inflight or core.checkpoints.committing
+    # a periodic checkpoint leaves the spouts emitting after its barrier: only the
+    # quiescent cut of a rescale or a gray release pauses them
+    assert not any(pause for _, pause in triggers), triggers
+    forced = core.trigger_checkpoint(force=True)
+    assert forced is not None
+    triggered()
+    assert (forced, False) in triggers, triggers
+
+
+def test_the_masters_tick_logs_the_checkpoints_pace_once_when_it_changes(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """``MasterCheckpoints.log_pace``: once the checkpoints run back to back (here every
+    checkpoint, with ``min_pause_between_checkpoints_ms`` as long as the interval), the
+    tick logs one warning that says what to change, and not again at every later tick
+    while the pace stays the same."""
+    from jstormpy import Config
+    from jstormpy.master.core import MasterCore
+    from jstormpy.state_backends.file import FileBackend
+    from tests.unit.test_checkpoint_ids_record import checkpoint, prepare_all
+    from tests.unit.test_launch_attempts import DESCRIPTOR
+
+    config = Config(workers=2, checkpoint_interval_ms=3_600_000,
+                    min_pause_between_checkpoints_ms=3_600_000)
+    core = MasterCore("pace", config, DESCRIPTOR, FileBackend(f"file://{tmp_path}"))
+    prepare_all(core)
+    caplog.set_level(logging.INFO, logger="jstormpy.master")
+
+    def advice() -> list[str]:
+        return [r.getMessage() for r in caplog.records
+                if r.getMessage().startswith("checkpoints")]
+
+    core.tick()
+    assert advice() == []  # no checkpoint yet: no pace to give
+    checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    for _ in range(3):
+        core.tick()
+    logged = advice()
+    assert len(logged) == 1, logged
+    assert "run back to back" in logged[0] and "checkpoint_interval_ms=3600000" in logged[0]

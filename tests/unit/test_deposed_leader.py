@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from jstormpy.api.errors import CheckpointError
+from jstormpy.api.errors import BackendError, CheckpointError
 from jstormpy.leader_lease import LeaderLease
 from jstormpy.master.core import MasterCore, WorkerSession
 from jstormpy.run_identity import take_over_run
@@ -74,12 +74,14 @@ def leader(backend: FileBackend, lease_path: Path, resume: bool) -> MasterCore:
     return core
 
 
-def old_leader_deposed_mid_commit(tmp_path: Path, skipped: int = 0) -> tuple[
-        MasterCore, SlowCommitPoint, MasterCore, FileBackend, list[WorkerSession], int, int]:
+def old_leader_deposed_mid_commit(tmp_path: Path, skipped: int = 0, revoke: bool = True
+                                  ) -> tuple[MasterCore, SlowCommitPoint, MasterCore,
+                                             FileBackend, list[WorkerSession], int, int]:
     """The old leader (epoch 1) completed one checkpoint; its next commit point is being
     written when its lease runs out (``skipped`` ids after the completed one, handed out
-    but never stored nor listed); the new leader (epoch 2) takes the run over and
-    restores. Returns both, the new leader's sessions, the restored and the late id."""
+    but never stored nor listed; ``revoke=False``: its lease still holds on its own
+    clock); the new leader (epoch 2) takes the run over and restores. Returns both, the
+    new leader's sessions, the restored and the late id."""
     old_store = SlowCommitPoint(f"file://{tmp_path / 'store'}")
     old = leader(old_store, tmp_path / "old.lease", resume=False)
     prepare_all(old)
@@ -91,7 +93,8 @@ def old_leader_deposed_mid_commit(tmp_path: Path, skipped: int = 0) -> tuple[
     late = checkpoint(old)
     assert old_store.entered.wait(10), "the old leader never started its commit point"
     assert old.lease is not None
-    old.lease.revoke()  # its launcher lost ZooKeeper; the standby leads
+    if revoke:
+        old.lease.revoke()  # its launcher lost ZooKeeper; the standby leads
 
     new_store = FileBackend(f"file://{tmp_path / 'store'}")
     new = leader(new_store, tmp_path / "new.lease", resume=True)
@@ -122,6 +125,65 @@ def test_a_late_commit_point_of_a_deposed_leader_is_never_restored(tmp_path: Pat
     _, restored = prepare_all(third, new.generation)
     assert restored == first
     assert checkpoint(third) > late  # its id is never handed out again
+
+
+def test_a_leader_whose_lease_still_holds_is_fenced_by_the_newer_epoch_after_its_write(
+        tmp_path: Path) -> None:
+    """A standby can take the run over (its epoch stored) before the old leader's lease has
+    run out on the old leader's own clock. The check after a commit point landed reads the
+    stored epoch too, so the old leader still commits nothing: fenced, naming the newer
+    Topology Master, and the checkpoint is no completed checkpoint of its run."""
+    old, old_store, new, new_store, sessions, first, late = old_leader_deposed_mid_commit(
+        tmp_path, revoke=False)
+    assert old.lease is not None and old.lease.valid()
+    old_store.gate.set()  # the old leader's commit point lands now
+    assert old.backend_io.wait_idle(10)
+    assert old_store.outcome is None and late in new_store.list_completed()
+    assert "a newer Topology Master" in old.fenced, (
+        f"the old leader went on after its write with epoch 2 stored: {old.fenced!r}")
+    completed = [e["id"] for e in old.checkpoints.history if e["status"] == "completed"]
+    assert completed == [first], completed
+    _, restored = recover(new, sessions)
+    assert restored == first
+
+
+class StoreDown(FileBackend):
+    """A leader's store that, while ``down``, refuses commit points and meta reads (its
+    snapshots were written before it went down)."""
+
+    down = False
+
+    def create_metadata(self, checkpoint_id: int, metadata: dict[str, Any]) -> None:
+        if self.down:
+            raise BackendError("the store is down")
+        super().create_metadata(checkpoint_id, metadata)
+
+    def get_meta(self, name: str) -> bytes | None:
+        if self.down:
+            raise BackendError("the store is down")
+        return super().get_meta(name)
+
+
+def test_a_leader_whose_commit_point_fails_with_its_store_down_fails_it_and_goes_on(
+        tmp_path: Path) -> None:
+    """After a failed write the fence check is the lease alone: the store that refused
+    the commit point may refuse the read of the stored epoch too. The checkpoint fails
+    (the leader is not fenced), and the next one completes once the store answers."""
+    store = StoreDown(f"file://{tmp_path / 'store'}")
+    core = leader(store, tmp_path / "lease", resume=False)
+    prepare_all(core)
+    store.down = True
+    failed = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    assert not core.fenced, core.fenced
+    statuses = {e["id"]: e["status"] for e in core.checkpoints.history}
+    assert statuses.get(failed) == "failed", (
+        f"checkpoint {failed} whose commit point failed is {statuses.get(failed)!r}")
+    store.down = False
+    after = checkpoint(core)
+    assert core.backend_io.wait_idle(10)
+    statuses = {e["id"]: e["status"] for e in core.checkpoints.history}
+    assert statuses.get(after) == "completed", statuses
 
 
 def test_a_late_commit_point_never_replaces_the_new_leaders_own(tmp_path: Path) -> None:
@@ -226,6 +288,21 @@ def test_retention_keeping_no_checkpoint_deletes_every_completed_one(tmp_path: P
 
 
 
+def test_status_no_longer_offers_the_checkpoints_retention_deleted(tmp_path: Path) -> None:
+    """Retention's last step (``master/retention_steps.py``): the TM forgets what the
+    backend deleted, so its status (``jstorm status``, the web UI) shows those
+    checkpoints as no longer retained, not as restorable ones."""
+    core = new_core(FileBackend(f"file://{tmp_path}"))  # type: ignore[arg-type]
+    prepare_all(core)
+    keep = core.config.checkpoints_retained
+    done = [checkpoint(core) for _ in range(keep + 1)]
+    assert core.backend_io.wait_idle(10)
+    assert core.backend.list_completed() == done[1:]
+    listed = {c["id"]: c for c in core.status()["checkpoints"]}
+    assert [listed[c]["status"] for c in done] == ["completed"] * (keep + 1)
+    assert [listed[c]["retained"] for c in done] == [False] + [True] * keep, listed
+
+
 def test_retention_refuses_to_keep_a_negative_number_of_checkpoints(tmp_path: Path) -> None:
     """``garbage_collect(keep=-1)`` is a caller's mistake: it is refused naming ``keep``,
     and nothing is deleted (it used to delete every completed checkpoint)."""
@@ -256,6 +333,29 @@ def test_an_armed_crash_during_shared_file_deletion_strikes_with_one_file_to_del
                           capture_output=True, timeout=60)
     assert done.returncode == -signal.SIGKILL, (done.returncode, done.stderr[-2000:])
     assert store.list_objects("inc/") == ["inc/seg-0000000001-a", "inc/seg-0000000002-b"]
+
+
+def test_an_armed_crash_after_a_commit_point_strikes_once_it_is_written(
+        tmp_path: Path) -> None:
+    """The chaos tests' ``master_after_metadata`` point (``JSTORM_FAULTS``) kills the TM
+    right after checkpoint n's commit point is written, before any sink hears of it: the
+    commit point is in storage, and the process died by ``SIGKILL``. A point that never
+    fired would let a chaos test pass without the crash it asked for."""
+    script = ("import sys\n"
+              "from jstormpy.state_backends.file import FileBackend\n"
+              "from tests.unit.test_checkpoint_ids_record import checkpoint, new_core, "
+              "prepare_all\n"
+              "core = new_core(FileBackend(sys.argv[1]))\n"
+              "prepare_all(core)\n"
+              "checkpoint(core)\n"
+              "assert core.backend_io.wait_idle(10)\n")
+    env = dict(os.environ, JSTORM_FAULTS="master_after_metadata@1")
+    env.pop("JSTORM_FAULT_DIR", None)
+    done = subprocess.run([sys.executable, "-c", script, f"file://{tmp_path}"], env=env,
+                          cwd=Path(__file__).resolve().parents[2], check=False,
+                          capture_output=True, timeout=60)
+    assert done.returncode == -signal.SIGKILL, (done.returncode, done.stderr[-2000:])
+    assert FileBackend(f"file://{tmp_path}").list_completed() == [1]
 
 
 def test_retention_keeps_the_shared_files_a_retained_checkpoint_references(

@@ -191,3 +191,26 @@ def test_a_checkpoint_whose_floor_is_not_stored_is_aborted_and_the_next_one_comp
     told = drain(sessions)
     assert third in {m.complete.checkpoint_id for m in told
                      if m.WhichOneof("body") == "complete"}, told
+
+
+def test_each_completed_checkpoint_is_stored_as_the_floor_a_resumed_master_starts_from(
+        tmp_path: Path) -> None:
+    """The commit path's last step stores each completed checkpoint as the completed floor
+    (``meta/completed_checkpoint``) before a sink is told to commit it, so a resumed TM
+    refuses a listing that lacks it: the floor follows every checkpoint, not only a
+    recovery's restore."""
+    from jstormpy.state_backends.base import COMPLETED_META
+
+    backend = FileBackend(f"file://{tmp_path}")
+    core = new_core(backend)  # type: ignore[arg-type]  # any FileBackend
+    sessions, _ = prepare_all(core)
+    for _ in range(2):
+        cid = checkpoint(core)
+        assert core.backend_io.wait_idle(10)
+        assert cid in {m.complete.checkpoint_id for m in drain(sessions)
+                       if m.WhichOneof("body") == "complete"}
+        assert backend.get_meta(COMPLETED_META) == str(cid).encode(), (
+            f"checkpoint {cid} completed, but the stored floor is "
+            f"{backend.get_meta(COMPLETED_META)!r}")
+    resumed = new_core(FileBackend(f"file://{tmp_path}"), resume=True)  # type: ignore[arg-type]
+    assert resumed.checkpoints.completed_floor == cid

@@ -209,6 +209,10 @@ def test_a_workers_answer_to_a_prepare_is_one_order_of_values():
     assert steps(order, 2) == (StopTasks(3), TakeGeneration(3), ReadSnapshots({1: "h1"}),
                                BuildTasks((1, 2)), RestoreSinks(), AnswerReady())
     assert steps(order, 4) == ()
+    # a Prepare of the generation the worker runs is no stale one: an at_most_once worker
+    # that registers again in its generation gets a partial Prepare of it
+    assert steps(PrepareOrder(3, (1,), partial=True), 3) == (
+        TakeGeneration(3), ReadSnapshots({}), BuildTasks((1,)), RestoreSinks(), AnswerReady())
     for step in steps(order, 2):
         with pytest.raises(dataclasses.FrozenInstanceError):
             step.generation = 5  # type: ignore[misc, union-attr]
@@ -274,3 +278,93 @@ def test_a_task_that_fails_to_build_is_the_prepares_answer_not_the_workers_crash
     with pytest.raises(RuntimeError, match="a bug of the runtime"):
         perform_prepare(PrepareOrder(3, (2, 1)), bug)
     assert bug.answers == []
+
+
+def test_of_several_snapshot_reads_that_fail_the_first_to_answer_is_the_prepares_answer():
+    """``runtime/prepare_steps.py``: where the reads answer later (the simulator's storage
+    events), every read of a Prepare is issued and several may fail. The Prepare is
+    answered once, when the last read answered, with the first failure: here task 2's
+    corrupt snapshot (the TM then falls back to an older checkpoint), not task 1's later
+    storage error (a failure, counted against the restart strategy)."""
+    from jstormpy.api.errors import BackendError, CorruptSnapshotError
+    from jstormpy.runtime.prepare_steps import PrepareOrder, Ready
+    from jstormpy.runtime.prepare_steps import perform as perform_prepare
+
+    class ReadsLater:
+        generation = 2
+
+        def __init__(self) -> None:
+            self.reads: dict[int, typing.Callable[[object, BaseException | None], None]] = {}
+            self.answers: list[Ready] = []
+            self.built: list[int] = []
+
+        def stop_tasks(self, generation: int) -> None:
+            pass
+
+        def take_generation(self, generation: int) -> None:
+            pass
+
+        def read_snapshot(self, task_id, handle, then) -> None:  # type: ignore[no-untyped-def]
+            self.reads[task_id] = then
+
+        def current(self, generation: int) -> bool:
+            return True
+
+        def begin_build(self, tasks) -> None:  # type: ignore[no-untyped-def]
+            pass
+
+        def build_task(self, task_id: int, snapshot: object) -> None:
+            self.built.append(task_id)
+
+        def built(self, tasks) -> None:  # type: ignore[no-untyped-def]
+            pass
+
+        def sinks(self) -> list[int]:
+            return []
+
+        def restore_sink(self, task_id: int) -> None:
+            pass
+
+        def answerable(self, error: Exception) -> bool:
+            return True
+
+        def ready(self, ready: Ready) -> None:
+            self.answers.append(ready)
+
+    port = ReadsLater()
+    perform_prepare(PrepareOrder(3, (1, 2, 3), {1: "h1", 2: "h2", 3: "h3"}), port)
+    assert sorted(port.reads) == [1, 2, 3] and port.answers == []
+    port.reads[2](None, CorruptSnapshotError("chk-7/task-2: checksum mismatch"))
+    port.reads[3](b"state", None)
+    assert port.answers == []  # task 1's read has not answered yet
+    port.reads[1](None, BackendError("chk-7/task-1: connection reset"))
+    assert port.answers == [Ready(3, False, True,
+                                  "CorruptSnapshotError: chk-7/task-2: checksum mismatch", 2)]
+    assert port.built == []
+
+
+def test_a_workers_answer_to_the_recovery_is_met_with_values():
+    """``recovery_steps.worker_ready``: each outcome of a worker's Ready (wait for the
+    others, start all, fall back past a corrupt snapshot, fail the generation) is a
+    value, as the plan's steps are: equal ones compare and hash alike, so a performer may
+    keep and compare them, and none can be changed once handed out."""
+    from jstormpy.master.coordinator import CheckpointCoordinator
+    from jstormpy.master.recovery_steps import ReadyOutcome, worker_ready
+
+    c = CheckpointCoordinator(stateful=True, max_concurrent=1, timeout_s=10.0,
+                              tolerable_timeouts=1)
+    c.set_layout({1: "spout", 2: "sink"}, spout_tasks=[1], sink_tasks=[2])
+    c.new_generation(1)
+    ready: set[int] = set()
+    common = {"target": 4, "workers": 2, "base": 4, "now": 1.0}
+    outcomes = [worker_ready(c, ready, 0, ok=True, corrupt=False, **common),
+                worker_ready(c, ready, 1, ok=True, corrupt=False, **common),
+                worker_ready(c, set(), 0, ok=False, corrupt=False, **common),
+                worker_ready(c, set(), 0, ok=False, corrupt=True, **common)]
+    assert {type(o) for o in outcomes} == set(typing.get_args(ReadyOutcome))
+    for outcome in outcomes:
+        copy = dataclasses.replace(outcome)
+        assert outcome == copy and hash(outcome) == hash(copy)
+        name = next((f.name for f in dataclasses.fields(outcome)), "checkpoint_id")
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(outcome, name, 5)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -238,11 +239,26 @@ def grpc(action: str) -> str:
     return "".join(list(action))
 
 
+@dataclass(frozen=True)
+class SwitchSeen:
+    """When the test saw a switch's steps (``time.monotonic``): its quiescent checkpoint
+    triggered and acked, the batch told to stop, the last of the batch registering (before
+    and after the call) and its last Ready (before and after)."""
+
+    triggered: float
+    acked: float
+    stopping: float
+    registering: float
+    registered: float
+    readying: float
+    ready: float
+
+
 def switch(core: MasterCore, sessions: dict[int, WorkerSession], batch: list[int]
-           ) -> tuple[float, float, float]:
+           ) -> SwitchSeen:
     """Drive the switch of ``batch`` the controller started: its quiescent checkpoint
     acked, the batch restarting on its assigned code, restoring, resuming. Returns when
-    the test saw the checkpoint triggered, acked, and the batch told to stop."""
+    the test saw each step."""
     wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "quiescing", "quiescing")
     triggered = time.monotonic()
     quiescent = core.upgrade.checkpoint_id
@@ -252,16 +268,21 @@ def switch(core: MasterCore, sessions: dict[int, WorkerSession], batch: list[int
     acked = time.monotonic()
     wait_until(lambda: (core.tick(), core.upgrade.phase)[1] == "stopping", "stopping")
     stopping = time.monotonic()
+    registering = registered = readying = ready = 0.0
     for w in batch:
         assert next_message(sessions[w], "shutdown").shutdown.exit_code == 75
+        registering = time.monotonic()
         sessions[w] = register(core, w, core.upgrade.version_of(w), core.generation)
+        registered = time.monotonic()
     for w in batch:
         prepare = next_message(sessions[w], "prepare").prepare
         assert prepare.partial
+        readying = time.monotonic()
         core.on_ready(pb.Ready(worker_id=w, generation=core.generation, ok=True))
+        ready = time.monotonic()
     for w in sorted(set(sessions) - set(batch)):
         assert next_message(sessions[w], "resume").resume.generation == core.generation
-    return triggered, acked, stopping
+    return SwitchSeen(triggered, acked, stopping, registering, registered, readying, ready)
 
 
 def gray_master(tmp_path: Path, guarantee: str = "exactly_once",
@@ -310,17 +331,20 @@ def test_a_gray_release_from_start_to_complete(tmp_path: Path) -> None:
 
     before = time.monotonic()
     core.upgrade.request(grpc("continue"), workers=[0])
-    triggered, acked, stopping = switch(core, sessions, [0])
+    seen = switch(core, sessions, [0])
     after = time.monotonic()
     record = core.upgrade.status()["switches"][-1]
     assert record["kind"] == "upgrade" and record["workers"] == [0]
     # the quiescent checkpoint's time covers what the test saw of it, and no more than
     # from the request to the stop (rounded to 0.1 ms)
-    assert (acked - triggered) * 1000 - 0.05 <= record["quiesce_ms"] \
-        <= (stopping - before) * 1000 + 0.05, record
+    assert (seen.acked - seen.triggered) * 1000 - 0.05 <= record["quiesce_ms"] \
+        <= (seen.stopping - before) * 1000 + 0.05, record
     # the switch's whole time covers its trigger to its stop, and no more than the request
-    assert (stopping - triggered) * 1000 - 0.05 <= record["total_ms"] \
+    assert (seen.stopping - seen.triggered) * 1000 - 0.05 <= record["total_ms"] \
         <= (after - before) * 1000 + 0.05, record
+    # the restore, from the batch registered to its Ready, is the time between the calls
+    assert (seen.readying - seen.registered) * 1000 - 0.05 <= record["restore_ms"] \
+        <= (seen.ready - seen.registering) * 1000 + 0.05, record
     # every step time of the switch is in milliseconds to 0.1 ms, as the history shows it
     times = ("pause_ms", "total_ms", "quiesce_ms", "restart_ms", "restore_ms")
     assert all(record[k] == round(record[k], 1) for k in times), record
