@@ -38,6 +38,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from rmw_cache_probe import MAX_PARALLELISM, build  # noqa: E402
+from rmw_store_bench import thread_cpu  # noqa: E402
 
 from jstormpy import state_store  # noqa: E402
 from jstormpy.state_store import db_key, encode, parse_statistics, rocksdict_module  # noqa: E402
@@ -79,20 +80,6 @@ CANDIDATES: dict[str, Callable[[Any, Any], None]] = {
     "multiplier5": lambda rd, o: o.set_max_bytes_for_level_multiplier(5.0),
     "static-levels": lambda rd, o: o.set_level_compaction_dynamic_level_bytes(False),
 }
-
-
-def thread_cpu() -> dict[str, float]:
-    """CPU seconds of this process's threads by name."""
-    out: dict[str, float] = {}
-    tick = os.sysconf("SC_CLK_TCK")
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            name = (task / "comm").read_text().strip()
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
-    return out
 
 
 def written_options(path: Path) -> dict[str, str]:
