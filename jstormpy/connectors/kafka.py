@@ -305,9 +305,15 @@ def read_commit_log(bootstrap_servers: str, log_topic: str, transactional_id: st
         except (OSError, ValueError) as exc:
             raise SinkError(f"KafkaSink {transactional_id}: reading the commit log "
                             f"{log_topic!r} through its markers failed: {exc}") from exc
-    c = (consumer or ck.Consumer)({
-        "bootstrap.servers": bootstrap_servers, "group.id": "jstorm-commit-log",
-        "enable.auto.commit": False, "isolation.level": "read_committed", "log_level": 3})
+    def open_consumer(isolation: str) -> Any:
+        return (consumer or ck.Consumer)({
+            "bootstrap.servers": bootstrap_servers, "group.id": "jstorm-commit-log",
+            "enable.auto.commit": False, "isolation.level": isolation, "log_level": 3})
+
+    c = open_consumer("read_committed")
+    # the ends are asked as a read_uncommitted client asks them: the high watermark, past
+    # open transactions (a read_committed client's end offset is the last stable offset)
+    ends = open_consumer("read_uncommitted")
     try:
         md = c.list_topics(log_topic, timeout=timeout)
         meta = md.topics.get(log_topic)
@@ -316,7 +322,7 @@ def read_commit_log(bootstrap_servers: str, log_topic: str, transactional_id: st
         ids: list[int] = []
         for p in sorted(meta.partitions):
             tp = ck.TopicPartition(log_topic, p)
-            low, high = c.get_watermark_offsets(tp, timeout=timeout)
+            low, high = ends.get_watermark_offsets(tp, timeout=timeout, cached=False)
             if high <= low:
                 continue
             c.assign([ck.TopicPartition(log_topic, p, low)])
@@ -344,6 +350,7 @@ def read_commit_log(bootstrap_servers: str, log_topic: str, transactional_id: st
                         "unknown. Retry the restore, or set commit_log_read='markers'")
         return ids
     finally:
+        ends.close()
         c.close()
 
 

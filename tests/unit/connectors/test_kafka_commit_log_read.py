@@ -49,21 +49,25 @@ class BrokerLog:
 class ReadCommittedConsumer:
     """The calls ``read_commit_log`` makes, answered as a real broker answers a
     ``read_committed`` consumer: nothing at or past the last stable offset; aborted
-    records skipped; the position steps over markers up to the last stable offset."""
-
-    def __init__(self, log: BrokerLog) -> None:
-        self.log = log
+    records skipped; the position steps over markers up to the last stable offset; the end
+    offset it is told is the last stable offset (a ``read_uncommitted`` one's: the high
+    watermark)."""
 
     def __call__(self, conf: dict[str, Any]) -> ReadCommittedConsumer:
-        assert conf["isolation.level"] == "read_committed"
-        return self
+        return ReadCommittedConsumer(self.log, conf["isolation.level"])
+
+    def __init__(self, log: BrokerLog, isolation: str = "read_committed") -> None:
+        self.log, self.isolation = log, isolation
 
     def list_topics(self, topic: str, timeout: float) -> Any:
         meta = SimpleNamespace(partitions={0: None}, error=None)
         return SimpleNamespace(topics={topic: meta})
 
-    def get_watermark_offsets(self, tp: Any, timeout: float) -> tuple[int, int]:
-        return 0, self.log.high
+    def get_watermark_offsets(self, tp: Any, timeout: float,
+                              cached: bool = False) -> tuple[int, int]:
+        # as a broker answers ListOffsets: a read_committed client's end is the last
+        # stable offset, a read_uncommitted client's the high watermark
+        return 0, (self.log.stable() if self.isolation == "read_committed" else self.log.high)
 
     def assign(self, tps: list[Any]) -> None:
         self.log.fetched = tps[0].offset
@@ -74,6 +78,7 @@ class ReadCommittedConsumer:
                                offset=lambda r=r: r.offset)
                for r in self.log.records
                if self.log.fetched <= r.offset < stable and r.txn == "committed"]
+        assert self.isolation == "read_committed", "the entries are read committed only"
         if self.log.fetched < stable:
             self.log.fetched = stable
             if out:
