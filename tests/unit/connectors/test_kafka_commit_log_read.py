@@ -7,7 +7,7 @@ cluster; the simulator found the hole (docs/simulation.md)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
@@ -26,9 +26,6 @@ class Record:
     value: str
     txn: str  # "committed", "aborted" or "open"
 
-    def error(self) -> None:
-        return None
-
     def key_bytes(self) -> bytes:
         return self.key.encode()
 
@@ -40,7 +37,7 @@ class BrokerLog:
     high: int
     open_ends_after: int | None  # the open transaction aborts after this many empty fetches
     empty_fetches: int = 0
-    fetched: int = field(default=0)  # the consumer's position
+    fetched: int = 0  # the consumer's position
 
     def stable(self) -> int:
         return min((r.offset for r in self.records if r.txn == "open"), default=self.high)
