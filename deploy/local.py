@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jstormpy import pickling
+from jstormpy import compiled, pickling
 from jstormpy.api.config import Config, as_config
 from jstormpy.api.errors import ConfigError, JStormError, TopologyError, TopologyStopped
 from jstormpy.api.failure import (
@@ -546,6 +546,7 @@ class LocalCluster:
         self.home = Path(home) if home else jstorm_home()
         self.env = dict(env or {})
         self.handles: list[TopologyHandle] = []
+        compiled.announce()  # once per process: the record path is not compiled
         # fork the TM and workers from a pre-imported zygote (``fork=False`` or
         # JSTORM_FORKSERVER=0: start each process cold)
         self.fork = fork

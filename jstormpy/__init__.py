@@ -6,6 +6,10 @@ Example:
 
 from __future__ import annotations
 
+from jstormpy import compiled
+
+compiled.install_fallback()  # JSTORM_PURE_PYTHON=1: before anything imports the record path
+
 from jstormpy import moved_modules
 from jstormpy.api.batch import Batch
 from jstormpy.api.component import Bolt, Spout, TopologyContext, Tuple

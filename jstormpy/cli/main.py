@@ -607,6 +607,15 @@ def cmd_testing(args: argparse.Namespace) -> int:
 NAME_HELP = "the topology's name (see `jstorm list`)"
 
 
+def cmd_version(args: argparse.Namespace) -> int:
+    """``jstorm version``: the version and whether the record path runs compiled."""
+    from jstormpy import compiled
+    from jstormpy.version import __version__
+
+    print(f"jstorm {__version__}, {compiled.describe()}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for docs and tests)."""
     p = argparse.ArgumentParser(prog="jstorm", description=__doc__.split("\n\n")[0]
@@ -615,6 +624,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="log level of this command's own messages (default WARNING); a "
                         "running topology's: `jstorm loglevel` or Config.log_level")
     sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("version", help="print the version and whether the record path runs "
+                   "compiled (docs/performance.md)").set_defaults(func=cmd_version)
     r = sub.add_parser(
         "run", help="run the topology a file defines on this machine",
         description="Run the topology FILE defines, on this machine (or with its workers in "

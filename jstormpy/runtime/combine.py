@@ -38,6 +38,19 @@ log = logging.getLogger(__name__)
 
 _MISSING = object()
 
+
+def _sole_holder_refs() -> int:
+    """What ``sys.getrefcount`` reports, in this module, for an object that only a local
+    variable holds: 2 interpreted (the variable and the call's argument), 1 when Cython
+    compiled the module (its calls borrow their arguments; ``jstormpy/compiled.py``). The
+    reuse checks compare against it, so a record the user kept is never overwritten."""
+    refs = sys.getrefcount
+    probe = object()
+    return refs(probe)
+
+
+_SOLE = _sole_holder_refs()
+
 SendFn = Callable[[int, tuple[Any, ...]], None]
 
 
@@ -169,6 +182,7 @@ class PartialBuffers:
         add = self.aggregation.add
         make = self.make_tuple
         refs = sys.getrefcount
+        sole = _SOLE
         missing = _MISSING
         ki = self.key_index
         k0 = ki[0]
@@ -177,8 +191,8 @@ class PartialBuffers:
         n = 0
         try:
             for values in rows:
-                # 2 references (this variable and the argument): add() kept none of it
-                if tup is None or refs(tup) > 2:
+                # only this variable holds it (_SOLE): add() kept none of it
+                if tup is None or refs(tup) > sole:
                     tup = make(values)
                 else:
                     tup.values = values
@@ -204,6 +218,7 @@ class PartialBuffers:
         add = self.aggregation.add
         make = self.make_tuple
         refs = sys.getrefcount
+        sole = _SOLE
         missing = _MISSING
         ki = self.key_index
         k0 = ki[0]
@@ -238,7 +253,7 @@ class PartialBuffers:
                         got = panes[lo] = {}
                     accs = got
                     get = accs.get
-                if tup is None or refs(tup) > 2:
+                if tup is None or refs(tup) > sole:
                     tup = make(values)
                 else:
                     tup.values = values

@@ -125,3 +125,48 @@ def test_an_example_runs_to_drained(installed: tuple[Path, Path, dict[str, str]]
     out = _run([str(bin_dir / "jstorm"), "run", str(example), "--timeout", "240"],
                outside, env, 300)
     assert "drained" in out, out[-2000:]
+
+
+def test_the_wheel_runs_the_compiled_record_path(
+        installed: tuple[Path, Path, dict[str, str]]) -> None:
+    """The wheel step compiled the record path (``jstormpy/compiled.py``) and the
+    installed package imports the extension modules, not their sources."""
+    bin_dir, outside, env = installed
+    site = next(bin_dir.parent.glob("lib/python*/site-packages/jstormpy/runtime"))
+    for name in ("routing", "combine"):
+        assert list(site.glob(f"{name}.cpython-*.so")), f"{name} not compiled into the wheel"
+    out = _run([str(bin_dir / "jstorm"), "version"], outside, env, 120)
+    assert "record path compiled (Cython): routing, combine" in out, out
+
+
+def test_an_sdist_installs_without_a_compiler_as_pure_python(
+        installed: tuple[Path, Path, dict[str, str]],
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No C compiler (``CC=/bin/false``): the sdist still installs, runs its record path as
+    pure Python, and a run says so in one line, once."""
+    wheel_bin, outside, env = installed
+    root = tmp_path_factory.mktemp("sdist")
+    _run([sys.executable, "setup.py", "-q", "sdist", "-d", str(root / "dist")], CHECKOUT,
+         env, 300)
+    sdists = list((root / "dist").glob("jstormpy-*.tar.gz"))
+    assert len(sdists) == 1, sdists
+    venv.create(root / "venv", with_pip=True)
+    bin_dir = root / "venv" / "bin"
+    # the dependencies: the wheel's venv's (only jstormpy itself comes from the sdist)
+    deps = next(wheel_bin.parent.glob("lib/python*/site-packages"))
+    own = next((root / "venv").glob("lib/python*/site-packages"))
+    (own / "zz_wheel_venv_deps.pth").write_text(f"{deps}\n")
+    _run([str(bin_dir / "python"), "-m", "pip", "install", "-q", "--no-deps",
+          "--disable-pip-version-check", str(sdists[0])], outside, {**env, "CC": "/bin/false"},
+         600)
+    assert not list(own.glob("jstormpy/runtime/*.so"))
+    out = _run([str(bin_dir / "jstorm"), "version"], outside, env, 120)
+    assert "record path pure Python (not compiled" in out, out
+    example = outside / "wordcount_sdist.py"
+    example.write_text((CHECKOUT / "examples" / "wordcount.py").read_text())
+    proc = subprocess.run([str(bin_dir / "jstorm"), "run", str(example), "--timeout", "240"],
+                          cwd=outside, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert proc.returncode == 0 and "drained" in proc.stdout, proc.stderr[-2000:]
+    notices = [line for line in proc.stderr.splitlines() if "pure Python" in line]
+    assert len(notices) == 1, proc.stderr[-2000:]

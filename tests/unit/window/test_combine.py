@@ -380,3 +380,37 @@ def test_emit_batch_and_a_two_field_key_combine_too() -> None:
         bolt.on_inputs_finished()
     got = sorted((tuple(row[0]), row[3]) for c in cols.values() for _, row in c.emitted)
     assert got == [(("a", 1), 10), (("a", 2), 5), (("b", 1), 5)]
+
+
+def test_records_an_add_keeps_keep_their_values() -> None:
+    """The sender's fold reuses its record object only when ``add`` kept no reference to
+    it: an accumulator holding the records sees each one's own values, compiled
+    (``jstormpy/compiled.py``: Cython's calls hold one reference fewer) or not."""
+
+    class Keeps(WindowedBolt):
+        window = TumblingWindows(10)
+        time = "ingestion"
+        key = "word"
+
+        def create(self) -> tuple:
+            return ()
+
+        def add(self, acc: tuple, tup: Tuple) -> tuple:
+            return (*acc, tup)
+
+        def merge(self, a: tuple, b: tuple) -> tuple:
+            return a + b
+
+        def result(self, k: Any, window: Any, acc: tuple) -> tuple:
+            return acc
+
+    w = Wiring(Keeps, True, 512)
+    words = ["a", "b", "a", "c", "a", "b"]
+    for n, word in enumerate(words):
+        w.route.add((word, n))
+    w.route.flush()
+    kept = {k: [(t["word"], t["n"]) for t in acc]
+            for _dst, (_s, _k, _st, (keys, accs, _records)) in w.sent
+            for k, acc in zip(keys, accs, strict=True)}
+    assert kept == {word: [(word, n) for n, x in enumerate(words) if x == word]
+                    for word in set(words)}
