@@ -16,7 +16,7 @@ from jstormpy import compiled
 # split -> (fields, combined before the shuffle) -> ingestion-time window -> FileSink: the
 # records cross the fused emit (routing) and the sender's fold (combine) once each
 SCRIPT = r'''
-import json, sys
+import json, os, sys
 from jstormpy import Bolt, Config, Fields, FileSink, LocalCluster, Spout, TopologyBuilder
 from jstormpy import compiled, read_committed
 from jstormpy.window import TumblingWindows, WindowedBolt
@@ -53,6 +53,15 @@ class Lines(Spout):
 class Split(Bolt):
     outputs = ("word",)
 
+    def __init__(self, probe):
+        self.probe = probe
+
+    def prepare(self, conf, context):
+        # what this worker runs: the record path's modules as it imported them
+        mods = [sys.modules[m].__file__ for m in compiled.COMPILED]
+        with open(f"{self.probe}-workers-{os.getpid()}.json", "w") as fh:
+            json.dump(mods, fh)
+
     def execute(self, tup):
         for w in tup.values[0].split():
             self.emit((w,))
@@ -79,14 +88,16 @@ class FinalCount(WindowedBolt):
 out = sys.argv[1]
 b = TopologyBuilder("compiled-path")
 b.set_spout("lines", Lines(), parallelism=2)
-b.set_bolt("split", Split, parallelism=2).shuffle_grouping("lines")
+b.set_bolt("split", Split(out), parallelism=2).shuffle_grouping("lines")
 b.set_bolt("count", FinalCount, parallelism=2).fields_grouping("split", Fields("word"))
 b.set_bolt("sink", FileSink(out, format="jsonl"), parallelism=1).shuffle_grouping("count")
 with LocalCluster() as cluster:
     cluster.submit(b.build(), Config(workers=2, guarantee="exactly_once",
                                      checkpoint_interval_ms=200)).wait(timeout=120)
 rows = sorted((r["key"], r["result"]) for r in read_committed(out))
-print(json.dumps({"path": compiled.describe(), "rows": rows,
+import glob
+workers = [json.load(open(f)) for f in glob.glob(f"{out}-workers-*.json")]
+print(json.dumps({"path": compiled.describe(), "rows": rows, "workers": workers,
                   "expected": sorted(__import__("collections").Counter(
                       w for (line,) in LINES for w in line.split()).items())}))
 '''
@@ -112,8 +123,14 @@ def test_the_pure_python_fallback_counts_what_the_compiled_path_counts(tmp_path:
         pytest.skip("JSTORM_PURE_PYTHON=1: only the fallback runs here")
     both = {name: _run(tmp_path, name, name == "pure") for name in ("native", "pure")}
     assert both["pure"]["path"] == "record path pure Python (JSTORM_PURE_PYTHON=1)"
+    # the workers (forked by the zygote) run what the launcher runs
+    pure_files = [f for files in both["pure"]["workers"] for f in files]
+    assert pure_files and all(f.endswith(".py") for f in pure_files), pure_files
     if all(compiled.status().values()):  # an install that compiled them: both ways ran
         assert both["native"]["path"].startswith("record path compiled (Cython)")
+        native_files = [f for files in both["native"]["workers"] for f in files]
+        assert native_files and not any(f.endswith(".py") for f in native_files), \
+            native_files
     expected = [list(pair) for pair in both["pure"]["expected"]]
     assert sum(c for _, c in expected) > 10_000
     assert both["pure"]["rows"] == expected
