@@ -84,6 +84,7 @@ def _serve(args: argparse.Namespace, run_dir: Path) -> int:
         core.run or "a run started before run identities (no run namespace)")
     core.upgrade.attach_run_dir(run_dir)  # code packages for gray release
     core.rescale.attach_run_dir(run_dir)  # topology files for in-place rescale
+    core.resolve_ahead()  # the first generation's restore stores, while the workers start
     stop = threading.Event()
     service = TopologyMasterService(core, (run_dir / "topology.pkl").read_bytes(),
                                     json.dumps(config.to_dict()), descriptor_json, stop.set)

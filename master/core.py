@@ -255,9 +255,14 @@ class MasterCore:
         self.recovery.begin_generation(reason, target, count_restart)
 
     def maybe_prepare_all(self) -> None:
-        """Every worker is registered: resolve what to restore, then send the Prepares
-        (``MasterRecovery.maybe_prepare_all``)."""
+        """Resolve what to restore, then, once every worker is registered, send the
+        Prepares (``MasterRecovery.maybe_prepare_all``)."""
         self.recovery.maybe_prepare_all()
+
+    def resolve_ahead(self) -> None:
+        """Taken over, before serving: resolve the first generation's restore while the
+        workers start (``MasterRecovery.resolve_ahead``)."""
+        self.recovery.resolve_ahead()
 
     def on_ready(self, msg: Any) -> None:
         """A worker finished Prepare."""

@@ -177,6 +177,8 @@ class MasterRecovery:
         self.retry_prepare_at: float | None = None
         self.ready: set[int] = set()
         self.preparing: int | None = None  # generation whose restore is being resolved
+        # generation whose restore was decided before its last worker registered (held)
+        self.held: int | None = None
         self.restarts = 0
         # restart strategy and deterministic-error check (master/restart.py)
         self.restart_tracker = RestartTracker(host.config.restart(), host.config.max_restarts)
@@ -269,15 +271,32 @@ class MasterRecovery:
         begin_generation(self.host.checkpoints, MasterGenerationPort(self), reason, target,
                          count_restart=count_restart)
 
+    def resolve_ahead(self) -> None:
+        """The TM took the run over and no worker registered yet: resolve the first
+        generation's restore now, on backend_io, while the workers start (its stores, a
+        write and two fsyncs each, are off the path to the first record). The generation
+        it resolves is the one the first registration begins, unless a worker reports a
+        later one (then this one is no longer current and stops); its outcome is held
+        until every worker registered (``recovery_steps``, ``RecoveryPort.hold``)."""
+        with self.host.lock:
+            if self.host.state != TopologyState.STARTING or self.preparing is not None:
+                return
+            self.preparing = generation = self.generation + 1
+            target = LATEST if self.host.resume else None
+            bad, floor = set(self.host.checkpoints.bad), self.host.checkpoints.layout_floor
+        self.host.backend_io.submit(lambda: self._resolve_restore(generation, target, bad,
+                                                                  floor))
+
     def maybe_prepare_all(self) -> None:
-        """Every worker is registered: resolve what to restore (on backend_io, off the
-        lock), then send the Prepares."""
+        """Resolve what to restore (on backend_io, off the lock), then, once every worker
+        is registered, send the Prepares."""
         checkpoints = self.host.checkpoints
         gate = may_resolve(registered=len(self.host.alive_sessions()),
                            workers=self.host.config.workers,
                            resolving=self.preparing == self.generation,
                            committing=bool(checkpoints.committing),
-                           backed_off=self.restart_tracker.due())
+                           backed_off=self.restart_tracker.due(),
+                           held=self.held == self.generation)
         if gate == Gate.BACKING_OFF:  # the restart strategy's back-off: tick() comes back
             self.retry_prepare_at = self.restart_tracker.restart_at
         if gate != Gate.GO:
@@ -436,8 +455,16 @@ class MasterRecoveryPort:
         return self.recovery.host.lock
 
     def current(self) -> bool:
-        return (self.generation == self.recovery.generation
-                and self.recovery.host.state == TopologyState.RECOVERING)
+        recovery = self.recovery
+        if recovery.host.state == TopologyState.STARTING:  # resolve_ahead's generation
+            return self.generation == recovery.generation + 1
+        return (self.generation == recovery.generation
+                and recovery.host.state == TopologyState.RECOVERING)
+
+    def may_prepare(self) -> bool:
+        recovery = self.recovery
+        return (recovery.host.state == TopologyState.RECOVERING
+                and len(recovery.host.alive_sessions()) >= recovery.host.config.workers)
 
     def put_generation(self, generation: int,
                        then: Callable[[BaseException | None], None]) -> None:
@@ -505,6 +532,11 @@ class MasterRecoveryPort:
         recovery.preparing = None
         log.error("checkpoint %s unusable (%s); falling back", checkpoint_id, why)
         recovery.begin_recovery(f"checkpoint {checkpoint_id} unusable", count_restart=False)
+
+    def hold(self) -> None:
+        recovery = self.recovery
+        recovery.preparing = None
+        recovery.held = self.generation
 
     def prepare(self, prepare: Prepare) -> None:
         recovery = self.recovery

@@ -13,7 +13,10 @@
    an unusable checkpoint is marked bad before the coordinator learns the listing (its
    floor rises to it), then the coordinator learns what was listed and restored, then the
    outcome: wait and try again, fail the topology, recover again one checkpoint lower, or
-   send the Prepares with the ids they resume after (:func:`prepare_ids`).
+   send the Prepares with the ids they resume after (:func:`prepare_ids`) -- or, when a
+   worker is still to register, **hold**: nothing is sent and the coordinator learns
+   nothing; the last registration performs the plan again, with its stores already
+   made, and settles that one.
 
 :func:`perform` is the one driver. ``MasterCore`` (its BackendIO thread, synchronously;
 master/core.py) and the simulator's TM (simulated storage, asynchronously;
@@ -21,12 +24,13 @@ jstormpy/testing/simulation) are each a :class:`RecoveryPort`: storage calls, th
 whether the recovery is still current, and what each outcome does to their processes.
 
 Around that driver, the recovery's two other decisions, shared the same way:
-:func:`may_resolve` (when the restore may begin: every worker registered, no restore of
-this generation under way, no commit point's outcome pending, the restart strategy's
-back-off over) and :func:`worker_ready` (a worker's answer to its Prepare: a corrupt
-snapshot marks the target bad and recovers again without counting a restart, another
-failure is a failure, and once every worker is ready the coordinator resumes above the
-prepared ids before any Start goes out).
+:func:`may_resolve` (when the restore may begin: no restore of this generation under
+way, no commit point's outcome pending, the restart strategy's back-off over, and every
+worker registered once one resolution was held: the stores run while the workers start)
+and :func:`worker_ready` (a worker's answer to its Prepare: a corrupt snapshot marks the
+target bad and recovers again without counting a restart, another failure is a failure,
+and once every worker is ready the coordinator resumes above the prepared ids before any
+Start goes out).
 
 Free of I/O (``tests/unit/test_pure_protocol.py``): no clock, threads or files.
 """
@@ -120,6 +124,10 @@ class RecoveryPort(Protocol):
     def generation_stored(self, generation: int) -> None:
         """``generation`` and the ids record are stored (under :meth:`locked`)."""
 
+    def may_prepare(self) -> bool:
+        """Every worker of the plan is registered to the generation under way: its
+        Prepares may go out now (under :meth:`locked`)."""
+
     def floor_stored(self, checkpoint_id: int) -> None:
         """``checkpoint_id`` is stored as the completed floor."""
 
@@ -136,6 +144,12 @@ class RecoveryPort(Protocol):
 
     def prepare(self, prepare: Prepare) -> None:
         """Send the Prepares."""
+
+    def hold(self) -> None:
+        """The restore is decided and everything it stores is stored, but a worker is
+        still to register (:meth:`may_prepare` said no): send nothing. The registration
+        that completes the set resolves the restore again (:func:`may_resolve`), then with
+        nothing left to store, so that the decision the Prepares carry is made after it."""
 
 
 def perform(plan: RestorePlan, coordinator: CheckpointCoordinator,
@@ -223,6 +237,9 @@ def _settle(plan: RestorePlan, outcome: RestoreAction, coordinator: CheckpointCo
     with port.locked():
         if not port.current():
             return
+        if isinstance(outcome, Restore) and not port.may_prepare():
+            port.hold()  # the coordinator learns nothing: the last registration resolves
+            return
         if isinstance(outcome, Unusable):  # bad before the floor rises to the listing
             coordinator.mark_bad(outcome.checkpoint_id)
         coordinator.recovery_resolved(
@@ -245,7 +262,7 @@ def _settle(plan: RestorePlan, outcome: RestoreAction, coordinator: CheckpointCo
 class Gate(StrEnum):
     """Whether a recovery's restore may begin now (:func:`may_resolve`)."""
 
-    WORKERS = "waits for every worker to register"
+    WORKERS = "was resolved ahead of the registrations and waits for every worker to register"
     RESOLVING = "its restore is under way already"
     COMMITTING = "waits for the outcome of a commit point being written"
     """A commit point still being written may land after the listing: its outcome first,
@@ -256,10 +273,17 @@ class Gate(StrEnum):
 
 
 def may_resolve(*, registered: int, workers: int, resolving: bool, committing: bool,
-                backed_off: bool = True) -> Gate:
+                backed_off: bool = True, held: bool = False) -> Gate:
     """Whether the restore of the generation under way may begin, in the order the
-    conditions are checked (``backed_off``: the restart strategy's back-off is over)."""
-    if registered < workers:
+    conditions are checked (``backed_off``: the restart strategy's back-off is over;
+    ``held``: a resolution of this generation ended in :meth:`RecoveryPort.hold`).
+
+    The restore begins before every worker registered: its stores (the generation, the
+    ids record, the epoch's restore, the floor) then overlap the workers' start, and its
+    outcome is held (:meth:`RecoveryPort.hold`) until the last registration resolves it
+    again, with nothing left to store. Nothing is sent on a decision made before the
+    last registration."""
+    if held and registered < workers:
         return Gate.WORKERS
     if resolving:
         return Gate.RESOLVING

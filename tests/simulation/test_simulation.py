@@ -131,15 +131,16 @@ def test_every_fault_for_the_ci_budget() -> None:
     assert sweep.seeds >= 1000, sweep.output
 
 
-SEED_ABANDONED = 320
+SEED_ABANDONED = 956
 """A seed of leader_deposed, listing_short, savepoint_into_used and shared_file_loss whose
 savepoint restore, on the ``staged`` sink, meets a transaction the first run discarded
-(found by a search of seeds 0-320 for that refusal; docs/simulation.md)."""
+(found by a search of seeds 0-956 for that refusal; docs/simulation.md; seed 320 until the
+TM resolved a restore before its workers registered, issue 36)."""
 
 
 def test_a_savepoint_restore_into_postgres_or_redis_output_refuses_an_abandoned_transaction(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Seed 320 of the faults seed 1032215 found it with (the Kafka-style ``log`` sink),
+    """Seed 956 of the faults seed 1032215 found it with (the Kafka-style ``log`` sink),
     with the ``staged`` sink (PostgreSQL, Redis) instead: the first run fell back past the
     savepoint's checkpoint before sink task 7 committed it, and discarded it. The restore
     refuses, naming the transaction; with the refusal removed (the commit finds nothing
@@ -201,14 +202,15 @@ def test_the_files_sink_runs_the_real_file_sink(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_part_file_write_that_errs_but_lands_stays_exactly_once() -> None:
-    """``write_error`` strikes FileSink's commit link too: at seed 117 the link of sink task
-    6's transaction 3 lands and reports EIO (seed 23's transaction 1 until the simulated
-    spouts reported their end of input, issue 36). The real sink raises its SinkError, the
+    """``write_error`` strikes FileSink's commit link too: at seed 1 the link of sink task
+    6's transaction 4 lands and reports EIO (seed 23's transaction 1 until the simulated
+    spouts reported their end of input, issue 36; seed 117's transaction 3 until the TM
+    resolved a restore before its workers registered). The real sink raises its SinkError, the
     task fails, the recovery's re-commit finds the part file published, and the output is
     exactly once (the run drains and its checks pass)."""
-    result = run_seed(117, (Fault.WRITE_ERROR,), trace_events=None)
+    result = run_seed(1, (Fault.WRITE_ERROR,), trace_events=None)
     notes = [str(e) for e in result.trace]
-    assert any("sink task 6 failed" in n and "cannot commit transaction 3" in n
+    assert any("sink task 6 failed" in n and "cannot commit transaction 4" in n
                and "after the link" in n for n in notes), notes[-20:]
     assert result.ok and result.outcome == "drained", result.violations
 
@@ -271,13 +273,14 @@ def test_the_log_sink_runs_the_real_kafka_sink(monkeypatch: pytest.MonkeyPatch) 
 
 def test_a_kafka_commit_that_errs_but_lands_stays_exactly_once() -> None:
     """``write_error`` strikes KafkaSink's flush and ``commit_transaction`` on the
-    simulated broker: at seed 1 sink task 7's commit of transaction 1 lands and reports an
-    error. The real sink raises its SinkError, the task fails, the recovery's re-commit of
+    simulated broker: at seed 1 sink task 6's commit of transaction 3 lands and reports an
+    error (task 7's transaction 1 until the TM resolved a restore before its workers
+    registered, issue 36). The real sink raises its SinkError, the task fails, the recovery's re-commit of
     the restored pending transaction finds it in the commit log and does not send it
     again: the run drains exactly once."""
     result = run_seed(1, (Fault.WRITE_ERROR,), trace_events=None, sink="log")
     notes = [str(e) for e in result.trace]
-    assert any("sink task 7 failed" in n and "commit of transaction 1 failed" in n
+    assert any("sink task 6 failed" in n and "commit of transaction 3 failed" in n
                and "after the commit landed" in n for n in notes), notes[-20:]
     assert result.ok and result.outcome == "drained", result.violations
 

@@ -47,6 +47,7 @@ class Port:
         self.generation = self.floor = 0
         self.outcome: tuple[str, Any] | None = None
         self.superseded_after = ""
+        self.registered = True  # every worker registered (may_prepare)
 
     def _answer(self, call: str) -> BaseException | None:
         self.calls.append(call)
@@ -61,6 +62,9 @@ class Port:
 
     def current(self) -> bool:
         return self.live
+
+    def may_prepare(self) -> bool:
+        return self.registered
 
     def put_generation(self, generation: int, then: Callable[[Any], None]) -> None:
         error = self._answer("generation")
@@ -105,6 +109,9 @@ class Port:
 
     def prepare(self, prepare: Prepare) -> None:
         self.outcome = ("prepare", prepare)
+
+    def hold(self) -> None:
+        self.outcome = ("hold", None)
 
 
 META = {4: {"tasks": {"0": {"handle": "h4"}}}, 5: {"tasks": {"0": {"handle": "h5"}}}}
@@ -183,14 +190,17 @@ def test_a_listing_short_of_the_completed_floor_waits() -> None:
 
 
 def gate(registered: int = 2, resolving: bool = False, committing: bool = False,
-         backed_off: bool = True) -> Gate:
+         backed_off: bool = True, held: bool = False) -> Gate:
     return may_resolve(registered=registered, workers=2, resolving=resolving,
-                       committing=committing, backed_off=backed_off)
+                       committing=committing, backed_off=backed_off, held=held)
 
 
 def test_the_restore_waits_for_workers_then_a_commit_outcome_then_the_back_off() -> None:
     assert gate() == Gate.GO
-    assert gate(registered=1, committing=True) == Gate.WORKERS
+    assert gate(registered=1) == Gate.GO  # its stores run while the workers start
+    assert gate(registered=1, held=True, committing=True) == Gate.WORKERS
+    assert gate(registered=2, held=True) == Gate.GO  # the last registration: again
+    assert gate(registered=1, committing=True) == Gate.COMMITTING
     assert gate(resolving=True) == Gate.RESOLVING
     assert gate(committing=True, backed_off=False) == Gate.COMMITTING
     assert gate(backed_off=False) == Gate.BACKING_OFF
@@ -217,3 +227,29 @@ def test_the_generation_starts_above_the_prepared_ids_once_every_worker_is_ready
     assert worker_ready(coord, ready, 1, ok=True, corrupt=False, target=7, workers=2,
                         base=9, now=0.0) == StartAll(9)
     assert coord.next_id == 10  # the first checkpoint of the generation
+
+
+def test_a_restore_decided_before_the_last_registration_stores_all_but_prepares_nobody() -> None:
+    """Resolved while a worker is still to register: everything a restarted TM needs is
+    stored, nothing is sent, and the coordinator learns nothing (its floor stays); the
+    resolution after the last registration stores nothing again and prepares from a
+    listing made then."""
+    port = Port([4, 5], META)
+    port.registered = False
+    coord, _ = recover(port)
+    assert port.calls == ["generation", "ids", "list", "read 5", "ids", "floor"]
+    assert port.outcome == ("hold", None)
+    assert port.meta["generation"] == 3 and port.meta["ids"]["epochs"] == {"2": 5}
+    assert port.meta["floor"] == 5
+    assert coord.completed_floor == 0 and 5 not in coord.restored  # nothing settled
+    # the last worker registers: the same generation is resolved again
+    port.calls, port.registered = [], True
+    port.completed = [4, 5, 6]  # what the listing shows now is what the Prepares restore
+    port.metadata[6] = {"tasks": {"0": {"handle": "h6"}}}
+    plan = RestorePlan(3, LATEST, stateful=True, persisted_generation=port.generation,
+                       completed_floor=coord.completed_floor, bad=coord.bad, epoch=2,
+                       epoch_starts=coord.epoch_starts, persisted_floor=port.floor)
+    perform(plan, coord, port)
+    assert port.calls == ["list", "read 6", "floor"]  # the generation and epoch: stored
+    assert port.outcome == ("prepare", Prepare(6, {0: "h6"}, 6, 6, [4, 5, 6]))
+    assert coord.completed_floor == 6

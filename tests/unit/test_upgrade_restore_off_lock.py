@@ -422,9 +422,12 @@ def test_a_switch_whose_quiescent_commit_point_is_malformed_rolls_back_with_the_
     assert f"quiescent checkpoint {quiescent} unreadable" in status["error"], status["error"]
     assert "'task-" in status["error"], status["error"]
     # the restarted worker got no restore: a recovery restores every worker, named after
-    # the rollback (else worker 1 waits for a Prepare for ever)
-    assert core.generation == generation + 1
-    assert core.recovery_reason.startswith("upgrade aborted: "), core.recovery_reason
+    # the rollback (else worker 1 waits for a Prepare for ever). Its restore is resolved
+    # while worker 1 restarts: it finds the same malformed commit point and falls back,
+    # one generation later, past it
+    assert core.generation in (generation + 1, generation + 2)
+    assert core.recovery_reason.startswith(
+        ("upgrade aborted: ", f"checkpoint {quiescent} unusable")), core.recovery_reason
 
 
 def test_of_two_upgrades_started_together_the_second_to_load_is_refused(

@@ -1177,7 +1177,12 @@ class _GenerationPort:
     def recovering(self, generation: int, target: int | None, reason: str) -> None:
         tm = self.tm
         tm.generation = generation
-        tm.recovery = Recovery(generation, target)
+        ahead = tm.recovery
+        if not (tm.state == TopologyState.STARTING and ahead is not None
+                and ahead.generation == generation and ahead.target == target):
+            # as MasterCore: the restore resolved ahead (SimMaster.resolve_ahead) goes on
+            # as this generation's, when it is the one that begins
+            tm.recovery = Recovery(generation, target)
         tm.state = TopologyState.RECOVERING
         tm.sim.world.note(f"TM: generation {generation}: {reason}")
 
@@ -1221,6 +1226,10 @@ class _RecoveryPort:
 
     def current(self) -> bool:
         return self.tm.alive and self.rec is self.tm.recovery
+
+    def may_prepare(self) -> bool:
+        tm = self.tm
+        return tm.state == TopologyState.RECOVERING and len(tm.registered) >= WORKERS
 
     def put_generation(self, generation: int,
                        then: Callable[[BaseException | None], None]) -> None:
@@ -1272,6 +1281,12 @@ class _RecoveryPort:
     def recover_again(self, checkpoint_id: int, why: str) -> None:
         self.tm.begin_recovery(f"checkpoint {checkpoint_id} unusable")
 
+    def hold(self) -> None:
+        self.sim.world.note(f"TM: restore of generation {self.rec.generation} held: a worker "
+                            "is to register")
+        self.rec.plan = None
+        self.rec.held = True
+
     def prepare(self, prepare: Prepare) -> None:
         tm, sim, rec = self.tm, self.sim, self.rec
         if prepare.target is not None:
@@ -1292,6 +1307,7 @@ class Recovery:
     target: int | None
     plan: RestorePlan | None = None
     resolved: bool = False  # its Prepares went out (MasterCore.prepared_generation)
+    held: bool = False  # resolved before every worker registered (MasterRecovery.held)
     restored: int = 0
     base: int = 0
     ready: set[int] = field(default_factory=set)
@@ -1351,6 +1367,7 @@ class SimMaster:
         self.epoch = self.sim.storage.meta_int_now("epoch") + 1 if self.resume else 1
         self.sim.storage.set_meta_now("epoch", self.epoch)
         self.booted = True
+        self.resolve_ahead()
         for w in self.sim.workers:
             if w.alive:
                 w.register()
@@ -1397,12 +1414,26 @@ class SimMaster:
         begin_generation(self.coordinator, _GenerationPort(self), reason, target,
                          count_restart=True)
 
+    def resolve_ahead(self) -> None:
+        """As ``MasterRecovery.resolve_ahead``: taken over, before any registration, the
+        first generation's restore is resolved (its stores made), its outcome held."""
+        if self.state != TopologyState.STARTING or self.recovery is not None:
+            return
+        self.recovery = Recovery(self.generation + 1, LATEST if self.resume else None)
+        self._resolve(self.recovery)
+
     def maybe_prepare(self) -> None:
         rec = self.recovery
-        if rec is None or may_resolve(registered=len(self.registered), workers=WORKERS,
-                                      resolving=rec.plan is not None,
-                                      committing=bool(self.coordinator.committing)) != Gate.GO:
+        if rec is None or self.state != TopologyState.RECOVERING:
+            return  # as MasterCore: a retry is due only while recovering
+        if may_resolve(registered=len(self.registered), workers=WORKERS,
+                       resolving=rec.plan is not None,
+                       committing=bool(self.coordinator.committing),
+                       held=rec.held) != Gate.GO:
             return
+        self._resolve(rec)
+
+    def _resolve(self, rec: Recovery) -> None:
         rec.plan = RestorePlan(rec.generation, rec.target, stateful=True,
                                persisted_generation=self.persisted_generation,
                                completed_floor=self.coordinator.completed_floor,
