@@ -732,11 +732,12 @@ def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None =
     """Options of a task database: raw bytes in and out; point lookups (a state read is
     one) through a bloom filter and ``block_cache`` (the worker's, shared by its tasks'
     databases and their states; ``write_buffers``: the write buffer manager that charges
-    the memtables to it, :class:`RocksDBMemory`); leveled
-    compaction that lets level 0 collect ``level0_trigger`` files
-    (:data:`LEVEL0_COMPACTION_TRIGGER` by default), so few incremental checkpoints upload
-    a compaction's output; ``statistics``: RocksDB's statistics on (what
-    :meth:`RocksDBStore.figures` reads its counters from)."""
+    the memtables to it, :class:`RocksDBMemory`); ``compaction_style`` (None:
+    :data:`COMPACTION_STYLE`): universal compaction, at most ``level0_trigger`` sorted runs
+    once RocksDB has caught up, or leveled compaction that lets level 0 collect
+    ``level0_trigger`` files (:data:`LEVEL0_COMPACTION_TRIGGER` by default), so few
+    incremental checkpoints upload a compaction's output; ``statistics``: RocksDB's
+    statistics on (what :meth:`RocksDBStore.figures` reads its counters from)."""
     trigger = LEVEL0_COMPACTION_TRIGGER if level0_trigger is None else level0_trigger
     opts = rd.Options(raw_mode=True)
     opts.create_if_missing(True)

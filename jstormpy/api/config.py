@@ -81,17 +81,19 @@ class Config:
     rocksdb_compaction_style: str = "universal"
     """RocksDB state store: how a task database compacts, "universal" (tiered: sorted runs
     merged when :attr:`rocksdb_level0_compaction_trigger` of them pile up or the newer ones
-    outgrow the oldest; less compaction CPU, but now and then a merge of the whole database,
-    which the next incremental checkpoint uploads, and up to about 3x the live data on disk
-    between such merges) or "level" (leveled: more compaction CPU, smaller uploads, about
-    1.1x the disk). docs/state-stores.md, "Compaction and incremental checkpoints"."""
+    outgrow the oldest; a quarter to a half less compaction CPU, but now and then a merge
+    of the whole database, which the next incremental checkpoint uploads, and up to about
+    3x the live data on disk between such merges) or "level" (leveled: more compaction CPU
+    as the state grows, smaller largest uploads, less disk). docs/state-stores.md,
+    "Compaction and incremental checkpoints"."""
     rocksdb_level0_compaction_trigger: int = 12
     """RocksDB state store: level-0 files (memtable flushes, one or more per checkpoint
-    interval) that start a level-0 compaction (RocksDB's own default is 4). Higher: fewer
-    incremental checkpoints carry a compaction's output (smaller p50 checkpoint bytes),
-    at the price of more level-0 files a lookup probes and more overwritten entries on
-    disk until compacted; docs/state-stores.md, "Compaction and incremental
-    checkpoints"."""
+    interval) that start a level-0 compaction (RocksDB's own default is 4); under universal
+    compaction, the sorted runs (level-0 files and non-empty levels) that start a merge.
+    Higher: fewer incremental checkpoints carry a compaction's output (smaller p50
+    checkpoint bytes), at the price of more files or runs a lookup probes and more
+    overwritten entries on disk until compacted; docs/state-stores.md, "Compaction and
+    incremental checkpoints"."""
     rocksdb_memory_mb: int | None = None
     """RocksDB state store: a memory budget for one worker's task databases, in MB (as
     Flink's managed memory bounds a slot's RocksDB): one block cache shared by all the

@@ -238,7 +238,7 @@ def test_one_percent_updates_checkpoint_under_5_percent(tmp_path: Path, monkeypa
     checkpoints carry only the flushed memtable, and no checkpoint uploads more than a full
     one (a merge of all sorted runs uploads the whole database). Universal with 4: RocksDB
     settles (its ``compaction-pending`` stays 1 at exactly 4 runs: ``owes_compaction``),
-    within the same bound; its p50 is 2-10 % (at 4 runs each flush is merged into the
+    within the same bound; its p50 is 3-12 % (at 4 runs each flush is merged into the
     newest run, which grows and is uploaded again each interval), so the store keeps 12.
     Universal's merges depend on the timing of the background flushes and compactions, so
     its bytes vary from run to run; the bounds hold in all (p50 1.6 % with 12)."""
@@ -261,3 +261,37 @@ def test_one_percent_updates_checkpoint_under_5_percent(tmp_path: Path, monkeypa
         assert max(inc) / full > 0.1 and sum(inc) / len(inc) / full < 0.12
     else:
         assert p50 > 0.05, shares
+
+
+@pytest.mark.parametrize("first, second", [("level", "universal"), ("universal", "level")])
+def test_a_database_opens_under_the_other_style(tmp_path: Path, monkeypatch: Any,
+                                                first: str, second: str) -> None:
+    """A task database written under one compaction style (a native checkpoint taken
+    before ``Config.rocksdb_compaction_style`` changed) opens under the other with every
+    entry, and takes writes and compactions there."""
+    monkeypatch.setattr(ss, "WRITE_BUFFER_BYTES", 64 << 10)
+    monkeypatch.setattr(ss, "LEVEL1_BYTES", 1 << 20)
+    monkeypatch.setattr(ss, "TARGET_FILE_BYTES", 256 << 10)
+    rd = ss.rocksdict_module()
+    rng = random.Random(1)
+    db = rd.Rdict(str(tmp_path), options=ss.store_options(rd, compaction_style=first))
+    for i in range(30_000):
+        db[rng.randrange(100_000).to_bytes(4, "big")] = b"v" * 100 + i.to_bytes(4, "big")
+    db.flush(True)
+    want = dict(db.items())
+    assert sorted_runs(db) > 1  # files in more than one run or level
+    db.close()
+    # as RocksDBStore.open_restored opens a restored checkpoint: each column family's
+    # options given (without them rocksdict takes the newest OPTIONS file's)
+    opts = ss.store_options(rd, compaction_style=second)
+    db = rd.Rdict(str(tmp_path), options=opts, column_families={
+        n: ss.store_options(rd, compaction_style=second)
+        for n in rd.Rdict.list_cf(str(tmp_path))})
+    assert dict(db.items()) == want
+    for _ in range(30_000):
+        db[rng.randrange(100_000).to_bytes(4, "big")] = b"w" * 100
+    db.flush(True)
+    assert len(dict(db.items())) >= len(want)
+    db.close()
+    assert cf_options(tmp_path, "default")["compaction_style"] == (
+        "kCompactionStyleUniversal" if second == "universal" else "kCompactionStyleLevel")
