@@ -11,8 +11,12 @@ key drawn from the whole state, the rest write new keys), in batches of 2 048 as
 store writes, the memtable flushed every ``--flush-every`` writes as a barrier's native
 checkpoint flushes it. Printed per half of the writes: the CPU of RocksDB's compaction
 (``rocksdb:low``) and flush (``rocksdb:high``) threads per written record, the bytes the
-compactions wrote, the level-0 files; at the end the pending compaction bytes, the files
-per level and the CPU of a get of a present and of an absent key (``time.thread_time``).
+compactions wrote, the level-0 files, and at each flush what an incremental checkpoint
+would upload then (the bytes of the live SST files no earlier flush saw: max, p50, sum)
+and the SST bytes on disk (their most); at the end the pending compaction bytes, the
+files per level, RocksDB's estimate of the live data and the CPU of a get of a present and
+of an absent key (``time.thread_time``). Candidates ``level`` and ``universal`` name the
+compaction style; ``universal-amp100`` ... set universal's options on top.
 Each candidate runs in its own process (side by side: the CPU counters do not depend on
 the load the way the wall clock does).
 
@@ -60,6 +64,16 @@ def _trigger(n: int) -> Callable[[Any, Any], None]:
     return apply
 
 
+def _universal(**settings: int) -> Callable[[Any, Any], None]:
+    def apply(rd: Any, o: Any) -> None:
+        o.set_compaction_style(rd.DBCompactionStyle.universal())
+        u = rd.UniversalCompactOptions()
+        for name, value in settings.items():
+            setattr(u, name, value)
+        o.set_universal_compaction_options(u)
+    return apply
+
+
 def _base128(rd: Any, o: Any) -> None:
     o.set_max_bytes_for_level_base(128 << 20)
     o.set_target_file_size_base(32 << 20)
@@ -73,7 +87,12 @@ CANDIDATES: dict[str, Callable[[Any, Any], None]] = {
         [rd.DBCompressionType.none()] + [rd.DBCompressionType.snappy()] * 6),
     "bottom-zstd": lambda rd, o: o.set_bottommost_compression_type(
         rd.DBCompressionType.zstd()),
+    "level": lambda rd, o: o.set_compaction_style(rd.DBCompactionStyle.level()),
     "universal": lambda rd, o: o.set_compaction_style(rd.DBCompactionStyle.universal()),
+    "universal-amp100": _universal(max_size_amplification_percent=100),
+    "universal-amp400": _universal(max_size_amplification_percent=400),
+    "universal-ratio10": _universal(size_ratio=10),
+    "universal-width4": _universal(min_merge_width=4),
     "trigger4": _trigger(4),
     "trigger24": _trigger(24),
     "base128": _base128,
@@ -119,6 +138,9 @@ def run_candidate(path: Path, name: str, keys: int, writes: int, share: float,
     s0 = parse_statistics(opts.get_statistics() or "")
     level0: list[int] = []
     since_flush = 0
+    seen = {f.name for f in path.glob("*.sst")}  # the base: "uploaded" before the writes
+    uploads: list[int] = []  # per flush (a barrier's): bytes of SST files new since the last
+    disk_peak = 0
     for _half in range(2):
         done = 0
         while done < writes // 2:
@@ -136,6 +158,19 @@ def run_candidate(path: Path, name: str, keys: int, writes: int, share: float,
                 since_flush = 0
                 db.flush(True)
                 level0.append(int(db.property_value("rocksdb.num-files-at-level0") or 0))
+                # a checkpoint now holds the current version's files (live_files): those
+                # no earlier one held are its upload; the disk also holds a running
+                # compaction's output so far and inputs not deleted yet
+                live = {f["name"].lstrip("/"): int(f["size"]) for f in db.live_files()}
+                uploads.append(sum(b for n, b in live.items() if n not in seen))
+                seen |= set(live)
+                on_disk = 0
+                for f in path.glob("*.sst"):
+                    try:
+                        on_disk += f.stat().st_size
+                    except FileNotFoundError:  # a compaction's input, deleted meanwhile
+                        pass
+                disk_peak = max(disk_peak, on_disk)
         t1 = thread_cpu()
         s1 = parse_statistics(opts.get_statistics() or "")
         halves.append({
@@ -147,13 +182,18 @@ def run_candidate(path: Path, name: str, keys: int, writes: int, share: float,
                               - s0.get("rocksdb.compact.write.bytes", 0.0)) / 1e6,
             "level0_mean": sum(level0) / max(len(level0), 1),
             "level0_max": max(level0, default=0),
+            "upload_max_mb": max(uploads, default=0) / 1e6,
+            "upload_p50_mb": sorted(uploads)[len(uploads) // 2] / 1e6 if uploads else 0.0,
+            "upload_sum_mb": sum(uploads) / 1e6,
+            "disk_peak_mb": disk_peak / 1e6,
         })
-        t0, s0, level0 = t1, s1, []
+        t0, s0, level0, uploads, disk_peak = t1, s1, [], [], 0
     pending = int(db.property_int_value("rocksdb.estimate-pending-compaction-bytes") or 0)
     rows = (db.property_value("rocksdb.levelstats") or "").splitlines()[2:]
     files = " ".join(f"L{r.split()[0]}:{r.split()[1]}" for r in rows
                      if r.split() and r.split()[1] != "0")
     sst = int(db.property_int_value("rocksdb.total-sst-files-size") or 0)
+    live = int(db.property_int_value("rocksdb.estimate-live-data-size") or 0)
     sample = [db_key(rng.randrange(keys), MAX_PARALLELISM) for _ in range(50_000)]
     absent = [db_key(new + 1 + rng.randrange(keys), MAX_PARALLELISM) for _ in range(50_000)]
     costs = {}
@@ -165,7 +205,7 @@ def run_candidate(path: Path, name: str, keys: int, writes: int, share: float,
     db.close()
     return {"candidate": name, "options": applied, "halves": halves,
             "pending_mb": pending / 1e6, "levels": files,
-            "sst_mb": sst / 1e6, "get_present_us": costs["present"],
+            "sst_mb": sst / 1e6, "live_mb": live / 1e6, "get_present_us": costs["present"],
             "get_absent_us": costs["absent"]}
 
 
@@ -223,8 +263,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"compaction MB {h[0]['compaction_mb']:.0f} / {h[1]['compaction_mb']:.0f}, "
                   f"L0 mean {h[0]['level0_mean']:.1f} / {h[1]['level0_mean']:.1f}, pending "
                   f"{r['pending_mb']:.0f} MB, get present / absent {r['get_present_us']:.2f} / "
-                  f"{r['get_absent_us']:.2f} µs, SST {r['sst_mb']:.0f} MB, {r['levels']}",
-                  flush=True)
+                  f"{r['get_absent_us']:.2f} µs, SST {r['sst_mb']:.0f} MB (live "
+                  f"{r['live_mb']:.0f}), {r['levels']}; per flush, SST MB on disk at most "
+                  f"{h[0]['disk_peak_mb']:.0f} / {h[1]['disk_peak_mb']:.0f}, new SST MB "
+                  f"(an incremental upload) max {h[0]['upload_max_mb']:.1f} / "
+                  f"{h[1]['upload_max_mb']:.1f}, p50 {h[0]['upload_p50_mb']:.1f} / "
+                  f"{h[1]['upload_p50_mb']:.1f}, sum {h[0]['upload_sum_mb']:.0f} / "
+                  f"{h[1]['upload_sum_mb']:.0f}", flush=True)
     finally:
         shutil.rmtree(home, ignore_errors=True)
     return 0

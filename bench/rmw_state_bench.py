@@ -493,6 +493,8 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
              else {"rocksdb_level0_compaction_trigger": args.level0_trigger})
     if args.memory_mb is not None:
         extra["rocksdb_memory_mb"] = args.memory_mb
+    if args.compaction_style is not None:
+        extra["rocksdb_compaction_style"] = args.compaction_style
     conf = Config(workers=2, checkpoint_interval_ms=args.interval_ms,
                   state_store="rocksdb", state_store_dir=str(home / "state"),
                   state_backend=f"file://{home}/ckpt", **extra)
@@ -575,7 +577,7 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     due = int(max(0.0, drained_wall - first) * 1000 // args.interval_ms) + 1
     result = {
         "keys": args.keys, "value_bytes": args.value_bytes, "write_only": args.write_only,
-        "level0_trigger": args.level0_trigger,
+        "level0_trigger": args.level0_trigger, "compaction_style": args.compaction_style,
         "present_share": args.present_share, "seed": args.seed, "records": total,
         "interval_ms": args.interval_ms, "elapsed_s": elapsed,
         "records_per_s": total / elapsed, "tenths": tenths, "kill": kill,
@@ -690,6 +692,8 @@ def main(argv: list[str] | None = None) -> int:
                         "checkpoint has completed yet")
     p.add_argument("--level0-trigger", type=int, default=None, metavar="N",
                    help="Config.rocksdb_level0_compaction_trigger (default: the store's)")
+    p.add_argument("--compaction-style", choices=("universal", "level"), default=None,
+                   help="Config.rocksdb_compaction_style (default: the store's)")
     p.add_argument("--memory-mb", type=int, default=None, metavar="MB",
                    help="Config.rocksdb_memory_mb (default: the store's)")
     p.add_argument("--progress-s", type=float, default=15.0)

@@ -84,6 +84,10 @@ class Side:
         self.last_figures: dict[str, float] = {}
         self.last_compaction_cpu = 0.0
         self.last_flush_cpu = 0.0
+        self.uploaded: set[str] = set()  # SST files an earlier checkpoint "uploaded"
+        self.uploads: list[int] = []  # per barrier: bytes of the SST files new to it
+        self.disk_peak = 0  # the most SST bytes on disk at a barrier (this tenth)
+        self.live = 0  # RocksDB's estimate of the live data, at the last barrier
 
     def barrier(self, keep: Path) -> None:
         """Seal the caches (task thread) and take the native checkpoint on a thread."""
@@ -93,6 +97,17 @@ class Side:
 
         def take() -> None:
             frozen.materialise()
+            # what an incremental checkpoint would upload: the SST files of this native
+            # checkpoint no earlier one had (upload_native's rule), and the disk now
+            files = {f.name: f.stat().st_size for f in frozen.path.rglob("*.sst")}
+            self.uploads.append(sum(b for name, b in files.items()
+                                    if name not in self.uploaded))
+            self.uploaded |= set(files)
+            cf = self.kv.cf
+            self.disk_peak = max(self.disk_peak,
+                                 int(cf.property_int_value("rocksdb.total-sst-files-size")
+                                     or 0))
+            self.live = int(cf.property_int_value("rocksdb.estimate-live-data-size") or 0)
             frozen.release()
 
         self.snapshot = threading.Thread(target=take, daemon=True)
@@ -122,11 +137,17 @@ def override_options(args: argparse.Namespace) -> None:
             setattr(state_store, const, value << 20)
     if args.level0_trigger is not None:
         state_store.LEVEL0_COMPACTION_TRIGGER = args.level0_trigger
+    if args.universal:
+        state_store.COMPACTION_STYLE = "universal"
+    if args.compaction_style is not None:
+        state_store.COMPACTION_STYLE = args.compaction_style
     base = state_store.store_options
 
     def options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None,
-                statistics: bool = True, write_buffers: Any = None) -> Any:
-        opts = base(rd, block_cache, level0_trigger, statistics, write_buffers)
+                statistics: bool = True, write_buffers: Any = None,
+                compaction_style: str | None = None) -> Any:
+        opts = base(rd, block_cache, level0_trigger, statistics, write_buffers,
+                    compaction_style)
         if args.compression is not None:
             opts.set_compression_type(getattr(rd.DBCompressionType, args.compression)())
         if args.compression_per_level is not None:
@@ -137,8 +158,11 @@ def override_options(args: argparse.Namespace) -> None:
                                                          args.bottommost)())
         if args.level_multiplier is not None:
             opts.set_max_bytes_for_level_multiplier(args.level_multiplier)
-        if args.universal:
-            opts.set_compaction_style(rd.DBCompactionStyle.universal())
+        if args.universal_options is not None:
+            u = rd.UniversalCompactOptions()
+            for name, value in json.loads(args.universal_options).items():
+                setattr(u, name, value)
+            opts.set_universal_compaction_options(u)
         if (args.bloom_bits is not None or args.block_kb is not None or args.block_hash
                 or args.partitioned):
             table = rd.BlockBasedOptions()
@@ -256,7 +280,15 @@ def stats_tenth(side: Side, records: int, cpu_s: float) -> dict[str, float]:
     compaction_s, side.last_compaction_cpu = low - side.last_compaction_cpu, low
     flush_s, side.last_flush_cpu = high - side.last_flush_cpu, high
     rss, peak = rss_mb()
+    if side.snapshot is not None:
+        side.snapshot.join()
+    uploads, side.uploads = side.uploads, []
+    disk_peak, side.disk_peak = side.disk_peak, 0
     return {
+        "upload_max_mb": max(uploads, default=0) / 2**20,
+        "upload_p50_mb": sorted(uploads)[len(uploads) // 2] / 2**20 if uploads else 0.0,
+        "upload_sum_mb": sum(uploads) / 2**20,
+        "disk_peak_mb": disk_peak / 2**20, "live_mb": side.live / 2**20,
         "cpu_us_per_record": cpu_s / max(records, 1) * 1e6,
         "data_misses_per_get": d.get("block_cache_data_misses_total", 0.0) / gets,
         "data_hits_per_get": d.get("block_cache_data_hits_total", 0.0) / gets,
@@ -442,7 +474,8 @@ def report(r: dict[str, Any]) -> None:
     if r.get("stats_tenths"):
         print("  per tenth: CPU us/record, data-block misses / hits per get, get us, "
               "compaction CPU s / MB written, flush CPU s, block cache MB, table readers MB, "
-              "SST MB, RSS MB; task + compaction + flush CPU us/record:")
+              "SST MB, RSS MB; task + compaction + flush CPU us/record; SST MB at a barrier, "
+              "most / live; checkpoint upload MB max / p50 / sum:")
         for i, st in enumerate(r["stats_tenths"]):
             print(f"    {i + 1:2d}: {st['cpu_us_per_record']:.1f}, "
                   f"{st['data_misses_per_get']:.2f} / {st['data_hits_per_get']:.2f}, "
@@ -450,7 +483,9 @@ def report(r: dict[str, Any]) -> None:
                   f"{st['compaction_mb']:.0f}, {st.get('flush_cpu_s', 0.0):.1f}, "
                   f"{st['cache_mb']:.0f}, "
                   f"{st['table_readers_mb']:.0f}, {st['sst_mb']:.0f}, {st['rss_mb']:.0f}; "
-                  f"{total_us(st, r['keys']):.1f}")
+                  f"{total_us(st, r['keys']):.1f}; {st['disk_peak_mb']:.0f} / "
+                  f"{st['live_mb']:.0f}; {st['upload_max_mb']:.1f} / "
+                  f"{st['upload_p50_mb']:.1f} / {st['upload_sum_mb']:.0f}")
     print("  thread CPU s: " + ", ".join(f"{k} {v:.1f}" for k, v in
                                          sorted(r["thread_cpu_s"].items())))
     rt = r["rmw_tenths"][1:]
@@ -493,7 +528,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bottommost", default=None, help="the last level's compression")
     p.add_argument("--level-multiplier", type=float, default=None,
                    help="max_bytes_for_level_multiplier (RocksDB's 10)")
-    p.add_argument("--universal", action="store_true", help="universal compaction")
+    p.add_argument("--universal", action="store_true",
+                   help="universal compaction (--compaction-style universal)")
+    p.add_argument("--compaction-style", choices=("level", "universal"), default=None,
+                   help="the store's compaction style (default: the store's)")
+    p.add_argument("--universal-options", default=None,
+                   help='universal compaction\'s options as JSON, e.g. '
+                        '\'{"max_size_amplification_percent": 100, "size_ratio": 10}\'')
     p.add_argument("--partitioned", action="store_true",
                    help="partitioned index and filters (two-level index)")
     p.add_argument("--bloom-bits", type=int, default=None)

@@ -538,12 +538,35 @@ checkpoint at 20M keys); at 12 one interval in four to six does (docs/state-stor
 lookup may consult (their bloom filters are cached; ~1 % false positives each) and up
 to 12 memtables of overwritten entries on disk until they are compacted."""
 
+COMPACTION_STYLES = ("universal", "level")
+"""The compaction styles a task database may use (``Config.rocksdb_compaction_style``)."""
+
+COMPACTION_STYLE = "universal"
+"""How a task database compacts by default (``Config.rocksdb_compaction_style``).
+Universal (tiered): each memtable flush is a sorted run; when
+:data:`LEVEL0_COMPACTION_TRIGGER` runs pile up (the trigger is the most a lookup probes
+once RocksDB has caught up) RocksDB merges the newer, similar-sized ones, and when the
+newer runs add up to :data:`UNIVERSAL_MAX_SIZE_AMP_PERCENT` of the oldest it merges them
+all into one. With uniformly random updates each byte is rewritten far fewer times than
+leveled compaction's ~10 per level: half the compaction CPU per write at a task's 10M keys
+(issue 34: the two cores the task threads need). The price: the merge of all runs, which
+the next incremental checkpoint uploads whole, and the disk between such merges
+(docs/state-stores.md, "Compaction and incremental checkpoints")."""
+
+
 LEVEL0_SLOWDOWN_TRIGGER = 30
 """Level-0 files at which RocksDB slows writes down (default 20: it must stay well above
 :data:`LEVEL0_COMPACTION_TRIGGER`, or every compaction that lags would slow writes)."""
 
 LEVEL0_STOP_TRIGGER = 48
 """Level-0 files at which RocksDB stops writes until a compaction finishes (default 36)."""
+
+UNIVERSAL_MAX_SIZE_AMP_PERCENT = 200
+"""Universal compaction: merge all sorted runs into one once the newer runs add up to this
+share of the oldest (RocksDB's ``max_size_amplification_percent``, its default). It bounds
+the disk: the SST files stay within about (1 + this / 100) times the oldest run, the bulk of
+the state; each such merge rewrites the task's database whole, and the next incremental
+checkpoint uploads it (docs/state-stores.md, "Compaction and incremental checkpoints")."""
 
 LEVEL1_BYTES = 32 << 20
 """Size of the base level, the one level-0 compactions write into
@@ -704,15 +727,17 @@ class Sealed:
 
 
 def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None,
-                  statistics: bool = True, write_buffers: Any = None) -> Any:
+                  statistics: bool = True, write_buffers: Any = None,
+                  compaction_style: str | None = None) -> Any:
     """Options of a task database: raw bytes in and out; point lookups (a state read is
     one) through a bloom filter and ``block_cache`` (the worker's, shared by its tasks'
     databases and their states; ``write_buffers``: the write buffer manager that charges
-    the memtables to it, :class:`RocksDBMemory`); leveled
-    compaction that lets level 0 collect ``level0_trigger`` files
-    (:data:`LEVEL0_COMPACTION_TRIGGER` by default), so few incremental checkpoints upload
-    a compaction's output; ``statistics``: RocksDB's statistics on (what
-    :meth:`RocksDBStore.figures` reads its counters from)."""
+    the memtables to it, :class:`RocksDBMemory`); ``compaction_style`` (None:
+    :data:`COMPACTION_STYLE`): universal compaction, at most ``level0_trigger`` sorted runs
+    once RocksDB has caught up, or leveled compaction that lets level 0 collect
+    ``level0_trigger`` files (:data:`LEVEL0_COMPACTION_TRIGGER` by default), so few
+    incremental checkpoints upload a compaction's output; ``statistics``: RocksDB's
+    statistics on (what :meth:`RocksDBStore.figures` reads its counters from)."""
     trigger = LEVEL0_COMPACTION_TRIGGER if level0_trigger is None else level0_trigger
     opts = rd.Options(raw_mode=True)
     opts.create_if_missing(True)
@@ -721,7 +746,14 @@ def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None =
     opts.set_write_buffer_size(WRITE_BUFFER_BYTES)
     if write_buffers is not None:
         opts.set_write_buffer_manager(write_buffers)
-    opts.set_compaction_style(rd.DBCompactionStyle.level())
+    style = COMPACTION_STYLE if compaction_style is None else compaction_style
+    if style == "universal":
+        opts.set_compaction_style(rd.DBCompactionStyle.universal())
+        universal = rd.UniversalCompactOptions()
+        universal.max_size_amplification_percent = UNIVERSAL_MAX_SIZE_AMP_PERCENT
+        opts.set_universal_compaction_options(universal)
+    else:
+        opts.set_compaction_style(rd.DBCompactionStyle.level())
     opts.set_level_zero_file_num_compaction_trigger(trigger)
     # the slowdown and stop triggers stay well above it (a trigger set higher moves them)
     slowdown = max(LEVEL0_SLOWDOWN_TRIGGER, 2 * trigger + 6)
@@ -765,7 +797,8 @@ class RocksDBStore:
 
     def __init__(self, path: str | os.PathLike[str], max_parallelism: int,
                  clock: Clock = wall_ms, level0_trigger: int | None = None,
-                 memory: RocksDBMemory | None = None) -> None:
+                 memory: RocksDBMemory | None = None,
+                 compaction_style: str | None = None) -> None:
         rd = rocksdict_module()
         self.memory = memory
         """The worker's RocksDB memory (its block cache and write buffer manager, shared
@@ -773,6 +806,8 @@ class RocksDBStore:
         own (:data:`BLOCK_CACHE_BYTES`)."""
         self.level0_trigger = level0_trigger
         """``Config.rocksdb_level0_compaction_trigger`` (None: the store's default)."""
+        self.compaction_style = compaction_style
+        """``Config.rocksdb_compaction_style`` (None: :data:`COMPACTION_STYLE`)."""
         self.path = Path(path)
         self.frozen_dir = self.path.with_name(self.path.name + ".frozen")
         shutil.rmtree(self.path, ignore_errors=True)
@@ -845,7 +880,8 @@ class RocksDBStore:
         (the ones :meth:`figures` reads: RocksDB keeps statistics per database, so only
         :attr:`db_options` carries them)."""
         return store_options(self.rd, self.block_cache, self.level0_trigger, statistics,
-                             None if self.memory is None else self.memory.write_buffers)
+                             None if self.memory is None else self.memory.write_buffers,
+                             self.compaction_style)
 
     def _family(self, name: str) -> Any:
         cf = self.families.get(name)
@@ -1232,7 +1268,8 @@ class FrozenState:
 def open_store(kind: str, path: str | os.PathLike[str] | None, max_parallelism: int,
                factory: Callable[[], dict[Any, Any]] = dict,
                clock: Clock = wall_ms, level0_trigger: int | None = None,
-               memory: RocksDBMemory | None = None) -> MemoryStore | RocksDBStore:
+               memory: RocksDBMemory | None = None,
+               compaction_style: str | None = None) -> MemoryStore | RocksDBStore:
     """The store ``Config.state_store`` names, for one task (``path``: its directory;
     ``memory``: the worker's RocksDB memory, shared by its task databases)."""
     if kind == "memory":
@@ -1240,5 +1277,6 @@ def open_store(kind: str, path: str | os.PathLike[str] | None, max_parallelism: 
     if kind == "rocksdb":
         if path is None:
             raise ConfigError("state_store='rocksdb' needs a directory for the database")
-        return RocksDBStore(path, max_parallelism, clock, level0_trigger, memory)
+        return RocksDBStore(path, max_parallelism, clock, level0_trigger, memory,
+                            compaction_style)
     raise ConfigError(f"state_store must be one of {STATE_STORES}, got {kind!r}")

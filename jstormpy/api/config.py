@@ -10,7 +10,7 @@ from typing import Any
 
 from jstormpy.api.errors import ConfigError, UnknownSettingError
 from jstormpy.api.restart import DEFAULT_RESTART_STRATEGY, RestartStrategy
-from jstormpy.state_store import MIN_MEMORY_MB, STATE_STORES
+from jstormpy.state_store import COMPACTION_STYLES, MIN_MEMORY_MB, STATE_STORES
 
 GUARANTEES = ("exactly_once", "at_least_once", "at_most_once")
 ON_ERROR = ("fail", "dead_letter")
@@ -78,13 +78,22 @@ class Config:
     per state in the worker's heap) or "rocksdb" (an embedded RocksDB per task on local
     disk, so state is bounded by disk, not RAM; docs/state-stores.md). Checkpoints,
     savepoints and rescale work the same with both."""
+    rocksdb_compaction_style: str = "universal"
+    """RocksDB state store: how a task database compacts, "universal" (tiered: sorted runs
+    merged when :attr:`rocksdb_level0_compaction_trigger` of them pile up or the newer ones
+    outgrow the oldest; a quarter to a half less compaction CPU, but now and then a merge
+    of the whole database, which the next incremental checkpoint uploads, and up to about
+    3x the live data on disk between such merges) or "level" (leveled: more compaction CPU
+    as the state grows, smaller largest uploads, less disk). docs/state-stores.md,
+    "Compaction and incremental checkpoints"."""
     rocksdb_level0_compaction_trigger: int = 12
     """RocksDB state store: level-0 files (memtable flushes, one or more per checkpoint
-    interval) that start a level-0 compaction (RocksDB's own default is 4). Higher: fewer
-    incremental checkpoints carry a compaction's output (smaller p50 checkpoint bytes),
-    at the price of more level-0 files a lookup probes and more overwritten entries on
-    disk until compacted; docs/state-stores.md, "Compaction and incremental
-    checkpoints"."""
+    interval) that start a level-0 compaction (RocksDB's own default is 4); under universal
+    compaction, the sorted runs (level-0 files and non-empty levels) that start a merge.
+    Higher: fewer incremental checkpoints carry a compaction's output (smaller p50
+    checkpoint bytes), at the price of more files or runs a lookup probes and more
+    overwritten entries on disk until compacted; docs/state-stores.md, "Compaction and
+    incremental checkpoints"."""
     rocksdb_memory_mb: int | None = None
     """RocksDB state store: a memory budget for one worker's task databases, in MB (as
     Flink's managed memory bounds a slot's RocksDB): one block cache shared by all the
@@ -293,6 +302,8 @@ class Config:
         need(self.state_store in STATE_STORES, "state_store",
              f"must be one of {', '.join(map(repr, STATE_STORES))}")
         need(isinstance(self.state_store_dir, str), "state_store_dir", "must be a path string")
+        need(self.rocksdb_compaction_style in COMPACTION_STYLES, "rocksdb_compaction_style",
+             f"must be one of {', '.join(map(repr, COMPACTION_STYLES))}")
         need(type(self.rocksdb_level0_compaction_trigger) is int
              and 2 <= self.rocksdb_level0_compaction_trigger <= 64,
              "rocksdb_level0_compaction_trigger", "must be an int from 2 to 64")

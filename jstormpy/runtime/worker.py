@@ -659,7 +659,7 @@ class Worker(TaskHost):
         store = open_store(conf.state_store, self._state_store_dir() / f"task-{task_id}",
                            self.max_parallelism,
                            level0_trigger=conf.rocksdb_level0_compaction_trigger,
-                           memory=memory)
+                           memory=memory, compaction_style=conf.rocksdb_compaction_style)
         self.state_stores[task_id] = store
         if isinstance(store, RocksDBStore):
             store.key_groups = groups
