@@ -13,13 +13,15 @@ import pytest
 
 from jstormpy import compiled
 
+ROOT = Path(__file__).resolve().parents[2]
+
 # split -> (fields, combined before the shuffle) -> ingestion-time window -> FileSink: the
 # records cross the fused emit (routing) and the sender's fold (combine) once each
 SCRIPT = r'''
 import json, os, sys
 from jstormpy import Bolt, Config, Fields, FileSink, LocalCluster, Spout, TopologyBuilder
 from jstormpy import compiled, read_committed
-from jstormpy.window import TumblingWindows, WindowedBolt
+from tests.integration.window_components import FinalWordCount
 
 WORDS = "the quick brown fox jumps over the lazy dog and the cat".split()
 LINES = [(" ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(i % 9 + 1)),)
@@ -67,29 +69,11 @@ class Split(Bolt):
             self.emit((w,))
 
 
-class FinalCount(WindowedBolt):
-    window = TumblingWindows(2 ** 62)
-    time = "ingestion"
-    key = "word"
-
-    def create(self):
-        return 0
-
-    def add(self, acc, tup):
-        return acc + 1
-
-    def merge(self, a, b):
-        return a + b
-
-    def result(self, key, window, acc):
-        return acc
-
-
 out = sys.argv[1]
 b = TopologyBuilder("compiled-path")
 b.set_spout("lines", Lines(), parallelism=2)
 b.set_bolt("split", Split(out), parallelism=2).shuffle_grouping("lines")
-b.set_bolt("count", FinalCount, parallelism=2).fields_grouping("split", Fields("word"))
+b.set_bolt("count", FinalWordCount, parallelism=2).fields_grouping("split", Fields("word"))
 b.set_bolt("sink", FileSink(out, format="jsonl"), parallelism=1).shuffle_grouping("count")
 with LocalCluster() as cluster:
     cluster.submit(b.build(), Config(workers=2, guarantee="exactly_once",
@@ -106,7 +90,8 @@ print(json.dumps({"path": compiled.describe(), "rows": rows, "workers": workers,
 def _run(tmp_path: Path, name: str, pure: bool) -> dict:
     script = tmp_path / "wc.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "JSTORM_HOME": str(tmp_path / f"home-{name}")}
+    env = {**os.environ, "JSTORM_HOME": str(tmp_path / f"home-{name}"),
+           "PYTHONPATH": str(ROOT)}  # the script imports the tests' window components
     env.pop(compiled.PURE_ENV, None)
     if pure:
         env[compiled.PURE_ENV] = "1"
