@@ -29,7 +29,12 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 
 COMPILED = ("jstormpy.runtime.routing", "jstormpy.runtime.combine")
-"""The modules ``setup.py`` compiles (the same list there; a unit test keeps them equal)."""
+"""The modules ``setup.py`` compiles (the same list there; a unit test keeps them equal).
+A module added here that reuses an object when ``sys.getrefcount`` says only a local holds
+it (``runtime/executor.py``, ``window/sliced.py``, ``dataflow/sink_adapter.py`` do) must
+compare with a count measured in its own module, as ``runtime/combine.py``'s ``_SOLE``
+does: compiled, a local's reference is not counted, and ``> 2`` overwrites what a user
+kept."""
 
 PURE_ENV = "JSTORM_PURE_PYTHON"
 """``=1``: import the sources of :data:`COMPILED`, not their extension modules."""
