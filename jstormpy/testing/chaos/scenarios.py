@@ -33,7 +33,8 @@ Fault classes (:data:`FAULT_KINDS`):
     A gray release (``handle.upgrade(..., n=1)``) is started and the TM is SIGKILLed once
     the switch has begun (0-0.4 s into it).
 ``kill_during_drain``
-    A worker is SIGKILLed after a spout has finished its input, while the job drains.
+    A worker is SIGKILLed after a spout has finished its input, while the job drains (its
+    FileSink's pre-commit made slow, :data:`DRAIN_COMMIT_PAUSE_S`, so the drain lasts).
 ``listing_error``
     The checkpoint store (WebHDFS test server) answers 404 for every listing of its
     checkpoint root for a while, and a worker is SIGKILLed as it begins: the recovery
@@ -146,8 +147,19 @@ compatibility check (both code versions loaded in child processes) takes seconds
 switch must begin before the input ends."""
 
 
+DRAIN_COMMIT_PAUSE_S = 0.5
+"""``kill_during_drain`` runs its topology with a FileSink whose pre-commit takes this long
+(:class:`~jstormpy.testing.chaos.topologies.SlowCommitFileSink`): the drain's final
+checkpoint then lasts at least this long after the TM shows the spouts finished, and the
+kill (0-0.05 s later) lands in it however loaded the machine is."""
+
+
 def _slow(kind: str) -> float:
     return UPGRADE_SLOW if kind == "tm_kill_during_upgrade" else 1.0
+
+
+def _commit_pause(kind: str) -> float:
+    return DRAIN_COMMIT_PAUSE_S if kind == "kill_during_drain" else 0.0
 
 
 @dataclass(frozen=True)
@@ -757,7 +769,7 @@ def run_scenario(scenario: Scenario, workdir: str | Path | None = None,
             notes += brokers.notes
         outputs = None if brokers is None else brokers.outputs
         topology = build_topology(scenario.topology, work, slow=_slow(kind), pg_dsn=pg_dsn,
-                                  brokers=outputs)
+                                  brokers=outputs, commit_pause_s=_commit_pause(kind))
         backend = ""
         if kind in ("backend_hang", "backend_slow"):
             from jstormpy.testing.servers.fault_proxy import FaultProxy

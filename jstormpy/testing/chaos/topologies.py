@@ -47,6 +47,25 @@ SENSORS, READINGS = 8, 700                      # windowed: 70 s of event time p
 WINDOW_MS, STEP_MS = 2_000, 100
 
 
+class SlowCommitFileSink(FileSink):
+    """A :class:`~jstormpy.FileSink` whose pre-commit takes ``pause_s`` longer, as one
+    over a slow store does. ``kill_during_drain`` runs with it: the final checkpoint of a
+    one-spout job otherwise completed 20 ms after the TM showed the spout finished, and a
+    loaded machine's injector saw the job drained before its kill (seed 129)."""
+
+    def __init__(self, directory: str | Path, pause_s: float) -> None:
+        super().__init__(str(directory))
+        self.pause_s = pause_s
+
+    def pre_commit(self, checkpoint_id: int) -> None:
+        time.sleep(self.pause_s)  # the slow store's latency, not a wait for a condition
+        super().pre_commit(checkpoint_id)
+
+
+def _sink(out: Path, commit_pause_s: float) -> FileSink:
+    return SlowCommitFileSink(out, commit_pause_s) if commit_pause_s > 0 else FileSink(str(out))
+
+
 @dataclass(frozen=True)
 class Verdict:
     """What a run's committed output shows.
@@ -105,12 +124,12 @@ fields, its Kafka records' JSON keys)."""
 
 
 def _stateful(out: Path, slow: float = 1.0, pg_dsn: str | None = None,
-              brokers: BrokerOutputs | None = None) -> Topology:
+              brokers: BrokerOutputs | None = None, commit_pause_s: float = 0.0) -> Topology:
     b = TopologyBuilder("chaos-stateful")
     b.set_spout("events", SequenceSpout(keys=KEYS, per_key=PER_KEY, rate_per_s=RATE / slow),
                 parallelism=2)
     b.set_bolt("sum", RunningSum, parallelism=2).fields_grouping("events", ["key"])
-    b.set_bolt("out", FileSink(str(out)), parallelism=2).fields_grouping("sum", ["key"])
+    b.set_bolt("out", _sink(out, commit_pause_s), parallelism=2).fields_grouping("sum", ["key"])
     if pg_dsn is not None:
         from jstormpy.connectors import PostgresSink
 
@@ -206,12 +225,13 @@ class PartialCount(Bolt):
         self.emit((key, tup["seq"], self.task, n))
 
 
-def _shuffled(out: Path, slow: float = 1.0) -> Topology:
+def _shuffled(out: Path, slow: float = 1.0, commit_pause_s: float = 0.0) -> Topology:
     b = TopologyBuilder("chaos-shuffled")
     b.set_spout("events", SequenceSpout(keys=SHUFFLED_KEYS, per_key=PER_KEY,
                                         rate_per_s=SHUFFLED_RATE / slow), parallelism=1)
     b.set_bolt("partial", PartialCount, parallelism=2).shuffle_grouping("events")
-    b.set_bolt("out", FileSink(str(out)), parallelism=2).fields_grouping("partial", ["key"])
+    b.set_bolt("out", _sink(out, commit_pause_s), parallelism=2).fields_grouping("partial",
+                                                                                ["key"])
     return b.build()
 
 
@@ -291,7 +311,8 @@ def _corpus_lines(f: int) -> list[str]:
             for i in range(CORPUS_LINES)]
 
 
-def _wordcount(out: Path, corpus: Path, slow: float = 1.0) -> Topology:
+def _wordcount(out: Path, corpus: Path, slow: float = 1.0,
+               commit_pause_s: float = 0.0) -> Topology:
     corpus.mkdir(parents=True, exist_ok=True)
     for f in range(CORPUS_FILES):
         path = corpus / f"part-{f}.txt"
@@ -302,7 +323,8 @@ def _wordcount(out: Path, corpus: Path, slow: float = 1.0) -> Topology:
                 parallelism=2)
     b.set_bolt("split", SplitWords, parallelism=2).shuffle_grouping("lines")
     b.set_bolt("count", CountWords, parallelism=2).fields_grouping("split", ["word"])
-    b.set_bolt("out", FileSink(str(out)), parallelism=2).fields_grouping("count", ["word"])
+    b.set_bolt("out", _sink(out, commit_pause_s), parallelism=2).fields_grouping("count",
+                                                                                ["word"])
     return b.build()
 
 
@@ -379,11 +401,11 @@ class WindowSum(WindowedBolt):
         return {"sum": acc[0], "n": acc[1]}
 
 
-def _windowed(out: Path, slow: float = 1.0) -> Topology:
+def _windowed(out: Path, slow: float = 1.0, commit_pause_s: float = 0.0) -> Topology:
     b = TopologyBuilder("chaos-windowed")
     b.set_spout("readings", Readings(pause_s=0.004 * slow), parallelism=1)
     b.set_bolt("sum", WindowSum, parallelism=2).fields_grouping("readings", ["sensor"])
-    b.set_bolt("out", FileSink(str(out)), parallelism=1).global_grouping("sum")
+    b.set_bolt("out", _sink(out, commit_pause_s), parallelism=1).global_grouping("sum")
     return b.build()
 
 
@@ -411,7 +433,8 @@ def _check_windowed(out: Path) -> Verdict:
 
 def build_topology(name: str, workdir: Path, slow: float = 1.0,
                    out: Path | None = None, pg_dsn: str | None = None,
-                   brokers: BrokerOutputs | None = None) -> Topology:
+                   brokers: BrokerOutputs | None = None,
+                   commit_pause_s: float = 0.0) -> Topology:
     """The topology ``name`` (one of :data:`TOPOLOGIES`), writing to ``workdir/out`` (or
     ``out``; the input, such as the word count's corpus, stays under ``workdir``).
     ``pg_dsn`` (``stateful`` only): the same output also goes to :data:`PG_TABLE` there
@@ -421,6 +444,9 @@ def build_topology(name: str, workdir: Path, slow: float = 1.0,
 
     ``slow`` stretches the input over ``slow`` times as long (same events, same output):
     a fault that needs time to set up, such as a gray release, then lands mid-run.
+    ``commit_pause_s`` > 0: the FileSink's pre-commit takes that much longer
+    (:class:`SlowCommitFileSink`), so every checkpoint, the drain's last one too, lasts at
+    least that long.
     """
     workdir = Path(workdir)
     out = workdir / "out" if out is None else Path(out)
@@ -428,13 +454,13 @@ def build_topology(name: str, workdir: Path, slow: float = 1.0,
         raise ValueError(f"only the stateful chaos topology writes to PostgreSQL, Redis or "
                          f"Kafka, not {name!r}")
     if name == "stateful":
-        return _stateful(out, slow, pg_dsn, brokers)
+        return _stateful(out, slow, pg_dsn, brokers, commit_pause_s)
     if name == "wordcount":
-        return _wordcount(out, workdir / "corpus", slow)
+        return _wordcount(out, workdir / "corpus", slow, commit_pause_s)
     if name == "windowed":
-        return _windowed(out, slow)
+        return _windowed(out, slow, commit_pause_s)
     if name == SHUFFLED:
-        return _shuffled(out, slow)
+        return _shuffled(out, slow, commit_pause_s)
     raise ValueError(f"unknown chaos topology {name!r}; choose one of "
                      f"{', '.join(ALL_TOPOLOGIES)}")
 
