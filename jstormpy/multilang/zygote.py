@@ -135,14 +135,22 @@ class RunnerZygote:
             self.cond.wait_for(lambda: pid in self.exits or self.gone is not None, wait_s)
             return self.exits.pop(pid, None)
 
-    def close(self) -> None:
-        """Close the host's end (the zygote exits; its children go on)."""
+    def close(self) -> int:
+        """Close the host's end (the zygote exits; its children go on): its exit status
+        (-9: it did not exit within 5 s and was killed)."""
+        # shut it down first: a close alone, while the reader thread is blocked in recv on
+        # it, releases nothing (the recv holds the socket open), so the zygote never read
+        # its end of file and every close waited the 5 s below, then killed it
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # never connected, or the zygote's end is gone already
+            pass
         self.sock.close()
         try:
-            self.proc.wait(5.0)
+            return self.proc.wait(5.0)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            self.proc.wait()
+            return self.proc.wait()
 
 
 class ForkedRunner:
@@ -271,14 +279,13 @@ def zygote_pids() -> dict[str, int]:
                 if z is not None and z.gone is None}
 
 
-def close_all() -> None:
+def close_all() -> list[int]:
     """Close every zygote (their forked runners go on) and forget any that failed: the
-    next runner start starts a new one."""
+    next runner start starts a new one. The zygotes' exit statuses."""
     with _lock:
         zygotes = [z for z in _zygotes.values() if z is not None]
         _zygotes.clear()
-    for z in zygotes:
-        z.close()
+    return [z.close() for z in zygotes]
 
 
 atexit.register(close_all)  # the zygote reaped by its parent, with its CPU time accounted

@@ -214,3 +214,18 @@ def test_forked_runners_do_not_share_the_zygotes_random_state(tmp_path):
         finally:
             proc.close(2.0)
     assert rolls[0] != rolls[1]
+
+
+def test_closing_a_zygote_lets_it_exit_by_itself_at_once():
+    """``close_all`` (a worker's exit runs it) ends each zygote by its end of file: the
+    zygote exits with status 0 while its runners go on; it used to wait 5 s and be killed
+    (SIGKILL, -9), because the host's close did not reach a socket its reader thread was
+    blocked on."""
+    proc = start("ParityBolt")
+    try:
+        assert isinstance(proc.proc, zygote.ForkedRunner)
+        assert len(zygote.zygote_pids()) == 1
+        assert zygote.close_all() == [0]
+        assert answers(proc, "after the zygote's exit")  # the forked runner goes on
+    finally:
+        proc.close(2.0)
