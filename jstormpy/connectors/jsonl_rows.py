@@ -6,10 +6,11 @@ Compiled (``jstormpy/compiled.py``), one loop over the rows is cheaper still for
 commonest shape, every value an exact ``str`` of plain text (printable ASCII without
 ``"`` or ``\\``) or an exact ``int``: the loop checks each value's type by pointer and
 each string's characters in C, and lays the pieces out for one ``str.join``
-(docs/performance.md, "The sink's row loop, compiled"). :data:`COMPILED_LOOP` says
-whether it runs compiled; ``encode_rows`` uses :func:`encode_plain_rows` only then. The
-source is plain Python (Cython's pure-Python mode: the decorators below only declare C
-types) and gives the same text, slower, where it runs uncompiled.
+(docs/performance.md, "The sink's row loop and the codec's check, compiled").
+:data:`COMPILED_LOOP` says whether it runs compiled; ``encode_rows`` uses
+:func:`encode_plain_rows` only then. The source is plain Python (Cython's pure-Python
+mode: the decorators below only declare C types) and gives the same text, slower, where
+it runs uncompiled.
 """
 
 from __future__ import annotations
@@ -20,27 +21,7 @@ from typing import Any
 try:
     import cython
 except ImportError:  # Cython builds the extension; running the source needs none of it
-    class cython:  # type: ignore[no-redef]  # noqa: N801 - stands in for the module
-        """The names of Cython's pure-Python shadow module used below, as no-ops."""
-
-        compiled = False
-        Py_UCS4 = str
-        Py_ssize_t = int
-        bint = bool
-
-        @staticmethod
-        def cfunc(f: Any) -> Any:
-            return f
-
-        inline = cfunc
-
-        @staticmethod
-        def locals(**_: Any) -> Any:
-            return lambda f: f
-
-        @staticmethod
-        def returns(_: Any) -> Any:
-            return lambda f: f
+    from jstormpy.pure_mode import cython  # type: ignore[assignment]
 
 COMPILED_LOOP: bool = bool(cython.compiled)
 """Whether this module runs compiled (then :func:`encode_plain_rows` beats the columns)."""
