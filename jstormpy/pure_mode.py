@@ -25,6 +25,7 @@ class cython:  # noqa: N801 - stands in for the module of that name
     Py_UCS4 = str
     Py_ssize_t = int
     bint = bool
+    longlong = int
 
     @staticmethod
     def cfunc(f: Any) -> Any:

@@ -58,7 +58,8 @@ def separators(names: Sequence[str], encode_name: Any) -> list[str]:
 
 
 @cython.locals(j=cython.Py_ssize_t, n=cython.Py_ssize_t, quoted=cython.Py_ssize_t,
-               pos=cython.Py_ssize_t, out=list, texts=list, at=list)
+               pos=cython.Py_ssize_t, small=cython.longlong, out=list, texts=list,
+               at=list)
 def encode_plain_rows(rows: Sequence[Sequence[Any]], positions: list[int],
                       texts: list[str]) -> str | None:
     """The jsonl text of ``rows`` (``"\\n"``-terminated lines, the bytes ``json.dumps``
@@ -86,7 +87,11 @@ def encode_plain_rows(rows: Sequence[Sequence[Any]], positions: list[int],
                 quoted = 1
             elif type(value) is int:
                 out.append(texts[4 * j + 2 * quoted])
-                out.append(str(value))
+                try:
+                    small = value  # compiled: a C integer, its digits written straight
+                    out.append(f"{small}")
+                except OverflowError:  # beyond 64 bits
+                    out.append(str(value))
                 quoted = 0
             else:
                 return None

@@ -53,6 +53,16 @@ def test_plain_rows_give_the_lines_json_dumps_gives(data: st.DataObject) -> None
     assert plain_rows(rows, index) == dumps_lines(rows, index)
 
 
+@pytest.mark.parametrize("number", [0, -1, 255, 257, 2 ** 63 - 1, -2 ** 63, 2 ** 63, -2 ** 63 - 1,
+                                    10 ** 30, -(10 ** 30)])
+def test_ints_on_both_sides_of_64_bits_are_written_whole(number: int) -> None:
+    """Compiled, ints that fit 64 bits are written from a C integer, the rest as Python
+    writes them: the same digits."""
+    index = {"word": 0, "count": 1}
+    rows = [("w", number), ("x", -number)]
+    assert plain_rows(rows, index) == dumps_lines(rows, index)
+
+
 class Shouting(str):
     def __str__(self) -> str:
         return self.upper()
