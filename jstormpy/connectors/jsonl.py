@@ -13,7 +13,7 @@ column) and the lines come out of one ``%`` format of a template line (the const
 texts, ``%s`` for encoded text, ``%d`` for the exact ints, ``"%s"`` for plain text: what
 ``json.dumps`` writes for them) repeated once per row. Where
 ``connectors/jsonl_rows.py`` runs compiled, a batch whose values are all exact ints and
-plain text goes through its row loop instead (the same text, fewer instructions).
+exact strs goes through its row loop instead (the same text, fewer instructions).
 """
 
 from __future__ import annotations

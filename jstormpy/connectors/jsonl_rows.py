@@ -3,9 +3,10 @@
 :func:`jstormpy.connectors.jsonl.encode_rows` encodes a batch column by column with a
 handful of C-level passes and one ``%`` format; in pure Python that is the cheapest way.
 Compiled (``jstormpy/compiled.py``), one loop over the rows is cheaper still for the
-commonest shape, every value an exact ``str`` of plain text (printable ASCII without
-``"`` or ``\\``) or an exact ``int``: the loop checks each value's type by pointer and
-each string's characters in C, and lays the pieces out for one ``str.join``
+commonest shape, every value an exact ``str`` or an exact ``int``: the loop checks each
+value's type by pointer and each string's characters in C (plain text, printable ASCII
+without ``"`` or ``\\``, goes in as it is; other text through json's C escaper), and
+lays the pieces out for one ``str.join``
 (docs/performance.md, "The sink's row loop and the codec's check, compiled").
 :data:`COMPILED_LOOP` says whether it runs compiled; ``encode_rows`` uses
 :func:`encode_plain_rows` only then. The source is plain Python (Cython's pure-Python
@@ -16,6 +17,7 @@ it runs uncompiled.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from json.encoder import encode_basestring_ascii as _escape  # what json.dumps uses for str
 from typing import Any
 
 try:
@@ -64,10 +66,10 @@ def encode_plain_rows(rows: Sequence[Sequence[Any]], positions: list[int],
                       texts: list[str]) -> str | None:
     """The jsonl text of ``rows`` (``"\\n"``-terminated lines, the bytes ``json.dumps``
     writes per record with ``separators=(",", ":")``): key ``j`` takes the row's value at
-    ``positions[j]``, ``texts`` are :func:`separators` of the keys. ``None`` as soon as
-    a row is not plain (a length other than ``len(positions)``, a value other than an
-    exact ``int`` or an exact ``str`` of plain text): the caller encodes the batch its
-    general way.
+    ``positions[j]``, ``texts`` are :func:`separators` of the keys. Plain text goes in
+    as it is, other text through the C escaper ``json.dumps`` uses. ``None`` as soon as
+    a row is not covered (a length other than ``len(positions)``, a value other than an
+    exact ``int`` or an exact ``str``): the caller encodes the batch its general way.
     """
     n = len(positions)
     at = positions
@@ -80,11 +82,14 @@ def encode_plain_rows(rows: Sequence[Sequence[Any]], positions: list[int],
             pos = at[j]
             value = row[pos]
             if type(value) is str:
-                if not _plain(value):
-                    return None
-                out.append(texts[4 * j + 2 * quoted + 1])
-                out.append(value)
-                quoted = 1
+                if _plain(value):  # as it is, between the quotes the texts carry
+                    out.append(texts[4 * j + 2 * quoted + 1])
+                    out.append(value)
+                    quoted = 1
+                else:  # json's own C escaper, quotes included
+                    out.append(texts[4 * j + 2 * quoted])
+                    out.append(_escape(value))
+                    quoted = 0
             elif type(value) is int:
                 out.append(texts[4 * j + 2 * quoted])
                 try:

@@ -43,10 +43,10 @@ INDEXES = [{"word": 0, "count": 1}, {"count": 1, "word": 0}, {"n": 0},
 @settings(max_examples=100, deadline=None)
 @given(st.data())
 def test_plain_rows_give_the_lines_json_dumps_gives(data: st.DataObject) -> None:
-    """Exact ints (any size, any sign) and plain text, in any key order and row position,
+    """Exact ints (any size, any sign) and any text, in any key order and row position,
     as tuples or lists."""
     index = data.draw(st.sampled_from(INDEXES))
-    value = st.one_of(PLAIN, st.integers())
+    value = st.one_of(PLAIN, st.text(), st.integers())
     rows = data.draw(st.lists(st.tuples(*[value] * len(index)), min_size=1, max_size=30))
     if data.draw(st.booleans()):
         rows = [list(r) for r in rows]  # type: ignore[misc]
@@ -68,12 +68,21 @@ class Shouting(str):
         return self.upper()
 
 
-NOT_PLAIN: list[Any] = ['q"uote', "back\\slash", "\x7f", "\x1f", "tab\t", "new\nline", "é",
-                        "\U0001f600", "\ud800", Shouting("quiet"), True, None, 1.5, Level.LOW,
-                        b"bytes", ["list"]]
+ESCAPED: list[str] = ['q"uote', "back\\slash", "\x7f", "\x1f", "tab\t", "new\nline", "é",
+                     "\U0001f600", "\ud800", "50%s"]
 
 
-@pytest.mark.parametrize("odd", NOT_PLAIN, ids=repr)
+@pytest.mark.parametrize("odd", ESCAPED, ids=repr)
+def test_text_that_needs_escaping_is_escaped_as_json_dumps_escapes_it(odd: str) -> None:
+    for index in ({"word": 0, "count": 1}, {"count": 1, "word": 0}):
+        rows = [("cat", 1), (odd, 2), ("dog", 3), (odd + "x", 4)]
+        assert plain_rows(rows, index) == dumps_lines(rows, index)
+
+
+NOT_COVERED: list[Any] = [Shouting("quiet"), True, None, 1.5, Level.LOW, b"bytes", ["list"]]
+
+
+@pytest.mark.parametrize("odd", NOT_COVERED, ids=repr)
 def test_a_batch_with_one_value_it_does_not_cover_goes_back_to_the_columns(odd: Any) -> None:
     """The loop gives up on the whole batch (None); encode_rows then writes it through the
     column encoder, as json.dumps writes it."""
@@ -130,5 +139,5 @@ def test_the_source_runs_without_cython_installed(monkeypatch: pytest.MonkeyPatc
     index = {"word": 0, "count": 1}
     assert module.encode_plain_rows(rows, [0, 1], module.separators(list(index), encode_value)) \
         == dumps_lines(rows, index)
-    assert module.encode_plain_rows([("é", 1)], [0, 1], separators(list(index), encode_value)) \
+    assert module.encode_plain_rows([(None, 1)], [0, 1], separators(list(index), encode_value)) \
         is None
