@@ -1,11 +1,16 @@
 """The compiled record path: which modules Cython compiled, the pure-Python fallback.
 
-``setup.py`` compiles the modules of :data:`COMPILED` with Cython 3 from their unchanged
-``.py`` sources; each extension module sits beside its source and Python imports it in
-the source's place. They are the modules a record crosses once per record in the sending
-task: the fused ``emit`` closures and routes (``runtime/routing.py``) and the fold of
-combining before the shuffle (``runtime/combine.py``); docs/performance.md ("A compiled
-record path") has what each bought. Compiled or not, they behave the same; an install
+``setup.py`` compiles the modules of :data:`COMPILED` with Cython 3 from their ``.py``
+sources; each extension module sits beside its source and Python imports it in the
+source's place. They are modules a record crosses once per record: the fused ``emit``
+closures and routes (``runtime/routing.py``) and the fold of combining before the shuffle
+(``runtime/combine.py``) in the sending task, unchanged plain Python, and the jsonl
+encoder's row loop of ``FileSink`` (``connectors/jsonl_rows.py``) and the DATA codec's
+check of what marshal may carry (``runtime/codec.py``), written in Cython's pure-Python
+mode (decorators declare C types; they are no-ops when it runs as source, and it runs
+without Cython installed: ``jstormpy/pure_mode.py``); docs/performance.md ("A compiled
+record path", "The sink's row loop and the codec's check, compiled") has what each
+bought. Compiled or not, they behave the same; an install
 that could not compile them (no C compiler) runs the sources, slower.
 
 ``JSTORM_PURE_PYTHON=1`` in the environment runs the sources even where the extensions
@@ -28,7 +33,8 @@ from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
-COMPILED = ("jstormpy.runtime.routing", "jstormpy.runtime.combine")
+COMPILED = ("jstormpy.runtime.routing", "jstormpy.runtime.combine",
+            "jstormpy.connectors.jsonl_rows", "jstormpy.runtime.codec")
 """The modules ``setup.py`` compiles (the same list there; a unit test keeps them equal).
 A module added here that reuses an object when ``sys.getrefcount`` says only a local holds
 it (``runtime/executor.py``, ``window/sliced.py``, ``dataflow/sink_adapter.py`` do) must

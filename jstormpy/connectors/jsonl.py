@@ -11,16 +11,21 @@ without ``"`` or ``\\``, :func:`is_plain_text`), which go in as they are; the co
 are laid into one flat list by slice assignment (every ``k``-th slot, a C-level pass per
 column) and the lines come out of one ``%`` format of a template line (the constant key
 texts, ``%s`` for encoded text, ``%d`` for the exact ints, ``"%s"`` for plain text: what
-``json.dumps`` writes for them) repeated once per row.
+``json.dumps`` writes for them) repeated once per row. Where
+``connectors/jsonl_rows.py`` runs compiled, a batch whose values are all exact ints and
+exact strs goes through its row loop instead (the same text, fewer instructions).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from json import encoder as _json_encoder
 from math import isfinite
 from typing import Any
+
+from jstormpy.connectors.jsonl_rows import COMPILED_LOOP, encode_plain_rows, separators
 
 encode_value = json.JSONEncoder(separators=(",", ":")).encode
 """``json.dumps(obj, separators=(",", ":"))`` without building an encoder per call."""
@@ -70,6 +75,12 @@ def is_plain_text(column: Sequence[Any]) -> bool:
     return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
 
 
+@lru_cache(maxsize=64)
+def _row_texts(names: tuple[str, ...]) -> list[str]:
+    """The compiled row loop's constant texts for the keys ``names`` (one set per shape)."""
+    return separators(names, encode_value)
+
+
 def encode_rows(rows: Sequence[Sequence[Any]], index: Mapping[str, int]) -> str | None:
     """The jsonl text (``"\\n"``-terminated lines) of ``rows``, keys from ``index``.
 
@@ -87,6 +98,10 @@ def encode_rows(rows: Sequence[Sequence[Any]], index: Mapping[str, int]) -> str 
     n = len(index)
     if not n or not rows or not all(type(name) is str for name in index):
         return None
+    if COMPILED_LOOP:  # plain rows in one compiled loop (connectors/jsonl_rows.py)
+        text = encode_plain_rows(rows, list(index.values()), _row_texts(tuple(index)))
+        if text is not None:
+            return text
     try:
         columns = list(zip(*rows, strict=True))
     except ValueError:

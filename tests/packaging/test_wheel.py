@@ -136,7 +136,7 @@ def test_the_wheel_runs_the_compiled_record_path(
     for name in ("routing", "combine"):
         assert list(site.glob(f"{name}.cpython-*.so")), f"{name} not compiled into the wheel"
     out = _run([str(bin_dir / "jstorm"), "version"], outside, env, 120)
-    assert "record path compiled (Cython): routing, combine" in out, out
+    assert "record path compiled (Cython): routing, combine, jsonl_rows, codec" in out, out
 
 
 def test_an_sdist_installs_without_a_compiler_as_pure_python(

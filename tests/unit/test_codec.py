@@ -74,3 +74,50 @@ def test_markers_and_credit_grants_go_by_marshal() -> None:
 def test_malformed_payloads_raise(payload: bytes) -> None:
     with pytest.raises((ValueError, EOFError, TypeError)):
         decode_item(memoryview(payload))
+
+
+class Word(str):
+    pass
+
+
+def _nest(value: Any, levels: int) -> Any:
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+_loop: list[Any] = [1]
+_loop.append(_loop)
+
+EDGE_ITEMS: list[Any] = [
+    (4, 0, "default", [("w", 1), ("x", 2.5, None, b"b", True)]), (4, 0, "default", []),
+    _nest("x", 4), _nest("x", 5), _nest("x", 6), _nest([], 5), _nest((), 6),
+    (4, 0, "default", [(Word("w"),)]), (4, 0, "default", [(Point(1, 2),)]),
+    (4, 0, "default", [("w", bytearray(b"x"))]), (4, 0, "default", [({"k": 1},)]),
+    [1, [2, (3, "x")], ("y", [None])], _loop]
+
+
+@pytest.mark.parametrize("compiled_check", [True, False], ids=["value loop", "passes"])
+@pytest.mark.parametrize("item", EDGE_ITEMS, ids=repr)
+def test_both_checks_pick_the_same_codec(compiled_check: bool, item: Any,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The value-by-value check (what runs compiled) and the C-level passes (what runs as
+    source) send the same items by marshal: nested to the same depth, exact types only."""
+    from jstormpy.runtime import codec
+    expected = MARSHAL if codec._plain([7, item]) else PICKLE
+    monkeypatch.setattr(codec, "COMPILED_CHECK", compiled_check)
+    assert encode_item(7, item)[:1] == expected
+
+
+@given(st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                     st.tuples(inner, inner)), max_leaves=12))
+def test_both_checks_agree_on_any_nesting(item: Any) -> None:
+    from jstormpy.runtime import codec
+    expected = MARSHAL if codec._plain([7, item]) else PICKLE
+    was = codec.COMPILED_CHECK
+    try:
+        for flag in (True, False):
+            codec.COMPILED_CHECK = flag
+            assert encode_item(7, item)[:1] == expected
+    finally:
+        codec.COMPILED_CHECK = was

@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
 import json, sys
-import jstormpy.runtime.combine, jstormpy.runtime.routing
+import jstormpy.runtime.combine, jstormpy.runtime.routing, jstormpy.connectors.jsonl_rows
+import jstormpy.runtime.codec
 from jstormpy import compiled
 print(json.dumps({"files": [sys.modules[m].__file__ for m in compiled.COMPILED],
                   "describe": compiled.describe(), "notice": compiled.notice()}))
@@ -51,7 +52,7 @@ def test_without_it_the_installed_extensions_run() -> None:
         pytest.skip("this install could not compile the record path (or runs it pure)")
     got = _probe()
     assert not any(f.endswith(".py") for f in got["files"]), got
-    assert got["describe"] == "record path compiled (Cython): routing, combine"
+    assert got["describe"] == "record path compiled (Cython): routing, combine, jsonl_rows, codec"
     assert got["notice"] is None
 
 
@@ -59,7 +60,9 @@ def test_a_missing_extension_is_noticed_once(monkeypatch: pytest.MonkeyPatch,
                                              caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.delenv(compiled.PURE_ENV, raising=False)
     monkeypatch.setattr(compiled, "status", lambda: dict.fromkeys(compiled.COMPILED, False)
-                        | {"jstormpy.runtime.combine": True})
+                        | {"jstormpy.runtime.combine": True,
+                           "jstormpy.connectors.jsonl_rows": True,
+                           "jstormpy.runtime.codec": True})
     monkeypatch.setattr(compiled, "_announced", False)
     with caplog.at_level(logging.WARNING, logger="jstormpy"):
         compiled.announce()
