@@ -14,8 +14,9 @@ Printed per tenth of the operations: the task thread's CPU per operation
 compaction threads' CPU, the level-0 files (mean of samples) and, with ``--stats``,
 RocksDB's own statistics per get over the tenth (data-block cache misses, SST files whose
 bloom filter said no and said maybe, where the hits were found, SST block reads).
-Options under test go on top of the store's (``--pin-top``, ``--partition-filters``,
-``--block-kb``, ...), so the same run can be repeated with one changed.
+Options under test go on top of the store's (``--index-restart``, ``--pin-top``,
+``--partition-filters``, ``--block-kb``, ...), so the same run can be repeated with one
+changed.
 
     python -m bench.rmw_read_cost --keys 3000000 --stats
 """
@@ -94,13 +95,15 @@ def options(rd: Any, cache: Any, args: argparse.Namespace) -> Any:
     if args.compression is not None:
         opts.set_compression_type(getattr(rd.DBCompressionType, args.compression)())
     table_changed = (args.block_kb, args.bloom_bits, args.pin_top, args.partition_filters,
-                     args.cache_index)
+                     args.cache_index, args.index_restart)
     if any(v not in (None, False) for v in table_changed):
         table = rd.BlockBasedOptions()
         table.set_bloom_filter(args.bloom_bits or 10, False)
         table.set_block_cache(cache)
         if args.block_kb is not None:
             table.set_block_size(args.block_kb << 10)
+        if args.index_restart is not None:
+            table.set_index_block_restart_interval(args.index_restart)
         if args.partition_filters:
             table.set_index_type(rd.BlockBasedIndexType.two_level_index_search())
             table.set_partition_filters(True)
@@ -275,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compression", help="none, snappy, lz4, zstd")
     p.add_argument("--block-kb", type=int)
     p.add_argument("--bloom-bits", type=int)
+    p.add_argument("--index-restart", type=int, metavar="N",
+                   help="index_block_restart_interval (keys per restart point in an index block)")
     p.add_argument("--pin-top", action="store_true")
     p.add_argument("--partition-filters", action="store_true")
     p.add_argument("--cache-index", action="store_true")

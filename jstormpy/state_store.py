@@ -577,6 +577,16 @@ longer as the state grew, level-0 files piled up meanwhile and every read probed
 them (issue 34: the read-modify-write rate fell with the state). At 32 MB a level-0
 compaction costs the same at any size."""
 
+INDEX_RESTART_INTERVAL = 16
+"""Keys per restart point in an SST file's index block (``index_block_restart_interval``;
+RocksDB's default is 1: every index entry a restart point, whole keys). A get's binary
+search then runs over a sixteenth of the restart points and scans at most 16 entries
+after the last one: the index blocks take about a quarter of the memory (18.7 of the
+31.2 MB of index and filters at 10M keys a task drop to ~4.5 MB), and the search touches
+fewer cache lines that no recent get touched, the part of a get that grew with the state
+(issue 34; docs/performance.md, "Flat reads: the index blocks"). Older files keep their
+own layout: RocksDB reads each file by the interval it was written with."""
+
 TARGET_FILE_BYTES = 8 << 20
 """Size of the SST files compactions write (``target_file_size_base``; RocksDB's default
 is 64 MB): a fraction of :data:`LEVEL1_BYTES`, so a base-level file overlaps a fraction of
@@ -769,6 +779,12 @@ def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None =
     opts.set_target_file_size_base(TARGET_FILE_BYTES)
     table = rd.BlockBasedOptions()
     table.set_bloom_filter(10, False)
+    # sparser index blocks (INDEX_RESTART_INTERVAL; issue 34): measured by CPU time in
+    # one database, a present get grew by 2.6 µs from 1M to 10M keys with the block-cache
+    # misses the same, by 2.1 µs with this (0.6 µs less at 10M keys); a read-modify-write
+    # to 10M keys cost 0.7 µs less on average (docs/performance.md, "Flat reads: the
+    # index blocks")
+    table.set_index_block_restart_interval(INDEX_RESTART_INTERVAL)
     if block_cache is not None:
         table.set_block_cache(block_cache)
     # index and filter blocks stay in the table readers' own memory (RocksDB's default),
@@ -776,7 +792,9 @@ def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None =
     # every lookup read and parsed a whole file's filter and index again, so a
     # read-modify-write slowed from ~100k/s to ~2k/s as the state grew past 1M keys
     # (issue 34; docs/state-stores.md, "Memory"). Their memory grows with the keys: about
-    # 2-3 bytes per key (10 bloom bits, one index entry per 4 KB data block)
+    # 1.7 bytes per key at the bench's 320-byte values (10 bloom bits; the index, one
+    # entry per 4 KB data block, a restart point per 16 entries: 3.1 bytes with every
+    # entry one)
     table.set_cache_index_and_filter_blocks(False)
     opts.set_block_based_table_factory(table)
     # RocksDB's own counters (cache hits, filter probes, stalls, compaction CPU), read by
