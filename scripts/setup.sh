@@ -30,10 +30,13 @@ fi
 : >"$log"
 stamp=.venv/.jstorm-installed-$mode
 if [ "$mode" = runtime ] && [ -f .venv/.jstorm-installed-test ] && \
-    ! [ pyproject.toml -nt .venv/.jstorm-installed-test ]; then
+    ! [ pyproject.toml -nt .venv/.jstorm-installed-test ] && \
+    ! [ setup.py -nt .venv/.jstorm-installed-test ]; then
   stamp=.venv/.jstorm-installed-test  # the test install includes the runtime
 fi
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+# setup.py lists the compiled modules: a new one (or a changed build) reinstalls, so the
+# editable install's extensions are built again
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ]; then
   step "upgrade pip" .venv/bin/python -m pip install -q --upgrade pip
   if [ "$mode" = runtime ]; then
     step "install jstormpy and its runtime dependencies (editable)" \
