@@ -54,6 +54,29 @@ def test_overwrite_and_append(client: hdfs.InsecureClient) -> None:
     assert info.value.exception == "FileNotFoundException"
 
 
+def test_a_refused_create_says_it_closes_its_connection(webhdfs_server: WebHdfsServer) -> None:
+    """A refused CREATE (its body may be unread) closes the connection and says so in a
+    ``Connection: close`` header; without the header a client's pool reused the closing
+    connection for its next request and got "Remote end closed connection without
+    response" (a CI failure of test_overwrite_and_append). Answers that keep the
+    connection open do not carry it."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", webhdfs_server.port, timeout=10)
+    try:
+        conn.request("PUT", "/webhdfs/v1/g?op=MKDIRS")
+        ok = conn.getresponse()
+        ok.read()
+        assert ok.status == 200 and ok.getheader("Connection") is None
+        conn.request("PUT", "/webhdfs/v1/g?op=CREATE&overwrite=false", body=b"x")
+        refused = conn.getresponse()
+        assert json.loads(refused.read())["RemoteException"]["exception"] == \
+            "FileAlreadyExistsException"
+        assert refused.getheader("Connection") == "close"
+    finally:
+        conn.close()
+
+
 def test_status_list_walk(client: hdfs.InsecureClient) -> None:
     client.makedirs("/a/b/c", permission="750")
     client.write("/a/f1", data=b"12345")
