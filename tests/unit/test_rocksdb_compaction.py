@@ -5,7 +5,6 @@ checkpoints of 1 % updates that mostly upload only the flushed memtable (issue 2
 from __future__ import annotations
 
 import random
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 
 import jstormpy.state_store as ss
 from jstormpy.state_store import RocksDBStore
+from tests.unit.rocksdb_options import options_section
 
 MAX_P = 128
 STORE_TRIGGER = ss.LEVEL0_COMPACTION_TRIGGER  # before a test sets another
@@ -24,17 +24,7 @@ BUSY = ("rocksdb.mem-table-flush-pending", "rocksdb.compaction-pending",
 def cf_options(db_dir: Path, family: str) -> dict[str, str]:
     """The ``[CFOptions "<family>"]`` section of the newest OPTIONS file RocksDB wrote in
     ``db_dir`` (the options the database runs with, as RocksDB itself reports them)."""
-    newest = max(db_dir.glob("OPTIONS-*"), key=lambda p: int(p.name.split("-")[1]))
-    section, found = None, {}
-    for line in newest.read_text().splitlines():
-        head = re.match(r'\s*\[(\w+)(?: "(.*)")?\]', line)
-        if head:
-            section = (head.group(1), (head.group(2) or "").replace("\\:", ":"))
-        elif section == ("CFOptions", family) and "=" in line:
-            name, _, value = line.strip().partition("=")
-            found[name] = value
-    assert found, f"no options of column family {family} in {newest}"
-    return found
+    return options_section(db_dir, "CFOptions", family)
 
 
 def universal_options(opts: dict[str, str]) -> dict[str, str]:

@@ -7,7 +7,6 @@ restores, reads and goes on taking writes and compactions under the new one."""
 from __future__ import annotations
 
 import pickle
-import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 import jstormpy.state_store as ss
 from jstormpy.state_backends import open_backend
 from jstormpy.state_backends.rocksdb_files import download_checkpoint
+from tests.unit.rocksdb_options import options_section
 from tests.unit.test_rocksdb_files import checkpoint, native_store
 
 N = 60_000
@@ -24,17 +24,7 @@ N = 60_000
 def table_options(db_dir: Path, family: str) -> dict[str, str]:
     """The ``[TableOptions/BlockBasedTable "<family>"]`` section of the newest OPTIONS file
     RocksDB wrote in ``db_dir``."""
-    newest = max(db_dir.glob("OPTIONS-*"), key=lambda p: int(p.name.split("-")[1]))
-    section, found = None, {}
-    for line in newest.read_text().splitlines():
-        head = re.match(r'\s*\[([\w/]+)(?: "(.*)")?\]', line)
-        if head:
-            section = (head.group(1), (head.group(2) or "").replace("\\:", ":"))
-        elif section == ("TableOptions/BlockBasedTable", family) and "=" in line:
-            name, _, value = line.strip().partition("=")
-            found[name] = value
-    assert found, f"no table options of column family {family} in {newest}"
-    return found
+    return options_section(db_dir, "TableOptions/BlockBasedTable", family)
 
 
 def index_and_filter_bytes(path: Path) -> int:
