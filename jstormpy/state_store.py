@@ -587,6 +587,17 @@ fewer cache lines that no recent get touched, the part of a get that grew with t
 (issue 34; docs/performance.md, "Flat reads: the index blocks"). Older files keep their
 own layout: RocksDB reads each file by the interval it was written with."""
 
+BACKGROUND_JOBS = 4
+"""RocksDB's background threads for a task database (``max_background_jobs``; RocksDB's
+default is 2: one flush thread and one compaction thread). RocksDB's thread pools are
+per process, so this is what a worker's databases share: one flush thread and three
+compaction threads. With one compaction thread, universal compaction's merge of a
+task's larger sorted runs (hundreds of MB, several seconds) held it, the newer runs
+piled up behind it meanwhile (up to 23 where the trigger is 12), and every get probed
+their filters: the task's read-modify-write slowed for the merge's duration. With three,
+the newer runs merge among themselves beside it (issue 34; docs/performance.md, "Flat
+reads: compaction threads")."""
+
 TARGET_FILE_BYTES = 8 << 20
 """Size of the SST files compactions write (``target_file_size_base``; RocksDB's default
 is 64 MB): a fraction of :data:`LEVEL1_BYTES`, so a base-level file overlaps a fraction of
@@ -802,6 +813,7 @@ def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None =
     # CPU per get (docs/performance.md, "What grows with the state in the job")
     if statistics:
         opts.enable_statistics()
+    opts.set_max_background_jobs(BACKGROUND_JOBS)
     return opts
 
 

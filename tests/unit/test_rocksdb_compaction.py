@@ -53,6 +53,22 @@ def test_task_database_opens_with_the_chosen_compaction(tmp_path: Path) -> None:
     st.close()
 
 
+def test_task_database_compacts_beside_a_long_merge(tmp_path: Path) -> None:
+    """Three compaction threads (``BACKGROUND_JOBS`` 4: RocksDB keeps one for flushes), so
+    newer sorted runs merge among themselves while a merge of the larger runs holds one
+    thread: with RocksDB's default of one compaction thread they piled up behind it and
+    every get probed them (issue 34; docs/performance.md, "Flat reads: compaction
+    threads")."""
+    st = RocksDBStore(tmp_path / "task-1", MAX_P)
+    d: Any = st.open("counts", None, None)
+    d["a"] = 1
+    st.flush()
+    assert ss.BACKGROUND_JOBS == 4
+    db = options_section(tmp_path / "task-1", "DBOptions", "")
+    assert int(db["max_background_jobs"]) == ss.BACKGROUND_JOBS
+    st.close()
+
+
 def test_universal_compaction_bounds_the_disk(tmp_path: Path) -> None:
     """The bound on the disk between merges of all sorted runs: RocksDB merges them all
     once the newer runs add up to ``UNIVERSAL_MAX_SIZE_AMP_PERCENT`` of the oldest (the
