@@ -458,7 +458,10 @@ def store_line(tid: str, f: dict[str, Any]) -> str:
 class BoltProgress:
     """The ``kv`` bolt's counters summed over its tasks, kept monotone across a worker's
     restart: a restarted task's counters start over, so what it reported before is kept
-    as a base (a record replayed after the restore then counts again, as work done).
+    as a base (a record replayed after the restore then counts again, as work done). A
+    restart is a task's sample from a new generation (every task is built again at a
+    rollback, and may pass its old counts before its first heartbeat reaches the TM), or
+    counters that went down.
     ``emitted`` counts the reads that found their key (the bolt emits on those only);
     ``cpu_seconds`` is the task threads' CPU time. :attr:`store` follows the tasks'
     RocksDB figures."""
@@ -466,6 +469,7 @@ class BoltProgress:
     def __init__(self) -> None:
         self.last: dict[str, dict[str, float]] = {}
         self.base: dict[str, dict[str, float]] = {}
+        self.generation: dict[str, int] = {}
         self.store = StoreFigures()
 
     def update(self, handle: Any) -> dict[str, float]:
@@ -474,10 +478,12 @@ class BoltProgress:
         for tid, v in tasks.items():
             last = self.last.get(tid)
             base = self.base.setdefault(tid, dict.fromkeys(COUNTERS, 0.0))
-            if last is not None and v["executed"] < last["executed"]:
+            if last is not None and (v["generation"] != self.generation[tid]
+                                     or v["executed"] < last["executed"]):
                 for f in COUNTERS:
                     base[f] += last[f]
             self.last[tid] = {f: float(v[f]) for f in COUNTERS}
+            self.generation[tid] = v["generation"]
         return {f: sum(self.base[t][f] + self.last[t][f] for t in self.last) for f in COUNTERS}
 
 

@@ -281,7 +281,7 @@ class MasterCore:
             if hb.generation != self.generation:
                 return
             for tm in hb.tasks:
-                self.metrics.update(tm)
+                self.metrics.update(tm, hb.generation)
                 self.backpressure.report(tm.task_id, tm.queue_depth, tm.queue_capacity)
                 if tm.task_id in self.spout_tasks:
                     if tm.finished:

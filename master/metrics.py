@@ -41,6 +41,9 @@ class TaskSample:
     state_records: int = 0
     """Records the task holds buffered in state now (a dataflow join's left and right
     entries; bounded by the watermark)."""
+    generation: int = 0
+    """The generation whose task reported it: a rollback or a restart builds every task
+    again, and its counters start over (the heartbeats of older generations are dropped)."""
     store: dict[str, float] = field(default_factory=dict)
     """The task's RocksDB figures (``jstormpy.state_store.RocksDBStore.figures``; empty:
     no RocksDB state)."""
@@ -92,8 +95,10 @@ class MetricsStore:
         self.plan = dict(plan)
         self.tasks: dict[int, TaskSample] = {}
 
-    def update(self, tm: Any) -> None:
-        """Fold one TaskMetrics message in."""
+    def update(self, tm: Any, generation: int = 0) -> None:
+        """Fold one TaskMetrics message in (``generation``: the heartbeat's). Rates come
+        from two samples of one generation only: a task built again starts its counters
+        over, and may pass its old counts before its first heartbeat."""
         now = time.monotonic()
         old = self.tasks.get(tm.task_id)
         s = TaskSample(tm.task_id, tm.emitted, tm.executed, tm.queue_depth, tm.queue_capacity,
@@ -101,13 +106,13 @@ class MetricsStore:
                        list(tm.latency_buckets) or [0] * len(LATENCY_BUCKETS_MS),
                        tm.errors, tm.late_records, tm.finished, tm.throttled, now,
                        cpu_seconds=tm.cpu_seconds, state_records=tm.state_records,
-                       store=dict(getattr(tm, "store", None) or {}))
-        if old is not None and now > old.at and s.emitted >= old.emitted \
-                and s.executed >= old.executed:
+                       generation=generation, store=dict(getattr(tm, "store", None) or {}))
+        if old is not None and old.generation == generation and now > old.at \
+                and s.emitted >= old.emitted and s.executed >= old.executed:
             dt = now - old.at
             s.emit_rate = (s.emitted - old.emitted) / dt
             s.execute_rate = (s.executed - old.executed) / dt
-            if s.cpu_seconds >= old.cpu_seconds:  # (a rebuilt task's thread starts at 0)
+            if s.cpu_seconds >= old.cpu_seconds:  # (clock-tick resolution: never below 0)
                 s.cpu_busy = min(1.0, (s.cpu_seconds - old.cpu_seconds) / dt)
         self.tasks[tm.task_id] = s
 
@@ -123,6 +128,7 @@ class MetricsStore:
         return {
             "tasks": {str(s.task_id): {"component": self.task_component.get(s.task_id),
                                        "worker": self.plan.get(s.task_id),
+                                       "generation": s.generation,
                                        "finished": s.finished, "throttled": s.throttled,
                                        **aggregate([s]), "store": dict(s.store)}
                       for s in sorted(tasks, key=lambda x: x.task_id)},

@@ -107,6 +107,26 @@ def test_averaging_percentiles_would_be_wrong():
     assert sum(per_task_p99) / 2 == pytest.approx(250.005)  # what averaging would claim
 
 
+def test_a_task_built_again_gets_no_rate_across_its_generations(monkeypatch):
+    """A rollback builds every task again and its counters start over; the new task may
+    pass its old counts before its first heartbeat reaches the TM. Its rate then comes
+    from samples of its own generation only, and each task's generation is in the
+    snapshot, so a reader of the counters (a benchmark's, a dashboard's) can tell the
+    counters started over."""
+    clock = iter([10.0, 11.0, 12.0, 13.0])
+    monkeypatch.setattr("jstormpy.master.metrics.time.monotonic", lambda: next(clock))
+    store = MetricsStore({1: "b"}, {1: 0})
+    store.update(task_message(1, [], 500, 1_000), 1)
+    store.update(task_message(1, [], 900, 1_800), 1)
+    task = store.snapshot()["tasks"]["1"]
+    assert (task["execute_rate"], task["emit_rate"], task["generation"]) == (800.0, 400.0, 1)
+    store.update(task_message(1, [], 1_000, 2_000), 2)  # generation 2 passed the old count
+    task = store.snapshot()["tasks"]["1"]
+    assert (task["execute_rate"], task["emit_rate"], task["generation"]) == (0.0, 0.0, 2)
+    store.update(task_message(1, [], 1_100, 2_300), 2)
+    assert store.snapshot()["tasks"]["1"]["execute_rate"] == 300.0
+
+
 def test_histogram_buckets_are_cumulative():
     buckets = [3, 0, 2] + [0] * (len(LATENCY_BUCKETS_MS) - 4) + [1]
     pairs = histogram_buckets(buckets)

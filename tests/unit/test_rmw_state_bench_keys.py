@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from bench.rmw_state_bench import MixedKeys, check_counts, compare, expected_counts
+from bench.rmw_state_bench import BoltProgress, MixedKeys, check_counts, compare, expected_counts
 
 KEYS = 40_000
 
@@ -113,3 +113,35 @@ def test_the_pair_compares_matching_tenths_and_measures_flatness_from_the_second
     assert c["ratio_tenths"][0][1] == pytest.approx(0.6)
     assert c["rmw_min_over_max_from_2nd_tenth"] == pytest.approx(0.8)  # 80k / 100k
     assert c["rmw_cpu_min_over_max_from_2nd_tenth"] == pytest.approx(0.8)
+
+
+class _Handle:
+    """The ``kv`` component's per-task metrics, one poll after another."""
+
+    def __init__(self, polls: list[dict[str, dict[str, float]]]) -> None:
+        self.polls = iter(polls)
+
+    def metrics(self, component: str) -> dict[str, object]:
+        assert component == "kv"
+        return {"tasks": next(self.polls)}
+
+
+def _task(generation: int, executed: int, emitted: int) -> dict[str, float]:
+    return {"generation": generation, "executed": executed, "emitted": emitted,
+            "cpu_seconds": executed / 1e5, "store": {}}
+
+
+def test_the_bolt_progress_keeps_counting_across_a_restart_that_passed_the_old_counts() -> None:
+    """A task built again at a rollback starts its counters over and may pass its old
+    counts before the TM has its first heartbeat: the new generation, not a fall of the
+    counters, says it started over, so the totals keep what it did before (a CI run
+    lost it, and a tenth's share of reads finding their key came out of two polls'
+    noise)."""
+    progress = BoltProgress()
+    handle = _Handle([{"3": _task(1, 60_000, 30_000)},
+                      {"3": _task(2, 61_000, 30_400)},   # rebuilt, already past 60,000
+                      {"3": _task(2, 80_000, 40_000)},
+                      {"3": _task(2, 5_000, 2_600)}])    # a fall: also a restart
+    totals = [progress.update(handle) for _ in range(4)]
+    assert [t["executed"] for t in totals] == [60_000, 121_000, 140_000, 145_000]
+    assert [t["emitted"] for t in totals] == [30_000, 60_400, 70_000, 72_600]
