@@ -112,7 +112,7 @@ class MetricsStore:
             dt = now - old.at
             s.emit_rate = (s.emitted - old.emitted) / dt
             s.execute_rate = (s.executed - old.executed) / dt
-            if s.cpu_seconds >= old.cpu_seconds:  # (clock-tick resolution: never below 0)
+            if s.cpu_seconds >= old.cpu_seconds:  # (a thread's CPU only grows: a guard)
                 s.cpu_busy = min(1.0, (s.cpu_seconds - old.cpu_seconds) / dt)
         self.tasks[tm.task_id] = s
 
