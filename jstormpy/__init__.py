@@ -6,7 +6,11 @@ Example:
 
 from __future__ import annotations
 
-from jstormpy import compiled
+from jstormpy.grpc_logging import quiet_grpc_logging
+
+quiet_grpc_logging()  # before anything imports gRPC
+
+from jstormpy import compiled  # noqa: E402
 
 compiled.install_fallback()  # JSTORM_PURE_PYTHON=1: before anything imports the record path
 
