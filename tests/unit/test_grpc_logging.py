@@ -11,20 +11,24 @@ import sys
 SHOW = "import jstormpy, os; print(os.environ['GRPC_VERBOSITY'], os.environ['GLOG_minloglevel'])"
 
 
-def run(env: dict[str, str]) -> str:
-    return subprocess.run([sys.executable, "-c", SHOW], env=env, capture_output=True,
-                          text=True, check=True, timeout=120).stdout.split()
+def without_grpc_settings() -> dict[str, str]:
+    """This environment without the two variables, as a user who never set them has it."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("GRPC_VERBOSITY", "GLOG_minloglevel")}
+
+
+def run(code: str, env: dict[str, str]) -> str:
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, check=True, timeout=120).stdout.strip()
 
 
 def test_importing_jstormpy_keeps_grpc_to_its_errors() -> None:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("GRPC_VERBOSITY", "GLOG_minloglevel")}
-    assert run(env) == ["ERROR", "2"]
+    assert run(SHOW, without_grpc_settings()).split() == ["ERROR", "2"]
 
 
 def test_the_users_grpc_verbosity_wins() -> None:
     env = {**os.environ, "GRPC_VERBOSITY": "DEBUG", "GLOG_minloglevel": "0"}
-    assert run(env) == ["DEBUG", "0"]
+    assert run(SHOW, env).split() == ["DEBUG", "0"]
 
 
 def test_the_setting_is_made_before_grpc_is_imported() -> None:
@@ -39,8 +43,4 @@ def test_the_setting_is_made_before_grpc_is_imported() -> None:
         "sys.meta_path.insert(0, Watch())\n"
         "import jstormpy\n"
         "print(seen[0])\n")
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("GRPC_VERBOSITY", "GLOG_minloglevel")}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, check=True, timeout=120).stdout.strip()
-    assert out == "ERROR"
+    assert run(code, without_grpc_settings()) == "ERROR"
