@@ -6,7 +6,8 @@ the value ``encode((count, 320-byte string))`` of the read-modify-write bench), 
 once with ``SstFileWriter`` straight into the last level (no compaction: cheap on a
 loaded machine), then, for each ``--cache-mb``, opened in a fresh process with the store's
 options (:func:`jstormpy.state_store.store_options`) and a block cache of that size:
-``--warm`` gets of random present keys to fill the cache, then ``--gets`` more, measured:
+``--warm`` gets of random present keys to fill the cache, then ``--gets`` more (each
+filling the cache or not as the store's reads do: ``READ_CACHE_ADMISSION``), measured:
 RocksDB's data-block cache misses and hits per get, the get's CPU (``time.thread_time``)
 and the process's RSS (the cache full), then the CPU of as many gets of absent keys.
 Uniform random keys, as the bench reads them.
@@ -58,6 +59,7 @@ TABLES: dict[str, dict[str, Any]] = {
     "irestart16-lz4": {"index_restart": 16, "compression": "lz4"},
     "partitioned": {"partitioned": True},
     "blockhash": {"block_hash": True},
+    "block2k": {"block_kb": 2},
 }
 """``--tables`` candidates: table options on top of the store's, baked into the files at
 their build (block size, compression, filter, index layout)."""
@@ -135,17 +137,28 @@ def probe(path: Path, keys: int, cache_mb: int, warm: int, gets: int,
     rng = random.Random(cache_mb)
     sample = [db_key(rng.randrange(keys), MAX_PARALLELISM) for _ in range(warm + gets)]
     absent = [db_key(keys + rng.randrange(keys), MAX_PARALLELISM) for _ in range(gets)]
+    # as the store reads (RocksState._entry): a READ_CACHE_ADMISSION share of the gets
+    # may add their block to the cache, the others read with fill_cache off
+    uncached = rd.ReadOptions()
+    uncached.fill_cache(False)
+    draw, share, get = random.Random(11).random, state_store.READ_CACHE_ADMISSION, db.get
     for key in sample[:warm]:
-        assert db.get(key) is not None
+        assert (get(key) if draw() < share else get(key, None, uncached)) is not None
     before = parse_statistics(opts.get_statistics() or "")
     c0 = time.thread_time()
     for key in sample[warm:]:
-        db.get(key)
+        if draw() < share:
+            get(key)
+        else:
+            get(key, None, uncached)
     cpu = time.thread_time() - c0
     after = parse_statistics(opts.get_statistics() or "")
     c0 = time.thread_time()
     for key in absent:
-        db.get(key)
+        if draw() < share:
+            get(key)
+        else:
+            get(key, None, uncached)
     absent_cpu = time.thread_time() - c0
 
     def per_get(name: str) -> float:

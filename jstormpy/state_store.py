@@ -30,6 +30,7 @@ import contextlib
 import logging
 import os
 import pickle
+import random
 import shutil
 import struct
 import threading
@@ -285,6 +286,9 @@ def db_key(key: Any, max_parallelism: int) -> bytes:
     return _GROUP.pack(key_group(key, max_parallelism)) + encode_key(key)
 
 
+_sample = random.random  # READ_CACHE_ADMISSION's draw
+
+
 class RocksState(MutableMapping[Any, Any]):
     """One named state in a task's RocksDB: a column family, keys prefixed with their key
     group. ``ttl_ms``: entries older than it are invisible (and swept, at most once per
@@ -327,7 +331,9 @@ class RocksState(MutableMapping[Any, Any]):
                 entry = sealed.writes.get(self.name, _NO_WRITES).get(key, _MISSING)
                 if entry is not _MISSING:
                     return _MISSING if entry is _DELETED else sealed_copy(entry)
-            raw = self.cf.get(db_key(key, self.max_parallelism))
+            k = db_key(key, self.max_parallelism)
+            raw = (self.cf.get(k) if _sample() < READ_CACHE_ADMISSION
+                   else self.cf.get(k, None, self.store.uncached_reads))
             return _MISSING if raw is None else decode_entry(raw)
         return _MISSING if entry is _DELETED else entry
 
@@ -522,6 +528,26 @@ class RocksDBMemory:
         self.write_buffers = rd.WriteBufferManager.new_write_buffer_manager_with_cache(
             self.write_buffer_bytes, False, self.cache)
 
+
+READ_CACHE_ADMISSION = 1 / 16
+"""Share of a state's point reads (a get that misses the write cache) that may add the
+data block they read to the block cache; the others read with RocksDB's ``fill_cache``
+off. A block read often still enters soon (a hot key's block is cached after ~16 reads,
+and stays: reads that hit the cache are not affected), while random reads over a state
+far larger than the cache (where a few per cent of them hit) stop paying for inserting a
+block and evicting another on every read: at 10M keys a present key's get took 5.4 µs
+of CPU filling the cache on every read, 4.3-4.7 with this, 3.9 never filling it
+(docs/performance.md, "Cheaper reads of a big state"). A burst of reads of cold keys no
+longer flushes the hot keys' blocks out either."""
+
+BLOOM_BITS_PER_KEY = 16
+"""Bits per key of each SST file's bloom filter: ~0.1 % false positives per file a get
+probes (10 bits: ~1 %). A get probes one filter per sorted run (up to ~8 in a big
+state), and each false positive costs a search of the file's index and a data block
+read, about 4 µs; at 10 bits that was 0.07 false positives per get, 0.3 µs of every read.
+The filters take 2 bytes a key in memory (``table_readers_bytes``), 0.75 more than
+with 10 bits."""
+
 MEMTABLE_BLOOM_RATIO = 0.1
 """Size of a memtable's bloom filter over its keys, as a share of the memtable
 (:data:`WRITE_BUFFER_BYTES`): 1.6 MB per memtable (tens to hundreds of bits per key,
@@ -636,6 +662,7 @@ ROCKSDB_TICKERS = {
     "bloom_true_positive_total": "rocksdb.bloom.filter.full.true.positive",
     "block_cache_data_hits_total": "rocksdb.block.cache.data.hit",
     "block_cache_data_misses_total": "rocksdb.block.cache.data.miss",
+    "block_cache_data_adds_total": "rocksdb.block.cache.data.add",
     "block_cache_hits_total": "rocksdb.block.cache.hit",
     "block_cache_misses_total": "rocksdb.block.cache.miss",
     "stall_micros_total": "rocksdb.stall.micros",
@@ -789,7 +816,7 @@ def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None =
     opts.set_max_bytes_for_level_base(LEVEL1_BYTES)
     opts.set_target_file_size_base(TARGET_FILE_BYTES)
     table = rd.BlockBasedOptions()
-    table.set_bloom_filter(10, False)
+    table.set_bloom_filter(BLOOM_BITS_PER_KEY, False)
     # sparser index blocks (INDEX_RESTART_INTERVAL; issue 34): measured by CPU time in
     # one database, a present get grew by 2.6 µs from 1M to 10M keys with the block-cache
     # misses the same, by 2.1 µs with this (0.6 µs less at 10M keys); a read-modify-write
@@ -848,6 +875,10 @@ class RocksDBStore:
         self.clock = clock
         self.rd = rd
         self.block_cache = rd.Cache(BLOCK_CACHE_BYTES) if memory is None else memory.cache
+        self.uncached_reads = rd.ReadOptions()
+        """Read options of the point reads that do not add their block to the block
+        cache (all but :data:`READ_CACHE_ADMISSION` of them)."""
+        self.uncached_reads.fill_cache(False)
         self.db: Any = None  # opened with the first state: a stateless task has no database
         self.families: dict[str, Any] = {}
         self.caches: dict[str, dict[Any, Any]] = {}  # per state: writes since the last flush

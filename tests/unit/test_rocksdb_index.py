@@ -7,6 +7,7 @@ restores, reads and goes on taking writes and compactions under the new one."""
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,10 @@ def table_options(db_dir: Path, family: str) -> dict[str, str]:
     return options_section(db_dir, "TableOptions/BlockBasedTable", family)
 
 
-def index_and_filter_bytes(path: Path) -> int:
-    """What the table readers (index and filter blocks, outside the block cache) hold, for
-    ``N`` keys of ~300 bytes written and flushed by the store."""
+def index_bytes(path: Path) -> int:
+    """What the table readers hold for the index blocks (their memory less the bloom
+    filters', which the files' properties give), for ``N`` keys of ~300 bytes written
+    and flushed by the store."""
     st = ss.RocksDBStore(path, 128)
     d: Any = st.open("kv", None, None)
     for i in range(N):
@@ -39,19 +41,19 @@ def index_and_filter_bytes(path: Path) -> int:
     assert table_options(path, "s:kv")["index_block_restart_interval"] == str(
         ss.INDEX_RESTART_INTERVAL)
     held = int(st.families["kv"].property_int_value("rocksdb.estimate-table-readers-mem"))
+    props = st.families["kv"].property_value("rocksdb.aggregated-table-properties")
+    filters = int(re.search(r"filter block size=(\d+)", props).group(1))
     st.close()
-    return held
+    return held - filters
 
 
 def test_index_blocks_take_less_memory_than_rocksdbs_default(tmp_path: Path,
                                                               monkeypatch: Any) -> None:
     assert ss.INDEX_RESTART_INTERVAL == 16
-    sparse = index_and_filter_bytes(tmp_path / "sparse")
+    sparse = index_bytes(tmp_path / "sparse")
     monkeypatch.setattr(ss, "INDEX_RESTART_INTERVAL", 1)  # RocksDB's default
-    dense = index_and_filter_bytes(tmp_path / "dense")
-    # the filters (10 bits a key) are the same in both: 60 % of the dense figure's
-    # bytes here (109 against 187 kB), the index blocks a third of theirs
-    assert sparse < 0.7 * dense, (sparse, dense)
+    dense = index_bytes(tmp_path / "dense")
+    assert sparse < 0.4 * dense, (sparse, dense)
 
 
 def test_a_checkpoint_written_with_the_old_index_restores(tmp_path: Path,
