@@ -286,7 +286,9 @@ def db_key(key: Any, max_parallelism: int) -> bytes:
     return _GROUP.pack(key_group(key, max_parallelism)) + encode_key(key)
 
 
-_sample = random.random  # READ_CACHE_ADMISSION's draw
+_sample = random.Random().random
+"""READ_CACHE_ADMISSION's draw: a generator of the store's own, so a state read never takes
+a number from the one the user's code may seed (``random.seed``) and draw from."""
 
 
 class RocksState(MutableMapping[Any, Any]):
