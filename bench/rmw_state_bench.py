@@ -41,6 +41,8 @@ time; the compactions' CPU and bytes written, the SST and index/filter sizes.
 
 ``--write-only`` runs the same job and key sequence without the read (``kv[k] = (1,
 value)``, no output): the pure-write rate read-modify-write is measured against.
+``--no-output`` runs read-modify-write without the output (no sink, so no exactly-once
+check): that job differs from ``--write-only``'s by the read alone.
 ``--pair`` runs the read-modify-write job, then the pure-write one, and prints their ratio
 per tenth, overall, and how flat the read-modify-write rate stayed from 10 % to 100 % of
 the keys loaded (issue 34's target: at least 0.5x, within 20 %).
@@ -251,9 +253,11 @@ class CountTwice(Bolt):
 
     outputs = ("key", "count")
 
-    def __init__(self, value_bytes: int, write_only: bool = False) -> None:
+    def __init__(self, value_bytes: int, write_only: bool = False,
+                 output: bool = True) -> None:
         self.value_bytes = value_bytes
         self.write_only = write_only
+        self.output = output
 
     def prepare(self, conf, context):
         self.kv = self.state("kv")
@@ -268,7 +272,7 @@ class CountTwice(Bolt):
         old = self.kv.get(k)
         count = old[0] + 1 if old else 1
         self.kv[k] = (count, value)
-        if count >= 2:
+        if count >= 2 and self.output:
             self.emit((k, count))
 
 
@@ -276,14 +280,14 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def build(keys: int, value_bytes: int, out: Path, write_only: bool = False,
-          present_share: float | None = None, seed: int = 1):
+          present_share: float | None = None, seed: int = 1, output: bool = True):
     b = TopologyBuilder("bench-rmw-state")
     spout = (TwiceKeys(keys) if present_share is None
              else MixedKeysSpout(keys, present_share, seed))
     b.set_spout("keys", spout, parallelism=2)
-    b.set_bolt("kv", CountTwice(value_bytes, write_only), parallelism=2) \
+    b.set_bolt("kv", CountTwice(value_bytes, write_only, output), parallelism=2) \
         .fields_grouping("keys", ["key"])
-    if not write_only:
+    if output and not write_only:
         b.set_bolt("out", FileSink(str(out), format="jsonl")).shuffle_grouping("kv")
     return b.build()
 
@@ -510,7 +514,7 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     with LocalCluster() as cluster:
         t0 = time.monotonic()
         handle = cluster.submit(build(args.keys, args.value_bytes, out, args.write_only,
-                                      args.present_share, args.seed), conf)
+                                      args.present_share, args.seed, args.output), conf)
         rss = RssSampler(handle)
         rss.start()
         progress = BoltProgress()
@@ -526,7 +530,7 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
                 "fraction": f, "keys_loaded_about": round(loaded),
                 "records_per_s": (at["executed"] - prev["executed"]) / max(now - prev["t"], 1e-9),
                 "kv_cpu_us_per_record": (at["cpu_seconds"] - prev["cpu_seconds"]) / done * 1e6,
-                "present_share": (None if args.write_only
+                "present_share": (None if args.write_only or not args.output
                                   else (at["emitted"] - prev["emitted"]) / done),
                 "rocksdb": progress.store.close_tenth()})
             prev.update(t=now, **at)
@@ -583,6 +587,7 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     due = int(max(0.0, drained_wall - first) * 1000 // args.interval_ms) + 1
     result = {
         "keys": args.keys, "value_bytes": args.value_bytes, "write_only": args.write_only,
+        "output": args.output,
         "level0_trigger": args.level0_trigger, "compaction_style": args.compaction_style,
         "present_share": args.present_share, "seed": args.seed, "records": total,
         "interval_ms": args.interval_ms, "elapsed_s": elapsed,
@@ -598,7 +603,8 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         "history": [{k: c[k] for k in ("id", "status", "duration_ms", "alignment_ms",
                                        "size_bytes", "started_at")}
                     for c in sorted(checkpoints.values(), key=lambda c: c["id"])],
-        "problems": [] if args.write_only else verify(out, expected(args)),
+        "problems": ([] if args.write_only or not args.output
+                     else verify(out, expected(args))),
     }
     return result
 
@@ -611,7 +617,8 @@ def expected(args: argparse.Namespace) -> array:
 
 
 def report(r: dict[str, Any]) -> None:
-    what = "pure write" if r["write_only"] else "read-modify-write"
+    what = ("pure write" if r["write_only"] else "read-modify-write" if r["output"]
+            else "read-modify-write without output")
     seq = (f"{r['keys']:,} keys x 2 writes" if r["present_share"] is None else
            f"{r['keys']:,} keys, {r['records']:,} records with a present share of "
            f"{r['present_share']:g} (seed {r['seed']})")
@@ -637,7 +644,9 @@ def report(r: dict[str, Any]) -> None:
           f"state's {r['logical_state_bytes'] / 1e6:.0f} MB (max "
           f"{(r['checkpoint_bytes_max'] or 0) / 1e6:.1f} MB); duration p50 "
           f"{r['checkpoint_ms_p50'] or 0:.0f} ms, max {r['checkpoint_ms_max'] or 0:.0f} ms")
-    if not r["write_only"]:
+    if not r["write_only"] and not r["output"]:
+        print("  exactly once: not checked (no output)")
+    elif not r["write_only"]:
         print("  exactly once: " + ("yes, every key's counts once each" if not r["problems"]
                                     else "; ".join(r["problems"])))
 
@@ -683,6 +692,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--value-bytes", type=int, default=320)
     p.add_argument("--interval-ms", type=int, default=2000, help="checkpoint interval")
     p.add_argument("--write-only", action="store_true", help="no read: the pure-write rate")
+    p.add_argument("--no-output", dest="output", action="store_false",
+                   help="read-modify-write without the FileSink output (nor its check): "
+                        "the same job as --write-only but for the read")
     p.add_argument("--present-share", type=float, default=None, metavar="P",
                    help="the fixed mix: a share P of the records re-read a key already "
                         "emitted, the rest write new keys (default: every key twice)")
