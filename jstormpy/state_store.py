@@ -832,9 +832,9 @@ def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None =
     # every lookup read and parsed a whole file's filter and index again, so a
     # read-modify-write slowed from ~100k/s to ~2k/s as the state grew past 1M keys
     # (issue 34; docs/state-stores.md, "Memory"). Their memory grows with the keys: about
-    # 1.7 bytes per key at the bench's 320-byte values (10 bloom bits; the index, one
-    # entry per 4 KB data block, a restart point per 16 entries: 3.1 bytes with every
-    # entry one)
+    # 2.6 bytes per key at the bench's 320-byte values (BLOOM_BITS_PER_KEY, 2 bytes; the
+    # index, one entry per 4 KB data block, a restart point per 16 entries, about 0.6;
+    # 1.9 bytes with every entry one)
     table.set_cache_index_and_filter_blocks(False)
     opts.set_block_based_table_factory(table)
     # RocksDB's own counters (cache hits, filter probes, stalls, compaction CPU), read by
