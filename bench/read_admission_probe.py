@@ -26,11 +26,10 @@ import random
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from bench.rmw_cache_probe import MAX_PARALLELISM, build, table_options
+from bench.rmw_cache_probe import MAX_PARALLELISM, build, read_all, table_options
 from jstormpy.state_store import db_key, parse_statistics, rocksdict_module
 
 HIT, MISS = "rocksdb.block.cache.data.hit", "rocksdb.block.cache.data.miss"
@@ -40,15 +39,8 @@ def measure(db: Any, opts: Any, keys: list[bytes], share: float,
             uncached: Any) -> tuple[float, float]:
     """CPU µs per get and the data-block hit ratio of reading ``keys``, a ``share`` of
     the reads filling the cache."""
-    draw, get = random.Random(11).random, db.get
     before = parse_statistics(opts.get_statistics() or "")
-    c0 = time.thread_time()
-    for k in keys:
-        if draw() < share:
-            get(k)
-        else:
-            get(k, None, uncached)
-    cpu = time.thread_time() - c0
+    cpu = read_all(db, keys, share, uncached, random.Random(11).random)
     after = parse_statistics(opts.get_statistics() or "")
     hits = after.get(HIT, 0.0) - before.get(HIT, 0.0)
     misses = after.get(MISS, 0.0) - before.get(MISS, 0.0)

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,21 @@ def build(path: Path, keys: int, value_bytes: int, table: str = "store",
     return time.process_time() - c0
 
 
+def read_all(db: Any, keys: list[bytes], share: float, uncached: Any,
+             draw: Callable[[], float]) -> float:
+    """Get each of ``keys``, a ``share`` of the gets (by ``draw``) adding their block to
+    the cache and the others with ``uncached`` (``fill_cache`` off), as the store reads
+    (``RocksState._entry``); returns the thread's CPU seconds."""
+    get = db.get
+    c0 = time.thread_time()
+    for key in keys:
+        if draw() < share:
+            get(key)
+        else:
+            get(key, None, uncached)
+    return time.thread_time() - c0
+
+
 def probe(path: Path, keys: int, cache_mb: int, warm: int, gets: int,
           table: str = "store") -> dict[str, float]:
     """In this process: open ``path`` with a ``cache_mb`` cache and measure random gets
@@ -145,21 +161,9 @@ def probe(path: Path, keys: int, cache_mb: int, warm: int, gets: int,
     for key in sample[:warm]:
         assert (get(key) if draw() < share else get(key, None, uncached)) is not None
     before = parse_statistics(opts.get_statistics() or "")
-    c0 = time.thread_time()
-    for key in sample[warm:]:
-        if draw() < share:
-            get(key)
-        else:
-            get(key, None, uncached)
-    cpu = time.thread_time() - c0
+    cpu = read_all(db, sample[warm:], share, uncached, draw)
     after = parse_statistics(opts.get_statistics() or "")
-    c0 = time.thread_time()
-    for key in absent:
-        if draw() < share:
-            get(key)
-        else:
-            get(key, None, uncached)
-    absent_cpu = time.thread_time() - c0
+    absent_cpu = read_all(db, absent, share, uncached, draw)
 
     def per_get(name: str) -> float:
         return (after.get(name, 0.0) - before.get(name, 0.0)) / gets

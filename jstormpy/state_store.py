@@ -540,7 +540,8 @@ far larger than the cache (where a few per cent of them hit) stop paying for ins
 block and evicting another on every read: at 10M keys a present key's get took 5.4 µs
 of CPU filling the cache on every read, 4.3-4.7 with this, 3.9 never filling it
 (docs/performance.md, "Cheaper reads of a big state"). A burst of reads of cold keys no
-longer flushes the hot keys' blocks out either."""
+longer flushes the hot keys' blocks out either. The price: after a start the cache warms
+16 times more slowly (a state that fits in it is cached after ~16 passes, not one)."""
 
 BLOOM_BITS_PER_KEY = 16
 """Bits per key of each SST file's bloom filter: ~0.1 % false positives per file a get
