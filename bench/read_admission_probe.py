@@ -29,7 +29,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.rmw_cache_probe import MAX_PARALLELISM, build, read_all, table_options
+from bench.rmw_cache_probe import (
+    MAX_PARALLELISM,
+    build,
+    forget_options,
+    read_all,
+    table_options,
+)
 from jstormpy.state_store import db_key, parse_statistics, rocksdict_module
 
 HIT, MISS = "rocksdb.block.cache.data.hit", "rocksdb.block.cache.data.miss"
@@ -66,8 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu = build(home / "db", args.keys, args.value_bytes, file_keys=160_000)
         print(f"{args.keys:,} keys built in {cpu:.0f} s of CPU", flush=True)
         rd = rocksdict_module()
-        for found in (home / "db").glob("OPTIONS-*"):
-            found.unlink()
+        forget_options(home / "db")
         results: dict[tuple[str, float], list[tuple[float, float]]] = {}
         rng = random.Random(5)
         hot = [db_key(rng.randrange(args.keys), MAX_PARALLELISM) for _ in range(args.hot_keys)]
@@ -89,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                 results.setdefault(("hot", share), []).append(
                     measure(db, opts, mixed[args.gets:], share, uncached))
                 db.close()
-                for found in (home / "db").glob("OPTIONS-*"):
-                    found.unlink()
+                forget_options(home / "db")
         for (pattern, share), rs in sorted(results.items(), key=lambda kv: (kv[0][0], -kv[0][1])):
             us = sorted(r[0] for r in rs)
             ratio = sorted(r[1] for r in rs)

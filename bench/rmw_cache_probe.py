@@ -119,11 +119,16 @@ def build(path: Path, keys: int, value_bytes: int, table: str = "store",
     db.close()
     for name in files:
         os.unlink(name)
-    # rocksdict opens an existing database with the options of its newest OPTIONS file
-    # (their cache's size among them): without one, the probe's options apply
+    forget_options(path)
+    return time.process_time() - c0
+
+
+def forget_options(path: Path) -> None:
+    """Remove the database's OPTIONS files: rocksdict opens an existing database with the
+    options of its newest one (their cache's size among them), so without one the
+    probe's own options apply."""
     for found in path.glob("OPTIONS-*"):
         found.unlink()
-    return time.process_time() - c0
 
 
 def read_all(db: Any, keys: list[bytes], share: float, uncached: Any,
@@ -146,8 +151,7 @@ def probe(path: Path, keys: int, cache_mb: int, warm: int, gets: int,
     """In this process: open ``path`` with a ``cache_mb`` cache and measure random gets
     of present keys, then (``absent_us_per_get``) as many of absent ones."""
     rd = rocksdict_module()
-    for found in path.glob("OPTIONS-*"):  # an earlier probe's (see build)
-        found.unlink()
+    forget_options(path)  # an earlier probe's
     opts = table_options(rd, rd.Cache(cache_mb << 20), table)
     db = rd.Rdict(str(path), options=opts)
     rng = random.Random(cache_mb)

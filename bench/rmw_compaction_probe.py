@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from rmw_cache_probe import MAX_PARALLELISM, build  # noqa: E402
+from rmw_cache_probe import MAX_PARALLELISM, build, forget_options  # noqa: E402
 from rmw_store_bench import thread_cpu  # noqa: E402
 
 from jstormpy import state_store  # noqa: E402
@@ -124,8 +124,7 @@ def run_candidate(path: Path, name: str, keys: int, writes: int, share: float,
                   flush_every: int, value_bytes: int) -> dict[str, Any]:
     """In this process: the writes on the database at ``path`` with candidate ``name``."""
     rd = rocksdict_module()
-    for found in path.glob("OPTIONS-*"):
-        found.unlink()
+    forget_options(path)
     opts = state_store.store_options(rd, rd.Cache(state_store.BLOCK_CACHE_BYTES))
     CANDIDATES[name](rd, opts)
     db = rd.Rdict(str(path), options=opts)
