@@ -751,12 +751,13 @@ def main(argv: list[str] | None = None) -> int:
     r = run(args)
     report(r)
     if args.pair:
-        w = run(argparse.Namespace(**{**vars(args), "write_only": True}))
+        write_args = argparse.Namespace(**{**vars(args), "write_only": True})
+        w = run(write_args)
         report(w)
         c = compare(r, w)
         report_pair(c)
         if args.abba:
-            w2 = run(argparse.Namespace(**{**vars(args), "write_only": True}))
+            w2 = run(write_args)
             report(w2)
             r2 = run(args)
             report(r2)
