@@ -45,7 +45,8 @@ def discover() -> list[str]:
 
 # the modules compiled, as in jstormpy/compiled.py (COMPILED; a unit test keeps them equal)
 COMPILED = ("jstormpy.runtime.routing", "jstormpy.runtime.combine",
-            "jstormpy.connectors.jsonl_rows", "jstormpy.runtime.codec")
+            "jstormpy.connectors.jsonl_rows", "jstormpy.runtime.codec",
+            "jstormpy.key_filter")
 
 # Cython reads the modules as plain Python: annotations are not type declarations (a
 # ``list[Any]`` parameter must still accept a tuple) and no local gets a builtin type by

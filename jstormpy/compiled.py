@@ -6,7 +6,8 @@ source's place. They are modules a record crosses once per record: the fused ``e
 closures and routes (``runtime/routing.py``) and the fold of combining before the shuffle
 (``runtime/combine.py``) in the sending task, unchanged plain Python, and the jsonl
 encoder's row loop of ``FileSink`` (``connectors/jsonl_rows.py``) and the DATA codec's
-check of what marshal may carry (``runtime/codec.py``), written in Cython's pure-Python
+check of what marshal may carry (``runtime/codec.py``), and the key filter a RocksDB
+state's reads ask before RocksDB (``key_filter.py``), written in Cython's pure-Python
 mode (decorators declare C types; they are no-ops when it runs as source, and it runs
 without Cython installed: ``jstormpy/pure_mode.py``); docs/performance.md ("A compiled
 record path", "The sink's row loop and the codec's check, compiled") has what each
@@ -34,7 +35,8 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 
 COMPILED = ("jstormpy.runtime.routing", "jstormpy.runtime.combine",
-            "jstormpy.connectors.jsonl_rows", "jstormpy.runtime.codec")
+            "jstormpy.connectors.jsonl_rows", "jstormpy.runtime.codec",
+            "jstormpy.key_filter")
 """The modules ``setup.py`` compiles (the same list there; a unit test keeps them equal).
 A module added here that reuses an object when ``sys.getrefcount`` says only a local holds
 it (``runtime/executor.py``, ``window/sliced.py``, ``dataflow/sink_adapter.py`` do) must

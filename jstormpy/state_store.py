@@ -39,6 +39,7 @@ import weakref
 from collections.abc import (
     Callable,
     ItemsView,
+    Iterable,
     Iterator,
     Mapping,
     MutableMapping,
@@ -51,6 +52,7 @@ from typing import Any, NamedTuple
 
 from jstormpy.api.errors import CheckpointError, ConfigError
 from jstormpy.keygroups import key_group, key_groups_of
+from jstormpy.state_keys import INITIAL_CAPACITY, StateKeys, enabled
 
 log = logging.getLogger("jstormpy.state_store")
 
@@ -310,6 +312,9 @@ class RocksState(MutableMapping[Any, Any]):
         self.ttl_ms = ttl_ms
         store.add_view(self)  # its column family handle is replaced if the store reopens
         self.cache: dict[Any, Any] = store.caches.setdefault(name, {})
+        self.key_filter: StateKeys | None = store.state_keys.get(name)
+        """The state's key filter (None: the store keeps none): a key it has never seen is
+        not in RocksDB."""
         self.max_parallelism = store.max_parallelism
         self.clock = store.clock
         self.next_sweep = 0.0
@@ -334,6 +339,11 @@ class RocksState(MutableMapping[Any, Any]):
                 if entry is not _MISSING:
                     return _MISSING if entry is _DELETED else sealed_copy(entry)
             k = db_key(key, self.max_parallelism)
+            keys = self.key_filter
+            if keys is not None:
+                trusted = keys.trusted
+                if trusted is not None and k not in trusted:
+                    return _MISSING  # never written: no RocksDB read
             raw = (self.cf.get(k) if _sample() < READ_CACHE_ADMISSION
                    else self.cf.get(k, None, self.store.uncached_reads))
             return _MISSING if raw is None else decode_entry(raw)
@@ -858,7 +868,8 @@ class RocksDBStore:
     def __init__(self, path: str | os.PathLike[str], max_parallelism: int,
                  clock: Clock = wall_ms, level0_trigger: int | None = None,
                  memory: RocksDBMemory | None = None,
-                 compaction_style: str | None = None) -> None:
+                 compaction_style: str | None = None, key_filter: bool | None = None,
+                 key_filter_capacity: int = INITIAL_CAPACITY) -> None:
         rd = rocksdict_module()
         self.memory = memory
         """The worker's RocksDB memory (its block cache and write buffer manager, shared
@@ -915,6 +926,13 @@ class RocksDBStore:
         """Total time the task thread waited for a barrier's apply (see :class:`Sealed`)."""
         self.db_options: Any = None
         """The options :attr:`db` was opened with (they hold its statistics)."""
+        self.key_filter = enabled() if key_filter is None else key_filter
+        """Whether each state keeps a key filter its reads ask before RocksDB
+        (``jstormpy/state_keys.py``; default: where the filter runs compiled)."""
+        self.state_keys: dict[str, StateKeys] = {}
+        """State name -> its key filters (none while :attr:`key_filter` is off)."""
+        self.key_filter_capacity = key_filter_capacity
+        """The keys a state's first filter is sized for (it grows from there)."""
 
     def figures(self) -> dict[str, float]:
         """RocksDB's own figures of this task's database (any thread; empty while no
@@ -937,6 +955,7 @@ class RocksDBStore:
             return {}
         for figure, name in ROCKSDB_TICKERS.items():
             out[figure] = stats.get(name + ".sum" if name in _HISTOGRAM_SUMS else name, 0.0)
+        out["key_filter_bytes"] = float(sum(k.nbytes() for k in list(self.state_keys.values())))
         return out
 
     def _options(self, statistics: bool = False) -> Any:
@@ -955,7 +974,17 @@ class RocksDBStore:
                 self.db = self.rd.Rdict(str(self.path), options=self.db_options)
             cf = self.db.create_column_family(f"s:{name}", self._options())
             self.families[name] = cf
+            if self.key_filter:
+                self.state_keys[name] = StateKeys(name, self._scanner(name),
+                                                  initial=self.key_filter_capacity)
         return cf
+
+    def _scanner(self, name: str) -> Callable[[], Iterable[bytes]]:
+        """What a key filter's fill scans: state ``name``'s stored keys (the handle of the
+        moment: a reopen replaces it)."""
+        def scan() -> Iterable[bytes]:
+            return self.families[name].keys()  # type: ignore[no-any-return]
+        return scan
 
     def _batch(self, name: str) -> Any:
         batch = self.rd.WriteBatch(raw_mode=True)
@@ -974,18 +1003,29 @@ class RocksDBStore:
 
     def _load(self, name: str, entries: Mapping[Any, Any]) -> None:
         batch = self._batch(name)
-        n = 0
+        written: list[bytes] = []
         for key, value in entries.items():
             k = db_key(key, self.max_parallelism)
+            written.append(k)
             if value.__class__ is Stamped:
                 batch.put(k, encode_stamped(value.written_ms, value.value))
             else:
                 batch.put(k, encode(value))
-            n += 1
-            if n % LOAD_BATCH == 0:
-                self.db.write(batch)
-                batch = self._batch(name)
-        if n % LOAD_BATCH:
+            if len(written) == LOAD_BATCH:
+                self._commit(name, batch, written)
+                batch, written = self._batch(name), []
+        if written:
+            self._commit(name, batch, written)
+
+    def _commit(self, name: str, batch: Any, written: list[bytes]) -> None:
+        """Write ``batch`` of state ``name``, whose puts are of the keys ``written``: they
+        go into the state's key filter first, under its lock (``state_keys``)."""
+        keys = self.state_keys.get(name)
+        if keys is None:
+            self.db.write(batch)
+            return
+        with keys.lock:
+            keys.add_all(written)
             self.db.write(batch)
 
     def flush(self, name: str | None = None) -> None:
@@ -1064,21 +1104,27 @@ class RocksDBStore:
             groups = key_groups_of(cache, self.max_parallelism)  # batched: ~4x key_group
             pack = _GROUP.pack
             n = 0
+            written: list[bytes] = []  # the keys put (a filter needs no deleted key)
+            put = written.append
             for group, (key, value) in zip(groups, cache.items(), strict=True):
                 k = pack(group) + encode_key(key)
                 if value is _DELETED:
                     batch.delete(k)
                 elif value.__class__ is Stamped:
                     batch.put(k, encode_stamped(value.written_ms, value.value))
+                    put(k)
                 else:
                     batch.put(k, encode(value))
+                    put(k)
                 n += 1
                 if n == WRITE_BATCH_ENTRIES:
-                    self.db.write(batch)
+                    self._commit(state, batch, written)
                     batch = self._batch(state)
                     n = 0
+                    written = []
+                    put = written.append
             if n:
-                self.db.write(batch)
+                self._commit(state, batch, written)
 
     def freeze(self) -> FrozenStore:
         """The database as of a barrier (task thread, O(number of states)): the write
@@ -1171,6 +1217,8 @@ class RocksDBStore:
             Exception: the database cannot be opened again yet (the disk is still full).
         """
         opened = list(self.families)
+        for keys in self.state_keys.values():  # no fill may scan the closing handle
+            keys.stop()
         for cf in self.families.values():
             with contextlib.suppress(Exception):  # it reports the write error again
                 cf.close()
@@ -1189,6 +1237,8 @@ class RocksDBStore:
             view = ref()
             if view is not None:
                 view.cf = self.families[view.name]
+        for keys in self.state_keys.values():
+            keys.resume()
         self.broken = None
         log.info("reopened the RocksDB at %s after a write error", self.path)
 
@@ -1206,6 +1256,11 @@ class RocksDBStore:
         out: dict[str, RocksState] = {}
         for name, ttl_ms in states.items():
             cf = self.families[name] = self.db.get_column_family(f"s:{name}")
+            if self.key_filter:  # filled from the files in the background, trusted once full
+                estimate = cf.property_int_value("rocksdb.estimate-num-keys") or 0
+                self.state_keys[name] = StateKeys(name, self._scanner(name),
+                                                  restored_keys=int(estimate),
+                                                  initial=self.key_filter_capacity)
             out[name] = RocksState(self, name, cf, ttl_ms)
         return out
 
@@ -1221,6 +1276,8 @@ class RocksDBStore:
         and the stopped component may still hold its states."""
         for s in list(self.sealed):  # a barrier's apply in progress finishes first
             s.done.wait(CLOSE_WAIT_S)
+        for keys in self.state_keys.values():  # and a key filter's fill stops
+            keys.stop()
         with self.lock:
             self.closed = True
             for cf in self.families.values():

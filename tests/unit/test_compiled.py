@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
 import json, sys
 import jstormpy.runtime.combine, jstormpy.runtime.routing, jstormpy.connectors.jsonl_rows
-import jstormpy.runtime.codec
+import jstormpy.runtime.codec, jstormpy.key_filter
 from jstormpy import compiled
 print(json.dumps({"files": [sys.modules[m].__file__ for m in compiled.COMPILED],
                   "describe": compiled.describe(), "notice": compiled.notice()}))
@@ -52,7 +52,7 @@ def test_without_it_the_installed_extensions_run() -> None:
         pytest.skip("this install could not compile the record path (or runs it pure)")
     got = _probe()
     assert not any(f.endswith(".py") for f in got["files"]), got
-    assert got["describe"] == "record path compiled (Cython): routing, combine, jsonl_rows, codec"
+    assert got["describe"] == "record path compiled (Cython): routing, combine, jsonl_rows, codec, key_filter"
     assert got["notice"] is None
 
 
@@ -62,7 +62,8 @@ def test_a_missing_extension_is_noticed_once(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(compiled, "status", lambda: dict.fromkeys(compiled.COMPILED, False)
                         | {"jstormpy.runtime.combine": True,
                            "jstormpy.connectors.jsonl_rows": True,
-                           "jstormpy.runtime.codec": True})
+                           "jstormpy.runtime.codec": True,
+                           "jstormpy.key_filter": True})
     monkeypatch.setattr(compiled, "_announced", False)
     with caplog.at_level(logging.WARNING, logger="jstormpy"):
         compiled.announce()

@@ -16,7 +16,8 @@ MAX_P = 128
 
 
 def test_figures_count_the_databases_files_and_gets(tmp_path: Path) -> None:
-    st = RocksDBStore(tmp_path / "task-1", MAX_P)
+    # no key filter: the absent keys' gets must reach RocksDB (tests/unit/test_key_filter.py)
+    st = RocksDBStore(tmp_path / "task-1", MAX_P, key_filter=False)
     assert st.figures() == {}  # no state opened: no database
     d: Any = st.open("kv", None, None)
     for flushes in range(3):  # three memtable flushes: three level-0 files
@@ -39,7 +40,9 @@ def test_figures_count_the_databases_files_and_gets(tmp_path: Path) -> None:
     assert after["bloom_true_positive_total"] - before["bloom_true_positive_total"] == 500
     assert after["l0_hits_total"] - before["l0_hits_total"] == 500
     assert after["get_micros_total"] > before["get_micros_total"]
-    assert set(after) == {*ss.ROCKSDB_FIGURES, *ss.ROCKSDB_DB_FIGURES, *ss.ROCKSDB_TICKERS}
+    assert set(after) == {*ss.ROCKSDB_FIGURES, *ss.ROCKSDB_DB_FIGURES, *ss.ROCKSDB_TICKERS,
+                          "key_filter_bytes"}
+    assert after["key_filter_bytes"] == 0
     st.close()
     assert st.figures() == {}  # closed: nothing to read (a heartbeat after the task ended)
 

@@ -26,8 +26,9 @@ KEYS = 40_000
 
 def flushed_store(path: Path) -> tuple[RocksDBStore, Any]:
     """A store whose state ``kv`` holds ``KEYS`` keys of ~300 bytes in SST files (none in
-    the write cache or the memtables: every read goes to the files)."""
-    st = RocksDBStore(path, MAX_P)
+    the write cache or the memtables: every read goes to the files; no key filter in front
+    of them: tests/unit/test_key_filter.py has that)."""
+    st = RocksDBStore(path, MAX_P, key_filter=False)
     d: Any = st.open("kv", None, None)
     for i in range(KEYS):
         d[i] = f"{i:08d}" + "v" * 292

@@ -19,6 +19,7 @@ from jstormpy.barrier.snapshots import TaskSnapshots
 from jstormpy.barrier.transactions import SinkTransactions
 from jstormpy.connectors import kafka
 from jstormpy.connectors.sinks import FileSink
+from jstormpy.key_filter import KeyFilter
 from jstormpy.keygroups import key_group, redistribute, task_index_for_key_group
 from jstormpy.master.restore_plan import RestorePlan
 from jstormpy.state_store import FrozenStore, RocksDBStore, RocksState, Stamped
@@ -154,6 +155,20 @@ def _hole13() -> contextlib.AbstractContextManager[Any]:
     return _patches((task_barrier.TaskBarrier, "steps", steps))
 
 
+def _hole14() -> contextlib.AbstractContextManager[Any]:
+    # issue 34's key filter: a state opened on a restored database's files trusts a key
+    # filter that no scan of those files filled (reads of restored keys skip RocksDB)
+    real = RocksDBStore.open_restored
+
+    def open_restored(self: RocksDBStore, *args: Any, **kwargs: Any) -> Any:
+        states = real(self, *args, **kwargs)
+        for keys in self.state_keys.values():
+            keys.stop()
+            keys.trusted = KeyFilter(self.key_filter_capacity)
+        return states
+    return _patches((RocksDBStore, "open_restored", open_restored))
+
+
 HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]]] = {
     1: ("a failed checkpoint listing read as 'no checkpoints'", _hole1),
     2: ("sinks recover to the id floor, not the restored checkpoint", _hole2),
@@ -170,6 +185,8 @@ HOLES: dict[int, tuple[str, Callable[[], contextlib.AbstractContextManager[Any]]
     12: ("a rescale that places keys by the old parallelism (issue 37)", _hole12),
     13: ("a sink captures its snapshot before it stages the barrier's transaction "
          "(issue 37)", _hole13),
+    14: ("a restored RocksDB state trusts a key filter no scan filled (issue 34)",
+         _hole14),
 }
 
 HOLE_FAULTS: dict[int, tuple[Fault, ...]] = {
@@ -179,6 +196,7 @@ HOLE_FAULTS: dict[int, tuple[Fault, ...]] = {
     9: (Fault.ROCKSDB_TTL, Fault.WORKER_CRASH, Fault.TM_CRASH),
     10: (Fault.ROCKSDB_TTL, Fault.WORKER_CRASH, Fault.TM_CRASH, Fault.SLOW_STORAGE),
     11: (Fault.SAVEPOINT_INTO_USED, Fault.SHARED_FILE_LOSS, Fault.WORKER_CRASH),
+    14: (Fault.ROCKSDB_TTL, Fault.WORKER_CRASH, Fault.TM_CRASH),
 }
 """The fault kinds a hole's hunt draws from, where not every kind: hole 1 draws from the
 kinds there were before ``multilang_spout`` (one more kind changed every seed's draw, and
@@ -187,7 +205,7 @@ write of ``meta/`` and then a TM crash before any other write of it succeeds; am
 kind (which since the ids record, issue 23, write ``meta/`` more often) that is rarer than
 one seed in 20,000. Hole 8 needs a deposed leader and then a recovery of the new one (a
 worker lost) after the late commit point landed and before the new leader's own
-checkpoints passed it. Holes 9 and 10 need the counter on RocksDB (drawn from every
+checkpoints passed it. Holes 9, 10 and 14 need the counter on RocksDB (drawn from every
 kind, a seed keeps ``rocksdb_ttl`` one time in four) and a restore; hole 10 an upload that
 starts late, which slow storage makes likelier. Hole 11 needs a savepoint restore into
 used output, the first run's fallback past the savepoint's checkpoint (a lost shared
