@@ -20,7 +20,7 @@ slowly, so the store does not use it there by default (``state_keys.enabled``).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 try:
     import cython
@@ -42,7 +42,6 @@ _M32 = cython.declare(cython.ulonglong, 0xFFFFFFFF)
 _MIX1 = cython.declare(cython.ulonglong, 0xFF51AFD7ED558CCD)  # MurmurHash3's fmix64
 _MIX2 = cython.declare(cython.ulonglong, 0xC4CEB9FE1A85EC53)
 _STEP = cython.declare(cython.ulonglong, 0x9E3779B9)  # the next probe's bits (Fibonacci)
-_STOP_EVERY = cython.declare(cython.Py_ssize_t, 4096)
 
 
 @cython.cfunc
@@ -63,8 +62,9 @@ def _mix(key: object) -> cython.ulonglong:
 class KeyFilter:
     """Byte strings added (``add``) and asked after (``key in filter``): no false
     negatives, sized for ``capacity`` keys (:data:`BITS_PER_KEY` each) and still correct
-    past it, only less selective. Not thread-safe by itself: compiled, each call holds the
-    GIL throughout; ``state_keys`` serialises adds with its lock."""
+    past it, only less selective. Adds must not run on two threads at once (as source an add
+    is several bytecodes; ``state_keys`` serialises them with its lock); a probe may run
+    beside an add."""
 
     words: cython.ulonglong[::1]
     nblocks: cython.ulonglong
@@ -107,17 +107,6 @@ class KeyFilter:
         """Add every key of ``keys``."""
         for key in keys:
             self.add(key)
-
-    def fill(self, keys: Iterable[object], stop: Callable[[], bool]) -> bool:
-        """Add every key of ``keys`` (a RocksDB scan), asking ``stop()`` every
-        4096 keys (~1.3 ms of a RocksDB scan); whether it went through them all (False: stopped)."""
-        n: cython.Py_ssize_t = 0
-        for key in keys:
-            self.add(key)
-            n += 1
-            if n % _STOP_EVERY == 0 and stop():
-                return False
-        return True
 
     def __contains__(self, key: object) -> bool:
         h: cython.ulonglong = _mix(key)

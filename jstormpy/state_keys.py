@@ -13,10 +13,11 @@ How keys get in:
   (``RocksDBStore._write`` and ``_load``: a write cache, a barrier's sealed writes, a
   restore's entries); deletes need nothing (a filter may hold more than RocksDB);
 * a full filter grows: a new one, :data:`GROWTH` times bigger, takes every add from then
-  on while a background thread fills it with a scan of RocksDB (an iterator, opened under
-  the lock, sees every write made before it and none made after), and replaces the full
-  one when the scan is through; meanwhile the full one is still trusted (it only
-  answers "maybe" more often);
+  on (under the lock, so every write whose keys it did not get is in RocksDB by then)
+  while a background thread fills it with a scan of RocksDB, and replaces the full one
+  when the scan is through; meanwhile the full one is still trusted (it only answers
+  "maybe" more often). A key the scan misses was written after it passed, so it was
+  added;
 * a state opened on a restored database's files (a native restore) starts with no
   trusted filter and a fill of that kind, sized from RocksDB's estimate of its keys.
 
@@ -31,6 +32,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 
 from jstormpy import key_filter
 from jstormpy.key_filter import KeyFilter
@@ -42,9 +44,13 @@ INITIAL_CAPACITY = 16_384
 GROWTH = 4
 """How much bigger a full filter's successor is (a state of 10M keys has scanned about a
 third of them once on the way: 16k, 64k, ..., 4M)."""
+FILL_CHUNK = 4096
+"""Keys a fill reads with one RocksDB iterator (~1.3 ms of a scan), then adds under the
+state's lock (a writer's adds wait at most one chunk's, ~0.3 ms): two threads never add
+to one filter at once, which as source could lose a bit."""
 FILL_JOIN_S = 30.0
 """How long :meth:`StateKeys.stop` waits for a fill to notice it should stop (it asks
-every 4,096 keys)."""
+every :data:`FILL_CHUNK` keys)."""
 
 ENV = "JSTORM_KEY_FILTER"
 """``0``: no key filter (every read goes to RocksDB); ``1``: a filter even where it runs
@@ -71,13 +77,13 @@ def capacity_for(keys: int, initial: int = INITIAL_CAPACITY) -> int:
 class StateKeys:
     """The key filters of one state of one task's RocksDB (see the module's docstring).
 
-    ``scan``: opens an iterator over the state's stored keys (bytes) — called under
-    :attr:`lock`, so it sees every write made so far; ``name``: for the log;
+    ``scan(after)``: an iterator over the state's stored keys (bytes) in order, from
+    ``after`` (None: the first) on; ``name``: for the log;
     ``restored_keys``: the state was restored with about this many keys (RocksDB's
     estimate): no filter is trusted until a fill has scanned them; ``initial``: the first
     filter's capacity."""
 
-    def __init__(self, name: str, scan: Callable[[], Iterable[bytes]], *,
+    def __init__(self, name: str, scan: Callable[[bytes | None], Iterable[bytes]], *,
                  restored_keys: int | None = None, initial: int = INITIAL_CAPACITY) -> None:
         self.name = name
         self.scan = scan
@@ -127,12 +133,24 @@ class StateKeys:
 
     def _fill(self, building: KeyFilter) -> None:
         try:
-            with self.lock:
-                if self.filling is not building or self.stopping:
+            after: bytes | None = None
+            while True:
+                # an iterator per chunk (one held open through a whole scan would keep
+                # RocksDB from freeing the memtables and files it pinned); each opened
+                # after ``building`` took over the adds, so it sees every write whose
+                # keys it did not get, and a key it misses was written (and added) later
+                keys: Iterator[bytes] = iter(self.scan(after))
+                chunk = list(islice(keys, FILL_CHUNK + 1))
+                del keys
+                if self.stopping or self.filling is not building:
                     return
-                keys: Iterator[bytes] = iter(self.scan())  # pins what RocksDB holds now
-            if not building.fill(keys, self._stop_asked):
-                return
+                if chunk and chunk[0] == after:  # the scan starts at the last one read
+                    del chunk[0]
+                if not chunk:
+                    break
+                with self.lock:  # as a writer's adds are: one thread adds at a time
+                    building.add_all(chunk)
+                after = chunk[-1]
             with self.lock:
                 if self.filling is building and not self.stopping:
                     self.trusted, self.filling = building, None
@@ -144,9 +162,6 @@ class StateKeys:
                 if self.filling is building:
                     self.filling = None
                     self.retry_after = 2 * (self.trusted.count if self.trusted else 0)
-
-    def _stop_asked(self) -> bool:
-        return self.stopping
 
     def stop(self) -> None:
         """Stop a running fill and wait for it (before the database closes or reopens);

@@ -979,11 +979,13 @@ class RocksDBStore:
                                                   initial=self.key_filter_capacity)
         return cf
 
-    def _scanner(self, name: str) -> Callable[[], Iterable[bytes]]:
-        """What a key filter's fill scans: state ``name``'s stored keys (the handle of the
-        moment: a reopen replaces it)."""
-        def scan() -> Iterable[bytes]:
-            return self.families[name].keys()  # type: ignore[no-any-return]
+    def _scanner(self, name: str) -> Callable[[bytes | None], Iterable[bytes]]:
+        """What a key filter's fill scans: state ``name``'s stored keys from a key on (the
+        handle of the moment: a reopen replaces it), not cached (a scan's blocks would
+        push the reads' hot blocks out of the block cache)."""
+        def scan(after: bytes | None) -> Iterable[bytes]:
+            return self.families[name].keys(  # type: ignore[no-any-return]
+                from_key=after, read_opt=self.uncached_reads)
         return scan
 
     def _batch(self, name: str) -> Any:

@@ -109,10 +109,32 @@ def tiny(path: Path) -> RocksDBStore:
     return RocksDBStore(path, MAX_P, key_filter=True, key_filter_capacity=64)
 
 
-def test_growth_while_writes_go_on_loses_no_key(tmp_path: Path) -> None:
+def test_a_fill_reads_every_key_across_its_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fill reads its scan in chunks, an iterator each, from the last key read on: every
+    key is added, also where a chunk's last key was deleted before the next chunk."""
+    monkeypatch.setattr(state_keys, "FILL_CHUNK", 3)
+    stored = sorted(f"k{i:03d}".encode() for i in range(100))
+    opened: list[bytes | None] = []
+
+    def scan(after: bytes | None) -> list[bytes]:
+        opened.append(after)
+        if len(opened) == 3:
+            assert after is not None
+            stored.remove(after)  # deleted meanwhile: this chunk starts past it
+        return [k for k in stored if after is None or k >= after]
+
+    keys = state_keys.StateKeys("kv", scan, restored_keys=100)
+    assert keys.wait_filled(30) and keys.trusted is not None and keys.fills == 1
+    assert len(stored) == 99 and all(k in keys.trusted for k in stored)
+    assert len(opened) > 30 and opened[0] is None  # chunks of 3, an iterator each
+
+
+def test_growth_while_writes_go_on_loses_no_key(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Random writes, deletes, flushes, barriers (sealed writes applied on another thread)
-    and reads against a dict: the filter grows from 64 keys while the writes go on, and
-    no read misses what the dict holds."""
+    and reads against a dict: the filter grows from 64 keys while the writes go on (its
+    fills read 7 keys an iterator), and no read misses what the dict holds."""
+    monkeypatch.setattr(state_keys, "FILL_CHUNK", 7)
     st = tiny(tmp_path / "t")
     d: Any = st.open("kv", None, None)
     model: dict[Any, int] = {}
@@ -168,7 +190,7 @@ def test_a_fill_that_fails_leaves_reads_correct(tmp_path: Path) -> None:
     d: Any = st.open("kv", None, None)
     keys = st.state_keys["kv"]
 
-    def broken() -> Any:
+    def broken(after: bytes | None) -> Any:
         raise OSError("the scan broke")
 
     keys.scan = broken
@@ -198,10 +220,9 @@ def test_a_native_restore_reads_rocksdb_until_its_filter_is_filled(
     def gated(self: RocksDBStore, name: str) -> Any:
         scan = real(self, name)
 
-        def held() -> Iterator[bytes]:
-            opened = scan()
+        def held(after: bytes | None) -> Iterator[bytes]:
             gate.wait(30)
-            yield from opened
+            yield from scan(after)
         return held
     monkeypatch.setattr(RocksDBStore, "_scanner", gated)
     monkeypatch.setenv(state_keys.ENV, "1")  # on even where it runs as source
