@@ -124,7 +124,7 @@ class StateKeys:
 
     def _start_fill(self, capacity: int) -> None:
         """Under :attr:`lock`: a new filter takes every add from now on, and a thread fills
-        it with a scan of what RocksDB holds (opened once the current write is done)."""
+        it from RocksDB (every write it did not get is there once this lock is released)."""
         self.wanted = capacity
         building = self.filling = KeyFilter(capacity)
         self.thread = threading.Thread(target=self._fill, args=(building,), daemon=True,
