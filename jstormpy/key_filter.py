@@ -58,6 +58,14 @@ def _mix(key: object) -> cython.ulonglong:
     return h
 
 
+@cython.cfunc
+@cython.inline
+def _block(h: cython.ulonglong, nblocks: cython.ulonglong) -> cython.ulonglong:
+    """The first word of the block of a key whose mixed hash is ``h`` (its high 32 bits
+    pick the block; the low 32 bits, :data:`_M32`, pick the bits in it)."""
+    return (((h >> 32) * nblocks) >> 32) * _BLOCK_WORDS
+
+
 @cython.cclass
 class KeyFilter:
     """Byte strings added (``add``) and asked after (``key in filter``): no false
@@ -86,7 +94,7 @@ class KeyFilter:
         """Add ``key``; whether it was new to the filter (some bit was not set yet: counted
         in :attr:`count`, the keys the filter holds, short by its false "maybe"s)."""
         h: cython.ulonglong = _mix(key)
-        base: cython.ulonglong = (((h >> 32) * self.nblocks) >> 32) * _BLOCK_WORDS
+        base: cython.ulonglong = _block(h, self.nblocks)
         h2: cython.ulonglong = h & _M32
         new: cython.bint = False
         _i: cython.int
@@ -110,7 +118,7 @@ class KeyFilter:
 
     def __contains__(self, key: object) -> bool:
         h: cython.ulonglong = _mix(key)
-        base: cython.ulonglong = (((h >> 32) * self.nblocks) >> 32) * _BLOCK_WORDS
+        base: cython.ulonglong = _block(h, self.nblocks)
         h2: cython.ulonglong = h & _M32
         _i: cython.int
         pos: cython.ulonglong

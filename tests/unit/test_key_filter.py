@@ -109,6 +109,16 @@ def tiny(path: Path) -> RocksDBStore:
     return RocksDBStore(path, MAX_P, key_filter=True, key_filter_capacity=64)
 
 
+def written(st: RocksDBStore, keys: range) -> Any:
+    """State ``kv`` of ``st`` with ``key -> key`` for every key of ``keys``, flushed to
+    RocksDB."""
+    d: Any = st.open("kv", None, None)
+    for i in keys:
+        d[i] = i
+    st.flush()
+    return d
+
+
 def test_a_fill_reads_every_key_across_its_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fill reads its scan in chunks, an iterator each, from the last key read on: every
     key is added, also where a chunk's last key was deleted before the next chunk."""
@@ -172,10 +182,7 @@ def test_growth_while_writes_go_on_loses_no_key(tmp_path: Path,
 
 def test_a_reopen_after_a_write_error_keeps_every_key(tmp_path: Path) -> None:
     st = tiny(tmp_path / "t")
-    d: Any = st.open("kv", None, None)
-    for i in range(3_000):
-        d[i] = i
-    st.flush()
+    d = written(st, range(3_000))
     st.reopen()  # stops a running fill, resumes it on the new handle
     for i in range(3_000, 6_000):
         d[i] = i
@@ -251,10 +258,7 @@ def test_a_native_restore_reads_rocksdb_until_its_filter_is_filled(
 
 def test_close_stops_a_running_fill(tmp_path: Path) -> None:
     st = tiny(tmp_path / "t")
-    d: Any = st.open("kv", None, None)
-    for i in range(50_000):
-        d[i] = i
-    st.flush()
+    written(st, range(50_000))
     keys = st.state_keys["kv"]
     st.close()  # with or without a fill running: it returns, and the fill is over
     assert keys.thread is None or not keys.thread.is_alive()
