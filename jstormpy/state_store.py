@@ -312,9 +312,9 @@ class RocksState(MutableMapping[Any, Any]):
         self.ttl_ms = ttl_ms
         store.add_view(self)  # its column family handle is replaced if the store reopens
         self.cache: dict[Any, Any] = store.caches.setdefault(name, {})
-        self.key_filter: StateKeys | None = store.state_keys.get(name)
-        """The state's key filter (None: the store keeps none): a key it has never seen is
-        not in RocksDB."""
+        self.key_filters: StateKeys | None = store.state_keys.get(name)
+        """The state's key filters (None: the store keeps none): a key the trusted one has
+        never seen is not in RocksDB."""
         self.max_parallelism = store.max_parallelism
         self.clock = store.clock
         self.next_sweep = 0.0
@@ -339,7 +339,7 @@ class RocksState(MutableMapping[Any, Any]):
                 if entry is not _MISSING:
                     return _MISSING if entry is _DELETED else sealed_copy(entry)
             k = db_key(key, self.max_parallelism)
-            keys = self.key_filter
+            keys = self.key_filters
             if keys is not None:
                 trusted = keys.trusted
                 if trusted is not None and k not in trusted:
@@ -559,7 +559,8 @@ probes (10 bits: ~1 %). A get probes one filter per sorted run (up to ~8 in a bi
 state), and each false positive costs a search of the file's index and a data block
 read, about 4 µs; at 10 bits that was 0.07 false positives per get, 0.3 µs of every read.
 The filters take 2 bytes a key in memory (``table_readers_bytes``), 0.75 more than
-with 10 bits."""
+with 10 bits; where a key filter answers the absent keys, the last level (most keys)
+keeps none (``last_level_filters`` of :func:`store_options`)."""
 
 MEMTABLE_BLOOM_RATIO = 0.1
 """Size of a memtable's bloom filter over its keys, as a share of the memtable
@@ -789,7 +790,8 @@ class Sealed:
 
 def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None,
                   statistics: bool = True, write_buffers: Any = None,
-                  compaction_style: str | None = None) -> Any:
+                  compaction_style: str | None = None,
+                  last_level_filters: bool = True) -> Any:
     """Options of a task database: raw bytes in and out; point lookups (a state read is
     one) through a bloom filter and ``block_cache`` (the worker's, shared by its tasks'
     databases and their states; ``write_buffers``: the write buffer manager that charges
@@ -798,7 +800,10 @@ def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None =
     once RocksDB has caught up, or leveled compaction that lets level 0 collect
     ``level0_trigger`` files (:data:`LEVEL0_COMPACTION_TRIGGER` by default), so few
     incremental checkpoints upload a compaction's output; ``statistics``: RocksDB's
-    statistics on (what :meth:`RocksDBStore.figures` reads its counters from)."""
+    statistics on (what :meth:`RocksDBStore.figures` reads its counters from);
+    ``last_level_filters``: False where reads rarely miss, because a key filter in front
+    of RocksDB answers the absent keys (``jstormpy/state_keys.py``): then the last level,
+    most of the keys, keeps no bloom filter."""
     trigger = LEVEL0_COMPACTION_TRIGGER if level0_trigger is None else level0_trigger
     opts = rd.Options(raw_mode=True)
     opts.create_if_missing(True)
@@ -828,6 +833,10 @@ def store_options(rd: Any, block_cache: Any = None, level0_trigger: int | None =
     opts.set_memtable_whole_key_filtering(True)
     opts.set_max_bytes_for_level_base(LEVEL1_BYTES)
     opts.set_target_file_size_base(TARGET_FILE_BYTES)
+    # a get that reaches the last level finds its key there when a key filter answered
+    # the absent keys first: that level's bloom filters (most of the filters' memory) would
+    # only say "maybe" (RocksDB's optimize_filters_for_hits; issue 34)
+    opts.set_optimize_filters_for_hits(not last_level_filters)
     table = rd.BlockBasedOptions()
     table.set_bloom_filter(BLOOM_BITS_PER_KEY, False)
     # sparser index blocks (INDEX_RESTART_INTERVAL; issue 34): measured by CPU time in
@@ -964,7 +973,8 @@ class RocksDBStore:
         :attr:`db_options` carries them)."""
         return store_options(self.rd, self.block_cache, self.level0_trigger, statistics,
                              None if self.memory is None else self.memory.write_buffers,
-                             self.compaction_style)
+                             self.compaction_style,
+                             last_level_filters=not self.key_filter)
 
     def _family(self, name: str) -> Any:
         cf = self.families.get(name)
