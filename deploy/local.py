@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from jstormpy.api.failure import (
 )
 from jstormpy.api.topology import Topology
 from jstormpy.cli.client import MasterClient, Registration, jstorm_home
+from jstormpy.deploy.cpu_placement import worker_cpus
 from jstormpy.deploy.forkserver import (
     ForkServer,
     forkserver_enabled,
@@ -299,7 +301,7 @@ class Supervisor:
 
     def __init__(self, name: str, run_dir: Path, config: Config, secret: str, port: int,
                  resume: bool, extra_env: dict[str, str] | None = None,
-                 fork: bool = True) -> None:
+                 fork: bool = True, cpus: Sequence[int] = ()) -> None:
         self.name = name
         self.run_dir = run_dir
         self.config = config
@@ -316,6 +318,8 @@ class Supervisor:
         self.thread = threading.Thread(target=self._watch, name=f"supervisor-{name}",
                                        daemon=True)
         self.fork = fork
+        self.cpus = list(cpus)
+        """The CPU of each worker id (``deploy/cpu_placement.py``; none: the OS places)."""
         self.forkserver: ForkServer | None = None
         self.base_env = zygote_env(extra_env)  # what a zygote for this topology starts with
         self.env = dict(self.base_env)
@@ -346,6 +350,8 @@ class Supervisor:
     def start_worker(self, worker_id: int) -> None:
         args = [sys.executable, "-m", "jstormpy.runtime.worker", "--tm", self.address,
                 "--worker-id", str(worker_id), "--log-level", self.config.log_level]
+        if worker_id < len(self.cpus):
+            args += ["--cpu", str(self.cpus[worker_id])]
         forked = self._forked(f"worker-{worker_id}", args)
         if forked is not None:
             self.workers[worker_id] = forked
@@ -594,7 +600,9 @@ class LocalCluster:
             run_dir = write_run_dir(self.home, topology, config)
             secret = new_secret()
             port = free_port(config.host)
-            sup = Supervisor(name, run_dir, config, secret, port, resume, self.env, self.fork)
+            cpus = worker_cpus(config, alone=not others_running(name, self.home))
+            sup = Supervisor(name, run_dir, config, secret, port, resume, self.env, self.fork,
+                             cpus)
             sup.start(self._take_zygote(sup.base_env) if self.fork else None)
             Registration(name, sup.address, secret, str(run_dir), os.getpid(),
                          sup.tls_dir).save(self.home)
@@ -626,6 +634,13 @@ def write_final_status(run_dir: Path, status: dict[str, Any]) -> None:
     tmp = run_dir / (FINAL_STATUS_FILE + ".tmp")
     tmp.write_text(json.dumps(status))
     tmp.replace(run_dir / FINAL_STATUS_FILE)
+
+
+def others_running(name: str, home: Path | None = None) -> bool:
+    """Whether a topology other than ``name`` is registered under ``home`` by a live
+    launcher (this process's included)."""
+    return any(reg.name != name and _pid_alive(reg.launcher_pid)
+               for reg in Registration.all(home))
 
 
 def refuse_if_running(name: str, home: Path | None = None) -> None:

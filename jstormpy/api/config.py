@@ -129,6 +129,14 @@ class Config:
     freezes what it holds so collections never scan it again, and collects the young
     generation every 10,000 allocations instead of 700) or ``"default"`` (CPython's
     settings). docs/performance.md has what it buys."""
+    worker_cpu_affinity: str = "auto"
+    """Where a local cluster's workers run: ``"auto"`` puts each worker's threads on one CPU
+    of its own (worker *i* on the *i*-th CPU the launcher may use) when the topology runs
+    alone under its ``JSTORM_HOME``, has no more workers than those CPUs and keeps its
+    state in memory; ``"off"`` leaves them to the OS. A worker's Python threads share one
+    GIL: spread over several cores, each hand-over of the GIL waits for another core's
+    wake-up (docs/performance.md, "A third of the two cores idle"). RocksDB state is not
+    pinned (its compactions hold no GIL and use every core), nor workers on Spark."""
     chaining: bool = True
     """Run a bolt in its source's thread when it reads only that source with
     ``local_or_shuffle`` and their tasks pair up one per worker (Flink's operator
@@ -299,6 +307,8 @@ class Config:
              "must be None (incremental for RocksDB, full for memory), True or False")
         need(self.worker_gc in ("tuned", "default"), "worker_gc",
              "must be 'tuned' or 'default'")
+        need(self.worker_cpu_affinity in ("auto", "off"), "worker_cpu_affinity",
+             "must be 'auto' or 'off'")
         need(self.state_store in STATE_STORES, "state_store",
              f"must be one of {', '.join(map(repr, STATE_STORES))}")
         need(isinstance(self.state_store_dir, str), "state_store_dir", "must be a path string")

@@ -865,6 +865,16 @@ class Worker(TaskHost):
             self.task_ops.apply(msg)
 
 
+def pin_to(cpu: int) -> None:
+    """Put this process's thread, and every thread it starts from now on, on ``cpu``
+    (``Config.worker_cpu_affinity``); where the OS refuses, say so and run anywhere."""
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except (OSError, ValueError) as exc:
+        log.warning("could not run on CPU %d (%s): the OS places this worker's threads", cpu,
+                    exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of a worker process."""
     ignore_terminal_interrupt()  # the launcher owns Ctrl-C (jstormpy/terminal.py)
@@ -872,6 +882,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tm", required=True, help="Topology Master address host:port")
     parser.add_argument("--worker-id", type=int, required=True)
     parser.add_argument("--log-level", default=os.environ.get("JSTORM_LOG_LEVEL", "INFO"))
+    parser.add_argument("--cpu", type=int, default=None,
+                        help="run on this CPU (the launcher's placement, "
+                             "jstormpy/deploy/cpu_placement.py)")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), stream=sys.stderr,
@@ -880,6 +893,8 @@ def main(argv: list[str] | None = None) -> int:
     host, _, port = args.tm.rpartition(":")
     tm = "%s:%d" % chaos_route(args.worker_id, "tm", (host, int(port)))  # chaos tests only
     set_process_title(f"jstorm worker {args.worker_id}")
+    if args.cpu is not None:
+        pin_to(args.cpu)
     worker = Worker(tm, args.worker_id, secret_from_env())
     worker.fetch_topology()
     assert worker.topology is not None
