@@ -145,9 +145,10 @@ def override_options(args: argparse.Namespace) -> None:
 
     def options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None,
                 statistics: bool = True, write_buffers: Any = None,
-                compaction_style: str | None = None) -> Any:
+                compaction_style: str | None = None,
+                last_level_filters: bool = True) -> Any:
         opts = base(rd, block_cache, level0_trigger, statistics, write_buffers,
-                    compaction_style)
+                    compaction_style, last_level_filters)
         if args.compression is not None:
             opts.set_compression_type(getattr(rd.DBCompressionType, args.compression)())
         if args.compression_per_level is not None:

@@ -135,9 +135,10 @@ def override_options(overrides: dict[str, Any]) -> None:
 
     def options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None,
                 statistics: bool = True, write_buffers: Any = None,
-                compaction_style: str | None = None) -> Any:
+                compaction_style: str | None = None,
+                last_level_filters: bool = True) -> Any:
         opts = built(rd, block_cache, level0_trigger, statistics, write_buffers,
-                     compaction_style)
+                     compaction_style, last_level_filters)
         for setter, args in overrides.items():
             if setter == "set_universal_compaction_options":
                 uni = rd.UniversalCompactOptions()
