@@ -85,8 +85,8 @@ class Count(Bolt):
             self.emit((word, n))
 
 
-def build(out_dir: str, n_sentences: int = 20_000):
-    b = TopologyBuilder("wordcount")
+def build(out_dir: str, n_sentences: int = 20_000, name: str = "wordcount"):
+    b = TopologyBuilder(name)
     b.set_spout("sentences", Sentences(n_sentences), parallelism=2)
     b.set_bolt("split", Split, parallelism=2).shuffle_grouping("sentences")
     b.set_bolt("count", Count, parallelism=2).fields_grouping("split", Fields("word"))

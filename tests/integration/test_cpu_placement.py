@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from examples import wordcount as wc
-from jstormpy import Fields, FileSink, LocalCluster, TopologyBuilder, read_committed
+from jstormpy import LocalCluster, read_committed
 
 from .helpers import fast_config, wait_until
 
@@ -21,13 +21,7 @@ SENTENCES = 3000
 
 
 def _wordcount(name, out):
-    """examples/wordcount.py's topology under another name."""
-    b = TopologyBuilder(name)
-    b.set_spout("sentences", wc.Sentences(SENTENCES), parallelism=2)
-    b.set_bolt("split", wc.Split, parallelism=2).shuffle_grouping("sentences")
-    b.set_bolt("count", wc.Count, parallelism=2).fields_grouping("split", Fields("word"))
-    b.set_bolt("out", FileSink(str(out), format="jsonl"), parallelism=1).global_grouping("count")
-    return b.build()
+    return wc.build(str(out), n_sentences=SENTENCES, name=name)
 
 
 def _registered(handle):
