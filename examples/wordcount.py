@@ -85,9 +85,12 @@ class Count(Bolt):
             self.emit((word, n))
 
 
-def build(out_dir: str, n_sentences: int = 20_000, name: str = "wordcount"):
+def build(out_dir: str, n_sentences: int = 20_000, name: str = "wordcount",
+          sentences: Spout | None = None):
+    """The word count's wiring; ``sentences`` replaces the spout (``Sentences(n_sentences)``
+    by default) with one that emits the same corpus."""
     b = TopologyBuilder(name)
-    b.set_spout("sentences", Sentences(n_sentences), parallelism=2)
+    b.set_spout("sentences", sentences or Sentences(n_sentences), parallelism=2)
     b.set_bolt("split", Split, parallelism=2).shuffle_grouping("sentences")
     b.set_bolt("count", Count, parallelism=2).fields_grouping("split", Fields("word"))
     b.set_bolt("out", FileSink(out_dir, format="jsonl"), parallelism=1).global_grouping("count")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -20,8 +21,22 @@ CPUS = sorted(os.sched_getaffinity(0))
 SENTENCES = 3000
 
 
-def _wordcount(name, out):
-    return wc.build(str(out), n_sentences=SENTENCES, name=name)
+class HeldSentences(wc.Sentences):
+    """The word count's sentences, held back until the test has looked at the workers (a
+    run of 3,000 sentences could otherwise drain, and its workers exit, before the test
+    sees them registered)."""
+
+    def __init__(self, gate: Path) -> None:
+        super().__init__(SENTENCES)
+        self.gate = str(gate)
+
+    def next_tuple(self):
+        if os.path.exists(self.gate):
+            super().next_tuple()
+
+
+def _wordcount(name, out, gate):
+    return wc.build(str(out), name=name, sentences=HeldSentences(gate))
 
 
 def _registered(handle):
@@ -41,13 +56,15 @@ def _words(out):
 def test_a_lone_topology_runs_each_worker_on_a_cpu_of_its_own(tmp_path, monkeypatch):
     monkeypatch.setenv("JSTORM_HOME", str(tmp_path / "home"))
     with LocalCluster() as cluster:
-        first = cluster.submit(_wordcount("wordcount-a", tmp_path / "a"), fast_config())
+        gate = tmp_path / "gate"
+        first = cluster.submit(_wordcount("wordcount-a", tmp_path / "a", gate), fast_config())
         placed = {w.id: os.sched_getaffinity(w.pid) for w in _registered(first)}
         assert placed == {0: {CPUS[0]}, 1: {CPUS[1]}}
         # a second topology under the same home while the first runs: the OS places it
         # (both would otherwise put their worker 0 on the first CPU)
-        second = cluster.submit(_wordcount("wordcount-b", tmp_path / "b"), fast_config())
+        second = cluster.submit(_wordcount("wordcount-b", tmp_path / "b", gate), fast_config())
         assert all(os.sched_getaffinity(w.pid) == set(CPUS) for w in _registered(second))
+        gate.touch()
         for handle in (first, second):
             assert handle.wait(timeout=120)["state"] == "drained"
     expected = Counter(w for line in wc.corpus(SENTENCES) for w in line.split())
@@ -60,8 +77,10 @@ def test_the_os_places_workers_that_are_off_or_keep_rocksdb_state(tmp_path, monk
                                                                    changes):
     monkeypatch.setenv("JSTORM_HOME", str(tmp_path / "home"))
     with LocalCluster() as cluster:
-        handle = cluster.submit(_wordcount("wordcount", tmp_path / "out"),
+        gate = tmp_path / "gate"
+        handle = cluster.submit(_wordcount("wordcount", tmp_path / "out", gate),
                                 fast_config(state_store_dir=str(tmp_path / "db"), **changes)
                                 if "state_store" in changes else fast_config(**changes))
         assert all(os.sched_getaffinity(w.pid) == set(CPUS) for w in _registered(handle))
+        gate.touch()
         assert handle.wait(timeout=120)["state"] == "drained"
