@@ -82,6 +82,7 @@ def _base128(rd: Any, o: Any) -> None:
 CANDIDATES: dict[str, Callable[[Any, Any], None]] = {
     "store": lambda rd, o: None,
     "lz4": _compression("lz4"),
+    "snappy": _compression("snappy"),  # RocksDB's default, the store's before LZ4
     "none": _compression("none"),
     "l0-none": lambda rd, o: o.set_compression_per_level(
         [rd.DBCompressionType.none()] + [rd.DBCompressionType.snappy()] * 6),

@@ -27,6 +27,7 @@ store's own (:func:`jstormpy.state_store.store_options`) for both databases.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import random
@@ -143,12 +144,11 @@ def override_options(args: argparse.Namespace) -> None:
         state_store.COMPACTION_STYLE = args.compaction_style
     base = state_store.store_options
 
-    def options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None,
-                statistics: bool = True, write_buffers: Any = None,
-                compaction_style: str | None = None,
-                last_level_filters: bool = True) -> Any:
-        opts = base(rd, block_cache, level0_trigger, statistics, write_buffers,
-                    compaction_style, last_level_filters)
+    def options(rd: Any, *given: Any, **named: Any) -> Any:
+        # whatever store_options takes, passed on as it came (only the cache is read here)
+        opts = base(rd, *given, **named)
+        block_cache = inspect.signature(base).bind(rd, *given, **named).arguments.get(
+            "block_cache")
         if args.compression is not None:
             opts.set_compression_type(getattr(rd.DBCompressionType, args.compression)())
         if args.compression_per_level is not None:

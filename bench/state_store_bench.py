@@ -133,12 +133,8 @@ def override_options(overrides: dict[str, Any]) -> None:
             return getattr(rocksdict.DBCompactionStyle, value.split(".")[1].rstrip("()"))()
         return value
 
-    def options(rd: Any, block_cache: Any = None, level0_trigger: int | None = None,
-                statistics: bool = True, write_buffers: Any = None,
-                compaction_style: str | None = None,
-                last_level_filters: bool = True) -> Any:
-        opts = built(rd, block_cache, level0_trigger, statistics, write_buffers,
-                     compaction_style, last_level_filters)
+    def options(rd: Any, *positional: Any, **named: Any) -> Any:
+        opts = built(rd, *positional, **named)  # whatever store_options takes, as it came
         for setter, args in overrides.items():
             if setter == "set_universal_compaction_options":
                 uni = rd.UniversalCompactOptions()
