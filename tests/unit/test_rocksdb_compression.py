@@ -4,16 +4,14 @@ the store's before) restores, reads and goes on taking writes and compactions.""
 
 from __future__ import annotations
 
-import pickle
 import re
 from pathlib import Path
 from typing import Any
 
 import jstormpy.state_store as ss
 from jstormpy.state_backends import open_backend
-from jstormpy.state_backends.rocksdb_files import download_checkpoint
 from tests.unit.rocksdb_options import options_section
-from tests.unit.test_rocksdb_files import checkpoint, native_store
+from tests.unit.test_rocksdb_files import checkpoint, native_store, restore
 
 N = 40_000
 
@@ -61,10 +59,7 @@ def test_a_checkpoint_written_with_snappy_restores_and_compacts(tmp_path: Path,
         old.close()
         monkeypatch.undo()
 
-        entry = pickle.loads(backend.get_snapshot(handle))["rocksdb"]
-        new = native_store(tmp_path / "new")
-        got = download_checkpoint(backend, entry, new.path, "test")
-        states = new.open_restored(entry["states"], got.files, entry["crc32"])
+        new, states = restore(backend, handle, tmp_path / "new")
         kv: Any = states["counts"]
         assert len(kv) == N and kv["k0"] == value(0) and kv[f"k{N - 1}"] == value(N - 1)
         for i in range(0, N, 3):  # overwrite a third: LZ4 files beside the Snappy ones

@@ -50,6 +50,15 @@ def checkpoint(backend: StateBackend, store: RocksDBStore, states: dict[str, Any
     return handle, written + len(data)
 
 
+def restore(backend: StateBackend, handle: str, path: Path) -> tuple[RocksDBStore, dict[str, Any]]:
+    """A native store at ``path`` restored from the checkpoint ``handle`` (its files
+    downloaded), and its states."""
+    entry = pickle.loads(backend.get_snapshot(handle))["rocksdb"]
+    store = native_store(path)
+    got = download_checkpoint(backend, entry, store.path, "test")
+    return store, store.open_restored(entry["states"], got.files, entry["crc32"])
+
+
 @pytest.fixture
 def backend(tmp_path: Path) -> Any:
     b = open_backend(f"file://{tmp_path / 'ckpt'}")

@@ -6,7 +6,6 @@ restores, reads and goes on taking writes and compactions under the new one."""
 
 from __future__ import annotations
 
-import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -15,9 +14,8 @@ import pytest
 
 import jstormpy.state_store as ss
 from jstormpy.state_backends import open_backend
-from jstormpy.state_backends.rocksdb_files import download_checkpoint
 from tests.unit.rocksdb_options import options_section
-from tests.unit.test_rocksdb_files import checkpoint, native_store
+from tests.unit.test_rocksdb_files import checkpoint, native_store, restore
 
 N = 60_000
 
@@ -70,10 +68,7 @@ def test_a_checkpoint_written_with_the_old_index_restores(tmp_path: Path,
         old.close()
         monkeypatch.undo()
 
-        entry = pickle.loads(backend.get_snapshot(handle))["rocksdb"]
-        new = native_store(tmp_path / "new")
-        got = download_checkpoint(backend, entry, new.path, "test")
-        states = new.open_restored(entry["states"], got.files, entry["crc32"])
+        new, states = restore(backend, handle, tmp_path / "new")
         kv: Any = states["counts"]
         assert len(kv) == N and kv["k0"] == 0 and kv[f"k{N - 1}"] == N - 1
         for i in range(0, N, 3):  # overwrite a third: new files beside the old ones
