@@ -145,7 +145,10 @@ class TopologyMasterService(pb_grpc.TopologyMasterServicer):
                 for msg in request_iterator:
                     self._on_worker_message(session, msg)
             except grpc.RpcError as exc:
-                reason = f"control stream broke ({exc.code()})"
+                # a client's RpcError carries its status; the server's request iterator
+                # raises a bare one when the worker cancelled or went away (a kill's end)
+                code = getattr(exc, "code", None)
+                reason = f"control stream broke ({code() if callable(code) else 'cancelled'})"
             except Exception:
                 log.exception("error handling a message from worker %d", session.worker_id)
                 reason = "protocol error"
