@@ -29,9 +29,11 @@ class HeldSentences(wc.Sentences):
     def __init__(self, gate: Path) -> None:
         super().__init__(SENTENCES)
         self.gate = str(gate)
+        self.released = False
 
     def next_tuple(self):
-        if os.path.exists(self.gate):
+        self.released = self.released or os.path.exists(self.gate)  # no stat once open
+        if self.released:
             super().next_tuple()
 
 
