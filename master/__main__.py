@@ -23,7 +23,7 @@ from jstormpy.master.core import MasterCore
 from jstormpy.master.http import start_ops_server
 from jstormpy.master.rescale import finish_pending_rescale
 from jstormpy.master.service import TopologyMasterService, serve
-from jstormpy.proctitle import set_process_title
+from jstormpy.proctitle import set_process_title, title_threads
 from jstormpy.run_identity import take_over_run
 from jstormpy.security.tls import tls_dir_from_env
 from jstormpy.security.tokens import secret_from_env
@@ -69,6 +69,7 @@ def _serve(args: argparse.Namespace, run_dir: Path) -> int:
     descriptor_json = (run_dir / "descriptor.json").read_text()
     descriptor = json.loads(descriptor_json)
     set_process_title(f"jstorm TM {descriptor['name']}")
+    title_threads()
     core = MasterCore(descriptor["name"], config, descriptor, backend, resume=args.resume)
     if args.leader_lease:
         core.lease = LeaderLease(args.leader_lease)

@@ -42,7 +42,7 @@ from jstormpy.api.errors import JStormError
 from jstormpy.api.topology import Topology
 from jstormpy.faults import chaos_route
 from jstormpy.keygroups import key_group_range, resolve_max_parallelism
-from jstormpy.proctitle import set_process_title
+from jstormpy.proctitle import set_process_title, title_threads
 from jstormpy.proto import jstorm_pb2 as pb
 from jstormpy.proto import jstorm_pb2_grpc as pb_grpc
 from jstormpy.run_identity import RunIdentity
@@ -893,6 +893,7 @@ def main(argv: list[str] | None = None) -> int:
     host, _, port = args.tm.rpartition(":")
     tm = "%s:%d" % chaos_route(args.worker_id, "tm", (host, int(port)))  # chaos tests only
     set_process_title(f"jstorm worker {args.worker_id}")
+    title_threads()
     if args.cpu is not None:
         pin_to(args.cpu)
     worker = Worker(tm, args.worker_id, secret_from_env())

@@ -1,6 +1,10 @@
-"""`ps` names a topology's processes (issue 28 item 21): the TM, each worker, the zygote."""
+"""`ps` names a topology's processes (issue 28 item 21): the TM, each worker, the zygote;
+`top -H` / `ps -L` name their threads."""
 
 from __future__ import annotations
+
+import re
+from collections import Counter
 
 import psutil
 import pytest
@@ -43,3 +47,47 @@ def test_processes_are_named_after_their_role_and_topology(monkeypatch, forkserv
     for wid, title in titles.items():
         assert title == f"jstorm worker {wid} titled", title
     assert "jstorm TM titled" in names, names
+
+
+def thread_titles(pid: int) -> list[str]:
+    """The OS names of process ``pid``'s threads, as ``top -H`` and ``ps -L`` show them."""
+    return [psutil.Process(th.id).name() for th in psutil.Process(pid).threads()]
+
+
+def with_task_threads(pid: int, n: int) -> list[str] | None:
+    """``pid``'s thread names once ``n`` of them are task threads."""
+    names = thread_titles(pid)
+    return names if sum(name.startswith("task-") for name in names) == n else None
+
+
+def with_threads(pid: int, wanted: set[str]) -> list[str] | None:
+    names = thread_titles(pid)
+    return names if wanted <= set(names) else None
+
+
+def test_threads_carry_their_names_for_top_and_ps():
+    b = TopologyBuilder("threads")
+    b.set_spout("numbers", NumberSpout(10**6, per_call=1, pause_s=0.01), parallelism=2)
+    b.set_bolt("work", PassThrough, parallelism=2).shuffle_grouping("numbers")
+    with LocalCluster() as cluster:
+        h = cluster.submit(b.build(), fast_config(workers=2))
+        workers = wait_until(lambda: [w for w in h.workers() if w.pid and w.alive] if
+                             len([w for w in h.workers() if w.pid and w.alive]) == 2
+                             else None, timeout=60, what="two workers")
+        tm = wait_until(lambda: next((p for p in psutil.Process().children(recursive=True)
+                                      if living_cmdline(p) == "jstorm TM threads"), None),
+                        timeout=30, what="the TM")
+        per_worker = {w.id: wait_until(lambda w=w: with_task_threads(w.pid, 2), timeout=30,
+                                       what=f"worker {w.id}'s two task threads")
+                      for w in workers}
+        wait_until(lambda: with_threads(tm.pid, {"control-0", "control-1"}), timeout=30,
+                   what="the TM's control stream threads, by name")
+    tasks: Counter[str] = Counter()
+    for names in per_worker.values():
+        assert "heartbeat" in names, names
+        for name in names:
+            if name.startswith("task-"):
+                m = re.fullmatch(r"task-\d+-(numbers|work)", name)
+                assert m, name
+                tasks[m.group(1)] += 1
+    assert tasks == {"numbers": 2, "work": 2}, per_worker
