@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 
 import psutil
 import pytest
@@ -54,15 +55,10 @@ def thread_titles(pid: int) -> list[str]:
     return [psutil.Process(th.id).name() for th in psutil.Process(pid).threads()]
 
 
-def with_task_threads(pid: int, n: int) -> list[str] | None:
-    """``pid``'s thread names once ``n`` of them are task threads."""
+def titles_once(pid: int, ready: Callable[[list[str]], bool]) -> list[str] | None:
+    """``pid``'s thread names once ``ready`` holds of them (for ``wait_until``)."""
     names = thread_titles(pid)
-    return names if sum(name.startswith("task-") for name in names) == n else None
-
-
-def with_threads(pid: int, wanted: set[str]) -> list[str] | None:
-    names = thread_titles(pid)
-    return names if wanted <= set(names) else None
+    return names if ready(names) else None
 
 
 def test_threads_carry_their_names_for_top_and_ps():
@@ -77,11 +73,13 @@ def test_threads_carry_their_names_for_top_and_ps():
         tm = wait_until(lambda: next((p for p in psutil.Process().children(recursive=True)
                                       if living_cmdline(p) == "jstorm TM threads"), None),
                         timeout=30, what="the TM")
-        per_worker = {w.id: wait_until(lambda w=w: with_task_threads(w.pid, 2), timeout=30,
-                                       what=f"worker {w.id}'s two task threads")
-                      for w in workers}
-        wait_until(lambda: with_threads(tm.pid, {"control-0", "control-1"}), timeout=30,
-                   what="the TM's control stream threads, by name")
+        per_worker = {w.id: wait_until(
+            lambda w=w: titles_once(w.pid, lambda names: sum(
+                name.startswith("task-") for name in names) == 2),
+            timeout=30, what=f"worker {w.id}'s two task threads") for w in workers}
+        wait_until(lambda: titles_once(tm.pid, lambda names: {"control-0", "control-1"}
+                                       <= set(names)),
+                   timeout=30, what="the TM's control stream threads, by name")
     tasks: Counter[str] = Counter()
     for names in per_worker.values():
         assert "heartbeat" in names, names
