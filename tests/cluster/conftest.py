@@ -79,7 +79,9 @@ def wait_port(hosts: HostCluster, host: str, port: int, timeout: float, what: st
 
 
 def wait_spark_workers(hosts: HostCluster, n: int, timeout: float) -> None:
-    """Wait until the master's JSON status lists ``n`` ALIVE workers."""
+    """Wait until the master's JSON status lists ``n`` ALIVE workers. A master that is
+    listening but has not attached its JSON handler yet answers ``/json/`` with its HTML
+    page: not yet, as a refused connection is."""
     import json
     import urllib.request
 
@@ -93,7 +95,7 @@ def wait_spark_workers(hosts: HostCluster, n: int, timeout: float) -> None:
             alive = sum(1 for w in workers if w.get("state") == "ALIVE")
             if alive >= n:
                 return
-        except OSError:
+        except (OSError, ValueError):  # not listening yet, or its HTML page (above)
             pass
         time.sleep(0.3)  # polling interval of the condition above
     raise AssertionError(f"{alive} of {n} Spark workers registered within {timeout:.0f} s")
