@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -30,6 +31,25 @@ from jstormpy.api.component import Spout, TopologyContext
 from jstormpy.api.errors import JStormError
 from jstormpy.connectors.file_parts import read_committed
 from jstormpy.connectors.sinks import FileSink
+
+
+def private_temp_dir(prefix: str) -> str:
+    """A new temporary directory that this process removes when it exits.
+
+    Only the process that made it removes it: a worker holds a pickled copy of the
+    component and its path, and a process forked from this one runs this one's exit
+    handlers too. Removal waits for the exit, not for the component's garbage
+    collection: a topology still running may write into the directory after the test
+    dropped its last reference to the component.
+    """
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(_remove_if_mine, os.getpid(), path)
+    return path
+
+
+def _remove_if_mine(owner_pid: int, path: str) -> None:
+    if os.getpid() == owner_pid:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class TestingSourceFailure(JStormError):
@@ -50,7 +70,8 @@ class TestingSource(Spout):
     ``fail_after=N`` raises :class:`TestingSourceFailure` once, when a task has emitted
     ``N`` items (counted per task): the engine rolls back to the last completed checkpoint
     and the source replays from there. "Once" holds across worker processes: a marker
-    file in a private temporary directory records that the failure happened.
+    file in a private temporary directory records that the failure happened (removed
+    when the process that made the source exits).
 
     Example:
         >>> src = TestingSource([{"user": "a", "n": 1}, {"user": "b", "n": 2}])
@@ -77,7 +98,7 @@ class TestingSource(Spout):
             if self.as_dicts and (not isinstance(item, dict) or tuple(item) != self.outputs):
                 raise JStormError(f"TestingSource: every dict item needs the keys "
                                   f"{self.outputs} of the first, in that order; got {item!r}")
-        self.marker = (os.path.join(tempfile.mkdtemp(prefix="jstorm-testing-source-"),
+        self.marker = (os.path.join(private_temp_dir("jstorm-testing-source-"),
                                     "failed") if fail_after is not None else None)
         self.emitted = 0
         self.mine: list[Any] = self.items
@@ -123,7 +144,8 @@ class TestingSource(Spout):
 
 class TestingSink(FileSink):
     """A :class:`~jstormpy.FileSink` into a private temporary directory (or ``directory``);
-    :meth:`items` returns the committed records.
+    :meth:`items` returns the committed records. The private directory is removed when
+    the process that made the sink exits; a ``directory`` you pass is left alone.
 
     Records are what the sink wrote: a dataflow item as its record (a dict as is, a
     NamedTuple as ``_asdict()``, anything else as ``{"value": item}``), a plain
@@ -135,7 +157,7 @@ class TestingSink(FileSink):
 
     def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
         super().__init__(directory if directory is not None
-                         else tempfile.mkdtemp(prefix="jstorm-testing-sink-"))
+                         else private_temp_dir("jstorm-testing-sink-"))
 
     def items(self) -> list[dict[str, Any]]:
         """Every committed record, in (checkpoint, task) order; arrival order within."""

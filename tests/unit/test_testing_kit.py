@@ -309,3 +309,46 @@ def test_run_inline_rebuilds_a_generation_through_the_workers_prepare_order(monk
     assert rebuild[-1].startswith("restore") and \
         max(i for i, c in enumerate(rebuild) if c.startswith("build")) < \
         min(i for i, c in enumerate(rebuild) if c.startswith("restore")), rebuild
+
+
+def test_the_kits_private_directories_go_when_the_process_that_made_them_exits(tmp_path):
+    """A test run leaves no ``jstorm-testing-*`` directory behind; a forked child that
+    exits normally (running its parent's exit handlers) removes none of them."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "kit_run.py"
+    script.write_text(
+        "import os, sys\n"
+        "from jstormpy.dataflow import Dataflow\n"
+        "from jstormpy.testing import TestingSink, TestingSource, run_inline\n"
+        "src, out = TestingSource([1, 2, 3], fail_after=1), TestingSink()\n"
+        "flow = Dataflow('kit-cleanup')\n"
+        "flow.source('in', src).sink('out', out)\n"
+        "assert sorted(r['value'] for r in run_inline(flow)) == [1, 2, 3]\n"
+        "assert src.failed\n"
+        "dirs = [out.directory, os.path.dirname(src.marker)]\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    sys.exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "assert all(os.path.isdir(d) for d in dirs), 'a forked child removed them'\n"
+        "print('\\n'.join(dirs))\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    dirs = run.stdout.split()
+    assert len(dirs) == 2 and all("jstorm-testing-" in d for d in dirs)
+    assert [d for d in dirs if Path(d).exists()] == []
+
+
+def test_a_sink_directory_the_user_gave_stays(tmp_path):
+    import subprocess
+    import sys
+
+    given = tmp_path / "mine"
+    given.mkdir()
+    (given / "keep.txt").write_text("the user's")
+    subprocess.run([sys.executable, "-c", "from jstormpy.testing import TestingSink; "
+                    f"TestingSink({str(given)!r}).clear()"], check=True, timeout=60)
+    assert given.is_dir()  # clear() emptied it; the exit did not remove it

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import tempfile
 import threading
@@ -201,16 +202,19 @@ def run_with_chaos(topology: Any, config: Any, schedule: ChaosSchedule, timeout:
     from jstormpy.deploy.local import LocalCluster
 
     fault_dir = tempfile.mkdtemp(prefix="jstorm-faults-")
-    env = schedule.environment(fault_dir)
-    with LocalCluster(home=home, env=env) as cluster:
-        handle = cluster.submit(topology, config)
-        monkey = ChaosMonkey(handle, schedule)
-        monkey.start()
-        try:
-            status = handle.wait(timeout=timeout)
-        finally:
-            monkey.stop()
-        metrics = handle.metrics()
-    fired = sorted(os.listdir(fault_dir))
+    try:
+        env = schedule.environment(fault_dir)
+        with LocalCluster(home=home, env=env) as cluster:
+            handle = cluster.submit(topology, config)
+            monkey = ChaosMonkey(handle, schedule)
+            monkey.start()
+            try:
+                status = handle.wait(timeout=timeout)
+            finally:
+                monkey.stop()
+            metrics = handle.metrics()
+        fired = sorted(os.listdir(fault_dir))
+    finally:  # the workers are gone: nothing writes a marker any more
+        shutil.rmtree(fault_dir, ignore_errors=True)
     return status, monkey.done + [f"fault point fired: {describe_fired_fault(f)}"
                                   for f in fired], metrics
