@@ -18,6 +18,7 @@ stream) → two transactional file sinks (window results, late records).
 
 from __future__ import annotations
 
+import secrets
 import sys
 import tempfile
 from collections import defaultdict
@@ -109,7 +110,9 @@ def build(out: Path):
     return b.build()
 
 
-OUT = Path(tempfile.mkdtemp(prefix="sensor-windows-"))
+# a new directory name, made by the sink when it first writes: each worker imports this
+# module too (for the classes above), and a directory made here would be made there, empty
+OUT = Path(tempfile.gettempdir()) / f"sensor-windows-{secrets.token_hex(4)}"
 topology = build(OUT)
 config = Config(workers=2, guarantee="exactly_once", checkpoint_interval_ms=300)
 

@@ -6,6 +6,8 @@ Run it with ``python examples/wordcount.py`` or ``jstorm run examples/wordcount.
 from __future__ import annotations
 
 import itertools
+import os
+import secrets
 import sys
 import tempfile
 from collections import Counter
@@ -97,7 +99,9 @@ def build(out_dir: str, n_sentences: int = 20_000, name: str = "wordcount",
     return b.build()
 
 
-out_dir = tempfile.mkdtemp(prefix="wordcount-out-")
+# a new directory name, made by the sink when it first writes: each worker imports this
+# module too (for the classes above), and a directory made here would be made there, empty
+out_dir = os.path.join(tempfile.gettempdir(), f"wordcount-out-{secrets.token_hex(4)}")
 topology = build(out_dir)
 config = Config(workers=2, guarantee="exactly_once", checkpoint_interval_ms=1000)
 
