@@ -19,7 +19,6 @@ any modules it imports. It is identified by the sha256 of the zip bytes.
 from __future__ import annotations
 
 import argparse
-import atexit
 import hashlib
 import importlib.util
 import io
@@ -41,6 +40,7 @@ from jstormpy.operations.package_archive import (
     extract_package,
     open_package_zip,
 )
+from jstormpy.temp_dirs import process_temp_dir
 
 UPGRADE_EXIT_CODE = 75
 """Exit code of a worker told to restart on other code (the launcher restarts it)."""
@@ -170,8 +170,7 @@ def _unpacked(data: bytes, label: str, unpack_dir: str | os.PathLike[str] | None
     base = unpack_dir or (Path(os.environ[_RUN_DIR_ENV]) / "code" / "unpacked"
                           if os.environ.get(_RUN_DIR_ENV) else None)
     if base is None:
-        root = Path(tempfile.mkdtemp(prefix=f"jstorm-code-{label}-"))
-        atexit.register(shutil.rmtree, root, True)
+        root = Path(process_temp_dir(f"jstorm-code-{label}-"))
         _extract(data, label, root)
         return root
     root = Path(base) / digest_of(data)[:24]

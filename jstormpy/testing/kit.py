@@ -20,10 +20,8 @@ Example:
 
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,25 +29,7 @@ from jstormpy.api.component import Spout, TopologyContext
 from jstormpy.api.errors import JStormError
 from jstormpy.connectors.file_parts import read_committed
 from jstormpy.connectors.sinks import FileSink
-
-
-def private_temp_dir(prefix: str) -> str:
-    """A new temporary directory that this process removes when it exits.
-
-    Only the process that made it removes it: a worker holds a pickled copy of the
-    component and its path, and a process forked from this one runs this one's exit
-    handlers too. Removal waits for the exit, not for the component's garbage
-    collection: a topology still running may write into the directory after the test
-    dropped its last reference to the component.
-    """
-    path = tempfile.mkdtemp(prefix=prefix)
-    atexit.register(_remove_if_mine, os.getpid(), path)
-    return path
-
-
-def _remove_if_mine(owner_pid: int, path: str) -> None:
-    if os.getpid() == owner_pid:
-        shutil.rmtree(path, ignore_errors=True)
+from jstormpy.temp_dirs import process_temp_dir
 
 
 class TestingSourceFailure(JStormError):
@@ -98,7 +78,7 @@ class TestingSource(Spout):
             if self.as_dicts and (not isinstance(item, dict) or tuple(item) != self.outputs):
                 raise JStormError(f"TestingSource: every dict item needs the keys "
                                   f"{self.outputs} of the first, in that order; got {item!r}")
-        self.marker = (os.path.join(private_temp_dir("jstorm-testing-source-"),
+        self.marker = (os.path.join(process_temp_dir("jstorm-testing-source-"),
                                     "failed") if fail_after is not None else None)
         self.emitted = 0
         self.mine: list[Any] = self.items
@@ -157,7 +137,7 @@ class TestingSink(FileSink):
 
     def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
         super().__init__(directory if directory is not None
-                         else private_temp_dir("jstorm-testing-sink-"))
+                         else process_temp_dir("jstorm-testing-sink-"))
 
     def items(self) -> list[dict[str, Any]]:
         """Every committed record, in (checkpoint, task) order; arrival order within."""

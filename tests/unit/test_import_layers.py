@@ -38,7 +38,7 @@ layers =
     jstormpy.window
     jstormpy.barrier
     jstormpy.state_backends
-    jstormpy.api : jstormpy.keygroups : jstormpy.state_store : jstormpy.run_identity : jstormpy.leader_lease : jstormpy.ha_view : jstormpy.metrics : jstormpy.pickling : jstormpy.picklecheck : jstormpy.faults : jstormpy.proctitle : jstormpy.version : jstormpy.compiled
+    jstormpy.api : jstormpy.keygroups : jstormpy.state_store : jstormpy.run_identity : jstormpy.leader_lease : jstormpy.ha_view : jstormpy.metrics : jstormpy.pickling : jstormpy.picklecheck : jstormpy.faults : jstormpy.proctitle : jstormpy.temp_dirs : jstormpy.version : jstormpy.compiled
 ignore_imports =
     jstormpy.operations.savepoints -> jstormpy.master.coordinator
 """
