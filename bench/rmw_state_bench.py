@@ -27,7 +27,8 @@ Two key sequences, both seeded and replayable from the spout's snapshot (its pos
   linearly to ``--keys`` distinct keys over about ``keys / (1 - P)`` records, and every
   tenth reads with the same mix.
 
-Reported: time from submit to drained, records/s per tenth of the records (with about how
+Reported: time from submit to drained, records/s per tenth of the records (a row per
+poll that crossed a tenth, holding at least a fiftieth of the records, with about how
 many keys the state held then, and the share of reads that found their key: the sink's
 records against the bolt's), each worker's peak RSS, the checkpoints completed against
 those due (one per interval from the first trigger until drained), checkpoint bytes p50
@@ -549,13 +550,18 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
             at = progress.update(handle)
             n = int(at["executed"])
             if st["state"] == "drained":
-                if last_tenth < 10:  # the rest, when the poll saw the drain first
+                if last_tenth < 10 and tenths and at["executed"] == prev["executed"]:
+                    tenths[-1]["fraction"] = 1.0  # nothing since the last row: it ends here
+                elif last_tenth < 10:  # the rest, when the poll saw the drain first
                     close_tenth(now, at, 1.0)
                 break
             crossed = last_tenth
             while crossed < 10 and n >= (crossed + 1) * total // 10:
                 crossed += 1
-            if crossed > last_tenth:
+            # a row holds at least a fiftieth of the records: the counters move by
+            # heartbeats, so a poll can cross a tenth a few hundred records after the row
+            # before, and a share or a rate over so few is noise
+            if crossed > last_tenth and n - prev["executed"] >= total / 50:
                 close_tenth(now, at, crossed / 10)
                 last_tenth = crossed
             completed = [c for c in checkpoints.values() if c["status"] == "completed"]

@@ -54,10 +54,15 @@ def test_a_fixed_mix_holds_its_share_through_a_kill_and_is_exactly_once() -> Non
     assert r["problems"] == [], r["problems"]
     assert r["kill"] is not None, "no worker was killed"
     assert abs(r["records"] - 600_000) <= 2, r["records"]
-    shares = [t["present_share"] for t in r["tenths"]]
-    assert r["tenths"][-1]["fraction"] == 1.0 and len(shares) >= 4, r["tenths"]
-    assert all(0.45 < s < 0.55 for s in shares), [
-        (t["records"], round(t["present_share"], 4)) for t in r["tenths"]]
+    tenths = r["tenths"]
+    assert tenths[-1]["fraction"] == 1.0 and len(tenths) >= 4, tenths
+    # every row but the drain's rest holds a fiftieth of the records or more (the bench's
+    # rule); the rest can be a few hundred records, too few for a share to mean anything
+    ends = [t["records"] for t in tenths]
+    rows = [(end - start, round(t["present_share"], 4))
+            for start, end, t in zip([0, *ends[:-1]], ends, tenths, strict=True)]
+    assert all(n >= 600_000 / 50 for n, _ in rows[:-1]), rows
+    assert all(0.45 < share < 0.55 for n, share in rows if n >= 600_000 / 50), rows
     # RocksDB's own figures of both bolt tasks' databases, per tenth (issue 34): the gets
     # they served are the bolt's reads that missed its write cache, at most every record
     # (counted again after the kill's replay), and each database held files (the polls come
