@@ -39,7 +39,6 @@ import contextlib
 import logging
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -72,6 +71,7 @@ from jstormpy.operations.codepkg import UPGRADE_EXIT_CODE
 from jstormpy.runtime.worker import WORKER_HOST_ENV, topology_hash_seed
 from jstormpy.security.tls import TLS_DIR_ENV, pack_role, unpack_role
 from jstormpy.security.tokens import SECRET_ENV, new_secret
+from jstormpy.temp_dirs import process_temp_dir, remove_temp_dir
 
 log = logging.getLogger("jstormpy.deploy.spark")
 
@@ -173,7 +173,9 @@ def worker_task(spec: dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[tupl
         env[SECRET_ENV] = spec["secret"]
         env[TLS_DIR_ENV] = ""
         if spec.get("tls"):
-            tls_dir = tempfile.mkdtemp(prefix=f"jstorm-tls-{spec['name']}-")  # mode 0700
+            # mode 0700; removed below, or if this Python worker is killed, by the next
+            # task's on this host (it holds the worker's key)
+            tls_dir = process_temp_dir("jstorm-tls-")
             env[TLS_DIR_ENV] = str(unpack_role(spec["tls"], tls_dir))
         env["PYTHONHASHSEED"] = spec["hash_seed"]
         env["JSTORM_LAUNCH_ATTEMPT"] = str(spec.get("launch_attempt", 0))
@@ -210,7 +212,7 @@ def worker_task(spec: dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[tupl
                 # not a failure, so the stage goes on
         finally:
             if env[TLS_DIR_ENV]:
-                shutil.rmtree(env[TLS_DIR_ENV], ignore_errors=True)
+                remove_temp_dir(env[TLS_DIR_ENV])
         if code != 0:  # the first line is what the launcher reports (_job_failure)
             raise RuntimeError(f"jstorm worker {wid} (pid {proc.pid}) {exit_text(code)}; "
                                f"log {log_path}\nlast lines of the log:\n"

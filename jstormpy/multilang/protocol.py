@@ -34,9 +34,7 @@ import json
 import logging
 import os
 import select
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from collections import deque
@@ -47,6 +45,7 @@ from typing import IO, Any, NamedTuple
 import orjson
 
 from jstormpy.api.errors import MultilangError
+from jstormpy.temp_dirs import process_temp_dir, remove_temp_dir
 
 log = logging.getLogger("jstormpy.multilang")
 
@@ -317,11 +316,11 @@ class ShellProcess:
         self._size = 0
         self._rest = b""  # an unfinished line
         self.broken: str | None = None
-        self.pid_dir = tempfile.mkdtemp(prefix="jstorm-multilang-")
+        self.pid_dir = process_temp_dir("jstorm-multilang-")  # swept if this worker is killed
         try:
             self.proc = self._spawn(cwd, {**os.environ, **(env or {})})
         except OSError as exc:
-            shutil.rmtree(self.pid_dir, ignore_errors=True)
+            remove_temp_dir(self.pid_dir)
             raise MultilangError(f"component {component!r} (task {task_id}): cannot start "
                                  f"{self.command!r}: {exc}") from exc
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -597,7 +596,7 @@ class ShellProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        shutil.rmtree(self.pid_dir, ignore_errors=True)
+        remove_temp_dir(self.pid_dir)
 
 
 def storm_context(component: str, task_id: int, component_tasks: Mapping[str, Sequence[int]],

@@ -22,7 +22,6 @@ import queue
 import shutil
 import socket
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -69,6 +68,7 @@ from jstormpy.state_backends.rocksdb_files import (
     materialise_into,
 )
 from jstormpy.state_store import MemoryStore, RocksDBMemory, RocksDBStore, open_store
+from jstormpy.temp_dirs import process_temp_dir
 from jstormpy.terminal import ignore_terminal_interrupt
 from jstormpy.window.combine import SenderAggregation, combine_refusal, sender_aggregation
 
@@ -218,6 +218,9 @@ class Worker(TaskHost):
         # Config.rocksdb_memory_mb: one block cache and write buffer manager for all this
         # worker's task databases (made with the first; kept across generations)
         self.rocksdb_memory: RocksDBMemory | None = None
+        # where the task databases go without a state_store_dir or a run directory (made
+        # with the first; removed when this process exits, or after a kill by the next)
+        self.own_state_store_dir: Path | None = None
         # the input queues of this worker's tasks, tagged with their generation: the
         # receiving threads check a frame's generation and look its queue up in one read
         self.inboxes = Inboxes(0, {})
@@ -691,7 +694,9 @@ class Worker(TaskHost):
         elif os.environ.get("JSTORM_RUN_DIR"):
             base = Path(os.environ["JSTORM_RUN_DIR"]) / "state-store"
         else:  # no run directory (e.g. on Spark): this process's own, never another job's
-            base = Path(tempfile.gettempdir()) / f"jstorm-state-store-{os.getpid()}"
+            if self.own_state_store_dir is None:
+                self.own_state_store_dir = Path(process_temp_dir("jstorm-state-store-"))
+            base = self.own_state_store_dir
         return base / f"worker-{self.worker_id}"
 
     def _drop_foreign_state_stores(self, task_ids: list[int]) -> None:
