@@ -17,7 +17,9 @@ directory (``jstormpy/multilang/protocol.py``) and a Spark task's TLS files
   prefix whose lock it can take: one whose owner is gone.
 
 Storm's supervisor and Flink's task executor clean up what a dead worker left locally in
-the same spirit. A directory without a lock file (made by an older version) is left alone.
+the same spirit. A directory without a lock file (made by an older version) is left alone;
+where the temp directory takes no ``flock`` or no hard links, a directory has none and goes
+at its process's normal exit only.
 """
 
 from __future__ import annotations
@@ -40,15 +42,20 @@ _owner: tuple[int, str, int] | None = None
 """This process's lock file: (pid, path, open descriptor holding its lock)."""
 
 
-def _owner_lock() -> str:
+def _owner_lock() -> str | None:
     """This process's locked lock file (made at the first call in this process; a forked
-    child makes its own)."""
+    child makes its own); None where the temp directory takes no ``flock``."""
     global _owner
     if _owner is None or _owner[0] != os.getpid():
         _sweep(OWNER_PREFIX, os.unlink)
         # locked under a name no sweep looks at, then renamed: a sweep finds it locked
         fd, staging = tempfile.mkstemp(prefix="jstorm-new-owner-", suffix=".lock")
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new: nobody else holds it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new: nobody else holds it
+        except OSError:
+            os.close(fd)
+            os.unlink(staging)
+            return None
         path = os.path.join(os.path.dirname(staging),
                             OWNER_PREFIX + os.path.basename(staging)[len("jstorm-new-owner-"):])
         os.rename(staging, path)
@@ -72,7 +79,11 @@ def process_temp_dir(prefix: str) -> str:
     sweep_abandoned(prefix)
     owner = _owner_lock()
     path = tempfile.mkdtemp(prefix=prefix)
-    os.link(owner, os.path.join(path, LOCK_NAME))  # locked already: the same file
+    # locked already: the same file (without flock or hard links in the temp directory:
+    # removed at exit only, as a directory without a lock file)
+    if owner is not None:
+        with contextlib.suppress(OSError):
+            os.link(owner, os.path.join(path, LOCK_NAME))
     atexit.register(_remove_if_mine, os.getpid(), path, remove_temp_dir)
     return path
 
