@@ -101,3 +101,19 @@ def test_the_exit_handler_removes_a_directory_and_the_lock_file() -> None:
     left = [n for n in os.listdir(tempfile.gettempdir()) if n.startswith(OWNER_PREFIX)
             and os.stat(os.path.join(tempfile.gettempdir(), n)).st_ino == inode]
     assert left == []
+
+
+def test_without_flock_or_hard_links_a_directory_still_comes_and_goes_at_exit() -> None:
+    for broken in ("os.link", "fcntl.flock"):
+        kind = prefix()
+        code = ("import fcntl, os\n"
+                "def refuse(*args): raise OSError(38, 'not supported here')\n"
+                f"{broken} = refuse\n"
+                "from jstormpy.temp_dirs import process_temp_dir\n"
+                f"d = process_temp_dir({kind!r})\n"
+                "assert os.path.isdir(d) and not os.path.exists(os.path.join(d, '.owner.lock'))\n"
+                "print(d)")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert done.returncode == 0, (broken, done.stderr[-2000:])
+        assert not os.path.exists(done.stdout.strip()), broken
