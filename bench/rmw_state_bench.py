@@ -550,10 +550,11 @@ def _run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
             at = progress.update(handle)
             n = int(at["executed"])
             if st["state"] == "drained":
-                if last_tenth < 10 and tenths and at["executed"] == prev["executed"]:
-                    tenths[-1]["fraction"] = 1.0  # nothing since the last row: it ends here
-                elif last_tenth < 10:  # the rest, when the poll saw the drain first
-                    close_tenth(now, at, 1.0)
+                if last_tenth < 10:  # the rest, when the poll saw the drain first
+                    if tenths and at["executed"] == prev["executed"]:
+                        tenths[-1]["fraction"] = 1.0  # nothing since the last row: it ends
+                    else:
+                        close_tenth(now, at, 1.0)
                 break
             crossed = last_tenth
             while crossed < 10 and n >= (crossed + 1) * total // 10:
