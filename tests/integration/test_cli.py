@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -58,10 +59,10 @@ config = Config(workers=2, checkpoint_interval_ms=300, heartbeat_interval_ms=100
 '''
 
 
-def jstorm(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def jstorm(*args: str, timeout: float = 120,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*JSTORM, *args], capture_output=True, text=True, timeout=timeout,
-                          check=False,
-                          cwd=ROOT)
+                          check=False, cwd=ROOT, env=env)
 
 
 def ok(*args: str) -> str:
@@ -71,8 +72,9 @@ def ok(*args: str) -> str:
     return res.stdout
 
 
-def test_run_example_wordcount_verifies():
-    res = jstorm("run", "examples/wordcount.py")
+def test_run_example_wordcount_verifies(tmp_path):
+    # the example writes its output under the temp directory and leaves it for its user
+    res = jstorm("run", "examples/wordcount.py", env={**os.environ, "TMPDIR": str(tmp_path)})
     assert res.returncode == 0, res.stdout + res.stderr
     out = res.stdout
     assert "running 'wordcount': 4 components, 2 workers, exactly_once" in out

@@ -378,7 +378,7 @@ def test_a_spark_run_prints_no_log4j_chatter(tmp_path: Path) -> None:
         [sys.executable, "-m", "jstormpy.cli.main", "run", str(root / "examples/wordcount.py"),
          "--spark-master", "local[2]", "--timeout", "300"], check=False, capture_output=True,
         text=True, timeout=400, cwd=tmp_path,
-        env={**os.environ, "JSTORM_HOME": str(tmp_path / "home")})
+        env={**os.environ, "JSTORM_HOME": str(tmp_path / "home"), "TMPDIR": str(tmp_path)})
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "verify: OK" in proc.stdout

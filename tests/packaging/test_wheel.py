@@ -73,6 +73,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dic
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env["JSTORM_HOME"] = str(root / "home")
+    # the example leaves its output in the temp directory for its user: here, the test's
+    (root / "tmp").mkdir()
+    env["TMPDIR"] = str(root / "tmp")
     dist = root / "dist"
     _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist),
           str(CHECKOUT)], outside, env, 600)
