@@ -14,7 +14,7 @@ Printed per tenth of the operations: the task thread's CPU per operation
 compaction threads' CPU, the level-0 files (mean of samples) and, with ``--stats``,
 RocksDB's own statistics per get over the tenth (data-block cache misses, SST files whose
 bloom filter said no and said maybe, where the hits were found, SST block reads).
-`--key-filter` runs it as the store runs with its key filter on (the default where the
+``--key-filter`` runs it as the store runs with its key filter on (the default where the
 filter is compiled): reads of keys never written skip RocksDB, and the last level keeps no
 bloom filter. Options under test go on top of the store's (``--index-restart``, ``--pin-top``,
 ``--partition-filters``, ``--block-kb``, ...), so the same run can be repeated with one
