@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from jstormpy import state_keys
+
 pytestmark = pytest.mark.slow
 
 KEYS = 1_000_000
@@ -64,13 +66,18 @@ def test_a_fixed_mix_holds_its_share_through_a_kill_and_is_exactly_once() -> Non
     assert all(n >= 600_000 / 50 for n, _ in rows[:-1]), rows
     assert all(0.45 < share < 0.55 for n, share in rows if n >= 600_000 / 50), rows
     # RocksDB's own figures of both bolt tasks' databases, per tenth (issue 34): the gets
-    # they served are the bolt's reads that missed its write cache, at most every record
-    # (counted again after the kill's replay), and each database held files (the polls come
-    # from heartbeats: a restarted task's last one may come before its first flush)
+    # they served are the bolt's reads that missed its write cache, and each database held
+    # files (the polls come from heartbeats: a restarted task's last one may come before its
+    # first flush). With the key filter on, only the re-reads of written keys (half the
+    # records, and the kill's replay) reach RocksDB, less the write cache's hits: 0.27-0.41
+    # of the records in the runs measured (the killed worker's gets since its last heartbeat
+    # are not counted); without it, the new keys' reads too, at most every record counted
+    # again after the replay.
     figures = [t["rocksdb"] for t in r["tenths"]]
     assert all(len(f) == 2 for f in figures[1:]), figures
     gets = sum(f["gets"] for tenth in figures for f in tenth.values())
-    assert 0.3 * r["records"] < gets < 2 * r["records"], (gets, r["records"])
+    most = 0.75 if state_keys.enabled() else 2.0
+    assert 0.1 * r["records"] < gets < most * r["records"], (gets, r["records"])
     for task in figures[-1]:
         held = [f[task] for f in figures if task in f]
         assert any(sum(f["files_per_level"].values()) > 0 and f["sst_mb"] > 0
