@@ -29,41 +29,16 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
+from bench.nexmark.engine_bytewax import free_ports, wait_listening
 from bench.nexmark.engines import ENGINES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _ROW = re.compile(r'\{"word": "([^"]*)", "count": (\d+)\}')
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
-def wait_listening(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    """Until something listens on 127.0.0.1:``port`` (Timely dials once a second)."""
-    want = f"0100007F:{port:04X}"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        with open("/proc/net/tcp") as f:
-            if any(line.split()[1] == want and line.split()[3] == "0A"
-                   for line in f.readlines()[1:]):
-                return
-        time.sleep(0.01)  # polling /proc for the condition, bounded by the deadline
 
 
 def corpus_counts(corpus: str) -> collections.Counter[str]:

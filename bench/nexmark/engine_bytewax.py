@@ -33,7 +33,8 @@ dropped (q11 lost about half its bids on 20k events). One partition keeps each k
 records within the generator's delay; the windows still run on every worker."""
 
 
-def _free_ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
+    """``n`` free ports on 127.0.0.1 (also used by ``bench/bytewax_running_counts.py``)."""
     socks = [socket.socket() for _ in range(n)]
     for s in socks:
         s.bind(("127.0.0.1", 0))
@@ -43,7 +44,9 @@ def _free_ports(n: int) -> list[int]:
     return ports
 
 
-def _wait_listening(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+def wait_listening(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Until something listens on 127.0.0.1:``port``: Timely's process 0 listens, and a
+    process that dials before it retries only once a second."""
     want = f"0100007F:{port:04X}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
@@ -80,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
             cmds = [[py, "-m", "bytewax.run", target, *common]]
             ports: list[int] = []
         else:
-            ports = _free_ports(a.parallelism)
+            ports = free_ports(a.parallelism)
             addrs = ";".join(f"127.0.0.1:{port}" for port in ports)
             cmds = [[py, "-m", "bytewax.run", target, "-i", str(i), "-a", addrs, *common]
                     for i in range(a.parallelism)]
@@ -88,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
         for i, cmd in enumerate(cmds):
             procs.append(subprocess.Popen(cmd, env=dict(env, NEXMARK_PROC_ID=str(i))))
             if ports and i < len(cmds) - 1:
-                _wait_listening(ports[i], procs[-1])
+                wait_listening(ports[i], procs[-1])
         codes = [proc.wait() for proc in procs]
         if any(codes):
             sys.exit(f"bytewax process(es) failed: exit codes {codes}")
