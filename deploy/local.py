@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -630,10 +631,20 @@ class LocalCluster:
 
 
 def write_final_status(run_dir: Path, status: dict[str, Any]) -> None:
-    """Keep how a run ended in its run directory (``jstorm status NAME`` reads it)."""
-    tmp = run_dir / (FINAL_STATUS_FILE + ".tmp")
-    tmp.write_text(json.dumps(status))
-    tmp.replace(run_dir / FINAL_STATUS_FILE)
+    """Keep how a run ended in its run directory (``jstorm status NAME`` reads it).
+
+    Two threads of the launcher may write it at once: ``wait()`` seeing the run end while
+    ``kill()`` stops it. Each writes a temporary file of its own and renames it into place
+    (the last rename wins, whole), so neither can move the other's file away mid-write."""
+    fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=FINAL_STATUS_FILE + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(status))
+        os.replace(tmp, run_dir / FINAL_STATUS_FILE)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def others_running(name: str, home: Path | None = None) -> bool:
