@@ -7,7 +7,8 @@ emitting every running count, each written as a jsonl line), as the harness runs
 two processes of one worker each, SQLite recovery, snapshots every second
 (``-s 1 -b 0``), processing time from the flow built to the process exiting. With
 ``--jstormpy-script`` it alternates each Bytewax run with a run of the harness's jstormpy
-entry (``systems/jstormpy_wc.py --mode reduce``, its own ``PROCESSING_SECONDS``).
+entry (``systems/jstormpy_wc.py --mode reduce``, its own ``PROCESSING_SECONDS``; its final
+counts checked against the corpus).
 
 Bytewax runs with the interpreter the Nexmark bench finds (``$NEXMARK_BYTEWAX_PYTHON``, or
 the peer harness's Bytewax environment), unless ``--bytewax-python`` names one.
@@ -92,16 +93,26 @@ def run_bytewax(python: str, corpus: str, sink: str, op: str, work: str) -> floa
     rcs = [p.wait() for p in procs]
     if any(rcs):
         raise SystemExit(f"bytewax process(es) failed: rc={rcs}")
-    timings = [json.load(open(os.path.join(outdir, f"timing-p{i}.json"))) for i in range(2)]
+    timings = []
+    for i in range(2):
+        with open(os.path.join(outdir, f"timing-p{i}.json")) as f:
+            timings.append(json.load(f))
     return max(t["t_exit"] for t in timings) - max(t["t_ready"] for t in timings)
 
 
-def run_jstormpy(script: str, corpus: str, work: str) -> float:
+def run_jstormpy(script: str, corpus: str, work: str,
+                 expected: collections.Counter[str]) -> float:
+    """One run of the harness's running-count entry, its final counts checked; returns
+    its processing seconds."""
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    out = subprocess.run([sys.executable, script, "--corpus", corpus, "--out",
-                          os.path.join(work, "counts.json"), "--workdir", work,
-                          "--mode", "reduce"], check=True, capture_output=True, text=True)
+    counts_path = os.path.join(work, "counts.json")
+    out = subprocess.run([sys.executable, script, "--corpus", corpus, "--out", counts_path,
+                          "--workdir", work, "--mode", "reduce"],
+                         check=True, capture_output=True, text=True)
+    with open(counts_path) as f:
+        if json.load(f) != dict(expected):
+            raise SystemExit("jstormpy_eo_reduce: its final counts differ from the corpus's")
     return float(out.stdout.strip().splitlines()[-1].split("=", 1)[1])
 
 
@@ -131,7 +142,8 @@ def main() -> None:
             line = (f"run {run + 1}: bytewax ({a.op}, {a.sink}) {s:.3f} s, "
                     f"{words / s / 1e6:.2f}M words/s ({rows} rows checked)")
             if a.jstormpy_script:
-                j = run_jstormpy(a.jstormpy_script, a.corpus, os.path.join(work, "js"))
+                j = run_jstormpy(a.jstormpy_script, a.corpus, os.path.join(work, "js"),
+                                 expected)
                 js.append(j)
                 line += f"; jstormpy_eo_reduce {j:.3f} s, {words / j / 1e6:.2f}M words/s"
             print(line, flush=True)
