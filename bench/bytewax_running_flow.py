@@ -78,6 +78,10 @@ class _CountLogic(StatefulBatchLogic):
         return self.count
 
 
+def _row(kv):
+    return f'{{"word": "{kv[0]}", "count": {kv[1]}}}'
+
+
 flow = Dataflow("running_counts")
 lines = op.input("read", flow, DirSource(CORPUS, glob_pat="part-*.txt", batch_size=1000))
 words = op.flat_map("split", lines, str.split)
@@ -87,10 +91,10 @@ if OP == "map":
 else:
     counts = op.stateful_batch("count", keyed, _CountLogic)
 if SINK == "dir":
-    rows = op.map("row", counts, lambda kv: (kv[0], f'{{"word": "{kv[0]}", "count": {kv[1]}}}'))
+    rows = op.map("row", counts, lambda kv: (kv[0], _row(kv)))
     op.output("out", rows, DirSink(OUTDIR, 2, file_namer=lambda i, _n: f"rows-{i}.jsonl"))
 else:
-    rows = op.map("row", counts, lambda kv: f'{{"word": "{kv[0]}", "count": {kv[1]}}}\n')
+    rows = op.map("row", counts, lambda kv: _row(kv) + "\n")
     op.output("out", rows, AppendSink())
 
 _T_READY = time.time()

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import threading
 
+import pytest
+
 from jstormpy.api.failure import FINAL_STATUS_FILE
 from jstormpy.deploy.local import write_final_status
 
@@ -40,10 +42,6 @@ def test_writers_at_once_never_fail_and_leave_one_whole_status(tmp_path):
 
 
 def test_a_failed_write_leaves_no_temporary_file(tmp_path):
-    try:
+    with pytest.raises(TypeError):
         write_final_status(tmp_path, {"state": "killed", "bad": object()})
-    except TypeError:
-        pass
-    else:
-        raise AssertionError("an unserialisable status was written")
     assert list(tmp_path.iterdir()) == []
